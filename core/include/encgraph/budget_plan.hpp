@@ -1,0 +1,46 @@
+// Token-budget planning: which budgets get a graph, the batch size limit, the
+// frame limit, and each path's budget list. Pure functions, no device.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace encgraph {
+
+// What the user asked for; empty / zero / nullopt means "infer".
+struct BudgetRequest {
+  std::vector<int64_t> token_budgets;           // explicit budgets, any order
+  int64_t max_items_per_batch = 0;              // 0: infer
+  std::optional<int64_t> max_frames_per_batch;  // nullopt: infer
+  bool video_enabled = true;                    // false: max_frames_per_batch = 0
+};
+
+struct PathBudgetSpec {
+  std::string name;
+  int64_t min_token_budget = 0;  // 0: the global budgets unchanged
+  bool allow_zero_tokens = false;
+};
+
+struct BudgetPlan {
+  std::vector<int64_t> token_budgets;  // ascending
+  int64_t max_batch_size = 0;
+  int64_t max_frames_per_batch = 0;
+  std::vector<std::vector<int64_t>> path_budgets;  // per path, ascending, may start with 0
+};
+
+// Powers of two times `min_budget` up to `max_budget`, the maximum always included.
+std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget);
+
+// Plans budgets from the request and the plugin's range [range_min, range_max]
+// (only consulted when the request leaves budgets or batch size open). Throws
+// encgraph::Error (Config) with a message naming the setting to change.
+BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
+                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths);
+
+// Smallest budget >= tokens in an ascending list, or nullopt when none fits.
+std::optional<int64_t> smallest_fitting_budget(const std::vector<int64_t>& budgets,
+                                               int64_t tokens);
+
+}  // namespace encgraph

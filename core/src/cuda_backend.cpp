@@ -1,0 +1,228 @@
+#include "cuda_check.hpp"
+#include "device_backend.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <mutex>
+#include <unordered_map>
+
+namespace encgraph {
+namespace {
+
+void log_if_failed(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    spdlog::error("CUDA error {} while {} (ignored in a destructor)", cudaGetErrorName(status),
+                  what);
+}
+
+// Move-only owners; destructors log instead of throwing.
+class Stream {
+ public:
+  Stream() { EG_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (s_) log_if_failed(cudaStreamDestroy(s_), "destroying a stream");
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() { EG_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  ~Event() {
+    if (e_) log_if_failed(cudaEventDestroy(e_), "destroying an event");
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+class CudaGraph final : public RecordedGraph {
+ public:
+  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
+      : graph_(graph), exec_(exec), stream_(stream) {}
+  ~CudaGraph() override {
+    if (exec_) log_if_failed(cudaGraphExecDestroy(exec_), "destroying a graph exec");
+    if (graph_) log_if_failed(cudaGraphDestroy(graph_), "destroying a graph");
+  }
+  void replay() override { EG_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    EG_CUDA_CHECK(cudaSetDevice(device));
+    stream_ = std::make_unique<Stream>();
+    cudaDeviceProp prop{};
+    EG_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    name_ = std::string("cuda:") + std::to_string(device) + " (" + prop.name + ")";
+  }
+  ~CudaBackend() override {
+    log_if_failed(cudaStreamSynchronize(stream_->get()), "synchronising at shutdown");
+  }
+
+  eg_device_type type() const override { return EG_DEVICE_CUDA; }
+  std::string name() const override { return name_; }
+  void* stream() override { return stream_->get(); }
+
+  void* alloc(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    const cudaError_t st = cudaMalloc(&p, bytes ? bytes : 1);
+    if (st != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky-free error state
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      throw Error(ErrorKind::Device,
+                  std::string("CUDA ") + cudaGetErrorName(st) + " allocating " +
+                      std::to_string(bytes >> 20) + " MiB for " + what + " (" +
+                      std::to_string(free_b >> 20) + " MiB free of " +
+                      std::to_string(total_b >> 20) +
+                      "); lower the largest token budget or max_items_per_batch");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[p] = bytes;
+    allocated_ += bytes;
+    return p;
+  }
+  void free(void* p) noexcept override {
+    if (!p) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = sizes_.find(p);
+      if (it != sizes_.end()) {
+        allocated_ -= it->second;
+        sizes_.erase(it);
+      }
+    }
+    log_if_failed(cudaFree(p), "freeing device memory");
+  }
+  void* alloc_host(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    const cudaError_t st = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (st != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(ErrorKind::Device, std::string("CUDA ") + cudaGetErrorName(st) +
+                                         " allocating pinned host memory for " + what);
+    }
+    return p;
+  }
+  void free_host(void* p) noexcept override {
+    if (p) log_if_failed(cudaFreeHost(p), "freeing pinned memory");
+  }
+
+  void copy_to_device(void* d, const void* s, size_t n) override {
+    if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, stream_->get()));
+  }
+  void copy_on_device(void* d, const void* s, size_t n) override {
+    if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, stream_->get()));
+  }
+  void copy_to_host(void* d, const void* s, size_t n) override {
+    if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_->get()));
+  }
+  void fill_zero(void* d, size_t n) override {
+    if (n) EG_CUDA_CHECK(cudaMemsetAsync(d, 0, n, stream_->get()));
+  }
+  void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
+
+  void mark_staging_consumed(int slot) override {
+    EG_CUDA_CHECK(cudaEventRecord(staging_events_.at(slot).get(), stream_->get()));
+  }
+  void wait_staging_free(int slot) override {
+    EG_CUDA_CHECK(cudaEventSynchronize(staging_events_.at(slot).get()));
+  }
+
+  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
+                                         const std::string& what) override {
+    cudaStream_t s = stream_->get();
+    // Global mode: an illegal call (sync, cudaMalloc) from any thread during the
+    // capture fails instead of silently breaking the graph.
+    EG_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cudaGraph_t graph = nullptr;
+    try {
+      body();
+    } catch (const Error& e) {
+      (void)cudaStreamEndCapture(s, &graph);
+      if (graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw Error(e.kind(), "capturing " + what + ": " + e.what());
+    }
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (end != cudaSuccess || graph == nullptr) {
+      if (graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw Error(ErrorKind::Plugin,
+                  "capturing " + what + ": the capture was invalidated (" +
+                      cudaGetErrorName(end) +
+                      "). The forward made a call that is illegal inside a CUDA graph: a "
+                      "synchronisation, an allocation, or work on a stream other than the one "
+                      "it was given");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    if (inst != cudaSuccess) {
+      (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      throw Error(ErrorKind::Device, std::string("instantiating ") + what + ": CUDA " +
+                                         cudaGetErrorName(inst) + " (" +
+                                         cudaGetErrorString(inst) + ")");
+    }
+    return std::make_unique<CudaGraph>(graph, exec, s);
+  }
+
+  size_t allocated_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return allocated_;
+  }
+
+ private:
+  int device_;
+  std::string name_;
+  std::unique_ptr<Stream> stream_;
+  std::array<Event, 2> staging_events_;
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, size_t> sizes_;
+  size_t allocated_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
+  int count = 0;
+  const cudaError_t st = cudaGetDeviceCount(&count);
+  if (st != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw Error(ErrorKind::Device, std::string("no usable CUDA device (") +
+                                       (st != cudaSuccess ? cudaGetErrorString(st)
+                                                          : "device count is 0") +
+                                       "); set runtime.device = \"cpu\"");
+  }
+  if (device_index < 0 || device_index >= count)
+    throw Error(ErrorKind::Config, "CUDA device " + std::to_string(device_index) +
+                                       " does not exist (" + std::to_string(count) +
+                                       " present)");
+  return std::make_shared<CudaBackend>(device_index);
+}
+
+bool cuda_device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+}  // namespace encgraph

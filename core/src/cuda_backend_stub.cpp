@@ -1,0 +1,17 @@
+// Built when the CUDA toolkit is absent: the CPU backend still works and a CUDA
+// request gets a clear error.
+#include "device_backend.hpp"
+
+#include <encgraph/error.hpp>
+
+namespace encgraph {
+
+std::shared_ptr<DeviceBackend> make_cuda_backend(int) {
+  throw Error(ErrorKind::Device,
+              "this encgraph was built without CUDA; set runtime.device = \"cpu\" or rebuild "
+              "with the CUDA toolkit installed");
+}
+
+bool cuda_device_available() { return false; }
+
+}  // namespace encgraph

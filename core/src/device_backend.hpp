@@ -1,0 +1,66 @@
+// The device the manager runs on: memory, copies, one stream, and "graphs".
+// The CUDA backend records real CUDA graphs; the CPU backend records the
+// forward call on its static buffers and replays it by calling it again.
+#pragma once
+
+#include <encgraph/plugin_api.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace encgraph {
+
+class RecordedGraph {
+ public:
+  virtual ~RecordedGraph() = default;
+  virtual void replay() = 0;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual eg_device_type type() const = 0;
+  virtual std::string name() const = 0;
+  virtual void* stream() = 0;  // handed to plugins; nullptr on the CPU
+
+  // Device memory (256-byte aligned). alloc throws Error(Device) naming `what`
+  // when memory runs out.
+  virtual void* alloc(size_t bytes, const std::string& what) = 0;
+  virtual void free(void* p) noexcept = 0;
+  // Host memory the device copies from quickly (pinned for CUDA).
+  virtual void* alloc_host(size_t bytes, const std::string& what) = 0;
+  virtual void free_host(void* p) noexcept = 0;
+
+  // Stream-ordered operations.
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Host staging slot `slot` may be rewritten once the work queued before the
+  // matching mark has consumed it.
+  virtual void mark_staging_consumed(int slot) = 0;
+  virtual void wait_staging_free(int slot) = 0;
+
+  // Records `body` (which enqueues work on stream()) into a graph. `what` names
+  // the graph for errors.
+  virtual std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
+                                                 const std::string& what) = 0;
+
+  // Bytes currently allocated through alloc().
+  virtual size_t allocated_bytes() const = 0;
+};
+
+std::shared_ptr<DeviceBackend> make_cpu_backend();
+// Throws Error(Device) when CUDA is not compiled in or no device is usable.
+std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index);
+// Whether a CUDA device is present and usable (false when built without CUDA).
+bool cuda_device_available();
+
+size_t dtype_size(int32_t dtype);
+const char* dtype_name(int32_t dtype);
+
+}  // namespace encgraph

@@ -1,0 +1,51 @@
+#include <encgraph/budget_plan.hpp>
+#include <encgraph/packer.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+namespace encgraph {
+
+std::vector<PackedBatch> pack_items(const std::vector<int64_t>& out_tokens,
+                                    const std::vector<std::vector<int64_t>>& path_tokens,
+                                    const std::vector<std::vector<int64_t>>& path_budgets,
+                                    int64_t max_batch_size) {
+  const size_t num_paths = path_budgets.size();
+  std::vector<int64_t> max_budget(num_paths, 0);
+  for (size_t p = 0; p < num_paths; ++p)
+    max_budget[p] = path_budgets[p].empty() ? 0 : path_budgets[p].back();
+
+  std::vector<int64_t> order(out_tokens.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return out_tokens[a] < out_tokens[b]; });
+
+  std::vector<PackedBatch> batches;
+  PackedBatch current;
+  current.path_tokens.assign(num_paths, 0);
+
+  auto close_batch = [&] {
+    if (current.items.empty()) return;
+    current.path_budget.resize(num_paths);
+    for (size_t p = 0; p < num_paths; ++p)
+      current.path_budget[p] = current.path_tokens[p] == 0
+                                   ? std::optional<int64_t>(0)
+                                   : smallest_fitting_budget(path_budgets[p], current.path_tokens[p]);
+    batches.push_back(std::move(current));
+    current = PackedBatch{};
+    current.path_tokens.assign(num_paths, 0);
+  };
+
+  for (int64_t idx : order) {
+    bool fits = static_cast<int64_t>(current.items.size()) < max_batch_size;
+    for (size_t p = 0; fits && p < num_paths; ++p)
+      fits = current.path_tokens[p] + path_tokens[idx][p] <= max_budget[p];
+    if (!current.items.empty() && !fits) close_batch();
+    current.items.push_back(idx);
+    for (size_t p = 0; p < num_paths; ++p) current.path_tokens[p] += path_tokens[idx][p];
+  }
+  close_batch();
+  return batches;
+}
+
+}  // namespace encgraph

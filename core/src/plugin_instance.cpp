@@ -1,0 +1,87 @@
+#include "plugin_instance.hpp"
+
+#include <cstring>
+
+namespace encgraph {
+
+const char* status_name(eg_status status) {
+  switch (status) {
+    case EG_OK: return "ok";
+    case EG_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case EG_ERR_NOT_FOUND: return "not found";
+    case EG_ERR_OUT_OF_MEMORY: return "out of memory";
+    case EG_ERR_UNSUPPORTED: return "unsupported";
+    case EG_ERR_DEVICE: return "device error";
+    case EG_ERR_IO: return "I/O error";
+    default: return "internal error";
+  }
+}
+
+void PluginInstance::fail(const std::string& what, eg_status status, eg_error& err) const {
+  err.message[EG_ERROR_MESSAGE_CAPACITY - 1] = '\0';
+  const ErrorKind kind = status == EG_ERR_OUT_OF_MEMORY || status == EG_ERR_DEVICE
+                             ? ErrorKind::Device
+                         : status == EG_ERR_INVALID_ARGUMENT ? ErrorKind::Input
+                                                             : ErrorKind::Plugin;
+  throw Error(kind, "plugin '" + name_ + "': " + what + " failed (" + status_name(status) +
+                        "): " + (err.message[0] ? err.message : "no message given"));
+}
+
+PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device,
+                               int device_index, const std::string& weights,
+                               const std::vector<std::pair<std::string, std::string>>& config)
+    : api_(plugin.api), name_(plugin.name) {
+  if (!(api_->devices & device))
+    throw Error(ErrorKind::Config, "plugin '" + name_ + "' does not support device " +
+                                       device_names(device) + " (it supports " +
+                                       device_names(api_->devices) + "); change runtime.device");
+  std::vector<eg_config_entry> entries;
+  entries.reserve(config.size());
+  for (const auto& [k, v] : config) entries.push_back({k.c_str(), v.c_str()});
+  eg_create_params params{};
+  params.struct_size = sizeof(params);
+  params.device = device;
+  params.device_index = device_index;
+  params.weights = weights.empty() ? nullptr : weights.c_str();
+  params.config = entries.data();
+  params.num_config = static_cast<int64_t>(entries.size());
+  call("create", [&](eg_error* e) { return api_->create(&params, &handle_, e); });
+  if (!handle_) throw Error(ErrorKind::Plugin, "plugin '" + name_ + "': create returned no instance");
+  try {
+    info_.struct_size = sizeof(info_);
+    call("model_info", [&](eg_error* e) { return api_->model_info(handle_, &info_, e); });
+    if (info_.num_paths < 1 || info_.num_paths > EG_MAX_PATHS)
+      throw_plugin("plugin '" + name_ + "' declares " + std::to_string(info_.num_paths) +
+                   " paths; 1.." + std::to_string(EG_MAX_PATHS) + " are allowed");
+    if (info_.num_buffers < 0 || info_.num_buffers > EG_MAX_BUFFERS)
+      throw_plugin("plugin '" + name_ + "' declares " + std::to_string(info_.num_buffers) +
+                   " buffers; 0.." + std::to_string(EG_MAX_BUFFERS) + " are allowed");
+    if (info_.num_capture_axes < 0 || info_.num_capture_axes > EG_MAX_CAPTURE_AXES)
+      throw_plugin("plugin '" + name_ + "' declares " + std::to_string(info_.num_capture_axes) +
+                   " capture axes; 0.." + std::to_string(EG_MAX_CAPTURE_AXES) + " are allowed");
+    for (int a = 0; a < info_.num_capture_axes; ++a)
+      if (info_.capture_axes[a].num_keys <= 0 || !info_.capture_axes[a].keys)
+        throw_plugin("plugin '" + name_ + "': capture axis " + std::to_string(a) +
+                     " has no keys; every capture axis must list at least one key");
+    if (info_.num_capture_axes > 0 && info_.num_paths > 1)
+      throw_plugin("plugin '" + name_ +
+                   "' combines several paths with capture axes, which encgraph does not "
+                   "support yet; declare either paths or capture axes");
+    if (info_.num_capture_axes > 0 && !api_->select_axis_keys)
+      throw_plugin("plugin '" + name_ + "' declares capture axes but no select_axis_keys");
+    for (int b = 0; b < info_.num_buffers; ++b)
+      if (info_.buffers[b].padding_logic == EG_PAD_CALLBACK && !api_->pad_buffer)
+        throw_plugin("plugin '" + name_ + "': buffer '" +
+                     (info_.buffers[b].name ? info_.buffers[b].name : "?") +
+                     "' uses callback padding but pad_buffer is NULL");
+  } catch (...) {
+    api_->destroy(handle_);
+    throw;
+  }
+}
+
+PluginInstance::~PluginInstance() {
+  if (handle_) api_->destroy(handle_);
+}
+
+}  // namespace encgraph

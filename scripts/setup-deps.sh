@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages encgraph builds with, only those missing
+# (idempotent). CUDA and NCCL come from /usr/local/cuda, not from apt.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libboost-dev libboost-program-options-dev
+  libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev
+  libstb-dev libopenblas-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "encgraph: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 || {
+    "${sudo_cmd[@]}" apt-get update -q >/dev/null
+    "${sudo_cmd[@]}" apt-get install -y -q "${missing[@]}"
+  }
+fi

@@ -1,0 +1,111 @@
+// Budget planning: the three sources, the power-of-two generator, the
+// max_batch_size <= smallest budget invariant, per-path lists and frame limits.
+#include <encgraph/budget_plan.hpp>
+#include <encgraph/error.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace encgraph;
+using V = std::vector<int64_t>;
+
+namespace {
+const std::vector<PathBudgetSpec> kOnePath = {{"default", 0, false}};
+
+std::string config_error(const BudgetRequest& r, int64_t lo, int64_t hi,
+                         const std::vector<PathBudgetSpec>& paths = kOnePath) {
+  try {
+    plan_budgets(r, lo, hi, 4, paths);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("generate_budgets doubles from the minimum and always includes the maximum") {
+  CHECK(generate_budgets(64, 1024) == V{64, 128, 256, 512, 1024});
+  CHECK(generate_budgets(100, 1000) == V{100, 200, 400, 800, 1000});
+  CHECK(generate_budgets(7, 7) == V{7});
+  CHECK_THROWS_AS(generate_budgets(0, 8), Error);
+  CHECK_THROWS_AS(generate_budgets(16, 8), Error);
+}
+
+TEST_CASE("fully user-specified budgets and batch size are validated") {
+  BudgetRequest r;
+  r.token_budgets = {512, 128, 256};
+  r.max_items_per_batch = 16;
+  const BudgetPlan p = plan_budgets(r, 1, 2, 4, kOnePath);
+  CHECK(p.token_budgets == V{128, 256, 512});
+  CHECK(p.max_batch_size == 16);
+  CHECK(p.max_frames_per_batch == 64);
+  CHECK(p.path_budgets == std::vector<V>{{128, 256, 512}});
+
+  r.max_items_per_batch = 200;
+  const std::string msg = config_error(r, 1, 2);
+  CHECK(msg.find("max_items_per_batch (200)") != std::string::npos);
+  CHECK(msg.find("smallest token budget (128)") != std::string::npos);
+  CHECK(msg.find("Raise the smallest budget or lower max_items_per_batch") != std::string::npos);
+}
+
+TEST_CASE("only max items: budgets are generated from max(range min, max items)") {
+  BudgetRequest r;
+  r.max_items_per_batch = 100;
+  const BudgetPlan p = plan_budgets(r, 64, 1000, 2, kOnePath);
+  CHECK(p.token_budgets == V{100, 200, 400, 800, 1000});
+  CHECK(p.max_batch_size == 100);
+  CHECK(p.max_frames_per_batch == 200);
+}
+
+TEST_CASE("only budgets: batch size is capped by range ratio and smallest budget") {
+  BudgetRequest r;
+  r.token_budgets = {32, 4096};
+  BudgetPlan p = plan_budgets(r, 64, 8192, 1, kOnePath);
+  CHECK(p.max_batch_size == 32);  // min(8192/64 = 128, 32)
+  r.token_budgets = {1024, 4096};
+  p = plan_budgets(r, 64, 8192, 1, kOnePath);
+  CHECK(p.max_batch_size == 128);
+}
+
+TEST_CASE("neither: everything comes from the plugin's range") {
+  const BudgetPlan p = plan_budgets({}, 256, 4096, 3, kOnePath);
+  CHECK(p.token_budgets == V{256, 512, 1024, 2048, 4096});
+  CHECK(p.max_batch_size == 16);
+  CHECK(p.max_frames_per_batch == 48);
+}
+
+TEST_CASE("invalid plugin ranges are rejected with the reason") {
+  CHECK(config_error({}, 0, 100).find("both ends must be positive") != std::string::npos);
+  CHECK(config_error({}, 200, 100).find("minimum 200 > maximum 100") != std::string::npos);
+}
+
+TEST_CASE("max_frames_per_batch from its three sources") {
+  BudgetRequest r;
+  r.video_enabled = false;
+  CHECK(plan_budgets(r, 64, 256, 8, kOnePath).max_frames_per_batch == 0);
+  r.video_enabled = true;
+  r.max_frames_per_batch = 5;
+  CHECK(plan_budgets(r, 64, 256, 8, kOnePath).max_frames_per_batch == 5);
+  r.max_frames_per_batch.reset();
+  CHECK(plan_budgets(r, 64, 256, 8, kOnePath).max_frames_per_batch == 4 * 8);
+}
+
+TEST_CASE("per-path budgets: minimum per path and allow_zero_tokens") {
+  const std::vector<PathBudgetSpec> paths = {{"global", 0, false}, {"local", 256, true}};
+  const BudgetPlan p = plan_budgets({}, 64, 1024, 1, paths);
+  REQUIRE(p.path_budgets.size() == 2);
+  CHECK(p.path_budgets[0] == V{64, 128, 256, 512, 1024});
+  CHECK(p.path_budgets[1] == V{0, 256, 512, 1024});
+
+  const std::vector<PathBudgetSpec> bad = {{"local", 4096, false}};
+  CHECK(config_error({}, 64, 1024, bad).find("path 'local'") != std::string::npos);
+  CHECK(config_error({}, 64, 1024, {}).find("at least one") != std::string::npos);
+}
+
+TEST_CASE("smallest_fitting_budget") {
+  const V b{0, 64, 128, 256};
+  CHECK(*smallest_fitting_budget(b, 1) == 64);
+  CHECK(*smallest_fitting_budget(b, 128) == 128);
+  CHECK(*smallest_fitting_budget(b, 129) == 256);
+  CHECK_FALSE(smallest_fitting_budget(b, 257).has_value());
+}
