@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (from the repository root, with gpu-bundle/ carried):
+# every GPU test and benchmark, full logs under $OUT, a summary table last.
+#   device run: bash scripts/gpu-run-all.sh [filter-regex]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$root/gpu-bundle
+out=${OUT:-/tmp/encgraph-gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export ENCGRAPH_PLUGIN_PATH=$bundle/plugins
+export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead
+export NCCL_NVLS_ENABLE=0
+filter=${1:-.}
+nvidia-smi -L | tee "$out/gpu.txt"
+
+summary=()
+run() {  # run NAME COMMAND...
+  local name=$1
+  shift
+  [[ $name =~ $filter ]] || return 0
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-34s %-6s %4ss' "$name" "$([[ $rc == 0 ]] && echo PASS || echo FAIL:$rc)" $((SECONDS - start)))")
+  [[ $rc == 0 ]] || tail -30 "$out/$name.log"
+}
+
+# Every doctest executable; GPU cases run, CPU cases too (cheap).
+for t in "$bundle"/bin/test_*; do
+  run "$(basename "$t")" "$t"
+done
+# Benchmarks and reference checks register themselves here.
+for b in "$root"/scripts/gpu/*.sh; do
+  [[ -f $b ]] && run "$(basename "$b" .sh)" bash "$b" "$bundle" "$out"
+done
+
+echo
+echo "== encgraph GPU summary =="
+printf '%s\n' "${summary[@]}"
+for f in "$out"/*.table; do
+  [[ -f $f ]] && { echo; cat "$f"; }
+done
