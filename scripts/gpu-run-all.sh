@@ -5,8 +5,11 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$root/gpu-bundle
-out=${OUT:-/tmp/encgraph-gpu-out}
-mkdir -p "$out"
+# $OUT brings back at most 8 files: individual logs go to a scratch folder and
+# are concatenated into $OUT/all-logs.txt at the end.
+final=${OUT:-/tmp/encgraph-gpu-out}
+out=$(mktemp -d /tmp/encgraph-logs.XXXX)
+mkdir -p "$final"
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export ENCGRAPH_PLUGIN_PATH=$bundle/plugins
 export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead
@@ -41,3 +44,11 @@ printf '%s\n' "${summary[@]}"
 for f in "$out"/*.table; do
   [[ -f $f ]] && { echo; cat "$f"; }
 done
+{
+  printf '%s\n' "${summary[@]}"
+  for f in "$out"/*.table; do [[ -f $f ]] && { echo; cat "$f"; }; done
+} >"$final/summary.txt"
+for f in "$out"/*.log "$out"/*.txt; do
+  [[ -f $f ]] && { echo "===== $(basename "$f")"; cat "$f"; }
+done >"$final/all-logs.txt"
+cp "$out"/*.json "$final/" 2>/dev/null || true
