@@ -62,9 +62,11 @@ class CpuBackend final : public DeviceBackend {
   void copy_to_device(void* d, const void* s, size_t n) override { copy(d, s, n); }
   void copy_on_device(void* d, const void* s, size_t n) override { copy(d, s, n); }
   void copy_to_host(void* d, const void* s, size_t n) override { copy(d, s, n); }
-  void fill_zero(void* d, size_t n) override {
-    if (n) std::memset(d, 0, n);
+  void fill_bytes(void* d, int value, size_t n) override {
+    if (n) std::memset(d, value, n);
   }
+  void* alloc_async(size_t bytes, const std::string& what) override { return alloc(bytes, what); }
+  void free_async(void* p) noexcept override { free(p); }
   void synchronize() override {}
   void mark_staging_consumed(int) override {}
   void wait_staging_free(int) override {}

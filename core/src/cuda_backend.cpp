@@ -132,8 +132,21 @@ class CudaBackend final : public DeviceBackend {
   void copy_to_host(void* d, const void* s, size_t n) override {
     if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_->get()));
   }
-  void fill_zero(void* d, size_t n) override {
-    if (n) EG_CUDA_CHECK(cudaMemsetAsync(d, 0, n, stream_->get()));
+  void fill_bytes(void* d, int value, size_t n) override {
+    if (n) EG_CUDA_CHECK(cudaMemsetAsync(d, value, n, stream_->get()));
+  }
+  void* alloc_async(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    const cudaError_t st = cudaMallocAsync(&p, bytes ? bytes : 1, stream_->get());
+    if (st != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(ErrorKind::Device, std::string("CUDA ") + cudaGetErrorName(st) + " allocating " +
+                                         std::to_string(bytes >> 20) + " MiB for " + what);
+    }
+    return p;
+  }
+  void free_async(void* p) noexcept override {
+    if (p) log_if_failed(cudaFreeAsync(p, stream_->get()), "freeing results");
   }
   void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
 

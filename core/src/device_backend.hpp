@@ -29,6 +29,9 @@ class DeviceBackend {
   // when memory runs out.
   virtual void* alloc(size_t bytes, const std::string& what) = 0;
   virtual void free(void* p) noexcept = 0;
+  // Stream-ordered device memory for per-call results: cheap, no device-wide sync.
+  virtual void* alloc_async(size_t bytes, const std::string& what) = 0;
+  virtual void free_async(void* p) noexcept = 0;
   // Host memory the device copies from quickly (pinned for CUDA).
   virtual void* alloc_host(size_t bytes, const std::string& what) = 0;
   virtual void free_host(void* p) noexcept = 0;
@@ -37,7 +40,8 @@ class DeviceBackend {
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
-  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  virtual void fill_bytes(void* dst, int value, size_t bytes) = 0;
+  void fill_zero(void* dst, size_t bytes) { fill_bytes(dst, 0, bytes); }
   virtual void synchronize() = 0;
 
   // Host staging slot `slot` may be rewritten once the work queued before the

@@ -63,6 +63,9 @@ GraphManager::GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstanc
     axis_key_product_ = std::move(next);
   }
   eager_scratch_.resize(info.num_paths);
+  output_arena_.assign(info.num_paths, nullptr);
+  output_arena_bytes_.assign(info.num_paths, 0);
+  packing_budgets_ = plan_.path_budgets;
   stats_.token_budgets = plan_.token_budgets;
   std::string budgets;
   for (size_t p = 0; p < plan_.path_budgets.size(); ++p) {
@@ -167,18 +170,21 @@ size_t GraphManager::workspace_bytes(const eg_graph_shape& shape) const {
 void GraphManager::release_memory() {
   for (auto& [key, g] : graphs_) backend_->free(g.buffer_memory);
   graphs_.clear();
-  backend_->free(output_arena_);
+  for (auto& arena : output_arena_) backend_->free(arena);
+  std::fill(output_arena_.begin(), output_arena_.end(), nullptr);
+  std::fill(output_arena_bytes_.begin(), output_arena_bytes_.end(), 0);
   backend_->free(workspace_);
   backend_->free_host(staging_[0]);
   backend_->free_host(staging_[1]);
-  output_arena_ = workspace_ = staging_[0] = staging_[1] = nullptr;
-  output_arena_bytes_ = workspace_bytes_ = staging_bytes_ = 0;
+  workspace_ = staging_[0] = staging_[1] = nullptr;
+  workspace_bytes_ = staging_bytes_ = graph_memory_ = 0;
 }
 
 void GraphManager::clear() {
   backend_->synchronize();
   release_memory();
   captured_ = false;
+  packing_budgets_ = plan_.path_budgets;
   stats_.num_graphs = 0;
   stats_.graph_memory_bytes = 0;
 }
@@ -201,10 +207,11 @@ void GraphManager::capture() {
   // Shared memory: every graph writes its output and scratch into one arena each,
   // sized for the largest graph; graphs never run at the same time.
   while (!shapes.empty()) {
-    size_t ws = 0, out = 0, staging = 0;
+    size_t ws = 0, staging = 0;
+    std::vector<size_t> out(output_arena_.size(), 0);
     for (const auto& s : shapes) {
       ws = std::max(ws, workspace_bytes(s));
-      out = std::max(out, tensor_bytes(output_layout(s)));
+      out[s.path] = std::max(out[s.path], tensor_bytes(output_layout(s)));
       size_t b = 0;
       buffer_layout(s, &b);
       staging = std::max(staging, b);
@@ -212,8 +219,13 @@ void GraphManager::capture() {
     try {
       workspace_ = backend_->alloc(ws, "the shared graph workspace");
       workspace_bytes_ = ws;
-      output_arena_ = backend_->alloc(out, "the shared graph output");
-      output_arena_bytes_ = out;
+      graph_memory_ = ws;
+      for (size_t p = 0; p < out.size(); ++p) {
+        output_arena_[p] = backend_->alloc(out[p], "the shared graph output of path " +
+                                                       std::to_string(p));
+        output_arena_bytes_[p] = out[p];
+        graph_memory_ += out[p];
+      }
       staging_[0] = backend_->alloc_host(staging, "replay staging");
       staging_[1] = backend_->alloc_host(staging, "replay staging");
       staging_bytes_ = staging;
@@ -243,10 +255,23 @@ void GraphManager::capture() {
   }
   backend_->synchronize();
   captured_ = true;
+  // Pack against what was captured: a dropped budget must not attract batches.
+  for (size_t p = 0; p < packing_budgets_.size(); ++p) {
+    auto& budgets = packing_budgets_[p];
+    budgets.erase(std::remove_if(budgets.begin(), budgets.end(),
+                                 [&](int64_t b) {
+                                   if (b == 0) return false;
+                                   for (const auto& [key, g] : graphs_)
+                                     if (key.path == static_cast<int32_t>(p) && key.budget == b)
+                                       return false;
+                                   return true;
+                                 }),
+                  budgets.end());
+  }
   stats_.num_graphs = static_cast<int64_t>(graphs_.size());
   stats_.capture_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats_.graph_memory_bytes = static_cast<int64_t>(backend_->allocated_bytes());
+  stats_.graph_memory_bytes = static_cast<int64_t>(graph_memory_);
   spdlog::info("captured {} graphs for '{}' on {} in {:.3f} s, {:.1f} MiB of graph memory",
                graphs_.size(), plugin_.name(), backend_->name(), stats_.capture_seconds,
                stats_.graph_memory_bytes / 1048576.0);
@@ -258,6 +283,7 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
   size_t bytes = 0;
   std::vector<eg_tensor> layout = buffer_layout(shape, &bytes);
   void* memory = backend_->alloc(bytes, "the input buffers of graph " + describe(shape));
+  graph_memory_ += bytes;
   Captured& c = graphs_[key];
   c.shape = shape;
   c.buffer_memory = memory;
@@ -265,7 +291,7 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
   for (auto& t : c.buffers)
     t.data = static_cast<char*>(memory) + reinterpret_cast<uintptr_t>(t.data);
   c.output = output_layout(shape);
-  c.output.data = output_arena_;
+  c.output.data = output_arena_[shape.path];
   c.args.shape = c.shape;
   c.args.buffers = c.buffers.data();
   c.args.num_buffers = static_cast<int32_t>(c.buffers.size());
@@ -291,6 +317,7 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
     c.graph = backend_->capture(forward, "graph " + describe(shape) + " of '" + plugin_.name() + "'");
   } catch (...) {
     backend_->free(memory);
+    graph_memory_ -= bytes;
     graphs_.erase(key);
     throw;
   }
@@ -390,6 +417,17 @@ eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*
   for (auto& t : buffers) t.data = base + reinterpret_cast<uintptr_t>(t.data);
   output.data = base + buffer_bytes;
   void* workspace = base + buffer_bytes + out_bytes;
+  // Values a batch leaves unset keep what capture preparation gives them, as in
+  // a replayed graph.
+  plugin_.call("prepare_capture_inputs for an eager " + describe(shape), [&](eg_error* e) {
+    return plugin_.api()->prepare_capture_inputs(plugin_.handle(), &shape, buffers.data(),
+                                                 static_cast<int32_t>(buffers.size()),
+                                                 backend_->stream(), e);
+  });
+  if (config_.poison_memory) {
+    backend_->fill_bytes(output.data, 0xFF, tensor_bytes(output));
+    backend_->fill_bytes(workspace, 0xFF, ws);
+  }
   fill_buffers(shape, buffers, items, scratch.host, -1);
   eg_forward_args args{};
   args.shape = shape;
@@ -439,20 +477,15 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
   const size_t row_bytes = static_cast<size_t>(info.out_hidden_size) * dtype_size(info.out_dtype);
   {
     auto backend = backend_;
-    void* mem = backend_->alloc(std::max<size_t>(total_rows * row_bytes, 1), "the call's results");
-    result.memory_ = std::shared_ptr<void>(mem, [backend](void* p) {
-      try {
-        backend->synchronize();
-      } catch (const std::exception& e) {
-        spdlog::error("freeing results: {}", e.what());
-      }
-      backend->free(p);
-    });
+    // One allocation per call, stream-ordered: freeing it never waits for the device.
+    void* mem =
+        backend_->alloc_async(std::max<size_t>(total_rows * row_bytes, 1), "the call's results");
+    result.memory_ = std::shared_ptr<void>(mem, [backend](void* p) { backend->free_async(p); });
   }
   if (n == 0) return result;
 
   const std::vector<PackedBatch> batches =
-      pack_items(out_tokens, path_tokens, plan_.path_budgets, plan_.max_batch_size);
+      pack_items(out_tokens, path_tokens, packing_budgets_, plan_.max_batch_size);
   char* result_base = static_cast<char*>(result.memory_.get());
   int64_t next_row = 0;
   std::vector<const eg_item*> batch_items;
@@ -495,6 +528,10 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
           Captured& g = it->second;
           const int slot = static_cast<int>(staging_turn_++ & 1);
           fill_buffers(g.shape, g.buffers, batch_items, staging_[slot], slot);
+          if (config_.poison_memory) {  // NaN in every float format: stale rows must not leak
+            backend_->fill_bytes(output_arena_[p], 0xFF, output_arena_bytes_[p]);
+            backend_->fill_bytes(workspace_, 0xFF, workspace_bytes_);
+          }
           g.graph->replay();
           outputs[p] = g.output;
           stats_.graph_hits += bn;

@@ -76,8 +76,13 @@ class GraphManager {
 
   bool captured_ = false;
   std::map<GraphKey, Captured> graphs_;
-  void* output_arena_ = nullptr;
-  size_t output_arena_bytes_ = 0;
+  // One output arena per path: a batch's paths all replay before post-processing.
+  std::vector<void*> output_arena_;
+  std::vector<size_t> output_arena_bytes_;
+  // Budgets batches are packed against: the captured ones (the plan's until
+  // capture, smaller when out-of-memory dropped some).
+  std::vector<std::vector<int64_t>> packing_budgets_;
+  size_t graph_memory_ = 0;  // arenas, staging excluded, plus every graph's buffers
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* staging_[2] = {nullptr, nullptr};  // alternating host staging slots

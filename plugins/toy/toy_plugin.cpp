@@ -52,6 +52,7 @@ struct Config {
   int64_t max_frames_per_video = 8;
   int64_t extra_kernels = 0;        // tiny launches per forward (launch-overhead benchmark)
   int64_t huge_workspace_from = 0;  // budgets >= this ask for an impossible workspace
+  int64_t workspace_per_token = 0;  // extra scratch bytes per budget token (memory tests)
   int64_t fail_forward_at = 0;      // forward fails at this budget
   bool illegal_sync = false;        // forward synchronises the device (illegal in capture)
   bool check_padding = true;        // CPU: verify padded rows before computing
@@ -156,6 +157,7 @@ Config parse_config(const eg_create_params* p) {
     else if (key == "max_frames_per_video") c.max_frames_per_video = parse_int(k, v);
     else if (key == "extra_kernels") c.extra_kernels = parse_int(k, v);
     else if (key == "huge_workspace_from") c.huge_workspace_from = parse_int(k, v);
+    else if (key == "workspace_per_token") c.workspace_per_token = parse_int(k, v);
     else if (key == "fail_forward_at") c.fail_forward_at = parse_int(k, v);
     else if (key == "illegal_sync") c.illegal_sync = parse_bool(k, v);
     else if (key == "check_padding") c.check_padding = parse_bool(k, v);
@@ -165,7 +167,8 @@ Config parse_config(const eg_create_params* p) {
       fail(EG_ERR_INVALID_ARGUMENT,
            "unknown config key '" + key + "' for plugin " TOY_NAME
            " (known: hidden, patch, min_budget, max_budget, local_min_tokens, local_min_budget, "
-           "max_frames_per_video, extra_kernels, huge_workspace_from, fail_forward_at, "
+           "max_frames_per_video, extra_kernels, huge_workspace_from, workspace_per_token, "
+           "fail_forward_at, "
            "illegal_sync, check_padding, bias, capture_axis_keys)");
   }
   if (c.hidden <= 0 || c.patch <= 0) fail(EG_ERR_INVALID_ARGUMENT, "hidden and patch must be positive");
@@ -445,7 +448,8 @@ eg_status toy_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t* by
     if (c.huge_workspace_from > 0 && s->token_budget >= c.huge_workspace_from)
       *bytes = size_t{1} << 50;  // no machine has this: exercises out-of-memory handling
     else
-      *bytes = static_cast<size_t>(c.extra_kernels + 1) * sizeof(float);
+      *bytes = static_cast<size_t>(c.extra_kernels + 1) * sizeof(float) +
+               static_cast<size_t>(c.workspace_per_token * s->token_budget);
   });
 }
 

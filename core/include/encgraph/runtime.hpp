@@ -35,6 +35,7 @@ struct RuntimeConfig {
   bool use_graphs = true;          // false: every batch runs eagerly at its exact size
   bool drop_budget_on_oom = false;  // out of memory while capturing a budget: drop it, warn
   int64_t stats_log_interval = 100;  // log hit statistics every N items (0: never)
+  bool poison_memory = false;  // debugging: fill output and workspace with NaN before each run
 };
 
 // A plugin-owned item (image or video), made by Runtime::make_item.

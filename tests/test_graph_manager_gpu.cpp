@@ -1,0 +1,143 @@
+// The budget-graph manager on CUDA graphs (H200): random mixes equal per-item
+// eager runs, NaN-poisoned memory never reaches real outputs, 16+ budgets cost
+// about one budget's memory, interleaved replays stay correct, and illegal calls
+// or out-of-memory during capture become clear errors.
+#include "manager_checks.hpp"
+#include "test_support.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <random>
+
+using namespace encgraph;
+using namespace encgraph::test;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+size_t device_used_bytes() {
+  size_t free_b = 0, total_b = 0;
+  REQUIRE(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);
+  return total_b - free_b;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA graphs: random mixes equal per-item eager runs, with memory poisoned") {
+  std::mt19937 rng(7);
+  RuntimeConfig cfg = toy_config("cuda");
+  set(cfg, "hidden", "32");
+  set(cfg, "min_budget", "64");
+  set(cfg, "max_budget", "2048");
+  cfg.poison_memory = true;
+  Runtime graphs(cfg);
+  CHECK(graphs.device_type() == EG_DEVICE_CUDA);
+  graphs.capture();
+  CHECK(graphs.stats().num_graphs == 6);
+  RuntimeConfig eager_cfg = cfg;
+  eager_cfg.use_graphs = false;
+  Runtime eager(eager_cfg);
+  // Many calls of different sizes: the graphs replay interleaved in random order.
+  for (int trial = 0; trial < 16; ++trial)
+    check_batch_equals_per_item(graphs, eager, random_descs(rng, 1 + (trial * 7) % 23, 40));
+  const Stats s = graphs.stats();
+  CHECK(s.graph_hits > 100);
+  MESSAGE("hits " << s.graph_hits << ", misses " << s.graph_misses << ", efficiency "
+                  << s.padded_token_efficiency);
+}
+
+TEST_CASE("CUDA graphs: two paths and capture axes") {
+  std::mt19937 rng(11);
+  RuntimeConfig cfg = toy_config("cuda", "toy_dual");
+  set(cfg, "local_min_tokens", "20");
+  cfg.budgets.token_budgets = {16, 64, 512};
+  cfg.budgets.max_items_per_batch = 8;
+  cfg.poison_memory = true;
+  Runtime graphs(cfg);
+  graphs.capture();
+  cfg.use_graphs = false;
+  Runtime eager(cfg);
+  for (int trial = 0; trial < 6; ++trial)
+    check_batch_equals_per_item(graphs, eager, random_descs(rng, 2 + trial * 3, 12));
+
+  RuntimeConfig axes = toy_config("cuda");
+  set(axes, "capture_axis_keys", "[1, 2, 4]");
+  axes.budgets.token_budgets = {64, 256};
+  axes.budgets.max_items_per_batch = 4;
+  Runtime axis_graphs(axes);
+  axis_graphs.capture();
+  CHECK(axis_graphs.stats().num_graphs == 6);
+  axes.use_graphs = false;
+  Runtime axis_eager(axes);
+  check_batch_equals_per_item(axis_graphs, axis_eager, {video(28, 28, 3, 1), video(56, 28, 3, 2)});
+}
+
+TEST_CASE("capturing 16 budgets costs about one budget's workspace, not the sum") {
+  RuntimeConfig cfg = toy_config("cuda");
+  set(cfg, "workspace_per_token", "65536");  // 64 KiB of scratch per budget token
+  for (int64_t b = 1; b <= 16; ++b) cfg.budgets.token_budgets.push_back(1024 * b);
+  cfg.budgets.max_items_per_batch = 16;
+  Runtime rt(cfg);
+  const size_t before = device_used_bytes();
+  rt.capture();
+  const size_t after = device_used_bytes();
+  CHECK(rt.stats().num_graphs == 16);
+  const double largest_ws = 16384.0 * 65536.0;  // 1 GiB
+  const double sum_ws = 136.0 * 1024.0 * 65536.0;
+  const double used = static_cast<double>(after - before);
+  MESSAGE("graphs " << rt.stats().num_graphs << ": device memory " << used / 1048576.0
+                    << " MiB; largest budget's workspace " << largest_ws / 1048576.0
+                    << " MiB; sum over budgets " << sum_ws / 1048576.0 << " MiB");
+  CHECK(used < 1.25 * largest_ws);
+  CHECK(rt.stats().graph_memory_bytes < 1.25 * largest_ws);
+  std::vector<Item> items;
+  items.push_back(rt.make_item(image(14 * 50, 14 * 50, 1)));
+  CHECK(rt.execute(items).rows(0) == 2500);
+}
+
+TEST_CASE("an illegal synchronisation inside the forward fails the capture clearly") {
+  RuntimeConfig cfg = toy_config("cuda");
+  set(cfg, "illegal_sync", "true");
+  cfg.budgets.token_budgets = {64};
+  cfg.budgets.max_items_per_batch = 2;
+  Runtime rt(cfg);
+  const std::string msg = error_of([&] { rt.capture(); });
+  MESSAGE(msg);
+  CHECK(msg.find("illegal inside a CUDA graph") != std::string::npos);
+  CHECK(msg.find("'toy'") != std::string::npos);
+  CHECK(msg.find("budget 64") != std::string::npos);
+  CHECK_FALSE(rt.is_captured());
+}
+
+TEST_CASE("out of device memory while capturing: clear error or dropped budgets") {
+  RuntimeConfig cfg = toy_config("cuda");
+  set(cfg, "huge_workspace_from", "1024");
+  cfg.budgets.token_budgets = {256, 512, 1024, 2048};
+  cfg.budgets.max_items_per_batch = 4;
+  {
+    Runtime rt(cfg);
+    const std::string msg = error_of([&] { rt.capture(); });
+    MESSAGE(msg);
+    CHECK(msg.find("cudaErrorMemoryAllocation") != std::string::npos);
+    CHECK(msg.find("lower the largest token budget") != std::string::npos);
+  }
+  cfg.drop_budget_on_oom = true;
+  Runtime rt(cfg);
+  rt.capture();
+  CHECK(rt.stats().num_graphs == 2);
+  std::vector<Item> items;
+  items.push_back(rt.make_item(image(14 * 20, 14 * 20, 1)));
+  CHECK(rt.execute(items).rows(0) == 400);
+}
