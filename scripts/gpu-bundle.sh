@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENCGRAPH_BUILD_DIR:-$root/build}
-bundle=$root/gpu-bundle
+bundle=${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}
 "$root/scripts/build.sh" -DCMAKE_CUDA_ARCHITECTURES=90
 
 rm -rf "$bundle"

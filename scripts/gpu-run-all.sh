@@ -4,7 +4,7 @@
 #   device run: bash scripts/gpu-run-all.sh [filter-regex]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bundle=$root/gpu-bundle
+bundle=${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}
 # $OUT brings back at most 8 files: individual logs go to a scratch folder and
 # are concatenated into $OUT/all-logs.txt at the end.
 final=${OUT:-/tmp/encgraph-gpu-out}
