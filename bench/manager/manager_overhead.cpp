@@ -39,13 +39,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-RuntimeConfig config(const std::string& device, int extra_kernels, bool graphs) {
+RuntimeConfig config(const std::string& device, int extra_kernels, bool graphs,
+                     int hidden = 64) {
   RuntimeConfig c;
   c.plugin = "toy";
   c.plugin_dirs = {ENCGRAPH_BENCH_PLUGIN_DIR};
   c.device = device;
   c.use_graphs = graphs;
-  c.plugin_config = {{"hidden", "64"}, {"extra_kernels", std::to_string(extra_kernels)},
+  c.plugin_config = {{"hidden", std::to_string(hidden)},
+                     {"extra_kernels", std::to_string(extra_kernels)},
                      {"check_padding", "false"}};
   c.budgets.token_budgets = {256, 1024, 4096};
   c.budgets.max_items_per_batch = 16;
@@ -83,18 +85,24 @@ int main(int argc, char** argv) {
   const std::string table_path = argc > 2 ? argv[2] : "";
   std::ostringstream table;
   try {
-    // 1. Host overhead: 8 images of 8x8 patches = 512 tokens -> the 1024 graph.
-    Runtime rt(config(device, 0, true));
-    rt.capture();
-    std::vector<Item> batch = make_items(rt, 8, 8);
-    const double host_us = time_us(50, 500, [&] {
-      sync_device(device);
-      const auto t0 = Clock::now();
-      Result r = rt.execute(batch);
-      const auto t1 = Clock::now();
-      sync_device(device);
-      return std::chrono::duration<double, std::micro>(t1 - t0).count();
-    });
+    // 1. Host overhead: 8 images of 8x8 patches = 512 tokens of 16 floats -> the
+    // 1024 graph. On the CPU backend the same call measures the manager's own
+    // work without device API calls (the forward there is real CPU work, so only
+    // the device run is the headline figure).
+    auto host_overhead = [&](const std::string& dev) {
+      Runtime rt(config(dev, 0, true, 16));
+      rt.capture();
+      std::vector<Item> batch = make_items(rt, 8, 8);
+      return time_us(50, 500, [&] {
+        sync_device(dev);
+        const auto t0 = Clock::now();
+        Result r = rt.execute(batch);
+        const auto t1 = Clock::now();
+        sync_device(dev);
+        return std::chrono::duration<double, std::micro>(t1 - t0).count();
+      });
+    };
+    const double host_us = host_overhead(device);
 
     // 2. Replay vs eager, 300 launches per forward.
     Runtime graphs(config(device, 300, true));
@@ -112,9 +120,9 @@ int main(int argc, char** argv) {
     const double graph_us = time_us(20, 200, [&] { return run(graphs, gb); });
     const double eager_us = time_us(20, 200, [&] { return run(eager, eb); });
 
-    table << "manager benchmark (toy plugin, " << rt.device_name() << ")\n";
+    table << "manager benchmark (toy plugin, " << graphs.device_name() << ")\n";
     table << "  host overhead per batch (8 items, pack + refresh + replay enqueue): "
-          << host_us << " us (target < 30 us)\n";
+          << host_us << " us median of 500 (target < 30 us)\n";
     table << "  batch of 8 items, 300 kernels per forward: graph replay " << graph_us
           << " us, eager " << eager_us << " us, speed-up " << eager_us / graph_us << "x\n";
     const Stats s = graphs.stats();

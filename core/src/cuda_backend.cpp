@@ -167,10 +167,21 @@ class CudaBackend final : public DeviceBackend {
     try {
       body();
     } catch (const Error& e) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      (void)cudaStreamIsCapturing(s, &status);
       (void)cudaStreamEndCapture(s, &graph);
       if (graph) (void)cudaGraphDestroy(graph);
       (void)cudaGetLastError();
-      throw Error(e.kind(), "capturing " + what + ": " + e.what());
+      // A forward that failed because an earlier call of its own broke the
+      // capture: say what breaks captures, not just the knock-on error.
+      const std::string hint =
+          status == cudaStreamCaptureStatusInvalidated
+              ? " (the capture was invalidated: the forward made a call that is illegal inside "
+                "a CUDA graph, such as a synchronisation, an allocation, or work on a stream "
+                "other than the one it was given)"
+              : "";
+      throw Error(status == cudaStreamCaptureStatusInvalidated ? ErrorKind::Plugin : e.kind(),
+                  "capturing " + what + ": " + e.what() + hint);
     }
     const cudaError_t end = cudaStreamEndCapture(s, &graph);
     if (end != cudaSuccess || graph == nullptr) {

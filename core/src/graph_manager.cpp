@@ -21,16 +21,7 @@ size_t tensor_bytes(const eg_tensor& t) {
   return n;
 }
 
-std::string describe(const eg_graph_shape& s) {
-  std::string out = "path " + std::to_string(s.path) + " budget " + std::to_string(s.token_budget);
-  if (s.num_axis_keys > 0) {
-    out += " axis keys (";
-    for (int i = 0; i < s.num_axis_keys; ++i)
-      out += (i ? ", " : "") + std::to_string(s.axis_keys[i]);
-    out += ")";
-  }
-  return out;
-}
+std::string describe(const eg_graph_shape& s) { return describe_shape(s); }
 
 }  // namespace
 
@@ -300,15 +291,14 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
   c.args.workspace_size = workspace_bytes_;
   c.args.stream = backend_->stream();
   try {
-    plugin_.call("prepare_capture_inputs for " + describe(shape), [&](eg_error* e) {
+    plugin_.call("prepare_capture_inputs", &shape, [&](eg_error* e) {
       return plugin_.api()->prepare_capture_inputs(plugin_.handle(), &c.shape, c.buffers.data(),
                                                    c.args.num_buffers, backend_->stream(), e);
     });
     const eg_forward_args* args = &c.args;  // the map node is stable
     PluginInstance* plugin = &plugin_;
-    const std::string what = "forward for " + describe(shape);
-    auto forward = [plugin, args, what] {
-      plugin->call(what, [&](eg_error* e) {
+    auto forward = [plugin, args] {
+      plugin->call("forward", &args->shape, [&](eg_error* e) {
         return plugin->api()->forward(plugin->handle(), args, e);
       });
     };
@@ -329,28 +319,44 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
                                 int slot) {
   const eg_model_info& info = plugin_.info();
   const int nb = static_cast<int>(device_buffers.size());
+  if (nb == 0) return;
   if (slot >= 0) backend_->wait_staging_free(slot);
+  // Staging mirrors the device layout byte for byte, so one copy can move
+  // several buffers at once.
+  char* const device_base = static_cast<char*>(device_buffers[0].data);
+  char* const host_base = static_cast<char*>(staging_base);
   eg_replay_buffer replay[EG_MAX_BUFFERS];
-  char* base0 = static_cast<char*>(device_buffers.empty() ? nullptr : device_buffers[0].data);
   for (int b = 0; b < nb; ++b) {
     replay[b].staging = device_buffers[b];
     replay[b].staging.device = EG_DEVICE_CPU;
-    replay[b].staging.data =
-        static_cast<char*>(staging_base) + (static_cast<char*>(device_buffers[b].data) - base0);
+    replay[b].staging.data = host_base + (static_cast<char*>(device_buffers[b].data) - device_base);
     replay[b].rows = -1;
   }
-  plugin_.call("prepare_replay_buffers for " + describe(shape), [&](eg_error* e) {
+  plugin_.call("prepare_replay_buffers", &shape, [&](eg_error* e) {
     return plugin_.api()->prepare_replay_buffers(plugin_.handle(), &shape, items.data(),
                                                  static_cast<int64_t>(items.size()), replay, nb, e);
   });
+
+  // Padding is done on the host when it is small (it then rides along in the
+  // copy) and on the device when large (a memset instead of moving zeros).
+  constexpr size_t kHostPadLimit = 64 * 1024;
+  struct Span {
+    size_t offset, bytes;
+  };
+  Span copies[EG_MAX_BUFFERS];
+  Span zero_fills[EG_MAX_BUFFERS];
+  int callbacks[EG_MAX_BUFFERS];
+  int64_t callback_rows[EG_MAX_BUFFERS];
+  int num_copies = 0, num_fills = 0, num_callbacks = 0;
   for (int b = 0; b < nb; ++b) {
     const int64_t rows = replay[b].rows;
     if (rows < 0) continue;  // keeps its captured contents
     const eg_tensor& dst = device_buffers[b];
     char* host = static_cast<char*>(replay[b].staging.data);
+    const size_t offset = static_cast<size_t>(host - host_base);
     const size_t total = tensor_bytes(dst);
     if (dst.ndim == 0) {
-      backend_->copy_to_device(dst.data, host, total);
+      copies[num_copies++] = {offset, total};
       continue;
     }
     const int64_t capacity = dst.shape[0];
@@ -365,24 +371,48 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
     switch (info.buffers[b].padding_logic) {
       case EG_PAD_REPEAT_LAST:
         if (rows == 0) {
-          backend_->fill_zero(dst.data, total);
+          std::memset(host, 0, total);
         } else {
           for (int64_t r = rows; r < capacity; ++r)
             std::memcpy(host + r * row_bytes, host + (rows - 1) * row_bytes, row_bytes);
-          backend_->copy_to_device(dst.data, host, total);
         }
+        copies[num_copies++] = {offset, total};
         break;
       case EG_PAD_CALLBACK:
-        backend_->copy_to_device(dst.data, host, real);
-        plugin_.call("pad_buffer '" + std::string(info.buffers[b].name) + "'", [&](eg_error* e) {
-          return plugin_.api()->pad_buffer(plugin_.handle(), b, &dst, rows, backend_->stream(), e);
-        });
+        copies[num_copies++] = {offset, real};
+        callbacks[num_callbacks] = b;
+        callback_rows[num_callbacks++] = rows;
         break;
       default:
-        backend_->copy_to_device(dst.data, host, real);
-        backend_->fill_zero(static_cast<char*>(dst.data) + real, total - real);
+        if (total - real <= kHostPadLimit) {
+          std::memset(host + real, 0, total - real);
+          copies[num_copies++] = {offset, total};
+        } else {
+          copies[num_copies++] = {offset, real};
+          zero_fills[num_fills++] = {offset + real, total - real};
+        }
         break;
     }
+  }
+  // Merge copies separated only by alignment gaps (bytes no buffer owns).
+  for (int i = 0; i < num_copies;) {
+    Span merged = copies[i++];
+    while (i < num_copies && copies[i].offset >= merged.offset + merged.bytes &&
+           copies[i].offset - (merged.offset + merged.bytes) < kAlign) {
+      merged.bytes = copies[i].offset + copies[i].bytes - merged.offset;
+      ++i;
+    }
+    backend_->copy_to_device(device_base + merged.offset, host_base + merged.offset, merged.bytes);
+  }
+  for (int i = 0; i < num_fills; ++i)
+    backend_->fill_zero(device_base + zero_fills[i].offset, zero_fills[i].bytes);
+  for (int i = 0; i < num_callbacks; ++i) {
+    const int b = callbacks[i];
+    const int64_t rows = callback_rows[i];
+    plugin_.call("pad_buffer", &shape, [&](eg_error* e) {
+      return plugin_.api()->pad_buffer(plugin_.handle(), b, &device_buffers[b], rows,
+                                       backend_->stream(), e);
+    });
   }
   if (slot >= 0) backend_->mark_staging_consumed(slot);
 }
@@ -419,7 +449,7 @@ eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*
   void* workspace = base + buffer_bytes + out_bytes;
   // Values a batch leaves unset keep what capture preparation gives them, as in
   // a replayed graph.
-  plugin_.call("prepare_capture_inputs for an eager " + describe(shape), [&](eg_error* e) {
+  plugin_.call("prepare_capture_inputs (eager run)", &shape, [&](eg_error* e) {
     return plugin_.api()->prepare_capture_inputs(plugin_.handle(), &shape, buffers.data(),
                                                  static_cast<int32_t>(buffers.size()),
                                                  backend_->stream(), e);
@@ -438,7 +468,7 @@ eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*
   args.workspace_size = ws;
   args.stream = backend_->stream();
   auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
-  plugin_.call("eager forward for " + describe(shape), [&](eg_error* e) {
+  plugin_.call("eager forward", &shape, [&](eg_error* e) {
     return fn(plugin_.handle(), &args, e);
   });
   return output;

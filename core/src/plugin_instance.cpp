@@ -17,6 +17,17 @@ const char* status_name(eg_status status) {
   }
 }
 
+std::string describe_shape(const eg_graph_shape& s) {
+  std::string out = "path " + std::to_string(s.path) + " budget " + std::to_string(s.token_budget);
+  if (s.num_axis_keys > 0) {
+    out += " axis keys (";
+    for (int i = 0; i < s.num_axis_keys; ++i)
+      out += (i ? ", " : "") + std::to_string(s.axis_keys[i]);
+    out += ")";
+  }
+  return out;
+}
+
 void PluginInstance::fail(const std::string& what, eg_status status, eg_error& err) const {
   err.message[EG_ERROR_MESSAGE_CAPACITY - 1] = '\0';
   const ErrorKind kind = status == EG_ERR_OUT_OF_MEMORY || status == EG_ERR_DEVICE

@@ -13,6 +13,8 @@
 namespace encgraph {
 
 const char* status_name(eg_status status);
+// "path 0 budget 256 axis keys (2)": names a graph in messages.
+std::string describe_shape(const eg_graph_shape& shape);
 
 class PluginInstance {
  public:
@@ -28,23 +30,32 @@ class PluginInstance {
   const std::string& name() const { return name_; }
   const eg_model_info& info() const { return info_; }
 
-  // Runs fn(eg_error*) -> eg_status; throws on failure with `what` as context.
+  // Runs fn(eg_error*) -> eg_status; throws on failure naming the call `what`
+  // (and the graph `shape`, when given). Messages are only built on failure: this
+  // runs on the replay hot path.
   template <class Fn>
-  void call(const std::string& what, Fn&& fn) const {
+  void call(const char* what, Fn&& fn) const {
+    call(what, nullptr, std::forward<Fn>(fn));
+  }
+  template <class Fn>
+  void call(const char* what, const eg_graph_shape* shape, Fn&& fn) const {
     eg_error err;
     err.message[0] = '\0';
     eg_status status = EG_ERR_INTERNAL;
     try {
       status = fn(&err);
     } catch (...) {
-      throw Error(ErrorKind::Plugin, "plugin '" + name_ + "': " + what +
+      throw Error(ErrorKind::Plugin, "plugin '" + name_ + "': " + context(what, shape) +
                                          " let a C++ exception escape (an ABI violation: "
                                          "exported functions must catch everything)");
     }
-    if (status != EG_OK) fail(what, status, err);
+    if (status != EG_OK) fail(context(what, shape), status, err);
   }
 
  private:
+  static std::string context(const char* what, const eg_graph_shape* shape) {
+    return shape ? std::string(what) + " for " + describe_shape(*shape) : std::string(what);
+  }
   [[noreturn]] void fail(const std::string& what, eg_status status, eg_error& err) const;
   const eg_plugin_api* api_;
   eg_instance* handle_ = nullptr;
