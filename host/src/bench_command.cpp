@@ -1,0 +1,95 @@
+// `encgraph bench`: the same workload with graphs and eagerly (a second Runtime
+// with use_graphs = false), one after the other so they never share the
+// device, then a side-by-side table. The first request's outputs of both modes
+// are compared as a correctness check.
+#include "cli.hpp"
+#include "commands.hpp"
+#include "report.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <iostream>
+
+namespace encgraph::host {
+namespace {
+
+// Every item's output, as floats, of the workload's first request (unmeasured).
+std::vector<std::vector<float>> first_request(Runtime& runtime, const std::vector<WorkItem>& work,
+                                              int64_t request_size) {
+  std::vector<Item> items;
+  for (size_t i = 0; i < work.size() && static_cast<int64_t>(i) < request_size; ++i)
+    items.push_back(make_item(runtime, work[i]));
+  const Result result = runtime.execute(items);
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < result.size(); ++i) out.push_back(result.item_as_float(i));
+  return out;
+}
+
+double max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return INFINITY;
+    for (size_t k = 0; k < a[i].size(); ++k)
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i][k]) - b[i][k]));
+  }
+  return worst;
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+  const std::string usage =
+      "usage: encgraph bench --config FILE [--set KEY=VALUE]... [--report FILE] [--json]";
+  po::options_description opts("encgraph bench options");
+  add_config_options(opts);
+  opts.add_options()("report", po::value<std::string>()->value_name("FILE"),
+                     "write the JSON report here (overrides output.report)")(
+      "json", "print the JSON report on stdout instead of the table");
+  po::variables_map vm;
+  if (auto rc = parse_command_line("bench", usage, args, opts, nullptr, vm)) return *rc;
+
+  HostConfig config = load_command_config(vm);
+  if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
+  if (!config.output.embeddings.empty())
+    spdlog::warn("bench does not write embeddings; output.embeddings is ignored (use run or encode)");
+  const std::vector<WorkItem> work = build_workload(config.workload);
+
+  ReportInput input;
+  input.command = "bench";
+  input.config = &config;
+  input.workload_items = static_cast<int64_t>(work.size());
+  ExecOptions options;
+  options.request_size = config.workload.request_size;
+  options.warmup_requests = config.workload.warmup_requests;
+  std::vector<std::vector<float>> reference;
+  for (bool graphs : {true, false}) {
+    RuntimeConfig rc = config.runtime;
+    rc.use_graphs = graphs;
+    auto runtime = make_runtime(rc);
+    check_workload_supported(*runtime, work);
+    if (graphs) {
+      describe_runtime(*runtime, input);
+      runtime->capture();
+    }
+    options.label = graphs ? "bench graphs" : "bench eager";
+    spdlog::info("{}: {} items on {}", options.label, work.size(), runtime->device_name());
+    input.modes.push_back({graphs ? "graphs" : "eager", graphs,
+                           execute_workload(*runtime, work, options)});
+    auto outputs = first_request(*runtime, work, options.request_size);
+    if (graphs) reference = std::move(outputs);
+    else input.max_abs_diff = max_abs_diff(reference, outputs);
+  }
+
+  const auto report = make_report(input);
+  if (!config.output.report.empty()) {
+    write_report(config.output.report, report);
+    spdlog::info("wrote the report to {}", config.output.report);
+  }
+  if (vm.count("json")) std::cout << report.dump(2) << "\n";
+  else print_bench_table(std::cout, input);
+  return kExitOk;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,96 @@
+// `encgraph check-config`: everything that can be checked without a GPU and
+// without reading weights. Keys, types and values always; the workload (trace
+// lines, image headers); the weights path's existence; and, when the plugin is
+// found and runs on the CPU, the budget plan as the plugin would make it (an
+// instance created on the CPU with random weights, which ABI v1 needs to answer
+// budget_range and model_info; --structural skips that).
+#include "cli.hpp"
+#include "commands.hpp"
+#include "executor.hpp"
+#include "workload.hpp"
+
+#include <encgraph/error.hpp>
+#include <encgraph/plugin_loader.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace encgraph::host {
+namespace {
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void print_plan(const BudgetPlan& plan) {
+  std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
+            << plan.max_batch_size << ", max_frames_per_batch " << plan.max_frames_per_batch << "\n";
+}
+
+}  // namespace
+
+int check_config_command(const std::vector<std::string>& args) {
+  const std::string usage = "usage: encgraph check-config FILE [--set KEY=VALUE]... [--structural]";
+  po::options_description opts("encgraph check-config options");
+  add_config_options(opts);
+  opts.add_options()("structural", "do not create a plugin instance: keys, types, workload and "
+                                   "explicit budgets only");
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  po::variables_map vm;
+  if (auto rc = parse_command_line("check-config", usage, args, opts, &positional, vm)) return *rc;
+
+  const HostConfig config = load_command_config(vm);
+  const RuntimeConfig& rt = config.runtime;
+  std::cout << config.source << ": keys and values ok (digest " << config.digest << ")\n";
+
+  const std::vector<WorkItem> work = build_workload(config.workload);
+  std::cout << "  workload: " << config.workload.kind << ", " << work.size() << " items\n";
+
+  if (!rt.weights.empty() && rt.weights != "random" && rt.weights != "none" &&
+      !std::filesystem::exists(rt.weights))
+    throw_config(config.source + ": plugin.weights: '" + rt.weights + "' does not exist");
+
+  const PluginRegistry registry(rt.plugin_dirs);
+  const LoadedPlugin* plugin = nullptr;
+  for (const auto& p : registry.plugins())
+    if (p.name == rt.plugin) plugin = &p;
+  if (!plugin) {
+    // A config may be written before its plugin is built: not an error here.
+    std::cout << "  plugin '" << rt.plugin << "' not found on the search path; checked "
+              << "structurally only\n";
+    if (!rt.budgets.token_budgets.empty()) {
+      const auto& b = rt.budgets.token_budgets;
+      print_plan(plan_budgets(rt.budgets, *std::min_element(b.begin(), b.end()),
+                              *std::max_element(b.begin(), b.end()), 0, {{"default", 0, false}}));
+    }
+    return kExitOk;
+  }
+  std::cout << "  plugin: " << plugin->name << " " << plugin->version << " ("
+            << plugin->file.string() << "), devices " << device_names(plugin->api->devices) << "\n";
+  if (rt.device != "auto" && rt.device != "cpu" && !(plugin->api->devices & EG_DEVICE_CUDA))
+    throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+                 "' does not run on CUDA (it supports " + device_names(plugin->api->devices) + ")");
+  if (rt.device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
+    throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+                 "' does not run on the CPU (it supports " + device_names(plugin->api->devices) + ")");
+
+  if (vm.count("structural") || !(plugin->api->devices & EG_DEVICE_CPU)) {
+    std::cout << "  budgets checked structurally"
+              << (vm.count("structural") ? "" : " (the plugin has no CPU instance to ask)") << "\n";
+    return kExitOk;
+  }
+  RuntimeConfig probe = rt;
+  probe.device = "cpu";
+  probe.weights = "random";
+  auto runtime = make_runtime(probe);
+  check_workload_supported(*runtime, work);
+  print_plan(runtime->plan());
+  std::cout << "ok\n";
+  return kExitOk;
+}
+
+}  // namespace encgraph::host

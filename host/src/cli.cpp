@@ -1,0 +1,101 @@
+#include "cli.hpp"
+
+#include "commands.hpp"
+
+#include <encgraph/error.hpp>
+#include <encgraph/plugin_api.h>
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#ifndef ENCGRAPH_VERSION
+#define ENCGRAPH_VERSION "unknown"
+#endif
+
+namespace encgraph::host {
+
+std::string version_string() {
+  return std::string(ENCGRAPH_VERSION) + " (plugin ABI " + std::to_string(EG_ABI_VERSION_MAJOR) +
+         "." + std::to_string(EG_ABI_VERSION_MINOR) + ")";
+}
+
+void add_config_options(po::options_description& opts, bool config_option) {
+  opts.add_options()("help,h", "show this help");
+  if (config_option)
+    opts.add_options()("config,c", po::value<std::string>()->value_name("FILE"), "the TOML config (required)");
+  opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+                     "override a config key, e.g. --set budgets.max_items_per_batch=8 (repeatable; "
+                     "the value is read as TOML, else as a string)");
+}
+
+std::optional<int> parse_command_line(const std::string& command, const std::string& usage,
+                                      const std::vector<std::string>& args,
+                                      const po::options_description& opts,
+                                      const po::positional_options_description* positional,
+                                      po::variables_map& vm) {
+  try {
+    po::command_line_parser parser(args);
+    parser.options(opts);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "encgraph " << command << ": " << e.what() << "\n" << usage << "\n" << opts;
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << usage << "\n" << opts;
+    return kExitOk;
+  }
+  if (opts.find_nothrow("config", false) && !vm.count("config")) {
+    std::cerr << "encgraph " << command << ": --config FILE is required\n" << usage << "\n" << opts;
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+void apply_log_level(const std::string& level) {
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+HostConfig load_command_config(const po::variables_map& vm,
+                               const std::vector<std::string>& extra_overrides) {
+  std::vector<std::string> overrides = extra_overrides;
+  if (vm.count("set"))
+    for (const auto& s : vm["set"].as<std::vector<std::string>>()) overrides.push_back(s);
+  HostConfig config = load_config(vm["config"].as<std::string>(), overrides);
+  apply_log_level(config.log_level);
+  return config;
+}
+
+std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config) {
+  try {
+    return std::make_unique<Runtime>(config);
+  } catch (const Error& e) {
+    // At construction a plugin only sees its config and weights: an invalid
+    // argument there is the config's fault.
+    if (e.kind() == ErrorKind::Input)
+      throw_config("[plugin.config] or plugin.weights rejected: " + std::string(e.what()));
+    throw;
+  }
+}
+
+const char* device_type_name(eg_device_type type) {
+  return type == EG_DEVICE_CUDA ? "cuda" : "cpu";
+}
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case EG_DTYPE_F32: return "f32";
+    case EG_DTYPE_F16: return "f16";
+    case EG_DTYPE_BF16: return "bf16";
+    case EG_DTYPE_F64: return "f64";
+    case EG_DTYPE_I32: return "i32";
+    case EG_DTYPE_I64: return "i64";
+    case EG_DTYPE_U8: return "u8";
+    default: return "?";
+  }
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,405 @@
+#include "config.hpp"
+
+#include "config_schema.hpp"
+#include "toml_util.hpp"
+
+#include <encgraph/budget_plan.hpp>
+#include <encgraph/error.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace encgraph::host {
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// ", did you mean 'x'?" when a known name is one or two edits away.
+std::string suggestion(std::string_view name, const std::vector<std::string_view>& known) {
+  std::string_view best;
+  size_t best_distance = 3;
+  for (auto k : known) {
+    const size_t d = edit_distance(name, k);
+    if (d < best_distance) best_distance = d, best = k;
+  }
+  return best.empty() ? "" : "; did you mean '" + std::string(best) + "'?";
+}
+
+std::string join(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + std::string(names[i]);
+  return out;
+}
+
+std::vector<std::string_view> keys_of_section(std::string_view section) {
+  std::vector<std::string_view> out;
+  for (const auto& k : config_schema())
+    if (k.path.substr(0, k.path.find('.')) == section) out.push_back(k.path.substr(k.path.find('.') + 1));
+  return out;
+}
+
+[[noreturn]] void fail_node(const toml::node& node, const std::string& fallback,
+                            const std::string& message) {
+  throw_config(node_location(node, fallback) + ": " + message);
+}
+
+void check_elements(const toml::array& array, const std::string& path, const std::string& src,
+                    bool (toml::node::*is)() const noexcept, std::string_view phrase) {
+  for (size_t i = 0; i < array.size(); ++i)
+    if (!(array.get(i)->*is)())
+      fail_node(*array.get(i), src, path + "[" + std::to_string(i) + "]: expected " +
+                                        std::string(phrase) + ", got " +
+                                        std::string(node_type_phrase(*array.get(i))));
+}
+
+void check_type(const KeySpec& spec, const toml::node& node, const std::string& src) {
+  const std::string path(spec.path);
+  auto mismatch = [&] {
+    fail_node(node, src, path + ": expected " + std::string(type_phrase(spec.type)) + ", got " +
+                             std::string(node_type_phrase(node)));
+  };
+  switch (spec.type) {
+    case KeyType::String: if (!node.is_string()) mismatch(); break;
+    case KeyType::Integer: if (!node.is_integer()) mismatch(); break;
+    case KeyType::Float: if (!node.is_number()) mismatch(); break;
+    case KeyType::Boolean: if (!node.is_boolean()) mismatch(); break;
+    case KeyType::Table: if (!node.is_table()) mismatch(); break;
+    case KeyType::StringArray:
+      if (!node.is_array()) mismatch();
+      check_elements(*node.as_array(), path, src, &toml::node::is_string, "a string");
+      break;
+    case KeyType::IntegerArray:
+      if (!node.is_array()) mismatch();
+      check_elements(*node.as_array(), path, src, &toml::node::is_integer, "an integer");
+      break;
+    case KeyType::SizeArray: {
+      if (!node.is_array()) mismatch();
+      const toml::array& a = *node.as_array();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const toml::array* pair = a.get(i)->as_array();
+        const std::string element = path + "[" + std::to_string(i) + "]";
+        if (!pair || pair->size() != 2)
+          fail_node(*a.get(i), src, element + ": expected a [height, width] pair, got " +
+                                        (pair ? "an array of " + std::to_string(pair->size())
+                                              : std::string(node_type_phrase(*a.get(i)))));
+        check_elements(*pair, element, src, &toml::node::is_integer, "an integer");
+      }
+      break;
+    }
+  }
+}
+
+// Unknown sections and keys, and type mismatches, with their locations.
+void check_keys(const toml::table& root, const std::string& src) {
+  const auto& sections = config_sections();
+  for (auto&& [key, node] : root) {
+    const std::string section(key.str());
+    if (std::find(sections.begin(), sections.end(), section) == sections.end())
+      fail_node(node, src, "unknown key '" + section + "' (known tables: " + join(sections) + ")" +
+                               suggestion(section, sections));
+    if (!node.is_table())
+      fail_node(node, src, "'" + section + "' must be a table ([" + section + "]), got " +
+                               std::string(node_type_phrase(node)));
+    const auto known = keys_of_section(section);
+    for (auto&& [sub, value] : *node.as_table()) {
+      const std::string path = section + "." + std::string(sub.str());
+      const KeySpec* spec = find_key(path);
+      if (!spec)
+        fail_node(value, src, "unknown key '" + path + "' (known keys in [" + section +
+                                  "]: " + join(known) + ")" + suggestion(sub.str(), known));
+      check_type(*spec, value, src);
+    }
+  }
+}
+
+// Typed access to validated keys; `fail` names the key and where it was set.
+class Reader {
+ public:
+  Reader(const toml::table& root, std::string src) : root_(root), src_(std::move(src)) {}
+
+  const toml::node* node(std::string_view path) const { return root_.at_path(path).node(); }
+
+  // `message` is prefixed with the key unless it already names it.
+  [[noreturn]] void fail(std::string_view path, const std::string& message) const {
+    const toml::node* n = node(path);
+    const std::string where =
+        n ? node_location(*n, src_) : src_ + " (default of " + std::string(path) + ")";
+    const bool named = message.rfind(std::string(path), 0) == 0;
+    throw_config(where + ": " + (named ? "" : std::string(path) + ": ") + message);
+  }
+
+  template <class T>
+  void get(std::string_view path, T& out) const {
+    if (const toml::node* n = node(path)) {
+      if constexpr (std::is_same_v<T, double>)
+        out = n->is_integer() ? static_cast<double>(n->as_integer()->get())
+                              : n->as_floating_point()->get();
+      else
+        out = n->as<T>()->get();
+    }
+  }
+  void get(std::string_view path, int64_t& out) const {
+    if (const toml::node* n = node(path)) out = n->as_integer()->get();
+  }
+  void get(std::string_view path, std::vector<std::string>& out) const {
+    if (const toml::node* n = node(path)) {
+      out.clear();
+      for (auto&& e : *n->as_array()) out.push_back(e.as_string()->get());
+    }
+  }
+  void get(std::string_view path, std::vector<int64_t>& out) const {
+    if (const toml::node* n = node(path)) {
+      out.clear();
+      for (auto&& e : *n->as_array()) out.push_back(e.as_integer()->get());
+    }
+  }
+  void get(std::string_view path, std::vector<std::array<int64_t, 2>>& out) const {
+    if (const toml::node* n = node(path)) {
+      out.clear();
+      for (auto&& e : *n->as_array()) {
+        const toml::array& p = *e.as_array();
+        out.push_back({p.get(0)->as_integer()->get(), p.get(1)->as_integer()->get()});
+      }
+    }
+  }
+
+ private:
+  const toml::table& root_;
+  std::string src_;
+};
+
+void check_min(const Reader& r, std::string_view path, int64_t value, int64_t min) {
+  if (value < min)
+    r.fail(path, "must be >= " + std::to_string(min) + ", got " + std::to_string(value));
+}
+
+void read_runtime(const Reader& r, HostConfig& c) {
+  RuntimeConfig& rt = c.runtime;
+  r.get("runtime.device", rt.device);
+  try {
+    check_device_string(rt.device, "runtime.device");
+  } catch (const Error& e) {
+    r.fail("runtime.device", e.what());
+  }
+  r.get("runtime.log_level", c.log_level);
+  static const std::vector<std::string_view> levels = {"trace", "debug", "info", "warn",
+                                                       "error", "critical", "off"};
+  if (std::find(levels.begin(), levels.end(), c.log_level) == levels.end())
+    r.fail("runtime.log_level", "\"" + c.log_level + "\" is not a log level; use one of " + join(levels));
+  std::vector<std::string> dirs;
+  r.get("runtime.plugin_dirs", dirs);
+  rt.plugin_dirs.assign(dirs.begin(), dirs.end());
+  r.get("runtime.use_graphs", rt.use_graphs);
+  r.get("runtime.drop_budget_on_oom", rt.drop_budget_on_oom);
+  r.get("runtime.stats_log_interval", rt.stats_log_interval);
+  check_min(r, "runtime.stats_log_interval", rt.stats_log_interval, 0);
+}
+
+void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
+  RuntimeConfig& rt = c.runtime;
+  r.get("plugin.name", rt.plugin);
+  if (rt.plugin.empty()) r.fail("plugin.name", "is required: name the plugin to run (see `encgraph plugins`)");
+  for (char ch : rt.plugin)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'))
+      r.fail("plugin.name", "\"" + rt.plugin + "\" may only hold letters, digits, '_', '-' and '.'");
+  r.get("plugin.weights", rt.weights);
+  rt.plugin_config.clear();
+  if (const toml::node* n = root.at_path("plugin.config").node())
+    flatten_table(*n->as_table(), "", rt.plugin_config);
+}
+
+void read_budgets(const Reader& r, HostConfig& c) {
+  BudgetRequest& b = c.runtime.budgets;
+  r.get("budgets.token_budgets", b.token_budgets);
+  for (int64_t v : b.token_budgets)
+    if (v <= 0) r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
+  r.get("budgets.max_items_per_batch", b.max_items_per_batch);
+  check_min(r, "budgets.max_items_per_batch", b.max_items_per_batch, 0);
+  if (r.node("budgets.max_frames_per_batch")) {
+    int64_t frames = 0;
+    r.get("budgets.max_frames_per_batch", frames);
+    check_min(r, "budgets.max_frames_per_batch", frames, 0);
+    b.max_frames_per_batch = frames;
+  }
+  r.get("budgets.video", b.video_enabled);
+  // What can be planned without the plugin: explicit budgets and batch size.
+  if (!b.token_budgets.empty()) {
+    const auto [lo, hi] = std::minmax_element(b.token_budgets.begin(), b.token_budgets.end());
+    try {
+      plan_budgets(b, *lo, *hi, 0, {PathBudgetSpec{"default", 0, false}});
+    } catch (const Error& e) {
+      r.fail(b.max_items_per_batch > 0 ? "budgets.max_items_per_batch" : "budgets.token_budgets",
+             e.what());
+    }
+  }
+}
+
+void read_workload(const Reader& r, HostConfig& c) {
+  WorkloadConfig& w = c.workload;
+  r.get("workload.kind", w.kind);
+  if (w.kind != "synthetic" && w.kind != "trace" && w.kind != "files")
+    r.fail("workload.kind", "\"" + w.kind + "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
+  r.get("workload.count", w.count);
+  check_min(r, "workload.count", w.count, 0);
+  int64_t seed = 0;
+  r.get("workload.seed", seed);
+  check_min(r, "workload.seed", seed, 0);
+  w.seed = static_cast<uint64_t>(seed);
+  r.get("workload.sizes", w.sizes);
+  for (const auto& s : w.sizes)
+    if (s[0] <= 0 || s[1] <= 0)
+      r.fail("workload.sizes", "sizes must be positive, got [" + std::to_string(s[0]) + ", " +
+                                   std::to_string(s[1]) + "]");
+  r.get("workload.min_side", w.min_side);
+  r.get("workload.max_side", w.max_side);
+  r.get("workload.side_multiple", w.side_multiple);
+  check_min(r, "workload.side_multiple", w.side_multiple, 1);
+  check_min(r, "workload.min_side", w.min_side, 1);
+  if (w.max_side < w.min_side)
+    r.fail("workload.max_side", "must be >= workload.min_side (" + std::to_string(w.min_side) +
+                                    "), got " + std::to_string(w.max_side));
+  if (w.sizes.empty() && (w.max_side / w.side_multiple) * w.side_multiple < w.min_side)
+    r.fail("workload.side_multiple", "no multiple of " + std::to_string(w.side_multiple) +
+                                         " lies between min_side " + std::to_string(w.min_side) +
+                                         " and max_side " + std::to_string(w.max_side));
+  r.get("workload.video_fraction", w.video_fraction);
+  if (!(w.video_fraction >= 0.0 && w.video_fraction <= 1.0))
+    r.fail("workload.video_fraction", "must lie in [0, 1], got " + std::to_string(w.video_fraction));
+  if (w.video_fraction > 0.0 && !c.runtime.budgets.video_enabled)
+    r.fail("workload.video_fraction", "asks for videos but budgets.video = false plans no frames; "
+                                      "set one of them differently");
+  r.get("workload.frames", w.frames);
+  check_min(r, "workload.frames", w.frames, 1);
+  r.get("workload.trace", w.trace);
+  r.get("workload.files", w.files);
+  if (w.kind == "trace" && w.trace.empty())
+    r.fail("workload.trace", "is required when workload.kind = \"trace\"");
+  if (w.kind == "files" && w.files.empty())
+    r.fail("workload.files", "is required when workload.kind = \"files\" (or give files to `encgraph encode`)");
+  r.get("workload.request_size", w.request_size);
+  check_min(r, "workload.request_size", w.request_size, 1);
+  r.get("workload.warmup_requests", w.warmup_requests);
+  check_min(r, "workload.warmup_requests", w.warmup_requests, 0);
+}
+
+HostConfig resolve(toml::table& root, const std::string& src, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) apply_override(root, o);
+  check_keys(root, src);
+  const Reader reader(root, src);
+  HostConfig c;
+  c.source = src;
+  read_runtime(reader, c);
+  read_plugin(reader, root, c);
+  read_budgets(reader, c);
+  read_workload(reader, c);
+  reader.get("output.embeddings", c.output.embeddings);
+  reader.get("output.report", c.output.report);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char ch : canonical_config(c)) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  c.digest = hex;
+  return c;
+}
+
+template <class T>
+std::string list(const std::vector<T>& v) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << "]";
+  return s.str();
+}
+
+}  // namespace
+
+void check_device_string(const std::string& device, const std::string& where) {
+  if (device == "auto" || device == "cpu" || device == "cuda") return;
+  if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 9 &&
+      std::all_of(device.begin() + 5, device.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return;
+  throw_config(where + ": \"" + device + "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+}
+
+HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_config("config file '" + file.string() + "' cannot be read (does it exist?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_config_text(text.str(), file.string(), overrides);
+}
+
+HostConfig load_config_text(std::string_view text, const std::string& source_name,
+                            const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw_config(source_name + ":" + std::to_string(e.source().begin.line) + ":" +
+                 std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                 std::string(e.description()));
+  }
+  return resolve(root, source_name, overrides);
+}
+
+std::string canonical_config(const HostConfig& c) {
+  // Output paths and logging do not change what is measured: left out.
+  std::map<std::string, std::string> kv;
+  const RuntimeConfig& rt = c.runtime;
+  kv["runtime.device"] = rt.device;
+  std::vector<std::string> dirs;
+  for (const auto& d : rt.plugin_dirs) dirs.push_back(d.string());
+  kv["runtime.plugin_dirs"] = list(dirs);
+  kv["runtime.use_graphs"] = rt.use_graphs ? "true" : "false";
+  kv["runtime.drop_budget_on_oom"] = rt.drop_budget_on_oom ? "true" : "false";
+  kv["plugin.name"] = rt.plugin;
+  kv["plugin.weights"] = rt.weights;
+  for (const auto& [k, v] : rt.plugin_config) kv["plugin.config." + k] = v;
+  kv["budgets.token_budgets"] = list(rt.budgets.token_budgets);
+  kv["budgets.max_items_per_batch"] = std::to_string(rt.budgets.max_items_per_batch);
+  kv["budgets.max_frames_per_batch"] =
+      rt.budgets.max_frames_per_batch ? std::to_string(*rt.budgets.max_frames_per_batch) : "auto";
+  kv["budgets.video"] = rt.budgets.video_enabled ? "true" : "false";
+  const WorkloadConfig& w = c.workload;
+  kv["workload.kind"] = w.kind;
+  if (w.kind == "synthetic") {
+    kv["workload.count"] = std::to_string(w.count);
+    kv["workload.seed"] = std::to_string(w.seed);
+    std::vector<std::string> sizes;
+    for (const auto& s : w.sizes) sizes.push_back(list(std::vector<int64_t>{s[0], s[1]}));
+    kv["workload.sizes"] = list(sizes);
+    kv["workload.min_side"] = std::to_string(w.min_side);
+    kv["workload.max_side"] = std::to_string(w.max_side);
+    kv["workload.side_multiple"] = std::to_string(w.side_multiple);
+    kv["workload.video_fraction"] = std::to_string(w.video_fraction);
+    kv["workload.frames"] = std::to_string(w.frames);
+  } else if (w.kind == "trace") {
+    kv["workload.trace"] = w.trace;
+  } else {
+    kv["workload.files"] = list(w.files);
+  }
+  kv["workload.request_size"] = std::to_string(w.request_size);
+  kv["workload.warmup_requests"] = std::to_string(w.warmup_requests);
+  std::string out;
+  for (const auto& [k, v] : kv) out += k + " = " + v + "\n";
+  return out;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,62 @@
+// The host's configuration: a TOML file plus `--set key.path=value` overrides,
+// checked against config_schema() and turned into an encgraph::RuntimeConfig and
+// the host's own settings (workload, outputs). Every error is an
+// encgraph::Error of kind Config whose message names the key and where it was
+// written (file:line:column, or the --set argument).
+#pragma once
+
+#include <encgraph/runtime.hpp>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace encgraph::host {
+
+struct WorkloadConfig {
+  std::string kind = "synthetic";  // synthetic | trace | files
+  int64_t count = 64;
+  uint64_t seed = 0;
+  std::vector<std::array<int64_t, 2>> sizes;  // [height, width]; empty: min/max side
+  int64_t min_side = 224;
+  int64_t max_side = 448;
+  int64_t side_multiple = 28;
+  double video_fraction = 0.0;
+  int64_t frames = 4;
+  std::string trace;
+  std::vector<std::string> files;
+  int64_t request_size = 16;
+  int64_t warmup_requests = 1;
+};
+
+struct OutputConfig {
+  std::string embeddings;  // safetensors path, empty: none
+  std::string report;      // JSON path, empty: none
+};
+
+struct HostConfig {
+  RuntimeConfig runtime;
+  std::string log_level = "info";
+  WorkloadConfig workload;
+  OutputConfig output;
+  std::string source;  // the file as given ("" for text configs)
+  std::string digest;  // 16 hex digits over the resolved settings (see canonical_config)
+};
+
+// Reads `file` and applies the overrides ("key.path=value", in order).
+HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+// The same for TOML text; `source_name` stands for the file in messages.
+HostConfig load_config_text(std::string_view text, const std::string& source_name,
+                            const std::vector<std::string>& overrides);
+
+// Every resolved setting as sorted "key = value" lines, defaults included, so
+// that two configs meaning the same thing give the same digest.
+std::string canonical_config(const HostConfig& config);
+
+// Throws a Config error unless `device` is auto, cpu, cuda or cuda:N.
+void check_device_string(const std::string& device, const std::string& where);
+
+}  // namespace encgraph::host

@@ -1,0 +1,86 @@
+#include "config_schema.hpp"
+
+namespace encgraph::host {
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> keys = {
+      {"runtime.device", KeyType::String, "\"auto\"",
+       "\"auto\" (CUDA when the plugin supports it and a GPU is usable, else CPU), \"cpu\", "
+       "\"cuda\" or \"cuda:N\""},
+      {"runtime.log_level", KeyType::String, "\"info\"",
+       "trace, debug, info, warn, error, critical or off"},
+      {"runtime.plugin_dirs", KeyType::StringArray, "[]",
+       "directories searched for plugins before ENCGRAPH_PLUGIN_PATH and the default folders"},
+      {"runtime.use_graphs", KeyType::Boolean, "true",
+       "false runs every batch eagerly at its exact size (no capture)"},
+      {"runtime.drop_budget_on_oom", KeyType::Boolean, "false",
+       "a budget whose capture runs out of memory is dropped with a warning instead of failing"},
+      {"runtime.stats_log_interval", KeyType::Integer, "100",
+       "log graph hit statistics every N items at debug level (0: never)"},
+      {"plugin.name", KeyType::String, "(required)", "the plugin to load, as `encgraph plugins` lists it"},
+      {"plugin.weights", KeyType::String, "\"\" (the plugin's default)",
+       "a weights path, or \"random\" for weights drawn at start-up"},
+      {"plugin.config", KeyType::Table, "{}",
+       "the plugin's own table, handed over flattened (see below)"},
+      {"budgets.token_budgets", KeyType::IntegerArray, "[] (from the plugin's budget range)",
+       "token budgets to capture a graph for"},
+      {"budgets.max_items_per_batch", KeyType::Integer, "0 (inferred)",
+       "most items in one batch; must be <= the smallest budget"},
+      {"budgets.max_frames_per_batch", KeyType::Integer,
+       "unset (max_items_per_batch x the plugin's max frames per video)",
+       "most video frames in one batch"},
+      {"budgets.video", KeyType::Boolean, "true",
+       "false plans no video frames (max_frames_per_batch = 0)"},
+      {"workload.kind", KeyType::String, "\"synthetic\"", "\"synthetic\", \"trace\" or \"files\""},
+      {"workload.count", KeyType::Integer, "64", "synthetic: number of items"},
+      {"workload.seed", KeyType::Integer, "0", "synthetic: seed of sizes, modalities and values"},
+      {"workload.sizes", KeyType::SizeArray, "[] (use min_side/max_side)",
+       "synthetic: [height, width] pairs drawn uniformly"},
+      {"workload.min_side", KeyType::Integer, "224", "synthetic: smallest height or width"},
+      {"workload.max_side", KeyType::Integer, "448", "synthetic: largest height or width"},
+      {"workload.side_multiple", KeyType::Integer, "28",
+       "synthetic: heights and widths are multiples of this"},
+      {"workload.video_fraction", KeyType::Float, "0.0",
+       "synthetic: share of items that are videos (0..1)"},
+      {"workload.frames", KeyType::Integer, "4", "synthetic: frames of each video"},
+      {"workload.trace", KeyType::String, "\"\"", "trace: the JSONL file, one item per line"},
+      {"workload.files", KeyType::StringArray, "[]",
+       "files: image paths or glob patterns (PNG, JPEG)"},
+      {"workload.request_size", KeyType::Integer, "16",
+       "items per execute() call; latency is measured per call"},
+      {"workload.warmup_requests", KeyType::Integer, "1",
+       "requests run once before measuring (not counted)"},
+      {"output.embeddings", KeyType::String, "\"\" (none)",
+       "safetensors file receiving every item's embeddings"},
+      {"output.report", KeyType::String, "\"\" (none)", "JSON report file"},
+  };
+  return keys;
+}
+
+const KeySpec* find_key(std::string_view path) {
+  for (const auto& k : config_schema())
+    if (k.path == path) return &k;
+  return nullptr;
+}
+
+std::string_view type_phrase(KeyType type) {
+  switch (type) {
+    case KeyType::String: return "a string";
+    case KeyType::Integer: return "an integer";
+    case KeyType::Float: return "a number";
+    case KeyType::Boolean: return "a boolean";
+    case KeyType::StringArray: return "an array of strings";
+    case KeyType::IntegerArray: return "an array of integers";
+    case KeyType::SizeArray: return "an array of [height, width] integer pairs";
+    case KeyType::Table: return "a table";
+  }
+  return "a value";
+}
+
+const std::vector<std::string_view>& config_sections() {
+  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets",
+                                                         "workload", "output"};
+  return sections;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,43 @@
+#include "commands.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace encgraph::host {
+
+const char* usage_text() {
+  return "usage: encgraph <command> [options]\n"
+         "commands:\n"
+         "  run            capture the graphs, run the configured workload, report\n"
+         "  bench          run the workload with graphs and eagerly, side by side\n"
+         "  encode         encode image files into a safetensors file of embeddings\n"
+         "  check-config   validate a config without a GPU and without loading weights\n"
+         "  plugins        list the plugins found and the rejected files\n"
+         "options:\n"
+         "  --version      print the version\n"
+         "  --help         this help; `encgraph <command> --help` for a command's options\n"
+         "exit codes: 0 ok, 2 usage or configuration error, 1 any other error\n";
+}
+
+int run_subcommand(const std::string& command, const std::vector<std::string>& args) {
+  try {
+    if (command == "run") return run_command(args);
+    if (command == "bench") return bench_command(args);
+    if (command == "encode") return encode_command(args);
+    if (command == "check-config") return check_config_command(args);
+    if (command == "plugins") return plugins_command(args);
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+    return e.kind() == ErrorKind::Config ? kExitUsage : kExitFailure;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kExitFailure;
+  }
+  std::cerr << "encgraph: unknown command '" << command << "'\n" << usage_text();
+  return kExitUsage;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,181 @@
+#include "report.hpp"
+
+#include "cli.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+namespace encgraph::host {
+namespace {
+
+double rate(double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; }
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+std::string budgets_text(const std::vector<int64_t>& b) {
+  std::string s = "[";
+  for (size_t i = 0; i < b.size(); ++i) s += (i ? ", " : "") + std::to_string(b[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void describe_runtime(const Runtime& runtime, ReportInput& input) {
+  input.plugin = runtime.plugin_name();
+  input.device_type = device_type_name(runtime.device_type());
+  input.device_name = runtime.device_name();
+  input.plan = runtime.plan();
+  input.out_hidden_size = runtime.model_info().out_hidden_size;
+  input.out_dtype = runtime.model_info().out_dtype;
+}
+
+nlohmann::json mode_json(const ModeResult& mode) {
+  const Measurement& m = mode.measurement;
+  const Stats& s = m.stats;
+  std::vector<double> ms;
+  for (double l : m.latencies) ms.push_back(l * 1e3);
+  double max_ms = 0;
+  for (double v : ms) max_ms = std::max(max_ms, v);
+  return {
+      {"mode", mode.mode},
+      {"use_graphs", mode.use_graphs},
+      {"items", m.items},
+      {"videos", m.videos},
+      {"tokens", m.tokens},
+      {"requests", m.requests},
+      {"seconds", m.exec_seconds},
+      {"wall_seconds", m.wall_seconds},
+      {"items_per_s", rate(static_cast<double>(m.items), m.exec_seconds)},
+      {"tokens_per_s", rate(static_cast<double>(m.tokens), m.exec_seconds)},
+      {"latency_ms",
+       {{"p50", percentile(ms, 50)}, {"p99", percentile(ms, 99)}, {"mean", mean(ms)}, {"max", max_ms}}},
+      {"hit_rate", s.hit_rate},
+      {"padded_token_efficiency", s.padded_token_efficiency},
+      {"graph_hits", s.graph_hits},
+      {"graph_misses", s.graph_misses},
+      {"batches_graph", s.batches_graph},
+      {"batches_eager", s.batches_eager},
+      {"graphs", s.num_graphs},
+      {"capture_s", s.capture_seconds},
+      {"graph_memory_bytes", s.graph_memory_bytes},
+  };
+}
+
+nlohmann::json make_report(const ReportInput& in) {
+  const HostConfig& c = *in.config;
+  nlohmann::json modes = nlohmann::json::array();
+  for (const auto& m : in.modes) modes.push_back(mode_json(m));
+  nlohmann::json report = {
+      {"schema", kReportSchema},
+      {"command", in.command},
+      {"encgraph_version", version_string()},
+      {"config", {{"file", c.source}, {"digest", c.digest}}},
+      {"plugin", {{"name", in.plugin}, {"out_hidden_size", in.out_hidden_size},
+                  {"out_dtype", dtype_name(in.out_dtype)}}},
+      {"device", {{"type", in.device_type}, {"name", in.device_name}}},
+      {"plan", {{"token_budgets", in.plan.token_budgets},
+                {"max_items_per_batch", in.plan.max_batch_size},
+                {"max_frames_per_batch", in.plan.max_frames_per_batch}}},
+      {"workload", {{"kind", c.workload.kind}, {"items", in.workload_items},
+                    {"request_size", c.workload.request_size},
+                    {"warmup_requests", c.workload.warmup_requests}}},
+      {"results", modes},
+  };
+  if (in.modes.size() == 2) {
+    const auto& g = in.modes[0].measurement;
+    const auto& e = in.modes[1].measurement;
+    const double gr = rate(static_cast<double>(g.items), g.exec_seconds);
+    const double er = rate(static_cast<double>(e.items), e.exec_seconds);
+    report["comparison"] = {{"speedup_items_per_s", er > 0 ? gr / er : 0.0}};
+    if (in.max_abs_diff) report["comparison"]["max_abs_diff"] = *in.max_abs_diff;
+  }
+  return report;
+}
+
+void write_report(const std::filesystem::path& path, const nlohmann::json& report) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  std::ofstream out(path);
+  out << report.dump(2) << "\n";
+  out.close();
+  if (!out) throw Error(ErrorKind::Input, "report '" + path.string() + "' cannot be written");
+}
+
+void print_summary(std::ostream& out, const ReportInput& in) {
+  for (const auto& mode : in.modes) {
+    const auto j = mode_json(mode);
+    out << "plugin " << in.plugin << " on " << in.device_name << " (" << in.device_type << "), "
+        << "config " << in.config->source << " digest " << in.config->digest << "\n";
+    out << "budgets " << budgets_text(in.plan.token_budgets) << ", max_items_per_batch "
+        << in.plan.max_batch_size << ", max_frames_per_batch " << in.plan.max_frames_per_batch
+        << "\n";
+    out << "items " << j["items"] << " (" << j["videos"] << " videos), tokens " << j["tokens"]
+        << ", requests " << j["requests"] << " of " << in.config->workload.request_size << "\n";
+    out << "throughput " << fmt("%.1f", j["items_per_s"]) << " items/s, "
+        << fmt("%.0f", j["tokens_per_s"]) << " tokens/s\n";
+    out << "latency p50 " << fmt("%.3f", j["latency_ms"]["p50"]) << " ms, p99 "
+        << fmt("%.3f", j["latency_ms"]["p99"]) << " ms per request\n";
+    out << "graphs " << j["graphs"] << ", capture " << fmt("%.3f", j["capture_s"]) << " s, graph memory "
+        << fmt("%.1f", j["graph_memory_bytes"].get<double>() / (1 << 20)) << " MiB\n";
+    out << "hit rate " << fmt("%.1f", 100.0 * j["hit_rate"].get<double>()) << "%, padded-token efficiency "
+        << fmt("%.1f", 100.0 * j["padded_token_efficiency"].get<double>()) << "%\n";
+  }
+}
+
+void print_bench_table(std::ostream& out, const ReportInput& in) {
+  out << "bench: plugin " << in.plugin << " on " << in.device_name << " (" << in.device_type
+      << "), " << in.workload_items << " items in requests of " << in.config->workload.request_size
+      << ", config digest " << in.config->digest << "\n";
+  std::vector<nlohmann::json> cols;
+  for (const auto& m : in.modes) cols.push_back(mode_json(m));
+  auto row = [&](const char* name, auto cell) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%-26s", name);
+    out << buf;
+    for (const auto& c : cols) {
+      std::snprintf(buf, sizeof(buf), "%14s", cell(c).c_str());
+      out << buf;
+    }
+    out << "\n";
+  };
+  row("", [](const nlohmann::json& c) { return c["mode"].get<std::string>(); });
+  row("items/s", [](const nlohmann::json& c) { return fmt("%.1f", c["items_per_s"]); });
+  row("tokens/s", [](const nlohmann::json& c) { return fmt("%.0f", c["tokens_per_s"]); });
+  row("latency p50 (ms)", [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p50"]); });
+  row("latency p99 (ms)", [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p99"]); });
+  row("hit rate (%)", [](const nlohmann::json& c) { return fmt("%.1f", 100.0 * c["hit_rate"].get<double>()); });
+  row("padded-token eff. (%)", [](const nlohmann::json& c) {
+    return fmt("%.1f", 100.0 * c["padded_token_efficiency"].get<double>());
+  });
+  row("batches graph/eager", [](const nlohmann::json& c) {
+    return std::to_string(c["batches_graph"].get<int64_t>()) + "/" +
+           std::to_string(c["batches_eager"].get<int64_t>());
+  });
+  row("graphs", [](const nlohmann::json& c) { return std::to_string(c["graphs"].get<int64_t>()); });
+  row("capture (s)", [](const nlohmann::json& c) { return fmt("%.3f", c["capture_s"]); });
+  row("graph memory (MiB)", [](const nlohmann::json& c) {
+    return fmt("%.1f", c["graph_memory_bytes"].get<double>() / (1 << 20));
+  });
+  const auto report = make_report(in);
+  if (report.contains("comparison")) {
+    out << "speedup (items/s, graphs over eager): "
+        << fmt("%.2f", report["comparison"]["speedup_items_per_s"]) << "x";
+    if (report["comparison"].contains("max_abs_diff"))
+      out << "; first request max |graphs - eager| = "
+          << fmt("%.3g", report["comparison"]["max_abs_diff"]);
+    out << "\n";
+  }
+}
+
+}  // namespace encgraph::host

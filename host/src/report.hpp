@@ -1,0 +1,54 @@
+// The run report: one JSON document (schema "encgraph.report/1") with what ran,
+// where, under which plan, and per mode (graphs, eager) the throughput, latency
+// percentiles and graph statistics; plus the human-readable forms printed on
+// stdout (a summary for run, a side-by-side table for bench).
+#pragma once
+
+#include "config.hpp"
+#include "executor.hpp"
+
+#include <encgraph/runtime.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace encgraph::host {
+
+inline constexpr const char* kReportSchema = "encgraph.report/1";
+
+struct ModeResult {
+  std::string mode;  // "graphs" or "eager"
+  bool use_graphs = true;
+  Measurement measurement;
+};
+
+struct ReportInput {
+  std::string command;
+  const HostConfig* config = nullptr;
+  std::string plugin;
+  std::string device_type;  // "cpu" or "cuda"
+  std::string device_name;
+  BudgetPlan plan;
+  int64_t out_hidden_size = 0;
+  int32_t out_dtype = 0;
+  int64_t workload_items = 0;
+  std::vector<ModeResult> modes;
+  std::optional<double> max_abs_diff;  // bench: graphs vs eager outputs of the first request
+};
+
+// Facts of a runtime (plugin, device, plan, output) copied into `input`.
+void describe_runtime(const Runtime& runtime, ReportInput& input);
+
+nlohmann::json make_report(const ReportInput& input);
+nlohmann::json mode_json(const ModeResult& mode);
+void write_report(const std::filesystem::path& path, const nlohmann::json& report);
+
+void print_summary(std::ostream& out, const ReportInput& input);
+void print_bench_table(std::ostream& out, const ReportInput& input);
+
+}  // namespace encgraph::host

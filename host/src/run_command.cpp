@@ -1,0 +1,71 @@
+// `encgraph run`: capture the budget graphs, execute the configured workload in
+// requests, print a summary (or the JSON report with --json), and write the
+// report and embeddings where the config or options say.
+#include "cli.hpp"
+#include "commands.hpp"
+#include "embeddings.hpp"
+#include "report.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace encgraph::host {
+
+int run_command(const std::vector<std::string>& args) {
+  const std::string usage =
+      "usage: encgraph run --config FILE [--set KEY=VALUE]... [--report FILE] [--embeddings FILE] "
+      "[--json]";
+  po::options_description opts("encgraph run options");
+  add_config_options(opts);
+  opts.add_options()("report", po::value<std::string>()->value_name("FILE"),
+                     "write the JSON report here (overrides output.report)")(
+      "embeddings", po::value<std::string>()->value_name("FILE"),
+      "write the embeddings as safetensors here (overrides output.embeddings)")(
+      "json", "print the JSON report on stdout instead of the summary");
+  po::variables_map vm;
+  if (auto rc = parse_command_line("run", usage, args, opts, nullptr, vm)) return *rc;
+
+  HostConfig config = load_command_config(vm);
+  if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
+  if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
+
+  const std::vector<WorkItem> work = build_workload(config.workload);
+  auto runtime = make_runtime(config.runtime);
+  spdlog::info("running {} items on {} ({}) with plugin '{}'", work.size(), runtime->device_name(),
+               device_type_name(runtime->device_type()), runtime->plugin_name());
+  check_workload_supported(*runtime, work);
+  if (config.runtime.use_graphs) runtime->capture();
+
+  std::unique_ptr<EmbeddingSink> sink;
+  if (!config.output.embeddings.empty())
+    sink = std::make_unique<EmbeddingSink>(config.output.embeddings, *runtime, config);
+  ExecOptions options;
+  options.request_size = config.workload.request_size;
+  options.warmup_requests = config.workload.warmup_requests;
+  options.label = "run";
+  Measurement m = execute_workload(*runtime, work, options,
+                                   sink ? sink->consumer() : ResultConsumer{});
+
+  ReportInput input;
+  input.command = "run";
+  input.config = &config;
+  describe_runtime(*runtime, input);
+  input.workload_items = static_cast<int64_t>(work.size());
+  input.modes.push_back({config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs,
+                         std::move(m)});
+  const auto report = make_report(input);
+  if (sink) {
+    const size_t n = sink->finish();
+    spdlog::info("wrote {} embeddings ({} rows) to {}", n, sink->rows(), config.output.embeddings);
+  }
+  if (!config.output.report.empty()) {
+    write_report(config.output.report, report);
+    spdlog::info("wrote the report to {}", config.output.report);
+  }
+  if (vm.count("json")) std::cout << report.dump(2) << "\n";
+  else print_summary(std::cout, input);
+  return kExitOk;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,40 @@
+// Helpers over toml++ nodes: where a node was written, what type it is in words,
+// the flattened key/value strings plugins receive, and `--set` overrides. Kept
+// out of public headers: toml++ is only ever compiled in host .cpp files.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace encgraph::host {
+
+// "file:line:column", or the --set argument a node came from.
+std::string node_location(const toml::node& node, std::string_view fallback);
+
+// "a string", "an integer", "an array", ...
+std::string_view node_type_phrase(const toml::node& node);
+
+// A plugin.config value as text: strings raw, booleans true/false, arrays "[a, b]".
+std::string render_plugin_value(const toml::node& node, std::string_view key_for_errors);
+
+// Flattens a table into (key, value) pairs, nested keys joined by '.'.
+void flatten_table(const toml::table& table, const std::string& prefix,
+                   std::vector<std::pair<std::string, std::string>>& out);
+
+// Applies one "key.path=value" override to `root`. The value is parsed as a TOML
+// value when it is one (numbers, booleans, arrays, quoted strings), otherwise
+// taken as a plain string.
+void apply_override(toml::table& root, std::string_view assignment);
+
+// `text` as a TOML basic string (quoted and escaped).
+std::string toml_quote(std::string_view text);
+
+// Source path given to nodes made from an override, so that errors about them
+// name the argument instead of a line.
+inline constexpr std::string_view kOverridePrefix = "--set ";
+
+}  // namespace encgraph::host

@@ -1,0 +1,108 @@
+#include "workload.hpp"
+
+#include "image_io.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <glob.h>
+
+#include <algorithm>
+#include <map>
+
+namespace encgraph::host {
+namespace {
+
+// splitmix64: a small generator whose sequence is the same on every platform
+// (the standard distributions are not), so a seed names one workload.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
+};
+
+bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+std::vector<std::string> expand(const std::string& pattern) {
+  if (!has_glob_chars(pattern)) return {pattern};
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  if (out.empty())
+    throw Error(ErrorKind::Input, "workload.files: the pattern '" + pattern + "' matches no file");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<WorkItem> synthetic_workload(const WorkloadConfig& c) {
+  Rng rng{c.seed};
+  std::vector<WorkItem> items;
+  items.reserve(static_cast<size_t>(c.count));
+  const int64_t lo = (c.min_side + c.side_multiple - 1) / c.side_multiple;
+  const int64_t hi = c.max_side / c.side_multiple;
+  for (int64_t i = 0; i < c.count; ++i) {
+    WorkItem it;
+    it.id = "synthetic/" + std::to_string(i);
+    const bool video = c.video_fraction > 0.0 && rng.unit() < c.video_fraction;
+    it.modality = video ? EG_MODALITY_VIDEO : EG_MODALITY_IMAGE;
+    it.frames = video ? c.frames : 1;
+    if (!c.sizes.empty()) {
+      const auto& s = c.sizes[static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(c.sizes.size()) - 1))];
+      it.height = s[0];
+      it.width = s[1];
+    } else {
+      it.height = rng.uniform(lo, hi) * c.side_multiple;
+      it.width = rng.uniform(lo, hi) * c.side_multiple;
+    }
+    it.seed = rng.next();
+    items.push_back(std::move(it));
+  }
+  return items;
+}
+
+std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns) {
+  std::vector<WorkItem> items;
+  for (const auto& pattern : patterns)
+    for (const auto& path : expand(pattern)) {
+      const ImageInfo info = probe_image(path);
+      WorkItem it;
+      it.id = path;
+      it.file = path;
+      it.height = info.height;
+      it.width = info.width;
+      items.push_back(std::move(it));
+    }
+  return items;
+}
+
+void make_ids_unique(std::vector<WorkItem>& items) {
+  std::map<std::string, int> seen;
+  for (auto& it : items) {
+    const int n = ++seen[it.id];
+    if (n > 1) it.id.append(1, '#').append(std::to_string(n));
+  }
+}
+
+std::vector<WorkItem> build_workload(const WorkloadConfig& c) {
+  std::vector<WorkItem> items;
+  if (c.kind == "synthetic") items = synthetic_workload(c);
+  else if (c.kind == "trace") items = read_trace(c.trace);
+  else if (c.kind == "files") items = file_workload(c.files);
+  else throw_config("workload.kind: unknown kind \"" + c.kind + "\"");
+  make_ids_unique(items);
+  return items;
+}
+
+}  // namespace encgraph::host
