@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev
-  libstb-dev libopenblas-dev
+  libstb-dev libopenblas-dev nlohmann-json3-dev
 )
 missing=()
 for p in "${packages[@]}"; do
