@@ -85,15 +85,12 @@ static eg_status minimal_create(const eg_create_params* params, eg_instance** ou
   in->info.out_dtype = EG_DTYPE_F32;
   in->info.max_frames_per_video = 0; /* images only */
   in->info.num_paths = 1;
-  in->info.paths[0].name = "default";
+  in->info.paths[0] = (eg_path_info){"default", 0, 0, 0};
   in->info.num_buffers = NUM_BUFFERS;
-  in->info.buffers[BUF_PATCHES].name = "patches";
-  in->info.buffers[BUF_PATCHES].dtype = EG_DTYPE_F32;
-  in->info.buffers[BUF_PATCHES].padding_logic = EG_PAD_ZERO;
+  in->info.buffers[BUF_PATCHES] = (eg_buffer_info){"patches", EG_DTYPE_F32, EG_PAD_ZERO};
   /* Cumulative offsets: repeating the last one makes the padding sequences empty. */
-  in->info.buffers[BUF_CU_SEQLENS].name = "cu_seqlens";
-  in->info.buffers[BUF_CU_SEQLENS].dtype = EG_DTYPE_I32;
-  in->info.buffers[BUF_CU_SEQLENS].padding_logic = EG_PAD_REPEAT_LAST;
+  in->info.buffers[BUF_CU_SEQLENS] =
+      (eg_buffer_info){"cu_seqlens", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
   *out = (eg_instance*)in;
   log_message(EG_LOG_DEBUG, "instance created");
   return EG_OK;
