@@ -106,14 +106,20 @@ void check_type(const KeySpec& spec, const toml::node& node, const std::string& 
   }
 }
 
+// Where a key was written; a key made by an override has no position of its
+// own, its value has.
+std::string key_location(const toml::key& key, const toml::node& value, const std::string& src) {
+  return key.source().path ? source_location(key.source(), src) : node_location(value, src);
+}
+
 // Unknown sections and keys, and type mismatches, with their locations.
 void check_keys(const toml::table& root, const std::string& src) {
   const auto& sections = config_sections();
   for (auto&& [key, node] : root) {
     const std::string section(key.str());
     if (std::find(sections.begin(), sections.end(), section) == sections.end())
-      fail_node(node, src, "unknown key '" + section + "' (known tables: " + join(sections) + ")" +
-                               suggestion(section, sections));
+      throw_config(key_location(key, node, src) + ": unknown key '" + section +
+                   "' (known tables: " + join(sections) + ")" + suggestion(section, sections));
     if (!node.is_table())
       fail_node(node, src, "'" + section + "' must be a table ([" + section + "]), got " +
                                std::string(node_type_phrase(node)));
@@ -122,8 +128,9 @@ void check_keys(const toml::table& root, const std::string& src) {
       const std::string path = section + "." + std::string(sub.str());
       const KeySpec* spec = find_key(path);
       if (!spec)
-        fail_node(value, src, "unknown key '" + path + "' (known keys in [" + section +
-                                  "]: " + join(known) + ")" + suggestion(sub.str(), known));
+        throw_config(key_location(sub, value, src) + ": unknown key '" + path +
+                     "' (known keys in [" + section + "]: " + join(known) + ")" +
+                     suggestion(sub.str(), known));
       check_type(*spec, value, src);
     }
   }

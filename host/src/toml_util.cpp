@@ -57,7 +57,10 @@ void merge(toml::table& into, toml::table& from, const std::string& prefix,
 }  // namespace
 
 std::string node_location(const toml::node& node, std::string_view fallback) {
-  const toml::source_region& src = node.source();
+  return source_location(node.source(), fallback);
+}
+
+std::string source_location(const toml::source_region& src, std::string_view fallback) {
   if (!src.path) return std::string(fallback);
   const std::string& path = *src.path;
   if (path.rfind(kOverridePrefix, 0) == 0) return path;

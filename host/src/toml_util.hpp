@@ -14,6 +14,7 @@ namespace encgraph::host {
 
 // "file:line:column", or the --set argument a node came from.
 std::string node_location(const toml::node& node, std::string_view fallback);
+std::string source_location(const toml::source_region& source, std::string_view fallback);
 
 // "a string", "an integer", "an array", ...
 std::string_view node_type_phrase(const toml::node& node);

@@ -1,0 +1,225 @@
+// The subcommands as a user drives them: option parsing, --help, exit codes
+// (0 ok, 2 usage or config, 1 other), --set on the command line, check-config
+// with and without the plugin, and the JSON report's schema for run and bench.
+#include "host_test_support.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace fs = std::filesystem;
+using host_test::run;
+
+namespace {
+
+const std::string kWorkload =
+    "[workload]\ncount = 20\nseed = 1\nmin_side = 28\nmax_side = 112\nside_multiple = 28\n"
+    "video_fraction = 0.25\nframes = 2\nrequest_size = 8\n";
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  REQUIRE(in);
+  return nlohmann::json::parse(in);
+}
+
+void check_mode_schema(const nlohmann::json& m) {
+  for (const char* key : {"mode", "use_graphs", "items", "videos", "tokens", "requests", "seconds",
+                          "wall_seconds", "items_per_s", "tokens_per_s", "latency_ms", "hit_rate",
+                          "padded_token_efficiency", "graph_hits", "graph_misses", "batches_graph",
+                          "batches_eager", "graphs", "capture_s", "graph_memory_bytes"}) {
+    CAPTURE(key);
+    CHECK(m.contains(key));
+  }
+  CHECK(m["items"] == 20);
+  CHECK(m["requests"] == 3);  // 20 items in requests of 8
+  CHECK(m["videos"].get<int>() > 0);
+  CHECK(m["tokens"].get<int64_t>() >= 20);
+  CHECK(m["seconds"].get<double>() > 0);
+  CHECK(m["wall_seconds"].get<double>() >= m["seconds"].get<double>());
+  CHECK(m["items_per_s"].get<double>() == doctest::Approx(20.0 / m["seconds"].get<double>()));
+  CHECK(m["tokens_per_s"].get<double>() > m["items_per_s"].get<double>());
+  const auto& l = m["latency_ms"];
+  CHECK(l["p50"].get<double>() > 0);
+  CHECK(l["p50"].get<double>() <= l["p99"].get<double>());
+  CHECK(l["p99"].get<double>() <= l["max"].get<double>());
+  CHECK(m["hit_rate"].get<double>() >= 0);
+  CHECK(m["hit_rate"].get<double>() <= 1);
+  CHECK(m["padded_token_efficiency"].get<double>() >= 0);
+  CHECK(m["padded_token_efficiency"].get<double>() <= 1);
+  CHECK(m["graph_hits"].get<int64_t>() + m["graph_misses"].get<int64_t>() == 20);
+}
+
+}  // namespace
+
+TEST_CASE("--help prints each command's options and exits 0") {
+  for (const char* command : {"run", "bench", "encode", "check-config", "plugins"}) {
+    CAPTURE(command);
+    const auto o = run(command, {"--help"});
+    CHECK(o.code == 0);
+    CHECK(o.out.find("--help") != std::string::npos);
+    if (std::string(command) != "plugins") CHECK(o.out.find("--set") != std::string::npos);
+  }
+  CHECK(run("run", {"--help"}).out.find("usage: encgraph run --config FILE") == 0);
+}
+
+TEST_CASE("usage errors exit 2") {
+  CHECK(run("frobnicate", {}).code == 2);
+  CHECK(run("run", {}).code == 2);  // --config is required
+  CHECK(run("run", {"--config"}).code == 2);
+  CHECK(run("run", {"--config", "x.toml", "--bogus"}).code == 2);
+  CHECK(run("bench", {"--config", "a.toml", "extra"}).code == 2);
+  CHECK(run("check-config", {}).code == 2);
+}
+
+TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config());
+  auto o = run("run", {"--config", (dir / "missing.toml").string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("missing.toml' cannot be read") != std::string::npos);
+
+  const auto typo = dir.write("typo.toml", host_test::toy_config("[workload]\ncuont = 3\n"));
+  o = run("run", {"--config", typo.string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find(typo.string() + ":13:1: unknown key 'workload.cuont'") != std::string::npos);
+
+  o = run("run", {"-c", cfg.string(), "--set", "plugin.config.colour=3"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("unknown config key 'colour' for plugin toy") != std::string::npos);
+
+  o = run("run", {"-c", cfg.string(), "--set", "plugin.name=no_such_plugin"});
+  CHECK(o.code == 1);
+  CHECK(o.log.find("no_such_plugin") != std::string::npos);
+}
+
+TEST_CASE("run writes a report with the documented schema and sane numbers") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config(kWorkload));
+  const fs::path report = dir / "reports" / "r.json";
+  const auto o = run("run", {"--config", cfg.string(), "--report", report.string(), "--set",
+                             "budgets.max_items_per_batch=8"});
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("throughput") != std::string::npos);
+  CHECK(o.out.find("latency p50") != std::string::npos);
+  const auto r = read_json(report);
+  CHECK(r["schema"] == "encgraph.report/1");
+  CHECK(r["command"] == "run");
+  CHECK(r["encgraph_version"].get<std::string>().find("plugin ABI 1.") != std::string::npos);
+  CHECK(r["config"]["file"] == cfg.string());
+  CHECK(r["config"]["digest"].get<std::string>().size() == 16);
+  CHECK(r["plugin"]["name"] == "toy");
+  CHECK(r["plugin"]["out_hidden_size"] == 8);
+  CHECK(r["plugin"]["out_dtype"] == "f32");
+  CHECK(r["device"]["type"] == "cpu");
+  CHECK_FALSE(r["device"]["name"].get<std::string>().empty());
+  CHECK(r["plan"]["max_items_per_batch"] == 8);
+  CHECK(r["plan"]["token_budgets"].front() == 64);
+  CHECK(r["workload"]["kind"] == "synthetic");
+  CHECK(r["workload"]["items"] == 20);
+  REQUIRE(r["results"].size() == 1);
+  const auto& m = r["results"][0];
+  check_mode_schema(m);
+  CHECK(m["mode"] == "graphs");
+  CHECK(m["graphs"] == r["plan"]["token_budgets"].size());
+  CHECK(m["hit_rate"] == 1.0);  // every toy batch fits the largest budget
+  CHECK(m["graph_memory_bytes"].get<int64_t>() > 0);
+  CHECK(m["capture_s"].get<double>() > 0);
+  CHECK_FALSE(r.contains("comparison"));
+
+  // --json prints the same document on stdout.
+  const auto j = run("run", {"--config", cfg.string(), "--json"});
+  REQUIRE(j.code == 0);
+  const auto printed = nlohmann::json::parse(j.out);
+  CHECK(printed["config"]["digest"] != r["config"]["digest"]);  // max_items_per_batch differs
+  CHECK(printed["results"][0]["items"] == 20);
+}
+
+TEST_CASE("bench runs graphs and eager side by side with equal outputs") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config(kWorkload));
+  const auto o = run("bench", {"--config", cfg.string(), "--report", (dir / "b.json").string()});
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("graphs         eager") != std::string::npos);
+  CHECK(o.out.find("speedup") != std::string::npos);
+  const auto r = read_json(dir / "b.json");
+  CHECK(r["command"] == "bench");
+  REQUIRE(r["results"].size() == 2);
+  check_mode_schema(r["results"][0]);
+  check_mode_schema(r["results"][1]);
+  CHECK(r["results"][0]["mode"] == "graphs");
+  CHECK(r["results"][0]["hit_rate"] == 1.0);
+  CHECK(r["results"][1]["mode"] == "eager");
+  CHECK(r["results"][1]["hit_rate"] == 0.0);
+  CHECK(r["results"][1]["graphs"] == 0);
+  CHECK(r["results"][1]["batches_graph"] == 0);
+  CHECK(r["comparison"]["max_abs_diff"] == 0.0);
+  CHECK(r["comparison"]["speedup_items_per_s"].get<double>() > 0);
+}
+
+TEST_CASE("run writes embeddings for every item when output.embeddings is set") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config(kWorkload));
+  const auto o = run("run", {"-c", cfg.string(), "--embeddings", (dir / "e.safetensors").string()});
+  REQUIRE(o.code == 0);
+  std::ifstream in(dir / "e.safetensors", std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, ' ');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  const auto h = nlohmann::json::parse(header);
+  CHECK(h.size() == 21);  // 20 items and the metadata
+  CHECK(h.contains("synthetic/19"));
+}
+
+TEST_CASE("check-config validates with the plugin's plan, or structurally") {
+  host_test::TempDir dir;
+  const auto good = dir.write("good.toml", host_test::toy_config(kWorkload));
+  auto o = run("check-config", {good.string()});
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("keys and values ok") != std::string::npos);
+  CHECK(o.out.find("plan: token_budgets [64, 128, 256, 512, 1024, 2048, 4096]") != std::string::npos);
+  CHECK(o.out.find("ok\n") != std::string::npos);
+
+  // Only the plugin's range shows this plan impossible.
+  const auto big = dir.write("big.toml", host_test::toy_config("[budgets]\nmax_items_per_batch = 8192\n"));
+  o = run("check-config", {big.string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("8192") != std::string::npos);
+  CHECK(run("check-config", {big.string(), "--structural"}).code == 0);
+
+  const auto unbuilt = dir.write("unbuilt.toml", "[plugin]\nname = \"not_built_yet\"\n[budgets]\n"
+                                                 "token_budgets = [256, 1024]\n");
+  o = run("check-config", {unbuilt.string()});
+  CHECK(o.code == 0);
+  CHECK(o.out.find("not found on the search path; checked structurally only") != std::string::npos);
+  CHECK(o.out.find("plan: token_budgets [256, 1024]") != std::string::npos);
+
+  const auto weights = dir.write("w.toml", host_test::toy_config() + "\n");
+  o = run("check-config", {weights.string(), "--set", "plugin.weights=/nonexistent/w.safetensors"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("plugin.weights: '/nonexistent/w.safetensors' does not exist") != std::string::npos);
+
+  const auto trace = dir.write("t.jsonl", "{\"height\": 28, \"width\": 28}\n{\"height\": 0, \"width\": 28}\n");
+  o = run("check-config", {good.string(), "--set", "workload.kind=trace", "--set",
+                           "workload.trace=" + trace.string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find(trace.string() + ":2: 'height' must be a positive integer") != std::string::npos);
+}
+
+// Keys and values only: the device is left to "auto" so a build without CUDA
+// (whose toy plugin is CPU-only) passes too.
+TEST_CASE("the shipped configs pass check-config") {
+  for (const char* name : {"toy.toml", "toy_cuda_bench.toml", "qwen2_5_vl.toml",
+                           "qwen2_5_vl_small_cpu.toml", "siglip.toml"}) {
+    CAPTURE(name);
+    const auto o = run("check-config", {std::string(EG_HOST_SOURCE_DIR) + "/configs/" + name,
+                                        "--structural", "--set", "runtime.device=auto", "--set",
+                                        "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]"});
+    INFO(o.log);
+    CHECK(o.code == 0);
+  }
+}
