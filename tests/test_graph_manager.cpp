@@ -339,3 +339,13 @@ TEST_CASE("invalid items are rejected with the plugin's reason") {
   CHECK(contains(msg, "item_create failed"));
   CHECK(contains(msg, "geometry must be positive"));
 }
+
+TEST_CASE("an item may outlive its runtime: it keeps the plugin instance alive") {
+  Item survivor;
+  {
+    Runtime rt(toy_config("cpu"));
+    survivor = rt.make_item(image(28, 28, 1));
+    CHECK(survivor.spec().output_tokens == 4);
+  }
+  CHECK(survivor.get() != nullptr);  // destroyed after the runtime, without a crash
+}

@@ -180,6 +180,15 @@ void GraphManager::clear() {
   stats_.graph_memory_bytes = 0;
 }
 
+void GraphManager::prepare_device_once() {
+  if (device_prepared_) return;
+  if (plugin_.api()->prepare_device)
+    plugin_.call("prepare_device", [&](eg_error* e) {
+      return plugin_.api()->prepare_device(plugin_.handle(), backend_->stream(), e);
+    });
+  device_prepared_ = true;
+}
+
 void GraphManager::capture() {
   if (captured_) clear();
   const auto start = std::chrono::steady_clock::now();
@@ -189,11 +198,7 @@ void GraphManager::capture() {
                  "count; consider pruning axis keys",
                  shapes.size(), plugin_.name());
 
-  static_assert(sizeof(void*) == 8);
-  if (plugin_.api()->prepare_device)
-    plugin_.call("prepare_device", [&](eg_error* e) {
-      return plugin_.api()->prepare_device(plugin_.handle(), backend_->stream(), e);
-    });
+  prepare_device_once();
 
   // Shared memory: every graph writes its output and scratch into one arena each,
   // sized for the largest graph; graphs never run at the same time.
@@ -420,6 +425,7 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
 eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*>& items,
                                   int64_t tokens, const std::vector<int64_t>& axis_keys,
                                   Scratch& scratch) {
+  prepare_device_once();
   const eg_graph_shape shape = make_shape(path, tokens, axis_keys);
   size_t buffer_bytes = 0;
   std::vector<eg_tensor> buffers = buffer_layout(shape, &buffer_bytes);

@@ -67,6 +67,7 @@ class GraphManager {
   eg_tensor run_eager(int32_t path, const std::vector<const eg_item*>& items, int64_t tokens,
                       const std::vector<int64_t>& axis_keys, Scratch& scratch);
   void release_memory();
+  void prepare_device_once();
 
   std::shared_ptr<DeviceBackend> backend_;
   PluginInstance& plugin_;
@@ -75,6 +76,7 @@ class GraphManager {
   std::vector<std::vector<int64_t>> axis_key_product_;
 
   bool captured_ = false;
+  bool device_prepared_ = false;  // the plugin's prepare_device ran
   std::map<GraphKey, Captured> graphs_;
   // One output arena per path: a batch's paths all replay before post-processing.
   std::vector<void*> output_arena_;

@@ -5,7 +5,10 @@
 #include <boost/dll/shared_library.hpp>
 #include <spdlog/spdlog.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -105,11 +108,27 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& configured
     while (std::getline(ss, item, ':'))
       if (!item.empty()) dirs.emplace_back(item);
   }
-#ifdef ENCGRAPH_BUILD_PLUGIN_DIR
-  dirs.emplace_back(ENCGRAPH_BUILD_PLUGIN_DIR);
+  // Where this libencgraph.so really is decides between the build tree's
+  // plugin folder and the installed one (<libdir>/encgraph/plugins, wherever the
+  // install prefix put it).
+  fs::path library_dir;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&plugin_search_path), &info) && info.dli_fname) {
+    std::error_code ec;
+    library_dir = fs::weakly_canonical(fs::path(info.dli_fname), ec).parent_path();
+  }
+#ifdef ENCGRAPH_BUILD_CORE_DIR
+  {
+    std::error_code ec;
+    if (!library_dir.empty() &&
+        library_dir == fs::weakly_canonical(fs::path(ENCGRAPH_BUILD_CORE_DIR), ec))
+      dirs.emplace_back(ENCGRAPH_BUILD_PLUGIN_DIR);
+  }
 #endif
+  if (!library_dir.empty()) dirs.push_back(library_dir / "encgraph" / "plugins");
 #ifdef ENCGRAPH_INSTALL_PLUGIN_DIR
-  dirs.emplace_back(ENCGRAPH_INSTALL_PLUGIN_DIR);
+  if (std::find(dirs.begin(), dirs.end(), fs::path(ENCGRAPH_INSTALL_PLUGIN_DIR)) == dirs.end())
+    dirs.emplace_back(ENCGRAPH_INSTALL_PLUGIN_DIR);
 #endif
   return dirs;
 }
@@ -117,6 +136,19 @@ std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& configured
 LoadedPlugin load_plugin_file(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) reject(file, "not a regular file");
+  // A library stays loaded for the process: a second scan reuses it instead of
+  // opening another handle and calling its entry again.
+  static std::map<fs::path, LoadedPlugin> loaded;
+  const fs::path canonical = fs::weakly_canonical(file, ec);
+  {
+    std::lock_guard<std::mutex> lock(keep_alive_mutex());
+    auto it = loaded.find(canonical);
+    if (it != loaded.end()) {
+      LoadedPlugin copy = it->second;
+      copy.file = file;
+      return copy;
+    }
+  }
   if (!has_elf_header(file))
     reject(file, "not a shared library (no ELF header); remove it or rename it so it does "
                  "not match libencgraph_*.so");
@@ -168,6 +200,7 @@ LoadedPlugin load_plugin_file(const fs::path& file) {
   {
     std::lock_guard<std::mutex> lock(keep_alive_mutex());
     keep_alive().push_back(std::move(library));
+    loaded.emplace(canonical, plugin);
   }
   return plugin;
 }

@@ -60,9 +60,8 @@ DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
 Item::Item(Item&& o) noexcept { *this = std::move(o); }
 Item& Item::operator=(Item&& o) noexcept {
   if (this != &o) {
-    if (item_) api_->item_destroy(instance_, item_);
-    instance_ = o.instance_;
-    api_ = o.api_;
+    if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
+    owner_ = std::move(o.owner_);
     item_ = o.item_;
     spec_ = o.spec_;
     o.item_ = nullptr;
@@ -70,7 +69,7 @@ Item& Item::operator=(Item&& o) noexcept {
   return *this;
 }
 Item::~Item() {
-  if (item_) api_->item_destroy(instance_, item_);
+  if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
 }
 
 // ---------------------------------------------------------------- Result
@@ -146,7 +145,7 @@ Runtime::Runtime(const RuntimeConfig& config) {
   const LoadedPlugin& plugin = registry.get(config.plugin);
   const DeviceChoice device = choose_device(config.device, plugin.api->devices);
   backend_ = device.type == EG_DEVICE_CUDA ? make_cuda_backend(device.index) : make_cpu_backend();
-  instance_ = std::make_unique<PluginInstance>(plugin, device.type, device.index, config.weights,
+  instance_ = std::make_shared<PluginInstance>(plugin, device.type, device.index, config.weights,
                                                config.plugin_config);
   manager_ = std::make_unique<GraphManager>(backend_, *instance_, config);
 }
@@ -155,8 +154,7 @@ Runtime::~Runtime() = default;
 
 Item Runtime::make_item(const eg_item_desc& desc) {
   Item item;
-  item.instance_ = instance_->handle();
-  item.api_ = instance_->api();
+  item.owner_ = instance_;
   instance_->call("item_create", [&](eg_error* e) {
     return instance_->api()->item_create(instance_->handle(), &desc, &item.item_, e);
   });

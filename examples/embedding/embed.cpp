@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     encgraph::Runtime runtime(config);
     runtime.capture();
 
-    // Items belong to the runtime's plugin instance: destroy them first.
+    // Items belong to the runtime's plugin instance (and keep it alive).
     std::vector<encgraph::Item> items;
     for (int i = 0; i < 5; ++i) {
       eg_item_desc d{};

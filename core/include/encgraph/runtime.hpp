@@ -24,6 +24,7 @@
 namespace encgraph {
 
 class DeviceBackend;
+class PluginInstance;
 
 struct RuntimeConfig {
   std::string plugin;                              // plugin name
@@ -52,8 +53,7 @@ class Item {
 
  private:
   friend class Runtime;
-  eg_instance* instance_ = nullptr;
-  const eg_plugin_api* api_ = nullptr;
+  std::shared_ptr<PluginInstance> owner_;  // keeps the instance alive while the item is
   eg_item* item_ = nullptr;
   eg_item_spec spec_{};
 };
@@ -140,7 +140,7 @@ class Runtime {
 
  private:
   std::shared_ptr<DeviceBackend> backend_;
-  std::unique_ptr<PluginInstance> instance_;
+  std::shared_ptr<PluginInstance> instance_;
   std::unique_ptr<GraphManager> manager_;
 };
 
