@@ -1,0 +1,45 @@
+// Reading a plugin's flattened configuration (eg_create_params.config): typed
+// getters with defaults, and a check that every key given was understood, so a
+// misspelt key is an error naming the known ones rather than silently ignored.
+#pragma once
+
+#include <encgraph/plugin_api.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace egk {
+
+class ConfigReader {
+ public:
+  ConfigReader(const eg_config_entry* entries, int64_t count, std::string plugin);
+
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  std::optional<std::string> get(const std::string& key);  // marks the key as understood
+  std::string get_string(const std::string& key, const std::string& fallback);
+  int64_t get_int(const std::string& key, int64_t fallback);
+  double get_double(const std::string& key, double fallback);
+  bool get_bool(const std::string& key, bool fallback);
+  std::vector<int64_t> get_int_list(const std::string& key, const std::vector<int64_t>& fallback);
+
+  // Throws Error(INVALID_ARGUMENT) when a key was never asked for.
+  void reject_unknown() const;
+
+ private:
+  std::string plugin_;
+  std::map<std::string, std::string> values_;
+  std::set<std::string> asked_;
+};
+
+// Parsers shared with config.json readers; `what` names the setting in errors.
+int64_t parse_int(const std::string& what, const std::string& text);
+double parse_double(const std::string& what, const std::string& text);
+bool parse_bool(const std::string& what, const std::string& text);
+// "[7, 15]" or "7,15" or "7" ("[]" is empty).
+std::vector<int64_t> parse_int_list(const std::string& what, const std::string& text);
+
+}  // namespace egk

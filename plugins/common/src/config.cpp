@@ -1,0 +1,102 @@
+#include <egk/config.hpp>
+#include <egk/error.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace egk {
+
+ConfigReader::ConfigReader(const eg_config_entry* entries, int64_t count, std::string plugin)
+    : plugin_(std::move(plugin)) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!entries[i].key) continue;
+    values_[entries[i].key] = entries[i].value ? entries[i].value : "";
+  }
+}
+
+std::optional<std::string> ConfigReader::get(const std::string& key) {
+  asked_.insert(key);
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) {
+  auto v = get(key);
+  return v ? *v : fallback;
+}
+
+int64_t ConfigReader::get_int(const std::string& key, int64_t fallback) {
+  auto v = get(key);
+  return v ? parse_int(plugin_ + " config key '" + key + "'", *v) : fallback;
+}
+
+double ConfigReader::get_double(const std::string& key, double fallback) {
+  auto v = get(key);
+  return v ? parse_double(plugin_ + " config key '" + key + "'", *v) : fallback;
+}
+
+bool ConfigReader::get_bool(const std::string& key, bool fallback) {
+  auto v = get(key);
+  return v ? parse_bool(plugin_ + " config key '" + key + "'", *v) : fallback;
+}
+
+std::vector<int64_t> ConfigReader::get_int_list(const std::string& key,
+                                                const std::vector<int64_t>& fallback) {
+  auto v = get(key);
+  return v ? parse_int_list(plugin_ + " config key '" + key + "'", *v) : fallback;
+}
+
+void ConfigReader::reject_unknown() const {
+  std::string unknown;
+  for (const auto& [k, v] : values_)
+    if (!asked_.count(k)) unknown += (unknown.empty() ? "'" : ", '") + k + "'";
+  if (unknown.empty()) return;
+  std::string known;
+  for (const auto& k : asked_) known += (known.empty() ? "" : ", ") + k;
+  fail(EG_ERR_INVALID_ARGUMENT,
+       "unknown config key(s) " + unknown + " for plugin " + plugin_ + " (known: " + known + ")");
+}
+
+int64_t parse_int(const std::string& what, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+    fail(EG_ERR_INVALID_ARGUMENT, what + ": '" + text + "' is not an integer");
+  return v;
+}
+
+double parse_double(const std::string& what, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size())
+    fail(EG_ERR_INVALID_ARGUMENT, what + ": '" + text + "' is not a number");
+  return v;
+}
+
+bool parse_bool(const std::string& what, const std::string& text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  fail(EG_ERR_INVALID_ARGUMENT, what + ": '" + text + "' is not a boolean (true/false)");
+}
+
+std::vector<int64_t> parse_int_list(const std::string& what, const std::string& text) {
+  std::vector<int64_t> out;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) out.push_back(parse_int(what, cur));
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == '[' || c == ']' || c == ' ' || c == '\t') continue;
+    if (c == ',')
+      flush();
+    else
+      cur += c;
+  }
+  flush();
+  return out;
+}
+
+}  // namespace egk

@@ -1,0 +1,117 @@
+#include "qwen_batch.hpp"
+
+#include <egk/error.hpp>
+#include <egk/numeric.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace qwen {
+
+ItemData make_item_data(const Options& o, const Grid& grid, int64_t frames,
+                        const std::vector<float>& rows) {
+  const VisionConfig& c = o.model;
+  ItemData d;
+  d.grid = grid;
+  d.frames = frames;
+  WindowLayout layout = window_layout(c, grid);
+  const int64_t dim = c.patch_dim(), mu = c.merge_unit(), half = c.head_dim() / 2;
+  const size_t n = static_cast<size_t>(grid.patches() * dim);
+  const size_t unit_values = static_cast<size_t>(mu * dim);
+  if (o.dtype == Dtype::F32) {
+    d.pixels_f32.assign(n, 0.0f);
+    if (!rows.empty())
+      for (size_t k = 0; k < layout.unit_order.size(); ++k)
+        std::memcpy(d.pixels_f32.data() + k * unit_values,
+                    rows.data() + static_cast<size_t>(layout.unit_order[k]) * unit_values,
+                    unit_values * sizeof(float));
+  } else {
+    d.pixels_bf16.assign(n, 0);
+    if (!rows.empty())
+      for (size_t k = 0; k < layout.unit_order.size(); ++k) {
+        const float* src = rows.data() + static_cast<size_t>(layout.unit_order[k]) * unit_values;
+        uint16_t* dst = d.pixels_bf16.data() + k * unit_values;
+        for (size_t i = 0; i < unit_values; ++i) dst[i] = egk::f32_to_bf16(src[i]);
+      }
+  }
+  d.cos.resize(static_cast<size_t>(grid.patches() * half));
+  d.sin.resize(d.cos.size());
+  rotary_tables(c, grid, layout.unit_order, d.cos.data(), d.sin.data());
+  d.window_patches = std::move(layout.window_patches);
+  d.inverse = std::move(layout.inverse);
+  return d;
+}
+
+StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& items,
+                       const StagingTarget& t) {
+  const VisionConfig& c = o.model;
+  const int64_t dim = c.patch_dim(), half = c.head_dim() / 2;
+  StagedRows s;
+  int64_t frames = 0, windows = 0;
+  for (const ItemData* it : items) {
+    s.tokens += it->tokens(c);
+    frames += it->grid.t;
+    windows += static_cast<int64_t>(it->window_patches.size());
+  }
+  auto over = [&](const char* what, int64_t need, int64_t cap) {
+    if (need > cap)
+      egk::fail(EG_ERR_INVALID_ARGUMENT, std::string("qwen2_5_vl: batch needs ") +
+                                             std::to_string(need) + " " + what +
+                                             " but the graph holds " + std::to_string(cap));
+  };
+  over("output tokens", s.tokens, t.cap.tokens);
+  over("full-attention sequences (frames)", frames, t.cap.frames);
+  over("attention windows", windows, t.cap.windows);
+
+  const size_t elem = o.dtype == Dtype::F32 ? 4 : 2;
+  char* pixels = static_cast<char*>(t.pixels);
+  int64_t patch = 0, token = 0;
+  int64_t frame_row = 0, window_row = 0;
+  t.cu_frames[0] = 0;
+  t.cu_windows[0] = 0;
+  for (const ItemData* it : items) {
+    const int64_t np = it->grid.patches();
+    const void* src = o.dtype == Dtype::F32 ? static_cast<const void*>(it->pixels_f32.data())
+                                            : static_cast<const void*>(it->pixels_bf16.data());
+    std::memcpy(pixels + static_cast<size_t>(patch * dim) * elem, src,
+                static_cast<size_t>(np * dim) * elem);
+    std::memcpy(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));
+    std::memcpy(t.sin + patch * half, it->sin.data(), it->sin.size() * sizeof(float));
+    const int64_t frame_patches = it->grid.h * it->grid.w;
+    for (int64_t f = 0; f < it->grid.t; ++f, ++frame_row)
+      t.cu_frames[frame_row + 1] = static_cast<int32_t>(patch + (f + 1) * frame_patches);
+    int64_t offset = patch;
+    for (int32_t wp : it->window_patches) {
+      offset += wp;
+      t.cu_windows[++window_row] = static_cast<int32_t>(offset);
+    }
+    const int64_t unit_base = patch / c.merge_unit();
+    for (int32_t pos : it->inverse) t.inverse[token++] = static_cast<int32_t>(unit_base + pos);
+    patch += np;
+  }
+  s.patches = patch;
+  s.frame_rows = frame_row + 1;
+  s.window_rows = window_row + 1;
+  return s;
+}
+
+std::vector<ItemData> capture_items(const Options& o, const Capacity& cap) {
+  const VisionConfig& c = o.model;
+  // Frames as large as a real frame may be, each as square as its size allows
+  // (a 1 x n strip when n is prime).
+  const int64_t frame_units = std::max<int64_t>(cap.max_frame_patches / c.merge_unit(), 1);
+  std::vector<ItemData> items;
+  for (int64_t left = cap.tokens; left > 0;) {
+    const int64_t n = std::min(left, frame_units);
+    int64_t a = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
+    while (a > 1 && n % a != 0) --a;
+    const Grid g{1, a * c.spatial_merge_size, (n / a) * c.spatial_merge_size};
+    items.push_back(make_item_data(o, g, 1, {}));
+    left -= n;
+  }
+  return items;
+}
+
+}  // namespace qwen

@@ -1,0 +1,59 @@
+// The Qwen2.5-VL vision tower's configuration (the `vision_config` of a
+// checkpoint's config.json) and the plugin's own options.
+#pragma once
+
+#include <encgraph/plugin_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qwen {
+
+struct VisionConfig {
+  // Defaults: the 7B tower.
+  int64_t depth = 32;
+  int64_t hidden_size = 1280;
+  int64_t num_heads = 16;
+  int64_t intermediate_size = 3420;
+  int64_t out_hidden_size = 3584;
+  int64_t patch_size = 14;
+  int64_t temporal_patch_size = 2;
+  int64_t spatial_merge_size = 2;
+  int64_t window_size = 112;  // pixels
+  int64_t in_channels = 3;
+  std::vector<int64_t> fullatt_block_indexes = {7, 15, 23, 31};
+  float rms_norm_eps = 1e-6f;  // fixed in the released model code
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
+  // Values of one flattened patch: channels x temporal x patch x patch.
+  int64_t patch_dim() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+  // Patches merged into one output token.
+  int64_t merge_unit() const { return spatial_merge_size * spatial_merge_size; }
+  // A window's side in merged units (4 for the released towers).
+  int64_t window_units() const { return window_size / spatial_merge_size / patch_size; }
+  // Pixels per side of one merged unit (28): the resize factor.
+  int64_t resize_factor() const { return patch_size * spatial_merge_size; }
+  bool full_attention(int64_t block) const;
+  // Throws Error(INVALID_ARGUMENT) naming the inconsistent setting.
+  void validate() const;
+};
+
+enum class Dtype { F32, BF16 };
+
+struct Options {
+  VisionConfig model;
+  Dtype dtype = Dtype::F32;
+  int64_t min_pixels = 56 * 56;          // the released preprocessor_config.json
+  int64_t max_pixels = 28 * 28 * 16384;  // idem (12845056)
+  int64_t min_budget = 64;               // a 224x224 image
+  int64_t max_budget = 0;                // 0: the tokens of a max_pixels image
+  int64_t max_frames_per_video = 768;
+  uint64_t seed = 0;  // random weights and synthetic items
+};
+
+// Reads the plugin table's keys (see the plugin's header comment); `device` picks
+// the default dtype (bf16 on CUDA, f32 on the CPU).
+Options parse_options(const eg_create_params* params);
+
+}  // namespace qwen

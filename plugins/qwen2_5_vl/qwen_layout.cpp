@@ -1,0 +1,86 @@
+#include "qwen_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace qwen {
+
+WindowLayout window_layout(const VisionConfig& c, const Grid& g) {
+  const int64_t m = c.spatial_merge_size, wu = c.window_units();
+  const int64_t lh = g.h / m, lw = g.w / m;  // merged units per column / row
+  const int64_t per_frame = lh * lw;
+  WindowLayout out;
+  out.unit_order.reserve(static_cast<size_t>(g.t * per_frame));
+  for (int64_t t = 0; t < g.t; ++t)
+    for (int64_t wy = 0; wy * wu < lh; ++wy)
+      for (int64_t wx = 0; wx * wu < lw; ++wx) {
+        int32_t units = 0;
+        for (int64_t y = wy * wu; y < std::min(lh, (wy + 1) * wu); ++y)
+          for (int64_t x = wx * wu; x < std::min(lw, (wx + 1) * wu); ++x, ++units)
+            out.unit_order.push_back(static_cast<int32_t>(t * per_frame + y * lw + x));
+        out.window_patches.push_back(units * static_cast<int32_t>(c.merge_unit()));
+      }
+  out.inverse.resize(out.unit_order.size());
+  for (size_t k = 0; k < out.unit_order.size(); ++k)
+    out.inverse[static_cast<size_t>(out.unit_order[k])] = static_cast<int32_t>(k);
+  return out;
+}
+
+void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
+                   float* cos, float* sin) {
+  const int64_t m = c.spatial_merge_size;
+  const int64_t lw = g.w / m, per_frame = (g.h / m) * lw;
+  const int64_t half = c.head_dim() / 2, quarter = half / 2;
+  // The model's rotary module has dim = head_dim / 2 and computes its inverse
+  // frequencies (and the angles) in float32.
+  std::vector<float> inv_freq(static_cast<size_t>(quarter));
+  for (int64_t i = 0; i < quarter; ++i)
+    inv_freq[i] = static_cast<float>(
+        1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(half)));
+  int64_t row = 0;
+  for (int32_t unit : unit_order) {
+    const int64_t in_frame = unit % per_frame;
+    const int64_t y = in_frame / lw, x = in_frame % lw;
+    for (int64_t mh = 0; mh < m; ++mh)
+      for (int64_t mw = 0; mw < m; ++mw, ++row) {
+        const float pos[2] = {static_cast<float>(y * m + mh), static_cast<float>(x * m + mw)};
+        for (int64_t part = 0; part < 2; ++part)
+          for (int64_t i = 0; i < quarter; ++i) {
+            const float angle = pos[part] * inv_freq[i];
+            cos[row * half + part * quarter + i] = std::cos(angle);
+            sin[row * half + part * quarter + i] = std::sin(angle);
+          }
+      }
+  }
+}
+
+int64_t min_frame_units(const Options& o) {
+  // smart_resize's result holds at least min_pixels whenever max_pixels >=
+  // 4 * min_pixels (its floor branch loses at most half of each side); below
+  // that, only the one unit its max(factor, ...) guarantees.
+  const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
+  if (o.max_pixels < 4 * o.min_pixels) return 1;
+  return std::max<int64_t>(1, o.min_pixels / unit_pixels);
+}
+
+Capacity capacity_for(const Options& o, const eg_graph_shape& shape) {
+  const VisionConfig& c = o.model;
+  Capacity cap;
+  cap.tokens = std::max<int64_t>(shape.token_budget, 1);
+  cap.patches = cap.tokens * c.merge_unit();
+  const int64_t max_t =
+      (o.max_frames_per_video + c.temporal_patch_size - 1) / c.temporal_patch_size;
+  const int64_t items = std::max<int64_t>(shape.max_batch_size, 1);
+  cap.frames = std::max<int64_t>(
+      1, std::min(cap.tokens / min_frame_units(o), items * std::max<int64_t>(max_t, 1)));
+  const int64_t side = c.window_units();
+  cap.windows =
+      std::max<int64_t>(1, std::min(cap.tokens, (cap.tokens + (side - 1) * cap.frames) / side));
+  const int64_t unit_pixels = c.resize_factor() * c.resize_factor();
+  const int64_t max_frame_units = std::max<int64_t>(o.max_pixels / unit_pixels, 1);
+  cap.max_frame_patches = std::min(cap.tokens, max_frame_units) * c.merge_unit();
+  cap.max_window_patches = std::min(cap.tokens, side * side) * c.merge_unit();
+  return cap;
+}
+
+}  // namespace qwen

@@ -1,0 +1,60 @@
+// Where each patch of an item goes inside the tower, and how many sequences a
+// batch can hold:
+//  - window order: merged units (2x2 patches) regrouped window by window, as
+//    the model's get_window_index does; patch rows, rotary tables and the
+//    attention sequences all live in this order, and the inverse permutation
+//    restores the processor's order of the output tokens;
+//  - 2-D rotary angles per patch (row position, then column position);
+//  - per-budget capacities of the attention sequence tables.
+#pragma once
+
+#include "qwen_config.hpp"
+#include "qwen_preprocess.hpp"
+
+#include <encgraph/plugin_api.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace qwen {
+
+struct WindowLayout {
+  // unit_order[k]: the processor-order merged unit at window position k.
+  std::vector<int32_t> unit_order;
+  // inverse[u]: the window position of processor-order unit u.
+  std::vector<int32_t> inverse;
+  // Patches in each (non-empty) window, in window order.
+  std::vector<int32_t> window_patches;
+};
+
+WindowLayout window_layout(const VisionConfig& c, const Grid& g);
+
+// Rotary cos/sin of every patch in window order, [patches, head_dim/2] each:
+// the first head_dim/4 angles use the patch's row, the rest its column, with
+// inverse frequencies 10000^(-2i / (head_dim/2)).
+void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
+                   float* cos, float* sin);
+
+// Capacities of one graph's buffers. Budgets count output tokens (merged
+// units); each is 4 patches.
+struct Capacity {
+  int64_t tokens = 0;
+  int64_t patches = 0;
+  int64_t frames = 0;              // full-attention sequences (one per temporal patch of an item)
+  int64_t windows = 0;             // window-attention sequences
+  int64_t max_frame_patches = 0;   // longest full-attention sequence
+  int64_t max_window_patches = 0;  // longest window
+};
+
+// Bounds, not guesses: a frame holds at least `min_frame_units` units (what
+// smart_resize guarantees), and a frame of u units has at most
+// ceil(u / window_units) windows, so a batch of T tokens in F frames has at
+// most (T + (window_units - 1) F) / window_units windows. Sizing the window
+// table by this instead of by the token count keeps replays from sweeping
+// thousands of empty sequences.
+Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
+
+// Fewest merged units smart_resize can give a frame under these options.
+int64_t min_frame_units(const Options& o);
+
+}  // namespace qwen

@@ -1,0 +1,50 @@
+#include "qwen_weights.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace qwen {
+namespace {
+
+using egk::RandomInit;
+
+RandomInit matrix(int64_t fan_in) {
+  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
+}
+const RandomInit kBias = RandomInit::normal(0.02);
+const RandomInit kNorm = RandomInit::normal(0.1, 1.0);
+
+}  // namespace
+
+Weights load_weights(const VisionConfig& c, const egk::WeightSource& src) {
+  const int64_t d = c.hidden_size, inter = c.intermediate_size, merged = d * c.merge_unit();
+  Weights w;
+  w.patch_embed = src.load("visual.patch_embed.proj.weight",
+                           {d, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size},
+                           matrix(c.patch_dim()));
+  w.blocks.resize(static_cast<size_t>(c.depth));
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const std::string p = "visual.blocks." + std::to_string(i) + ".";
+    BlockWeights& b = w.blocks[static_cast<size_t>(i)];
+    b.norm1 = src.load(p + "norm1.weight", {d}, kNorm);
+    b.norm2 = src.load(p + "norm2.weight", {d}, kNorm);
+    b.qkv_w = src.load(p + "attn.qkv.weight", {3 * d, d}, matrix(d));
+    b.qkv_b = src.load(p + "attn.qkv.bias", {3 * d}, kBias);
+    b.proj_w = src.load(p + "attn.proj.weight", {d, d}, matrix(d));
+    b.proj_b = src.load(p + "attn.proj.bias", {d}, kBias);
+    b.gate_w = src.load(p + "mlp.gate_proj.weight", {inter, d}, matrix(d));
+    b.gate_b = src.load(p + "mlp.gate_proj.bias", {inter}, kBias);
+    b.up_w = src.load(p + "mlp.up_proj.weight", {inter, d}, matrix(d));
+    b.up_b = src.load(p + "mlp.up_proj.bias", {inter}, kBias);
+    b.down_w = src.load(p + "mlp.down_proj.weight", {d, inter}, matrix(inter));
+    b.down_b = src.load(p + "mlp.down_proj.bias", {d}, kBias);
+  }
+  w.ln_q = src.load("visual.merger.ln_q.weight", {d}, kNorm);
+  w.mlp0_w = src.load("visual.merger.mlp.0.weight", {merged, merged}, matrix(merged));
+  w.mlp0_b = src.load("visual.merger.mlp.0.bias", {merged}, kBias);
+  w.mlp2_w = src.load("visual.merger.mlp.2.weight", {c.out_hidden_size, merged}, matrix(merged));
+  w.mlp2_b = src.load("visual.merger.mlp.2.bias", {c.out_hidden_size}, kBias);
+  return w;
+}
+
+}  // namespace qwen

@@ -1,0 +1,296 @@
+// The plugin's CPU path (f32) on a tiny tower against the float64 reference:
+// images, an odd-length video, window and full attention, batches through the
+// runtime with graphs and eagerly, and NaN-poisoned padding at the ABI level.
+#include "qwen_test_support.hpp"
+
+#include <encgraph/error.hpp>
+#include <encgraph/plugin_loader.hpp>
+#include <encgraph/runtime.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+
+namespace {
+
+using qwen_test::rel_error;
+
+constexpr double kTolerance = 1e-4;  // fp32 against float64
+
+struct Sample {
+  int64_t frames, height, width;
+  std::vector<uint8_t> pixels;
+  std::vector<double> expected;  // reference output rows
+};
+
+// One tiny model, its checkpoint and reference outputs, built once.
+struct Fixture {
+  qwen_ref::Config cfg;
+  qwen_ref::Params params;
+  qwen_test::TempDir dir{"qwen-cpu"};
+  std::string weights;
+  std::vector<Sample> samples;
+
+  Fixture() {
+    params = qwen_ref::random_params(cfg, 2024);
+    weights = (dir.path() / "tiny.safetensors").string();
+    qwen_ref::write_params(cfg, params, weights);
+    // 3x5 units (uneven windows), 2x2, a 3-frame video (time padding), 4x3,
+    // 6x2, a 2-frame video.
+    const int64_t geo[][3] = {{1, 84, 140}, {1, 56, 56},  {3, 56, 84},
+                              {1, 112, 84}, {1, 168, 56}, {2, 84, 84}};
+    uint64_t seed = 1;
+    for (const auto& g : geo) {
+      Sample s{g[0], g[1], g[2], qwen_ref::random_pixels(g[0], g[1], g[2], seed++), {}};
+      const qwen_ref::Input in = qwen_ref::preprocess(cfg, s.pixels, s.frames, s.height, s.width);
+      s.expected = qwen_ref::forward(cfg, params, {in})[0];
+      samples.push_back(std::move(s));
+    }
+  }
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+std::vector<encgraph::Item> make_items(encgraph::Runtime& rt, const std::vector<size_t>& which) {
+  std::vector<encgraph::Item> items;
+  for (size_t k : which) {
+    const Sample& s = fixture().samples[k];
+    items.push_back(rt.make_item(qwen_test::pixel_item(s.pixels, s.frames, s.height, s.width)));
+  }
+  return items;
+}
+
+void check_against_reference(const encgraph::Result& r, const std::vector<size_t>& which) {
+  REQUIRE(r.size() == which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    CAPTURE(which[i]);
+    const Sample& s = fixture().samples[which[i]];
+    const std::vector<float> got = r.item_as_float(i);
+    CHECK(got.size() == s.expected.size());
+    CHECK(rel_error(got, s.expected) < kTolerance);
+  }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("each item alone matches the float64 reference") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.use_graphs = false;
+  encgraph::Runtime rt(rc);
+  CHECK(rt.model_info().out_hidden_size == f.cfg.out);
+  for (size_t k = 0; k < f.samples.size(); ++k) {
+    auto items = make_items(rt, {k});
+    const Sample& s = f.samples[k];
+    CHECK(items[0].spec().output_tokens == ((s.frames + 1) / 2) * (s.height / 28) * (s.width / 28));
+    check_against_reference(rt.execute(items), {k});
+  }
+}
+
+TEST_CASE("a mixed batch through captured graphs matches the reference") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.budgets.token_budgets = {16, 32, 64};
+  rc.budgets.max_items_per_batch = 4;
+  encgraph::Runtime rt(rc);
+  rt.capture();
+  CHECK(rt.is_captured());
+  const std::vector<size_t> order = {2, 0, 5, 1, 4, 3, 1, 2};
+  auto items = make_items(rt, order);
+  check_against_reference(rt.execute(items), order);
+  const encgraph::Stats st = rt.stats();
+  CHECK(st.graph_hits == static_cast<int64_t>(order.size()));
+  CHECK(st.padded_token_efficiency < 1.0);  // some batches were padded
+  // The same items again, one call per item, replay the smaller graphs.
+  for (size_t k : {1u, 5u}) check_against_reference(rt.execute(make_items(rt, {k})), {k});
+}
+
+TEST_CASE("an eager mixed batch matches the reference") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.use_graphs = false;
+  rc.budgets.token_budgets = {64};
+  rc.budgets.max_items_per_batch = 6;
+  encgraph::Runtime rt(rc);
+  const std::vector<size_t> order = {0, 1, 2, 3, 4, 5};
+  check_against_reference(rt.execute(make_items(rt, order)), order);
+}
+
+TEST_CASE("NaN in padded rows, workspace and output never reaches real rows") {
+  auto& f = fixture();
+  encgraph::PluginRegistry registry(encgraph::test::plugin_dirs());
+  const eg_plugin_api* api = registry.get("qwen2_5_vl").api;
+  const auto kv = qwen_ref::plugin_config(f.cfg);
+  std::vector<eg_config_entry> entries;
+  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
+  eg_create_params p{};
+  p.struct_size = sizeof(p);
+  p.device = EG_DEVICE_CPU;
+  p.weights = f.weights.c_str();
+  p.config = entries.data();
+  p.num_config = static_cast<int64_t>(entries.size());
+  eg_error err{};
+  eg_instance* inst = nullptr;
+  REQUIRE_MESSAGE(api->create(&p, &inst, &err) == EG_OK, err.message);
+  std::unique_ptr<eg_instance, void (*)(eg_instance*)> guard(inst, api->destroy);
+
+  const std::vector<size_t> which = {2, 1};  // 16 tokens in a budget of 32
+  std::vector<eg_item*> items;
+  for (size_t k : which) {
+    const Sample& s = f.samples[k];
+    const eg_item_desc d = qwen_test::pixel_item(s.pixels, s.frames, s.height, s.width);
+    eg_item* it = nullptr;
+    REQUIRE(api->item_create(inst, &d, &it, &err) == EG_OK);
+    items.push_back(it);
+  }
+  eg_model_info info{};
+  REQUIRE(api->model_info(inst, &info, &err) == EG_OK);
+  eg_graph_shape shape{};
+  shape.token_budget = 32;
+  shape.max_batch_size = 4;
+  std::vector<std::vector<uint8_t>> memory(info.num_buffers);
+  std::vector<eg_tensor> buffers(info.num_buffers);
+  std::vector<eg_replay_buffer> replay(info.num_buffers);
+  for (int b = 0; b < info.num_buffers; ++b) {
+    REQUIRE(api->buffer_shape(inst, &shape, b, &buffers[b], &err) == EG_OK);
+    buffers[b].dtype = info.buffers[b].dtype;
+    size_t bytes = 4;
+    for (int d = 0; d < buffers[b].ndim; ++d) bytes *= static_cast<size_t>(buffers[b].shape[d]);
+    memory[b].assign(bytes, 0xFF);  // NaN for every f32, -1 for every i32
+    buffers[b].data = memory[b].data();
+    replay[b].staging = buffers[b];
+    replay[b].rows = -1;
+  }
+  std::vector<const eg_item*> citems(items.begin(), items.end());
+  REQUIRE(api->prepare_replay_buffers(inst, &shape, citems.data(), 2, replay.data(),
+                                      info.num_buffers, &err) == EG_OK);
+  // The runtime's padding for the tables; pixel and rotary padding stays NaN.
+  for (int b = 0; b < info.num_buffers; ++b) {
+    auto* v = static_cast<int32_t*>(buffers[b].data);
+    const int64_t rows = replay[b].rows, cap = buffers[b].shape[0];
+    if (info.buffers[b].padding_logic == EG_PAD_REPEAT_LAST)
+      for (int64_t r = rows; r < cap; ++r) v[r] = v[rows - 1];
+    else if (info.buffers[b].dtype == EG_DTYPE_I32)
+      for (int64_t r = rows; r < cap; ++r) v[r] = 0;
+  }
+  CHECK(replay[0].rows == 16 * 4);
+  eg_tensor out_shape{};
+  REQUIRE(api->output_shape(inst, &shape, &out_shape, &err) == EG_OK);
+  std::vector<float> output(static_cast<size_t>(out_shape.shape[0] * out_shape.shape[1]),
+                            std::numeric_limits<float>::quiet_NaN());
+  size_t ws = 0;
+  REQUIRE(api->workspace_size(inst, &shape, &ws, &err) == EG_OK);
+  std::vector<float> workspace(ws / 4 + 64, std::numeric_limits<float>::quiet_NaN());
+  eg_forward_args args{};
+  args.shape = shape;
+  args.buffers = buffers.data();
+  args.num_buffers = info.num_buffers;
+  args.output = out_shape;
+  args.output.data = output.data();
+  args.workspace = workspace.data();
+  args.workspace_size = ws;
+  REQUIRE_MESSAGE(api->forward(inst, &args, &err) == EG_OK, err.message);
+  size_t row = 0;
+  for (size_t k : which) {
+    const std::vector<double>& want = f.samples[k].expected;
+    const std::vector<float> got(output.begin() + row, output.begin() + row + want.size());
+    CHECK(qwen_test::all_finite(got));
+    CHECK(rel_error(got, want) < kTolerance);
+    row += want.size();
+  }
+  for (eg_item* it : items) api->item_destroy(inst, it);
+}
+
+TEST_CASE("config_json's vision_config gives the same model as explicit keys") {
+  auto& f = fixture();
+  const auto json = f.dir.path() / "config.json";
+  {
+    std::ofstream out(json);
+    out << R"({"model_type": "qwen2_5_vl", "vision_config": {"depth": 4, "hidden_act": "silu",
+      "hidden_size": 64, "intermediate_size": 96, "num_heads": 4, "in_chans": 3,
+      "out_hidden_size": 48, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+      "window_size": 56, "fullatt_block_indexes": [2], "tokens_per_second": 2,
+      "temporal_patch_size": 2}})";
+  }
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.plugin_config = {{"config_json", json.string()}};
+  rc.use_graphs = false;
+  encgraph::Runtime rt(rc);
+  check_against_reference(rt.execute(make_items(rt, {0, 2})), {0, 2});
+}
+
+TEST_CASE("checkpoint problems are errors naming the tensor and the file") {
+  auto& f = fixture();
+  qwen_ref::Params missing = f.params;
+  missing.erase("visual.blocks.1.mlp.up_proj.bias");
+  const auto file = f.dir.path() / "missing.safetensors";
+  qwen_ref::write_params(f.cfg, missing, file);
+  std::string msg = error_of(
+      [&] { encgraph::Runtime rt(qwen_test::runtime_config(f.cfg, "cpu", file.string())); });
+  CHECK(msg.find("visual.blocks.1.mlp.up_proj.bias") != std::string::npos);
+  CHECK(msg.find(file.string()) != std::string::npos);
+
+  qwen_ref::Config wider = f.cfg;
+  wider.inter = 80;
+  msg = error_of([&] { encgraph::Runtime rt(qwen_test::runtime_config(wider, "cpu", f.weights)); });
+  CHECK(msg.find("visual.blocks.0.mlp.gate_proj.weight") != std::string::npos);
+  CHECK(msg.find("[96, 64]") != std::string::npos);
+  CHECK(msg.find("[80, 64]") != std::string::npos);
+
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.plugin_config.emplace_back("window_sise", "112");
+  msg = error_of([&] { encgraph::Runtime rt(rc); });
+  CHECK(msg.find("window_sise") != std::string::npos);
+}
+
+TEST_CASE("random weights and synthetic items are reproducible from their seeds") {
+  auto& f = fixture();
+  auto run = [&](const std::string& seed, uint64_t item_seed) {
+    encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+    rc.plugin_config.emplace_back("seed", seed);
+    rc.use_graphs = false;
+    encgraph::Runtime rt(rc);
+    std::vector<encgraph::Item> items;
+    items.push_back(rt.make_item(encgraph::test::image(60, 90, item_seed)));
+    items.push_back(rt.make_item(encgraph::test::video(56, 56, 4, item_seed + 1)));
+    const encgraph::Result r = rt.execute(items);
+    std::vector<float> all = r.item_as_float(0);
+    const std::vector<float> second = r.item_as_float(1);
+    all.insert(all.end(), second.begin(), second.end());
+    CHECK(qwen_test::all_finite(all));
+    return all;
+  };
+  const auto a = run("5", 1);
+  CHECK(a == run("5", 1));
+  CHECK(a != run("6", 1));
+  CHECK(a != run("5", 2));
+}
+
+TEST_CASE("items are validated") {
+  auto& f = fixture();
+  encgraph::Runtime rt(qwen_test::runtime_config(f.cfg, "cpu", f.weights));
+  eg_item_desc bad = encgraph::test::image(56, 56, 1);
+  bad.frames = 2;
+  CHECK_THROWS_AS(rt.make_item(bad), encgraph::Error);
+  CHECK_THROWS_AS(rt.make_item(encgraph::test::image(10, 5000, 1)), encgraph::Error);  // aspect
+  const encgraph::Item v = rt.make_item(encgraph::test::video(56, 84, 5, 3));
+  CHECK(v.spec().output_tokens == 3 * 2 * 3);  // grid_t = ceil(5 / 2)
+  CHECK(v.spec().frames == 5);
+  CHECK(v.spec().input_size == 3 * 4 * 6);
+}
