@@ -26,7 +26,8 @@ std::vector<std::vector<float>> first_request(Runtime& runtime, const std::vecto
   return out;
 }
 
-double max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+double max_abs_diff(const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -53,7 +54,8 @@ int bench_command(const std::vector<std::string>& args) {
   HostConfig config = load_command_config(vm);
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (!config.output.embeddings.empty())
-    spdlog::warn("bench does not write embeddings; output.embeddings is ignored (use run or encode)");
+    spdlog::warn(
+        "bench does not write embeddings; output.embeddings is ignored (use run or encode)");
   const std::vector<WorkItem> work = build_workload(config.workload);
 
   ReportInput input;
@@ -75,11 +77,13 @@ int bench_command(const std::vector<std::string>& args) {
     }
     options.label = graphs ? "bench graphs" : "bench eager";
     spdlog::info("{}: {} items on {}", options.label, work.size(), runtime->device_name());
-    input.modes.push_back({graphs ? "graphs" : "eager", graphs,
-                           execute_workload(*runtime, work, options)});
+    input.modes.push_back(
+        {graphs ? "graphs" : "eager", graphs, execute_workload(*runtime, work, options)});
     auto outputs = first_request(*runtime, work, options.request_size);
-    if (graphs) reference = std::move(outputs);
-    else input.max_abs_diff = max_abs_diff(reference, outputs);
+    if (graphs)
+      reference = std::move(outputs);
+    else
+      input.max_abs_diff = max_abs_diff(reference, outputs);
   }
 
   const auto report = make_report(input);
@@ -87,8 +91,10 @@ int bench_command(const std::vector<std::string>& args) {
     write_report(config.output.report, report);
     spdlog::info("wrote the report to {}", config.output.report);
   }
-  if (vm.count("json")) std::cout << report.dump(2) << "\n";
-  else print_bench_table(std::cout, input);
+  if (vm.count("json"))
+    std::cout << report.dump(2) << "\n";
+  else
+    print_bench_table(std::cout, input);
   return kExitOk;
 }
 

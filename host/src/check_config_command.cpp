@@ -27,7 +27,8 @@ std::string list(const std::vector<int64_t>& v) {
 
 void print_plan(const BudgetPlan& plan) {
   std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
-            << plan.max_batch_size << ", max_frames_per_batch " << plan.max_frames_per_batch << "\n";
+            << plan.max_batch_size << ", max_frames_per_batch " << plan.max_frames_per_batch
+            << "\n";
 }
 
 }  // namespace
@@ -36,8 +37,9 @@ int check_config_command(const std::vector<std::string>& args) {
   const std::string usage = "usage: encgraph check-config FILE [--set KEY=VALUE]... [--structural]";
   po::options_description opts("encgraph check-config options");
   add_config_options(opts);
-  opts.add_options()("structural", "do not create a plugin instance: keys, types, workload and "
-                                   "explicit budgets only");
+  opts.add_options()("structural",
+                     "do not create a plugin instance: keys, types, workload and "
+                     "explicit budgets only");
   po::positional_options_description positional;
   positional.add("config", 1);
   po::variables_map vm;
@@ -76,7 +78,8 @@ int check_config_command(const std::vector<std::string>& args) {
                  "' does not run on CUDA (it supports " + device_names(plugin->api->devices) + ")");
   if (rt.device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
     throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
-                 "' does not run on the CPU (it supports " + device_names(plugin->api->devices) + ")");
+                 "' does not run on the CPU (it supports " + device_names(plugin->api->devices) +
+                 ")");
 
   if (vm.count("structural") || !(plugin->api->devices & EG_DEVICE_CPU)) {
     std::cout << "  budgets checked structurally"

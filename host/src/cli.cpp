@@ -2,8 +2,8 @@
 
 #include "commands.hpp"
 
-#include <encgraph/error.hpp>
 #include <encgraph/plugin_api.h>
+#include <encgraph/error.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -23,8 +23,10 @@ std::string version_string() {
 void add_config_options(po::options_description& opts, bool config_option) {
   opts.add_options()("help,h", "show this help");
   if (config_option)
-    opts.add_options()("config,c", po::value<std::string>()->value_name("FILE"), "the TOML config (required)");
-  opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
+    opts.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
+                       "the TOML config (required)");
+  opts.add_options()("set,s",
+                     po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
                      "override a config key, e.g. --set budgets.max_items_per_batch=8 (repeatable; "
                      "the value is read as TOML, else as a string)");
 }

@@ -51,7 +51,8 @@ std::string join(const std::vector<std::string_view>& names) {
 std::vector<std::string_view> keys_of_section(std::string_view section) {
   std::vector<std::string_view> out;
   for (const auto& k : config_schema())
-    if (k.path.substr(0, k.path.find('.')) == section) out.push_back(k.path.substr(k.path.find('.') + 1));
+    if (k.path.substr(0, k.path.find('.')) == section)
+      out.push_back(k.path.substr(k.path.find('.') + 1));
   return out;
 }
 
@@ -64,23 +65,34 @@ void check_elements(const toml::array& array, const std::string& path, const std
                     bool (toml::node::*is)() const noexcept, std::string_view phrase) {
   for (size_t i = 0; i < array.size(); ++i)
     if (!(array.get(i)->*is)())
-      fail_node(*array.get(i), src, path + "[" + std::to_string(i) + "]: expected " +
-                                        std::string(phrase) + ", got " +
-                                        std::string(node_type_phrase(*array.get(i))));
+      fail_node(*array.get(i), src,
+                path + "[" + std::to_string(i) + "]: expected " + std::string(phrase) + ", got " +
+                    std::string(node_type_phrase(*array.get(i))));
 }
 
 void check_type(const KeySpec& spec, const toml::node& node, const std::string& src) {
   const std::string path(spec.path);
   auto mismatch = [&] {
-    fail_node(node, src, path + ": expected " + std::string(type_phrase(spec.type)) + ", got " +
-                             std::string(node_type_phrase(node)));
+    fail_node(node, src,
+              path + ": expected " + std::string(type_phrase(spec.type)) + ", got " +
+                  std::string(node_type_phrase(node)));
   };
   switch (spec.type) {
-    case KeyType::String: if (!node.is_string()) mismatch(); break;
-    case KeyType::Integer: if (!node.is_integer()) mismatch(); break;
-    case KeyType::Float: if (!node.is_number()) mismatch(); break;
-    case KeyType::Boolean: if (!node.is_boolean()) mismatch(); break;
-    case KeyType::Table: if (!node.is_table()) mismatch(); break;
+    case KeyType::String:
+      if (!node.is_string()) mismatch();
+      break;
+    case KeyType::Integer:
+      if (!node.is_integer()) mismatch();
+      break;
+    case KeyType::Float:
+      if (!node.is_number()) mismatch();
+      break;
+    case KeyType::Boolean:
+      if (!node.is_boolean()) mismatch();
+      break;
+    case KeyType::Table:
+      if (!node.is_table()) mismatch();
+      break;
     case KeyType::StringArray:
       if (!node.is_array()) mismatch();
       check_elements(*node.as_array(), path, src, &toml::node::is_string, "a string");
@@ -96,9 +108,10 @@ void check_type(const KeySpec& spec, const toml::node& node, const std::string& 
         const toml::array* pair = a.get(i)->as_array();
         const std::string element = path + "[" + std::to_string(i) + "]";
         if (!pair || pair->size() != 2)
-          fail_node(*a.get(i), src, element + ": expected a [height, width] pair, got " +
-                                        (pair ? "an array of " + std::to_string(pair->size())
-                                              : std::string(node_type_phrase(*a.get(i)))));
+          fail_node(*a.get(i), src,
+                    element + ": expected a [height, width] pair, got " +
+                        (pair ? "an array of " + std::to_string(pair->size())
+                              : std::string(node_type_phrase(*a.get(i)))));
         check_elements(*pair, element, src, &toml::node::is_integer, "an integer");
       }
       break;
@@ -121,8 +134,9 @@ void check_keys(const toml::table& root, const std::string& src) {
       throw_config(key_location(key, node, src) + ": unknown key '" + section +
                    "' (known tables: " + join(sections) + ")" + suggestion(section, sections));
     if (!node.is_table())
-      fail_node(node, src, "'" + section + "' must be a table ([" + section + "]), got " +
-                               std::string(node_type_phrase(node)));
+      fail_node(node, src,
+                "'" + section + "' must be a table ([" + section + "]), got " +
+                    std::string(node_type_phrase(node)));
     const auto known = keys_of_section(section);
     for (auto&& [sub, value] : *node.as_table()) {
       const std::string path = section + "." + std::string(sub.str());
@@ -206,10 +220,11 @@ void read_runtime(const Reader& r, HostConfig& c) {
     r.fail("runtime.device", e.what());
   }
   r.get("runtime.log_level", c.log_level);
-  static const std::vector<std::string_view> levels = {"trace", "debug", "info", "warn",
+  static const std::vector<std::string_view> levels = {"trace", "debug",    "info", "warn",
                                                        "error", "critical", "off"};
   if (std::find(levels.begin(), levels.end(), c.log_level) == levels.end())
-    r.fail("runtime.log_level", "\"" + c.log_level + "\" is not a log level; use one of " + join(levels));
+    r.fail("runtime.log_level",
+           "\"" + c.log_level + "\" is not a log level; use one of " + join(levels));
   std::vector<std::string> dirs;
   r.get("runtime.plugin_dirs", dirs);
   rt.plugin_dirs.assign(dirs.begin(), dirs.end());
@@ -222,10 +237,12 @@ void read_runtime(const Reader& r, HostConfig& c) {
 void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
   RuntimeConfig& rt = c.runtime;
   r.get("plugin.name", rt.plugin);
-  if (rt.plugin.empty()) r.fail("plugin.name", "is required: name the plugin to run (see `encgraph plugins`)");
+  if (rt.plugin.empty())
+    r.fail("plugin.name", "is required: name the plugin to run (see `encgraph plugins`)");
   for (char ch : rt.plugin)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'))
-      r.fail("plugin.name", "\"" + rt.plugin + "\" may only hold letters, digits, '_', '-' and '.'");
+      r.fail("plugin.name",
+             "\"" + rt.plugin + "\" may only hold letters, digits, '_', '-' and '.'");
   r.get("plugin.weights", rt.weights);
   rt.plugin_config.clear();
   if (const toml::node* n = root.at_path("plugin.config").node())
@@ -236,7 +253,8 @@ void read_budgets(const Reader& r, HostConfig& c) {
   BudgetRequest& b = c.runtime.budgets;
   r.get("budgets.token_budgets", b.token_budgets);
   for (int64_t v : b.token_budgets)
-    if (v <= 0) r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
+    if (v <= 0)
+      r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
   r.get("budgets.max_items_per_batch", b.max_items_per_batch);
   check_min(r, "budgets.max_items_per_batch", b.max_items_per_batch, 0);
   if (r.node("budgets.max_frames_per_batch")) {
@@ -262,7 +280,8 @@ void read_workload(const Reader& r, HostConfig& c) {
   WorkloadConfig& w = c.workload;
   r.get("workload.kind", w.kind);
   if (w.kind != "synthetic" && w.kind != "trace" && w.kind != "files")
-    r.fail("workload.kind", "\"" + w.kind + "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
+    r.fail("workload.kind",
+           "\"" + w.kind + "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
   r.get("workload.count", w.count);
   check_min(r, "workload.count", w.count, 0);
   int64_t seed = 0;
@@ -288,10 +307,12 @@ void read_workload(const Reader& r, HostConfig& c) {
                                          " and max_side " + std::to_string(w.max_side));
   r.get("workload.video_fraction", w.video_fraction);
   if (!(w.video_fraction >= 0.0 && w.video_fraction <= 1.0))
-    r.fail("workload.video_fraction", "must lie in [0, 1], got " + std::to_string(w.video_fraction));
+    r.fail("workload.video_fraction",
+           "must lie in [0, 1], got " + std::to_string(w.video_fraction));
   if (w.video_fraction > 0.0 && !c.runtime.budgets.video_enabled)
-    r.fail("workload.video_fraction", "asks for videos but budgets.video = false plans no frames; "
-                                      "set one of them differently");
+    r.fail("workload.video_fraction",
+           "asks for videos but budgets.video = false plans no frames; "
+           "set one of them differently");
   r.get("workload.frames", w.frames);
   check_min(r, "workload.frames", w.frames, 1);
   r.get("workload.trace", w.trace);
@@ -299,14 +320,16 @@ void read_workload(const Reader& r, HostConfig& c) {
   if (w.kind == "trace" && w.trace.empty())
     r.fail("workload.trace", "is required when workload.kind = \"trace\"");
   if (w.kind == "files" && w.files.empty())
-    r.fail("workload.files", "is required when workload.kind = \"files\" (or give files to `encgraph encode`)");
+    r.fail("workload.files",
+           "is required when workload.kind = \"files\" (or give files to `encgraph encode`)");
   r.get("workload.request_size", w.request_size);
   check_min(r, "workload.request_size", w.request_size, 1);
   r.get("workload.warmup_requests", w.warmup_requests);
   check_min(r, "workload.warmup_requests", w.warmup_requests, 0);
 }
 
-HostConfig resolve(toml::table& root, const std::string& src, const std::vector<std::string>& overrides) {
+HostConfig resolve(toml::table& root, const std::string& src,
+                   const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) apply_override(root, o);
   check_keys(root, src);
   const Reader reader(root, src);
@@ -342,10 +365,12 @@ void check_device_string(const std::string& device, const std::string& where) {
   if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 9 &&
       std::all_of(device.begin() + 5, device.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
     return;
-  throw_config(where + ": \"" + device + "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+  throw_config(where + ": \"" + device +
+               "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
 }
 
-HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+HostConfig load_config(const std::filesystem::path& file,
+                       const std::vector<std::string>& overrides) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_config("config file '" + file.string() + "' cannot be read (does it exist?)");
   std::ostringstream text;
@@ -360,8 +385,8 @@ HostConfig load_config_text(std::string_view text, const std::string& source_nam
     root = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     throw_config(source_name + ":" + std::to_string(e.source().begin.line) + ":" +
-                 std::to_string(e.source().begin.column) + ": TOML syntax error: " +
-                 std::string(e.description()));
+                 std::to_string(e.source().begin.column) +
+                 ": TOML syntax error: " + std::string(e.description()));
   }
   return resolve(root, source_name, overrides);
 }

@@ -47,7 +47,8 @@ struct HostConfig {
 };
 
 // Reads `file` and applies the overrides ("key.path=value", in order).
-HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides);
+HostConfig load_config(const std::filesystem::path& file,
+                       const std::vector<std::string>& overrides);
 // The same for TOML text; `source_name` stands for the file in messages.
 HostConfig load_config_text(std::string_view text, const std::string& source_name,
                             const std::vector<std::string>& overrides);

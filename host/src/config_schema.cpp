@@ -17,7 +17,8 @@ const std::vector<KeySpec>& config_schema() {
        "a budget whose capture runs out of memory is dropped with a warning instead of failing"},
       {"runtime.stats_log_interval", KeyType::Integer, "100",
        "log graph hit statistics every N items at debug level (0: never)"},
-      {"plugin.name", KeyType::String, "(required)", "the plugin to load, as `encgraph plugins` lists it"},
+      {"plugin.name", KeyType::String, "(required)",
+       "the plugin to load, as `encgraph plugins` lists it"},
       {"plugin.weights", KeyType::String, "\"\"",
        "a weights path, or \"random\" for weights drawn at start-up; empty: the plugin's default"},
       {"plugin.config", KeyType::Table, "{}",
@@ -26,9 +27,9 @@ const std::vector<KeySpec>& config_schema() {
        "token budgets to capture a graph for; empty: from the plugin's budget range"},
       {"budgets.max_items_per_batch", KeyType::Integer, "0",
        "most items in one batch, <= the smallest budget; 0: inferred"},
-      {"budgets.max_frames_per_batch", KeyType::Integer,
-       "unset",
-       "most video frames in one batch; unset: max_items_per_batch x the plugin's frames per video"},
+      {"budgets.max_frames_per_batch", KeyType::Integer, "unset",
+       "most video frames in one batch; unset: max_items_per_batch x the plugin's frames per "
+       "video"},
       {"budgets.video", KeyType::Boolean, "true",
        "false plans no video frames (max_frames_per_batch = 0)"},
       {"workload.kind", KeyType::String, "\"synthetic\"", "\"synthetic\", \"trace\" or \"files\""},
@@ -78,8 +79,8 @@ std::string_view type_phrase(KeyType type) {
 }
 
 const std::vector<std::string_view>& config_sections() {
-  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets",
-                                                         "workload", "output"};
+  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets", "workload",
+                                                         "output"};
   return sections;
 }
 

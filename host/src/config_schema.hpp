@@ -12,16 +12,16 @@ namespace encgraph::host {
 enum class KeyType {
   String,
   Integer,
-  Float,        // an integer is accepted too
+  Float,  // an integer is accepted too
   Boolean,
   StringArray,
   IntegerArray,
-  SizeArray,    // [[height, width], ...]
-  Table,        // a free-form table (plugin.config)
+  SizeArray,  // [[height, width], ...]
+  Table,      // a free-form table (plugin.config)
 };
 
 struct KeySpec {
-  std::string_view path;           // "section.key"
+  std::string_view path;  // "section.key"
   KeyType type;
   std::string_view default_value;  // as written in docs/config.md
   std::string_view meaning;

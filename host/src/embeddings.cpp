@@ -27,8 +27,10 @@ ResultConsumer EmbeddingSink::consumer() {
                 const std::vector<uint8_t>& host) {
     if (result.size() != items.size())
       throw Error(ErrorKind::Internal, "a result holds " + std::to_string(result.size()) +
-                                           " items for a request of " + std::to_string(items.size()));
-    const size_t row_bytes = static_cast<size_t>(result.hidden_size()) * dtype_bytes(result.dtype());
+                                           " items for a request of " +
+                                           std::to_string(items.size()));
+    const size_t row_bytes =
+        static_cast<size_t>(result.hidden_size()) * dtype_bytes(result.dtype());
     for (size_t i = 0; i < items.size(); ++i) {
       const size_t offset = host_offset(result, i);
       const size_t bytes = static_cast<size_t>(result.rows(i)) * row_bytes;

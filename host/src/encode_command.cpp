@@ -26,7 +26,8 @@ int encode_command(const std::vector<std::string>& args) {
                      "the safetensors file to write (overrides output.embeddings; one of them is "
                      "required)")("report", po::value<std::string>()->value_name("FILE"),
                                   "write the JSON report here (overrides output.report)")(
-      "files", po::value<std::vector<std::string>>()->composing(), "image files or glob patterns (also given without --files)");
+      "files", po::value<std::vector<std::string>>()->composing(),
+      "image files or glob patterns (also given without --files)");
   po::positional_options_description positional;
   positional.add("files", -1);
   po::variables_map vm;
@@ -70,8 +71,8 @@ int encode_command(const std::vector<std::string>& args) {
     input.config = &config;
     describe_runtime(*runtime, input);
     input.workload_items = static_cast<int64_t>(work.size());
-    input.modes.push_back({config.runtime.use_graphs ? "graphs" : "eager",
-                           config.runtime.use_graphs, std::move(m)});
+    input.modes.push_back(
+        {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
     write_report(config.output.report, make_report(input));
     spdlog::info("wrote the report to {}", config.output.report);
   }

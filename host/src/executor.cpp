@@ -14,7 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -40,15 +42,17 @@ Item make_item(Runtime& runtime, const WorkItem& w) {
 }
 
 void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem>& work) {
-  const auto videos = std::count_if(work.begin(), work.end(),
-                                    [](const WorkItem& w) { return w.modality == EG_MODALITY_VIDEO; });
+  const auto videos = std::count_if(
+      work.begin(), work.end(), [](const WorkItem& w) { return w.modality == EG_MODALITY_VIDEO; });
   if (videos == 0) return;
   if (!runtime.supports_modality(EG_MODALITY_VIDEO))
     throw_config("the workload holds " + std::to_string(videos) + " video items but plugin '" +
-                 runtime.plugin_name() + "' takes images only; set workload.video_fraction = 0 "
+                 runtime.plugin_name() +
+                 "' takes images only; set workload.video_fraction = 0 "
                  "or remove the videos from the trace");
   if (runtime.plan().max_frames_per_batch == 0)
-    throw_config("the workload holds " + std::to_string(videos) + " video items but the plan "
+    throw_config("the workload holds " + std::to_string(videos) +
+                 " video items but the plan "
                  "allows no frames (budgets.video = false or budgets.max_frames_per_batch = 0)");
 }
 
@@ -83,7 +87,8 @@ double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
   const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
-  const size_t index = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(values.size()))) - 1;
+  const size_t index =
+      static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(values.size()))) - 1;
   return values[index];
 }
 
@@ -127,7 +132,8 @@ Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work
   };
 
   Measurement warm;
-  for (size_t r = 0; r < std::min<size_t>(num_requests, static_cast<size_t>(options.warmup_requests)); ++r)
+  for (size_t r = 0;
+       r < std::min<size_t>(num_requests, static_cast<size_t>(options.warmup_requests)); ++r)
     run_request(r, false, warm);
 
   Measurement m;

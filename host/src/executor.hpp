@@ -19,16 +19,16 @@ struct Measurement {
   int64_t tokens = 0;  // output tokens (embedding rows) of the items
   int64_t videos = 0;
   int64_t requests = 0;
-  double exec_seconds = 0.0;     // sum of request latencies
-  double wall_seconds = 0.0;     // with item preparation (decoding, make_item)
+  double exec_seconds = 0.0;      // sum of request latencies
+  double wall_seconds = 0.0;      // with item preparation (decoding, make_item)
   std::vector<double> latencies;  // seconds, one per request
-  Stats stats;                   // the measured requests only (warm-up excluded)
+  Stats stats;                    // the measured requests only (warm-up excluded)
 };
 
 // A request's items (workload order), the call's Result and its bytes on the host.
-using ResultConsumer = std::function<void(const std::vector<const WorkItem*>& items,
-                                          const Result& result,
-                                          const std::vector<uint8_t>& host_bytes)>;
+using ResultConsumer =
+    std::function<void(const std::vector<const WorkItem*>& items, const Result& result,
+                       const std::vector<uint8_t>& host_bytes)>;
 
 struct ExecOptions {
   int64_t request_size = 16;

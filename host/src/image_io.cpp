@@ -31,7 +31,7 @@ DecodedImage decode_image(const std::filesystem::path& file) {
     throw Error(ErrorKind::Input, "image '" + file.string() + "': no such file");
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load(file.c_str(), &w, &h, &c, 3),
-                                                  stbi_image_free);
+                                                 stbi_image_free);
   if (!data) fail(file, "cannot be decoded");
   DecodedImage img;
   img.height = h;

@@ -40,8 +40,8 @@ int plugins_command(const std::vector<std::string>& args) {
   std::cout << "plugins (" << registry.plugins().size() << "):\n";
   for (const auto& p : registry.plugins())
     std::cout << "  " << p.name << "  version " << p.version << "  abi " << p.abi_major << "."
-              << p.abi_minor << "  modalities " << modality_names(p.api->modalities)
-              << "  devices " << device_names(p.api->devices) << "  " << p.file.string() << "\n";
+              << p.abi_minor << "  modalities " << modality_names(p.api->modalities) << "  devices "
+              << device_names(p.api->devices) << "  " << p.file.string() << "\n";
   if (!registry.rejected().empty()) {
     std::cout << "rejected (" << registry.rejected().size() << "):\n";
     for (const auto& r : registry.rejected())

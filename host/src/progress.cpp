@@ -14,9 +14,12 @@ constexpr auto kLogPeriod = std::chrono::seconds(5);
 
 std::string duration(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof(buf), "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s) / 3600, int(s) % 3600 / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s) / 3600, int(s) % 3600 / 60);
   return buf;
 }
 
@@ -32,7 +35,9 @@ Progress::Progress(std::string label, int64_t total, bool interactive)
 Progress::Progress(std::string label, int64_t total)
     : Progress(std::move(label), total, ::isatty(STDERR_FILENO) != 0) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 std::string Progress::describe(int64_t done, int64_t total, double seconds) {
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;

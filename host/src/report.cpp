@@ -11,7 +11,9 @@
 namespace encgraph::host {
 namespace {
 
-double rate(double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; }
+double rate(double count, double seconds) {
+  return seconds > 0 ? count / seconds : 0.0;
+}
 
 double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -59,7 +61,10 @@ nlohmann::json mode_json(const ModeResult& mode) {
       {"items_per_s", rate(static_cast<double>(m.items), m.exec_seconds)},
       {"tokens_per_s", rate(static_cast<double>(m.tokens), m.exec_seconds)},
       {"latency_ms",
-       {{"p50", percentile(ms, 50)}, {"p99", percentile(ms, 99)}, {"mean", mean(ms)}, {"max", max_ms}}},
+       {{"p50", percentile(ms, 50)},
+        {"p99", percentile(ms, 99)},
+        {"mean", mean(ms)},
+        {"max", max_ms}}},
       {"hit_rate", s.hit_rate},
       {"padded_token_efficiency", s.padded_token_efficiency},
       {"graph_hits", s.graph_hits},
@@ -81,15 +86,20 @@ nlohmann::json make_report(const ReportInput& in) {
       {"command", in.command},
       {"encgraph_version", version_string()},
       {"config", {{"file", c.source}, {"digest", c.digest}}},
-      {"plugin", {{"name", in.plugin}, {"out_hidden_size", in.out_hidden_size},
-                  {"out_dtype", dtype_name(in.out_dtype)}}},
+      {"plugin",
+       {{"name", in.plugin},
+        {"out_hidden_size", in.out_hidden_size},
+        {"out_dtype", dtype_name(in.out_dtype)}}},
       {"device", {{"type", in.device_type}, {"name", in.device_name}}},
-      {"plan", {{"token_budgets", in.plan.token_budgets},
-                {"max_items_per_batch", in.plan.max_batch_size},
-                {"max_frames_per_batch", in.plan.max_frames_per_batch}}},
-      {"workload", {{"kind", c.workload.kind}, {"items", in.workload_items},
-                    {"request_size", c.workload.request_size},
-                    {"warmup_requests", c.workload.warmup_requests}}},
+      {"plan",
+       {{"token_budgets", in.plan.token_budgets},
+        {"max_items_per_batch", in.plan.max_batch_size},
+        {"max_frames_per_batch", in.plan.max_frames_per_batch}}},
+      {"workload",
+       {{"kind", c.workload.kind},
+        {"items", in.workload_items},
+        {"request_size", c.workload.request_size},
+        {"warmup_requests", c.workload.warmup_requests}}},
       {"results", modes},
   };
   if (in.modes.size() == 2) {
@@ -115,8 +125,8 @@ void write_report(const std::filesystem::path& path, const nlohmann::json& repor
 void print_summary(std::ostream& out, const ReportInput& in) {
   for (const auto& mode : in.modes) {
     const auto j = mode_json(mode);
-    out << "plugin " << in.plugin << " on " << in.device_name << " (" << in.device_type << "), "
-        << "config " << in.config->source << " digest " << in.config->digest << "\n";
+    out << "plugin " << in.plugin << " on " << in.device_name << ", config " << in.config->source
+        << " digest " << in.config->digest << "\n";
     out << "budgets " << budgets_text(in.plan.token_budgets) << ", max_items_per_batch "
         << in.plan.max_batch_size << ", max_frames_per_batch " << in.plan.max_frames_per_batch
         << "\n";
@@ -126,17 +136,19 @@ void print_summary(std::ostream& out, const ReportInput& in) {
         << fmt("%.0f", j["tokens_per_s"]) << " tokens/s\n";
     out << "latency p50 " << fmt("%.3f", j["latency_ms"]["p50"]) << " ms, p99 "
         << fmt("%.3f", j["latency_ms"]["p99"]) << " ms per request\n";
-    out << "graphs " << j["graphs"] << ", capture " << fmt("%.3f", j["capture_s"]) << " s, graph memory "
-        << fmt("%.1f", j["graph_memory_bytes"].get<double>() / (1 << 20)) << " MiB\n";
-    out << "hit rate " << fmt("%.1f", 100.0 * j["hit_rate"].get<double>()) << "%, padded-token efficiency "
+    out << "graphs " << j["graphs"] << ", capture " << fmt("%.3f", j["capture_s"])
+        << " s, graph memory " << fmt("%.1f", j["graph_memory_bytes"].get<double>() / (1 << 20))
+        << " MiB\n";
+    out << "hit rate " << fmt("%.1f", 100.0 * j["hit_rate"].get<double>())
+        << "%, padded-token efficiency "
         << fmt("%.1f", 100.0 * j["padded_token_efficiency"].get<double>()) << "%\n";
   }
 }
 
 void print_bench_table(std::ostream& out, const ReportInput& in) {
-  out << "bench: plugin " << in.plugin << " on " << in.device_name << " (" << in.device_type
-      << "), " << in.workload_items << " items in requests of " << in.config->workload.request_size
-      << ", config digest " << in.config->digest << "\n";
+  out << "bench: plugin " << in.plugin << " on " << in.device_name << ", " << in.workload_items
+      << " items in requests of " << in.config->workload.request_size << ", config digest "
+      << in.config->digest << "\n";
   std::vector<nlohmann::json> cols;
   for (const auto& m : in.modes) cols.push_back(mode_json(m));
   auto row = [&](const char* name, auto cell) {
@@ -152,9 +164,12 @@ void print_bench_table(std::ostream& out, const ReportInput& in) {
   row("", [](const nlohmann::json& c) { return c["mode"].get<std::string>(); });
   row("items/s", [](const nlohmann::json& c) { return fmt("%.1f", c["items_per_s"]); });
   row("tokens/s", [](const nlohmann::json& c) { return fmt("%.0f", c["tokens_per_s"]); });
-  row("latency p50 (ms)", [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p50"]); });
-  row("latency p99 (ms)", [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p99"]); });
-  row("hit rate (%)", [](const nlohmann::json& c) { return fmt("%.1f", 100.0 * c["hit_rate"].get<double>()); });
+  row("latency p50 (ms)",
+      [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p50"]); });
+  row("latency p99 (ms)",
+      [](const nlohmann::json& c) { return fmt("%.3f", c["latency_ms"]["p99"]); });
+  row("hit rate (%)",
+      [](const nlohmann::json& c) { return fmt("%.1f", 100.0 * c["hit_rate"].get<double>()); });
   row("padded-token eff. (%)", [](const nlohmann::json& c) {
     return fmt("%.1f", 100.0 * c["padded_token_efficiency"].get<double>());
   });

@@ -32,8 +32,8 @@ int run_command(const std::vector<std::string>& args) {
 
   const std::vector<WorkItem> work = build_workload(config.workload);
   auto runtime = make_runtime(config.runtime);
-  spdlog::info("running {} items on {} ({}) with plugin '{}'", work.size(), runtime->device_name(),
-               device_type_name(runtime->device_type()), runtime->plugin_name());
+  spdlog::info("running {} items on {} with plugin '{}'", work.size(), runtime->device_name(),
+               runtime->plugin_name());
   check_workload_supported(*runtime, work);
   if (config.runtime.use_graphs) runtime->capture();
 
@@ -44,16 +44,16 @@ int run_command(const std::vector<std::string>& args) {
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "run";
-  Measurement m = execute_workload(*runtime, work, options,
-                                   sink ? sink->consumer() : ResultConsumer{});
+  Measurement m =
+      execute_workload(*runtime, work, options, sink ? sink->consumer() : ResultConsumer{});
 
   ReportInput input;
   input.command = "run";
   input.config = &config;
   describe_runtime(*runtime, input);
   input.workload_items = static_cast<int64_t>(work.size());
-  input.modes.push_back({config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs,
-                         std::move(m)});
+  input.modes.push_back(
+      {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
   const auto report = make_report(input);
   if (sink) {
     const size_t n = sink->finish();
@@ -63,8 +63,10 @@ int run_command(const std::vector<std::string>& args) {
     write_report(config.output.report, report);
     spdlog::info("wrote the report to {}", config.output.report);
   }
-  if (vm.count("json")) std::cout << report.dump(2) << "\n";
-  else print_summary(std::cout, input);
+  if (vm.count("json"))
+    std::cout << report.dump(2) << "\n";
+  else
+    print_summary(std::cout, input);
   return kExitOk;
 }
 

@@ -1,7 +1,7 @@
 #include "safetensors.hpp"
 
-#include <encgraph/error.hpp>
 #include <encgraph/plugin_api.h>
+#include <encgraph/error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -32,15 +32,19 @@ const char* safetensors_dtype(int32_t dtype) {
     case EG_DTYPE_I64: return "I64";
     case EG_DTYPE_U8: return "U8";
     default:
-      throw Error(ErrorKind::Internal, "no safetensors dtype for eg_dtype " + std::to_string(dtype));
+      throw Error(ErrorKind::Internal,
+                  "no safetensors dtype for eg_dtype " + std::to_string(dtype));
   }
 }
 
 size_t dtype_bytes(int32_t dtype) {
   switch (dtype) {
-    case EG_DTYPE_F32: case EG_DTYPE_I32: return 4;
-    case EG_DTYPE_F16: case EG_DTYPE_BF16: return 2;
-    case EG_DTYPE_F64: case EG_DTYPE_I64: return 8;
+    case EG_DTYPE_F32:
+    case EG_DTYPE_I32: return 4;
+    case EG_DTYPE_F16:
+    case EG_DTYPE_BF16: return 2;
+    case EG_DTYPE_F64:
+    case EG_DTYPE_I64: return 8;
     case EG_DTYPE_U8: return 1;
     default: throw Error(ErrorKind::Internal, "unknown eg_dtype " + std::to_string(dtype));
   }
@@ -48,7 +52,8 @@ size_t dtype_bytes(int32_t dtype) {
 
 SafetensorsWriter::SafetensorsWriter(std::filesystem::path path,
                                      std::map<std::string, std::string> metadata)
-    : path_(std::move(path)), staging_(with_suffix(path_, ".data.partial")),
+    : path_(std::move(path)),
+      staging_(with_suffix(path_, ".data.partial")),
       metadata_(std::move(metadata)) {
   if (path_.has_parent_path()) {
     std::error_code ec;
@@ -70,7 +75,8 @@ void SafetensorsWriter::add(const std::string& name, int32_t dtype,
                             const std::vector<int64_t>& shape, const void* data, size_t bytes) {
   if (finished_) throw Error(ErrorKind::Internal, "safetensors: add after finish");
   if (name == "__metadata__" || names_.count(name))
-    throw Error(ErrorKind::Internal, "safetensors: tensor name '" + name + "' is reserved or repeated");
+    throw Error(ErrorKind::Internal,
+                "safetensors: tensor name '" + name + "' is reserved or repeated");
   size_t expected = dtype_bytes(dtype);
   for (int64_t d : shape) {
     if (d < 0) throw Error(ErrorKind::Internal, "safetensors: negative extent in '" + name + "'");
@@ -106,7 +112,8 @@ void SafetensorsWriter::finish() {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     if (!out) io_error(path_, "cannot create '" + partial.string() + "'");
     unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+      len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     std::ifstream in(staging_, std::ios::binary);

@@ -41,15 +41,16 @@ namespace {
 void merge(toml::table& into, toml::table& from, const std::string& prefix,
            std::string_view assignment) {
   for (auto&& [key, node] : from) {
-    const std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    const std::string path =
+        prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
     toml::node* existing = into.get(key.str());
     if (node.is_table() && existing && existing->is_table()) {
       merge(*existing->as_table(), *node.as_table(), path, assignment);
       continue;
     }
     if (node.is_table() && existing && !existing->is_table())
-      throw_config(std::string(kOverridePrefix) + std::string(assignment) + ": '" + path +
-                   "' is " + std::string(node_type_phrase(*existing)) + " in the config, not a table");
+      throw_config(std::string(kOverridePrefix) + std::string(assignment) + ": '" + path + "' is " +
+                   std::string(node_type_phrase(*existing)) + " in the config, not a table");
     node.visit([&](auto& concrete) { into.insert_or_assign(key.str(), std::move(concrete)); });
   }
 }
@@ -106,7 +107,8 @@ std::string render_plugin_value(const toml::node& node, std::string_view key_for
 void flatten_table(const toml::table& table, const std::string& prefix,
                    std::vector<std::pair<std::string, std::string>>& out) {
   for (auto&& [key, node] : table) {
-    const std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    const std::string path =
+        prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
     if (const toml::table* sub = node.as_table())
       flatten_table(*sub, path, out);
     else
@@ -117,8 +119,7 @@ void flatten_table(const toml::table& table, const std::string& prefix,
 void apply_override(toml::table& root, std::string_view assignment) {
   const size_t eq = assignment.find('=');
   const std::string source = std::string(kOverridePrefix) + std::string(assignment);
-  if (eq == std::string_view::npos || eq == 0)
-    throw_config(source + ": expected key.path=value");
+  if (eq == std::string_view::npos || eq == 0) throw_config(source + ": expected key.path=value");
   const std::string key(assignment.substr(0, eq));
   const std::string value(assignment.substr(eq + 1));
   // The key goes through the TOML parser too, so dotted and quoted keys mean

@@ -32,8 +32,10 @@ WorkItem parse_line(const std::string& line, const std::filesystem::path& base_d
     const size_t colon = what.find("parse error");
     throw LineError{"not valid JSON: " + (colon == std::string::npos ? what : what.substr(colon))};
   }
-  if (!obj.is_object()) throw LineError{"expected a JSON object, got " + std::string(obj.type_name())};
-  static const char* const known[] = {"modality", "height", "width", "frames", "file", "id", "seed"};
+  if (!obj.is_object())
+    throw LineError{"expected a JSON object, got " + std::string(obj.type_name())};
+  static const char* const known[] = {"modality", "height", "width", "frames",
+                                      "file",     "id",     "seed"};
   for (const auto& [key, value] : obj.items()) {
     (void)value;
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
@@ -43,15 +45,19 @@ WorkItem parse_line(const std::string& line, const std::filesystem::path& base_d
   WorkItem it;
   if (obj.contains("modality")) {
     const auto& m = obj["modality"];
-    if (m == "image") it.modality = EG_MODALITY_IMAGE;
-    else if (m == "video") it.modality = EG_MODALITY_VIDEO;
-    else throw LineError{"'modality' must be \"image\" or \"video\", got " + m.dump()};
+    if (m == "image")
+      it.modality = EG_MODALITY_IMAGE;
+    else if (m == "video")
+      it.modality = EG_MODALITY_VIDEO;
+    else
+      throw LineError{"'modality' must be \"image\" or \"video\", got " + m.dump()};
   }
   if (obj.contains("frames")) it.frames = positive(obj, "frames");
   if (it.modality == EG_MODALITY_IMAGE && it.frames != 1)
     throw LineError{"an image has exactly one frame, got frames = " + std::to_string(it.frames)};
   if (obj.contains("file")) {
-    if (!obj["file"].is_string()) throw LineError{"'file' must be a string, got " + obj["file"].dump()};
+    if (!obj["file"].is_string())
+      throw LineError{"'file' must be a string, got " + obj["file"].dump()};
     if (it.modality == EG_MODALITY_VIDEO)
       throw LineError{"'file' is supported for images only (videos are given by geometry)"};
     std::filesystem::path p = obj["file"].get<std::string>();
@@ -67,11 +73,13 @@ WorkItem parse_line(const std::string& line, const std::filesystem::path& base_d
     it.width = info.width;
     for (const char* f : {"height", "width"})
       if (obj.contains(f) && positive(obj, f) != (f[0] == 'h' ? info.height : info.width))
-        throw LineError{std::string("'") + f + "' = " + obj[f].dump() + " disagrees with the file's " +
+        throw LineError{std::string("'") + f + "' = " + obj[f].dump() +
+                        " disagrees with the file's " +
                         std::to_string(f[0] == 'h' ? info.height : info.width)};
   } else {
     for (const char* f : {"height", "width"})
-      if (!obj.contains(f)) throw LineError{std::string("'") + f + "' is required (or give a 'file')"};
+      if (!obj.contains(f))
+        throw LineError{std::string("'") + f + "' is required (or give a 'file')"};
     it.height = positive(obj, "height");
     it.width = positive(obj, "width");
   }
@@ -80,7 +88,8 @@ WorkItem parse_line(const std::string& line, const std::filesystem::path& base_d
     it.id = obj["id"].get<std::string>();
   }
   if (obj.contains("seed")) {
-    if (!obj["seed"].is_number_unsigned()) throw LineError{"'seed' must be a non-negative integer, got " + obj["seed"].dump()};
+    if (!obj["seed"].is_number_unsigned())
+      throw LineError{"'seed' must be a non-negative integer, got " + obj["seed"].dump()};
     it.seed = obj["seed"].get<uint64_t>();
   }
   return it;

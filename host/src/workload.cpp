@@ -28,7 +28,9 @@ struct Rng {
   double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
 };
 
-bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool has_glob_chars(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
 
 std::vector<std::string> expand(const std::string& pattern) {
   if (!has_glob_chars(pattern)) return {pattern};
@@ -59,7 +61,8 @@ std::vector<WorkItem> synthetic_workload(const WorkloadConfig& c) {
     it.modality = video ? EG_MODALITY_VIDEO : EG_MODALITY_IMAGE;
     it.frames = video ? c.frames : 1;
     if (!c.sizes.empty()) {
-      const auto& s = c.sizes[static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(c.sizes.size()) - 1))];
+      const auto& s =
+          c.sizes[static_cast<size_t>(rng.uniform(0, static_cast<int64_t>(c.sizes.size()) - 1))];
       it.height = s[0];
       it.width = s[1];
     } else {
@@ -97,10 +100,14 @@ void make_ids_unique(std::vector<WorkItem>& items) {
 
 std::vector<WorkItem> build_workload(const WorkloadConfig& c) {
   std::vector<WorkItem> items;
-  if (c.kind == "synthetic") items = synthetic_workload(c);
-  else if (c.kind == "trace") items = read_trace(c.trace);
-  else if (c.kind == "files") items = file_workload(c.files);
-  else throw_config("workload.kind: unknown kind \"" + c.kind + "\"");
+  if (c.kind == "synthetic")
+    items = synthetic_workload(c);
+  else if (c.kind == "trace")
+    items = read_trace(c.trace);
+  else if (c.kind == "files")
+    items = file_workload(c.files);
+  else
+    throw_config("workload.kind: unknown kind \"" + c.kind + "\"");
   make_ids_unique(items);
   return items;
 }

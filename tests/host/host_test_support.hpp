@@ -50,7 +50,9 @@ class TempDir {
   fs::path path_;
 };
 
-inline std::string plugin_dir() { return EG_HOST_PLUGIN_DIR; }
+inline std::string plugin_dir() {
+  return EG_HOST_PLUGIN_DIR;
+}
 
 // A config whose plugin is the in-tree toy, found in the build's plugin folder.
 inline std::string toy_config(const std::string& extra = "") {
@@ -82,7 +84,8 @@ inline Outcome run(const std::string& command, const std::vector<std::string>& a
 }
 
 // The message of the Config error loading `text` throws ("" when none).
-inline std::string config_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+inline std::string config_error(const std::string& text,
+                                const std::vector<std::string>& overrides = {}) {
   try {
     encgraph::host::load_config_text(text, "t.toml", overrides);
   } catch (const encgraph::Error& e) {

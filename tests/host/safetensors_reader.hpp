@@ -32,13 +32,15 @@ struct Safetensors {
 inline Safetensors read_safetensors(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   REQUIRE(bytes.size() >= 8);
   Safetensors st;
   for (int i = 7; i >= 0; --i) st.header_length = (st.header_length << 8) | bytes[i];
   REQUIRE(8 + st.header_length <= bytes.size());
   CHECK(st.header_length % 8 == 0);  // data starts aligned
-  st.header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(st.header_length));
+  st.header = nlohmann::json::parse(bytes.begin() + 8,
+                                    bytes.begin() + 8 + static_cast<long>(st.header_length));
   st.data.assign(bytes.begin() + 8 + static_cast<long>(st.header_length), bytes.end());
   // Every byte of the data belongs to exactly one tensor.
   std::vector<std::pair<size_t, size_t>> ranges;

@@ -24,10 +24,26 @@ nlohmann::json read_json(const fs::path& p) {
 }
 
 void check_mode_schema(const nlohmann::json& m) {
-  for (const char* key : {"mode", "use_graphs", "items", "videos", "tokens", "requests", "seconds",
-                          "wall_seconds", "items_per_s", "tokens_per_s", "latency_ms", "hit_rate",
-                          "padded_token_efficiency", "graph_hits", "graph_misses", "batches_graph",
-                          "batches_eager", "graphs", "capture_s", "graph_memory_bytes"}) {
+  for (const char* key : {"mode",
+                          "use_graphs",
+                          "items",
+                          "videos",
+                          "tokens",
+                          "requests",
+                          "seconds",
+                          "wall_seconds",
+                          "items_per_s",
+                          "tokens_per_s",
+                          "latency_ms",
+                          "hit_rate",
+                          "padded_token_efficiency",
+                          "graph_hits",
+                          "graph_misses",
+                          "batches_graph",
+                          "batches_eager",
+                          "graphs",
+                          "capture_s",
+                          "graph_memory_bytes"}) {
     CAPTURE(key);
     CHECK(m.contains(key));
   }
@@ -181,18 +197,21 @@ TEST_CASE("check-config validates with the plugin's plan, or structurally") {
   INFO(o.log);
   CHECK(o.code == 0);
   CHECK(o.out.find("keys and values ok") != std::string::npos);
-  CHECK(o.out.find("plan: token_budgets [64, 128, 256, 512, 1024, 2048, 4096]") != std::string::npos);
+  CHECK(o.out.find("plan: token_budgets [64, 128, 256, 512, 1024, 2048, 4096]") !=
+        std::string::npos);
   CHECK(o.out.find("ok\n") != std::string::npos);
 
   // Only the plugin's range shows this plan impossible.
-  const auto big = dir.write("big.toml", host_test::toy_config("[budgets]\nmax_items_per_batch = 8192\n"));
+  const auto big =
+      dir.write("big.toml", host_test::toy_config("[budgets]\nmax_items_per_batch = 8192\n"));
   o = run("check-config", {big.string()});
   CHECK(o.code == 2);
   CHECK(o.log.find("8192") != std::string::npos);
   CHECK(run("check-config", {big.string(), "--structural"}).code == 0);
 
-  const auto unbuilt = dir.write("unbuilt.toml", "[plugin]\nname = \"not_built_yet\"\n[budgets]\n"
-                                                 "token_budgets = [256, 1024]\n");
+  const auto unbuilt = dir.write("unbuilt.toml",
+                                 "[plugin]\nname = \"not_built_yet\"\n[budgets]\n"
+                                 "token_budgets = [256, 1024]\n");
   o = run("check-config", {unbuilt.string()});
   CHECK(o.code == 0);
   CHECK(o.out.find("not found on the search path; checked structurally only") != std::string::npos);
@@ -201,13 +220,16 @@ TEST_CASE("check-config validates with the plugin's plan, or structurally") {
   const auto weights = dir.write("w.toml", host_test::toy_config() + "\n");
   o = run("check-config", {weights.string(), "--set", "plugin.weights=/nonexistent/w.safetensors"});
   CHECK(o.code == 2);
-  CHECK(o.log.find("plugin.weights: '/nonexistent/w.safetensors' does not exist") != std::string::npos);
+  CHECK(o.log.find("plugin.weights: '/nonexistent/w.safetensors' does not exist") !=
+        std::string::npos);
 
-  const auto trace = dir.write("t.jsonl", "{\"height\": 28, \"width\": 28}\n{\"height\": 0, \"width\": 28}\n");
+  const auto trace =
+      dir.write("t.jsonl", "{\"height\": 28, \"width\": 28}\n{\"height\": 0, \"width\": 28}\n");
   o = run("check-config", {good.string(), "--set", "workload.kind=trace", "--set",
                            "workload.trace=" + trace.string()});
   CHECK(o.code == 2);
-  CHECK(o.log.find(trace.string() + ":2: 'height' must be a positive integer") != std::string::npos);
+  CHECK(o.log.find(trace.string() + ":2: 'height' must be a positive integer") !=
+        std::string::npos);
 }
 
 // Keys and values only: the device is left to "auto" so a build without CUDA
@@ -216,9 +238,10 @@ TEST_CASE("the shipped configs pass check-config") {
   for (const char* name : {"toy.toml", "toy_cuda_bench.toml", "qwen2_5_vl.toml",
                            "qwen2_5_vl_small_cpu.toml", "siglip.toml"}) {
     CAPTURE(name);
-    const auto o = run("check-config", {std::string(EG_HOST_SOURCE_DIR) + "/configs/" + name,
-                                        "--structural", "--set", "runtime.device=auto", "--set",
-                                        "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]"});
+    const auto o =
+        run("check-config", {std::string(EG_HOST_SOURCE_DIR) + "/configs/" + name, "--structural",
+                             "--set", "runtime.device=auto", "--set",
+                             "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]"});
     INFO(o.log);
     CHECK(o.code == 0);
   }

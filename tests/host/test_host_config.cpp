@@ -189,23 +189,33 @@ TEST_CASE("type mismatches name the key, the expected and the given type, and th
     std::string text, expect;
   };
   const std::vector<Case> cases = {
-      {"[runtime]\nuse_graphs = \"yes\"\n", "t.toml:4:14: runtime.use_graphs: expected a boolean, got a string"},
+      {"[runtime]\nuse_graphs = \"yes\"\n",
+       "t.toml:4:14: runtime.use_graphs: expected a boolean, got a string"},
       {"[runtime]\ndevice = 3\n", "t.toml:4:10: runtime.device: expected a string, got an integer"},
       {"[budgets]\nmax_items_per_batch = 1.5\n",
-       "t.toml:4:23: budgets.max_items_per_batch: expected an integer, got a floating-point number"},
-      {"[budgets]\ntoken_budgets = 64\n", "budgets.token_budgets: expected an array of integers, got an integer"},
-      {"[budgets]\ntoken_budgets = [64, \"x\"]\n", "t.toml:4:22: budgets.token_budgets[1]: expected an integer, got a string"},
-      {"[runtime]\nplugin_dirs = [1]\n", "runtime.plugin_dirs[0]: expected a string, got an integer"},
-      {"[workload]\nsizes = [[224]]\n", "workload.sizes[0]: expected a [height, width] pair, got an array of 1"},
-      {"[workload]\nsizes = [224]\n", "workload.sizes[0]: expected a [height, width] pair, got an integer"},
-      {"[workload]\nvideo_fraction = \"half\"\n", "workload.video_fraction: expected a number, got a string"},
+       "t.toml:4:23: budgets.max_items_per_batch: expected an integer, got a floating-point "
+       "number"},
+      {"[budgets]\ntoken_budgets = 64\n",
+       "budgets.token_budgets: expected an array of integers, got an integer"},
+      {"[budgets]\ntoken_budgets = [64, \"x\"]\n",
+       "t.toml:4:22: budgets.token_budgets[1]: expected an integer, got a string"},
+      {"[runtime]\nplugin_dirs = [1]\n",
+       "runtime.plugin_dirs[0]: expected a string, got an integer"},
+      {"[workload]\nsizes = [[224]]\n",
+       "workload.sizes[0]: expected a [height, width] pair, got an array of 1"},
+      {"[workload]\nsizes = [224]\n",
+       "workload.sizes[0]: expected a [height, width] pair, got an integer"},
+      {"[workload]\nvideo_fraction = \"half\"\n",
+       "workload.video_fraction: expected a number, got a string"},
       {"[plugin.config]\n", ""},  // a table is fine
   };
   for (const auto& c : cases) {
     CAPTURE(c.text);
     const std::string e = config_error(kMinimal + c.text);
-    if (c.expect.empty()) CHECK(e.empty());
-    else CHECK(e.find(c.expect) != std::string::npos);
+    if (c.expect.empty())
+      CHECK(e.empty());
+    else
+      CHECK(e.find(c.expect) != std::string::npos);
   }
   const std::string not_table = config_error("[plugin]\nname = \"toy\"\nconfig = 3\n");
   CHECK(not_table.find("t.toml:3:10: plugin.config: expected a table, got an integer") == 0);
@@ -217,21 +227,30 @@ TEST_CASE("bad values name the key and explain the fix") {
   };
   const std::vector<Case> cases = {
       {"[runtime]\ndevice = \"gpu\"\n",
-       "t.toml:4:10: runtime.device: \"gpu\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""},
+       "t.toml:4:10: runtime.device: \"gpu\" is not a device; use \"auto\", \"cpu\", \"cuda\" or "
+       "\"cuda:N\""},
       {"[runtime]\ndevice = \"cuda:x\"\n", "\"cuda:x\" is not a device"},
       {"[runtime]\ndevice = \"cuda:\"\n", "\"cuda:\" is not a device"},
-      {"[runtime]\nlog_level = \"loud\"\n", "t.toml:4:13: runtime.log_level: \"loud\" is not a log level"},
+      {"[runtime]\nlog_level = \"loud\"\n",
+       "t.toml:4:13: runtime.log_level: \"loud\" is not a log level"},
       {"[runtime]\nstats_log_interval = -1\n", "runtime.stats_log_interval: must be >= 0, got -1"},
-      {"[budgets]\ntoken_budgets = [0, 64]\n", "t.toml:4:17: budgets.token_budgets: budgets must be positive, got 0"},
-      {"[budgets]\nmax_items_per_batch = -2\n", "budgets.max_items_per_batch: must be >= 0, got -2"},
-      {"[budgets]\nmax_frames_per_batch = -1\n", "budgets.max_frames_per_batch: must be >= 0, got -1"},
-      {"[workload]\nkind = \"random\"\n", "t.toml:4:8: workload.kind: \"random\" is not a workload kind"},
-      {"[workload]\nkind = \"trace\"\n", "workload.trace: is required when workload.kind = \"trace\""},
-      {"[workload]\nkind = \"files\"\n", "workload.files: is required when workload.kind = \"files\""},
+      {"[budgets]\ntoken_budgets = [0, 64]\n",
+       "t.toml:4:17: budgets.token_budgets: budgets must be positive, got 0"},
+      {"[budgets]\nmax_items_per_batch = -2\n",
+       "budgets.max_items_per_batch: must be >= 0, got -2"},
+      {"[budgets]\nmax_frames_per_batch = -1\n",
+       "budgets.max_frames_per_batch: must be >= 0, got -1"},
+      {"[workload]\nkind = \"random\"\n",
+       "t.toml:4:8: workload.kind: \"random\" is not a workload kind"},
+      {"[workload]\nkind = \"trace\"\n",
+       "workload.trace: is required when workload.kind = \"trace\""},
+      {"[workload]\nkind = \"files\"\n",
+       "workload.files: is required when workload.kind = \"files\""},
       {"[workload]\ncount = -1\n", "workload.count: must be >= 0, got -1"},
       {"[workload]\nseed = -1\n", "workload.seed: must be >= 0, got -1"},
       {"[workload]\nsizes = [[0, 5]]\n", "workload.sizes: sizes must be positive, got [0, 5]"},
-      {"[workload]\nmin_side = 500\nmax_side = 400\n", "t.toml:5:12: workload.max_side: must be >= workload.min_side (500), got 400"},
+      {"[workload]\nmin_side = 500\nmax_side = 400\n",
+       "t.toml:5:12: workload.max_side: must be >= workload.min_side (500), got 400"},
       {"[workload]\nmin_side = 0\n", "workload.min_side: must be >= 1, got 0"},
       {"[workload]\nside_multiple = 0\n", "workload.side_multiple: must be >= 1, got 0"},
       {"[workload]\nmin_side = 230\nmax_side = 250\nside_multiple = 28\n",
@@ -258,20 +277,23 @@ TEST_CASE("plugin.name is required and may not hold path characters") {
 }
 
 TEST_CASE("invalid explicit budgets fail at load time with the planner's explanation") {
-  const std::string e = config_error(kMinimal + "[budgets]\ntoken_budgets = [128, 64]\nmax_items_per_batch = 100\n");
-  CHECK(e.find("t.toml:5:23: budgets.max_items_per_batch (100) must be <= the smallest token budget (64)") == 0);
+  const std::string e =
+      config_error(kMinimal + "[budgets]\ntoken_budgets = [128, 64]\nmax_items_per_batch = 100\n");
+  CHECK(e.find("t.toml:5:23: budgets.max_items_per_batch (100) must be <= the smallest token "
+               "budget (64)") == 0);
   CHECK(e.find("Raise the smallest budget or lower max_items_per_batch") != std::string::npos);
   // The same numbers within the invariant load.
-  CHECK(config_error(kMinimal + "[budgets]\ntoken_budgets = [128, 64]\nmax_items_per_batch = 64\n").empty());
+  CHECK(config_error(kMinimal + "[budgets]\ntoken_budgets = [128, 64]\nmax_items_per_batch = 64\n")
+            .empty());
 }
 
 TEST_CASE("--set overrides any key, parsing the value as TOML, else as a string") {
-  const HostConfig c = load(kMinimal + "[runtime]\ndevice = \"cpu\"\n[plugin.config]\nhidden = 8\n",
-                            {"runtime.device=cuda:1", "budgets.token_budgets=[128, 256]",
-                             "workload.video_fraction=0.5", "plugin.config.hidden=16",
-                             "plugin.config.vision.depth=4", "plugin.weights=/tmp/w.safetensors",
-                             "plugin.config.dtype=\"bf16\"", "output.report=r.json",
-                             "runtime.use_graphs=false", "workload.count=5", "workload.count=6"});
+  const HostConfig c = load(
+      kMinimal + "[runtime]\ndevice = \"cpu\"\n[plugin.config]\nhidden = 8\n",
+      {"runtime.device=cuda:1", "budgets.token_budgets=[128, 256]", "workload.video_fraction=0.5",
+       "plugin.config.hidden=16", "plugin.config.vision.depth=4",
+       "plugin.weights=/tmp/w.safetensors", "plugin.config.dtype=\"bf16\"", "output.report=r.json",
+       "runtime.use_graphs=false", "workload.count=5", "workload.count=6"});
   CHECK(c.runtime.device == "cuda:1");
   CHECK(c.runtime.budgets.token_budgets == std::vector<int64_t>{128, 256});
   CHECK(c.workload.video_fraction == 0.5);
@@ -291,10 +313,12 @@ TEST_CASE("errors about overridden keys name the --set argument") {
         "mean 'device'?");
   CHECK(config_error(kMinimal, {"runtime.use_graphs=yes"}) ==
         "--set runtime.use_graphs=yes: runtime.use_graphs: expected a boolean, got a string");
-  CHECK(config_error(kMinimal, {"runtime.device=gpu"}).find("--set runtime.device=gpu: runtime.device: \"gpu\" is not a device") == 0);
+  CHECK(config_error(kMinimal, {"runtime.device=gpu"})
+            .find("--set runtime.device=gpu: runtime.device: \"gpu\" is not a device") == 0);
   CHECK(config_error(kMinimal, {"workload"}) == "--set workload: expected key.path=value");
   CHECK(config_error(kMinimal, {"=3"}) == "--set =3: expected key.path=value");
-  CHECK(config_error(kMinimal, {"bad key=1"}).find("--set bad key=1: 'bad key' is not a valid key path") == 0);
+  CHECK(config_error(kMinimal, {"bad key=1"})
+            .find("--set bad key=1: 'bad key' is not a valid key path") == 0);
   CHECK(config_error(kMinimal + "[runtime]\ndevice = \"cpu\"\n", {"runtime.device.x=1"}) ==
         "--set runtime.device.x=1: 'runtime.device' is a string in the config, not a table");
 }
@@ -303,8 +327,10 @@ TEST_CASE("the digest follows the resolved settings, not the spelling or the out
   const std::string a = load(kMinimal + "[workload]\ncount = 8\nseed = 1\n").digest;
   const std::string b = load("[workload]\nseed = 1\ncount = 8 # same\n" + kMinimal).digest;
   const std::string c = load(kMinimal + "[workload]\ncount = 9\nseed = 1\n").digest;
-  const std::string d = load(kMinimal + "[workload]\ncount = 8\nseed = 1\n[output]\nreport = \"x.json\"\n").digest;
-  const std::string e = load(kMinimal + "[workload]\ncount = 8\nseed = 1\n", {"plugin.config.hidden=4"}).digest;
+  const std::string d =
+      load(kMinimal + "[workload]\ncount = 8\nseed = 1\n[output]\nreport = \"x.json\"\n").digest;
+  const std::string e =
+      load(kMinimal + "[workload]\ncount = 8\nseed = 1\n", {"plugin.config.hidden=4"}).digest;
   CHECK(a == b);
   CHECK(a != c);
   CHECK(a == d);

@@ -20,9 +20,12 @@ void write_gradient(const fs::path& p, int w, int h, bool jpeg) {
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
       for (int c = 0; c < 3; ++c)
-        px[static_cast<size_t>((y * w + x) * 3 + c)] = static_cast<unsigned char>((x * 7 + y * 3 + c * 50) % 256);
-  if (jpeg) REQUIRE(stbi_write_jpg(p.c_str(), w, h, 3, px.data(), 95));
-  else REQUIRE(stbi_write_png(p.c_str(), w, h, 3, px.data(), w * 3));
+        px[static_cast<size_t>((y * w + x) * 3 + c)] =
+            static_cast<unsigned char>((x * 7 + y * 3 + c * 50) % 256);
+  if (jpeg)
+    REQUIRE(stbi_write_jpg(p.c_str(), w, h, 3, px.data(), 95));
+  else
+    REQUIRE(stbi_write_png(p.c_str(), w, h, 3, px.data(), w * 3));
 }
 
 // The same file through the embedding API: decoded with stb, made from pixels.
@@ -51,8 +54,8 @@ TEST_CASE("encode writes one tensor per PNG/JPEG file, equal to the embedding AP
   write_gradient(png, 84, 56, false);
   write_gradient(jpg, 28, 42, true);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
-  const auto o = host_test::run("encode", {"--config", config.string(), "-o", out.string(),
-                                           png.string(), jpg.string()});
+  const auto o = host_test::run(
+      "encode", {"--config", config.string(), "-o", out.string(), png.string(), jpg.string()});
   INFO(o.log);
   REQUIRE(o.code == 0);
   CHECK(o.out.find("wrote 2 embeddings (30 rows of 8, f32)") != std::string::npos);
@@ -87,9 +90,9 @@ TEST_CASE("encode takes glob patterns and writes a report when asked") {
   write_gradient(dir / "x1.png", 28, 28, false);
   write_gradient(dir / "x2.png", 56, 28, false);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
-  const auto o = host_test::run("encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(),
-                                           "--report", (dir / "r.json").string(),
-                                           (dir / "*.png").string()});
+  const auto o =
+      host_test::run("encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(),
+                                "--report", (dir / "r.json").string(), (dir / "*.png").string()});
   INFO(o.log);
   REQUIRE(o.code == 0);
   const auto st = host_test::read_safetensors(dir / "e.safetensors");
@@ -105,10 +108,11 @@ TEST_CASE("encode failures: unreadable image (exit 1), nowhere to write (exit 2)
   host_test::TempDir dir;
   const fs::path bad = dir.write("bad.png", "this is not a PNG");
   const fs::path config = dir.write("c.toml", host_test::toy_config());
-  const auto o = host_test::run("encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(),
-                                           bad.string()});
+  const auto o = host_test::run(
+      "encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(), bad.string()});
   CHECK(o.code == 1);
-  CHECK(o.log.find("image '" + bad.string() + "': not a PNG or JPEG image stb can read") != std::string::npos);
+  CHECK(o.log.find("image '" + bad.string() + "': not a PNG or JPEG image stb can read") !=
+        std::string::npos);
   CHECK_FALSE(fs::exists(dir / "e.safetensors"));
 
   write_gradient(dir / "ok.png", 28, 28, false);

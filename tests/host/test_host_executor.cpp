@@ -62,11 +62,12 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   o.warmup_requests = 2;
   o.progress = false;
   std::vector<size_t> request_sizes;
-  const Measurement m = execute_workload(*rt, work, o, [&](const auto& items, const auto& result, const auto& host) {
-    request_sizes.push_back(items.size());
-    CHECK(result.size() == items.size());
-    CHECK(host.size() == static_cast<size_t>(result.total_rows() * result.hidden_size() * 4));
-  });
+  const Measurement m =
+      execute_workload(*rt, work, o, [&](const auto& items, const auto& result, const auto& host) {
+        request_sizes.push_back(items.size());
+        CHECK(result.size() == items.size());
+        CHECK(host.size() == static_cast<size_t>(result.total_rows() * result.hidden_size() * 4));
+      });
   CHECK(request_sizes == std::vector<size_t>{4, 4, 2});
   CHECK(m.requests == 3);
   CHECK(m.items == 10);
@@ -79,7 +80,8 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
 }
 
 TEST_CASE("videos are refused when the plan allows no frames") {
-  const HostConfig c = load_config_text(host_test::toy_config("[budgets]\nmax_frames_per_batch = 0\n"), "t.toml", {});
+  const HostConfig c = load_config_text(
+      host_test::toy_config("[budgets]\nmax_frames_per_batch = 0\n"), "t.toml", {});
   auto rt = make_runtime(c.runtime);
   WorkItem v;
   v.modality = EG_MODALITY_VIDEO;

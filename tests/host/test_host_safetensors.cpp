@@ -41,8 +41,8 @@ TEST_CASE("wrong sizes and repeated names are refused") {
   host_test::TempDir dir;
   SafetensorsWriter w(dir / "e.safetensors", {});
   const float a[4] = {};
-  CHECK_THROWS_WITH_AS(w.add("a", EG_DTYPE_F32, {3}, a, sizeof(a)), doctest::Contains("its shape needs 12"),
-                       encgraph::Error);
+  CHECK_THROWS_WITH_AS(w.add("a", EG_DTYPE_F32, {3}, a, sizeof(a)),
+                       doctest::Contains("its shape needs 12"), encgraph::Error);
   w.add("a", EG_DTYPE_F32, {4}, a, sizeof(a));
   CHECK_THROWS_WITH_AS(w.add("a", EG_DTYPE_F32, {4}, a, sizeof(a)), doctest::Contains("repeated"),
                        encgraph::Error);

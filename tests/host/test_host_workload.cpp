@@ -89,7 +89,8 @@ TEST_CASE("a trace gives one item per line, blank lines skipped") {
   const auto items = trace(
       "{\"modality\": \"image\", \"height\": 224, \"width\": 448}\n"
       "\n"
-      "{\"modality\": \"video\", \"height\": 112, \"width\": 112, \"frames\": 8, \"id\": \"clip\", \"seed\": 5}\n"
+      "{\"modality\": \"video\", \"height\": 112, \"width\": 112, \"frames\": 8, \"id\": \"clip\", "
+      "\"seed\": 5}\n"
       "{\"height\": 28, \"width\": 28}\n");
   REQUIRE(items.size() == 3);
   CHECK(items[0].modality == EG_MODALITY_IMAGE);
@@ -112,17 +113,23 @@ TEST_CASE("trace errors name the file and the line") {
       {"{\"height\": 28, \"width\": ", "t.jsonl:2: not valid JSON"},
       {"[1, 2]", "t.jsonl:2: expected a JSON object, got array"},
       {"{\"height\": 28, \"width\": 28, \"colour\": 1}", "t.jsonl:2: unknown field 'colour'"},
-      {"{\"modality\": \"audio\", \"height\": 28, \"width\": 28}", "t.jsonl:2: 'modality' must be \"image\" or \"video\""},
-      {"{\"height\": -28, \"width\": 28}", "t.jsonl:2: 'height' must be a positive integer, got -28"},
+      {"{\"modality\": \"audio\", \"height\": 28, \"width\": 28}",
+       "t.jsonl:2: 'modality' must be \"image\" or \"video\""},
+      {"{\"height\": -28, \"width\": 28}",
+       "t.jsonl:2: 'height' must be a positive integer, got -28"},
       {"{\"height\": 28.5, \"width\": 28}", "t.jsonl:2: 'height' must be a positive integer"},
       {"{\"width\": 28}", "t.jsonl:2: 'height' is required"},
-      {"{\"height\": 28, \"width\": 28, \"frames\": 4}", "t.jsonl:2: an image has exactly one frame"},
-      {"{\"modality\": \"video\", \"height\": 28, \"width\": 28, \"frames\": 0}", "t.jsonl:2: 'frames' must be a positive integer"},
+      {"{\"height\": 28, \"width\": 28, \"frames\": 4}",
+       "t.jsonl:2: an image has exactly one frame"},
+      {"{\"modality\": \"video\", \"height\": 28, \"width\": 28, \"frames\": 0}",
+       "t.jsonl:2: 'frames' must be a positive integer"},
       {"{\"height\": 28, \"width\": 28, \"file\": 3}", "t.jsonl:2: 'file' must be a string"},
       {"{\"file\": \"/nonexistent/x.png\"}", "t.jsonl:2: image '/nonexistent/x.png': no such file"},
-      {"{\"modality\": \"video\", \"frames\": 2, \"file\": \"x.png\"}", "t.jsonl:2: 'file' is supported for images only"},
+      {"{\"modality\": \"video\", \"frames\": 2, \"file\": \"x.png\"}",
+       "t.jsonl:2: 'file' is supported for images only"},
       {"{\"height\": 28, \"width\": 28, \"id\": 7}", "t.jsonl:2: 'id' must be a string"},
-      {"{\"height\": 28, \"width\": 28, \"seed\": -1}", "t.jsonl:2: 'seed' must be a non-negative integer"},
+      {"{\"height\": 28, \"width\": 28, \"seed\": -1}",
+       "t.jsonl:2: 'seed' must be a non-negative integer"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.line);
@@ -134,12 +141,14 @@ TEST_CASE("trace files are resolved against the trace's folder and give the geom
   host_test::TempDir dir;
   write_png(dir / "a.png", 30, 20);
   std::filesystem::create_directories(dir / "sub");
-  const auto trace_path = dir.write("sub/t.jsonl", "{\"file\": \"../a.png\"}\n{\"file\": \"../a.png\", \"height\": 21}\n");
+  const auto trace_path = dir.write(
+      "sub/t.jsonl", "{\"file\": \"../a.png\"}\n{\"file\": \"../a.png\", \"height\": 21}\n");
   try {
     read_trace(trace_path);
     FAIL("a disagreeing height was accepted");
   } catch (const encgraph::Error& e) {
-    CHECK(std::string(e.what()).find("t.jsonl:2: 'height' = 21 disagrees with the file's 20") != std::string::npos);
+    CHECK(std::string(e.what()).find("t.jsonl:2: 'height' = 21 disagrees with the file's 20") !=
+          std::string::npos);
   }
   dir.write("sub/t.jsonl", "{\"file\": \"../a.png\", \"height\": 20, \"width\": 30}\n");
   const auto items = read_trace(trace_path);
