@@ -137,10 +137,12 @@ struct Comparison {
 };
 
 // Compares got[i] with ref[i] for the indices where want(i) holds:
-// |got - ref| <= atol + rtol * |ref|, plus the relative L2 error.
+// |got - ref| <= atol + rtol * scale_i, plus the relative L2 error. scale_i is
+// |ref[i]|, or (*magnitude)[i] where a sum cancels: rounding errors follow the
+// size of the terms, not of the result.
 template <typename Want>
 Comparison compare(const std::vector<bf16>& got, const std::vector<double>& ref, double rtol,
-                   double atol, Want want) {
+                   double atol, Want want, const std::vector<double>* magnitude = nullptr) {
   Comparison c;
   double diff2 = 0.0, ref2 = 0.0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -154,7 +156,8 @@ Comparison compare(const std::vector<bf16>& got, const std::vector<double>& ref,
     const double e = std::fabs(g - ref[i]);
     diff2 += e * e;
     ref2 += ref[i] * ref[i];
-    if (e > atol + rtol * std::fabs(ref[i])) ++c.outside;
+    const double scale = magnitude != nullptr ? (*magnitude)[i] : std::fabs(ref[i]);
+    if (e > atol + rtol * scale) ++c.outside;
     if (e > c.max_err) {
       c.max_err = e;
       c.worst = i;

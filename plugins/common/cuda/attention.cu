@@ -2,8 +2,8 @@
 // per (sequence, block of query rows, head); each warp owns 16 query rows and
 // walks the sequence's keys in tiles of 64 with an online softmax, so scores
 // never leave registers. Q·K^T and P·V run on mma.sync m16n8k16 bf16 with fp32
-// accumulators; tiles arrive through cp.async, double-buffered so the next
-// K/V tile loads while the current one is computed.
+// accumulators; tiles arrive through cp.async, double-buffered, K and V in
+// separate groups so loads overlap the arithmetic even for one-tile windows.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16, g = lane/4, t = lane%4):
 //   A 16x16: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
@@ -82,8 +82,15 @@ constexpr size_t smem_bytes() {
 // kDPad: head_dim rounded up to a multiple of 16 (zero columns in shared memory).
 // Shared rows are kDPad + 8 elements long: the 16-byte skew makes the eight row
 // addresses of every ldmatrix phase fall in distinct banks.
+// Up to head_dim 80 the kernel fits in 128 registers a thread; saying so keeps
+// 16 warps resident per multiprocessor (at 129+ the allocator drops a block).
 template <int kDPad, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32)
+constexpr int min_blocks() {
+  return kDPad <= 80 ? 16 / kWarps : 1;
+}
+
+template <int kDPad, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                             int m_blocks, int num_heads, int head_dim, float scale_log2,
                             bf16* __restrict__ out) {
@@ -125,8 +132,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
 
   const int n_tiles = (len + kBlockN - 1) / kBlockN;
+  // K and V travel in separate cp.async groups, so Q·K^T and the softmax of a
+  // tile run while its V (and the next K) are still arriving. Groups in
+  // flight at the top of iteration `it`: [K_it], [V_it], oldest first.
   load_tile(s_q, q_base, q0, kBlockM);
   load_tile(s_k, k_base, 0, kBlockN);
+  cp_async_commit();
   load_tile(s_v, v_base, 0, kBlockN);
   cp_async_commit();
 
@@ -146,14 +157,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   for (int it = 0; it < n_tiles; ++it) {
     const int buf = it & 1;
-    if (it + 1 < n_tiles) {
-      load_tile(s_k + (buf ^ 1) * kBlockN * kStride, k_base, (it + 1) * kBlockN, kBlockN);
-      load_tile(s_v + (buf ^ 1) * kBlockN * kStride, v_base, (it + 1) * kBlockN, kBlockN);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    const bool more = it + 1 < n_tiles;
+    cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
     __syncthreads();
     if (it == 0) {
 #pragma unroll
@@ -177,6 +182,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_bf16(s[2 * p + 1], q_frag[kk], b[2], b[3]);
       }
     }
+
+    // The other K buffer was last read by the previous tile's Q·K^T, which
+    // every warp finished before the barrier above.
+    if (more) load_tile(s_k + (buf ^ 1) * kBlockN * kStride, k_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
 
     // Online softmax in the log2 domain. Every tile holds at least one real
     // key, so the new maximum is finite and no -inf - -inf appears.
@@ -213,6 +223,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
 
+    cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+    __syncthreads();
+
     // O += P V, P re-packed from the accumulators as bf16 A fragments.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -228,7 +241,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // the next iteration refills the buffer just read
+    // The other V buffer was last read by the previous tile's P·V, finished
+    // by every warp before the barrier above.
+    if (more) load_tile(s_v + (buf ^ 1) * kBlockN * kStride, v_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();
   }
 
   // Normalise and stage the warp's 16 rows in its own rows of s_q (only this
@@ -288,20 +304,30 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
 int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                           int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                           cudaStream_t stream) {
+  // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
+  // use 8 warps so each K/V tile brought into shared memory serves 128 queries.
+  return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                             head_dim, scale, out, max_seqlen > 64 ? 8 : 4,
+                                             stream);
+}
+
+namespace detail {
+
+int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                int max_seqlen, int num_heads, int head_dim, float scale,
+                                bf16* out, int warps, cudaStream_t stream) {
   EGK_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
   EGK_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
   EGK_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
   EGK_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
+  EGK_REQUIRE(warps == 4 || warps == 8);
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
-  // use 8 warps so each K/V tile brought into shared memory serves 128 queries.
-  const bool wide = max_seqlen > 64;
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
-    return wide ? launch<d, 8>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                               out, stream)
-                : launch<d, 4>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                               out, stream);
+    return warps == 8 ? launch<d, 8>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream)
+                      : launch<d, 4>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream);
   };
   if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
@@ -309,4 +335,5 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
   return go(std::integral_constant<int, 128>{});
 }
 
+}  // namespace detail
 }  // namespace egk::cuda

@@ -13,6 +13,12 @@ int record_failure(int code, const char* expr, const char* file, int line);
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// varlen_attention_bf16 with the block width forced (4 or 8 warps of 16 query
+// rows): the public entry picks by max_seqlen; the benchmark compares both.
+int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                int max_seqlen, int num_heads, int head_dim, float scale,
+                                bf16* out, int warps, cudaStream_t stream);
+
 }  // namespace egk::cuda::detail
 
 #define EGK_CUDA_TRY(expr)                                                                   \

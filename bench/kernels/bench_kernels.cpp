@@ -1,0 +1,342 @@
+// Micro-benchmark of the shared CUDA kernels at Qwen2.5-VL-7B vision-tower
+// shapes (hidden 1280, 16 heads of 80, MLP 3420 padded to 3424, merger 5120 ->
+// 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
+// Each figure is the median over many CUDA-event-timed batches after warm-up,
+// on random (never zero) data. Prints a table; --table PATH also writes it.
+//   bench_kernels [--table PATH] [--tokens N]
+#include "cuda/check.hpp"  // detail::varlen_attention_bf16_warps
+#include "cuda/kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace k = egk::cuda;
+using bf16 = k::bf16;
+using Ep = k::GemmPlan::Epilogue;
+
+namespace {
+
+#define BENCH_CHECK(expr)                                                                  \
+  do {                                                                                     \
+    const int rc_ = (expr);                                                                \
+    if (rc_ != 0) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #expr,           \
+                   k::error_string(rc_), k::last_error_detail());                          \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+#define BENCH_CUDA(expr) BENCH_CHECK(static_cast<int>(expr))
+
+struct Row {
+  std::string kernel, shape;
+  double us, tflops, gbs;
+  std::string note;
+};
+std::vector<Row> g_rows;
+
+cudaStream_t g_stream = nullptr;
+
+// Median microseconds per call of f: batches sized to ~0.3 ms, 25 of them.
+double time_us(const std::function<void()>& f) {
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();  // warm-up
+  auto batch = [&](int reps) {
+    BENCH_CUDA(cudaEventRecord(a, g_stream));
+    for (int i = 0; i < reps; ++i) f();
+    BENCH_CUDA(cudaEventRecord(b, g_stream));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    return 1000.0 * ms / reps;
+  };
+  const double first = batch(1);
+  const int reps = std::clamp(static_cast<int>(300.0 / std::max(first, 1e-3)), 1, 200);
+  std::vector<double> samples;
+  for (int s = 0; s < 25; ++s) samples.push_back(batch(reps));
+  std::sort(samples.begin(), samples.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return samples[samples.size() / 2];
+}
+
+void add_row(const std::string& kernel, const std::string& shape, double us, double flops,
+             double bytes, const std::string& note = "") {
+  g_rows.push_back({kernel, shape, us, flops / us * 1e-6, bytes / us * 1e-3, note});
+  std::printf("%-22s %-34s %10.1f us %8.1f TFLOP/s %8.0f GB/s  %s\n", kernel.c_str(),
+              shape.c_str(), us, flops / us * 1e-6, bytes / us * 1e-3, note.c_str());
+  std::fflush(stdout);
+}
+
+// Device memory filled from a 16 MiB random pattern (cheap to make, never zero).
+struct Pool {
+  std::vector<void*> blocks;
+  bf16* pattern = nullptr;
+  size_t pattern_elems = size_t{8} << 20;
+  Pool() {
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<bf16> host(pattern_elems);
+    for (auto& v : host) v = __float2bfloat16(d(rng));
+    BENCH_CUDA(cudaMalloc(&pattern, pattern_elems * sizeof(bf16)));
+    BENCH_CUDA(cudaMemcpy(pattern, host.data(), pattern_elems * sizeof(bf16),
+                          cudaMemcpyHostToDevice));
+    blocks.push_back(pattern);
+  }
+  ~Pool() {
+    for (void* p : blocks) cudaFree(p);
+  }
+  // n bf16 values copied from the N(0, 1) pattern.
+  bf16* bf(size_t n) {
+    bf16* p = nullptr;
+    BENCH_CUDA(cudaMalloc(&p, std::max<size_t>(n, 8) * sizeof(bf16)));
+    blocks.push_back(p);
+    for (size_t off = 0; off < n; off += pattern_elems)
+      BENCH_CUDA(cudaMemcpy(p + off, pattern, std::min(pattern_elems, n - off) * sizeof(bf16),
+                            cudaMemcpyDeviceToDevice));
+    return p;
+  }
+  template <typename T>
+  T* raw(size_t n) {
+    T* p = nullptr;
+    BENCH_CUDA(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    blocks.push_back(p);
+    return p;
+  }
+};
+
+std::string shape3(int64_t m, int64_t n, int64_t kk) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk);
+}
+
+void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& name, int64_t m,
+                int64_t n, int64_t kk, Ep ep, bool residual) {
+  k::GemmPlan plan;
+  BENCH_CHECK(plan.initialize(m, n, kk, ep, residual));
+  bf16* A = pool.bf(static_cast<size_t>(m * kk));
+  bf16* W = pool.bf(static_cast<size_t>(n * kk));
+  bf16* bias = ep == Ep::None ? nullptr : pool.bf(static_cast<size_t>(n));
+  bf16* C = pool.bf(static_cast<size_t>(m * n));
+  bf16* R = residual ? pool.bf(static_cast<size_t>(m * n)) : nullptr;
+  auto run = [&] {
+    BENCH_CHECK(plan.run(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
+  };
+  const double flops = 2.0 * m * n * kk;
+  const double bytes = 2.0 * (m * kk + n * kk + m * n * (residual ? 2 : 1));
+  add_row(name, shape3(m, n, kk), time_us(run), flops, bytes, "heuristic");
+  BENCH_CHECK(plan.tune(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(), g_stream, 16));
+  add_row(name, shape3(m, n, kk), time_us(run), flops, bytes, "tuned (best of 16)");
+  // An untuned plan timed after the tuned one: tells a worse pick from clock
+  // or power drift after the search's seconds of full load.
+  k::GemmPlan fresh;
+  BENCH_CHECK(fresh.initialize(m, n, kk, ep, residual));
+  add_row(name, shape3(m, n, kk), time_us([&] {
+            BENCH_CHECK(fresh.run(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(),
+                                  g_stream));
+          }),
+          flops, bytes, "heuristic, after tuning");
+}
+
+// Sequences of `len` tokens (the last one shorter) filling `tokens`, plus
+// `padded` zero-length slots.
+std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
+  std::vector<int32_t> cu{0};
+  while (cu.back() < tokens) cu.push_back(static_cast<int32_t>(std::min<int64_t>(cu.back() + len, tokens)));
+  for (int i = 0; i < padded; ++i) cu.push_back(cu.back());
+  return cu;
+}
+
+void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int len, int padded,
+                     int heads, int head_dim) {
+  const auto cu = cu_for(tokens, len, padded);
+  int32_t* dcu = pool.raw<int32_t>(cu.size());
+  BENCH_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  bf16* qkv = pool.bf(static_cast<size_t>(tokens * 3 * heads * head_dim));
+  bf16* out = pool.bf(static_cast<size_t>(tokens * heads * head_dim));
+  const int max_seqs = static_cast<int>(cu.size()) - 1;
+  double flops = 0.0;
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    const double l = cu[s + 1] - cu[s];
+    flops += 4.0 * l * l * heads * head_dim;
+  }
+  const double bytes = 2.0 * tokens * heads * head_dim * 4;  // read q, k, v; write out
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const std::string shape = std::to_string(tokens) + " tok, seq " + std::to_string(len) + ", " +
+                            std::to_string(heads) + "x" + std::to_string(head_dim) +
+                            (padded ? ", +" + std::to_string(padded) + " empty" : "");
+  add_row(name, shape, time_us([&] {
+            BENCH_CHECK(k::varlen_attention_bf16(qkv, dcu, max_seqs, len, heads, head_dim, scale,
+                                                 out, g_stream));
+          }),
+          flops, bytes, "default");
+  for (const int warps : {4, 8})
+    add_row(name, shape, time_us([&] {
+              BENCH_CHECK(k::detail::varlen_attention_bf16_warps(
+                  qkv, dcu, max_seqs, len, heads, head_dim, scale, out, warps, g_stream));
+            }),
+            flops, bytes, std::to_string(warps) + " warps");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string table_path;
+  int64_t T = 65536;  // patches in the largest budget
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--table" && i + 1 < argc)
+      table_path = argv[++i];
+    else if (a == "--tokens" && i + 1 < argc)
+      T = std::atoll(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bench_kernels [--table PATH] [--tokens N]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20);
+  BENCH_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  cublasLtHandle_t lt = nullptr;
+  if (const cublasStatus_t st = cublasLtCreate(&lt); st != CUBLAS_STATUS_SUCCESS)
+    BENCH_CHECK(k::kCublasErrorBase + static_cast<int>(st));
+  {
+    Pool pool;
+    void* ws = pool.raw<unsigned char>(k::GemmPlan::workspace_bytes());
+
+    // Ceilings: a large device copy and a large square product.
+    {
+      const size_t n = size_t{1} << 30;  // bytes
+      void* src = pool.raw<unsigned char>(n);
+      void* dst = pool.raw<unsigned char>(n);
+      BENCH_CUDA(cudaMemset(src, 0x3c, n));
+      const double us = time_us(
+          [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, g_stream)); });
+      add_row("device copy", "1 GiB", us, 0.0, 2.0 * n, "bandwidth ceiling");
+    }
+    bench_gemm(pool, lt, ws, "gemm square", 8192, 8192, 8192, Ep::None, false);
+
+    // The tower's products at the largest budget (per layer x32, merger once).
+    bench_gemm(pool, lt, ws, "gemm patch_embed", T, 1280, 1176, Ep::None, false);
+    bench_gemm(pool, lt, ws, "gemm qkv", T, 3840, 1280, Ep::Bias, false);
+    bench_gemm(pool, lt, ws, "gemm o_proj+res", T, 1280, 1280, Ep::Bias, true);
+    bench_gemm(pool, lt, ws, "gemm gate_up 3424", T, 2 * 3424, 1280, Ep::Bias, false);
+    bench_gemm(pool, lt, ws, "gemm gate_up 3420", T, 2 * 3420, 1280, Ep::Bias, false);
+    bench_gemm(pool, lt, ws, "gemm down 3424 +res", T, 1280, 3424, Ep::Bias, true);
+    bench_gemm(pool, lt, ws, "gemm down 3420 +res", T, 1280, 3420, Ep::Bias, true);
+    bench_gemm(pool, lt, ws, "gemm merger fc1 gelu", T / 4, 5120, 5120, Ep::BiasGelu, false);
+    bench_gemm(pool, lt, ws, "gemm merger fc2", T / 4, 3584, 5120, Ep::Bias, false);
+    bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
+
+    // Attention: 8x8-patch windows, full attention per frame, SigLIP images.
+    bench_attention(pool, "attn window", T, 64, 0, 16, 80);
+    bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
+    bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
+    bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
+    bench_attention(pool, "attn full", T, 16384, 0, 16, 80);
+    bench_attention(pool, "attn siglip", 64 * 729, 729, 0, 16, 72);
+
+    // Memory-bound kernels.
+    {
+      const int64_t C = 1280, I = 3424, H = 16, D = 80;
+      bf16* x = pool.bf(static_cast<size_t>(T * C));
+      bf16* y = pool.bf(static_cast<size_t>(T * C));
+      bf16* w = pool.bf(static_cast<size_t>(C));
+      add_row("rms_norm", std::to_string(T) + "x1280",
+              time_us([&] { BENCH_CHECK(k::rms_norm_bf16(x, w, y, T, C, 1e-6f, g_stream)); }), 0,
+              4.0 * T * C);
+      add_row("layer_norm", std::to_string(T) + "x1280",
+              time_us([&] { BENCH_CHECK(k::layer_norm_bf16(x, w, w, y, T, C, 1e-6f, g_stream)); }),
+              0, 4.0 * T * C);
+      bf16* gu = pool.bf(static_cast<size_t>(T * 2 * I));
+      bf16* act = pool.bf(static_cast<size_t>(T * I));
+      add_row("silu_mul", std::to_string(T) + "x3424 from [gate|up]", time_us([&] {
+                BENCH_CHECK(k::silu_mul_bf16(gu, 2 * I, gu + I, 2 * I, act, I, T, I, g_stream));
+              }),
+              0, 6.0 * T * I);
+      bf16* qkv = pool.bf(static_cast<size_t>(T * 3 * H * D));
+      float* cs = pool.raw<float>(static_cast<size_t>(T * D / 2));
+      BENCH_CUDA(cudaMemset(cs, 0x3c, static_cast<size_t>(T * D / 2) * sizeof(float)));
+      add_row("rotary", std::to_string(T) + " tok 16x80 q,k", time_us([&] {
+                BENCH_CHECK(k::rotary_bf16(qkv, T, H, D, cs, cs, D / 2, g_stream));
+              }),
+              0, 2.0 * 2 * T * 2 * H * D + 8.0 * T * D / 2);
+      const int64_t rows = T / 4, cols = 4 * C;
+      std::vector<int32_t> idx(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) idx[r] = static_cast<int32_t>((r * 7919) % rows);
+      int32_t* didx = pool.raw<int32_t>(idx.size());
+      BENCH_CUDA(cudaMemcpy(didx, idx.data(), idx.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      add_row("gather_rows", std::to_string(rows) + "x" + std::to_string(cols), time_us([&] {
+                BENCH_CHECK(k::gather_rows_bf16(x, didx, y, rows, cols, g_stream));
+              }),
+              0, 4.0 * rows * cols);
+      add_row("gelu erf", std::to_string(T * C) + " values",
+              time_us([&] { BENCH_CHECK(k::gelu_bf16(x, y, T * C, false, g_stream)); }), 0,
+              4.0 * T * C);
+      add_row("add", std::to_string(T * C) + " values",
+              time_us([&] { BENCH_CHECK(k::add_bf16(x, y, y, T * C, g_stream)); }), 0, 6.0 * T * C);
+    }
+  }
+  cublasLtDestroy(lt);
+  cudaStreamDestroy(g_stream);
+
+  // One encoder layer at this budget, summed from the rows above (default
+  // untuned products, padded MLP): the share of the measured product peak.
+  auto us_of = [](const std::string& kernel, const std::string& note_prefix) {
+    for (const Row& r : g_rows)
+      if (r.kernel == kernel && r.note.rfind(note_prefix, 0) == 0) return r.us;
+    return 0.0;
+  };
+  const double gemm_us = us_of("gemm qkv", "heuristic") + us_of("gemm o_proj+res", "heuristic") +
+                         us_of("gemm gate_up 3424", "heuristic") +
+                         us_of("gemm down 3424 +res", "heuristic");
+  const double other_us = 2 * us_of("rms_norm", "") + us_of("rotary", "") + us_of("silu_mul", "");
+  const double gemm_flops = 2.0 * T * 1280 * (3840 + 1280 + 2 * 3424) + 2.0 * T * 3424 * 1280;
+  const double window_flops = 4.0 * 64 * T * 1280;
+  double attn_us = 0.0;
+  for (const Row& r : g_rows)
+    if (r.kernel == "attn window" && r.note == "default") {
+      attn_us = r.us;
+      break;
+    }
+  const double layer_us = gemm_us + other_us + attn_us;
+  double peak = 0.0;  // the square product, best of heuristic and tuned
+  for (const Row& r : g_rows)
+    if (r.kernel == "gemm square") peak = std::max(peak, r.tflops);
+  add_row("layer (window attn)", std::to_string(T) + " tok, sum of rows", layer_us,
+          gemm_flops + window_flops, 0.0,
+          "products " + std::to_string(static_cast<int>(100 * gemm_us / layer_us)) +
+              "% of time; " +
+              std::to_string(static_cast<int>(100 * (gemm_flops + window_flops) / layer_us * 1e-6 /
+                                              std::max(peak, 1.0))) +
+              "% of square-product peak");
+
+  std::string table = "kernel                 shape                                   us   TFLOP/s     GB/s  note\n";
+  for (const Row& r : g_rows) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "%-22s %-34s %9.1f %9.1f %8.0f  %s\n", r.kernel.c_str(),
+                  r.shape.c_str(), r.us, r.tflops, r.gbs, r.note.c_str());
+    table += line;
+  }
+  std::printf("\n== kernels (median of CUDA-event timings) ==\n%s", table.c_str());
+  if (!table_path.empty()) {
+    FILE* f = std::fopen(table_path.c_str(), "w");
+    if (f == nullptr) {
+      std::perror(table_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "== kernels (median of CUDA-event timings) ==\n%s", table.c_str());
+    std::fclose(f);
+  }
+  return 0;
+}
