@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 namespace qwen {
@@ -65,13 +66,25 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
   over("full-attention sequences (frames)", frames, t.cap.frames);
   over("attention windows", windows, t.cap.windows);
 
+  // Patch rows go in order of decreasing frame size (see full_attention_buckets);
+  // output tokens stay in batch order, which the inverse index restores.
+  std::vector<size_t> layout(items.size());
+  std::iota(layout.begin(), layout.end(), size_t{0});
+  std::stable_sort(layout.begin(), layout.end(), [&](size_t a, size_t b) {
+    return items[a]->grid.h * items[a]->grid.w > items[b]->grid.h * items[b]->grid.w;
+  });
+  std::vector<int64_t> first_token(items.size() + 1, 0);
+  for (size_t k = 0; k < items.size(); ++k)
+    first_token[k + 1] = first_token[k] + items[k]->tokens(c);
+
   const size_t elem = o.dtype == Dtype::F32 ? 4 : 2;
   char* pixels = static_cast<char*>(t.pixels);
-  int64_t patch = 0, token = 0;
+  int64_t patch = 0;
   int64_t frame_row = 0, window_row = 0;
   t.cu_frames[0] = 0;
   t.cu_windows[0] = 0;
-  for (const ItemData* it : items) {
+  for (size_t k : layout) {
+    const ItemData* it = items[k];
     const int64_t np = it->grid.patches();
     const void* src = o.dtype == Dtype::F32 ? static_cast<const void*>(it->pixels_f32.data())
                                             : static_cast<const void*>(it->pixels_bf16.data());
@@ -88,7 +101,9 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
       t.cu_windows[++window_row] = static_cast<int32_t>(offset);
     }
     const int64_t unit_base = patch / c.merge_unit();
-    for (int32_t pos : it->inverse) t.inverse[token++] = static_cast<int32_t>(unit_base + pos);
+    int32_t* inverse = t.inverse + first_token[k];
+    for (size_t u = 0; u < it->inverse.size(); ++u)
+      inverse[u] = static_cast<int32_t>(unit_base + it->inverse[u]);
     patch += np;
   }
   s.patches = patch;
@@ -97,21 +112,21 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
   return s;
 }
 
-std::vector<ItemData> capture_items(const Options& o, const Capacity& cap) {
-  const VisionConfig& c = o.model;
-  // Frames as large as a real frame may be, each as square as its size allows
-  // (a 1 x n strip when n is prime).
-  const int64_t frame_units = std::max<int64_t>(cap.max_frame_patches / c.merge_unit(), 1);
-  std::vector<ItemData> items;
-  for (int64_t left = cap.tokens; left > 0;) {
-    const int64_t n = std::min(left, frame_units);
-    int64_t a = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
-    while (a > 1 && n % a != 0) --a;
-    const Grid g{1, a * c.spatial_merge_size, (n / a) * c.spatial_merge_size};
-    items.push_back(make_item_data(o, g, 1, {}));
-    left -= n;
-  }
-  return items;
+CaptureTables capture_tables(const VisionConfig& c, const Capacity& cap) {
+  CaptureTables t;
+  t.cu_frames.assign(static_cast<size_t>(cap.frames + 1), 0);
+  t.cu_windows.assign(static_cast<size_t>(cap.windows + 1), 0);
+  // Frames as long as a real frame may be, windows as long as a real window,
+  // both until the rows run out; repeat-last padding after that.
+  const int64_t frame = std::max<int64_t>(cap.max_frame_patches, c.merge_unit());
+  const int64_t window = std::max<int64_t>(cap.max_window_patches, c.merge_unit());
+  for (int64_t s = 1; s <= cap.frames; ++s)
+    t.cu_frames[s] = static_cast<int32_t>(std::min(cap.patches, t.cu_frames[s - 1] + frame));
+  for (int64_t s = 1; s <= cap.windows; ++s)
+    t.cu_windows[s] = static_cast<int32_t>(std::min(cap.patches, t.cu_windows[s - 1] + window));
+  t.inverse.resize(static_cast<size_t>(cap.tokens));
+  std::iota(t.inverse.begin(), t.inverse.end(), 0);
+  return t;
 }
 
 }  // namespace qwen

@@ -63,8 +63,13 @@ struct StagedRows {
 StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& items,
                        const StagingTarget& target);
 
-// A stand-in batch that fills `cap` exactly with frames no larger than a real
-// frame may be: valid values for warm-up and capture.
-std::vector<ItemData> capture_items(const Options& o, const Capacity& cap);
+// Valid stand-in tables for warm-up and capture (with zero pixel and rotary
+// rows): every row in some frame and some window, frames and windows as long
+// as real ones may be, so the warm-up does a full batch's work. Cheap: the
+// runtime also uses them to initialise every eager run's buffers.
+struct CaptureTables {
+  std::vector<int32_t> cu_frames, cu_windows, inverse;
+};
+CaptureTables capture_tables(const VisionConfig& c, const Capacity& cap);
 
 }  // namespace qwen

@@ -54,6 +54,19 @@ void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32
   }
 }
 
+std::vector<SeqBucket> full_attention_buckets(const Capacity& cap) {
+  std::vector<SeqBucket> out;
+  for (int64_t first = 0, width = 1; first < cap.frames; first += width, width *= 2) {
+    SeqBucket b;
+    b.first = first;
+    b.count = std::min(width, cap.frames - first);
+    b.max_seqlen = std::min(cap.max_frame_patches, cap.patches / (first + 1));
+    if (b.max_seqlen <= 0) break;  // no frame this far down the order can hold a row
+    out.push_back(b);
+  }
+  return out;
+}
+
 int64_t min_frame_units(const Options& o) {
   // smart_resize's result holds at least min_pixels whenever max_pixels >=
   // 4 * min_pixels (its floor branch loses at most half of each side); below

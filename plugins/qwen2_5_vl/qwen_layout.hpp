@@ -54,6 +54,19 @@ struct Capacity {
 // thousands of empty sequences.
 Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
 
+// One launch of full attention over sequences [first, first + count) of the
+// frame table, none longer than max_seqlen patches.
+struct SeqBucket {
+  int64_t first = 0, count = 0, max_seqlen = 0;
+};
+
+// A rectangular attention grid over cap.frames sequences of up to
+// cap.max_frame_patches would be mostly empty blocks. stage_batch lays frames
+// out longest first, so the i-th (0-based) holds at most patches / (i + 1)
+// rows; launching sequences [2^j - 1, 2^(j+1) - 1) with max_seqlen
+// patches / 2^j keeps every launch's grid near `patches` rows in total.
+std::vector<SeqBucket> full_attention_buckets(const Capacity& cap);
+
 // Fewest merged units smart_resize can give a frame under these options.
 int64_t min_frame_units(const Options& o);
 

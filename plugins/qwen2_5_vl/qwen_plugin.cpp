@@ -33,6 +33,7 @@
 
 #include <encgraph/plugin_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -73,7 +74,7 @@ void log(eg_log_level level, const std::string& message) {
     g_host->log(g_host->host_context, level, "qwen2_5_vl", message.c_str());
 }
 
-// Copies host bytes into one of the runtime's buffers (capture preparation only).
+// Writes into one of the runtime's buffers (capture preparation only).
 void upload(const Instance& in, void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return;
   if (in.device == EG_DEVICE_CPU) {
@@ -82,6 +83,20 @@ void upload(const Instance& in, void* dst, const void* src, size_t bytes, void* 
   }
 #ifdef QWEN_HAVE_CUDA
   qwen::cuda_upload_sync(dst, src, bytes, stream);
+#else
+  (void)stream;
+  fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl was built without CUDA");
+#endif
+}
+
+void zero(const Instance& in, void* dst, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (in.device == EG_DEVICE_CPU) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+#ifdef QWEN_HAVE_CUDA
+  qwen::cuda_zero(dst, bytes, stream);
 #else
   (void)stream;
   fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl was built without CUDA");
@@ -111,7 +126,8 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
       in->cpu_weights = std::move(w);
     } else {
 #ifdef QWEN_HAVE_CUDA
-      in->cuda = std::make_unique<qwen::CudaModel>(c, std::move(w), in->device_index);
+      in->cuda = std::make_unique<qwen::CudaModel>(c, w, in->device_index,
+                                                   in->opt.max_budget * c.merge_unit());
 #endif
     }
     eg_model_info& mi = in->info;
@@ -280,25 +296,15 @@ eg_status qwen_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
     const Instance& in = self(i);
     if (nb != qwen::kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: expected 6 buffers");
     const qwen::Capacity cap = qwen::capacity_for(in.opt, *s);
-    // Stage a full stand-in batch on the host, pad as the runtime would, copy.
-    std::vector<std::vector<char>> host(qwen::kNumBuffers);
-    std::vector<eg_tensor> staging(buffers, buffers + qwen::kNumBuffers);
-    for (int b = 0; b < qwen::kNumBuffers; ++b) {
-      host[b].assign(tensor_bytes(buffers[b]), 0);
-      staging[b].data = host[b].data();
-    }
-    const std::vector<qwen::ItemData> items = qwen::capture_items(in.opt, cap);
-    std::vector<const qwen::ItemData*> ptrs;
-    for (const auto& it : items) ptrs.push_back(&it);
-    const qwen::StagedRows rows = qwen::stage_batch(in.opt, ptrs, target_of(staging.data(), cap));
-    auto repeat_last = [](eg_tensor& t, int64_t written) {
-      auto* v = static_cast<int32_t*>(t.data);
-      for (int64_t k = written; k < t.shape[0]; ++k) v[k] = v[written - 1];
-    };
-    repeat_last(staging[qwen::kCuFrames], rows.frame_rows);
-    repeat_last(staging[qwen::kCuWindows], rows.window_rows);
-    for (int b = 0; b < qwen::kNumBuffers; ++b)
-      upload(in, buffers[b].data, host[b].data(), host[b].size(), stream);
+    const qwen::CaptureTables t = qwen::capture_tables(in.opt.model, cap);
+    // Zero pixel and rotary rows keep every value finite; the tables decide
+    // how much work the warm-up does.
+    for (int b : {qwen::kPixelRows, qwen::kRopeCos, qwen::kRopeSin})
+      zero(in, buffers[b].data, tensor_bytes(buffers[b]), stream);
+    upload(in, buffers[qwen::kCuFrames].data, t.cu_frames.data(), t.cu_frames.size() * 4, stream);
+    upload(in, buffers[qwen::kCuWindows].data, t.cu_windows.data(), t.cu_windows.size() * 4,
+           stream);
+    upload(in, buffers[qwen::kInverse].data, t.inverse.data(), t.inverse.size() * 4, stream);
   });
 }
 
@@ -325,31 +331,31 @@ eg_status qwen_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
 
 // ---------------------------------------------------------------- forward
 
-eg_status qwen_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
-  return guarded(err, [&] {
-    Instance& in = self(i);
-    if (a->num_buffers != qwen::kNumBuffers)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: expected 6 buffers");
-    const qwen::Capacity cap = qwen::capacity_for(in.opt, a->shape);
+// `tune`: the graph path's warm-up times the matrix products' algorithms for
+// its size; eager runs (a new size each time) do not.
+void run_forward(Instance& in, const eg_forward_args* a, bool tune) {
+  if (a->num_buffers != qwen::kNumBuffers)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: expected 6 buffers");
+  const qwen::Capacity cap = qwen::capacity_for(in.opt, a->shape);
 #ifdef QWEN_HAVE_CUDA
-    if (in.cuda) {
-      in.cuda->forward(cap, a->buffers, a->output.data, a->workspace, a->workspace_size, a->stream);
-      return;
-    }
+  if (in.cuda) {
+    in.cuda->forward(cap, a->buffers, a->output.data, a->workspace, a->workspace_size, a->stream,
+                     tune);
+    return;
+  }
 #endif
-    qwen::cpu_forward(in.opt.model, in.cpu_weights, cap, a->buffers,
-                      static_cast<float*>(a->output.data), a->workspace, a->workspace_size);
-  });
+  (void)tune;
+  qwen::cpu_forward(in.opt.model, in.cpu_weights, cap, a->buffers,
+                    static_cast<float*>(a->output.data), a->workspace, a->workspace_size);
 }
 
-#ifdef QWEN_HAVE_CUDA
-eg_status qwen_prepare_device(eg_instance* i, void* stream, eg_error* err) {
-  return guarded(err, [&] {
-    Instance& in = self(i);
-    if (in.cuda) in.cuda->prepare(stream);
-  });
+eg_status qwen_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/true); });
 }
-#endif
+
+eg_status qwen_forward_eager(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/false); });
+}
 
 const eg_plugin_api kApi = {
     /* .abi_major = */ EG_ABI_VERSION_MAJOR,
@@ -380,13 +386,9 @@ const eg_plugin_api kApi = {
     /* .prepare_replay_buffers = */ qwen_prepare_replay_buffers,
     /* .pad_buffer = */ nullptr,
     /* .forward = */ qwen_forward,
-    /* .forward_eager = */ nullptr,
+    /* .forward_eager = */ qwen_forward_eager,
     /* .postprocess = */ nullptr,
-#ifdef QWEN_HAVE_CUDA
-    /* .prepare_device = */ qwen_prepare_device,
-#else
     /* .prepare_device = */ nullptr,
-#endif
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <tuple>
 
@@ -185,4 +186,60 @@ TEST_CASE("a staged batch concatenates items and offsets their tables") {
   // Too many items for the budget is an error, not an overflow.
   const auto big = qwen::make_item_data(o, {1, 8, 8}, 1, {});
   CHECK_THROWS_AS(qwen::stage_batch(o, {&big, &big, &a}, t), egk::Error);
+}
+
+TEST_CASE("frames are laid out longest first, tokens stay in batch order") {
+  qwen::Options o = tiny_options();
+  const auto small = qwen::make_item_data(o, {1, 4, 4}, 1, {});  // 4 tokens, 16 patches
+  const auto large = qwen::make_item_data(o, {1, 6, 8}, 1, {});  // 12 tokens, 48 patches
+  eg_graph_shape shape{};
+  shape.token_budget = 32;
+  shape.max_batch_size = 4;
+  const qwen::Capacity cap = qwen::capacity_for(o, shape);
+  std::vector<float> px(cap.patches * o.model.patch_dim()), cs(cap.patches * 8), sn(cs.size());
+  std::vector<int32_t> cuf(cap.frames + 1), cuw(cap.windows + 1), inv(cap.tokens);
+  qwen::StagingTarget t{px.data(), cs.data(), sn.data(), cuf.data(), cuw.data(), inv.data(), cap};
+  qwen::stage_batch(o, {&small, &large}, t);
+  CHECK(std::vector<int32_t>(cuf.begin(), cuf.begin() + 3) == std::vector<int32_t>{0, 48, 64});
+  // Output token 0 is the small item's first: its rows follow the large item's 12 units.
+  CHECK(inv[0] == 12 + small.inverse[0]);
+  CHECK(inv[4] == large.inverse[0]);
+}
+
+TEST_CASE("full-attention buckets cover every sequence a budget can hold") {
+  qwen::Options o;
+  std::mt19937_64 rng(9);
+  for (int64_t budget : {64, 300, 4096}) {
+    eg_graph_shape shape{};
+    shape.token_budget = budget;
+    shape.max_batch_size = 128;
+    const qwen::Capacity cap = qwen::capacity_for(o, shape);
+    const auto buckets = qwen::full_attention_buckets(cap);
+    int64_t covered = 0, blocks = 0;
+    for (const auto& b : buckets) {
+      CHECK(b.first == covered);
+      covered += b.count;
+      blocks += b.count * ((b.max_seqlen + 63) / 64);
+    }
+    CHECK(covered <= cap.frames);
+    // Far fewer attention blocks than a rectangular frames x longest-frame grid.
+    CHECK(blocks * 4 < cap.frames * ((cap.max_frame_patches + 63) / 64) + 64);
+    for (int trial = 0; trial < 100; ++trial) {
+      std::vector<int64_t> lengths;  // patches per frame, longest first
+      int64_t left = budget;
+      while (left >= 4) {
+        const int64_t units =
+            4 +
+            static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(left - 3, 200)));
+        lengths.push_back(std::min(units, left) * 4);
+        left -= std::min(units, left);
+      }
+      std::sort(lengths.rbegin(), lengths.rend());
+      REQUIRE(static_cast<int64_t>(lengths.size()) <= cap.frames);
+      for (const auto& b : buckets)
+        for (int64_t i = b.first; i < b.first + b.count && i < int64_t(lengths.size()); ++i)
+          CHECK(lengths[i] <= b.max_seqlen);
+      CHECK(static_cast<int64_t>(lengths.size()) <= covered);
+    }
+  }
 }

@@ -1,0 +1,299 @@
+#include "qwen_cuda_model.hpp"
+
+#include "qwen_batch.hpp"
+
+#include <cuda/kernels.hpp>
+#include <egk/error.hpp>
+#include <egk/numeric.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace qwen {
+namespace {
+
+namespace k = egk::cuda;
+using k::bf16;
+using Epilogue = k::GemmPlan::Epilogue;
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+void check(int rc, const char* what) {
+  if (rc != 0)
+    egk::fail(rc == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
+              std::string("qwen2_5_vl CUDA: ") + what + ": " + k::error_string(rc) + " (" +
+                  k::last_error_detail() + ")");
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    egk::fail(e == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
+              std::string("qwen2_5_vl CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+struct DeviceBlock {
+  const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *proj_w, *proj_b;
+  const bf16 *gate_up_w, *gate_up_b;  // gate rows then up rows: one product for both
+  const bf16 *down_w, *down_b;
+};
+
+// Activations of one forward, carved from the runtime's workspace.
+struct Activations {
+  bf16 *x, *normed, *qkv, *attn, *gate_up, *act, *merged;
+  void* gemm_ws;
+  size_t total;
+};
+
+Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
+  const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
+  const size_t inter = static_cast<size_t>(c.intermediate_size);
+  Activations a{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* ptr = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return ptr;
+  };
+  a.x = reinterpret_cast<bf16*>(take(p * d * 2));
+  a.normed = reinterpret_cast<bf16*>(take(p * d * 2));
+  a.qkv = reinterpret_cast<bf16*>(take(3 * p * d * 2));
+  a.attn = reinterpret_cast<bf16*>(take(p * d * 2));  // also the merger's hidden [tokens, 4d]
+  a.gate_up = reinterpret_cast<bf16*>(take(2 * p * inter * 2));
+  a.act = reinterpret_cast<bf16*>(take(p * inter * 2));
+  a.merged = reinterpret_cast<bf16*>(take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2));
+  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
+  a.total = off;
+  return a;
+}
+
+}  // namespace
+
+void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "capture input copy");
+  check_cuda(cudaStreamSynchronize(s), "capture input copy");
+}
+
+void cuda_zero(void* dst, size_t bytes, void* stream) {
+  check_cuda(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)), "zeroing a buffer");
+}
+
+struct CudaModel::Impl {
+  VisionConfig c;
+  int device = 0;
+  void* weights = nullptr;  // one allocation for every parameter
+  const bf16* patch_w = nullptr;
+  std::vector<DeviceBlock> blocks;
+  const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
+  cublasLtHandle_t handle = nullptr;
+  int64_t planned_patches = 0;
+  k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
+  std::set<int64_t> tuned;  // patch counts whose algorithms were timed
+
+  ~Impl() {
+    if (handle) cublasLtDestroy(handle);
+    if (weights) {
+      const cudaError_t e = cudaFree(weights);
+      if (e != cudaSuccess)
+        std::fprintf(stderr, "qwen2_5_vl: freeing weights: %s\n", cudaGetErrorString(e));
+    }
+  }
+
+  void upload(const Weights& w) {
+    // Lay every tensor out in one host image, then one copy.
+    std::vector<std::pair<const bf16**, std::vector<const std::vector<float>*>>> plan;
+    auto add = [&](const bf16** dst, std::vector<const std::vector<float>*> parts) {
+      plan.emplace_back(dst, std::move(parts));
+    };
+    add(&patch_w, {&w.patch_embed});
+    blocks.resize(w.blocks.size());
+    for (size_t i = 0; i < w.blocks.size(); ++i) {
+      const BlockWeights& b = w.blocks[i];
+      DeviceBlock& d = blocks[i];
+      add(&d.norm1, {&b.norm1});
+      add(&d.norm2, {&b.norm2});
+      add(&d.qkv_w, {&b.qkv_w});
+      add(&d.qkv_b, {&b.qkv_b});
+      add(&d.proj_w, {&b.proj_w});
+      add(&d.proj_b, {&b.proj_b});
+      add(&d.gate_up_w, {&b.gate_w, &b.up_w});
+      add(&d.gate_up_b, {&b.gate_b, &b.up_b});
+      add(&d.down_w, {&b.down_w});
+      add(&d.down_b, {&b.down_b});
+    }
+    add(&ln_q, {&w.ln_q});
+    add(&m0_w, {&w.mlp0_w});
+    add(&m0_b, {&w.mlp0_b});
+    add(&m2_w, {&w.mlp2_w});
+    add(&m2_b, {&w.mlp2_b});
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const auto& [dst, parts] : plan) {
+      offsets.push_back(total);
+      size_t n = 0;
+      for (const auto* v : parts) n += v->size();
+      total += align_up(n * 2);
+    }
+    std::vector<uint16_t> host(total / 2, 0);
+    for (size_t t = 0; t < plan.size(); ++t) {
+      uint16_t* out = host.data() + offsets[t] / 2;
+      for (const auto* v : plan[t].second)
+        for (float f : *v) *out++ = egk::f32_to_bf16(f);
+    }
+    check_cuda(cudaMalloc(&weights, total), "allocating the weights");
+    check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
+               "uploading weights");
+    for (size_t t = 0; t < plan.size(); ++t)
+      *plan[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(weights) + offsets[t]);
+  }
+
+  void plan_products(int64_t patches) {
+    const int64_t d = c.hidden_size, inter = c.intermediate_size, md = d * c.merge_unit();
+    const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
+    check(patch.initialize(patches, d, c.patch_dim(), Epilogue::None, false),
+          "planning patch_embed");
+    check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning qkv");
+    check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning proj");
+    check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
+    check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
+    check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger.mlp.0");
+    check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
+          "planning merger.mlp.2");
+    planned_patches = patches;
+    tuned.clear();
+  }
+
+  // Times each product's candidates at this size on scratch memory (the
+  // forward that follows recomputes everything).
+  void tune(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
+            cudaStream_t s) {
+    const DeviceBlock& b = blocks[0];
+    check(patch.tune(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
+    check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+          "tune");
+    check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(gate_up.tune(handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p, a.gemm_ws,
+                       ws, s),
+          "tune");
+    check(down.tune(handle, a.act, b.down_w, b.down_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
+          "tune");
+    check(merge2.tune(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
+          "tune");
+  }
+};
+
+CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->c = c;
+  impl_->device = device_index;
+  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
+    egk::fail(EG_ERR_UNSUPPORTED,
+              "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
+              "of 8 up to 128, got " +
+                  std::to_string(c.head_dim()));
+  impl_->upload(w);
+  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    egk::fail(EG_ERR_DEVICE,
+              std::string("qwen2_5_vl CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+  impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
+}
+
+CudaModel::~CudaModel() = default;
+
+size_t CudaModel::workspace_bytes(const Capacity& cap) const {
+  return carve(impl_->c, cap, nullptr).total;
+}
+
+void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* output,
+                        void* workspace, size_t workspace_bytes, void* stream, bool tune) {
+  Impl& m = *impl_;
+  const VisionConfig& c = m.c;
+  auto s = static_cast<cudaStream_t>(stream);
+  const Activations a = carve(c, cap, static_cast<char*>(workspace));
+  if (a.total > workspace_bytes)
+    egk::fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl CUDA: workspace of " +
+                                           std::to_string(workspace_bytes) + " bytes is too small");
+  const size_t gemm_ws = k::GemmPlan::workspace_bytes();
+  const int64_t p = cap.patches, tokens = cap.tokens;
+  const int64_t d = c.hidden_size, inter = c.intermediate_size;
+  const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
+  const auto* cos = static_cast<const float*>(buffers[kRopeCos].data);
+  const auto* sin = static_cast<const float*>(buffers[kRopeSin].data);
+  const auto* cu_frames = static_cast<const int32_t*>(buffers[kCuFrames].data);
+  const auto* cu_windows = static_cast<const int32_t*>(buffers[kCuWindows].data);
+  const auto* inverse = static_cast<const int32_t*>(buffers[kInverse].data);
+
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
+  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  if (p > m.planned_patches) {
+    if (in_capture)
+      egk::fail(EG_ERR_INTERNAL, "qwen2_5_vl CUDA: a graph of " + std::to_string(p) +
+                                     " patch rows was captured without its warm-up run");
+    m.plan_products(p);
+  }
+  if (tune && !in_capture && !m.tuned.count(p)) {
+    m.tune(a, pixels, p, tokens, gemm_ws, s);
+    m.tuned.insert(p);
+  }
+
+  check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
+        "patch_embed");
+  const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
+    check(k::rms_norm_bf16(a.x, b.norm1, a.normed, p, d, c.rms_norm_eps, s), "norm1");
+    check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
+          "qkv");
+    check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
+    if (c.full_attention(i)) {
+      for (const SeqBucket& bk : buckets)
+        check(
+            k::varlen_attention_bf16(a.qkv, cu_frames + bk.first, static_cast<int>(bk.count),
+                                     static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
+            "full attention");
+    } else {
+      check(k::varlen_attention_bf16(a.qkv, cu_windows, static_cast<int>(cap.windows),
+                                     static_cast<int>(cap.max_window_patches), heads, hd, scale,
+                                     a.attn, s),
+            "window attention");
+    }
+    check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "attn.proj");
+    check(k::rms_norm_bf16(a.x, b.norm2, a.normed, p, d, c.rms_norm_eps, s), "norm2");
+    check(m.gate_up.run(m.handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p,
+                        a.gemm_ws, gemm_ws, s),
+          "gate/up");
+    check(k::silu_mul_bf16(a.gate_up, 2 * inter, a.gate_up + inter, 2 * inter, a.act, inter, p,
+                           inter, s),
+          "silu_mul");
+    check(m.down.run(m.handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "down_proj");
+  }
+  // Merger: RMSNorm per patch; [patches, d] read as [tokens, 4d]; Linear+GELU; Linear.
+  check(k::rms_norm_bf16(a.x, m.ln_q, a.normed, p, d, c.rms_norm_eps, s), "merger.ln_q");
+  check(m.merge1.run(m.handle, a.normed, m.m0_w, m.m0_b, nullptr, a.attn, tokens, a.gemm_ws,
+                     gemm_ws, s),
+        "merger.mlp.0");
+  check(m.merge2.run(m.handle, a.attn, m.m2_w, m.m2_b, nullptr, a.merged, tokens, a.gemm_ws,
+                     gemm_ws, s),
+        "merger.mlp.2");
+  check(k::gather_rows_bf16(a.merged, inverse, static_cast<bf16*>(output), tokens,
+                            c.out_hidden_size, s),
+        "inverse window order");
+}
+
+}  // namespace qwen

@@ -1,0 +1,47 @@
+// The tower's forward on CUDA in bf16 (fp32 accumulation), over the kit's
+// kernels (plugins/common/cuda/kernels.hpp): cuBLASLt products with fused bias,
+// residual add and GELU, fused RMSNorm, rotary, SiLU-mul, variable-length flash
+// attention and a row gather for the inverse window order. Graph-safe: no
+// allocation or synchronisation inside forward() while a stream is capturing.
+#pragma once
+
+#include "qwen_config.hpp"
+#include "qwen_layout.hpp"
+#include "qwen_weights.hpp"
+
+#include <encgraph/plugin_api.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace qwen {
+
+// Host-to-device copy on `stream`, waited for (capture preparation only).
+void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream);
+// Stream-ordered memset to zero.
+void cuda_zero(void* dst, size_t bytes, void* stream);
+
+class CudaModel {
+ public:
+  // Uploads the weights as bf16 to device `device_index` and plans the matrix
+  // products for up to `max_patches` rows (more are planned on demand,
+  // outside capture).
+  CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches);
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  size_t workspace_bytes(const Capacity& cap) const;
+
+  // `buffers` in Buffer order, `output` [cap.tokens, out_hidden] bf16. With
+  // `tune` (the warm-up run before a capture), the products' algorithms are
+  // timed for this size first; never while the stream is capturing.
+  void forward(const Capacity& cap, const eg_tensor* buffers, void* output, void* workspace,
+               size_t workspace_bytes, void* stream, bool tune);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qwen
