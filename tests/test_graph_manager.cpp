@@ -349,3 +349,36 @@ TEST_CASE("an item may outlive its runtime: it keeps the plugin instance alive")
   }
   CHECK(survivor.get() != nullptr);  // destroyed after the runtime, without a crash
 }
+
+TEST_CASE("a small batch on a far larger budget runs eagerly when that is faster") {
+  // The toy's cost grows with the budget: 120 tokens on a 16384 budget is far
+  // cheaper eagerly; a batch that nearly fills the budget still replays.
+  RuntimeConfig cfg = toy_config("cpu");
+  set(cfg, "hidden", "256");
+  set(cfg, "check_padding", "false");
+  cfg.budgets.token_budgets = {64, 16384};
+  cfg.budgets.max_items_per_batch = 64;
+  cfg.prefer_faster_path = true;
+  Runtime rt(cfg);
+  rt.capture();
+  std::vector<Item> small, full;
+  small.push_back(rt.make_item(image(14 * 10, 14 * 12, 1)));  // 120 tokens
+  for (int i = 0; i < 4; ++i) full.push_back(rt.make_item(image(14 * 60, 14 * 64, i)));  // 15360
+  const std::vector<float> eager_rows = rt.execute(small).item_as_float(0);
+  Stats s = rt.stats();
+  CHECK(s.batches_eager_chosen == 1);
+  CHECK(s.graph_hits == 0);
+  CHECK(s.graph_misses == 0);
+  rt.execute(full);
+  s = rt.stats();
+  CHECK(s.batches_graph == 1);
+  CHECK(s.graph_hits == 4);
+
+  cfg.prefer_faster_path = false;  // the same batch replayed: identical rows
+  Runtime always_graph(cfg);
+  always_graph.capture();
+  std::vector<Item> again;
+  again.push_back(always_graph.make_item(image(14 * 10, 14 * 12, 1)));
+  CHECK(always_graph.execute(again).item_as_float(0) == eager_rows);
+  CHECK(always_graph.stats().graph_hits == 1);
+}

@@ -27,6 +27,8 @@ inline RuntimeConfig toy_config(const std::string& device, const std::string& pl
   c.plugin = plugin;
   c.plugin_dirs = plugin_dirs();
   c.device = device;
+  // Hit counts in tests must not depend on timings; one test turns it on.
+  c.prefer_faster_path = false;
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <encgraph/error.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -75,6 +76,11 @@ class CpuBackend final : public DeviceBackend {
                                          const std::string&) override {
     body();  // the capture run does real work, as a CUDA capture would record it
     return std::make_unique<CpuGraph>(body);
+  }
+  double time_ms(const std::function<void()>& enqueue) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    enqueue();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   size_t allocated_bytes() const override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -206,6 +206,26 @@ class CudaBackend final : public DeviceBackend {
     return std::make_unique<CudaGraph>(graph, exec, s);
   }
 
+  double time_ms(const std::function<void()>& enqueue) override {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    EG_CUDA_CHECK(cudaEventCreate(&start));
+    EG_CUDA_CHECK(cudaEventCreate(&stop));
+    float ms = 0.0f;
+    try {
+      EG_CUDA_CHECK(cudaEventRecord(start, stream_->get()));
+      enqueue();
+      EG_CUDA_CHECK(cudaEventRecord(stop, stream_->get()));
+      EG_CUDA_CHECK(cudaEventSynchronize(stop));
+      EG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    } catch (...) {
+      (void)cudaEventDestroy(start);
+      (void)cudaEventDestroy(stop);
+      throw;
+    }
+    log_if_failed(cudaEventDestroy(start), "destroying a timing event");
+    log_if_failed(cudaEventDestroy(stop), "destroying a timing event");
+    return ms;
+  }
   size_t allocated_bytes() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return allocated_;

@@ -54,6 +54,10 @@ class DeviceBackend {
   virtual std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
                                                  const std::string& what) = 0;
 
+  // Milliseconds the device spends on the work `enqueue` puts on stream()
+  // (device events on CUDA, the wall clock on the CPU). Synchronises.
+  virtual double time_ms(const std::function<void()>& enqueue) = 0;
+
   // Bytes currently allocated through alloc().
   virtual size_t allocated_bytes() const = 0;
 };

@@ -175,6 +175,7 @@ void GraphManager::clear() {
   backend_->synchronize();
   release_memory();
   captured_ = false;
+  eager_overhead_ms_.clear();
   packing_budgets_ = plan_.path_budgets;
   stats_.num_graphs = 0;
   stats_.graph_memory_bytes = 0;
@@ -265,12 +266,63 @@ void GraphManager::capture() {
                   budgets.end());
   }
   stats_.num_graphs = static_cast<int64_t>(graphs_.size());
+  if (config_.prefer_faster_path) calibrate();
   stats_.capture_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.graph_memory_bytes = static_cast<int64_t>(graph_memory_);
   spdlog::info("captured {} graphs for '{}' on {} in {:.3f} s, {:.1f} MiB of graph memory",
                graphs_.size(), plugin_.name(), backend_->name(), stats_.capture_seconds,
                stats_.graph_memory_bytes / 1048576.0);
+}
+
+void GraphManager::calibrate() {
+  eager_overhead_ms_.assign(plugin_.info().num_paths, 0.0);
+  std::vector<int64_t> smallest(plugin_.info().num_paths, 0);
+  for (auto& [key, g] : graphs_) {
+    g.graph->replay();  // warm
+    double t[3];
+    for (double& v : t) v = backend_->time_ms([&] { g.graph->replay(); });
+    std::sort(t, t + 3);
+    g.replay_ms = t[1];
+    if (smallest[key.path] == 0 || key.budget < smallest[key.path]) smallest[key.path] = key.budget;
+  }
+  // Eager costs the same kernels plus launch gaps: time the forward called
+  // directly on the smallest graph's own buffers.
+  for (auto& [key, g] : graphs_) {
+    if (key.budget != smallest[key.path]) continue;
+    auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
+    double t[3];
+    for (double& v : t)
+      v = backend_->time_ms([&] {
+        plugin_.call("eager forward (calibration)", &g.shape,
+                     [&](eg_error* e) { return fn(plugin_.handle(), &g.args, e); });
+      });
+    std::sort(t, t + 3);
+    eager_overhead_ms_[key.path] = std::max(0.0, t[1] - g.replay_ms);
+  }
+}
+
+bool GraphManager::eager_expected_faster(const Captured& graph, int64_t tokens) const {
+  // Replay times of this path's graphs with the same axis keys, by budget.
+  std::vector<std::pair<int64_t, double>> times;
+  for (const auto& [key, g] : graphs_)
+    if (key.path == graph.shape.path &&
+        std::equal(key.axis_keys.begin(), key.axis_keys.end(), graph.shape.axis_keys))
+      times.emplace_back(key.budget, g.replay_ms);
+  if (times.size() < 2) return false;
+  std::sort(times.begin(), times.end());
+  double estimate = times.front().second;
+  for (size_t i = 1; i < times.size(); ++i) {
+    if (tokens <= times[i].first) {
+      const auto [b0, t0] = times[i - 1];
+      const auto [b1, t1] = times[i];
+      estimate = tokens <= b0 ? t0 : t0 + (t1 - t0) * double(tokens - b0) / double(b1 - b0);
+      break;
+    }
+  }
+  estimate += eager_overhead_ms_.empty() ? 0.0 : eager_overhead_ms_[graph.shape.path];
+  // A clear margin: eager also pays buffer preparation the replay does not.
+  return estimate < 0.8 * graph.replay_ms;
 }
 
 void GraphManager::capture_one(const eg_graph_shape& shape) {
@@ -554,12 +606,18 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
 
     eg_tensor outputs[EG_MAX_PATHS] = {};
     bool all_eager = true;
+    bool chose_eager = false;  // a graph fitted but an eager run was expected faster
     for (int p = 0; p < num_paths; ++p) {
       const int64_t tokens = batch.path_tokens[p];
       if (tokens == 0) continue;
       bool replayed = false;
       if (config_.use_graphs && captured_ && batch.path_budget[p] && *batch.path_budget[p] > 0) {
         auto it = graphs_.find(GraphKey{p, *batch.path_budget[p], axis_keys});
+        if (it != graphs_.end() && config_.prefer_faster_path && captured_ &&
+            !eager_overhead_ms_.empty() && eager_expected_faster(it->second, tokens)) {
+          chose_eager = true;
+          it = graphs_.end();
+        }
         if (it != graphs_.end()) {
           Captured& g = it->second;
           const int slot = static_cast<int>(staging_turn_++ & 1);
@@ -579,7 +637,9 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
       }
       if (!replayed) outputs[p] = run_eager(p, batch_items, tokens, axis_keys, eager_scratch_[p]);
     }
-    if (all_eager) {
+    if (all_eager && chose_eager) {
+      ++stats_.batches_eager_chosen;  // neither a hit nor a miss: a graph was there
+    } else if (all_eager) {
       stats_.graph_misses += bn;
       ++stats_.batches_eager;
     } else {

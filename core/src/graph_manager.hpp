@@ -48,6 +48,7 @@ class GraphManager {
     eg_tensor output{};
     eg_forward_args args{};
     std::unique_ptr<RecordedGraph> graph;
+    double replay_ms = 0.0;  // measured after capture (prefer_faster_path)
   };
   // Device memory for one eager run, grown as needed and kept for reuse.
   struct Scratch {
@@ -68,6 +69,10 @@ class GraphManager {
                       const std::vector<int64_t>& axis_keys, Scratch& scratch);
   void release_memory();
   void prepare_device_once();
+  // Times every graph's replay and each path's eager launch overhead.
+  void calibrate();
+  // Whether an eager run of `tokens` is expected to beat replaying `graph`.
+  bool eager_expected_faster(const Captured& graph, int64_t tokens) const;
 
   std::shared_ptr<DeviceBackend> backend_;
   PluginInstance& plugin_;
@@ -91,6 +96,7 @@ class GraphManager {
   size_t staging_bytes_ = 0;
   int64_t staging_turn_ = 0;  // which staging slot the next replay fills
   std::vector<Scratch> eager_scratch_;  // one per path
+  std::vector<double> eager_overhead_ms_;  // per path: eager forward minus replay, measured
 
   Stats stats_;
   int64_t next_stats_log_ = 0;

@@ -36,6 +36,9 @@ struct RuntimeConfig {
   bool use_graphs = true;          // false: every batch runs eagerly at its exact size
   bool drop_budget_on_oom = false;  // out of memory while capturing a budget: drop it, warn
   int64_t stats_log_interval = 100;  // log hit statistics every N items (0: never)
+  // After capture, time each graph; run a batch eagerly at its exact size when
+  // that is expected to be clearly faster than replaying a much larger budget.
+  bool prefer_faster_path = true;
   bool poison_memory = false;  // debugging: fill output and workspace with NaN before each run
 };
 
@@ -104,7 +107,8 @@ struct Stats {
   int64_t budget_tokens = 0;  // tokens of the budgets those graphs were captured for
   double padded_token_efficiency = 0.0;  // real_tokens / budget_tokens
   int64_t batches_graph = 0;
-  int64_t batches_eager = 0;
+  int64_t batches_eager = 0;        // batches no graph ran (misses)
+  int64_t batches_eager_chosen = 0;  // of the graph-fitting batches, run eagerly as faster
   double capture_seconds = 0.0;
   int64_t graph_memory_bytes = 0;  // buffers, output and workspace of the graphs
 };
