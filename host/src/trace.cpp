@@ -22,7 +22,9 @@ int64_t positive(const nlohmann::json& obj, const char* field) {
   return v.get<int64_t>();
 }
 
-WorkItem parse_line(const std::string& line, const std::filesystem::path& base_dir) {
+// `number` names the item and seeds its values unless the line says otherwise.
+WorkItem parse_line(const std::string& line, int64_t number,
+                    const std::filesystem::path& base_dir) {
   nlohmann::json obj;
   try {
     obj = nlohmann::json::parse(line);
@@ -43,6 +45,8 @@ WorkItem parse_line(const std::string& line, const std::filesystem::path& base_d
                       "' (known: modality, height, width, frames, file, id, seed)"};
   }
   WorkItem it;
+  it.id = "trace/" + std::to_string(number);
+  it.seed = static_cast<uint64_t>(number);
   if (obj.contains("modality")) {
     const auto& m = obj["modality"];
     if (m == "image")
@@ -104,10 +108,7 @@ std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      WorkItem it = parse_line(line, base_dir);
-      if (it.id.empty()) it.id = "trace/" + std::to_string(number);
-      if (it.seed == 0) it.seed = static_cast<uint64_t>(number);
-      items.push_back(std::move(it));
+      items.push_back(parse_line(line, number, base_dir));
     } catch (const LineError& e) {
       throw_config(name + ":" + std::to_string(number) + ": " + e.message);
     }

@@ -101,7 +101,9 @@ TEST_CASE("a trace gives one item per line, blank lines skipped") {
   CHECK(items[1].frames == 8);
   CHECK(items[1].id == "clip");
   CHECK(items[1].seed == 5);
-  CHECK(items[2].id == "trace/4");  // named by its line
+  CHECK(items[2].id == "trace/4");  // named and seeded by its line
+  CHECK(items[2].seed == 4);
+  CHECK(trace("{\"height\": 28, \"width\": 28, \"seed\": 0}")[0].seed == 0);
 }
 
 TEST_CASE("trace errors name the file and the line") {
