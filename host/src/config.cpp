@@ -230,6 +230,8 @@ void read_runtime(const Reader& r, HostConfig& c) {
   rt.plugin_dirs.assign(dirs.begin(), dirs.end());
   r.get("runtime.use_graphs", rt.use_graphs);
   r.get("runtime.drop_budget_on_oom", rt.drop_budget_on_oom);
+  r.get("runtime.prefer_faster_path", rt.prefer_faster_path);
+  r.get("runtime.poison_memory", rt.poison_memory);
   r.get("runtime.stats_log_interval", rt.stats_log_interval);
   check_min(r, "runtime.stats_log_interval", rt.stats_log_interval, 0);
 }
@@ -401,6 +403,8 @@ std::string canonical_config(const HostConfig& c) {
   kv["runtime.plugin_dirs"] = list(dirs);
   kv["runtime.use_graphs"] = rt.use_graphs ? "true" : "false";
   kv["runtime.drop_budget_on_oom"] = rt.drop_budget_on_oom ? "true" : "false";
+  kv["runtime.prefer_faster_path"] = rt.prefer_faster_path ? "true" : "false";
+  kv["runtime.poison_memory"] = rt.poison_memory ? "true" : "false";
   kv["plugin.name"] = rt.plugin;
   kv["plugin.weights"] = rt.weights;
   for (const auto& [k, v] : rt.plugin_config) kv["plugin.config." + k] = v;

@@ -15,6 +15,11 @@ const std::vector<KeySpec>& config_schema() {
        "false runs every batch eagerly at its exact size (no capture)"},
       {"runtime.drop_budget_on_oom", KeyType::Boolean, "false",
        "a budget whose capture runs out of memory is dropped with a warning instead of failing"},
+      {"runtime.prefer_faster_path", KeyType::Boolean, "true",
+       "after capture, time each graph; run a batch eagerly when that is expected to be clearly "
+       "faster than replaying a much larger budget"},
+      {"runtime.poison_memory", KeyType::Boolean, "false",
+       "debugging: fill outputs and workspace with NaN before each run"},
       {"runtime.stats_log_interval", KeyType::Integer, "100",
        "log graph hit statistics every N items at debug level (0: never)"},
       {"plugin.name", KeyType::String, "(required)",

@@ -75,6 +75,7 @@ Stats stats_delta(const Stats& a, const Stats& b) {
   d.budget_tokens -= b.budget_tokens;
   d.batches_graph -= b.batches_graph;
   d.batches_eager -= b.batches_eager;
+  d.batches_eager_chosen -= b.batches_eager_chosen;
   const int64_t total = d.graph_hits + d.graph_misses;
   d.hit_rate = total > 0 ? static_cast<double>(d.graph_hits) / static_cast<double>(total) : 0.0;
   d.padded_token_efficiency = d.budget_tokens > 0 ? static_cast<double>(d.real_tokens) /

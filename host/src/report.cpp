@@ -71,6 +71,7 @@ nlohmann::json mode_json(const ModeResult& mode) {
       {"graph_misses", s.graph_misses},
       {"batches_graph", s.batches_graph},
       {"batches_eager", s.batches_eager},
+      {"batches_eager_chosen", s.batches_eager_chosen},
       {"graphs", s.num_graphs},
       {"capture_s", s.capture_seconds},
       {"graph_memory_bytes", s.graph_memory_bytes},
@@ -176,6 +177,9 @@ void print_bench_table(std::ostream& out, const ReportInput& in) {
   row("batches graph/eager", [](const nlohmann::json& c) {
     return std::to_string(c["batches_graph"].get<int64_t>()) + "/" +
            std::to_string(c["batches_eager"].get<int64_t>());
+  });
+  row("batches eager by choice", [](const nlohmann::json& c) {
+    return std::to_string(c["batches_eager_chosen"].get<int64_t>());
   });
   row("graphs", [](const nlohmann::json& c) { return std::to_string(c["graphs"].get<int64_t>()); });
   row("capture (s)", [](const nlohmann::json& c) { return fmt("%.3f", c["capture_s"]); });

@@ -55,9 +55,12 @@ inline std::string plugin_dir() {
 }
 
 // A config whose plugin is the in-tree toy, found in the build's plugin folder.
+// Timing-based eager choices are off: hit counts stay exact.
 inline std::string toy_config(const std::string& extra = "") {
-  return "[runtime]\ndevice = \"cpu\"\nlog_level = \"warn\"\nplugin_dirs = [\"" + plugin_dir() +
-         "\"]\n\n[plugin]\nname = \"toy\"\n\n[plugin.config]\nhidden = 8\n\n" + extra;
+  return "[runtime]\ndevice = \"cpu\"\nlog_level = \"warn\"\nprefer_faster_path = false\n"
+         "plugin_dirs = [\"" +
+         plugin_dir() + "\"]\n\n[plugin]\nname = \"toy\"\n\n[plugin.config]\nhidden = 8\n\n" +
+         extra;
 }
 
 // What a command writes on stdout and logs, and its exit code.

@@ -41,6 +41,7 @@ void check_mode_schema(const nlohmann::json& m) {
                           "graph_misses",
                           "batches_graph",
                           "batches_eager",
+                          "batches_eager_chosen",
                           "graphs",
                           "capture_s",
                           "graph_memory_bytes"}) {
@@ -98,7 +99,7 @@ TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
   const auto typo = dir.write("typo.toml", host_test::toy_config("[workload]\ncuont = 3\n"));
   o = run("run", {"--config", typo.string()});
   CHECK(o.code == 2);
-  CHECK(o.log.find(typo.string() + ":13:1: unknown key 'workload.cuont'") != std::string::npos);
+  CHECK(o.log.find(typo.string() + ":14:1: unknown key 'workload.cuont'") != std::string::npos);
 
   o = run("run", {"-c", cfg.string(), "--set", "plugin.config.colour=3"});
   CHECK(o.code == 2);

@@ -37,6 +37,8 @@ TEST_CASE("a minimal config resolves to the documented defaults") {
   CHECK(c.runtime.plugin_dirs.empty());
   CHECK(c.runtime.use_graphs);
   CHECK_FALSE(c.runtime.drop_budget_on_oom);
+  CHECK(c.runtime.prefer_faster_path);
+  CHECK_FALSE(c.runtime.poison_memory);
   CHECK(c.runtime.stats_log_interval == 100);
   CHECK(c.runtime.weights.empty());
   CHECK(c.runtime.plugin_config.empty());
@@ -67,6 +69,8 @@ log_level = "debug"
 plugin_dirs = ["a", "b"]
 use_graphs = false
 drop_budget_on_oom = true
+prefer_faster_path = false
+poison_memory = true
 stats_log_interval = 0
 [plugin]
 name = "qwen2_5_vl"
@@ -100,6 +104,8 @@ report = "r.json"
   CHECK(c.runtime.plugin_dirs[1] == "b");
   CHECK_FALSE(c.runtime.use_graphs);
   CHECK(c.runtime.drop_budget_on_oom);
+  CHECK_FALSE(c.runtime.prefer_faster_path);
+  CHECK(c.runtime.poison_memory);
   CHECK(c.runtime.stats_log_interval == 0);
   CHECK(c.runtime.plugin == "qwen2_5_vl");
   CHECK(c.runtime.weights == "random");
@@ -309,7 +315,8 @@ TEST_CASE("--set overrides any key, parsing the value as TOML, else as a string"
 TEST_CASE("errors about overridden keys name the --set argument") {
   CHECK(config_error(kMinimal, {"runtime.devise=gpu"}) ==
         "--set runtime.devise=gpu: unknown key 'runtime.devise' (known keys in [runtime]: device, "
-        "log_level, plugin_dirs, use_graphs, drop_budget_on_oom, stats_log_interval); did you "
+        "log_level, plugin_dirs, use_graphs, drop_budget_on_oom, prefer_faster_path, "
+        "poison_memory, stats_log_interval); did you "
         "mean 'device'?");
   CHECK(config_error(kMinimal, {"runtime.use_graphs=yes"}) ==
         "--set runtime.use_graphs=yes: runtime.use_graphs: expected a boolean, got a string");
