@@ -1,9 +1,10 @@
 // `encgraph check-config`: everything that can be checked without a GPU and
 // without reading weights. Keys, types and values always; the workload (trace
 // lines, image headers); the weights path's existence; and, when the plugin is
-// found and runs on the CPU, the budget plan as the plugin would make it (an
-// instance created on the CPU with random weights, which ABI v1 needs to answer
-// budget_range and model_info; --structural skips that).
+// found and the config runs on the CPU ("cpu" or "auto"), the budget plan as the
+// plugin would make it (an instance created on the CPU with random weights,
+// which ABI v1 needs to answer budget_range and model_info; --structural skips
+// that).
 #include "cli.hpp"
 #include "commands.hpp"
 #include "executor.hpp"
@@ -60,30 +61,46 @@ int check_config_command(const std::vector<std::string>& args) {
   const LoadedPlugin* plugin = nullptr;
   for (const auto& p : registry.plugins())
     if (p.name == rt.plugin) plugin = &p;
-  if (!plugin) {
+  if (plugin) {
+    std::cout << "  plugin: " << plugin->name << " " << plugin->version << " ("
+              << plugin->file.string() << "), devices " << device_names(plugin->api->devices)
+              << "\n";
+    const bool cuda = rt.device.rfind("cuda", 0) == 0;
+    if (cuda && !(plugin->api->devices & EG_DEVICE_CUDA))
+      throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+                   "' does not run on CUDA (it supports " + device_names(plugin->api->devices) +
+                   ")");
+    if (rt.device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
+      throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+                   "' does not run on the CPU (it supports " + device_names(plugin->api->devices) +
+                   ")");
+  }
+
+  // The plugin is asked only for configs that run on the CPU: a CUDA config's
+  // plugin table may be valid for CUDA alone (e.g. a bf16 dtype), and its
+  // full-size model is no quick CPU instance.
+  const char* structural_reason =
+      vm.count("structural")                    ? "as asked (--structural)"
+      : !plugin                                 ? "the plugin is not on the search path yet"
+      : rt.device.rfind("cuda", 0) == 0         ? "a CUDA config: no GPU is used here"
+      : !(plugin->api->devices & EG_DEVICE_CPU) ? "the plugin has no CPU instance to ask"
+                                                : nullptr;
+  if (structural_reason) {
     // A config may be written before its plugin is built: not an error here.
-    std::cout << "  plugin '" << rt.plugin << "' not found on the search path; checked "
-              << "structurally only\n";
+    std::cout << "  budgets checked structurally only: " << structural_reason << "\n";
     if (!rt.budgets.token_budgets.empty()) {
       const auto& b = rt.budgets.token_budgets;
-      print_plan(plan_budgets(rt.budgets, *std::min_element(b.begin(), b.end()),
-                              *std::max_element(b.begin(), b.end()), 0, {{"default", 0, false}}));
+      const BudgetPlan plan =
+          plan_budgets(rt.budgets, *std::min_element(b.begin(), b.end()),
+                       *std::max_element(b.begin(), b.end()), 0, {{"default", 0, false}});
+      // Frames per video are the plugin's to say: shown only when set explicitly.
+      std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
+                << plan.max_batch_size;
+      if (rt.budgets.max_frames_per_batch || !rt.budgets.video_enabled)
+        std::cout << ", max_frames_per_batch " << plan.max_frames_per_batch;
+      std::cout << "\n";
     }
-    return kExitOk;
-  }
-  std::cout << "  plugin: " << plugin->name << " " << plugin->version << " ("
-            << plugin->file.string() << "), devices " << device_names(plugin->api->devices) << "\n";
-  if (rt.device != "auto" && rt.device != "cpu" && !(plugin->api->devices & EG_DEVICE_CUDA))
-    throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
-                 "' does not run on CUDA (it supports " + device_names(plugin->api->devices) + ")");
-  if (rt.device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
-    throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
-                 "' does not run on the CPU (it supports " + device_names(plugin->api->devices) +
-                 ")");
-
-  if (vm.count("structural") || !(plugin->api->devices & EG_DEVICE_CPU)) {
-    std::cout << "  budgets checked structurally"
-              << (vm.count("structural") ? "" : " (the plugin has no CPU instance to ask)") << "\n";
+    std::cout << "ok\n";
     return kExitOk;
   }
   RuntimeConfig probe = rt;

@@ -209,13 +209,18 @@ TEST_CASE("check-config validates with the plugin's plan, or structurally") {
   CHECK(o.code == 2);
   CHECK(o.log.find("8192") != std::string::npos);
   CHECK(run("check-config", {big.string(), "--structural"}).code == 0);
+  // A CUDA config is not instantiated on the CPU: structural, and no GPU needed.
+  o = run("check-config", {big.string(), "--set", "runtime.device=cuda"});
+  CHECK(o.code == 0);
+  CHECK(o.out.find("a CUDA config: no GPU is used here") != std::string::npos);
 
   const auto unbuilt = dir.write("unbuilt.toml",
                                  "[plugin]\nname = \"not_built_yet\"\n[budgets]\n"
                                  "token_budgets = [256, 1024]\n");
   o = run("check-config", {unbuilt.string()});
   CHECK(o.code == 0);
-  CHECK(o.out.find("not found on the search path; checked structurally only") != std::string::npos);
+  CHECK(o.out.find("checked structurally only: the plugin is not on the search path yet") !=
+        std::string::npos);
   CHECK(o.out.find("plan: token_budgets [256, 1024]") != std::string::npos);
 
   const auto weights = dir.write("w.toml", host_test::toy_config() + "\n");
