@@ -250,14 +250,19 @@ const LoadedPlugin& PluginRegistry::get(const std::string& name) const {
   std::string msg = "plugin '" + name + "' not found. Searched:";
   for (const auto& d : search_path_) msg += " " + d.string();
   const std::string expected = "libencgraph_" + name + ".so";
+  bool rejected = false;
   for (const auto& r : rejected_)
-    if (r.file.filename() == expected) msg += ". " + r.file.string() + " was rejected: " + r.reason;
+    if (r.file.filename() == expected) {
+      msg += ". " + r.file.string() + " was rejected: " + r.reason;
+      rejected = true;
+    }
   if (!plugins_.empty()) {
     msg += ". Available:";
     for (const auto& p : plugins_) msg += " " + p.name;
   }
   msg += ". Add its directory with --plugin-dir or ENCGRAPH_PLUGIN_PATH.";
-  throw Error(ErrorKind::Plugin, msg);
+  // A broken file is the plugin's fault; a name nothing provides is the config's.
+  throw Error(rejected ? ErrorKind::Plugin : ErrorKind::Config, msg);
 }
 
 std::string modality_names(uint32_t m) {

@@ -90,6 +90,12 @@ eg_tensor Result::item(size_t i) const {
   return t;
 }
 
+size_t Result::element_size() const { return dtype_size(dtype_); }
+
+void Result::wait() const {
+  if (backend_) backend_->synchronize();
+}
+
 std::vector<uint8_t> Result::to_host() const {
   const size_t bytes = static_cast<size_t>(total_rows_ * hidden_) * dtype_size(dtype_);
   std::vector<uint8_t> host(bytes);
@@ -185,6 +191,10 @@ Stats Runtime::stats() const { return manager_->stats(); }
 const BudgetPlan& Runtime::plan() const { return manager_->plan(); }
 const eg_model_info& Runtime::model_info() const { return instance_->info(); }
 std::string Runtime::plugin_name() const { return instance_->name(); }
+std::string Runtime::plugin_version() const {
+  return instance_->api()->version ? instance_->api()->version : "";
+}
+void Runtime::synchronize() { backend_->synchronize(); }
 eg_device_type Runtime::device_type() const { return backend_->type(); }
 std::string Runtime::device_name() const { return backend_->name(); }
 

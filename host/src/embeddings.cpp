@@ -32,7 +32,7 @@ ResultConsumer EmbeddingSink::consumer() {
     const size_t row_bytes =
         static_cast<size_t>(result.hidden_size()) * dtype_bytes(result.dtype());
     for (size_t i = 0; i < items.size(); ++i) {
-      const size_t offset = host_offset(result, i);
+      const size_t offset = result.host_offset(i);
       const size_t bytes = static_cast<size_t>(result.rows(i)) * row_bytes;
       if (offset + bytes > host.size())
         throw Error(ErrorKind::Internal, "item " + items[i]->id + " lies outside its result");

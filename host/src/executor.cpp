@@ -56,17 +56,6 @@ void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem
                  "allows no frames (budgets.video = false or budgets.max_frames_per_batch = 0)");
 }
 
-size_t host_offset(const Result& result, size_t i) {
-  // Item rows sit at packing-order offsets inside one allocation whose first
-  // packed item starts at offset 0: the lowest address is the allocation's base.
-  const char* base = nullptr;
-  for (size_t k = 0; k < result.size(); ++k) {
-    const char* p = static_cast<const char*>(result.item(k).data);
-    if (!base || p < base) base = p;
-  }
-  return static_cast<size_t>(static_cast<const char*>(result.item(i).data) - base);
-}
-
 Stats stats_delta(const Stats& a, const Stats& b) {
   Stats d = a;
   d.graph_hits -= b.graph_hits;
@@ -112,14 +101,9 @@ Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work
     double latency = 0.0;
     {
       Result result = runtime.execute(items);
-      if (consumer && measured) {
-        const std::vector<uint8_t> host = result.to_host();  // waits for the device
-        latency = since(start);
-        consumer(described, result, host);
-      } else {
-        result = Result();  // releasing the result waits for the device
-        latency = since(start);
-      }
+      result.wait();  // latency ends when the device has written every row
+      latency = since(start);
+      if (consumer && measured) consumer(described, result, result.to_host());
     }
     if (!measured) return;
     m.latencies.push_back(latency);

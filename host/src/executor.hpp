@@ -46,8 +46,6 @@ void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem
 Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer = {});
 
-// Byte offset of item i's rows inside Result::to_host()'s copy.
-size_t host_offset(const Result& result, size_t i);
 
 // a - b for the counters; rates recomputed; capture facts taken from a.
 Stats stats_delta(const Stats& a, const Stats& b);

@@ -106,7 +106,7 @@ TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
   CHECK(o.log.find("unknown config key 'colour' for plugin toy") != std::string::npos);
 
   o = run("run", {"-c", cfg.string(), "--set", "plugin.name=no_such_plugin"});
-  CHECK(o.code == 1);
+  CHECK(o.code == 2);  // a name no plugin provides is a config error
   CHECK(o.log.find("no_such_plugin") != std::string::npos);
 }
 

@@ -82,10 +82,17 @@ class Result {
   int64_t total_rows() const { return total_rows_; }
   // Every item's rows, copied to host memory, item i's starting at host_offset(i).
   std::vector<uint8_t> to_host() const;
+  size_t host_offset(size_t i) const {
+    return static_cast<size_t>(offsets_.at(i) * hidden_) * element_size();
+  }
+  // Waits until the device has written every row (for timing; reads synchronise).
+  void wait() const;
   // Item i's rows as float on the host (converts bf16/f16/f64).
   std::vector<float> item_as_float(size_t i) const;
 
  private:
+  size_t element_size() const;
+
   friend class GraphManager;
   std::shared_ptr<void> memory_;  // frees through the owning backend
   std::vector<int64_t> offsets_;  // row offset of item i
@@ -139,6 +146,9 @@ class Runtime {
   const BudgetPlan& plan() const;
   const eg_model_info& model_info() const;
   std::string plugin_name() const;
+  std::string plugin_version() const;
+  // Waits for all work the runtime has enqueued.
+  void synchronize();
   eg_device_type device_type() const;
   std::string device_name() const;
 
