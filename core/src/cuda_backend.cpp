@@ -69,9 +69,20 @@ class CudaBackend final : public DeviceBackend {
     cudaDeviceProp prop{};
     EG_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = std::string("cuda:") + std::to_string(device) + " (" + prop.name + ")";
+    // Per-call results come from our own stream-ordered pool that keeps its
+    // memory across synchronisations; the default pool returns memory at every
+    // sync and the next allocation pays to map it again (tens of microseconds).
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    EG_CUDA_CHECK(cudaMemPoolCreate(&result_pool_, &props));
+    uint64_t keep = UINT64_MAX;
+    EG_CUDA_CHECK(cudaMemPoolSetAttribute(result_pool_, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   ~CudaBackend() override {
     log_if_failed(cudaStreamSynchronize(stream_->get()), "synchronising at shutdown");
+    if (result_pool_) log_if_failed(cudaMemPoolDestroy(result_pool_), "destroying the result pool");
   }
 
   eg_device_type type() const override { return EG_DEVICE_CUDA; }
@@ -137,7 +148,7 @@ class CudaBackend final : public DeviceBackend {
   }
   void* alloc_async(size_t bytes, const std::string& what) override {
     void* p = nullptr;
-    const cudaError_t st = cudaMallocAsync(&p, bytes ? bytes : 1, stream_->get());
+    const cudaError_t st = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, result_pool_, stream_->get());
     if (st != cudaSuccess) {
       (void)cudaGetLastError();
       throw Error(ErrorKind::Device, std::string("CUDA ") + cudaGetErrorName(st) + " allocating " +
@@ -236,6 +247,7 @@ class CudaBackend final : public DeviceBackend {
   std::string name_;
   std::unique_ptr<Stream> stream_;
   std::array<Event, 2> staging_events_;
+  cudaMemPool_t result_pool_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<void*, size_t> sizes_;
   size_t allocated_ = 0;
