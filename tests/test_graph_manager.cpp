@@ -19,15 +19,6 @@ using namespace encgraph::test;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }

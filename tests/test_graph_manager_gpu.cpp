@@ -18,15 +18,6 @@ using namespace encgraph::test;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 size_t device_used_bytes() {
   size_t free_b = 0, total_b = 0;
   REQUIRE(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess);

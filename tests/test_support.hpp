@@ -3,10 +3,12 @@
 // ENCGRAPH_REQUIRE_GPU=1 demands a GPU).
 #pragma once
 
+#include <encgraph/error.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,16 @@ inline eg_item_desc video(int64_t h, int64_t w, int64_t frames, uint64_t seed) {
   d.modality = EG_MODALITY_VIDEO;
   d.frames = frames;
   return d;
+}
+
+// The message of the encgraph::Error `fn` throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace encgraph::test
