@@ -13,6 +13,8 @@ mkdir -p "$final"
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export ENCGRAPH_PLUGIN_PATH=$bundle/plugins
 export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead
+ENCGRAPH_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+export ENCGRAPH_REQUIRE_GPUS  # suites needing more GPUs than this skip (77)
 export NCCL_NVLS_ENABLE=0
 filter=${1:-.}
 nvidia-smi -L | tee "$out/gpu.txt"
@@ -25,8 +27,11 @@ run() {  # run NAME COMMAND...
   local start=$SECONDS
   "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  summary+=("$(printf '%-34s %-6s %4ss' "$name" "$([[ $rc == 0 ]] && echo PASS || echo FAIL:$rc)" $((SECONDS - start)))")
-  [[ $rc == 0 ]] || tail -30 "$out/$name.log"
+  local verdict=PASS
+  if [[ $rc == 77 ]]; then verdict="SKIP($(tail -1 "$out/$name.log" | cut -c1-40))"
+  elif [[ $rc != 0 ]]; then verdict=FAIL:$rc; fi
+  summary+=("$(printf '%-34s %-6s %4ss' "$name" "$verdict" $((SECONDS - start)))")
+  [[ $rc == 0 || $rc == 77 ]] || tail -30 "$out/$name.log"
 }
 
 # Every doctest executable; GPU cases run, CPU cases too (cheap).

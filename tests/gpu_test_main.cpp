@@ -10,7 +10,31 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef ENCGRAPH_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#ifndef ENCGRAPH_TEST_MIN_GPUS
+#define ENCGRAPH_TEST_MIN_GPUS 1
+#endif
+
 int main(int argc, char** argv) {
+#ifdef ENCGRAPH_HAVE_CUDA
+  // Suites that need several GPUs skip on smaller machines unless
+  // ENCGRAPH_REQUIRE_GPUS says this many are there.
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  if (ENCGRAPH_TEST_MIN_GPUS > 1 && count < ENCGRAPH_TEST_MIN_GPUS) {
+    const char* required = std::getenv("ENCGRAPH_REQUIRE_GPUS");
+    if (required && std::atoi(required) >= ENCGRAPH_TEST_MIN_GPUS) {
+      std::fprintf(stderr, "FAIL: ENCGRAPH_REQUIRE_GPUS=%s but %d CUDA devices\n", required,
+                   count);
+      return 1;
+    }
+    std::printf("skipped: needs %d CUDA devices, %d present\n", ENCGRAPH_TEST_MIN_GPUS, count);
+    return 77;
+  }
+#endif
   if (!encgraph::cuda_device_available()) {
     const char* require = std::getenv("ENCGRAPH_REQUIRE_GPU");
     if (require && std::strcmp(require, "1") == 0) {

@@ -88,6 +88,7 @@ class CudaBackend final : public DeviceBackend {
   eg_device_type type() const override { return EG_DEVICE_CUDA; }
   std::string name() const override { return name_; }
   void* stream() override { return stream_->get(); }
+  void make_current() override { EG_CUDA_CHECK(cudaSetDevice(device_)); }
 
   void* alloc(size_t bytes, const std::string& what) override {
     void* p = nullptr;

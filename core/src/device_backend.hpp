@@ -24,6 +24,9 @@ class DeviceBackend {
   virtual eg_device_type type() const = 0;
   virtual std::string name() const = 0;
   virtual void* stream() = 0;  // handed to plugins; nullptr on the CPU
+  // Makes this backend's device current for the calling thread (CUDA APIs and
+  // plugins allocate on the current device).
+  virtual void make_current() {}
 
   // Device memory (256-byte aligned). alloc throws Error(Device) naming `what`
   // when memory runs out.

@@ -159,6 +159,7 @@ Runtime::Runtime(const RuntimeConfig& config) {
 Runtime::~Runtime() = default;
 
 Item Runtime::make_item(const eg_item_desc& desc) {
+  backend_->make_current();
   Item item;
   item.owner_ = instance_;
   instance_->call("item_create", [&](eg_error* e) {
@@ -172,19 +173,25 @@ Item Runtime::make_item(const eg_item_desc& desc) {
   return item;
 }
 
-void Runtime::capture() { manager_->capture(); }
+void Runtime::capture() {
+  backend_->make_current();
+  manager_->capture();
+}
 bool Runtime::is_captured() const { return manager_->is_captured(); }
 void Runtime::clear() { manager_->clear(); }
 bool Runtime::supports_modality(eg_modality m) const {
   return (instance_->api()->modalities & static_cast<uint32_t>(m)) != 0;
 }
 
-Result Runtime::execute(const std::vector<const Item*>& items) { return manager_->execute(items); }
+Result Runtime::execute(const std::vector<const Item*>& items) {
+  backend_->make_current();
+  return manager_->execute(items);
+}
 Result Runtime::execute(const std::vector<Item>& items) {
   std::vector<const Item*> ptrs;
   ptrs.reserve(items.size());
   for (const auto& i : items) ptrs.push_back(&i);
-  return manager_->execute(ptrs);
+  return execute(ptrs);
 }
 
 Stats Runtime::stats() const { return manager_->stats(); }

@@ -94,6 +94,7 @@ class Result {
   size_t element_size() const;
 
   friend class GraphManager;
+  friend class DataParallelRuntime;
   std::shared_ptr<void> memory_;  // frees through the owning backend
   std::vector<int64_t> offsets_;  // row offset of item i
   std::vector<int64_t> rows_;
@@ -153,6 +154,7 @@ class Runtime {
   std::string device_name() const;
 
  private:
+  friend class DataParallelRuntime;
   std::shared_ptr<DeviceBackend> backend_;
   std::shared_ptr<PluginInstance> instance_;
   std::unique_ptr<GraphManager> manager_;

@@ -1,0 +1,139 @@
+#include "communicator.hpp"
+#include "device_backend.hpp"
+
+#include <encgraph/data_parallel.hpp>
+#include <encgraph/error.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <thread>
+
+namespace encgraph {
+namespace {
+
+int cuda_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  try {
+    if (device.rfind("cuda:", 0) == 0) return std::stoi(device.substr(5));
+  } catch (const std::exception&) {
+  }
+  throw_config("data parallel device \"" + device + "\" is not \"cpu\" or \"cuda:N\"");
+}
+
+// Runs fn(rank) on one thread per rank and rethrows the first failure.
+void on_every_rank(int ranks, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+DataParallelRuntime::DataParallelRuntime(const RuntimeConfig& config,
+                                         const std::vector<std::string>& devices) {
+  if (devices.empty()) throw_config("data parallel needs at least one device");
+  const bool cpu = devices.front() == "cpu";
+  std::vector<int> cuda_devices;
+  for (const auto& d : devices) {
+    if ((d == "cpu") != cpu)
+      throw_config("data parallel ranks must be all \"cpu\" or all CUDA devices");
+    if (!cpu) cuda_devices.push_back(cuda_index(d));
+  }
+  for (const auto& d : devices) {
+    RuntimeConfig rank_config = config;
+    rank_config.device = d;
+    ranks_.push_back(std::make_unique<Runtime>(rank_config));
+  }
+  comm_ = cpu ? make_in_process_communicator(static_cast<int>(devices.size()))
+              : make_nccl_communicator(cuda_devices);
+}
+
+DataParallelRuntime::~DataParallelRuntime() = default;
+
+void DataParallelRuntime::capture() {
+  on_every_rank(world_size(), [&](int r) { ranks_[r]->capture(); });
+}
+
+Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
+  const int world = world_size();
+  // Every rank makes every item; rank 0's specs drive the assignment (all
+  // ranks run the same plugin on the same inputs, so the specs agree).
+  std::vector<std::vector<Item>> items(world);
+  on_every_rank(world, [&](int r) {
+    for (const auto& d : descs) items[r].push_back(ranks_[r]->make_item(d));
+  });
+  std::vector<int64_t> input_sizes, tokens;
+  for (const auto& item : items[0]) {
+    input_sizes.push_back(item.spec().input_size);
+    tokens.push_back(item.spec().output_tokens);
+  }
+  assignment_ = balance_by_input_size(input_sizes, world);
+  int64_t max_rows = 0;
+  for (int r = 0; r < world; ++r) {
+    int64_t rows = 0;
+    for (int64_t i : assignment_.rank_items(r)) rows += tokens[i];
+    max_rows = std::max(max_rows, rows);
+  }
+
+  const eg_model_info& info = ranks_[0]->model_info();
+  const size_t row_bytes = static_cast<size_t>(info.out_hidden_size) * dtype_size(info.out_dtype);
+  const size_t block = static_cast<size_t>(max_rows) * row_bytes;
+  void* gathered = nullptr;  // rank 0's copy of every block
+
+  on_every_rank(world, [&](int r) {
+    DeviceBackend& backend = *ranks_[r]->backend_;
+    backend.make_current();
+    std::vector<const Item*> local;
+    const std::vector<int64_t> mine = assignment_.rank_items(r);
+    for (int64_t i : mine) local.push_back(&items[r][i]);
+    const Result out = ranks_[r]->execute(local);
+    // This rank's rows in assignment order, padded to the largest rank's count.
+    void* send = backend.alloc_async(std::max<size_t>(block, 1), "data-parallel send block");
+    void* recv = backend.alloc_async(std::max<size_t>(block * world, 1), "data-parallel gather");
+    size_t at = 0;
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const eg_tensor t = out.item(k);
+      const size_t bytes = static_cast<size_t>(out.rows(k)) * row_bytes;
+      backend.copy_on_device(static_cast<char*>(send) + at, t.data, bytes);
+      at += bytes;
+    }
+    comm_->all_gather(r, send, recv, block, backend.stream());
+    backend.free_async(send);
+    if (r == 0)
+      gathered = recv;
+    else
+      backend.free_async(recv);
+  });
+
+  Result result;
+  auto backend = ranks_[0]->backend_;
+  result.memory_ = std::shared_ptr<void>(gathered, [backend](void* p) { backend->free_async(p); });
+  result.backend_ = backend;
+  result.hidden_ = info.out_hidden_size;
+  result.dtype_ = info.out_dtype;
+  result.device_ = backend->type();
+  result.offsets_.assign(descs.size(), 0);
+  result.rows_ = tokens;
+  for (int r = 0; r < world; ++r) {
+    int64_t row = r * max_rows;
+    for (int64_t i : assignment_.rank_items(r)) {
+      result.offsets_[i] = row;
+      row += tokens[i];
+    }
+  }
+  for (int64_t t : tokens) result.total_rows_ += t;
+  return result;
+}
+
+}  // namespace encgraph

@@ -1,0 +1,84 @@
+#include "communicator.hpp"
+#include "cuda_check.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <dlfcn.h>
+#include <nccl.h>
+#include <spdlog/spdlog.h>
+
+namespace encgraph {
+namespace {
+
+// NCCL is opened on first use rather than linked: a process that never runs
+// data parallel starts on machines whose NCCL is elsewhere or missing.
+struct Nccl {
+  decltype(&::ncclCommInitAll) comm_init_all = nullptr;
+  decltype(&::ncclCommDestroy) comm_destroy = nullptr;
+  decltype(&::ncclAllGather) all_gather = nullptr;
+  decltype(&::ncclGetErrorString) error_string = nullptr;
+};
+
+const Nccl& nccl() {
+  static const Nccl loaded = [] {
+    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      throw Error(ErrorKind::Device, std::string("data parallel over CUDA needs NCCL: ") +
+                                         dlerror() + " (add its folder to LD_LIBRARY_PATH)");
+    Nccl n;
+    n.comm_init_all = reinterpret_cast<decltype(n.comm_init_all)>(dlsym(lib, "ncclCommInitAll"));
+    n.comm_destroy = reinterpret_cast<decltype(n.comm_destroy)>(dlsym(lib, "ncclCommDestroy"));
+    n.all_gather = reinterpret_cast<decltype(n.all_gather)>(dlsym(lib, "ncclAllGather"));
+    n.error_string =
+        reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
+    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.error_string)
+      throw Error(ErrorKind::Device, "libnccl lacks ncclCommInitAll/ncclAllGather");
+    return n;
+  }();
+  return loaded;
+}
+
+#define EG_NCCL_CHECK(expr)                                                                \
+  do {                                                                                     \
+    const ncclResult_t eg_nccl_status_ = (expr);                                           \
+    if (eg_nccl_status_ != ncclSuccess)                                                    \
+      throw Error(ErrorKind::Device, std::string("NCCL error ") +                          \
+                                         nccl().error_string(eg_nccl_status_) + " in " +   \
+                                         #expr + " at " + __FILE__ + ":" +                 \
+                                         std::to_string(__LINE__));                        \
+  } while (0)
+
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(const std::vector<int>& devices)
+      : devices_(devices), comms_(devices.size(), nullptr) {
+    EG_NCCL_CHECK(nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()),
+                                  devices_.data()));
+  }
+  ~NcclCommunicator() override {
+    for (ncclComm_t c : comms_)
+      if (c) {
+        const ncclResult_t st = nccl().comm_destroy(c);
+        if (st != ncclSuccess) spdlog::error("ncclCommDestroy: {}", nccl().error_string(st));
+      }
+  }
+  int size() const override { return static_cast<int>(comms_.size()); }
+  void all_gather(int rank, const void* send, void* recv, size_t bytes, void* stream) override {
+    EG_CUDA_CHECK(cudaSetDevice(devices_.at(rank)));
+    EG_NCCL_CHECK(nccl().all_gather(send, recv, bytes, ncclUint8, comms_.at(rank),
+                                static_cast<cudaStream_t>(stream)));
+  }
+
+ private:
+  std::vector<int> devices_;
+  std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<int>& devices) {
+  return std::make_unique<NcclCommunicator>(devices);
+}
+
+}  // namespace encgraph
