@@ -142,6 +142,7 @@ Options parse_options(const eg_create_params* p) {
   if (o.max_frames_per_video <= 0)
     fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: max_frames_per_video must be positive");
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   r.reject_unknown();
   return o;
 }

@@ -50,6 +50,10 @@ struct Options {
   int64_t max_budget = 0;                // 0: the tokens of a max_pixels image
   int64_t max_frames_per_video = 768;
   uint64_t seed = 0;  // random weights and synthetic items
+  // CUDA: time the matrix products' algorithms in each capture's warm-up. Off,
+  // cuBLASLt's first heuristic choice is used: reproducible across instances
+  // (timed picks can differ from run to run, and so can the last bits).
+  bool tune_gemm = true;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment); `device` picks

@@ -18,7 +18,8 @@
 // intermediate_size, out_hidden_size, patch_size, temporal_patch_size,
 // spatial_merge_size, window_size, fullatt_block_indexes, in_channels (each
 // overrides config_json), dtype (f32 on the CPU, bf16 on CUDA), min_pixels,
-// max_pixels, min_budget, max_budget, max_frames_per_video, seed. Weights: a
+// max_pixels, min_budget, max_budget, max_frames_per_video, seed, tune_gemm
+// (CUDA: time product algorithms while capturing; default true). Weights: a
 // .safetensors file, a checkpoint directory / index json, or "random".
 #include "qwen_batch.hpp"
 #include "qwen_config.hpp"
@@ -350,7 +351,7 @@ void run_forward(Instance& in, const eg_forward_args* a, bool tune) {
 }
 
 eg_status qwen_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
-  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/true); });
+  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/self(i).opt.tune_gemm); });
 }
 
 eg_status qwen_forward_eager(eg_instance* i, const eg_forward_args* a, eg_error* err) {

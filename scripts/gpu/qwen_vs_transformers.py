@@ -2,7 +2,10 @@
 """encgraph's qwen2_5_vl plugin against transformers' Qwen2.5-VL vision tower.
 
 Builds a randomly initialised Qwen2_5_VisionTransformerPretrainedModel at the 7B
-tower's dimensions (every parameter redrawn so biases and norm weights matter),
+tower's dimensions (matrices as transformers initialises them, N(0, 0.02^2), or
+with --init fan_in N(0, 1/fan_in), a harsher test in which bf16 rounding alone
+moves transformers' own output by about 2e-2; biases N(0, 0.02^2) and norm
+weights 1 + N(0, 0.1^2) instead of zeros and ones so that they matter),
 rounds it to bf16, saves it as safetensors under the checkpoint names
 ("visual." + the module's state-dict keys), runs the plugin (tests' qwen_dump
 tool) on the same decoded frames, and reports ||ours - ref|| / ||ref|| per item
@@ -50,7 +53,7 @@ def log(*a):
     print(*a, flush=True)
 
 
-def build_models(depth, seed):
+def build_models(depth, seed, init):
     from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
         Qwen2_5_VisionTransformerPretrainedModel)
@@ -72,9 +75,10 @@ def build_models(depth, seed):
                 v = torch.randn(p.shape, generator=gen) * 0.02
             elif "norm" in name or "ln_q" in name:
                 v = 1.0 + 0.1 * torch.randn(p.shape, generator=gen)
-            else:
-                fan_in = p[0].numel()
-                v = torch.randn(p.shape, generator=gen) / math.sqrt(fan_in)
+            elif init == "hf":  # transformers' own: N(0, initializer_range^2)
+                v = torch.randn(p.shape, generator=gen) * 0.02
+            else:  # "fan_in": every block's update as large as its input (a stress test)
+                v = torch.randn(p.shape, generator=gen) / math.sqrt(p[0].numel())
             p.copy_(v.to(torch.bfloat16).float())  # both references share the bf16 values
     ref32 = model.to("cuda")
     ref16 = copy.deepcopy(ref32).to(torch.bfloat16)
@@ -174,12 +178,15 @@ def main():
     ap.add_argument("--depth", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu-items", type=int, default=2, help="smallest items also run on the CPU path")
+    ap.add_argument("--init", choices=("hf", "fan_in"), default="hf")
+    ap.add_argument("--informational", action="store_true",
+                    help="report only: exit 0 whatever the errors")
     args = ap.parse_args()
     import transformers
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{torch.cuda.get_device_name()}")
     work = tempfile.mkdtemp(prefix="qwen_vs_tf_")
-    cfg, ref16, ref32 = build_models(args.depth, args.seed)
+    cfg, ref16, ref32 = build_models(args.depth, args.seed, args.init)
     weights = os.path.join(work, "tower.safetensors")
     log(f"saved {save_weights(ref32, weights)} tensors to {weights}")
     processor = hf_image_processor()
@@ -212,7 +219,7 @@ def main():
         cpu = dict(zip(small, outs))
 
     lines = [f"qwen2_5_vl vs transformers {transformers.__version__} (7B tower dims, depth "
-             f"{args.depth}, random bf16 weights); rel = ||a-b||/||b||",
+             f"{args.depth}, random bf16 weights, init {args.init}); rel = ||a-b||/||b||",
              f"{'item':24} {'tokens':>6} {'graphs/hf16':>11} {'eager/hf16':>10} "
              f"{'graphs/hf32':>11} {'hf16/hf32':>9} {'cpu/hf32':>8}"]
     worst = 0.0
@@ -228,14 +235,15 @@ def main():
         ok &= e[0] < TOLERANCE and e[1] < TOLERANCE
         lines.append(f"{name:24} {r16.shape[0]:6d} {e[0]:11.2e} {e[1]:10.2e} {e[2]:11.2e} "
                      f"{e[3]:9.2e} {e[4]:8.2e}")
-    lines.append(f"worst ours vs transformers bf16: {worst:.2e} (target < {TOLERANCE}): "
-                 f"{'PASS' if ok else 'FAIL'}")
+    verdict = "PASS" if ok else ("over target (informational)" if args.informational else "FAIL")
+    lines.append(f"worst ours vs transformers bf16: {worst:.2e} (target < {TOLERANCE}): {verdict}")
     table = "\n".join(lines)
     log("\n" + table)
     os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "qwen_vs_transformers.table"), "w") as fh:
+    name = "qwen_vs_transformers" + ("" if args.init == "hf" else "_" + args.init) + ".table"
+    with open(os.path.join(args.out_dir, name), "w") as fh:
         fh.write(table + "\n")
-    return 0 if ok else 1
+    return 0 if ok or args.informational else 1
 
 
 if __name__ == "__main__":
