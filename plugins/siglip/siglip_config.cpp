@@ -1,0 +1,155 @@
+#include "siglip_config.hpp"
+
+#include <egk/config.hpp>
+#include <egk/error.hpp>
+#include <egk/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace siglip {
+namespace {
+
+using egk::fail;
+
+// The vision_config of a SiglipConfig / VLM config.json, or a bare
+// SiglipVisionConfig. Returns whether the file says the tower has its head.
+bool read_config_json(const std::string& path, VisionConfig& c) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(EG_ERR_NOT_FOUND, "siglip: config_json '" + path + "' cannot be opened");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const egk::Json doc = egk::Json::parse(ss.str(), "config_json '" + path + "'");
+  const egk::Json* v = doc.find("vision_config");
+  if (!v) v = &doc;
+  if (!v->is_object())
+    fail(EG_ERR_INVALID_ARGUMENT, "config_json '" + path + "': vision_config is not an object");
+  const std::string where = "config_json '" + path + "' vision_config.";
+  auto read_int = [&](const char* key, int64_t& dst) {
+    if (const egk::Json* j = v->find(key)) dst = j->as_int(where + key);
+  };
+  read_int("hidden_size", c.hidden_size);
+  read_int("num_hidden_layers", c.num_hidden_layers);
+  read_int("num_attention_heads", c.num_attention_heads);
+  read_int("intermediate_size", c.intermediate_size);
+  read_int("image_size", c.image_size);
+  read_int("patch_size", c.patch_size);
+  read_int("num_channels", c.num_channels);
+  if (const egk::Json* j = v->find("layer_norm_eps"))
+    c.layer_norm_eps = static_cast<float>(j->as_double(where + "layer_norm_eps"));
+  if (const egk::Json* j = v->find("hidden_act")) {
+    const std::string act = j->as_string(where + "hidden_act");
+    if (act != "gelu_pytorch_tanh")
+      fail(EG_ERR_UNSUPPORTED, where + "hidden_act is '" + act +
+                                   "'; this plugin implements SigLIP's 'gelu_pytorch_tanh'");
+  }
+  const egk::Json* head = v->find("vision_use_head");
+  return !head || head->as_bool(where + "vision_use_head");
+}
+
+Output parse_output(const std::string& text) {
+  if (text == "last_hidden_state") return Output::LastHiddenState;
+  if (text == "pooled" || text == "pooler_output") return Output::Pooled;
+  fail(EG_ERR_INVALID_ARGUMENT,
+       "siglip: output '" + text + "' is not \"last_hidden_state\" or \"pooled\"");
+}
+
+}  // namespace
+
+void VisionConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string("siglip: ") + name + " must be positive, got " + std::to_string(v));
+  };
+  positive("hidden_size", hidden_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("intermediate_size", intermediate_size);
+  positive("image_size", image_size);
+  positive("patch_size", patch_size);
+  if (hidden_size % num_attention_heads != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: hidden_size " + std::to_string(hidden_size) +
+                                      " is not a multiple of num_attention_heads " +
+                                      std::to_string(num_attention_heads));
+  if (image_size % patch_size != 0)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: image_size " + std::to_string(image_size) + " is not a multiple of patch_size " +
+             std::to_string(patch_size) + " (the Conv2d would drop the remainder)");
+  if (num_channels != 3)
+    fail(EG_ERR_UNSUPPORTED,
+         "siglip: num_channels must be 3 (RGB), got " + std::to_string(num_channels));
+  if (!(layer_norm_eps > 0.0f))
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: layer_norm_eps must be positive");
+}
+
+int64_t Options::layers_to_run() const {
+  const int64_t n = model.num_hidden_layers;
+  if (!feature_layer) return n;
+  return *feature_layer >= 0 ? *feature_layer : n + 1 + *feature_layer;
+}
+
+Options parse_options(const eg_create_params* p) {
+  Options o;
+  egk::ConfigReader r(p->config, p->num_config, "siglip");
+  VisionConfig& m = o.model;
+  bool has_head = true;
+  if (auto path = r.get("config_json")) has_head = read_config_json(*path, m);
+  m.hidden_size = r.get_int("hidden_size", m.hidden_size);
+  m.num_hidden_layers = r.get_int("num_hidden_layers", m.num_hidden_layers);
+  m.num_attention_heads = r.get_int("num_attention_heads", m.num_attention_heads);
+  m.intermediate_size = r.get_int("intermediate_size", m.intermediate_size);
+  m.image_size = r.get_int("image_size", m.image_size);
+  m.patch_size = r.get_int("patch_size", m.patch_size);
+  m.num_channels = r.get_int("num_channels", m.num_channels);
+  m.layer_norm_eps = static_cast<float>(r.get_double("layer_norm_eps", m.layer_norm_eps));
+  m.validate();
+
+  o.output = parse_output(r.get_string("output", "last_hidden_state"));
+  if (auto fl = r.get("feature_layer"); fl && *fl != "none") {
+    const int64_t n = m.num_hidden_layers;
+    const int64_t v = egk::parse_int("siglip config key 'feature_layer'", *fl);
+    if (v < -(n + 1) || v > n)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "siglip: feature_layer " + std::to_string(v) + " is outside [-" + std::to_string(n + 1) +
+               ", " + std::to_string(n) +
+               "] (hidden_states has the embeddings plus one entry per layer)");
+    o.feature_layer = v;
+  }
+  if (o.pooled() && o.feature_layer)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: output = \"pooled\" pools the post-layernorm output of every layer; "
+         "it cannot be combined with feature_layer (remove one of them)");
+  if (o.pooled() && !has_head)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: output = \"pooled\" needs the pooling head, but config_json says "
+         "vision_use_head = false");
+
+  o.weight_prefix = r.get_string("weight_prefix", o.weight_prefix);
+  const std::string dtype = r.get_string("dtype", p->device == EG_DEVICE_CUDA ? "bf16" : "f32");
+  if (dtype == "f32" || dtype == "float32")
+    o.dtype = Dtype::F32;
+  else if (dtype == "bf16" || dtype == "bfloat16")
+    o.dtype = Dtype::BF16;
+  else
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: dtype '" + dtype + "' is not f32 or bf16");
+  if (p->device == EG_DEVICE_CPU && o.dtype != Dtype::F32)
+    fail(EG_ERR_UNSUPPORTED, "siglip: the CPU path computes in f32; set dtype = \"f32\"");
+  if (p->device == EG_DEVICE_CUDA && o.dtype != Dtype::BF16)
+    fail(EG_ERR_UNSUPPORTED, "siglip: the CUDA path computes in bf16; set dtype = \"bf16\"");
+
+  o.max_budget_images = r.get_int("max_budget_images", o.max_budget_images);
+  if (o.max_budget_images <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: max_budget_images must be positive, got " + std::to_string(o.max_budget_images));
+  const std::string resample = r.get_string("resample", "bicubic");
+  if (resample != "bicubic" && resample != "bilinear")
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: resample '" + resample + "' is not \"bicubic\" or \"bilinear\"");
+  o.bilinear_resize = resample == "bilinear";
+  o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  r.reject_unknown();
+  return o;
+}
+
+}  // namespace siglip

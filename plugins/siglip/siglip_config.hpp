@@ -1,0 +1,70 @@
+// The SigLIP vision tower's configuration (a SiglipVisionConfig: the
+// `vision_config` of a checkpoint's config.json) and the plugin's own options:
+// what to output, where the weights live inside the checkpoint, budgets.
+#pragma once
+
+#include <encgraph/plugin_api.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace siglip {
+
+// Defaults are transformers' SiglipVisionConfig defaults (siglip-base-patch16-224),
+// so a config.json that omits a key means what it means to transformers.
+struct VisionConfig {
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t image_size = 224;
+  int64_t patch_size = 16;
+  int64_t num_channels = 3;
+  float layer_norm_eps = 1e-6f;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t grid() const { return image_size / patch_size; }
+  // Every image is resized to image_size, so every image has this many tokens.
+  int64_t tokens_per_image() const { return grid() * grid(); }
+  // Values of one flattened patch (the Conv2d's receptive field): C x p x p.
+  int64_t patch_values() const { return num_channels * patch_size * patch_size; }
+  // Columns of a patch row as stored: patch_values rounded up to 8, so bf16
+  // rows are 16-byte multiples (cuBLASLt's fast kernels need that; 3*14*14 =
+  // 588 is not). The extra columns are zero in pixels and weights alike.
+  int64_t patch_cols() const { return (patch_values() + 7) / 8 * 8; }
+  // Throws Error(INVALID_ARGUMENT) naming the inconsistent setting.
+  void validate() const;
+};
+
+enum class Output {
+  LastHiddenState,  // [tokens, hidden] per image: post_layernorm(encoder(x))
+  Pooled,           // [1, hidden] per image: the attention-pooling head
+};
+enum class Dtype { F32, BF16 };
+
+struct Options {
+  VisionConfig model;
+  Output output = Output::LastHiddenState;
+  // hidden_states[feature_layer] as transformers numbers them (0: the
+  // embeddings, k: after k layers, negative: from the end, -1 the last layer),
+  // without post_layernorm: what LLaVA-style VLMs feed their projector.
+  std::optional<int64_t> feature_layer;
+  std::string weight_prefix = "vision_model.";
+  Dtype dtype = Dtype::F32;
+  int64_t max_budget_images = 64;  // the largest graph holds this many images
+  bool bilinear_resize = false;    // the processor resamples bicubic by default
+  uint64_t seed = 0;               // random weights and synthetic items
+
+  int64_t layers_to_run() const;
+  bool uses_post_layernorm() const { return !feature_layer.has_value(); }
+  bool pooled() const { return output == Output::Pooled; }
+  // Result rows of one image; budgets count these.
+  int64_t rows_per_image() const { return pooled() ? 1 : model.tokens_per_image(); }
+};
+
+// Reads the plugin table's keys (see the plugin's header comment); `device`
+// picks the default dtype (bf16 on CUDA, f32 on the CPU).
+Options parse_options(const eg_create_params* params);
+
+}  // namespace siglip

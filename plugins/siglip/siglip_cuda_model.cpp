@@ -1,0 +1,335 @@
+#include "siglip_cuda_model.hpp"
+
+#include "siglip_kernels.hpp"
+
+#include <cuda/kernels.hpp>
+#include <egk/error.hpp>
+#include <egk/numeric.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace siglip {
+namespace {
+
+namespace k = egk::cuda;
+using k::bf16;
+using Epilogue = k::GemmPlan::Epilogue;
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+void check(int rc, const char* what) {
+  if (rc != 0)
+    egk::fail(rc == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
+              std::string("siglip CUDA: ") + what + ": " + k::error_string(rc) + " (" +
+                  k::last_error_detail() + ")");
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    egk::fail(e == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
+              std::string("siglip CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+struct DeviceLayer {
+  const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
+  const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+struct DeviceHead {
+  const bf16 *query, *kv_w, *kv_b, *out_w, *out_b, *ln_w, *ln_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+// Activations of one forward, carved from the runtime's workspace.
+struct Activations {
+  bf16 *x, *normed, *qkv, *attn, *mlp;
+  void* gemm_ws;
+  size_t total;
+};
+
+Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
+  const size_t r = static_cast<size_t>(cap.rows), d = static_cast<size_t>(c.hidden_size);
+  const size_t inter = static_cast<size_t>(c.intermediate_size);
+  Activations a{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* ptr = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return ptr;
+  };
+  a.x = reinterpret_cast<bf16*>(take(r * d * 2));
+  a.normed = reinterpret_cast<bf16*>(take(r * d * 2));
+  a.qkv = reinterpret_cast<bf16*>(take(3 * r * d * 2));  // the head's k|v too
+  a.attn = reinterpret_cast<bf16*>(take(r * d * 2));
+  a.mlp = reinterpret_cast<bf16*>(take(r * inter * 2));
+  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
+  a.total = off;
+  return a;
+}
+
+}  // namespace
+
+void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "capture input copy");
+  check_cuda(cudaStreamSynchronize(s), "capture input copy");
+}
+
+void cuda_zero(void* dst, size_t bytes, void* stream) {
+  check_cuda(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)), "zeroing a buffer");
+}
+
+struct CudaModel::Impl {
+  Options o;
+  void* weights = nullptr;  // one allocation for every parameter
+  const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos = nullptr;
+  const bf16 *post_w = nullptr, *post_b = nullptr;
+  std::vector<DeviceLayer> layers;
+  DeviceHead head{};
+  cublasLtHandle_t handle = nullptr;
+  Capacity planned;
+  k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
+  k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
+
+  ~Impl() {
+    if (handle) cublasLtDestroy(handle);
+    if (weights) {
+      const cudaError_t e = cudaFree(weights);
+      if (e != cudaSuccess)
+        std::fprintf(stderr, "siglip: freeing weights: %s\n", cudaGetErrorString(e));
+    }
+  }
+
+  void upload(const Weights& w) {
+    // Every tensor laid out in one host image, then one copy.
+    std::vector<std::pair<const bf16**, const std::vector<float>*>> plan;
+    auto add = [&](const bf16** dst, const std::vector<float>& src) {
+      plan.emplace_back(dst, &src);
+    };
+    add(&patch_w, w.patch_w);
+    add(&patch_b, w.patch_b);
+    add(&pos, w.pos);
+    layers.resize(w.layers.size());
+    for (size_t i = 0; i < w.layers.size(); ++i) {
+      const LayerWeights& l = w.layers[i];
+      DeviceLayer& d = layers[i];
+      add(&d.ln1_w, l.ln1_w);
+      add(&d.ln1_b, l.ln1_b);
+      add(&d.qkv_w, l.qkv_w);
+      add(&d.qkv_b, l.qkv_b);
+      add(&d.out_w, l.out_w);
+      add(&d.out_b, l.out_b);
+      add(&d.ln2_w, l.ln2_w);
+      add(&d.ln2_b, l.ln2_b);
+      add(&d.fc1_w, l.fc1_w);
+      add(&d.fc1_b, l.fc1_b);
+      add(&d.fc2_w, l.fc2_w);
+      add(&d.fc2_b, l.fc2_b);
+    }
+    if (o.uses_post_layernorm()) {
+      add(&post_w, w.post_ln_w);
+      add(&post_b, w.post_ln_b);
+    }
+    if (o.pooled()) {
+      const HeadWeights& h = w.head;
+      for (auto [dst, src] : {std::pair{&head.query, &h.query},
+                              {&head.kv_w, &h.kv_w},
+                              {&head.kv_b, &h.kv_b},
+                              {&head.out_w, &h.out_w},
+                              {&head.out_b, &h.out_b},
+                              {&head.ln_w, &h.ln_w},
+                              {&head.ln_b, &h.ln_b},
+                              {&head.fc1_w, &h.fc1_w},
+                              {&head.fc1_b, &h.fc1_b},
+                              {&head.fc2_w, &h.fc2_w},
+                              {&head.fc2_b, &h.fc2_b}})
+        add(dst, *src);
+    }
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const auto& entry : plan) {
+      offsets.push_back(total);
+      total += align_up(entry.second->size() * 2);
+    }
+    std::vector<uint16_t> host(total / 2, 0);
+    for (size_t t = 0; t < plan.size(); ++t) {
+      uint16_t* dst = host.data() + offsets[t] / 2;
+      for (float f : *plan[t].second) *dst++ = egk::f32_to_bf16(f);
+    }
+    check_cuda(cudaMalloc(&weights, total), "allocating the weights");
+    check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
+               "uploading the weights");
+    for (size_t t = 0; t < plan.size(); ++t)
+      *plan[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(weights) + offsets[t]);
+  }
+
+  void plan_products(const Capacity& cap) {
+    const VisionConfig& c = o.model;
+    const int64_t d = c.hidden_size, inter = c.intermediate_size, rows = cap.rows;
+    check(patch.initialize(rows, d, c.patch_cols(), Epilogue::Bias, false), "planning patch_embed");
+    check(qkv.initialize(rows, 3 * d, d, Epilogue::Bias, false), "planning q/k/v");
+    check(out.initialize(rows, d, d, Epilogue::Bias, true), "planning out_proj");
+    check(fc1.initialize(rows, inter, d, Epilogue::BiasGeluTanh, false), "planning fc1");
+    check(fc2.initialize(rows, d, inter, Epilogue::Bias, true), "planning fc2");
+    if (o.pooled()) {
+      const int64_t images = cap.images;
+      check(head_kv.initialize(rows, 2 * d, d, Epilogue::Bias, false), "planning head k/v");
+      check(head_out.initialize(images, d, d, Epilogue::Bias, false), "planning head out_proj");
+      check(head_fc1.initialize(images, inter, d, Epilogue::BiasGeluTanh, false),
+            "planning head fc1");
+      check(head_fc2.initialize(images, d, inter, Epilogue::Bias, true), "planning head fc2");
+    }
+    planned = cap;
+  }
+
+  // Algorithm choice for this size, ahead of the capture (a host-side query).
+  void prepare(const Capacity& cap) {
+    for (k::GemmPlan* p : {&patch, &qkv, &out, &fc1, &fc2}) check(p->prepare(cap.rows), "prepare");
+    if (o.pooled()) {
+      check(head_kv.prepare(cap.rows), "prepare");
+      for (k::GemmPlan* p : {&head_out, &head_fc1, &head_fc2})
+        check(p->prepare(cap.images), "prepare");
+    }
+  }
+
+  void layer(const DeviceLayer& l, const Activations& a, const Capacity& cap, const int32_t* cu,
+             cudaStream_t s) const;
+  void pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu, bf16* output,
+                    cudaStream_t s) const;
+};
+
+// x += attn(ln1(x)); x += mlp(ln2(x)), the residual adds fused into the products.
+void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Capacity& cap,
+                            const int32_t* cu, cudaStream_t s) const {
+  const VisionConfig& c = o.model;
+  const int64_t rows = cap.rows, d = c.hidden_size;
+  const int hd = static_cast<int>(c.head_dim());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t ws = k::GemmPlan::workspace_bytes();
+  check(k::layer_norm_bf16(a.x, l.ln1_w, l.ln1_b, a.normed, rows, d, c.layer_norm_eps, s),
+        "layer_norm1");
+  check(qkv.run(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
+        "q/k/v");
+  // Attention stays within each image; rows past the last image are in no
+  // sequence and their (unwritten) rows never mix with real ones.
+  check(k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
+                                 static_cast<int>(c.tokens_per_image()),
+                                 static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s),
+        "attention");
+  check(out.run(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s), "out_proj");
+  check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
+        "layer_norm2");
+  check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
+        "fc1 + gelu");
+  check(fc2.run(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s), "fc2");
+}
+
+// SiglipMultiheadAttentionPoolingHead on the hidden states in a.normed; one
+// output row per image. Buffers are reused once their contents are consumed.
+void CudaModel::Impl::pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu,
+                                   bf16* output, cudaStream_t s) const {
+  const VisionConfig& c = o.model;
+  const int64_t rows = cap.rows, images = cap.images, d = c.hidden_size;
+  const int hd = static_cast<int>(c.head_dim());
+  const size_t ws = k::GemmPlan::workspace_bytes();
+  check(head_kv.run(handle, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
+        "head k/v");
+  check(cuda::probe_attention_bf16(head.query, a.qkv, cu, static_cast<int>(images),
+                                   static_cast<int>(c.tokens_per_image()),
+                                   static_cast<int>(c.num_attention_heads), hd,
+                                   1.0f / std::sqrt(static_cast<float>(hd)), a.attn, s),
+        "head attention");
+  bf16* pooled = a.normed;  // [images, d]
+  check(head_out.run(handle, a.attn, head.out_w, head.out_b, nullptr, pooled, images, a.gemm_ws, ws,
+                     s),
+        "head out_proj");
+  check(k::layer_norm_bf16(pooled, head.ln_w, head.ln_b, a.attn, images, d, c.layer_norm_eps, s),
+        "head layernorm");
+  check(head_fc1.run(handle, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws, ws,
+                     s),
+        "head fc1 + gelu");
+  check(
+      head_fc2.run(handle, a.mlp, head.fc2_w, head.fc2_b, pooled, output, images, a.gemm_ws, ws, s),
+      "head fc2");
+}
+
+CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->o = o;
+  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  const int64_t hd = o.model.head_dim();
+  if (hd % 8 != 0 || hd > 128)
+    egk::fail(EG_ERR_UNSUPPORTED,
+              "siglip CUDA: the attention kernel needs head_dim a multiple of 8 up to 128, got " +
+                  std::to_string(hd));
+  if (o.model.hidden_size % 8 != 0 || o.model.intermediate_size % 8 != 0)
+    egk::fail(EG_ERR_UNSUPPORTED,
+              "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
+              "(16-byte bf16 rows)");
+  impl_->upload(w);
+  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    egk::fail(EG_ERR_DEVICE,
+              std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+  impl_->plan_products(max);
+}
+
+CudaModel::~CudaModel() = default;
+
+size_t CudaModel::workspace_bytes(const Capacity& cap) const {
+  return carve(impl_->o.model, cap, nullptr).total;
+}
+
+void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* output,
+                        void* workspace, size_t workspace_bytes, void* stream) {
+  Impl& m = *impl_;
+  const VisionConfig& c = m.o.model;
+  auto s = static_cast<cudaStream_t>(stream);
+  const Activations a = carve(c, cap, static_cast<char*>(workspace));
+  if (a.total > workspace_bytes)
+    egk::fail(EG_ERR_INVALID_ARGUMENT, "siglip CUDA: workspace of " +
+                                           std::to_string(workspace_bytes) + " bytes is too small");
+  const int64_t rows = cap.rows, d = c.hidden_size;
+  const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
+  const auto* cu = static_cast<const int32_t*>(buffers[kCuSeqlens].data);
+  auto* out = static_cast<bf16*>(output);
+
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
+  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  if (rows > m.planned.rows || cap.images > m.planned.images) {
+    if (in_capture)
+      egk::fail(EG_ERR_INTERNAL, "siglip CUDA: a graph of " + std::to_string(rows) +
+                                     " rows was captured without its warm-up run");
+    m.plan_products(cap);
+  }
+  if (!in_capture) m.prepare(cap);
+
+  const size_t ws = k::GemmPlan::workspace_bytes();
+  check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.x, rows, a.gemm_ws, ws, s),
+        "patch_embedding");
+  check(cuda::add_periodic_rows_bf16(a.x, m.pos, rows, d, c.tokens_per_image(), s),
+        "position_embedding");
+  for (const DeviceLayer& l : m.layers) m.layer(l, a, cap, cu, s);
+
+  if (m.o.pooled()) {
+    check(k::layer_norm_bf16(a.x, m.post_w, m.post_b, a.normed, rows, d, c.layer_norm_eps, s),
+          "post_layernorm");
+    m.pooling_head(a, cap, cu, out, s);
+  } else if (m.o.uses_post_layernorm()) {
+    check(k::layer_norm_bf16(a.x, m.post_w, m.post_b, out, rows, d, c.layer_norm_eps, s),
+          "post_layernorm");
+  } else {  // a feature layer: the residual stream as it is
+    check_cuda(
+        cudaMemcpyAsync(out, a.x, static_cast<size_t>(rows * d) * 2, cudaMemcpyDeviceToDevice, s),
+        "copying the feature layer");
+  }
+}
+
+}  // namespace siglip

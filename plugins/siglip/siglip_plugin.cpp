@@ -1,0 +1,375 @@
+// The SigLIP vision tower (transformers' SiglipVisionModel) behind the encgraph
+// plugin ABI ("siglip").
+//
+// Items are images, resized to image_size x image_size, so every image has the
+// same (image_size / patch_size)^2 tokens. A batch is its items one after the
+// other, selected by their index in the batch; budgets count result rows:
+// tokens by default, so the budget range is [tokens_per_image,
+// tokens_per_image * max_budget_images] and the runtime's powers of two from
+// its minimum are whole numbers of images; with output = "pooled" each image
+// yields one row and budgets count images.
+//
+// Graph buffers (siglip_batch.hpp): patch rows [budget, patch_cols] (zero
+// padding) and the images' row offsets cu_seqlens (repeat-last padding: padded
+// entries are empty sequences). Padded rows sit outside every attention
+// sequence and every other operation works row by row, so they cannot reach a
+// real row; the pooling head writes zeros for empty sequences.
+//
+// Config keys (the plugin's TOML table): config_json (a Hugging Face
+// config.json; its vision_config), hidden_size, num_hidden_layers,
+// num_attention_heads, intermediate_size, image_size, patch_size,
+// num_channels, layer_norm_eps (each overrides config_json; defaults are
+// SiglipVisionConfig's: base-patch16-224), output ("last_hidden_state" |
+// "pooled"), feature_layer (hidden_states index as transformers numbers them,
+// e.g. -2; no post_layernorm), weight_prefix ("vision_model."; e.g.
+// "vision_tower.vision_model." inside a VLM checkpoint), dtype (f32 on the
+// CPU, bf16 on CUDA), max_budget_images (64), resample ("bicubic" |
+// "bilinear"), seed. Weights: a .safetensors file, a checkpoint directory or
+// index json (sharded), or "random".
+#include "siglip_batch.hpp"
+#include "siglip_config.hpp"
+#include "siglip_cpu_forward.hpp"
+#include "siglip_preprocess.hpp"
+#include "siglip_weights.hpp"
+
+#include <egk/abi_guard.hpp>
+#include <egk/error.hpp>
+#include <egk/numeric.hpp>
+
+#include <encgraph/plugin_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifdef SIGLIP_HAVE_CUDA
+#include "siglip_cuda_model.hpp"
+#endif
+
+namespace {
+
+using egk::fail;
+using egk::guarded;
+
+const eg_host_api* g_host = nullptr;
+
+struct Instance {
+  siglip::Options opt;
+  int32_t device = EG_DEVICE_CPU;
+  eg_model_info info{};
+  siglip::Weights cpu_weights;  // CPU instances
+#ifdef SIGLIP_HAVE_CUDA
+  std::unique_ptr<siglip::CudaModel> cuda;  // CUDA instances
+#endif
+};
+
+Instance& self(eg_instance* i) {
+  return *reinterpret_cast<Instance*>(i);
+}
+const siglip::ItemData& item_of(const eg_item* i) {
+  return *reinterpret_cast<const siglip::ItemData*>(i);
+}
+
+void log(eg_log_level level, const std::string& message) {
+  if (g_host && g_host->log) g_host->log(g_host->host_context, level, "siglip", message.c_str());
+}
+
+#ifndef SIGLIP_HAVE_CUDA
+[[noreturn]] void no_cuda() {
+  fail(EG_ERR_UNSUPPORTED, "siglip was built without its CUDA kernels; use device = \"cpu\"");
+}
+#endif
+
+// Writes into one of the runtime's buffers (capture preparation only).
+void upload(const Instance& in, void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (in.device == EG_DEVICE_CPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef SIGLIP_HAVE_CUDA
+  siglip::cuda_upload_sync(dst, src, bytes, stream);
+#else
+  (void)stream;
+  no_cuda();
+#endif
+}
+
+void zero(const Instance& in, void* dst, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (in.device == EG_DEVICE_CPU) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+#ifdef SIGLIP_HAVE_CUDA
+  siglip::cuda_zero(dst, bytes, stream);
+#else
+  (void)stream;
+  no_cuda();
+#endif
+}
+
+// The budget range in result rows (see the header comment).
+std::pair<int64_t, int64_t> budget_range_of(const siglip::Options& o) {
+  const int64_t n = o.max_budget_images;
+  if (!o.pooled()) return {o.model.tokens_per_image(), o.model.tokens_per_image() * n};
+  // Budgets count images, and the runtime infers max_items_per_batch as
+  // min(max / min, min): a minimum near sqrt(n) gives the largest batches.
+  // Set budgets.token_budgets and max_items_per_batch for full-size batches.
+  int64_t lo = 1;
+  while ((lo * 2) * (lo * 2) <= n) lo *= 2;
+  return {lo, n};
+}
+
+// ---------------------------------------------------------------- lifetime
+
+eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* err) {
+  return guarded(err, [&] {
+    auto in = std::make_unique<Instance>();
+    in->opt = siglip::parse_options(p);
+    in->device = p->device;
+    const siglip::Options& o = in->opt;
+    const siglip::VisionConfig& c = o.model;
+#ifndef SIGLIP_HAVE_CUDA
+    if (in->device == EG_DEVICE_CUDA) no_cuda();
+#endif
+    const std::string weights = p->weights && *p->weights ? p->weights : "random";
+    const egk::WeightSource source(weights, o.seed);
+    log(EG_LOG_INFO, "loading " + source.description() + " (" + std::to_string(o.layers_to_run()) +
+                         " of " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
+                         std::to_string(c.hidden_size) + ", " +
+                         std::to_string(c.tokens_per_image()) + " tokens per image)");
+    siglip::Weights w = siglip::load_weights(o, source);
+    if (in->device == EG_DEVICE_CPU) {
+      in->cpu_weights = std::move(w);
+    } else {
+#ifdef SIGLIP_HAVE_CUDA
+      eg_graph_shape largest{};
+      largest.token_budget = budget_range_of(o).second;
+      in->cuda = std::make_unique<siglip::CudaModel>(o, w, p->device_index,
+                                                     siglip::capacity_for(o, largest));
+#endif
+    }
+    eg_model_info& mi = in->info;
+    mi.struct_size = sizeof(mi);
+    mi.out_hidden_size = c.hidden_size;
+    mi.out_dtype = o.dtype == siglip::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
+    mi.max_frames_per_video = 0;
+    mi.num_paths = 1;
+    mi.paths[0] = {"default", 0, 0, 0};
+    mi.num_buffers = siglip::kNumBuffers;
+    mi.buffers[siglip::kPixelRows] = {"pixel_rows", mi.out_dtype, EG_PAD_ZERO};
+    mi.buffers[siglip::kCuSeqlens] = {"cu_seqlens", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
+    *out = reinterpret_cast<eg_instance*>(in.release());
+  });
+}
+
+void siglip_destroy(eg_instance* instance) {
+  delete reinterpret_cast<Instance*>(instance);
+}
+
+eg_status siglip_model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
+  return guarded(err, [&] { *out = self(i).info; });
+}
+
+eg_status siglip_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* err) {
+  return guarded(err, [&] { std::tie(*lo, *hi) = budget_range_of(self(i).opt); });
+}
+
+// ---------------------------------------------------------------- items
+
+eg_status siglip_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
+  return guarded(err, [&] {
+    const siglip::Options& o = self(i).opt;
+    if (d->modality != EG_MODALITY_IMAGE)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "siglip: only images are supported (modality " + std::to_string(d->modality) + ")");
+    if (d->frames != 1)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "siglip: an image has exactly one frame, got " + std::to_string(d->frames));
+    if (d->height <= 0 || d->width <= 0)
+      fail(EG_ERR_INVALID_ARGUMENT, "siglip: image size must be positive, got " +
+                                        std::to_string(d->height) + "x" + std::to_string(d->width));
+    const std::vector<float> rows =
+        d->pixels ? siglip::patch_rows_from_pixels(o, d->pixels, d->height, d->width, d->channels)
+                  : siglip::synthetic_patch_rows(o, d->seed);
+    auto item = std::make_unique<siglip::ItemData>(siglip::make_item_data(o, rows));
+    *out = reinterpret_cast<eg_item*>(item.release());
+  });
+}
+
+void siglip_item_destroy(eg_instance*, eg_item* item) {
+  delete reinterpret_cast<siglip::ItemData*>(item);
+}
+
+eg_status siglip_item_spec(eg_instance* i, const eg_item*, eg_item_spec* out, eg_error* err) {
+  return guarded(err, [&] {
+    const siglip::Options& o = self(i).opt;
+    *out = eg_item_spec{};
+    out->input_size = o.model.tokens_per_image();
+    out->output_tokens = o.rows_per_image();
+    out->frames = 1;
+    out->path_tokens[0] = out->output_tokens;
+  });
+}
+
+// ---------------------------------------------------------------- graph geometry
+
+eg_status siglip_buffer_shape(eg_instance* i, const eg_graph_shape* s, int32_t index,
+                              eg_tensor* out, eg_error* err) {
+  return guarded(err, [&] {
+    const siglip::Options& o = self(i).opt;
+    const siglip::Capacity cap = siglip::capacity_for(o, *s);
+    *out = eg_tensor{};
+    switch (index) {
+      case siglip::kPixelRows:
+        out->ndim = 2;
+        out->shape[0] = cap.rows;
+        out->shape[1] = o.model.patch_cols();
+        break;
+      case siglip::kCuSeqlens:
+        out->ndim = 1;
+        out->shape[0] = cap.images + 1;
+        break;
+      default: fail(EG_ERR_INVALID_ARGUMENT, "siglip: no buffer " + std::to_string(index));
+    }
+  });
+}
+
+eg_status siglip_output_shape(eg_instance* i, const eg_graph_shape* s, eg_tensor* out,
+                              eg_error* err) {
+  return guarded(err, [&] {
+    const siglip::Options& o = self(i).opt;
+    *out = eg_tensor{};
+    out->ndim = 2;
+    out->shape[0] = siglip::capacity_for(o, *s).out_rows;
+    out->shape[1] = o.model.hidden_size;
+  });
+}
+
+eg_status siglip_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t* bytes,
+                                eg_error* err) {
+  return guarded(err, [&] {
+    const Instance& in = self(i);
+    const siglip::Capacity cap = siglip::capacity_for(in.opt, *s);
+#ifdef SIGLIP_HAVE_CUDA
+    if (in.cuda) {
+      *bytes = in.cuda->workspace_bytes(cap);
+      return;
+    }
+#endif
+    *bytes = siglip::cpu_workspace_bytes(in.opt, cap);
+  });
+}
+
+// ---------------------------------------------------------------- buffer values
+
+size_t tensor_bytes(const eg_tensor& t) {
+  size_t n = egk::dtype_bytes(t.dtype);
+  for (int d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
+  return n;
+}
+
+void expect_buffers(int32_t n) {
+  if (n != siglip::kNumBuffers)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: expected 2 buffers (pixel_rows, cu_seqlens), got " + std::to_string(n));
+}
+
+eg_status siglip_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
+                                        const eg_tensor* buffers, int32_t nb, void* stream,
+                                        eg_error* err) {
+  return guarded(err, [&] {
+    const Instance& in = self(i);
+    expect_buffers(nb);
+    const siglip::Capacity cap = siglip::capacity_for(in.opt, *s);
+    // Zero pixels keep every value finite; the offsets make the warm-up do a
+    // full batch's work.
+    const eg_tensor& px = buffers[siglip::kPixelRows];
+    zero(in, px.data, tensor_bytes(px), stream);
+    const std::vector<int32_t> cu = siglip::capture_cu_seqlens(in.opt, cap);
+    upload(in, buffers[siglip::kCuSeqlens].data, cu.data(), cu.size() * sizeof(int32_t), stream);
+  });
+}
+
+eg_status siglip_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
+                                        const eg_item* const* items, int64_t n,
+                                        eg_replay_buffer* bufs, int32_t nb, eg_error* err) {
+  return guarded(err, [&] {
+    const Instance& in = self(i);
+    expect_buffers(nb);
+    std::vector<const siglip::ItemData*> batch;
+    for (int64_t k = 0; k < n; ++k) batch.push_back(&item_of(items[k]));
+    const siglip::StagedRows rows = siglip::stage_batch(
+        in.opt, siglip::capacity_for(in.opt, *s), batch, bufs[siglip::kPixelRows].staging.data,
+        static_cast<int32_t*>(bufs[siglip::kCuSeqlens].staging.data));
+    bufs[siglip::kPixelRows].rows = rows.pixel_rows;
+    bufs[siglip::kCuSeqlens].rows = rows.cu_entries;
+  });
+}
+
+// ---------------------------------------------------------------- forward
+
+eg_status siglip_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  return guarded(err, [&] {
+    Instance& in = self(i);
+    expect_buffers(a->num_buffers);
+    const siglip::Capacity cap = siglip::capacity_for(in.opt, a->shape);
+#ifdef SIGLIP_HAVE_CUDA
+    if (in.cuda) {
+      in.cuda->forward(cap, a->buffers, a->output.data, a->workspace, a->workspace_size, a->stream);
+      return;
+    }
+#endif
+    siglip::cpu_forward(in.opt, in.cpu_weights, cap, a->buffers,
+                        static_cast<float*>(a->output.data), a->workspace, a->workspace_size);
+  });
+}
+
+const eg_plugin_api kApi = {
+    /* .abi_major = */ EG_ABI_VERSION_MAJOR,
+    /* .abi_minor = */ EG_ABI_VERSION_MINOR,
+    /* .struct_size = */ sizeof(eg_plugin_api),
+    /* .reserved = */ 0,
+    /* .name = */ "siglip",
+    /* .version = */ "1.0.0",
+    /* .description = */
+    "SigLIP vision tower (fixed resolution; last hidden state, feature layer or pooled)",
+    /* .modalities = */ EG_MODALITY_IMAGE,
+#ifdef SIGLIP_HAVE_CUDA
+    /* .devices = */ EG_DEVICE_CPU | EG_DEVICE_CUDA,
+#else
+    /* .devices = */ EG_DEVICE_CPU,
+#endif
+    /* .create = */ siglip_create,
+    /* .destroy = */ siglip_destroy,
+    /* .model_info = */ siglip_model_info,
+    /* .budget_range = */ siglip_budget_range,
+    /* .item_create = */ siglip_item_create,
+    /* .item_destroy = */ siglip_item_destroy,
+    /* .item_spec = */ siglip_item_spec,
+    /* .select_axis_keys = */ nullptr,
+    /* .buffer_shape = */ siglip_buffer_shape,
+    /* .output_shape = */ siglip_output_shape,
+    /* .workspace_size = */ siglip_workspace_size,
+    /* .prepare_capture_inputs = */ siglip_prepare_capture_inputs,
+    /* .prepare_replay_buffers = */ siglip_prepare_replay_buffers,
+    /* .pad_buffer = */ nullptr,
+    /* .forward = */ siglip_forward,
+    /* .forward_eager = */ nullptr,
+    /* .postprocess = */ nullptr,
+    /* .prepare_device = */ nullptr,
+};
+
+}  // namespace
+
+extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
+  g_host = host;
+  if (host && host->abi_major != EG_ABI_VERSION_MAJOR) return nullptr;
+  return &kApi;
+}

@@ -1,0 +1,25 @@
+// SiglipImageProcessor from decoded pixels to patch rows: convert to RGB,
+// resize to image_size x image_size (bicubic by default, as PIL does it),
+// rescale by 1/255, normalise with mean = std = 0.5, then cut into patches the
+// way the Conv2d sees them (row-major over the grid, each patch's values in
+// channel, row, column order: the weight's [C, p, p] flattening).
+#pragma once
+
+#include "siglip_config.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace siglip {
+
+// pixels: height x width x channels bytes (1 grey, 3 RGB, 4 RGBA with alpha
+// ignored). Returns [tokens_per_image, patch_cols] with zero pad columns.
+std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixels, int64_t height,
+                                          int64_t width, int64_t channels);
+
+// A synthetic image drawn at the model's resolution from `seed` (uniform
+// bytes): resizing first would cost the host time and change nothing the
+// encoder does.
+std::vector<float> synthetic_patch_rows(const Options& o, uint64_t seed);
+
+}  // namespace siglip

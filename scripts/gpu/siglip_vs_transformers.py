@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""encgraph's siglip plugin against transformers' SiglipVisionModel, and a benchmark.
+
+For each tower (siglip-so400m-patch14-384 and siglip-base-patch16-224 dimensions):
+builds a randomly initialised SiglipVisionModel (every parameter redrawn so biases,
+norms, positions and the probe matter), rounds it to bf16, saves it as
+safetensors under its state-dict names ("vision_model.*"), runs the plugin
+(tests' siglip_dump tool) on the same images, and reports ||ours - ref|| / ||ref||
+per image against transformers in bf16 for last_hidden_state (graphs and eager),
+pooler_output and hidden_states[-2] (the LLaVA feature layer), plus ours and
+transformers bf16 against transformers fp32 on the same weights.
+
+Images at the model's size are normalised here exactly as SiglipImageProcessor
+does ((v/255 - 0.5) / 0.5); one image that needs a resize goes through
+transformers' processor when it imports (informational: resamplers differ by
+rounding).
+
+Benchmark: 512 images at the model's resolution, requests of 64, encgraph with
+graphs and eagerly (bench's siglip_bench) against transformers (sdpa, bf16), in
+one run; images/s into siglip_bench.table.
+
+usage: siglip_vs_transformers.py --bundle gpu-bundle --out-dir DIR [--models so400m,base]
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+TOLERANCE = 2e-2
+NATIVE_IMAGES = 6
+MODELS = {
+    "so400m": dict(name="siglip-so400m-patch14-384", hidden_size=1152, intermediate_size=4304,
+                   num_hidden_layers=27, num_attention_heads=16, image_size=384, patch_size=14),
+    "base": dict(name="siglip-base-patch16-224", hidden_size=768, intermediate_size=3072,
+                 num_hidden_layers=12, num_attention_heads=12, image_size=224, patch_size=16),
+}
+DIM_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "image_size", "patch_size")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def build_models(spec, seed):
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+    cfg = SiglipVisionConfig(**{k: spec[k] for k in DIM_KEYS}, num_channels=3,
+                             layer_norm_eps=1e-6, hidden_act="gelu_pytorch_tanh",
+                             vision_use_head=True)
+    try:
+        cfg._attn_implementation = "sdpa"
+    except Exception:  # some config classes guard the attribute
+        pass
+    with torch.device("cuda"):
+        model = SiglipVisionModel(cfg).eval()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                v = 1.0 + 0.1 * torch.randn(p.shape, generator=gen, device="cuda")
+            elif name.endswith("bias"):
+                v = 0.02 * torch.randn(p.shape, generator=gen, device="cuda")
+            elif "position_embedding" in name:
+                v = 0.2 * torch.randn(p.shape, generator=gen, device="cuda")
+            elif name.endswith("probe"):
+                v = torch.randn(p.shape, generator=gen, device="cuda")
+            else:  # Linear, Conv2d, in_proj: N(0, 1/fan_in)
+                v = torch.randn(p.shape, generator=gen, device="cuda") / math.sqrt(p[0].numel())
+            p.copy_(v.to(torch.bfloat16).float())  # both references share the bf16 values
+    ref16 = copy.deepcopy(model).to(torch.bfloat16)
+    return model, ref16
+
+
+def save_weights(model, path):
+    from safetensors.torch import save_file
+    tensors = {k: v.detach().to(torch.bfloat16).contiguous().cpu()
+               for k, v in model.state_dict().items()}
+    save_file(tensors, path)
+    return len(tensors), sorted(tensors)[:1]
+
+
+def normalise(images_u8):
+    """pixel_values [N, 3, H, W] of uint8 images [N, H, W, 3] at the model's size."""
+    x = images_u8.to(torch.float64) / 255.0
+    return ((x - 0.5) / 0.5).to(torch.float32).permute(0, 3, 1, 2).contiguous()
+
+
+def hf_processor(size):
+    try:
+        from transformers import SiglipImageProcessor
+        return SiglipImageProcessor(size={"height": size, "width": size})
+    except Exception as e:  # PIL or the class may be missing
+        log(f"note: transformers' SiglipImageProcessor unavailable ({e})")
+        return None
+
+
+def run_reference(model, pixel_values, dtype):
+    with torch.inference_mode():
+        out = model(pixel_values=pixel_values.to(device="cuda", dtype=dtype),
+                    output_hidden_states=True)
+        # hidden_states must be (embeddings, layer 1, ..., layer L), the last one
+        # before post_layernorm: what feature_layer = -2 assumes.
+        post = model.vision_model.post_layernorm(out.hidden_states[-1])
+        check = (len(out.hidden_states), rel(post.float(), out.last_hidden_state.float()))
+    return {"last": out.last_hidden_state.float().cpu(), "pooled": out.pooler_output.float().cpu(),
+            "feature": out.hidden_states[-2].float().cpu(), "check": check}
+
+
+def read_dump(path):
+    outs, data, pos = [], open(path, "rb").read(), 0
+    while pos < len(data):
+        rows, cols = torch.frombuffer(bytearray(data[pos:pos + 16]), dtype=torch.int64).tolist()
+        pos += 16
+        n = rows * cols * 4
+        outs.append(torch.frombuffer(bytearray(data[pos:pos + n]), dtype=torch.float32)
+                    .reshape(rows, cols))
+        pos += n
+    return outs
+
+
+def run_ours(bundle, spec, weights, files, work, tag, extra, device="cuda"):
+    out = os.path.join(work, f"{tag}.bin")
+    cmd = [os.path.join(bundle, "bin", "siglip_dump"), "--device", device, "--weights", weights,
+           "--out", out]
+    for k in DIM_KEYS:
+        cmd += ["--set", f"{k}={spec[k]}"]
+    if device == "cpu":
+        cmd += ["--set", "dtype=f32"]
+    cmd += extra
+    for f in files:
+        cmd += ["--item", f]
+    t0 = time.time()
+    subprocess.run(cmd, check=True)
+    log(f"  ours {tag}: {time.time() - t0:.1f} s")
+    return read_dump(out)
+
+
+def rel(a, b):
+    if a is None or b is None or a.shape != b.shape:
+        return float("nan")
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def compare(bundle, spec, work, seed):
+    log(f"== {spec['name']}: building the reference")
+    model32, model16 = build_models(spec, seed)
+    weights = os.path.join(work, f"{spec['name']}.safetensors")
+    count, _ = save_weights(model32, weights)
+    log(f"  saved {count} tensors to {weights}")
+    side = spec["image_size"]
+    tokens = (side // spec["patch_size"]) ** 2
+    gen = torch.Generator().manual_seed(seed + 1)
+    native = torch.randint(0, 256, (NATIVE_IMAGES, side, side, 3), dtype=torch.uint8,
+                           generator=gen)
+    odd = torch.randint(0, 256, (375, 500, 3), dtype=torch.uint8, generator=gen)
+    files, names = [], []
+    for i in range(NATIVE_IMAGES):
+        path = os.path.join(work, f"img{i}.rgb")
+        native[i].numpy().tofile(path)
+        files.append(f"{path}:{side}:{side}")
+        names.append(f"img {side}x{side} #{i}")
+    path = os.path.join(work, "odd.rgb")
+    odd.numpy().tofile(path)
+    files.append(f"{path}:375:500")
+    names.append("img 375x500 (resized)")
+
+    pv = normalise(native)
+    processor = hf_processor(side)
+    notes = []
+    pv_odd = None
+    if processor is not None:
+        try:
+            got = processor(images=[native[0].numpy()], return_tensors="pt")["pixel_values"]
+            notes.append(f"processor vs ours on a native image: max|diff| "
+                         f"{float((got.float() - pv[:1]).abs().max()):.1e} "
+                         f"({type(processor).__name__})")
+            pv_odd = processor(images=[odd.numpy()], return_tensors="pt")["pixel_values"].float()
+        except Exception as e:
+            notes.append(f"processor failed: {e}")
+    ref16 = run_reference(model16, torch.cat([pv] + ([pv_odd] if pv_odd is not None else [])),
+                          torch.bfloat16)
+    ref32 = run_reference(model32, torch.cat([pv] + ([pv_odd] if pv_odd is not None else [])),
+                          torch.float32)
+    layers = spec["num_hidden_layers"]
+    n_states, post_err = ref32["check"]
+    notes.append(f"transformers hidden_states: {n_states} entries (expected {layers + 1}); "
+                 f"post_layernorm(hidden_states[-1]) vs last_hidden_state: {post_err:.1e}")
+    semantics_ok = n_states == layers + 1 and post_err < 1e-5
+    del model32, model16
+    torch.cuda.empty_cache()
+
+    batch = ["--budgets", ",".join(str(tokens * n) for n in (1, 2, 4, 8)), "--max-items", "8"]
+    ours = {
+        "graphs": run_ours(bundle, spec, weights, files, work, "graphs", batch),
+        "eager": run_ours(bundle, spec, weights, files, work, "eager", ["--eager"]),
+        "pooled": run_ours(bundle, spec, weights, files, work, "pooled",
+                           ["--set", "output=pooled", "--budgets", "8", "--max-items", "8"]),
+        "feature": run_ours(bundle, spec, weights, files, work, "feature",
+                            ["--set", "feature_layer=-2"] + batch),
+    }
+    cpu = {}
+    if spec["hidden_size"] <= 768:  # the CPU path on one image of the small tower
+        cpu = dict(enumerate(run_ours(bundle, spec, weights, files[:1], work, "cpu", ["--eager"],
+                                      device="cpu")))
+
+    lines = [f"siglip vs transformers, {spec['name']} dims ({spec['num_hidden_layers']} layers, "
+             f"{tokens} tokens, random bf16 weights); rel = ||a-b||/||b||",
+             f"{'item':22} {'graphs/hf16':>11} {'eager/hf16':>10} {'pooled/hf16':>11} "
+             f"{'feat-2/hf16':>11} {'graphs/hf32':>11} {'hf16/hf32':>9} {'cpu/hf32':>8}"]
+    worst, ok = 0.0, True
+    for i, name in enumerate(names):
+        if i >= ref16["last"].shape[0]:
+            lines.append(f"{name:22} skipped: transformers' processor unavailable")
+            continue
+        e = [rel(ours["graphs"][i], ref16["last"][i]), rel(ours["eager"][i], ref16["last"][i]),
+             rel(ours["pooled"][i][0], ref16["pooled"][i]),
+             rel(ours["feature"][i], ref16["feature"][i]),
+             rel(ours["graphs"][i], ref32["last"][i]), rel(ref16["last"][i], ref32["last"][i]),
+             rel(cpu.get(i), ref32["last"][i])]
+        if i < NATIVE_IMAGES:
+            worst = max([worst] + e[:4])
+            ok &= all(v < TOLERANCE for v in e[:4])
+        lines.append(f"{name:22} " + " ".join(f"{v:{w}.2e}" for v, w in
+                                             zip(e, (11, 10, 11, 11, 11, 9, 8))))
+    lines += notes
+    ok &= semantics_ok
+    lines.append(f"worst ours vs transformers bf16 (native images): {worst:.2e} "
+                 f"(target < {TOLERANCE}): {'PASS' if ok else 'FAIL'}")
+    return ok, lines, weights
+
+
+def bench_transformers(spec, images, request, repeats):
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+    # No pooling head: the same work as encgraph's last_hidden_state output.
+    cfg = SiglipVisionConfig(**{k: spec[k] for k in DIM_KEYS}, hidden_act="gelu_pytorch_tanh",
+                             layer_norm_eps=1e-6, vision_use_head=False)
+    try:
+        cfg._attn_implementation = "sdpa"
+    except Exception:
+        pass
+    with torch.device("cuda"):
+        model = SiglipVisionModel(cfg).to(torch.bfloat16).eval()
+    impl = getattr(model.config, "_attn_implementation", "?")
+    side = spec["image_size"]
+    pv = torch.randn(images, 3, side, side, device="cuda", dtype=torch.bfloat16).clamp(-1, 1)
+    with torch.inference_mode():
+        model(pixel_values=pv[:request])
+        torch.cuda.synchronize()
+        best = math.inf
+        for _ in range(repeats):
+            t0 = time.time()
+            for s in range(0, images, request):
+                model(pixel_values=pv[s:s + request])
+            torch.cuda.synchronize()
+            best = min(best, time.time() - t0)
+    del model
+    torch.cuda.empty_cache()
+    return images / best, best, impl
+
+
+def bench(bundle, spec, weights, images, request, repeats):
+    cmd = [os.path.join(bundle, "bin", "siglip_bench"), "--device", "cuda", "--weights", weights,
+           "--images", str(images), "--request-size", str(request), "--repeats", str(repeats)]
+    for k in DIM_KEYS:
+        cmd += ["--set", f"{k}={spec[k]}"]
+    res = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    log(res.stdout)
+    rows = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("RESULT "):
+            r = json.loads(line[len("RESULT "):])
+            rows[r["mode"]] = r
+    hf_rate, hf_s, impl = bench_transformers(spec, images, request, repeats)
+    g, e = rows["graphs"], rows["eager"]
+    return [f"{spec['name']}: {images} images at {spec['image_size']}px, requests of {request}, "
+            f"best of {repeats}",
+            f"  encgraph graphs   {g['images_per_s']:9.1f} images/s  ({g['seconds']:.3f} s, "
+            f"capture {g['capture_s']:.2f} s, {g['graphs']} graphs, hit rate "
+            f"{100 * g['hit_rate']:.0f}%)",
+            f"  encgraph eager    {e['images_per_s']:9.1f} images/s  ({e['seconds']:.3f} s)",
+            f"  transformers      {hf_rate:9.1f} images/s  ({hf_s:.3f} s, attn {impl}, bf16)",
+            f"  graphs / eager {g['images_per_s'] / e['images_per_s']:.2f}x, graphs / "
+            f"transformers {g['images_per_s'] / hf_rate:.2f}x"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--models", default="so400m,base")
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--request-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    import transformers
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.cuda.get_device_name()}")
+    # The fp32 reference in true fp32 (cuDNN would run the patch Conv2d in TF32).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    os.makedirs(args.out_dir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="siglip_vs_tf_")
+    ok_all, table, bench_lines = True, [], []
+    for key in args.models.split(","):
+        spec = MODELS[key]
+        weights = None
+        try:  # one model failing still leaves the other's figures
+            ok, lines, weights = compare(args.bundle, spec, work, args.seed)
+            ok_all &= ok
+            table += lines + [""]
+            log("\n".join(lines))
+            bench_lines += bench(args.bundle, spec, weights, args.images, args.request_size,
+                                 args.repeats) + [""]
+            log("\n".join(bench_lines))
+        except Exception as e:
+            ok_all = False
+            table.append(f"{spec['name']}: FAILED: {e!r}")
+            log(f"{spec['name']}: FAILED: {e!r}")
+        if weights and os.path.exists(weights):
+            os.remove(weights)
+    with open(os.path.join(args.out_dir, "siglip_vs_transformers.table"), "w") as fh:
+        fh.write("\n".join(table) + "\n")
+    with open(os.path.join(args.out_dir, "siglip_bench.table"), "w") as fh:
+        fh.write("\n".join(bench_lines) + "\n")
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+// siglip_dump: runs the siglip plugin through the Runtime on raw RGB images and
+// writes every item's output rows, for comparisons against other
+// implementations (scripts/gpu/siglip_vs_transformers.py).
+//
+//   siglip_dump --device cuda --weights tower.safetensors --out out.bin
+//               [--set key=value]... [--budgets 729,2916] [--max-items 8] [--eager]
+//               --item image.rgb:HEIGHT:WIDTH ...
+//
+// An item file holds HEIGHT x WIDTH x 3 bytes. out.bin holds, per item in the
+// order given: int64 rows, int64 cols, then rows x cols float32.
+#include <encgraph/runtime.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct ImageFile {
+  std::string path;
+  int64_t height = 0, width = 0;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, sep);) parts.push_back(part);
+  return parts;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "siglip_dump: " << why
+            << "\nusage: siglip_dump --device cpu|cuda --weights W --out OUT [--set k=v]... "
+               "[--budgets a,b] [--max-items N] [--eager] --item FILE:H:W ...\n";
+  std::exit(2);
+}
+
+void write_results(const std::string& path, const encgraph::Result& r, size_t count) {
+  std::ofstream out(path, std::ios::binary);
+  for (size_t i = 0; i < count; ++i) {
+    const std::vector<float> rows = r.item_as_float(i);
+    const int64_t shape[2] = {r.rows(i), r.hidden_size()};
+    out.write(reinterpret_cast<const char*>(shape), sizeof(shape));
+    out.write(reinterpret_cast<const char*>(rows.data()),
+              static_cast<std::streamsize>(rows.size() * sizeof(float)));
+  }
+  if (!out) usage("cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  encgraph::RuntimeConfig rc;
+  rc.plugin = "siglip";
+  rc.stats_log_interval = 0;
+  rc.prefer_faster_path = false;  // compare the path asked for: graphs replay when they fit
+  std::string out_path;
+  std::vector<ImageFile> files;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--device") {
+      rc.device = value();
+    } else if (a == "--weights") {
+      rc.weights = value();
+    } else if (a == "--out") {
+      out_path = value();
+    } else if (a == "--eager") {
+      rc.use_graphs = false;
+    } else if (a == "--max-items") {
+      rc.budgets.max_items_per_batch = std::stoll(value());
+    } else if (a == "--budgets") {
+      for (const auto& b : split(value(), ',')) rc.budgets.token_budgets.push_back(std::stoll(b));
+    } else if (a == "--set") {
+      const std::string kv = value();
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos) usage("--set wants key=value");
+      rc.plugin_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (a == "--item") {
+      const auto parts = split(value(), ':');
+      if (parts.size() != 3) usage("--item wants FILE:HEIGHT:WIDTH");
+      files.push_back({parts[0], std::stoll(parts[1]), std::stoll(parts[2])});
+    } else {
+      usage("unknown argument " + a);
+    }
+  }
+  if (out_path.empty() || files.empty()) usage("--out and at least one --item are required");
+  try {
+    encgraph::Runtime rt(rc);
+    if (rc.use_graphs) rt.capture();
+    std::vector<std::vector<uint8_t>> pixels;
+    std::vector<encgraph::Item> items;
+    for (const ImageFile& f : files) {
+      std::ifstream in(f.path, std::ios::binary);
+      pixels.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (static_cast<int64_t>(pixels.back().size()) != f.height * f.width * 3)
+        usage(f.path + " does not hold " + std::to_string(f.height) + "x" +
+              std::to_string(f.width) + "x3 bytes");
+      eg_item_desc d{};
+      d.modality = EG_MODALITY_IMAGE;
+      d.channels = 3;
+      d.height = f.height;
+      d.width = f.width;
+      d.frames = 1;
+      d.pixels = pixels.back().data();
+      items.push_back(rt.make_item(d));
+    }
+    const encgraph::Result r = rt.execute(items);
+    write_results(out_path, r, items.size());
+    const encgraph::Stats st = rt.stats();
+    std::printf("siglip_dump: %zu items on %s, graph hits %lld, eager batches %lld\n", items.size(),
+                rt.device_name().c_str(), static_cast<long long>(st.graph_hits),
+                static_cast<long long>(st.batches_eager));
+  } catch (const std::exception& e) {
+    std::cerr << "siglip_dump: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,308 @@
+// The plugin's CPU path (f32) on a tiny tower against the float64 reference:
+// every output mode (last hidden state, pooled, feature layers), batches
+// through captured graphs with padding and poisoned memory, NaN padding at the
+// ABI level, preprocessing (resize, grey, RGBA), checkpoint prefixes and
+// shards, and the configuration errors a user meets.
+#include "siglip_test_support.hpp"
+
+#include <egk/image_resize.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <functional>
+#include <set>
+
+namespace {
+
+using siglip_test::KeyValues;
+using siglip_test::rel_error;
+
+constexpr double kTolerance = 1e-4;  // fp32 against float64
+
+struct Sample {
+  std::vector<uint8_t> rgb;  // at the model's size
+  siglip_ref::Outputs expected;
+};
+
+// One tiny tower (16 tokens of 4x4 patches of 6x6 pixels: 108 values per
+// patch, padded to 112), its checkpoint and reference outputs, built once.
+struct Fixture {
+  siglip_ref::Config cfg;
+  siglip_ref::Params params;
+  siglip_test::TempDir dir{"siglip-cpu"};
+  std::string weights;
+  std::vector<Sample> samples;
+
+  Fixture() {
+    params = siglip_ref::random_params(cfg, 2024);
+    weights = (dir.path() / "tiny.safetensors").string();
+    siglip_ref::write_params(cfg, params, weights);
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      Sample s{siglip_ref::random_pixels(cfg.image, cfg.image, 3, seed), {}};
+      s.expected = siglip_ref::forward(cfg, params, s.rgb);
+      samples.push_back(std::move(s));
+    }
+  }
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+KeyValues with(KeyValues kv, const KeyValues& extra) {
+  kv.insert(kv.end(), extra.begin(), extra.end());
+  return kv;
+}
+
+encgraph::RuntimeConfig config(const KeyValues& extra = {}) {
+  auto& f = fixture();
+  return siglip_test::runtime_config(with(siglip_ref::plugin_config(f.cfg), extra), "cpu",
+                                     f.weights);
+}
+
+std::vector<eg_item_desc> descs(const std::vector<size_t>& which) {
+  std::vector<eg_item_desc> d;
+  const int64_t side = fixture().cfg.image;
+  for (size_t k : which) d.push_back(siglip_test::pixel_item(fixture().samples[k].rgb, side, side));
+  return d;
+}
+
+using Expect = std::function<const std::vector<double>&(const siglip_ref::Outputs&)>;
+
+void check_against(const std::vector<std::vector<float>>& got, const std::vector<size_t>& which,
+                   const Expect& expect) {
+  REQUIRE(got.size() == which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    CAPTURE(which[i]);
+    const double e = rel_error(got[i], expect(fixture().samples[which[i]].expected));
+    CHECK(e < kTolerance);
+  }
+}
+
+const std::vector<double>& last(const siglip_ref::Outputs& o) {
+  return o.last_hidden_state;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("each output mode matches the float64 reference") {
+  const std::vector<size_t> all = {0, 1, 2, 3, 4};
+  const int64_t layers = fixture().cfg.layers;
+  SUBCASE("last_hidden_state") {
+    encgraph::Runtime rt(config());
+    CHECK(rt.model_info().out_hidden_size == fixture().cfg.hidden);
+    check_against(siglip_test::run(config(), descs(all), false), all, last);
+  }
+  SUBCASE("pooled") {
+    check_against(
+        siglip_test::run(config({{"output", "pooled"}}), descs(all), false), all,
+        [](const siglip_ref::Outputs& o) -> const auto& { return o.pooled; });
+  }
+  SUBCASE("feature layers: hidden_states[k] without post_layernorm") {
+    for (int64_t k : {int64_t{-2}, int64_t{-1}, int64_t{0}, int64_t{1}}) {
+      CAPTURE(k);
+      const size_t index = static_cast<size_t>(k >= 0 ? k : layers + 1 + k);
+      check_against(
+          siglip_test::run(config({{"feature_layer", std::to_string(k)}}), descs(all), false),
+          all, [&](const siglip_ref::Outputs& o) -> const auto& { return o.hidden_states[index]; });
+    }
+  }
+}
+
+TEST_CASE("budgets are whole images; padded graph batches match with poisoned memory") {
+  const siglip_ref::Config& c = fixture().cfg;
+  encgraph::RuntimeConfig rc = config({{"max_budget_images", "4"}});
+  rc.poison_memory = true;  // NaN output and workspace before every run
+  {
+    encgraph::Runtime rt(rc);
+    CHECK(rt.plan().token_budgets ==
+          std::vector<int64_t>{c.tokens(), 2 * c.tokens(), 4 * c.tokens()});
+    CHECK(rt.plan().max_batch_size == 4);
+  }
+  const std::vector<size_t> order = {3, 0, 4, 1, 2, 2, 0};  // batches of 4 and 3 (padded)
+  encgraph::Stats st;
+  check_against(siglip_test::run(rc, descs(order), true, &st), order, last);
+  CHECK(st.graph_hits == static_cast<int64_t>(order.size()));
+  CHECK(st.batches_eager == 0);
+  CHECK(st.padded_token_efficiency < 1.0);
+}
+
+TEST_CASE("pooled output through graphs: budgets count images") {
+  encgraph::RuntimeConfig rc = config({{"output", "pooled"}, {"max_budget_images", "16"}});
+  {
+    encgraph::Runtime rt(rc);
+    CHECK(rt.plan().token_budgets == std::vector<int64_t>{4, 8, 16});
+    CHECK(rt.plan().max_batch_size == 4);
+  }
+  rc.budgets.token_budgets = {8};
+  rc.budgets.max_items_per_batch = 8;
+  rc.poison_memory = true;
+  const std::vector<size_t> order = {1, 2, 3};  // 3 of 8 images: padded sequences
+  encgraph::Stats st;
+  check_against(
+      siglip_test::run(rc, descs(order), true, &st), order,
+      [](const siglip_ref::Outputs& o) -> const auto& { return o.pooled; });
+  CHECK(st.graph_hits == 3);
+}
+
+TEST_CASE("NaN in padded pixel rows, output and workspace never reaches real rows (ABI)") {
+  KeyValues kv = siglip_ref::plugin_config(fixture().cfg);
+  kv.emplace_back("seed", "5");
+  const auto images = descs({0, 1});
+  for (const char* output : {"last_hidden_state", "pooled"}) {
+    CAPTURE(output);
+    const KeyValues mode = with(kv, {{"output", output}});
+    const auto clean =
+        siglip_test::run(siglip_test::runtime_config(mode, "cpu", "random"), images, false);
+    const int64_t budget = std::string(output) == "pooled" ? 5 : 5 * fixture().cfg.tokens();
+    const auto dirty =
+        siglip_test::forward_with_nan_padding(siglip_test::host_ops(), mode, images, budget, 5);
+    REQUIRE(dirty.size() == clean.size());
+    for (size_t i = 0; i < clean.size(); ++i) {
+      CHECK(siglip_test::all_finite(dirty[i]));
+      CHECK(rel_error(dirty[i], clean[i]) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("preprocessing: bicubic resize to the model size, grey and RGBA inputs") {
+  const siglip_ref::Config& c = fixture().cfg;
+  const int64_t h = 50, w = 37;
+  const std::vector<uint8_t> rgb = siglip_ref::random_pixels(h, w, 3, 77);
+  std::vector<uint8_t> resized =
+      egk::image::resize(rgb.data(), h, w, 3, c.image, c.image, egk::image::Filter::Bicubic);
+  const siglip_ref::Outputs want = siglip_ref::forward(c, fixture().params, resized);
+  std::vector<uint8_t> rgba, grey, grey_as_rgb;
+  for (int64_t i = 0; i < h * w; ++i) {
+    for (int ch = 0; ch < 3; ++ch) rgba.push_back(rgb[i * 3 + ch]);
+    rgba.push_back(static_cast<uint8_t>(i * 7));  // alpha is ignored
+    grey.push_back(rgb[i * 3]);
+    for (int ch = 0; ch < 3; ++ch) grey_as_rgb.push_back(rgb[i * 3]);
+  }
+  const auto got = siglip_test::run(
+      config(),
+      {siglip_test::pixel_item(rgb, h, w), siglip_test::pixel_item(rgba, h, w, 4),
+       siglip_test::pixel_item(grey, h, w, 1), siglip_test::pixel_item(grey_as_rgb, h, w)},
+      false);
+  CHECK(rel_error(got[0], want.last_hidden_state) < kTolerance);
+  CHECK(got[1] == got[0]);
+  CHECK(got[2] == got[3]);
+  CHECK(got[2] != got[0]);
+  // Bilinear resampling is a different image.
+  const auto bilinear = siglip_test::run(config({{"resample", "bilinear"}}),
+                                         {siglip_test::pixel_item(rgb, h, w)}, false);
+  CHECK(rel_error(bilinear[0], got[0]) > 1e-3);
+}
+
+TEST_CASE("VLM checkpoints: another prefix, shards, no head and no last layer") {
+  auto& f = fixture();
+  const siglip_ref::Config& c = f.cfg;
+  const std::string prefix = "model.vision_tower.vision_model.";
+  const std::string last = "encoder.layers." + std::to_string(c.layers - 1) + ".";
+  // Two shards and an index, without the head, post_layernorm and the last
+  // layer: what a LLaVA-style checkpoint taking feature layer -2 may hold.
+  std::set<std::string> shard1, shard2, dropped;
+  for (const auto& [name, v] : f.params) {
+    if (name.rfind("head.", 0) == 0 || name.rfind("post_layernorm", 0) == 0 ||
+        name.rfind(last, 0) == 0)
+      dropped.insert(name);
+    else
+      (name.rfind("encoder.layers.0.", 0) == 0 ? shard2 : shard1).insert(name);
+  }
+  siglip_test::TempDir dir("siglip-vlm");
+  auto skip = [&](const std::set<std::string>& keep) {
+    std::set<std::string> s;
+    for (const auto& [name, v] : f.params)
+      if (!keep.count(name)) s.insert(name);
+    return s;
+  };
+  siglip_ref::write_params(c, f.params, dir.path() / "model-00001-of-00002.safetensors", prefix,
+                           skip(shard1));
+  siglip_ref::write_params(c, f.params, dir.path() / "model-00002-of-00002.safetensors", prefix,
+                           skip(shard2));
+  std::string index = "{\"metadata\": {}, \"weight_map\": {";
+  bool first = true;
+  for (const auto& [name, file] : {std::pair{&shard1, "model-00001-of-00002.safetensors"},
+                                   std::pair{&shard2, "model-00002-of-00002.safetensors"}})
+    for (const std::string& n : *name) {
+      index += (first ? "\"" : ", \"") + prefix + n + "\": \"" + file + "\"";
+      first = false;
+    }
+  std::ofstream(dir.path() / "model.safetensors.index.json") << index << "}}";
+
+  KeyValues kv = with(siglip_ref::plugin_config(c), {{"weight_prefix", prefix}});
+  const std::vector<size_t> which = {0, 3};
+  const size_t feature = static_cast<size_t>(c.layers - 1);
+  check_against(
+      siglip_test::run(siglip_test::runtime_config(with(kv, {{"feature_layer", "-2"}}), "cpu",
+                                                   dir.path().string()),
+                       descs(which), false),
+      which, [&](const siglip_ref::Outputs& o) -> const auto& { return o.hidden_states[feature]; });
+  // The full output needs tensors the checkpoint lacks: the error names one.
+  const std::string e = error_of(
+      [&] { encgraph::Runtime rt(siglip_test::runtime_config(kv, "cpu", dir.path().string())); });
+  CHECK(e.find(prefix + last) != std::string::npos);
+  // The default prefix does not match this checkpoint.
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(siglip_test::runtime_config(
+              with(siglip_ref::plugin_config(c), {{"feature_layer", "-2"}}), "cpu",
+              dir.path().string()));
+        }).find("vision_model.embeddings") != std::string::npos);
+}
+
+TEST_CASE("config_json gives the dimensions; keys override it") {
+  siglip_test::TempDir dir("siglip-json");
+  const std::string path = (dir.path() / "config.json").string();
+  std::ofstream(path) << R"({"model_type": "siglip", "vision_config": {"hidden_size": 32,
+    "intermediate_size": 48, "num_attention_heads": 4, "num_hidden_layers": 3,
+    "image_size": 24, "patch_size": 6, "layer_norm_eps": 1e-06,
+    "hidden_act": "gelu_pytorch_tanh"}, "text_config": {"hidden_size": 999}})";
+  const std::vector<size_t> which = {2};
+  check_against(siglip_test::run(
+                    siglip_test::runtime_config({{"config_json", path}}, "cpu", fixture().weights),
+                    descs(which), false),
+                which, last);
+  // Defaults are SiglipVisionConfig's (base-patch16-224): 196 tokens of 768.
+  encgraph::Runtime rt(siglip_test::runtime_config({{"num_hidden_layers", "1"}}, "cpu", "random"));
+  CHECK(rt.model_info().out_hidden_size == 768);
+  CHECK(rt.plan().token_budgets.front() == 196);
+}
+
+TEST_CASE("configuration and item errors say what to fix") {
+  auto rc = [](const KeyValues& extra) { return config(extra); };
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"colour", "red"}}));
+        }).find("unknown config key(s) 'colour'") != std::string::npos);
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"feature_layer", "-5"}}));
+        }).find("feature_layer -5 is outside [-4, 3]") != std::string::npos);
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"output", "pooled"}, {"feature_layer", "-2"}}));
+        }).find("cannot be combined with feature_layer") != std::string::npos);
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"output", "cls"}}));
+        }).find("output 'cls'") != std::string::npos);
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"image_size", "25"}}));
+        }).find("not a multiple of patch_size") != std::string::npos);
+  CHECK(error_of([&] {
+          encgraph::Runtime rt(rc({{"dtype", "bf16"}}));
+        }).find("CPU path computes in f32") != std::string::npos);
+  encgraph::Runtime rt(config());
+  CHECK(error_of([&] { rt.make_item(encgraph::test::video(24, 24, 4, 1)); }).find("only images") !=
+        std::string::npos);
+  // A synthetic item (no pixels) is drawn at the model's size.
+  const encgraph::Item item = rt.make_item(encgraph::test::image(300, 500, 9));
+  CHECK(item.spec().output_tokens == fixture().cfg.tokens());
+}
