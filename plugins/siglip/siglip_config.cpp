@@ -72,10 +72,13 @@ void VisionConfig::validate() const {
     fail(EG_ERR_INVALID_ARGUMENT, "siglip: hidden_size " + std::to_string(hidden_size) +
                                       " is not a multiple of num_attention_heads " +
                                       std::to_string(num_attention_heads));
-  if (image_size % patch_size != 0)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "siglip: image_size " + std::to_string(image_size) + " is not a multiple of patch_size " +
-             std::to_string(patch_size) + " (the Conv2d would drop the remainder)");
+  // image_size need not be a multiple of patch_size: the Conv2d ("valid"
+  // padding) ignores the last image_size % patch_size rows and columns, as
+  // so400m-patch14-384 does (27 x 14 = 378 of 384).
+  if (image_size < patch_size)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: image_size " + std::to_string(image_size) +
+                                      " is smaller than patch_size " + std::to_string(patch_size) +
+                                      ": no patch fits");
   if (num_channels != 3)
     fail(EG_ERR_UNSUPPORTED,
          "siglip: num_channels must be 3 (RGB), got " + std::to_string(num_channels));

@@ -24,6 +24,7 @@ struct VisionConfig {
   float layer_norm_eps = 1e-6f;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Patches per side; the Conv2d drops the last image_size % patch_size pixels.
   int64_t grid() const { return image_size / patch_size; }
   // Every image is resized to image_size, so every image has this many tokens.
   int64_t tokens_per_image() const { return grid() * grid(); }

@@ -2,7 +2,8 @@
 // resize to image_size x image_size (bicubic by default, as PIL does it),
 // rescale by 1/255, normalise with mean = std = 0.5, then cut into patches the
 // way the Conv2d sees them (row-major over the grid, each patch's values in
-// channel, row, column order: the weight's [C, p, p] flattening).
+// channel, row, column order: the weight's [C, p, p] flattening; pixels past
+// the last whole patch are ignored, as the convolution's valid padding does).
 #pragma once
 
 #include "siglip_config.hpp"

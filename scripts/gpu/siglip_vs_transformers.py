@@ -26,6 +26,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,12 +79,28 @@ def build_models(spec, seed):
     return model, ref16
 
 
-def save_weights(model, path):
-    from safetensors.torch import save_file
-    tensors = {k: v.detach().to(torch.bfloat16).contiguous().cpu()
-               for k, v in model.state_dict().items()}
-    save_file(tensors, path)
-    return len(tensors), sorted(tensors)[:1]
+def save_weights(model, folder):
+    """The checkpoint as transformers writes it (save_pretrained applies its
+    checkpoint name mapping); returns the folder and the names' prefix."""
+    from safetensors import safe_open
+    try:
+        model.save_pretrained(folder, safe_serialization=True)
+    except Exception as e:  # fall back to the state dict under the released names
+        log(f"  save_pretrained failed ({e!r}); writing the state dict")
+        from safetensors.torch import save_file
+        os.makedirs(folder, exist_ok=True)
+        save_file({k if k.startswith("vision_model.") else "vision_model." + k:
+                   v.detach().contiguous().cpu() for k, v in model.state_dict().items()},
+                  os.path.join(folder, "model.safetensors"))
+    names = []
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(folder, f), "pt") as fh:
+                names += list(fh.keys())
+    prefix = "vision_model." if all(n.startswith("vision_model.") for n in names) else ""
+    log(f"  saved {len(names)} tensors to {folder} (e.g. {sorted(names)[0]}); "
+        f"weight_prefix = '{prefix}'")
+    return folder, prefix
 
 
 def normalise(images_u8):
@@ -102,15 +119,20 @@ def hf_processor(size):
 
 
 def run_reference(model, pixel_values, dtype):
+    tower = getattr(model, "vision_model", model)
     with torch.inference_mode():
         out = model(pixel_values=pixel_values.to(device="cuda", dtype=dtype),
                     output_hidden_states=True)
-        # hidden_states must be (embeddings, layer 1, ..., layer L), the last one
-        # before post_layernorm: what feature_layer = -2 assumes.
-        post = model.vision_model.post_layernorm(out.hidden_states[-1])
-        check = (len(out.hidden_states), rel(post.float(), out.last_hidden_state.float()))
+        states = getattr(out, "hidden_states", None)
+        feature, check = None, (0, float("nan"))
+        if states is not None:
+            feature = states[-2].float().cpu()
+            # hidden_states must be (embeddings, layer 1, ..., layer L), the last
+            # one before post_layernorm: what feature_layer = -2 assumes.
+            post = tower.post_layernorm(states[-1])
+            check = (len(states), rel(post.float(), out.last_hidden_state.float()))
     return {"last": out.last_hidden_state.float().cpu(), "pooled": out.pooler_output.float().cpu(),
-            "feature": out.hidden_states[-2].float().cpu(), "check": check}
+            "feature": feature, "check": check}
 
 
 def read_dump(path):
@@ -128,7 +150,7 @@ def read_dump(path):
 def run_ours(bundle, spec, weights, files, work, tag, extra, device="cuda"):
     out = os.path.join(work, f"{tag}.bin")
     cmd = [os.path.join(bundle, "bin", "siglip_dump"), "--device", device, "--weights", weights,
-           "--out", out]
+           "--out", out, "--set", f"weight_prefix={spec['prefix']}"]
     for k in DIM_KEYS:
         cmd += ["--set", f"{k}={spec[k]}"]
     if device == "cpu":
@@ -151,9 +173,7 @@ def rel(a, b):
 def compare(bundle, spec, work, seed):
     log(f"== {spec['name']}: building the reference")
     model32, model16 = build_models(spec, seed)
-    weights = os.path.join(work, f"{spec['name']}.safetensors")
-    count, _ = save_weights(model32, weights)
-    log(f"  saved {count} tensors to {weights}")
+    weights, spec["prefix"] = save_weights(model16, os.path.join(work, spec["name"]))
     side = spec["image_size"]
     tokens = (side // spec["patch_size"]) ** 2
     gen = torch.Generator().manual_seed(seed + 1)
@@ -221,7 +241,8 @@ def compare(bundle, spec, work, seed):
             continue
         e = [rel(ours["graphs"][i], ref16["last"][i]), rel(ours["eager"][i], ref16["last"][i]),
              rel(ours["pooled"][i][0], ref16["pooled"][i]),
-             rel(ours["feature"][i], ref16["feature"][i]),
+             rel(ours["feature"][i],
+                 ref16["feature"][i] if ref16["feature"] is not None else None),
              rel(ours["graphs"][i], ref32["last"][i]), rel(ref16["last"][i], ref32["last"][i]),
              rel(cpu.get(i), ref32["last"][i])]
         if i < NATIVE_IMAGES:
@@ -267,11 +288,14 @@ def bench_transformers(spec, images, request, repeats):
 
 def bench(bundle, spec, weights, images, request, repeats):
     cmd = [os.path.join(bundle, "bin", "siglip_bench"), "--device", "cuda", "--weights", weights,
-           "--images", str(images), "--request-size", str(request), "--repeats", str(repeats)]
+           "--images", str(images), "--request-size", str(request), "--repeats", str(repeats),
+           "--set", f"weight_prefix={spec['prefix']}"]
     for k in DIM_KEYS:
         cmd += ["--set", f"{k}={spec[k]}"]
-    res = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True)
     log(res.stdout)
+    if res.returncode != 0:
+        raise RuntimeError(f"siglip_bench failed ({res.returncode}): {res.stderr[-2000:]}")
     rows = {}
     for line in res.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -325,7 +349,7 @@ def main():
             table.append(f"{spec['name']}: FAILED: {e!r}")
             log(f"{spec['name']}: FAILED: {e!r}")
         if weights and os.path.exists(weights):
-            os.remove(weights)
+            shutil.rmtree(weights, ignore_errors=True)
     with open(os.path.join(args.out_dir, "siglip_vs_transformers.table"), "w") as fh:
         fh.write("\n".join(table) + "\n")
     with open(os.path.join(args.out_dir, "siglip_bench.table"), "w") as fh:

@@ -16,7 +16,8 @@
 namespace siglip_ref {
 
 struct Config {
-  int64_t layers = 3, hidden = 32, heads = 4, inter = 48, image = 24, patch = 6;
+  // 26 = 4 x 6 + 2: like so400m-patch14-384, the convolution drops a margin.
+  int64_t layers = 3, hidden = 32, heads = 4, inter = 48, image = 26, patch = 6;
   double eps = 1e-6;
   int64_t grid() const { return image / patch; }
   int64_t tokens() const { return grid() * grid(); }

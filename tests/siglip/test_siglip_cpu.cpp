@@ -25,8 +25,10 @@ struct Sample {
   siglip_ref::Outputs expected;
 };
 
-// One tiny tower (16 tokens of 4x4 patches of 6x6 pixels: 108 values per
-// patch, padded to 112), its checkpoint and reference outputs, built once.
+// One tiny tower (26x26 images: 16 tokens of 4x4 patches of 6x6 pixels, the
+// last 2 pixel rows and columns dropped by the convolution as so400m/14 at 384
+// drops 6; 108 values per patch, padded to 112), its checkpoint and reference
+// outputs, built once.
 struct Fixture {
   siglip_ref::Config cfg;
   siglip_ref::Params params;
@@ -266,7 +268,7 @@ TEST_CASE("config_json gives the dimensions; keys override it") {
   const std::string path = (dir.path() / "config.json").string();
   std::ofstream(path) << R"({"model_type": "siglip", "vision_config": {"hidden_size": 32,
     "intermediate_size": 48, "num_attention_heads": 4, "num_hidden_layers": 3,
-    "image_size": 24, "patch_size": 6, "layer_norm_eps": 1e-06,
+    "image_size": 26, "patch_size": 6, "layer_norm_eps": 1e-06,
     "hidden_act": "gelu_pytorch_tanh"}, "text_config": {"hidden_size": 999}})";
   const std::vector<size_t> which = {2};
   check_against(siglip_test::run(
@@ -294,8 +296,8 @@ TEST_CASE("configuration and item errors say what to fix") {
           encgraph::Runtime rt(rc({{"output", "cls"}}));
         }).find("output 'cls'") != std::string::npos);
   CHECK(error_of([&] {
-          encgraph::Runtime rt(rc({{"image_size", "25"}}));
-        }).find("not a multiple of patch_size") != std::string::npos);
+          encgraph::Runtime rt(rc({{"image_size", "5"}}));
+        }).find("image_size 5 is smaller than patch_size 6") != std::string::npos);
   CHECK(error_of([&] {
           encgraph::Runtime rt(rc({{"dtype", "bf16"}}));
         }).find("CPU path computes in f32") != std::string::npos);
