@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ void check_cuda(cudaError_t e, const char* what) {
               std::string("qwen2_5_vl CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
 
+// The MLP width on the device, padded to a multiple of 16 with zero rows of
+// gate/up and zero columns of down (silu(0) * 0 = 0 adds nothing): cuBLASLt runs
+// the K = 3420 down projection of the released towers at about a quarter of the
+// speed of K = 3424 (bench/kernels/NOTES.md).
+int64_t padded_intermediate(const VisionConfig& c) { return (c.intermediate_size + 15) / 16 * 16; }
+
 struct DeviceBlock {
   const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *proj_w, *proj_b;
   const bf16 *gate_up_w, *gate_up_b;  // gate rows then up rows: one product for both
@@ -52,7 +59,7 @@ struct Activations {
 
 Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
   const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
-  const size_t inter = static_cast<size_t>(c.intermediate_size);
+  const size_t inter = static_cast<size_t>(padded_intermediate(c));
   Activations a{};
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -111,6 +118,23 @@ struct CudaModel::Impl {
     auto add = [&](const bf16** dst, std::vector<const std::vector<float>*> parts) {
       plan.emplace_back(dst, std::move(parts));
     };
+    // Zero-padded copies for the MLP width (see padded_intermediate).
+    const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
+    std::deque<std::vector<float>> padded;
+    auto pad_rows = [&](const std::vector<float>& v, int64_t cols) -> const std::vector<float>* {
+      if (ip == inter) return &v;
+      padded.emplace_back(static_cast<size_t>(ip * cols), 0.0f);
+      std::copy(v.begin(), v.end(), padded.back().begin());
+      return &padded.back();
+    };
+    auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>* {
+      if (ip == inter) return &v;
+      padded.emplace_back(static_cast<size_t>(rows * ip), 0.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(v.begin() + r * inter, v.begin() + (r + 1) * inter,
+                  padded.back().begin() + r * ip);
+      return &padded.back();
+    };
     add(&patch_w, {&w.patch_embed});
     blocks.resize(w.blocks.size());
     for (size_t i = 0; i < w.blocks.size(); ++i) {
@@ -122,9 +146,9 @@ struct CudaModel::Impl {
       add(&d.qkv_b, {&b.qkv_b});
       add(&d.proj_w, {&b.proj_w});
       add(&d.proj_b, {&b.proj_b});
-      add(&d.gate_up_w, {&b.gate_w, &b.up_w});
-      add(&d.gate_up_b, {&b.gate_b, &b.up_b});
-      add(&d.down_w, {&b.down_w});
+      add(&d.gate_up_w, {pad_rows(b.gate_w, dm), pad_rows(b.up_w, dm)});
+      add(&d.gate_up_b, {pad_rows(b.gate_b, 1), pad_rows(b.up_b, 1)});
+      add(&d.down_w, {pad_cols(b.down_w, dm)});
       add(&d.down_b, {&b.down_b});
     }
     add(&ln_q, {&w.ln_q});
@@ -154,7 +178,7 @@ struct CudaModel::Impl {
   }
 
   void plan_products(int64_t patches) {
-    const int64_t d = c.hidden_size, inter = c.intermediate_size, md = d * c.merge_unit();
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c), md = d * c.merge_unit();
     const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
     check(patch.initialize(patches, d, c.patch_dim(), Epilogue::None, false),
           "planning patch_embed");
@@ -226,7 +250,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
                                            std::to_string(workspace_bytes) + " bytes is too small");
   const size_t gemm_ws = k::GemmPlan::workspace_bytes();
   const int64_t p = cap.patches, tokens = cap.tokens;
-  const int64_t d = c.hidden_size, inter = c.intermediate_size;
+  const int64_t d = c.hidden_size, inter = padded_intermediate(c);
   const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);

@@ -49,6 +49,9 @@ inline encgraph::RuntimeConfig runtime_config(const qwen_ref::Config& c, const s
   rc.weights = weights;
   rc.plugin_config = qwen_ref::plugin_config(c);
   rc.stats_log_interval = 0;
+  // Graph hit counts in tests must not depend on timings (the runtime may run a
+  // batch eagerly when it measures that as faster).
+  rc.prefer_faster_path = false;
   return rc;
 }
 
