@@ -71,7 +71,7 @@ void compare(const std::vector<std::vector<float>>& got,
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     const double e = rel_error(got[i], want[i]);
-    MESSAGE(what << " item " << i << ": rel error " << e);
+    MESSAGE(std::string(what) << " item " << i << ": rel error " << e);
     CHECK(siglip_test::all_finite(got[i]));
     CHECK(e < tolerance);
   }
