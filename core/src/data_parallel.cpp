@@ -62,7 +62,11 @@ DataParallelRuntime::DataParallelRuntime(const RuntimeConfig& config,
 DataParallelRuntime::~DataParallelRuntime() = default;
 
 void DataParallelRuntime::capture() {
-  on_every_rank(world_size(), [&](int r) { ranks_[r]->capture(); });
+  // One rank at a time: a CUDA capture in global mode forbids allocations and
+  // synchronisations in every thread of the process, so a rank allocating its
+  // next graph's buffers would break another rank's capture (seen on two H200s:
+  // cudaErrorStreamCaptureUnsupported).
+  for (auto& rank : ranks_) rank->capture();
 }
 
 Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
