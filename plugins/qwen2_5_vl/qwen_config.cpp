@@ -1,12 +1,11 @@
 #include "qwen_config.hpp"
 
 #include <egk/config.hpp>
+#include <egk/config_json.hpp>
 #include <egk/error.hpp>
 #include <egk/json.hpp>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace qwen {
 namespace {
@@ -15,36 +14,24 @@ using egk::fail;
 
 // The vision_config of a Qwen2.5-VL config.json (or a bare vision config).
 void read_config_json(const std::string& path, VisionConfig& c) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(EG_ERR_NOT_FOUND, "qwen2_5_vl: config_json '" + path + "' cannot be opened");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const egk::Json doc = egk::Json::parse(ss.str(), "config_json '" + path + "'");
-  const egk::Json* v = doc.find("vision_config");
-  if (!v) v = &doc;
-  if (!v->is_object())
-    fail(EG_ERR_INVALID_ARGUMENT, "config_json '" + path + "': vision_config is not an object");
-  auto read = [&](const char* key, int64_t& dst) {
-    if (const egk::Json* j = v->find(key))
-      dst = j->as_int("config_json '" + path + "' vision_config." + key);
-  };
-  read("depth", c.depth);
-  read("hidden_size", c.hidden_size);
-  read("num_heads", c.num_heads);
-  read("intermediate_size", c.intermediate_size);
-  read("out_hidden_size", c.out_hidden_size);
-  read("patch_size", c.patch_size);
-  read("temporal_patch_size", c.temporal_patch_size);
-  read("spatial_merge_size", c.spatial_merge_size);
-  read("window_size", c.window_size);
-  read("in_chans", c.in_channels);  // the released checkpoints' spelling
-  read("in_channels", c.in_channels);
-  if (const egk::Json* j = v->find("fullatt_block_indexes")) {
+  const egk::VisionConfigJson v(path, "qwen2_5_vl");
+  v.read_int("depth", c.depth);
+  v.read_int("hidden_size", c.hidden_size);
+  v.read_int("num_heads", c.num_heads);
+  v.read_int("intermediate_size", c.intermediate_size);
+  v.read_int("out_hidden_size", c.out_hidden_size);
+  v.read_int("patch_size", c.patch_size);
+  v.read_int("temporal_patch_size", c.temporal_patch_size);
+  v.read_int("spatial_merge_size", c.spatial_merge_size);
+  v.read_int("window_size", c.window_size);
+  v.read_int("in_chans", c.in_channels);  // the released checkpoints' spelling
+  v.read_int("in_channels", c.in_channels);
+  if (const egk::Json* j = v.find("fullatt_block_indexes")) {
     c.fullatt_block_indexes.clear();
     for (const egk::Json& e : j->as_array("config_json '" + path + "' fullatt_block_indexes"))
       c.fullatt_block_indexes.push_back(e.as_int("fullatt_block_indexes entry"));
   }
-  if (const egk::Json* j = v->find("hidden_act")) {
+  if (const egk::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string("vision_config.hidden_act");
     if (act != "silu")
       fail(EG_ERR_UNSUPPORTED, "config_json '" + path + "': vision_config.hidden_act is '" + act +
@@ -60,11 +47,7 @@ bool VisionConfig::full_attention(int64_t block) const {
 }
 
 void VisionConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    if (v <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           std::string("qwen2_5_vl: ") + name + " must be positive, got " + std::to_string(v));
-  };
+  auto positive = [](const char* name, int64_t v) { egk::require_positive("qwen2_5_vl", name, v); };
   positive("depth", depth);
   positive("hidden_size", hidden_size);
   positive("num_heads", num_heads);
@@ -115,17 +98,7 @@ Options parse_options(const eg_create_params* p) {
   m.fullatt_block_indexes = r.get_int_list("fullatt_block_indexes", m.fullatt_block_indexes);
   m.validate();
 
-  const std::string dtype = r.get_string("dtype", p->device == EG_DEVICE_CUDA ? "bf16" : "f32");
-  if (dtype == "f32" || dtype == "float32")
-    o.dtype = Dtype::F32;
-  else if (dtype == "bf16" || dtype == "bfloat16")
-    o.dtype = Dtype::BF16;
-  else
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: dtype '" + dtype + "' is not f32 or bf16");
-  if (p->device == EG_DEVICE_CPU && o.dtype != Dtype::F32)
-    fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl: the CPU path computes in f32; set dtype = \"f32\"");
-  if (p->device == EG_DEVICE_CUDA && o.dtype != Dtype::BF16)
-    fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl: the CUDA path computes in bf16; set dtype = \"bf16\"");
+  o.dtype = egk::read_compute_dtype(r, p->device);
 
   o.min_pixels = r.get_int("min_pixels", o.min_pixels);
   o.max_pixels = r.get_int("max_pixels", o.max_pixels);

@@ -4,6 +4,8 @@
 
 #include <encgraph/plugin_api.h>
 
+#include <egk/config.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,7 +41,7 @@ struct VisionConfig {
   void validate() const;
 };
 
-enum class Dtype { F32, BF16 };
+using Dtype = egk::ComputeDtype;
 
 struct Options {
   VisionConfig model;

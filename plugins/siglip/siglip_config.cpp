@@ -1,11 +1,9 @@
 #include "siglip_config.hpp"
 
 #include <egk/config.hpp>
+#include <egk/config_json.hpp>
 #include <egk/error.hpp>
 #include <egk/json.hpp>
-
-#include <fstream>
-#include <sstream>
 
 namespace siglip {
 namespace {
@@ -15,35 +13,24 @@ using egk::fail;
 // The vision_config of a SiglipConfig / VLM config.json, or a bare
 // SiglipVisionConfig. Returns whether the file says the tower has its head.
 bool read_config_json(const std::string& path, VisionConfig& c) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(EG_ERR_NOT_FOUND, "siglip: config_json '" + path + "' cannot be opened");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const egk::Json doc = egk::Json::parse(ss.str(), "config_json '" + path + "'");
-  const egk::Json* v = doc.find("vision_config");
-  if (!v) v = &doc;
-  if (!v->is_object())
-    fail(EG_ERR_INVALID_ARGUMENT, "config_json '" + path + "': vision_config is not an object");
-  const std::string where = "config_json '" + path + "' vision_config.";
-  auto read_int = [&](const char* key, int64_t& dst) {
-    if (const egk::Json* j = v->find(key)) dst = j->as_int(where + key);
-  };
-  read_int("hidden_size", c.hidden_size);
-  read_int("num_hidden_layers", c.num_hidden_layers);
-  read_int("num_attention_heads", c.num_attention_heads);
-  read_int("intermediate_size", c.intermediate_size);
-  read_int("image_size", c.image_size);
-  read_int("patch_size", c.patch_size);
-  read_int("num_channels", c.num_channels);
-  if (const egk::Json* j = v->find("layer_norm_eps"))
+  const egk::VisionConfigJson v(path, "siglip");
+  const std::string& where = v.where();
+  v.read_int("hidden_size", c.hidden_size);
+  v.read_int("num_hidden_layers", c.num_hidden_layers);
+  v.read_int("num_attention_heads", c.num_attention_heads);
+  v.read_int("intermediate_size", c.intermediate_size);
+  v.read_int("image_size", c.image_size);
+  v.read_int("patch_size", c.patch_size);
+  v.read_int("num_channels", c.num_channels);
+  if (const egk::Json* j = v.find("layer_norm_eps"))
     c.layer_norm_eps = static_cast<float>(j->as_double(where + "layer_norm_eps"));
-  if (const egk::Json* j = v->find("hidden_act")) {
+  if (const egk::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string(where + "hidden_act");
     if (act != "gelu_pytorch_tanh")
       fail(EG_ERR_UNSUPPORTED, where + "hidden_act is '" + act +
                                    "'; this plugin implements SigLIP's 'gelu_pytorch_tanh'");
   }
-  const egk::Json* head = v->find("vision_use_head");
+  const egk::Json* head = v.find("vision_use_head");
   return !head || head->as_bool(where + "vision_use_head");
 }
 
@@ -57,11 +44,7 @@ Output parse_output(const std::string& text) {
 }  // namespace
 
 void VisionConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) {
-    if (v <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           std::string("siglip: ") + name + " must be positive, got " + std::to_string(v));
-  };
+  auto positive = [](const char* name, int64_t v) { egk::require_positive("siglip", name, v); };
   positive("hidden_size", hidden_size);
   positive("num_hidden_layers", num_hidden_layers);
   positive("num_attention_heads", num_attention_heads);
@@ -129,17 +112,7 @@ Options parse_options(const eg_create_params* p) {
          "vision_use_head = false");
 
   o.weight_prefix = r.get_string("weight_prefix", o.weight_prefix);
-  const std::string dtype = r.get_string("dtype", p->device == EG_DEVICE_CUDA ? "bf16" : "f32");
-  if (dtype == "f32" || dtype == "float32")
-    o.dtype = Dtype::F32;
-  else if (dtype == "bf16" || dtype == "bfloat16")
-    o.dtype = Dtype::BF16;
-  else
-    fail(EG_ERR_INVALID_ARGUMENT, "siglip: dtype '" + dtype + "' is not f32 or bf16");
-  if (p->device == EG_DEVICE_CPU && o.dtype != Dtype::F32)
-    fail(EG_ERR_UNSUPPORTED, "siglip: the CPU path computes in f32; set dtype = \"f32\"");
-  if (p->device == EG_DEVICE_CUDA && o.dtype != Dtype::BF16)
-    fail(EG_ERR_UNSUPPORTED, "siglip: the CUDA path computes in bf16; set dtype = \"bf16\"");
+  o.dtype = egk::read_compute_dtype(r, p->device);
 
   o.max_budget_images = r.get_int("max_budget_images", o.max_budget_images);
   if (o.max_budget_images <= 0)

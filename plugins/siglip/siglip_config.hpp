@@ -5,6 +5,8 @@
 
 #include <encgraph/plugin_api.h>
 
+#include <egk/config.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,7 +44,7 @@ enum class Output {
   LastHiddenState,  // [tokens, hidden] per image: post_layernorm(encoder(x))
   Pooled,           // [1, hidden] per image: the attention-pooling head
 };
-enum class Dtype { F32, BF16 };
+using Dtype = egk::ComputeDtype;
 
 struct Options {
   VisionConfig model;

@@ -58,6 +58,29 @@ void ConfigReader::reject_unknown() const {
        "unknown config key(s) " + unknown + " for plugin " + plugin_ + " (known: " + known + ")");
 }
 
+ComputeDtype read_compute_dtype(ConfigReader& r, int32_t device) {
+  const std::string& plugin = r.plugin();
+  const std::string dtype = r.get_string("dtype", device == EG_DEVICE_CUDA ? "bf16" : "f32");
+  ComputeDtype out;
+  if (dtype == "f32" || dtype == "float32")
+    out = ComputeDtype::F32;
+  else if (dtype == "bf16" || dtype == "bfloat16")
+    out = ComputeDtype::BF16;
+  else
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": dtype '" + dtype + "' is not f32 or bf16");
+  if (device == EG_DEVICE_CPU && out != ComputeDtype::F32)
+    fail(EG_ERR_UNSUPPORTED, plugin + ": the CPU path computes in f32; set dtype = \"f32\"");
+  if (device == EG_DEVICE_CUDA && out != ComputeDtype::BF16)
+    fail(EG_ERR_UNSUPPORTED, plugin + ": the CUDA path computes in bf16; set dtype = \"bf16\"");
+  return out;
+}
+
+void require_positive(const std::string& plugin, const char* name, int64_t value) {
+  if (value <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         plugin + ": " + name + " must be positive, got " + std::to_string(value));
+}
+
 int64_t parse_int(const std::string& what, const std::string& text) {
   errno = 0;
   char* end = nullptr;

@@ -18,6 +18,8 @@ class ConfigReader {
  public:
   ConfigReader(const eg_config_entry* entries, int64_t count, std::string plugin);
 
+  const std::string& plugin() const { return plugin_; }
+
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   std::optional<std::string> get(const std::string& key);  // marks the key as understood
   std::string get_string(const std::string& key, const std::string& fallback);
@@ -34,6 +36,16 @@ class ConfigReader {
   std::map<std::string, std::string> values_;
   std::set<std::string> asked_;
 };
+
+// What a model plugin computes in: f32 on the CPU, bf16 on CUDA.
+enum class ComputeDtype { F32, BF16 };
+
+// The `dtype` key ("f32"/"float32", "bf16"/"bfloat16"; default by `device`).
+// Throws Error(UNSUPPORTED) when the device's path does not compute in it.
+ComputeDtype read_compute_dtype(ConfigReader& reader, int32_t device);
+
+// Throws Error(INVALID_ARGUMENT) "<plugin>: <name> must be positive, got <v>".
+void require_positive(const std::string& plugin, const char* name, int64_t value);
 
 // Parsers shared with config.json readers; `what` names the setting in errors.
 int64_t parse_int(const std::string& what, const std::string& text);
