@@ -3,6 +3,7 @@
 #include "qwen_batch.hpp"
 
 #include <cuda/kernels.hpp>
+#include <cuda/plugin_host.hpp>
 #include <egk/error.hpp>
 #include <egk/numeric.hpp>
 
@@ -20,29 +21,25 @@ namespace k = egk::cuda;
 using k::bf16;
 using Epilogue = k::GemmPlan::Epilogue;
 
-constexpr size_t kAlign = 256;
-size_t align_up(size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+using k::align_up;
+
+constexpr const char* kWho = "qwen2_5_vl CUDA";  // leads every error message
 
 void check(int rc, const char* what) {
-  if (rc != 0)
-    egk::fail(rc == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
-              std::string("qwen2_5_vl CUDA: ") + what + ": " + k::error_string(rc) + " (" +
-                  k::last_error_detail() + ")");
+  k::throw_on_kit_failure(kWho, rc, what);
 }
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    egk::fail(e == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
-              std::string("qwen2_5_vl CUDA: ") + what + ": " + cudaGetErrorString(e));
+  k::throw_on_cuda_error(kWho, e, what);
 }
 
 // The MLP width on the device, padded to a multiple of 16 with zero rows of
 // gate/up and zero columns of down (silu(0) * 0 = 0 adds nothing): cuBLASLt runs
 // the K = 3420 down projection of the released towers at about a quarter of the
 // speed of K = 3424 (bench/kernels/NOTES.md).
-int64_t padded_intermediate(const VisionConfig& c) { return (c.intermediate_size + 15) / 16 * 16; }
+int64_t padded_intermediate(const VisionConfig& c) {
+  return (c.intermediate_size + 15) / 16 * 16;
+}
 
 struct DeviceBlock {
   const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *proj_w, *proj_b;
@@ -82,13 +79,11 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 }  // namespace
 
 void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "capture input copy");
-  check_cuda(cudaStreamSynchronize(s), "capture input copy");
+  k::upload_sync(kWho, dst, src, bytes, static_cast<cudaStream_t>(stream));
 }
 
 void cuda_zero(void* dst, size_t bytes, void* stream) {
-  check_cuda(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)), "zeroing a buffer");
+  k::zero_async(kWho, dst, bytes, static_cast<cudaStream_t>(stream));
 }
 
 struct CudaModel::Impl {

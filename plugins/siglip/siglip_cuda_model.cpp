@@ -3,6 +3,7 @@
 #include "siglip_kernels.hpp"
 
 #include <cuda/kernels.hpp>
+#include <cuda/plugin_host.hpp>
 #include <egk/error.hpp>
 #include <egk/numeric.hpp>
 
@@ -19,22 +20,16 @@ namespace k = egk::cuda;
 using k::bf16;
 using Epilogue = k::GemmPlan::Epilogue;
 
-constexpr size_t kAlign = 256;
-size_t align_up(size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+using k::align_up;
+
+constexpr const char* kWho = "siglip CUDA";  // leads every error message
 
 void check(int rc, const char* what) {
-  if (rc != 0)
-    egk::fail(rc == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
-              std::string("siglip CUDA: ") + what + ": " + k::error_string(rc) + " (" +
-                  k::last_error_detail() + ")");
+  k::throw_on_kit_failure(kWho, rc, what);
 }
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    egk::fail(e == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
-              std::string("siglip CUDA: ") + what + ": " + cudaGetErrorString(e));
+  k::throw_on_cuda_error(kWho, e, what);
 }
 
 struct DeviceLayer {
@@ -76,13 +71,11 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 }  // namespace
 
 void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "capture input copy");
-  check_cuda(cudaStreamSynchronize(s), "capture input copy");
+  k::upload_sync(kWho, dst, src, bytes, static_cast<cudaStream_t>(stream));
 }
 
 void cuda_zero(void* dst, size_t bytes, void* stream) {
-  check_cuda(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)), "zeroing a buffer");
+  k::zero_async(kWho, dst, bytes, static_cast<cudaStream_t>(stream));
 }
 
 struct CudaModel::Impl {
