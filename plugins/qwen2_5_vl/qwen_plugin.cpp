@@ -30,7 +30,7 @@
 
 #include <egk/abi_guard.hpp>
 #include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <egk/plugin_abi.hpp>
 
 #include <encgraph/plugin_api.h>
 
@@ -48,6 +48,7 @@ namespace {
 
 using egk::fail;
 using egk::guarded;
+using egk::tensor_bytes;
 using qwen::Buffer;
 
 const eg_host_api* g_host = nullptr;
@@ -71,8 +72,7 @@ const qwen::ItemData& item_of(const eg_item* i) {
 }
 
 void log(eg_log_level level, const std::string& message) {
-  if (g_host && g_host->log)
-    g_host->log(g_host->host_context, level, "qwen2_5_vl", message.c_str());
+  egk::log_to_host(g_host, level, "qwen2_5_vl", message);
 }
 
 // Writes into one of the runtime's buffers (capture preparation only).
@@ -284,12 +284,6 @@ qwen::StagingTarget target_of(const eg_tensor* t, const qwen::Capacity& cap) {
   return st;
 }
 
-size_t tensor_bytes(const eg_tensor& t) {
-  size_t n = egk::dtype_bytes(t.dtype);
-  for (int d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
-  return n;
-}
-
 eg_status qwen_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
                                       const eg_tensor* buffers, int32_t nb, void* stream,
                                       eg_error* err) {
@@ -395,7 +389,5 @@ const eg_plugin_api kApi = {
 }  // namespace
 
 extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
-  g_host = host;
-  if (host && host->abi_major != EG_ABI_VERSION_MAJOR) return nullptr;
-  return &kApi;
+  return egk::accept_host(host, g_host, kApi);
 }

@@ -34,7 +34,7 @@
 
 #include <egk/abi_guard.hpp>
 #include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <egk/plugin_abi.hpp>
 
 #include <encgraph/plugin_api.h>
 
@@ -55,6 +55,7 @@ namespace {
 
 using egk::fail;
 using egk::guarded;
+using egk::tensor_bytes;
 
 const eg_host_api* g_host = nullptr;
 
@@ -76,7 +77,7 @@ const siglip::ItemData& item_of(const eg_item* i) {
 }
 
 void log(eg_log_level level, const std::string& message) {
-  if (g_host && g_host->log) g_host->log(g_host->host_context, level, "siglip", message.c_str());
+  egk::log_to_host(g_host, level, "siglip", message);
 }
 
 #ifndef SIGLIP_HAVE_CUDA
@@ -269,12 +270,6 @@ eg_status siglip_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t*
 
 // ---------------------------------------------------------------- buffer values
 
-size_t tensor_bytes(const eg_tensor& t) {
-  size_t n = egk::dtype_bytes(t.dtype);
-  for (int d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
-  return n;
-}
-
 void expect_buffers(int32_t n) {
   if (n != siglip::kNumBuffers)
     fail(EG_ERR_INVALID_ARGUMENT,
@@ -369,7 +364,5 @@ const eg_plugin_api kApi = {
 }  // namespace
 
 extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
-  g_host = host;
-  if (host && host->abi_major != EG_ABI_VERSION_MAJOR) return nullptr;
-  return &kApi;
+  return egk::accept_host(host, g_host, kApi);
 }
