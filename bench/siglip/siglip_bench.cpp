@@ -10,6 +10,8 @@
 // Per mode it prints a table row and a line "RESULT {json}" for scripts. Each
 // repeat runs every image once, request by request (one execute() call per
 // request), and waits for the last result; the best repeat counts.
+#include "../../tests/plugin_tool_support.hpp"
+
 #include <encgraph/runtime.hpp>
 
 #include <algorithm>
@@ -17,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,13 +31,6 @@ struct Args {
   int repeats = 3;
   std::vector<std::string> modes = {"graphs", "eager"};
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, sep);) parts.push_back(part);
-  return parts;
-}
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "siglip_bench: " << why
@@ -59,27 +53,15 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(k + " needs a value");
       return argv[++i];
     };
-    if (k == "--device") {
-      a.rc.device = value();
-    } else if (k == "--weights") {
-      a.rc.weights = value();
-    } else if (k == "--set") {
-      const std::string kv = value();
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos) usage("--set wants key=value");
-      a.rc.plugin_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    } else if (k == "--images") {
+    if (encgraph::tool::apply_runtime_option(k, value, usage, a.rc)) continue;
+    if (k == "--images") {
       a.images = std::stoll(value());
     } else if (k == "--request-size") {
       a.request_size = std::stoll(value());
     } else if (k == "--repeats") {
       a.repeats = std::stoi(value());
     } else if (k == "--modes") {
-      a.modes = split(value(), ',');
-    } else if (k == "--budgets") {
-      for (const auto& b : split(value(), ',')) a.rc.budgets.token_budgets.push_back(std::stoll(b));
-    } else if (k == "--max-items") {
-      a.rc.budgets.max_items_per_batch = std::stoll(value());
+      a.modes = encgraph::tool::split(value(), ',');
     } else {
       usage("unknown argument " + k);
     }

@@ -1,44 +1,21 @@
-// Helpers of the Qwen2.5-VL suites: a tiny model written to a temporary
-// checkpoint, runtime configurations for it, items from pixels, and error norms.
+// Helpers of the Qwen2.5-VL suites: runtime configurations for a tiny model
+// and items from pixels (scratch folders and error norms: plugin_test_support.hpp).
 #pragma once
 
+#include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 #include "qwen_reference.hpp"
 
 #include <encgraph/runtime.hpp>
 
-#include <unistd.h>
-#include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace qwen_test {
 
-// A fresh directory under the system temp folder, removed at scope exit.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("encgraph-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::filesystem::path path_;
-};
+using encgraph::test::all_finite;
+using encgraph::test::rel_error;
+using encgraph::test::TempDir;
 
 inline encgraph::RuntimeConfig runtime_config(const qwen_ref::Config& c, const std::string& device,
                                               const std::string& weights) {
@@ -65,27 +42,6 @@ inline eg_item_desc pixel_item(const std::vector<uint8_t>& px, int64_t frames, i
   d.frames = frames;
   d.pixels = px.data();
   return d;
-}
-
-// ||a - b|| / ||b||
-inline double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    const double d = (i < a.size() ? static_cast<double>(a[i]) : 0.0) - b[i];
-    num += d * d;
-    den += b[i] * b[i];
-  }
-  return a.size() == b.size() ? std::sqrt(num / den) : INFINITY;
-}
-
-inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  return rel_error(a, std::vector<double>(b.begin(), b.end()));
-}
-
-inline bool all_finite(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
 }
 
 }  // namespace qwen_test

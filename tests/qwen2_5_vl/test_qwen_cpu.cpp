@@ -78,14 +78,7 @@ void check_against_reference(const encgraph::Result& r, const std::vector<size_t
   }
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using encgraph::test::message_of;
 
 }  // namespace
 
@@ -241,21 +234,22 @@ TEST_CASE("checkpoint problems are errors naming the tensor and the file") {
   missing.erase("visual.blocks.1.mlp.up_proj.bias");
   const auto file = f.dir.path() / "missing.safetensors";
   qwen_ref::write_params(f.cfg, missing, file);
-  std::string msg = error_of(
+  std::string msg = message_of(
       [&] { encgraph::Runtime rt(qwen_test::runtime_config(f.cfg, "cpu", file.string())); });
   CHECK(msg.find("visual.blocks.1.mlp.up_proj.bias") != std::string::npos);
   CHECK(msg.find(file.string()) != std::string::npos);
 
   qwen_ref::Config wider = f.cfg;
   wider.inter = 80;
-  msg = error_of([&] { encgraph::Runtime rt(qwen_test::runtime_config(wider, "cpu", f.weights)); });
+  msg =
+      message_of([&] { encgraph::Runtime rt(qwen_test::runtime_config(wider, "cpu", f.weights)); });
   CHECK(msg.find("visual.blocks.0.mlp.gate_proj.weight") != std::string::npos);
   CHECK(msg.find("[96, 64]") != std::string::npos);
   CHECK(msg.find("[80, 64]") != std::string::npos);
 
   encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
   rc.plugin_config.emplace_back("window_sise", "112");
-  msg = error_of([&] { encgraph::Runtime rt(rc); });
+  msg = message_of([&] { encgraph::Runtime rt(rc); });
   CHECK(msg.find("window_sise") != std::string::npos);
 }
 

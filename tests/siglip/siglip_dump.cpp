@@ -8,14 +8,13 @@
 //
 // An item file holds HEIGHT x WIDTH x 3 bytes. out.bin holds, per item in the
 // order given: int64 rows, int64 cols, then rows x cols float32.
+#include "../plugin_tool_support.hpp"
+
 #include <encgraph/runtime.hpp>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,30 +25,11 @@ struct ImageFile {
   int64_t height = 0, width = 0;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, sep);) parts.push_back(part);
-  return parts;
-}
-
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "siglip_dump: " << why
             << "\nusage: siglip_dump --device cpu|cuda --weights W --out OUT [--set k=v]... "
                "[--budgets a,b] [--max-items N] [--eager] --item FILE:H:W ...\n";
   std::exit(2);
-}
-
-void write_results(const std::string& path, const encgraph::Result& r, size_t count) {
-  std::ofstream out(path, std::ios::binary);
-  for (size_t i = 0; i < count; ++i) {
-    const std::vector<float> rows = r.item_as_float(i);
-    const int64_t shape[2] = {r.rows(i), r.hidden_size()};
-    out.write(reinterpret_cast<const char*>(shape), sizeof(shape));
-    out.write(reinterpret_cast<const char*>(rows.data()),
-              static_cast<std::streamsize>(rows.size() * sizeof(float)));
-  }
-  if (!out) usage("cannot write " + path);
 }
 
 }  // namespace
@@ -67,25 +47,13 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--device") {
-      rc.device = value();
-    } else if (a == "--weights") {
-      rc.weights = value();
-    } else if (a == "--out") {
+    if (encgraph::tool::apply_runtime_option(a, value, usage, rc)) continue;
+    if (a == "--out") {
       out_path = value();
     } else if (a == "--eager") {
       rc.use_graphs = false;
-    } else if (a == "--max-items") {
-      rc.budgets.max_items_per_batch = std::stoll(value());
-    } else if (a == "--budgets") {
-      for (const auto& b : split(value(), ',')) rc.budgets.token_budgets.push_back(std::stoll(b));
-    } else if (a == "--set") {
-      const std::string kv = value();
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos) usage("--set wants key=value");
-      rc.plugin_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else if (a == "--item") {
-      const auto parts = split(value(), ':');
+      const auto parts = encgraph::tool::split(value(), ':');
       if (parts.size() != 3) usage("--item wants FILE:HEIGHT:WIDTH");
       files.push_back({parts[0], std::stoll(parts[1]), std::stoll(parts[2])});
     } else {
@@ -99,8 +67,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> pixels;
     std::vector<encgraph::Item> items;
     for (const ImageFile& f : files) {
-      std::ifstream in(f.path, std::ios::binary);
-      pixels.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      pixels.push_back(encgraph::tool::read_bytes(f.path));
       if (static_cast<int64_t>(pixels.back().size()) != f.height * f.width * 3)
         usage(f.path + " does not hold " + std::to_string(f.height) + "x" +
               std::to_string(f.width) + "x3 bytes");
@@ -114,7 +81,8 @@ int main(int argc, char** argv) {
       items.push_back(rt.make_item(d));
     }
     const encgraph::Result r = rt.execute(items);
-    write_results(out_path, r, items.size());
+    if (!encgraph::tool::write_item_rows(out_path, r, items.size()))
+      usage("cannot write " + out_path);
     const encgraph::Stats st = rt.stats();
     std::printf("siglip_dump: %zu items on %s, graph hits %lld, eager batches %lld\n", items.size(),
                 rt.device_name().c_str(), static_cast<long long>(st.graph_hits),

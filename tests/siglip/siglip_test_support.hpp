@@ -1,8 +1,10 @@
-// Helpers of the SigLIP suites: scratch folders, runtime configurations for a
-// reference tower, running items through the runtime, error norms, and one
-// forward through the plugin's ABI with NaN in every padding byte.
+// Helpers of the SigLIP suites: runtime configurations for a reference tower,
+// running items through the runtime, and one forward through the plugin's ABI
+// with NaN in every padding byte (scratch folders and error norms:
+// plugin_test_support.hpp).
 #pragma once
 
+#include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 #include "siglip_reference.hpp"
 
@@ -11,10 +13,7 @@
 
 #include <egk/numeric.hpp>
 
-#include <unistd.h>
-#include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -23,27 +22,9 @@
 
 namespace siglip_test {
 
-// A fresh directory under the system temp folder, removed at scope exit.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("encgraph-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using encgraph::test::all_finite;
+using encgraph::test::rel_error;
+using encgraph::test::TempDir;
 
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
@@ -86,28 +67,6 @@ inline std::vector<std::vector<float>> run(encgraph::RuntimeConfig rc,
   for (size_t i = 0; i < items.size(); ++i) out.push_back(r.item_as_float(i));
   if (stats) *stats = rt.stats();
   return out;
-}
-
-// ||a - b|| / ||b||; infinite when the sizes differ.
-inline double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  return rel_error(a, std::vector<double>(b.begin(), b.end()));
-}
-
-inline bool all_finite(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
 }
 
 // Memory of the instance's device, as the runtime would hand it over.

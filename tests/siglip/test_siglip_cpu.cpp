@@ -87,14 +87,7 @@ const std::vector<double>& last(const siglip_ref::Outputs& o) {
   return o.last_hidden_state;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using encgraph::test::message_of;
 
 }  // namespace
 
@@ -252,11 +245,11 @@ TEST_CASE("VLM checkpoints: another prefix, shards, no head and no last layer") 
                        descs(which), false),
       which, [&](const siglip_ref::Outputs& o) -> const auto& { return o.hidden_states[feature]; });
   // The full output needs tensors the checkpoint lacks: the error names one.
-  const std::string e = error_of(
+  const std::string e = message_of(
       [&] { encgraph::Runtime rt(siglip_test::runtime_config(kv, "cpu", dir.path().string())); });
   CHECK(e.find(prefix + last) != std::string::npos);
   // The default prefix does not match this checkpoint.
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(siglip_test::runtime_config(
               with(siglip_ref::plugin_config(c), {{"feature_layer", "-2"}}), "cpu",
               dir.path().string()));
@@ -283,27 +276,28 @@ TEST_CASE("config_json gives the dimensions; keys override it") {
 
 TEST_CASE("configuration and item errors say what to fix") {
   auto rc = [](const KeyValues& extra) { return config(extra); };
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"colour", "red"}}));
         }).find("unknown config key(s) 'colour'") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"feature_layer", "-5"}}));
         }).find("feature_layer -5 is outside [-4, 3]") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"output", "pooled"}, {"feature_layer", "-2"}}));
         }).find("cannot be combined with feature_layer") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"output", "cls"}}));
         }).find("output 'cls'") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"image_size", "5"}}));
         }).find("image_size 5 is smaller than patch_size 6") != std::string::npos);
-  CHECK(error_of([&] {
+  CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"dtype", "bf16"}}));
         }).find("CPU path computes in f32") != std::string::npos);
   encgraph::Runtime rt(config());
-  CHECK(error_of([&] { rt.make_item(encgraph::test::video(24, 24, 4, 1)); }).find("only images") !=
-        std::string::npos);
+  CHECK(message_of([&] {
+          rt.make_item(encgraph::test::video(24, 24, 4, 1));
+        }).find("only images") != std::string::npos);
   // A synthetic item (no pixels) is drawn at the model's size.
   const encgraph::Item item = rt.make_item(encgraph::test::image(300, 500, 9));
   CHECK(item.spec().output_tokens == fixture().cfg.tokens());

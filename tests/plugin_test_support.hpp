@@ -1,0 +1,71 @@
+// Helpers the model plugins' suites share (tests/qwen2_5_vl, tests/siglip):
+// scratch folders, error norms against a reference, and exception messages.
+#pragma once
+
+#include <unistd.h>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace encgraph::test {
+
+// A fresh directory under the system temp folder, removed at scope exit.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("encgraph-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// ||a - b|| / ||b||; infinite when the sizes differ.
+inline double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  return rel_error(a, std::vector<double>(b.begin(), b.end()));
+}
+
+inline bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// The what() of any std::exception `fn` throws (not only encgraph::Error, as
+// error_of in test_support.hpp), or "" when it throws none.
+inline std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace encgraph::test
