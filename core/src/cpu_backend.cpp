@@ -2,12 +2,9 @@
 
 #include <encgraph/error.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 namespace encgraph {
 namespace {
@@ -34,31 +31,15 @@ class CpuBackend final : public DeviceBackend {
     if (!p)
       throw Error(ErrorKind::Device, "out of host memory allocating " + std::to_string(bytes) +
                                          " bytes for " + what);
-    std::lock_guard<std::mutex> lock(mutex_);
-    sizes_[p] = bytes;
-    allocated_ += bytes;
     return p;
   }
   void free(void* p) noexcept override {
     if (!p) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = sizes_.find(p);
-      if (it != sizes_.end()) {
-        allocated_ -= it->second;
-        sizes_.erase(it);
-      }
-    }
     std::free(p);
   }
-  void* alloc_host(size_t bytes, const std::string& what) override {
-    void* p = std::aligned_alloc(256, round_up(bytes));
-    if (!p)
-      throw Error(ErrorKind::Device, "out of host memory allocating " + std::to_string(bytes) +
-                                         " bytes for " + what);
-    return p;
-  }
-  void free_host(void* p) noexcept override { std::free(p); }
+  // Host and device memory are the same thing here.
+  void* alloc_host(size_t bytes, const std::string& what) override { return alloc(bytes, what); }
+  void free_host(void* p) noexcept override { free(p); }
 
   void copy_to_device(void* d, const void* s, size_t n) override { copy(d, s, n); }
   void copy_on_device(void* d, const void* s, size_t n) override { copy(d, s, n); }
@@ -82,19 +63,12 @@ class CpuBackend final : public DeviceBackend {
     enqueue();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
-  size_t allocated_bytes() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return allocated_;
-  }
 
  private:
   static size_t round_up(size_t n) { return ((n + 255) / 256) * 256 + (n == 0 ? 256 : 0); }
   static void copy(void* d, const void* s, size_t n) {
     if (n && d != s) std::memmove(d, s, n);
   }
-  mutable std::mutex mutex_;
-  std::unordered_map<void*, size_t> sizes_;
-  size_t allocated_ = 0;
 };
 
 }  // namespace

@@ -4,8 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <mutex>
-#include <unordered_map>
 
 namespace encgraph {
 namespace {
@@ -104,21 +102,10 @@ class CudaBackend final : public DeviceBackend {
                       std::to_string(total_b >> 20) +
                       "); lower the largest token budget or max_items_per_batch");
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    sizes_[p] = bytes;
-    allocated_ += bytes;
     return p;
   }
   void free(void* p) noexcept override {
     if (!p) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = sizes_.find(p);
-      if (it != sizes_.end()) {
-        allocated_ -= it->second;
-        sizes_.erase(it);
-      }
-    }
     log_if_failed(cudaFree(p), "freeing device memory");
   }
   void* alloc_host(size_t bytes, const std::string& what) override {
@@ -238,10 +225,6 @@ class CudaBackend final : public DeviceBackend {
     log_if_failed(cudaEventDestroy(stop), "destroying a timing event");
     return ms;
   }
-  size_t allocated_bytes() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return allocated_;
-  }
 
  private:
   int device_;
@@ -249,9 +232,6 @@ class CudaBackend final : public DeviceBackend {
   std::unique_ptr<Stream> stream_;
   std::array<Event, 2> staging_events_;
   cudaMemPool_t result_pool_ = nullptr;
-  mutable std::mutex mutex_;
-  std::unordered_map<void*, size_t> sizes_;
-  size_t allocated_ = 0;
 };
 
 }  // namespace

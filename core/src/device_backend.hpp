@@ -61,8 +61,6 @@ class DeviceBackend {
   // (device events on CUDA, the wall clock on the CPU). Synchronises.
   virtual double time_ms(const std::function<void()>& enqueue) = 0;
 
-  // Bytes currently allocated through alloc().
-  virtual size_t allocated_bytes() const = 0;
 };
 
 std::shared_ptr<DeviceBackend> make_cpu_backend();

@@ -21,8 +21,6 @@ size_t tensor_bytes(const eg_tensor& t) {
   return n;
 }
 
-std::string describe(const eg_graph_shape& s) { return describe_shape(s); }
-
 }  // namespace
 
 GraphManager::GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstance& plugin,
@@ -142,7 +140,7 @@ eg_tensor GraphManager::output_layout(const eg_graph_shape& shape) const {
     return plugin_.api()->output_shape(plugin_.handle(), &shape, &t, e);
   });
   if (t.ndim != 2 || t.shape[1] != plugin_.info().out_hidden_size || t.shape[0] < 0)
-    throw_plugin("plugin '" + plugin_.name() + "': output_shape for " + describe(shape) +
+    throw_plugin("plugin '" + plugin_.name() + "': output_shape for " + describe_shape(shape) +
                  " must be [rows, out_hidden_size=" +
                  std::to_string(plugin_.info().out_hidden_size) + "]");
   t.dtype = plugin_.info().out_dtype;
@@ -168,7 +166,7 @@ void GraphManager::release_memory() {
   backend_->free_host(staging_[0]);
   backend_->free_host(staging_[1]);
   workspace_ = staging_[0] = staging_[1] = nullptr;
-  workspace_bytes_ = staging_bytes_ = graph_memory_ = 0;
+  workspace_bytes_ = graph_memory_ = 0;
 }
 
 void GraphManager::clear() {
@@ -225,7 +223,6 @@ void GraphManager::capture() {
       }
       staging_[0] = backend_->alloc_host(staging, "replay staging");
       staging_[1] = backend_->alloc_host(staging, "replay staging");
-      staging_bytes_ = staging;
       break;
     } catch (const Error& e) {
       release_memory();
@@ -247,7 +244,7 @@ void GraphManager::capture() {
         release_memory();
         throw;
       }
-      spdlog::warn("dropping graph {} of '{}': {}", describe(shape), plugin_.name(), e.what());
+      spdlog::warn("dropping graph {} of '{}': {}", describe_shape(shape), plugin_.name(), e.what());
     }
   }
   backend_->synchronize();
@@ -330,7 +327,7 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
                std::vector<int64_t>(shape.axis_keys, shape.axis_keys + shape.num_axis_keys)};
   size_t bytes = 0;
   std::vector<eg_tensor> layout = buffer_layout(shape, &bytes);
-  void* memory = backend_->alloc(bytes, "the input buffers of graph " + describe(shape));
+  void* memory = backend_->alloc(bytes, "the input buffers of graph " + describe_shape(shape));
   graph_memory_ += bytes;
   Captured& c = graphs_[key];
   c.shape = shape;
@@ -361,7 +358,7 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
     };
     forward();  // warm-up outside the capture: lazy initialisation happens here
     backend_->synchronize();
-    c.graph = backend_->capture(forward, "graph " + describe(shape) + " of '" + plugin_.name() + "'");
+    c.graph = backend_->capture(forward, "graph " + describe_shape(shape) + " of '" + plugin_.name() + "'");
   } catch (...) {
     backend_->free(memory);
     graph_memory_ -= bytes;
@@ -421,7 +418,7 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
       throw Error(ErrorKind::Plugin, "plugin '" + plugin_.name() + "' wrote " +
                                          std::to_string(rows) + " rows into buffer '" +
                                          info.buffers[b].name + "' of " + std::to_string(capacity) +
-                                         " rows for " + describe(shape));
+                                         " rows for " + describe_shape(shape));
     if (capacity == 0) continue;
     const size_t row_bytes = total / static_cast<size_t>(capacity);
     const size_t real = static_cast<size_t>(rows) * row_bytes;
@@ -491,7 +488,7 @@ eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*
     backend_->free(scratch.memory);
     scratch.memory = nullptr;
     scratch.bytes = 0;
-    scratch.memory = backend_->alloc(need, "an eager run of " + describe(shape));
+    scratch.memory = backend_->alloc(need, "an eager run of " + describe_shape(shape));
     scratch.bytes = need;
   }
   if (scratch.host_bytes < buffer_bytes || !scratch.host) {
