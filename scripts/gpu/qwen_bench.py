@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""The Qwen2.5-VL-7B vision tower benchmark: encgraph (graphs, eager) against
+transformers' own implementation (eager and sdpa attention), in one run, on the
+same four workloads, bf16, random weights (the work does not depend on them).
+
+Workloads (written as JSONL traces that `encgraph bench` reads):
+  224     256 images of 224x224
+  mixed   256 images, height and width drawn from the multiples of 28 in 224..1344
+  1344    32 images of 1344x1344
+  video   64 videos of 8 frames at 336x448
+Every system runs requests of 16 items (one transformers forward per request,
+the items concatenated as Qwen2.5-VL's processor does), the first request as
+warm-up. Times cover the host-to-device copy of the pixels and the forward up to
+the device's last write. Model FLOPs count matrix products and attention of the
+real items (no padding), so TFLOP/s is useful work.
+
+usage: qwen_bench.py --bundle gpu-bundle --out-dir DIR [--only 224,mixed] [--skip-transformers]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import torch
+
+PATCH, TEMPORAL, MERGE, WINDOW = 14, 2, 2, 112
+D, HEADS, INTER, OUT, DEPTH, FULL = 1280, 16, 3420, 3584, 32, (7, 15, 23, 31)
+REQUEST = 16
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def workloads():
+    rnd = random.Random(20261129)
+    sides = list(range(224, 1345, 28))
+    return {
+        "224": [dict(modality="image", height=224, width=224) for _ in range(256)],
+        "mixed": [dict(modality="image", height=rnd.choice(sides), width=rnd.choice(sides))
+                  for _ in range(256)],
+        "1344": [dict(modality="image", height=1344, width=1344) for _ in range(32)],
+        "video": [dict(modality="video", frames=8, height=336, width=448) for _ in range(64)],
+    }
+
+
+def grid(item):
+    t = (item.get("frames", 1) + TEMPORAL - 1) // TEMPORAL
+    return t, item["height"] // PATCH, item["width"] // PATCH
+
+
+def item_flops(item):
+    """Matrix-product and attention FLOPs of one item's forward (2 per multiply-add)."""
+    t, h, w = grid(item)
+    p = t * h * w
+    per_patch = 2 * (D * 3 * D + D * D + D * 2 * INTER + INTER * D)
+    flops = 2 * p * 3 * TEMPORAL * PATCH * PATCH * D + DEPTH * p * per_patch
+    flops += 2 * (p // 4) * (4 * D * 4 * D + 4 * D * OUT)  # merger
+    # Attention: QK^T and PV, 4 * len^2 * D per sequence and layer.
+    wu = WINDOW // PATCH // MERGE  # merge units per window side
+    hu, wu_ = h // MERGE, w // MERGE
+    win = sum((min(wu, hu - i) * min(wu, wu_ - j) * MERGE * MERGE) ** 2
+              for i in range(0, hu, wu) for j in range(0, wu_, wu)) * t
+    full = t * (h * w) ** 2
+    flops += 4 * D * (len(FULL) * full + (DEPTH - len(FULL)) * win)
+    return flops
+
+
+def output_tokens(item):
+    t, h, w = grid(item)
+    return t * h * w // (MERGE * MERGE)
+
+
+def matmul_peak():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        a @ b
+    times = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            a @ b
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 10 / 1e3)
+    times.sort()
+    return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
+
+
+def run_encgraph(bundle, config, trace, out_dir, name):
+    report = os.path.join(out_dir, f"qwen-bench-{name}.json")
+    cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
+           "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
+           "--set", f"workload.request_size={REQUEST}", "--report", report]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log(proc.stdout[-3000:], proc.stderr[-3000:])
+    if proc.returncode != 0:
+        raise RuntimeError(f"encgraph bench failed ({proc.returncode}) on {name}")
+    log(f"  encgraph {name}: {time.time() - t0:.0f} s including capture")
+    with open(report) as fh:
+        rep = json.load(fh)
+    out = {}
+    for mode in rep["modes"]:
+        out["encgraph " + mode["mode"]] = dict(
+            seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
+            efficiency=mode["padded_token_efficiency"], items=mode["items"],
+            note=f"{mode['batches_graph']} graph / {mode['batches_eager']} eager batches"
+                 f" ({mode['batches_eager_chosen']} chosen)")
+    return out
+
+
+def build_transformers(attn):
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+        Qwen2_5_VisionTransformerPretrainedModel)
+    cfg = Qwen2_5_VLVisionConfig(depth=DEPTH, hidden_size=D, hidden_act="silu",
+                                 intermediate_size=INTER, num_heads=HEADS, in_channels=3,
+                                 patch_size=PATCH, spatial_merge_size=MERGE,
+                                 temporal_patch_size=TEMPORAL, window_size=WINDOW,
+                                 out_hidden_size=OUT, fullatt_block_indexes=list(FULL))
+    cfg._attn_implementation = attn
+    with torch.device("cuda"):
+        model = Qwen2_5_VisionTransformerPretrainedModel(cfg).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    return model
+
+
+def run_transformers(model, items):
+    """One forward per request, after the first request once as warm-up."""
+    gen = torch.Generator().manual_seed(1)
+    requests = []
+    for r in range(0, len(items), REQUEST):
+        chunk = items[r:r + REQUEST]
+        grids = [grid(it) for it in chunk]
+        rows = sum(t * h * w for t, h, w in grids)
+        pv = torch.randn(rows, 3 * TEMPORAL * PATCH * PATCH, generator=gen).to(torch.bfloat16)
+        requests.append((pv.pin_memory(), torch.tensor(grids, dtype=torch.long)))
+    latencies = []
+    with torch.no_grad():
+        for i, (pv, g) in enumerate([requests[0]] + requests):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model(pv.to("cuda", non_blocking=True), grid_thw=g.to("cuda"))
+            torch.cuda.synchronize()
+            if i > 0:
+                latencies.append(time.perf_counter() - t0)
+    ms = sorted(l * 1e3 for l in latencies)
+    pct = lambda q: ms[min(len(ms) - 1, max(0, -(-q * len(ms) // 100) - 1))]
+    return dict(seconds=sum(latencies), p50=pct(50), p99=pct(99), efficiency=1.0,
+                items=len(items), note="")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                     "configs", "qwen2_5_vl_bench.toml"))
+    ap.add_argument("--only", default="224,mixed,1344,video")
+    ap.add_argument("--skip-transformers", action="store_true")
+    args = ap.parse_args()
+    import transformers
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.cuda.get_device_name()}")
+    os.makedirs(args.out_dir, exist_ok=True)
+    peak = matmul_peak()
+    log(f"measured bf16 matrix-product peak (8192^3, torch): {peak:.0f} TFLOP/s")
+    chosen = args.only.split(",")
+    loads = {k: v for k, v in workloads().items() if k in chosen}
+    results = {}
+    for name, items in loads.items():
+        trace = os.path.join(args.out_dir, f"qwen-bench-{name}.jsonl")
+        with open(trace, "w") as fh:
+            for it in items:
+                fh.write(json.dumps(it) + "\n")
+        results[name] = run_encgraph(args.bundle, os.path.abspath(args.config), trace,
+                                     args.out_dir, name)
+    if not args.skip_transformers:
+        for attn in ("sdpa", "eager"):
+            model = build_transformers(attn)
+            for name, items in loads.items():
+                t0 = time.time()
+                results[name][f"transformers {attn}"] = run_transformers(model, items)
+                log(f"  transformers {attn} {name}: {time.time() - t0:.0f} s")
+            del model
+            torch.cuda.empty_cache()
+
+    lines = [f"Qwen2.5-VL-7B tower, bf16, {torch.cuda.get_device_name()}; "
+             f"bf16 product peak {peak:.0f} TFLOP/s (torch 8192^3, same run)", "",
+             "| workload | system | images/s | tokens/s | p50 ms | p99 ms | padded eff. "
+             "| TFLOP/s | % peak | vs transformers sdpa |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, items in loads.items():
+        # Every system runs the first request once unmeasured, then all of them.
+        flops = sum(item_flops(it) for it in items)
+        tokens = sum(output_tokens(it) for it in items)
+        ref = results[name].get("transformers sdpa")
+        for system, r in results[name].items():
+            speed = r["items"] / r["seconds"]
+            tf = flops / r["seconds"] / 1e12
+            ratio = f"{(ref['seconds'] / r['seconds']):.2f}x" if ref else "-"
+            lines.append(f"| {name} | {system} | {speed:.1f} | {tokens / r['seconds']:.0f} | "
+                         f"{r['p50']:.1f} | {r['p99']:.1f} | {100 * r['efficiency']:.1f}% | "
+                         f"{tf:.0f} | {100 * tf / peak:.0f}% | {ratio} |")
+    table = "\n".join(lines)
+    log("\n" + table)
+    with open(os.path.join(args.out_dir, "qwen_bench.table"), "w") as fh:
+        fh.write(table + "\n")
+    with open(os.path.join(args.out_dir, "qwen-bench.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
