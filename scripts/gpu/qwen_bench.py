@@ -106,7 +106,7 @@ def run_encgraph(bundle, config, trace, out_dir, name):
     with open(report) as fh:
         rep = json.load(fh)
     out = {}
-    for mode in rep["modes"]:
+    for mode in rep["results"]:
         out["encgraph " + mode["mode"]] = dict(
             seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
             efficiency=mode["padded_token_efficiency"], items=mode["items"],
