@@ -90,7 +90,9 @@ def build_models(depth, seed, init):
     ref16r = copy.deepcopy(ref16)
     ref16r.rotary_pos_emb.inv_freq = ref32.rotary_pos_emb.inv_freq.detach().clone()
     try:  # how transformers itself builds a bf16 tower (from_pretrained's path)
-        probe = Qwen2_5_VisionTransformerPretrainedModel._from_config(cfg, dtype=torch.bfloat16)
+        small = copy.deepcopy(cfg)
+        small.depth, small.fullatt_block_indexes = 1, [0]
+        probe = Qwen2_5_VisionTransformerPretrainedModel._from_config(small, dtype=torch.bfloat16)
         log(f"_from_config(dtype=bf16): rotary inv_freq is {probe.rotary_pos_emb.inv_freq.dtype}, "
             f"weights {next(probe.parameters()).dtype}")
         del probe
