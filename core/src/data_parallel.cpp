@@ -93,8 +93,9 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
   const eg_model_info& info = ranks_[0]->model_info();
   const size_t row_bytes = static_cast<size_t>(info.out_hidden_size) * dtype_size(info.out_dtype);
   const size_t block = static_cast<size_t>(max_rows) * row_bytes;
-  void* gathered = nullptr;  // rank 0's copy of every block
-
+  // Each rank runs its items and lays its rows out in a send block on its own
+  // thread; then one call gathers every block into every rank's recv.
+  std::vector<GatherBuffers> buffers(world);
   on_every_rank(world, [&](int r) {
     DeviceBackend& backend = *ranks_[r]->backend_;
     backend.make_current();
@@ -112,13 +113,17 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
       backend.copy_on_device(static_cast<char*>(send) + at, t.data, bytes);
       at += bytes;
     }
-    comm_->all_gather(r, send, recv, block, backend.stream());
-    backend.free_async(send);
-    if (r == 0)
-      gathered = recv;
-    else
-      backend.free_async(recv);
+    buffers[r] = {send, recv, backend.stream()};
   });
+  comm_->all_gather(buffers, block);
+  for (int r = 0; r < world; ++r) {
+    DeviceBackend& backend = *ranks_[r]->backend_;
+    backend.make_current();
+    backend.free_async(const_cast<void*>(buffers[r].send));
+    if (r != 0) backend.free_async(buffers[r].recv);
+  }
+  void* gathered = buffers[0].recv;  // rank 0's copy of every block
+  ranks_[0]->backend_->make_current();
 
   Result result;
   auto backend = ranks_[0]->backend_;

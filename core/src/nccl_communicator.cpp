@@ -16,6 +16,8 @@ struct Nccl {
   decltype(&::ncclCommInitAll) comm_init_all = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
   decltype(&::ncclAllGather) all_gather = nullptr;
+  decltype(&::ncclGroupStart) group_start = nullptr;
+  decltype(&::ncclGroupEnd) group_end = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
 };
 
@@ -30,10 +32,13 @@ const Nccl& nccl() {
     n.comm_init_all = reinterpret_cast<decltype(n.comm_init_all)>(dlsym(lib, "ncclCommInitAll"));
     n.comm_destroy = reinterpret_cast<decltype(n.comm_destroy)>(dlsym(lib, "ncclCommDestroy"));
     n.all_gather = reinterpret_cast<decltype(n.all_gather)>(dlsym(lib, "ncclAllGather"));
+    n.group_start = reinterpret_cast<decltype(n.group_start)>(dlsym(lib, "ncclGroupStart"));
+    n.group_end = reinterpret_cast<decltype(n.group_end)>(dlsym(lib, "ncclGroupEnd"));
     n.error_string =
         reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
-    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.error_string)
-      throw Error(ErrorKind::Device, "libnccl lacks ncclCommInitAll/ncclAllGather");
+    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.group_start ||
+        !n.group_end || !n.error_string)
+      throw Error(ErrorKind::Device, "libnccl lacks one of ncclCommInitAll, ncclAllGather, ncclGroupStart/End");
     return n;
   }();
   return loaded;
@@ -64,10 +69,23 @@ class NcclCommunicator final : public Communicator {
       }
   }
   int size() const override { return static_cast<int>(comms_.size()); }
-  void all_gather(int rank, const void* send, void* recv, size_t bytes, void* stream) override {
-    EG_CUDA_CHECK(cudaSetDevice(devices_.at(rank)));
-    EG_NCCL_CHECK(nccl().all_gather(send, recv, bytes, ncclUint8, comms_.at(rank),
-                                static_cast<cudaStream_t>(stream)));
+  void all_gather(const std::vector<GatherBuffers>& ranks, size_t bytes) override {
+    if (ranks.size() != comms_.size())
+      throw Error(ErrorKind::Internal, "all_gather with " + std::to_string(ranks.size()) +
+                                           " ranks' buffers on " +
+                                           std::to_string(comms_.size()) + " NCCL ranks");
+    // One group: NCCL launches every rank's part together when it closes.
+    EG_NCCL_CHECK(nccl().group_start());
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const ncclResult_t st =
+          nccl().all_gather(ranks[r].send, ranks[r].recv, bytes, ncclUint8, comms_[r],
+                            static_cast<cudaStream_t>(ranks[r].stream));
+      if (st != ncclSuccess) {
+        nccl().group_end();  // close the group before reporting
+        EG_NCCL_CHECK(st);
+      }
+    }
+    EG_NCCL_CHECK(nccl().group_end());
   }
 
  private:
