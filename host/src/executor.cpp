@@ -82,57 +82,80 @@ double percentile(std::vector<double> values, double p) {
   return values[index];
 }
 
-Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
-                             const ExecOptions& options, const ResultConsumer& consumer) {
-  check_workload_supported(runtime, work);
+namespace {
+
+// Runs request r of the workload (items [r * size, (r + 1) * size)) and, when
+// measured, adds its latency and items to m.
+void run_request(Runtime& runtime, const std::vector<WorkItem>& work, size_t request_size,
+                 size_t r, bool measured, Measurement& m, const ResultConsumer& consumer) {
+  const auto prepared = Clock::now();
+  const size_t first = r * request_size, last = std::min(work.size(), first + request_size);
+  std::vector<Item> items;
+  std::vector<const WorkItem*> described;
+  items.reserve(last - first);
+  for (size_t i = first; i < last; ++i) {
+    items.push_back(make_item(runtime, work[i]));
+    described.push_back(&work[i]);
+  }
+  const auto start = Clock::now();
+  double latency = 0.0;
+  {
+    Result result = runtime.execute(items);
+    result.wait();  // latency ends when the device has written every row
+    latency = since(start);
+    if (consumer && measured) consumer(described, result, result.to_host());
+  }
+  if (!measured) return;
+  m.wall_seconds += since(prepared);
+  m.latencies.push_back(latency);
+  m.requests += 1;
+  m.exec_seconds += latency;
+  for (size_t i = 0; i < items.size(); ++i) {
+    m.items += 1;
+    m.tokens += items[i].spec().output_tokens;
+    m.videos += described[i]->modality == EG_MODALITY_VIDEO;
+  }
+}
+
+}  // namespace
+
+std::vector<Measurement> execute_interleaved(const std::vector<Runtime*>& runtimes,
+                                             const std::vector<WorkItem>& work,
+                                             const ExecOptions& options,
+                                             const ResultConsumer& consumer) {
+  for (Runtime* runtime : runtimes) check_workload_supported(*runtime, work);
   const size_t request_size = static_cast<size_t>(std::max<int64_t>(options.request_size, 1));
   const size_t num_requests = (work.size() + request_size - 1) / request_size;
-
-  auto run_request = [&](size_t r, bool measured, Measurement& m) {
-    const size_t first = r * request_size, last = std::min(work.size(), first + request_size);
-    std::vector<Item> items;
-    std::vector<const WorkItem*> described;
-    items.reserve(last - first);
-    for (size_t i = first; i < last; ++i) {
-      items.push_back(make_item(runtime, work[i]));
-      described.push_back(&work[i]);
-    }
-    const auto start = Clock::now();
-    double latency = 0.0;
-    {
-      Result result = runtime.execute(items);
-      result.wait();  // latency ends when the device has written every row
-      latency = since(start);
-      if (consumer && measured) consumer(described, result, result.to_host());
-    }
-    if (!measured) return;
-    m.latencies.push_back(latency);
-    m.requests += 1;
-    m.exec_seconds += latency;
-    for (size_t i = 0; i < items.size(); ++i) {
-      m.items += 1;
-      m.tokens += items[i].spec().output_tokens;
-      m.videos += described[i]->modality == EG_MODALITY_VIDEO;
-    }
-  };
+  const size_t n = runtimes.size();
 
   Measurement warm;
-  for (size_t r = 0;
-       r < std::min<size_t>(num_requests, static_cast<size_t>(options.warmup_requests)); ++r)
-    run_request(r, false, warm);
+  for (Runtime* runtime : runtimes)
+    for (size_t r = 0;
+         r < std::min<size_t>(num_requests, static_cast<size_t>(options.warmup_requests)); ++r)
+      run_request(*runtime, work, request_size, r, false, warm, {});
 
-  Measurement m;
-  const Stats before = runtime.stats();
+  std::vector<Measurement> m(n);
+  std::vector<Stats> before;
+  for (Runtime* runtime : runtimes) before.push_back(runtime->stats());
   Progress progress(options.label, static_cast<int64_t>(work.size()));
-  const auto start = Clock::now();
   for (size_t r = 0; r < num_requests; ++r) {
-    run_request(r, true, m);
-    if (options.progress) progress.update(m.items);
+    // Each request runs on every runtime, the one going first rotating, so that
+    // none always meets the GPU warmer (clocks drift under seconds of load).
+    for (size_t k = 0; k < n; ++k) {
+      const size_t which = (r + k) % n;
+      run_request(*runtimes[which], work, request_size, r, true, m[which],
+                  which == 0 ? consumer : ResultConsumer{});
+    }
+    if (options.progress) progress.update(m[0].items);
   }
-  m.wall_seconds = since(start);
   progress.finish();
-  m.stats = stats_delta(runtime.stats(), before);
+  for (size_t k = 0; k < n; ++k) m[k].stats = stats_delta(runtimes[k]->stats(), before[k]);
   return m;
+}
+
+Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
+                             const ExecOptions& options, const ResultConsumer& consumer) {
+  return execute_interleaved({&runtime}, work, options, consumer).front();
 }
 
 }  // namespace encgraph::host

@@ -21,6 +21,7 @@ struct Measurement {
   int64_t requests = 0;
   double exec_seconds = 0.0;      // sum of request latencies
   double wall_seconds = 0.0;      // with item preparation (decoding, make_item)
+                                  // of the measured requests
   std::vector<double> latencies;  // seconds, one per request
   Stats stats;                    // the measured requests only (warm-up excluded)
 };
@@ -45,6 +46,14 @@ void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem
 
 Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer = {});
+
+// The same workload on several runtimes, request by request: request r runs on
+// every runtime before request r + 1, the runtime going first rotating. One
+// Measurement per runtime, in order; the consumer sees runtimes[0]'s results.
+std::vector<Measurement> execute_interleaved(const std::vector<Runtime*>& runtimes,
+                                             const std::vector<WorkItem>& work,
+                                             const ExecOptions& options,
+                                             const ResultConsumer& consumer = {});
 
 
 // a - b for the counters; rates recomputed; capture facts taken from a.
