@@ -62,8 +62,12 @@ class CudaGraph final : public RecordedGraph {
 class CudaBackend final : public DeviceBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {
+    // Streams and events belong to the device current when they are made: make
+    // them after selecting ours (a second rank's events made on device 0 failed
+    // cudaEventRecord with an invalid resource handle).
     EG_CUDA_CHECK(cudaSetDevice(device));
     stream_ = std::make_unique<Stream>();
+    for (auto& e : staging_events_) e = std::make_unique<Event>();
     cudaDeviceProp prop{};
     EG_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = std::string("cuda:") + std::to_string(device) + " (" + prop.name + ")";
@@ -150,10 +154,10 @@ class CudaBackend final : public DeviceBackend {
   void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
 
   void mark_staging_consumed(int slot) override {
-    EG_CUDA_CHECK(cudaEventRecord(staging_events_.at(slot).get(), stream_->get()));
+    EG_CUDA_CHECK(cudaEventRecord(staging_events_.at(slot)->get(), stream_->get()));
   }
   void wait_staging_free(int slot) override {
-    EG_CUDA_CHECK(cudaEventSynchronize(staging_events_.at(slot).get()));
+    EG_CUDA_CHECK(cudaEventSynchronize(staging_events_.at(slot)->get()));
   }
 
   std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
@@ -230,7 +234,7 @@ class CudaBackend final : public DeviceBackend {
   int device_;
   std::string name_;
   std::unique_ptr<Stream> stream_;
-  std::array<Event, 2> staging_events_;
+  std::array<std::unique_ptr<Event>, 2> staging_events_;
   cudaMemPool_t result_pool_ = nullptr;
 };
 
