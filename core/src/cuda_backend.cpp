@@ -43,6 +43,27 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
+// Makes `device` current for a scope and restores the caller's device: stream
+// operations must run with their stream's device current, and results of one
+// rank are read and freed from threads that work on another.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    EG_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) EG_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = previous_ != device;
+  }
+  ~DeviceScope() {
+    if (changed_) log_if_failed(cudaSetDevice(previous_), "restoring the current device");
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
 class CudaGraph final : public RecordedGraph {
  public:
   CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
@@ -127,18 +148,23 @@ class CudaBackend final : public DeviceBackend {
   }
 
   void copy_to_device(void* d, const void* s, size_t n) override {
+    const DeviceScope scope(device_);
     if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, stream_->get()));
   }
   void copy_on_device(void* d, const void* s, size_t n) override {
+    const DeviceScope scope(device_);
     if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, stream_->get()));
   }
   void copy_to_host(void* d, const void* s, size_t n) override {
+    const DeviceScope scope(device_);
     if (n) EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_->get()));
   }
   void fill_bytes(void* d, int value, size_t n) override {
+    const DeviceScope scope(device_);
     if (n) EG_CUDA_CHECK(cudaMemsetAsync(d, value, n, stream_->get()));
   }
   void* alloc_async(size_t bytes, const std::string& what) override {
+    const DeviceScope scope(device_);
     void* p = nullptr;
     const cudaError_t st = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, result_pool_, stream_->get());
     if (st != cudaSuccess) {
@@ -149,7 +175,13 @@ class CudaBackend final : public DeviceBackend {
     return p;
   }
   void free_async(void* p) noexcept override {
-    if (p) log_if_failed(cudaFreeAsync(p, stream_->get()), "freeing results");
+    if (!p) return;
+    try {
+      const DeviceScope scope(device_);
+      log_if_failed(cudaFreeAsync(p, stream_->get()), "freeing results");
+    } catch (const Error& e) {
+      spdlog::error("freeing results: {}", e.what());
+    }
   }
   void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
 
