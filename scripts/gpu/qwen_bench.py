@@ -8,7 +8,8 @@ Workloads (written as JSONL traces that `encgraph bench` reads):
   mixed   256 images, height and width drawn from the multiples of 28 in 224..1344
   1344    32 images of 1344x1344
   video   64 videos of 8 frames at 336x448
-Every system runs requests of 16 items (one transformers forward per request,
+  224x1   64 images of 224x224, one per request (latency; not an issue target)
+Every system runs requests of 16 items (224x1: one; one transformers forward per request,
 the items concatenated as Qwen2.5-VL's processor does), the first request as
 warm-up; encgraph's graphs and eager runtimes take the requests in turn
 (`encgraph bench`). Padded efficiency: real over budget tokens of the batches
@@ -31,6 +32,9 @@ import torch
 PATCH, TEMPORAL, MERGE, WINDOW = 14, 2, 2, 112
 D, HEADS, INTER, OUT, DEPTH, FULL = 1280, 16, 3420, 3584, 32, (7, 15, 23, 31)
 REQUEST = 16
+# Items per request where a workload does not say otherwise; "224x1" sends one
+# small image per request, where launch and replay overhead would show.
+REQUEST_SIZES = {"224x1": 1}
 
 
 def log(*a):
@@ -46,6 +50,7 @@ def workloads():
                   for _ in range(256)],
         "1344": [dict(modality="image", height=1344, width=1344) for _ in range(32)],
         "video": [dict(modality="video", frames=8, height=336, width=448) for _ in range(64)],
+        "224x1": [dict(modality="image", height=224, width=224) for _ in range(64)],
     }
 
 
@@ -94,11 +99,11 @@ def matmul_peak():
     return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
 
 
-def run_encgraph(bundle, config, trace, out_dir, name):
+def run_encgraph(bundle, config, trace, out_dir, name, request):
     report = os.path.join(out_dir, f"qwen-bench-{name}.json")
     cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
            "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
-           "--set", f"workload.request_size={REQUEST}", "--report", report]
+           "--set", f"workload.request_size={request}", "--report", report]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log(proc.stdout[-3000:], proc.stderr[-3000:])
@@ -136,12 +141,12 @@ def build_transformers(attn):
     return model
 
 
-def run_transformers(model, items):
+def run_transformers(model, items, request):
     """One forward per request, after the first request once as warm-up."""
     gen = torch.Generator().manual_seed(1)
     requests = []
-    for r in range(0, len(items), REQUEST):
-        chunk = items[r:r + REQUEST]
+    for r in range(0, len(items), request):
+        chunk = items[r:r + request]
         grids = [grid(it) for it in chunk]
         rows = sum(t * h * w for t, h, w in grids)
         pv = torch.randn(rows, 3 * TEMPORAL * PATCH * PATCH, generator=gen).to(torch.bfloat16)
@@ -167,7 +172,7 @@ def main():
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                      "configs", "qwen2_5_vl_bench.toml"))
-    ap.add_argument("--only", default="224,mixed,1344,video")
+    ap.add_argument("--only", default="224,mixed,1344,video,224x1")
     ap.add_argument("--skip-transformers", action="store_true")
     args = ap.parse_args()
     import transformers
@@ -185,13 +190,14 @@ def main():
             for it in items:
                 fh.write(json.dumps(it) + "\n")
         results[name] = run_encgraph(args.bundle, os.path.abspath(args.config), trace,
-                                     args.out_dir, name)
+                                     args.out_dir, name, REQUEST_SIZES.get(name, REQUEST))
     if not args.skip_transformers:
         for attn in ("sdpa", "eager"):
             model = build_transformers(attn)
             for name, items in loads.items():
                 t0 = time.time()
-                results[name][f"transformers {attn}"] = run_transformers(model, items)
+                results[name][f"transformers {attn}"] = run_transformers(
+                    model, items, REQUEST_SIZES.get(name, REQUEST))
                 log(f"  transformers {attn} {name}: {time.time() - t0:.0f} s")
             del model
             torch.cuda.empty_cache()
