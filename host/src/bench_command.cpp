@@ -1,11 +1,13 @@
 // `encgraph bench`: the same workload with graphs and eagerly (a second Runtime
 // with use_graphs = false), request by request in turn, then a side-by-side
-// table. The first request's outputs of both modes
+// table. With runtime.data_parallel both modes are data parallel over the same
+// devices (two DataParallelRuntimes). The first request's outputs of both modes
 // are compared as a correctness check.
 #include "cli.hpp"
 #include "commands.hpp"
 #include "report.hpp"
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -15,12 +17,12 @@ namespace encgraph::host {
 namespace {
 
 // Every item's output, as floats, of the workload's first request (unmeasured).
-std::vector<std::vector<float>> first_request(Runtime& runtime, const std::vector<WorkItem>& work,
+std::vector<std::vector<float>> first_request(Engine& engine, const std::vector<WorkItem>& work,
                                               int64_t request_size) {
-  std::vector<Item> items;
+  std::vector<const WorkItem*> items;
   for (size_t i = 0; i < work.size() && static_cast<int64_t>(i) < request_size; ++i)
-    items.push_back(make_item(runtime, work[i]));
-  const Result result = runtime.execute(items);
+    items.push_back(&work[i]);
+  const Result result = engine.execute(engine.prepare(items));
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < result.size(); ++i) out.push_back(result.item_as_float(i));
   return out;
@@ -68,23 +70,24 @@ int bench_command(const std::vector<std::string>& args) {
   // Both runtimes live together and take the requests in turn (see
   // execute_interleaved): run one after the other, the second met a GPU that
   // had been busy for longer and ran up to 5% slower on the same batches.
-  std::vector<std::unique_ptr<Runtime>> runtimes;
+  std::vector<std::unique_ptr<Engine>> engines;
   for (bool graphs : {true, false}) {
     RuntimeConfig rc = config.runtime;
     rc.use_graphs = graphs;
-    runtimes.push_back(make_runtime(rc));
-    check_workload_supported(*runtimes.back(), work);
+    engines.push_back(make_engine(rc, config.data_parallel));
+    check_workload_supported(engines.back()->front(), work);
   }
-  describe_runtime(*runtimes[0], input);
-  runtimes[0]->capture();
+  describe_engine(*engines[0], input);
+  engines[0]->capture();
   options.label = "bench graphs + eager";
-  spdlog::info("{}: {} items on {}", options.label, work.size(), runtimes[0]->device_name());
+  spdlog::info("{}: {} items on {}", options.label, work.size(),
+               fmt::join(engines[0]->device_names(), ", "));
   const std::vector<Measurement> measured =
-      execute_interleaved({runtimes[0].get(), runtimes[1].get()}, work, options);
+      execute_interleaved({engines[0].get(), engines[1].get()}, work, options);
   input.modes.push_back({"graphs", true, measured[0]});
   input.modes.push_back({"eager", false, measured[1]});
-  input.max_abs_diff = max_abs_diff(first_request(*runtimes[0], work, options.request_size),
-                                    first_request(*runtimes[1], work, options.request_size));
+  input.max_abs_diff = max_abs_diff(first_request(*engines[0], work, options.request_size),
+                                    first_request(*engines[1], work, options.request_size));
 
   const auto report = make_report(input);
   if (!config.output.report.empty()) {

@@ -1,10 +1,10 @@
 // `encgraph check-config`: everything that can be checked without a GPU and
 // without reading weights. Keys, types and values always; the workload (trace
 // lines, image headers); the weights path's existence; and, when the plugin is
-// found and the config runs on the CPU ("cpu" or "auto"), the budget plan as the
-// plugin would make it (an instance created on the CPU with random weights,
-// which ABI v1 needs to answer budget_range and model_info; --structural skips
-// that).
+// found and the config runs on the CPU ("cpu" or "auto", or CPU data-parallel
+// ranks), the budget plan as the plugin would make it (an instance created on
+// the CPU with random weights, which ABI v1 needs to answer budget_range and
+// model_info; --structural skips that).
 #include "cli.hpp"
 #include "commands.hpp"
 #include "executor.hpp"
@@ -52,6 +52,16 @@ int check_config_command(const std::vector<std::string>& args) {
 
   const std::vector<WorkItem> work = build_workload(config.workload);
   std::cout << "  workload: " << config.workload.kind << ", " << work.size() << " items\n";
+  // With data parallelism the ranks' devices replace runtime.device.
+  const std::string& device = execution_device(config);
+  const std::string device_key =
+      config.data_parallel.empty() ? "runtime.device" : "runtime.data_parallel";
+  if (!config.data_parallel.empty()) {
+    std::cout << "  data parallel: " << config.data_parallel.size() << " ranks (";
+    for (size_t i = 0; i < config.data_parallel.size(); ++i)
+      std::cout << (i ? ", " : "") << config.data_parallel[i];
+    std::cout << ")\n";
+  }
 
   if (!rt.weights.empty() && rt.weights != "random" && rt.weights != "none" &&
       !std::filesystem::exists(rt.weights))
@@ -65,13 +75,13 @@ int check_config_command(const std::vector<std::string>& args) {
     std::cout << "  plugin: " << plugin->name << " " << plugin->version << " ("
               << plugin->file.string() << "), devices " << device_names(plugin->api->devices)
               << "\n";
-    const bool cuda = rt.device.rfind("cuda", 0) == 0;
+    const bool cuda = device.rfind("cuda", 0) == 0;
     if (cuda && !(plugin->api->devices & EG_DEVICE_CUDA))
-      throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+      throw_config(config.source + ": " + device_key + ": plugin '" + rt.plugin +
                    "' does not run on CUDA (it supports " + device_names(plugin->api->devices) +
                    ")");
-    if (rt.device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
-      throw_config(config.source + ": runtime.device: plugin '" + rt.plugin +
+    if (device == "cpu" && !(plugin->api->devices & EG_DEVICE_CPU))
+      throw_config(config.source + ": " + device_key + ": plugin '" + rt.plugin +
                    "' does not run on the CPU (it supports " + device_names(plugin->api->devices) +
                    ")");
   }
@@ -82,7 +92,7 @@ int check_config_command(const std::vector<std::string>& args) {
   const char* structural_reason =
       vm.count("structural")                    ? "as asked (--structural)"
       : !plugin                                 ? "the plugin is not on the search path yet"
-      : rt.device.rfind("cuda", 0) == 0         ? "a CUDA config: no GPU is used here"
+      : device.rfind("cuda", 0) == 0            ? "a CUDA config: no GPU is used here"
       : !(plugin->api->devices & EG_DEVICE_CPU) ? "the plugin has no CPU instance to ask"
                                                 : nullptr;
   if (structural_reason) {

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/data_parallel.hpp>
 #include <encgraph/error.hpp>
 
 #include <spdlog/spdlog.h>
@@ -81,6 +82,30 @@ std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config) {
       throw_config("[plugin.config] or plugin.weights rejected: " + std::string(e.what()));
     throw;
   }
+}
+
+std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
+                                    const std::vector<std::string>& data_parallel) {
+  if (data_parallel.empty()) return std::make_unique<Engine>(make_runtime(config));
+  try {
+    return std::make_unique<Engine>(std::make_unique<DataParallelRuntime>(config, data_parallel));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (e.kind() == ErrorKind::Input)
+      throw_config("[plugin.config] or plugin.weights rejected: " + what);
+    // DataParallelRuntime's own checks of the device list begin so.
+    if (e.kind() == ErrorKind::Config && what.rfind("data parallel", 0) == 0)
+      throw_config("runtime.data_parallel: " + what);
+    throw;
+  }
+}
+
+void refuse_data_parallel_embeddings(const HostConfig& config, const std::string& command) {
+  if (config.data_parallel.empty() || config.output.embeddings.empty()) return;
+  throw_config(command + " cannot write embeddings (output.embeddings, --embeddings, -o) with " +
+               "runtime.data_parallel set yet: the gathered result's rows are not all copied " +
+               "to the host (a core limitation of Result::to_host). Write them without data " +
+               "parallelism (--set runtime.data_parallel=[]), or leave out the embeddings");
 }
 
 const char* device_type_name(eg_device_type type) {

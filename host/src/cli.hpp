@@ -1,10 +1,11 @@
 // What the config-driven subcommands share: parsing their arguments with
 // Boost.Program_options (usage errors print the options and give exit code 2),
 // loading the config with --set overrides, the log level, and creating the
-// Runtime with configuration errors reported as such.
+// Runtime (or data-parallel ranks) with configuration errors reported as such.
 #pragma once
 
 #include "config.hpp"
+#include "executor.hpp"
 
 #include <encgraph/runtime.hpp>
 
@@ -43,6 +44,18 @@ void apply_log_level(const std::string& level);
 // A Runtime for `config`. A plugin rejecting its configuration is a
 // configuration error (exit code 2), not a run failure.
 std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config);
+
+// One Runtime on config.device, or, when `data_parallel` lists devices, a
+// DataParallelRuntime with one rank per device; configuration errors as in
+// make_runtime, and the data-parallel ones name runtime.data_parallel.
+std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
+                                    const std::vector<std::string>& data_parallel);
+
+// Throws a Config error naming the command when it would write embeddings
+// with runtime.data_parallel set, which the host cannot do yet: a gathered
+// Result's to_host() copies only its first total_rows() rows, while its items
+// sit in rank blocks padded to the largest rank's rows.
+void refuse_data_parallel_embeddings(const HostConfig& config, const std::string& command);
 
 // "cpu" or "cuda".
 const char* device_type_name(eg_device_type type);

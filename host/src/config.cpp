@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -72,10 +73,10 @@ void check_elements(const toml::array& array, const std::string& path, const std
 
 void check_type(const KeySpec& spec, const toml::node& node, const std::string& src) {
   const std::string path(spec.path);
-  auto mismatch = [&] {
+  auto mismatch = [&](const std::string& hint = "") {
     fail_node(node, src,
               path + ": expected " + std::string(type_phrase(spec.type)) + ", got " +
-                  std::string(node_type_phrase(node)));
+                  std::string(node_type_phrase(node)) + hint);
   };
   switch (spec.type) {
     case KeyType::String:
@@ -94,6 +95,10 @@ void check_type(const KeySpec& spec, const toml::node& node, const std::string& 
       if (!node.is_table()) mismatch();
       break;
     case KeyType::StringArray:
+      // `--set key=[a, b]` is no TOML array (its strings lack quotes), so it
+      // arrived as one string: say what to write instead.
+      if (node.is_string() && node.as_string()->get().rfind('[', 0) == 0)
+        mismatch(" (quote each element: [\"a\", \"b\"])");
       if (!node.is_array()) mismatch();
       check_elements(*node.as_array(), path, src, &toml::node::is_string, "a string");
       break;
@@ -206,6 +211,13 @@ class Reader {
   std::string src_;
 };
 
+// "cuda:N" with one to three digits.
+bool is_numbered_cuda(const std::string& device) {
+  return device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 9 &&
+         std::all_of(device.begin() + 5, device.end(),
+                     [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
 void check_min(const Reader& r, std::string_view path, int64_t value, int64_t min) {
   if (value < min)
     r.fail(path, "must be >= " + std::to_string(min) + ", got " + std::to_string(value));
@@ -234,6 +246,44 @@ void read_runtime(const Reader& r, HostConfig& c) {
   r.get("runtime.poison_memory", rt.poison_memory);
   r.get("runtime.stats_log_interval", rt.stats_log_interval);
   check_min(r, "runtime.stats_log_interval", rt.stats_log_interval, 0);
+}
+
+// runtime.data_parallel: two or more ranks (one device is runtime.device's
+// job), all "cpu" or all distinct "cuda:N" (what DataParallelRuntime and NCCL
+// take). runtime.device is not used then; an explicit one of the other kind is
+// refused, as it shows the user expects another device than the ranks get.
+void read_data_parallel(const Reader& r, HostConfig& c) {
+  const std::string key = "runtime.data_parallel";
+  std::vector<std::string>& devices = c.data_parallel;
+  r.get(key, devices);
+  if (devices.empty()) return;
+  if (devices.size() == 1)
+    r.fail(key, "one device is not data parallel; set runtime.device = \"" + devices[0] +
+                    "\" instead and drop runtime.data_parallel, or list two or more devices");
+  auto element = [&](size_t i) { return key + "[" + std::to_string(i) + "]"; };
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i] != "cpu" && !is_numbered_cuda(devices[i]))
+      r.fail(element(i), "\"" + devices[i] +
+                             "\" is not a data-parallel device; use \"cpu\" or \"cuda:N\" "
+                             "(\"cuda:0\", \"cuda:1\", ...)");
+  const bool cpu = devices.front() == "cpu";
+  for (size_t i = 1; i < devices.size(); ++i) {
+    if ((devices[i] == "cpu") != cpu)
+      r.fail(element(i), "\"" + devices[i] + "\" mixed with \"" + devices.front() +
+                             "\": the ranks must be all \"cpu\" or all \"cuda:N\"");
+    const auto earlier = devices.begin() + static_cast<std::ptrdiff_t>(i);
+    if (!cpu && std::find(devices.begin(), earlier, devices[i]) != earlier)
+      r.fail(element(i), "\"" + devices[i] +
+                             "\" is listed twice: each GPU takes one rank (only \"cpu\" repeats)");
+  }
+  const std::string& device = c.runtime.device;
+  if (r.node("runtime.device") && device != "auto" && (device == "cpu") != cpu)
+    r.fail("runtime.device",
+           "runtime.device = \"" + device +
+               "\" conflicts with runtime.data_parallel, whose ranks run " +
+               (cpu ? "on the CPU" : "on CUDA") +
+               "; with runtime.data_parallel set the ranks' devices come from it alone: remove "
+               "runtime.device (or set it to \"auto\"), or drop runtime.data_parallel");
 }
 
 void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
@@ -338,6 +388,7 @@ HostConfig resolve(toml::table& root, const std::string& src,
   HostConfig c;
   c.source = src;
   read_runtime(reader, c);
+  read_data_parallel(reader, c);
   read_plugin(reader, root, c);
   read_budgets(reader, c);
   read_workload(reader, c);
@@ -364,11 +415,13 @@ std::string list(const std::vector<T>& v) {
 
 void check_device_string(const std::string& device, const std::string& where) {
   if (device == "auto" || device == "cpu" || device == "cuda") return;
-  if (device.rfind("cuda:", 0) == 0 && device.size() > 5 && device.size() < 9 &&
-      std::all_of(device.begin() + 5, device.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
-    return;
+  if (is_numbered_cuda(device)) return;
   throw_config(where + ": \"" + device +
                "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+}
+
+const std::string& execution_device(const HostConfig& config) {
+  return config.data_parallel.empty() ? config.runtime.device : config.data_parallel.front();
 }
 
 HostConfig load_config(const std::filesystem::path& file,
@@ -398,6 +451,8 @@ std::string canonical_config(const HostConfig& c) {
   std::map<std::string, std::string> kv;
   const RuntimeConfig& rt = c.runtime;
   kv["runtime.device"] = rt.device;
+  // Only when set, so that the digests of configs without it stay as they were.
+  if (!c.data_parallel.empty()) kv["runtime.data_parallel"] = list(c.data_parallel);
   std::vector<std::string> dirs;
   for (const auto& d : rt.plugin_dirs) dirs.push_back(d.string());
   kv["runtime.plugin_dirs"] = list(dirs);

@@ -39,6 +39,10 @@ struct OutputConfig {
 
 struct HostConfig {
   RuntimeConfig runtime;
+  // runtime.data_parallel: one rank per device ("cpu" repeated, or distinct
+  // "cuda:N"), run through a DataParallelRuntime. Empty: one Runtime on
+  // runtime.device. Kept out of RuntimeConfig, which is the core's, per rank.
+  std::vector<std::string> data_parallel;
   std::string log_level = "info";
   WorkloadConfig workload;
   OutputConfig output;
@@ -59,5 +63,9 @@ std::string canonical_config(const HostConfig& config);
 
 // Throws a Config error unless `device` is auto, cpu, cuda or cuda:N.
 void check_device_string(const std::string& device, const std::string& where);
+
+// The device the config's work runs on: the first data-parallel rank's when
+// runtime.data_parallel is set, else runtime.device.
+const std::string& execution_device(const HostConfig& config);
 
 }  // namespace encgraph::host

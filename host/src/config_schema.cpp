@@ -7,6 +7,9 @@ const std::vector<KeySpec>& config_schema() {
       {"runtime.device", KeyType::String, "\"auto\"",
        "\"auto\" (CUDA when the plugin supports it and a GPU is usable, else CPU), \"cpu\", "
        "\"cuda\" or \"cuda:N\""},
+      {"runtime.data_parallel", KeyType::StringArray, "[]",
+       "data parallel: one rank per device, all \"cpu\" or all \"cuda:N\", at least two; "
+       "empty: one runtime on runtime.device"},
       {"runtime.log_level", KeyType::String, "\"info\"",
        "trace, debug, info, warn, error, critical or off"},
       {"runtime.plugin_dirs", KeyType::StringArray, "[]",

@@ -48,28 +48,30 @@ int encode_command(const std::vector<std::string>& args) {
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (config.output.embeddings.empty())
     throw_config("encode needs somewhere to write: give -o FILE or set output.embeddings");
+  refuse_data_parallel_embeddings(config, "encode");
 
   const std::vector<WorkItem> work = build_workload(config.workload);
-  auto runtime = make_runtime(config.runtime);
-  check_workload_supported(*runtime, work);
-  if (config.runtime.use_graphs) runtime->capture();
-  EmbeddingSink sink(config.output.embeddings, *runtime, config);
+  auto engine = make_engine(config.runtime, config.data_parallel);
+  const Runtime& front = engine->front();
+  check_workload_supported(front, work);
+  if (config.runtime.use_graphs) engine->capture();
+  EmbeddingSink sink(config.output.embeddings, front, config);
   ExecOptions options;
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "encode";
-  Measurement m = execute_workload(*runtime, work, options, sink.consumer());
+  Measurement m = execute_workload(*engine, work, options, sink.consumer());
   const size_t n = sink.finish();
   std::cout << "wrote " << n << " embeddings (" << sink.rows() << " rows of "
-            << runtime->model_info().out_hidden_size << ", "
-            << dtype_name(runtime->model_info().out_dtype) << ") to " << config.output.embeddings
+            << front.model_info().out_hidden_size << ", "
+            << dtype_name(front.model_info().out_dtype) << ") to " << config.output.embeddings
             << "\n";
 
   if (!config.output.report.empty()) {
     ReportInput input;
     input.command = "encode";
     input.config = &config;
-    describe_runtime(*runtime, input);
+    describe_engine(*engine, input);
     input.workload_items = static_cast<int64_t>(work.size());
     input.modes.push_back(
         {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});

@@ -18,9 +18,8 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-}  // namespace
-
-Item make_item(Runtime& runtime, const WorkItem& w) {
+// A work item's geometry and seed; a file's pixels are the caller's to attach.
+eg_item_desc describe(const WorkItem& w) {
   eg_item_desc desc{};
   desc.modality = w.modality;
   desc.channels = 3;
@@ -28,12 +27,83 @@ Item make_item(Runtime& runtime, const WorkItem& w) {
   desc.width = w.width;
   desc.frames = w.frames;
   desc.seed = w.seed;
-  if (w.file.empty()) return runtime.make_item(desc);
-  const DecodedImage img = decode_image(w.file);
+  return desc;
+}
+
+// Points `desc` at a decoded image's pixels (which must outlive it).
+void attach_pixels(eg_item_desc& desc, const DecodedImage& img) {
   desc.height = img.height;
   desc.width = img.width;
   desc.channels = img.channels;
   desc.pixels = img.pixels.data();
+}
+
+void recompute_rates(Stats& s) {
+  const int64_t total = s.graph_hits + s.graph_misses;
+  s.hit_rate = total > 0 ? static_cast<double>(s.graph_hits) / static_cast<double>(total) : 0.0;
+  s.padded_token_efficiency = s.budget_tokens > 0 ? static_cast<double>(s.real_tokens) /
+                                                        static_cast<double>(s.budget_tokens)
+                                                  : 0.0;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Runtime> runtime)
+    : single_(std::move(runtime)), front_(single_.get()) {}
+
+Engine::Engine(std::unique_ptr<DataParallelRuntime> ranks)
+    : ranks_(std::move(ranks)), front_(&ranks_->rank(0)) {}
+
+std::vector<std::string> Engine::device_names() const {
+  if (!ranks_) return {single_->device_name()};
+  std::vector<std::string> names;
+  for (int r = 0; r < ranks_->world_size(); ++r) names.push_back(ranks_->rank(r).device_name());
+  return names;
+}
+
+void Engine::capture() {
+  if (ranks_)
+    ranks_->capture();
+  else
+    single_->capture();
+}
+
+Stats Engine::stats() const {
+  if (!ranks_) return single_->stats();
+  std::vector<Stats> per_rank;
+  for (int r = 0; r < ranks_->world_size(); ++r) per_rank.push_back(ranks_->rank(r).stats());
+  return sum_stats(per_rank);
+}
+
+PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
+  PreparedRequest request;
+  if (!ranks_) {
+    for (const WorkItem* w : work) request.items.push_back(make_item(*single_, *w));
+    return request;
+  }
+  // The descriptions point into the images' pixel buffers, which stay put when
+  // the request is moved (a vector's move keeps its buffer).
+  request.images.reserve(work.size());
+  for (const WorkItem* w : work) {
+    eg_item_desc desc = describe(*w);
+    if (!w->file.empty()) {
+      request.images.push_back(decode_image(w->file));
+      attach_pixels(desc, request.images.back());
+    }
+    request.descs.push_back(desc);
+  }
+  return request;
+}
+
+Result Engine::execute(const PreparedRequest& request) {
+  return ranks_ ? ranks_->execute(request.descs) : single_->execute(request.items);
+}
+
+Item make_item(Runtime& runtime, const WorkItem& w) {
+  eg_item_desc desc = describe(w);
+  if (w.file.empty()) return runtime.make_item(desc);
+  const DecodedImage img = decode_image(w.file);
+  attach_pixels(desc, img);
   try {
     return runtime.make_item(desc);
   } catch (const Error& e) {
@@ -65,12 +135,27 @@ Stats stats_delta(const Stats& a, const Stats& b) {
   d.batches_graph -= b.batches_graph;
   d.batches_eager -= b.batches_eager;
   d.batches_eager_chosen -= b.batches_eager_chosen;
-  const int64_t total = d.graph_hits + d.graph_misses;
-  d.hit_rate = total > 0 ? static_cast<double>(d.graph_hits) / static_cast<double>(total) : 0.0;
-  d.padded_token_efficiency = d.budget_tokens > 0 ? static_cast<double>(d.real_tokens) /
-                                                        static_cast<double>(d.budget_tokens)
-                                                  : 0.0;
+  recompute_rates(d);
   return d;
+}
+
+Stats sum_stats(const std::vector<Stats>& ranks) {
+  Stats sum;
+  if (!ranks.empty()) sum.token_budgets = ranks.front().token_budgets;
+  for (const Stats& s : ranks) {
+    sum.graph_hits += s.graph_hits;
+    sum.graph_misses += s.graph_misses;
+    sum.num_graphs += s.num_graphs;
+    sum.real_tokens += s.real_tokens;
+    sum.budget_tokens += s.budget_tokens;
+    sum.batches_graph += s.batches_graph;
+    sum.batches_eager += s.batches_eager;
+    sum.batches_eager_chosen += s.batches_eager_chosen;
+    sum.capture_seconds += s.capture_seconds;
+    sum.graph_memory_bytes += s.graph_memory_bytes;
+  }
+  recompute_rates(sum);
+  return sum;
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -86,76 +171,76 @@ namespace {
 
 // Runs request r of the workload (items [r * size, (r + 1) * size)) and, when
 // measured, adds its latency and items to m.
-void run_request(Runtime& runtime, const std::vector<WorkItem>& work, size_t request_size,
-                 size_t r, bool measured, Measurement& m, const ResultConsumer& consumer) {
+void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t request_size, size_t r,
+                 bool measured, Measurement& m, const ResultConsumer& consumer) {
   const auto prepared = Clock::now();
   const size_t first = r * request_size, last = std::min(work.size(), first + request_size);
-  std::vector<Item> items;
   std::vector<const WorkItem*> described;
-  items.reserve(last - first);
-  for (size_t i = first; i < last; ++i) {
-    items.push_back(make_item(runtime, work[i]));
-    described.push_back(&work[i]);
-  }
+  for (size_t i = first; i < last; ++i) described.push_back(&work[i]);
+  const PreparedRequest request = engine.prepare(described);
   const auto start = Clock::now();
   double latency = 0.0;
+  int64_t tokens = 0;
   {
-    Result result = runtime.execute(items);
+    Result result = engine.execute(request);
     result.wait();  // latency ends when the device has written every row
     latency = since(start);
-    if (consumer && measured) consumer(described, result, result.to_host());
+    for (size_t i = 0; i < result.size(); ++i) tokens += result.rows(i);
+    if (consumer && measured)
+      consumer(described, result,
+               engine.data_parallel() ? std::vector<uint8_t>{} : result.to_host());
   }
   if (!measured) return;
   m.wall_seconds += since(prepared);
   m.latencies.push_back(latency);
   m.requests += 1;
   m.exec_seconds += latency;
-  for (size_t i = 0; i < items.size(); ++i) {
+  m.tokens += tokens;
+  for (const WorkItem* w : described) {
     m.items += 1;
-    m.tokens += items[i].spec().output_tokens;
-    m.videos += described[i]->modality == EG_MODALITY_VIDEO;
+    m.videos += w->modality == EG_MODALITY_VIDEO;
   }
 }
 
 }  // namespace
 
-std::vector<Measurement> execute_interleaved(const std::vector<Runtime*>& runtimes,
+std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines,
                                              const std::vector<WorkItem>& work,
                                              const ExecOptions& options,
                                              const ResultConsumer& consumer) {
-  for (Runtime* runtime : runtimes) check_workload_supported(*runtime, work);
+  for (Engine* engine : engines) check_workload_supported(engine->front(), work);
   const size_t request_size = static_cast<size_t>(std::max<int64_t>(options.request_size, 1));
   const size_t num_requests = (work.size() + request_size - 1) / request_size;
-  const size_t n = runtimes.size();
+  const size_t n = engines.size();
 
   Measurement warm;
-  for (Runtime* runtime : runtimes)
+  for (Engine* engine : engines)
     for (size_t r = 0;
          r < std::min<size_t>(num_requests, static_cast<size_t>(options.warmup_requests)); ++r)
-      run_request(*runtime, work, request_size, r, false, warm, {});
+      run_request(*engine, work, request_size, r, false, warm, {});
 
   std::vector<Measurement> m(n);
   std::vector<Stats> before;
-  for (Runtime* runtime : runtimes) before.push_back(runtime->stats());
+  for (Engine* engine : engines) before.push_back(engine->stats());
   Progress progress(options.label, static_cast<int64_t>(work.size()));
   for (size_t r = 0; r < num_requests; ++r) {
-    // Each request runs on every runtime, the one going first rotating, so that
+    // Each request runs on every engine, the one going first rotating, so that
     // none always meets the GPU warmer (clocks drift under seconds of load).
     for (size_t k = 0; k < n; ++k) {
       const size_t which = (r + k) % n;
-      run_request(*runtimes[which], work, request_size, r, true, m[which],
+      run_request(*engines[which], work, request_size, r, true, m[which],
                   which == 0 ? consumer : ResultConsumer{});
     }
     if (options.progress) progress.update(m[0].items);
   }
   progress.finish();
-  for (size_t k = 0; k < n; ++k) m[k].stats = stats_delta(runtimes[k]->stats(), before[k]);
+  for (size_t k = 0; k < n; ++k) m[k].stats = stats_delta(engines[k]->stats(), before[k]);
   return m;
 }
 
-Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
+Measurement execute_workload(Engine& engine, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer) {
-  return execute_interleaved({&runtime}, work, options, consumer).front();
+  return execute_interleaved({&engine}, work, options, consumer).front();
 }
 
 }  // namespace encgraph::host

@@ -1,14 +1,18 @@
-// Runs a workload through a Runtime in requests of `request_size` items and
+// Runs a workload in requests of `request_size` items on an Engine (one
+// Runtime, or a DataParallelRuntime spreading each request over its ranks) and
 // measures each execute() call. A request's latency runs from the call until
 // its results are ready: copied to the host when a consumer wants them, else
 // released (which waits for the device).
 #pragma once
 
+#include "image_io.hpp"
 #include "workload.hpp"
 
+#include <encgraph/data_parallel.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +30,51 @@ struct Measurement {
   Stats stats;                    // the measured requests only (warm-up excluded)
 };
 
-// A request's items (workload order), the call's Result and its bytes on the host.
+// A request ready to execute. One Runtime: its plugin items. Data parallel:
+// item descriptions and the decoded pixels they point into, because every rank
+// makes every item itself inside DataParallelRuntime::execute.
+struct PreparedRequest {
+  std::vector<Item> items;
+  std::vector<DecodedImage> images;
+  std::vector<eg_item_desc> descs;
+};
+
+// What a workload's requests run on: one Runtime, or a DataParallelRuntime
+// whose ranks each take a share of every request. Either way a request gives
+// one Result holding its items' rows in the request's order.
+class Engine {
+ public:
+  explicit Engine(std::unique_ptr<Runtime> runtime);
+  explicit Engine(std::unique_ptr<DataParallelRuntime> ranks);
+
+  bool data_parallel() const { return ranks_ != nullptr; }
+  int world_size() const { return ranks_ ? ranks_->world_size() : 1; }
+  // The only runtime, or rank 0: plugin, plan and model facts (every rank has
+  // the same) and where a data-parallel Result lives.
+  const Runtime& front() const { return *front_; }
+  // Each rank's device name ("cpu", "cuda:1 (NVIDIA H200)"); one entry when
+  // not data parallel.
+  std::vector<std::string> device_names() const;
+
+  void capture();
+  // Counters summed over the ranks (graphs and graph memory too: each rank
+  // holds its own); capture time summed, the ranks capturing one at a time.
+  Stats stats() const;
+  // Decodes files and, for one Runtime, makes the plugin items: the part of a
+  // request that is not timed.
+  PreparedRequest prepare(const std::vector<const WorkItem*>& work);
+  Result execute(const PreparedRequest& request);
+
+ private:
+  std::unique_ptr<Runtime> single_;
+  std::unique_ptr<DataParallelRuntime> ranks_;
+  Runtime* front_ = nullptr;
+};
+
+// A request's items (workload order), the call's Result and its bytes on the
+// host. Data parallel: the bytes are empty, since Result::to_host() does not
+// cover the padded layout of a gathered Result; read items with
+// Result::item_as_float, which does.
 using ResultConsumer =
     std::function<void(const std::vector<const WorkItem*>& items, const Result& result,
                        const std::vector<uint8_t>& host_bytes)>;
@@ -44,20 +92,23 @@ Item make_item(Runtime& runtime, const WorkItem& work);
 // Throws a Config error when the workload holds videos the runtime cannot run.
 void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem>& work);
 
-Measurement execute_workload(Runtime& runtime, const std::vector<WorkItem>& work,
+Measurement execute_workload(Engine& engine, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer = {});
 
-// The same workload on several runtimes, request by request: request r runs on
-// every runtime before request r + 1, the runtime going first rotating. One
-// Measurement per runtime, in order; the consumer sees runtimes[0]'s results.
-std::vector<Measurement> execute_interleaved(const std::vector<Runtime*>& runtimes,
+// The same workload on several engines, request by request: request r runs on
+// every engine before request r + 1, the engine going first rotating. One
+// Measurement per engine, in order; the consumer sees engines[0]'s results.
+std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines,
                                              const std::vector<WorkItem>& work,
                                              const ExecOptions& options,
                                              const ResultConsumer& consumer = {});
 
-
 // a - b for the counters; rates recomputed; capture facts taken from a.
 Stats stats_delta(const Stats& a, const Stats& b);
+
+// Every counter summed (graphs, graph memory and capture time too); rates
+// recomputed; the budgets taken from the first.
+Stats sum_stats(const std::vector<Stats>& ranks);
 
 // Nearest-rank percentile (p in [0, 100]) of unsorted values; 0 when empty.
 double percentile(std::vector<double> values, double p);

@@ -31,6 +31,16 @@ std::string budgets_text(const std::vector<int64_t>& b) {
   return s + "]";
 }
 
+// Where the work ran, for the printed forms: "cpu", or "2 data-parallel ranks
+// (cuda:0 (NVIDIA H200), cuda:1 (NVIDIA H200))".
+std::string where_text(const ReportInput& in) {
+  const auto& ranks = in.data_parallel_devices;
+  if (ranks.empty()) return in.device_name;
+  std::string s = std::to_string(ranks.size()) + " data-parallel ranks (";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + ranks[i];
+  return s + ")";
+}
+
 }  // namespace
 
 void describe_runtime(const Runtime& runtime, ReportInput& input) {
@@ -40,6 +50,12 @@ void describe_runtime(const Runtime& runtime, ReportInput& input) {
   input.plan = runtime.plan();
   input.out_hidden_size = runtime.model_info().out_hidden_size;
   input.out_dtype = runtime.model_info().out_dtype;
+}
+
+void describe_engine(const Engine& engine, ReportInput& input) {
+  describe_runtime(engine.front(), input);
+  input.data_parallel_devices.clear();
+  if (engine.data_parallel()) input.data_parallel_devices = engine.device_names();
 }
 
 nlohmann::json mode_json(const ModeResult& mode) {
@@ -103,6 +119,9 @@ nlohmann::json make_report(const ReportInput& in) {
         {"warmup_requests", c.workload.warmup_requests}}},
       {"results", modes},
   };
+  if (!in.data_parallel_devices.empty())
+    report["data_parallel"] = {{"world_size", in.data_parallel_devices.size()},
+                               {"devices", in.data_parallel_devices}};
   if (in.modes.size() == 2) {
     const auto& g = in.modes[0].measurement;
     const auto& e = in.modes[1].measurement;
@@ -126,7 +145,7 @@ void write_report(const std::filesystem::path& path, const nlohmann::json& repor
 void print_summary(std::ostream& out, const ReportInput& in) {
   for (const auto& mode : in.modes) {
     const auto j = mode_json(mode);
-    out << "plugin " << in.plugin << " on " << in.device_name << ", config " << in.config->source
+    out << "plugin " << in.plugin << " on " << where_text(in) << ", config " << in.config->source
         << " digest " << in.config->digest << "\n";
     out << "budgets " << budgets_text(in.plan.token_budgets) << ", max_items_per_batch "
         << in.plan.max_batch_size << ", max_frames_per_batch " << in.plan.max_frames_per_batch
@@ -147,7 +166,7 @@ void print_summary(std::ostream& out, const ReportInput& in) {
 }
 
 void print_bench_table(std::ostream& out, const ReportInput& in) {
-  out << "bench: plugin " << in.plugin << " on " << in.device_name << ", " << in.workload_items
+  out << "bench: plugin " << in.plugin << " on " << where_text(in) << ", " << in.workload_items
       << " items in requests of " << in.config->workload.request_size << ", config digest "
       << in.config->digest << "\n";
   std::vector<nlohmann::json> cols;

@@ -1,6 +1,6 @@
 // The run report: one JSON document (schema "encgraph.report/1") with what ran,
-// where, under which plan, and per mode (graphs, eager) the throughput, latency
-// percentiles and graph statistics; plus the human-readable forms printed on
+// where (with data parallelism: on which ranks), under which plan, and per mode (graphs, eager) the
+// throughput, latency percentiles and graph statistics; plus the human-readable forms printed on
 // stdout (a summary for run, a side-by-side table for bench).
 #pragma once
 
@@ -32,7 +32,10 @@ struct ReportInput {
   const HostConfig* config = nullptr;
   std::string plugin;
   std::string device_type;  // "cpu" or "cuda"
-  std::string device_name;
+  std::string device_name;  // data parallel: rank 0's, where results land
+  // Data parallel: each rank's device name (the world size is its length);
+  // empty when one Runtime ran.
+  std::vector<std::string> data_parallel_devices;
   BudgetPlan plan;
   int64_t out_hidden_size = 0;
   int32_t out_dtype = 0;
@@ -43,6 +46,9 @@ struct ReportInput {
 
 // Facts of a runtime (plugin, device, plan, output) copied into `input`.
 void describe_runtime(const Runtime& runtime, ReportInput& input);
+// The same for an engine: its first runtime's facts, and its ranks' devices
+// when data parallel.
+void describe_engine(const Engine& engine, ReportInput& input);
 
 nlohmann::json make_report(const ReportInput& input);
 nlohmann::json mode_json(const ModeResult& mode);

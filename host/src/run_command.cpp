@@ -1,11 +1,13 @@
 // `encgraph run`: capture the budget graphs, execute the configured workload in
-// requests, print a summary (or the JSON report with --json), and write the
+// requests (on one Runtime, or data parallel over runtime.data_parallel's
+// ranks), print a summary (or the JSON report with --json), and write the
 // report and embeddings where the config or options say.
 #include "cli.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
 #include "report.hpp"
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -29,28 +31,30 @@ int run_command(const std::vector<std::string>& args) {
   HostConfig config = load_command_config(vm);
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
+  refuse_data_parallel_embeddings(config, "run");
 
   const std::vector<WorkItem> work = build_workload(config.workload);
-  auto runtime = make_runtime(config.runtime);
-  spdlog::info("running {} items on {} with plugin '{}'", work.size(), runtime->device_name(),
-               runtime->plugin_name());
-  check_workload_supported(*runtime, work);
-  if (config.runtime.use_graphs) runtime->capture();
+  auto engine = make_engine(config.runtime, config.data_parallel);
+  const Runtime& front = engine->front();
+  spdlog::info("running {} items on {} with plugin '{}'", work.size(),
+               fmt::join(engine->device_names(), ", "), front.plugin_name());
+  check_workload_supported(front, work);
+  if (config.runtime.use_graphs) engine->capture();
 
   std::unique_ptr<EmbeddingSink> sink;
   if (!config.output.embeddings.empty())
-    sink = std::make_unique<EmbeddingSink>(config.output.embeddings, *runtime, config);
+    sink = std::make_unique<EmbeddingSink>(config.output.embeddings, front, config);
   ExecOptions options;
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "run";
   Measurement m =
-      execute_workload(*runtime, work, options, sink ? sink->consumer() : ResultConsumer{});
+      execute_workload(*engine, work, options, sink ? sink->consumer() : ResultConsumer{});
 
   ReportInput input;
   input.command = "run";
   input.config = &config;
-  describe_runtime(*runtime, input);
+  describe_engine(*engine, input);
   input.workload_items = static_cast<int64_t>(work.size());
   input.modes.push_back(
       {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});

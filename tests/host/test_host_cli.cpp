@@ -241,8 +241,8 @@ TEST_CASE("check-config validates with the plugin's plan, or structurally") {
 // Keys and values only: the device is left to "auto" so a build without CUDA
 // (whose toy plugin is CPU-only) passes too.
 TEST_CASE("the shipped configs pass check-config") {
-  for (const char* name : {"toy.toml", "toy_cuda_bench.toml", "qwen2_5_vl.toml",
-                           "qwen2_5_vl_small_cpu.toml", "siglip.toml"}) {
+  for (const char* name : {"toy.toml", "toy_cuda_bench.toml", "toy_data_parallel.toml",
+                           "qwen2_5_vl.toml", "qwen2_5_vl_small_cpu.toml", "siglip.toml"}) {
     CAPTURE(name);
     const auto o =
         run("check-config", {std::string(EG_HOST_SOURCE_DIR) + "/configs/" + name, "--structural",

@@ -49,8 +49,8 @@ TEST_CASE("progress text shows items, rate and ETA") {
 
 TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   const HostConfig c = load_config_text(host_test::toy_config(), "t.toml", {});
-  auto rt = make_runtime(c.runtime);
-  rt->capture();
+  Engine engine(make_runtime(c.runtime));
+  engine.capture();
   WorkloadConfig w;
   w.count = 10;
   w.min_side = 28;
@@ -62,8 +62,8 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   o.warmup_requests = 2;
   o.progress = false;
   std::vector<size_t> request_sizes;
-  const Measurement m =
-      execute_workload(*rt, work, o, [&](const auto& items, const auto& result, const auto& host) {
+  const Measurement m = execute_workload(
+      engine, work, o, [&](const auto& items, const auto& result, const auto& host) {
         request_sizes.push_back(items.size());
         CHECK(result.size() == items.size());
         CHECK(host.size() == static_cast<size_t>(result.total_rows() * result.hidden_size() * 4));
@@ -76,7 +76,7 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   for (const auto& it : work) tokens += (it.height / 14) * (it.width / 14);  // the toy's count
   CHECK(m.tokens == tokens);
   CHECK(m.stats.graph_hits + m.stats.graph_misses == 10);  // warm-up excluded
-  CHECK(rt->stats().graph_hits + rt->stats().graph_misses == 18);
+  CHECK(engine.stats().graph_hits + engine.stats().graph_misses == 18);
 }
 
 TEST_CASE("videos are refused when the plan allows no frames") {
