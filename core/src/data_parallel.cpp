@@ -122,25 +122,37 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
     backend.free_async(const_cast<void*>(buffers[r].send));
     if (r != 0) backend.free_async(buffers[r].recv);
   }
-  void* gathered = buffers[0].recv;  // rank 0's copy of every block
-  ranks_[0]->backend_->make_current();
-
+  // Unpad on rank 0: each rank's rows are contiguous at the start of its block
+  // of max_rows, so one copy per rank packs them into rows 0..total-1 (a Result
+  // is contiguous; to_host() copies total_rows()).
+  DeviceBackend& home = *ranks_[0]->backend_;
+  home.make_current();
+  int64_t total_rows = 0;
+  for (int64_t t : tokens) total_rows += t;
+  void* packed = home.alloc_async(std::max<size_t>(static_cast<size_t>(total_rows) * row_bytes, 1),
+                                  "data-parallel result");
   Result result;
-  auto backend = ranks_[0]->backend_;
-  result.memory_ = std::shared_ptr<void>(gathered, [backend](void* p) { backend->free_async(p); });
-  result.backend_ = backend;
-  result.hidden_ = info.out_hidden_size;
-  result.dtype_ = info.out_dtype;
-  result.device_ = backend->type();
   result.offsets_.assign(descs.size(), 0);
-  result.rows_ = tokens;
+  int64_t row = 0;
   for (int r = 0; r < world; ++r) {
-    int64_t row = r * max_rows;
+    const int64_t first = row;
     for (int64_t i : assignment_.rank_items(r)) {
       result.offsets_[i] = row;
       row += tokens[i];
     }
+    home.copy_on_device(static_cast<char*>(packed) + static_cast<size_t>(first) * row_bytes,
+                        static_cast<char*>(buffers[0].recv) + static_cast<size_t>(r) * block,
+                        static_cast<size_t>(row - first) * row_bytes);
   }
+  home.free_async(buffers[0].recv);
+
+  auto backend = ranks_[0]->backend_;
+  result.memory_ = std::shared_ptr<void>(packed, [backend](void* p) { backend->free_async(p); });
+  result.backend_ = backend;
+  result.hidden_ = info.out_hidden_size;
+  result.dtype_ = info.out_dtype;
+  result.device_ = backend->type();
+  result.rows_ = tokens;
   for (int64_t t : tokens) result.total_rows_ += t;
   return result;
 }

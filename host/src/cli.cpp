@@ -100,14 +100,6 @@ std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
   }
 }
 
-void refuse_data_parallel_embeddings(const HostConfig& config, const std::string& command) {
-  if (config.data_parallel.empty() || config.output.embeddings.empty()) return;
-  throw_config(command + " cannot write embeddings (output.embeddings, --embeddings, -o) with " +
-               "runtime.data_parallel set yet: the gathered result's rows are not all copied " +
-               "to the host (a core limitation of Result::to_host). Write them without data " +
-               "parallelism (--set runtime.data_parallel=[]), or leave out the embeddings");
-}
-
 const char* device_type_name(eg_device_type type) {
   return type == EG_DEVICE_CUDA ? "cuda" : "cpu";
 }

@@ -51,11 +51,6 @@ std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config);
 std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
                                     const std::vector<std::string>& data_parallel);
 
-// Throws a Config error naming the command when it would write embeddings
-// with runtime.data_parallel set, which the host cannot do yet: a gathered
-// Result's to_host() copies only its first total_rows() rows, while its items
-// sit in rank blocks padded to the largest rank's rows.
-void refuse_data_parallel_embeddings(const HostConfig& config, const std::string& command);
 
 // "cpu" or "cuda".
 const char* device_type_name(eg_device_type type);

@@ -48,7 +48,6 @@ int encode_command(const std::vector<std::string>& args) {
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (config.output.embeddings.empty())
     throw_config("encode needs somewhere to write: give -o FILE or set output.embeddings");
-  refuse_data_parallel_embeddings(config, "encode");
 
   const std::vector<WorkItem> work = build_workload(config.workload);
   auto engine = make_engine(config.runtime, config.data_parallel);

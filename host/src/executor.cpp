@@ -187,8 +187,7 @@ void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t reque
     latency = since(start);
     for (size_t i = 0; i < result.size(); ++i) tokens += result.rows(i);
     if (consumer && measured)
-      consumer(described, result,
-               engine.data_parallel() ? std::vector<uint8_t>{} : result.to_host());
+      consumer(described, result, result.to_host());
   }
   if (!measured) return;
   m.wall_seconds += since(prepared);

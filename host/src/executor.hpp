@@ -72,9 +72,7 @@ class Engine {
 };
 
 // A request's items (workload order), the call's Result and its bytes on the
-// host. Data parallel: the bytes are empty, since Result::to_host() does not
-// cover the padded layout of a gathered Result; read items with
-// Result::item_as_float, which does.
+// host (Result::to_host(), item i at host_offset(i)).
 using ResultConsumer =
     std::function<void(const std::vector<const WorkItem*>& items, const Result& result,
                        const std::vector<uint8_t>& host_bytes)>;

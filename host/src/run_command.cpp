@@ -31,7 +31,6 @@ int run_command(const std::vector<std::string>& args) {
   HostConfig config = load_command_config(vm);
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
-  refuse_data_parallel_embeddings(config, "run");
 
   const std::vector<WorkItem> work = build_workload(config.workload);
   auto engine = make_engine(config.runtime, config.data_parallel);

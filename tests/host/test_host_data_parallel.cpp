@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "executor.hpp"
 #include "host_test_support.hpp"
+#include "safetensors_reader.hpp"
 
 #include <doctest/doctest.h>
 #include <stb/stb_image_write.h>
@@ -360,21 +361,36 @@ TEST_CASE("data-parallel configuration errors exit 2 and name the key") {
         std::string::npos);
 }
 
-TEST_CASE("embeddings with data_parallel are refused clearly, before any work") {
+TEST_CASE("embeddings written data parallel equal a single runtime's, tensor by tensor") {
   host_test::TempDir dir;
-  const std::string two = "runtime.data_parallel=[\"cpu\", \"cpu\"]";
-  auto o = run("run", toy_args({"--set", two, "--embeddings", (dir / "e.safetensors").string()}));
-  CHECK(o.code == 2);
-  CHECK(o.log.find("run cannot write embeddings") != std::string::npos);
-  CHECK(o.log.find("runtime.data_parallel") != std::string::npos);
-  CHECK_FALSE(fs::exists(dir / "e.safetensors"));
-  o = run("run", toy_args({"--set", two, "--set",
-                           "output.embeddings=\"" + (dir / "e.safetensors").string() + "\""}));
-  CHECK(o.code == 2);
-  CHECK(o.log.find("run cannot write embeddings") != std::string::npos);
-  o = run("encode", toy_args({"--set", two, "-o", (dir / "e.safetensors").string()}));
-  CHECK(o.code == 2);
-  CHECK(o.log.find("encode cannot write embeddings") != std::string::npos);
+  const std::string two = "runtime.data_parallel=[\"cpu\", \"cpu\", \"cpu\"]";
+  const fs::path single = dir / "single.safetensors", ranks = dir / "ranks.safetensors";
+  auto o = run("run", toy_args({"--embeddings", single.string()}));
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  o = run("run", toy_args({"--set", two, "--embeddings", ranks.string()}));
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  const auto expected = host_test::read_safetensors(single);
+  const auto got = host_test::read_safetensors(ranks);
+  size_t tensors = 0;
+  for (const auto& [name, entry] : expected.header.items()) {
+    if (name == "__metadata__") continue;
+    CAPTURE(name);
+    REQUIRE(got.header.contains(name));
+    CHECK(got.header[name]["shape"] == entry["shape"]);
+    const std::vector<float> rows = expected.floats(name);
+    CHECK_FALSE(rows.empty());
+    CHECK(got.floats(name) == rows);
+    ++tensors;
+  }
+  CHECK(tensors == 40);  // workload.count in toy_args
+  CHECK(got.header.size() == expected.header.size());
+  // encode takes the same path.
+  o = run("encode", toy_args({"--set", two, "-o", (dir / "encoded.safetensors").string()}));
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(fs::exists(dir / "encoded.safetensors"));
 }
 
 TEST_CASE("check-config shows the ranks and plans CPU ranks with the plugin") {
