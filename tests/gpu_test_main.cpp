@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
   if (ENCGRAPH_TEST_MIN_GPUS > 1 && count < ENCGRAPH_TEST_MIN_GPUS) {
     const char* required = std::getenv("ENCGRAPH_REQUIRE_GPUS");
     if (required && std::atoi(required) >= ENCGRAPH_TEST_MIN_GPUS) {
-      std::fprintf(stderr, "FAIL: ENCGRAPH_REQUIRE_GPUS=%s but %d CUDA devices\n", required,
-                   count);
+      std::fprintf(stderr, "FAIL: ENCGRAPH_REQUIRE_GPUS=%s but %d CUDA devices\n", required, count);
       return 1;
     }
     std::printf("skipped: needs %d CUDA devices, %d present\n", ENCGRAPH_TEST_MIN_GPUS, count);
@@ -41,8 +40,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "FAIL: ENCGRAPH_REQUIRE_GPU=1 but no usable CUDA device\n");
       return 1;
     }
-    std::printf("skipped: no usable CUDA device on this machine (GPU suites run on the H200 via "
-                "scripts/gpu-run-all.sh)\n");
+    std::printf(
+        "skipped: no usable CUDA device on this machine (GPU suites run on the H200 via "
+        "scripts/gpu-run-all.sh)\n");
     return 77;
   }
   doctest::Context context(argc, argv);

@@ -48,8 +48,8 @@ inline void check_batch_equals_per_item(Runtime& graphs, Runtime& eager,
       if (std::isnan(a[k])) ++nans;
       if (a[k] != b[k]) ++mismatches;
     }
-    INFO("item " << i << " of " << descs.size() << ", " << descs[i].height << "x"
-                 << descs[i].width << "x" << descs[i].frames);
+    INFO("item " << i << " of " << descs.size() << ", " << descs[i].height << "x" << descs[i].width
+                 << "x" << descs[i].frames);
     CHECK(nans == 0);
     CHECK(mismatches == 0);
   }

@@ -32,8 +32,8 @@ TEST_CASE("items are balanced by input size, largest first onto the least-loaded
   DataParallelRuntime dp(cfg, {"cpu", "cpu"});
   dp.capture();
   // Tokens 100, 4, 16, 1: rank 0 takes 100; rank 1 takes 16, 4, 1.
-  const Result r = dp.execute({image(140, 140, 1), image(28, 28, 2), image(56, 56, 3),
-                               image(14, 14, 4)});
+  const Result r =
+      dp.execute({image(140, 140, 1), image(28, 28, 2), image(56, 56, 3), image(14, 14, 4)});
   const RankAssignment& a = dp.last_assignment();
   CHECK(a.order == std::vector<int64_t>{0, 2, 1, 3});
   CHECK(a.items_per_rank == std::vector<int64_t>{1, 3});
@@ -46,8 +46,9 @@ TEST_CASE("items are balanced by input size, largest first onto the least-loaded
 
 TEST_CASE("mixed or unknown devices are rejected") {
   RuntimeConfig cfg = toy_config("cpu");
-  CHECK(error_of([&] { DataParallelRuntime dp(cfg, {"cpu", "cuda:0"}); })
-            .find("all \"cpu\" or all CUDA") != std::string::npos);
+  CHECK(error_of([&] {
+          DataParallelRuntime dp(cfg, {"cpu", "cuda:0"});
+        }).find("all \"cpu\" or all CUDA") != std::string::npos);
   CHECK(error_of([&] { DataParallelRuntime dp(cfg, {}); }).find("at least one") !=
         std::string::npos);
 }

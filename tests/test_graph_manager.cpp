@@ -99,7 +99,7 @@ TEST_CASE("padding logics are applied on every replay, also after a larger batch
   rt.capture();
   std::vector<Item> big, small;
   for (int i = 0; i < 8; ++i) big.push_back(rt.make_item(image(14 * 5, 14 * 6, i)));  // 240
-  small.push_back(rt.make_item(image(14, 28, 99)));                                  // 2
+  small.push_back(rt.make_item(image(14, 28, 99)));                                   // 2
   CHECK_NOTHROW(rt.execute(big));
   CHECK_NOTHROW(rt.execute(small));
   CHECK_NOTHROW(rt.execute(big));

@@ -24,14 +24,14 @@ using Ep = k::GemmPlan::Epilogue;
 
 namespace {
 
-#define BENCH_CHECK(expr)                                                                  \
-  do {                                                                                     \
-    const int rc_ = (expr);                                                                \
-    if (rc_ != 0) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #expr,           \
-                   k::error_string(rc_), k::last_error_detail());                          \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define BENCH_CHECK(expr)                                                       \
+  do {                                                                          \
+    const int rc_ = (expr);                                                     \
+    if (rc_ != 0) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #expr, \
+                   k::error_string(rc_), k::last_error_detail());               \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 #define BENCH_CUDA(expr) BENCH_CHECK(static_cast<int>(expr))
 
@@ -72,8 +72,8 @@ double time_us(const std::function<void()>& f) {
 void add_row(const std::string& kernel, const std::string& shape, double us, double flops,
              double bytes, const std::string& note = "") {
   g_rows.push_back({kernel, shape, us, flops / us * 1e-6, bytes / us * 1e-3, note});
-  std::printf("%-22s %-34s %10.1f us %8.1f TFLOP/s %8.0f GB/s  %s\n", kernel.c_str(),
-              shape.c_str(), us, flops / us * 1e-6, bytes / us * 1e-3, note.c_str());
+  std::printf("%-22s %-34s %10.1f us %8.1f TFLOP/s %8.0f GB/s  %s\n", kernel.c_str(), shape.c_str(),
+              us, flops / us * 1e-6, bytes / us * 1e-3, note.c_str());
   std::fflush(stdout);
 }
 
@@ -88,8 +88,8 @@ struct Pool {
     std::vector<bf16> host(pattern_elems);
     for (auto& v : host) v = __float2bfloat16(d(rng));
     BENCH_CUDA(cudaMalloc(&pattern, pattern_elems * sizeof(bf16)));
-    BENCH_CUDA(cudaMemcpy(pattern, host.data(), pattern_elems * sizeof(bf16),
-                          cudaMemcpyHostToDevice));
+    BENCH_CUDA(
+        cudaMemcpy(pattern, host.data(), pattern_elems * sizeof(bf16), cudaMemcpyHostToDevice));
     blocks.push_back(pattern);
   }
   ~Pool() {
@@ -140,8 +140,8 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
   k::GemmPlan fresh;
   BENCH_CHECK(fresh.initialize(m, n, kk, ep, residual));
   add_row(name, shape3(m, n, kk), time_us([&] {
-            BENCH_CHECK(fresh.run(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(),
-                                  g_stream));
+            BENCH_CHECK(
+                fresh.run(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
           }),
           flops, bytes, "heuristic, after tuning");
 }
@@ -150,7 +150,8 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
 // `padded` zero-length slots.
 std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
   std::vector<int32_t> cu{0};
-  while (cu.back() < tokens) cu.push_back(static_cast<int32_t>(std::min<int64_t>(cu.back() + len, tokens)));
+  while (cu.back() < tokens)
+    cu.push_back(static_cast<int32_t>(std::min<int64_t>(cu.back() + len, tokens)));
   for (int i = 0; i < padded; ++i) cu.push_back(cu.back());
   return cu;
 }
@@ -267,18 +268,17 @@ int main(int argc, char** argv) {
       bf16* qkv = pool.bf(static_cast<size_t>(T * 3 * H * D));
       float* cs = pool.raw<float>(static_cast<size_t>(T * D / 2));
       BENCH_CUDA(cudaMemset(cs, 0x3c, static_cast<size_t>(T * D / 2) * sizeof(float)));
-      add_row("rotary", std::to_string(T) + " tok 16x80 q,k", time_us([&] {
-                BENCH_CHECK(k::rotary_bf16(qkv, T, H, D, cs, cs, D / 2, g_stream));
-              }),
+      add_row("rotary", std::to_string(T) + " tok 16x80 q,k",
+              time_us([&] { BENCH_CHECK(k::rotary_bf16(qkv, T, H, D, cs, cs, D / 2, g_stream)); }),
               0, 2.0 * 2 * T * 2 * H * D + 8.0 * T * D / 2);
       const int64_t rows = T / 4, cols = 4 * C;
       std::vector<int32_t> idx(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) idx[r] = static_cast<int32_t>((r * 7919) % rows);
       int32_t* didx = pool.raw<int32_t>(idx.size());
-      BENCH_CUDA(cudaMemcpy(didx, idx.data(), idx.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-      add_row("gather_rows", std::to_string(rows) + "x" + std::to_string(cols), time_us([&] {
-                BENCH_CHECK(k::gather_rows_bf16(x, didx, y, rows, cols, g_stream));
-              }),
+      BENCH_CUDA(
+          cudaMemcpy(didx, idx.data(), idx.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      add_row("gather_rows", std::to_string(rows) + "x" + std::to_string(cols),
+              time_us([&] { BENCH_CHECK(k::gather_rows_bf16(x, didx, y, rows, cols, g_stream)); }),
               0, 4.0 * rows * cols);
       add_row("gelu erf", std::to_string(T * C) + " values",
               time_us([&] { BENCH_CHECK(k::gelu_bf16(x, y, T * C, false, g_stream)); }), 0,
@@ -315,13 +315,14 @@ int main(int argc, char** argv) {
     if (r.kernel == "gemm square") peak = std::max(peak, r.tflops);
   add_row("layer (window attn)", std::to_string(T) + " tok, sum of rows", layer_us,
           gemm_flops + window_flops, 0.0,
-          "products " + std::to_string(static_cast<int>(100 * gemm_us / layer_us)) +
-              "% of time; " +
+          "products " + std::to_string(static_cast<int>(100 * gemm_us / layer_us)) + "% of time; " +
               std::to_string(static_cast<int>(100 * (gemm_flops + window_flops) / layer_us * 1e-6 /
                                               std::max(peak, 1.0))) +
               "% of square-product peak");
 
-  std::string table = "kernel                 shape                                   us   TFLOP/s     GB/s  note\n";
+  std::string table =
+      "kernel                 shape                                   us   TFLOP/s     GB/s  "
+      "note\n";
   for (const Row& r : g_rows) {
     char line[256];
     std::snprintf(line, sizeof(line), "%-22s %-34s %9.1f %9.1f %8.0f  %s\n", r.kernel.c_str(),

@@ -39,8 +39,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-RuntimeConfig config(const std::string& device, int extra_kernels, bool graphs,
-                     int hidden = 64) {
+RuntimeConfig config(const std::string& device, int extra_kernels, bool graphs, int hidden = 64) {
   RuntimeConfig c;
   c.plugin = "toy";
   c.plugin_dirs = {ENCGRAPH_BENCH_PLUGIN_DIR};
@@ -121,8 +120,8 @@ int main(int argc, char** argv) {
     const double eager_us = time_us(20, 200, [&] { return run(eager, eb); });
 
     table << "manager benchmark (toy plugin, " << graphs.device_name() << ")\n";
-    table << "  host overhead per batch (8 items, pack + refresh + replay enqueue): "
-          << host_us << " us median of 500 (target < 30 us)\n";
+    table << "  host overhead per batch (8 items, pack + refresh + replay enqueue): " << host_us
+          << " us median of 500 (target < 30 us)\n";
     table << "  batch of 8 items, 300 kernels per forward: graph replay " << graph_us
           << " us, eager " << eager_us << " us, speed-up " << eager_us / graph_us << "x\n";
     const Stats s = graphs.stats();

@@ -48,14 +48,15 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
     const int64_t smallest = user.front();
     if (plan.max_batch_size > smallest)
       throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
-                   ") must be <= the smallest token budget (" + std::to_string(smallest) +
-                   ") of " + list_string(user) + ": each item needs at least one token of " +
+                   ") must be <= the smallest token budget (" + std::to_string(smallest) + ") of " +
+                   list_string(user) + ": each item needs at least one token of " +
                    "every captured budget. Raise the smallest budget or lower "
                    "max_items_per_batch.");
   } else {
     if (range_min <= 0 || range_max <= 0)
       throw_config("the plugin's budget range [" + std::to_string(range_min) + ", " +
-                   std::to_string(range_max) + "] is invalid: both ends must be positive; set "
+                   std::to_string(range_max) +
+                   "] is invalid: both ends must be positive; set "
                    "budgets.token_budgets explicitly");
     if (range_min > range_max)
       throw_config("the plugin's budget range is invalid: minimum " + std::to_string(range_min) +
@@ -99,7 +100,8 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
       if (path.min_token_budget < 0 || path.min_token_budget > max_budget)
         throw_config("path '" + path.name + "' declares minimum budget " +
                      std::to_string(path.min_token_budget) + " outside (0, " +
-                     std::to_string(max_budget) + "], the largest budget; raise the largest "
+                     std::to_string(max_budget) +
+                     "], the largest budget; raise the largest "
                      "budget");
       budgets = generate_budgets(path.min_token_budget, max_budget);
     }

@@ -29,8 +29,8 @@ class CpuBackend final : public DeviceBackend {
   void* alloc(size_t bytes, const std::string& what) override {
     void* p = std::aligned_alloc(256, round_up(bytes));
     if (!p)
-      throw Error(ErrorKind::Device, "out of host memory allocating " + std::to_string(bytes) +
-                                         " bytes for " + what);
+      throw Error(ErrorKind::Device,
+                  "out of host memory allocating " + std::to_string(bytes) + " bytes for " + what);
     return p;
   }
   void free(void* p) noexcept override {
@@ -73,7 +73,9 @@ class CpuBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::shared_ptr<DeviceBackend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+std::shared_ptr<DeviceBackend> make_cpu_backend() {
+  return std::make_shared<CpuBackend>();
+}
 
 size_t dtype_size(int32_t dtype) {
   switch (dtype) {

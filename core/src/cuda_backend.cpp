@@ -166,7 +166,8 @@ class CudaBackend final : public DeviceBackend {
   void* alloc_async(size_t bytes, const std::string& what) override {
     const DeviceScope scope(device_);
     void* p = nullptr;
-    const cudaError_t st = cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, result_pool_, stream_->get());
+    const cudaError_t st =
+        cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, result_pool_, stream_->get());
     if (st != cudaSuccess) {
       (void)cudaGetLastError();
       throw Error(ErrorKind::Device, std::string("CUDA ") + cudaGetErrorName(st) + " allocating " +
@@ -223,8 +224,7 @@ class CudaBackend final : public DeviceBackend {
       if (graph) (void)cudaGraphDestroy(graph);
       (void)cudaGetLastError();
       throw Error(ErrorKind::Plugin,
-                  "capturing " + what + ": the capture was invalidated (" +
-                      cudaGetErrorName(end) +
+                  "capturing " + what + ": the capture was invalidated (" + cudaGetErrorName(end) +
                       "). The forward made a call that is illegal inside a CUDA graph: a "
                       "synchronisation, an allocation, or work on a stream other than the one "
                       "it was given");
@@ -235,8 +235,8 @@ class CudaBackend final : public DeviceBackend {
       (void)cudaGraphDestroy(graph);
       (void)cudaGetLastError();
       throw Error(ErrorKind::Device, std::string("instantiating ") + what + ": CUDA " +
-                                         cudaGetErrorName(inst) + " (" +
-                                         cudaGetErrorString(inst) + ")");
+                                         cudaGetErrorName(inst) + " (" + cudaGetErrorString(inst) +
+                                         ")");
     }
     return std::make_unique<CudaGraph>(graph, exec, s);
   }
@@ -277,15 +277,14 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
   const cudaError_t st = cudaGetDeviceCount(&count);
   if (st != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    throw Error(ErrorKind::Device, std::string("no usable CUDA device (") +
-                                       (st != cudaSuccess ? cudaGetErrorString(st)
-                                                          : "device count is 0") +
-                                       "); set runtime.device = \"cpu\"");
+    throw Error(ErrorKind::Device,
+                std::string("no usable CUDA device (") +
+                    (st != cudaSuccess ? cudaGetErrorString(st) : "device count is 0") +
+                    "); set runtime.device = \"cpu\"");
   }
   if (device_index < 0 || device_index >= count)
     throw Error(ErrorKind::Config, "CUDA device " + std::to_string(device_index) +
-                                       " does not exist (" + std::to_string(count) +
-                                       " present)");
+                                       " does not exist (" + std::to_string(count) + " present)");
   return std::make_shared<CudaBackend>(device_index);
 }
 

@@ -12,6 +12,8 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int) {
               "with the CUDA toolkit installed");
 }
 
-bool cuda_device_available() { return false; }
+bool cuda_device_available() {
+  return false;
+}
 
 }  // namespace encgraph

@@ -60,7 +60,6 @@ class DeviceBackend {
   // Milliseconds the device spends on the work `enqueue` puts on stream()
   // (device events on CUDA, the wall clock on the CPU). Synchronises.
   virtual double time_ms(const std::function<void()>& enqueue) = 0;
-
 };
 
 std::shared_ptr<DeviceBackend> make_cpu_backend();

@@ -13,7 +13,9 @@ namespace {
 constexpr size_t kAlign = 256;
 constexpr size_t kGraphCountWarning = 64;
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 size_t tensor_bytes(const eg_tensor& t) {
   size_t n = dtype_size(t.dtype);
@@ -63,10 +65,11 @@ GraphManager::GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstanc
       budgets += (i ? ", " : "") + std::to_string(plan_.path_budgets[p][i]);
     budgets += "]";
   }
-  spdlog::info("graph manager for '{}': budgets {}, max_items_per_batch={}, "
-               "max_frames_per_batch={}, capture axes={}",
-               plugin_.name(), budgets, plan_.max_batch_size, plan_.max_frames_per_batch,
-               info.num_capture_axes);
+  spdlog::info(
+      "graph manager for '{}': budgets {}, max_items_per_batch={}, "
+      "max_frames_per_batch={}, capture axes={}",
+      plugin_.name(), budgets, plan_.max_batch_size, plan_.max_frames_per_batch,
+      info.num_capture_axes);
 }
 
 GraphManager::~GraphManager() {
@@ -140,9 +143,9 @@ eg_tensor GraphManager::output_layout(const eg_graph_shape& shape) const {
     return plugin_.api()->output_shape(plugin_.handle(), &shape, &t, e);
   });
   if (t.ndim != 2 || t.shape[1] != plugin_.info().out_hidden_size || t.shape[0] < 0)
-    throw_plugin("plugin '" + plugin_.name() + "': output_shape for " + describe_shape(shape) +
-                 " must be [rows, out_hidden_size=" +
-                 std::to_string(plugin_.info().out_hidden_size) + "]");
+    throw_plugin(
+        "plugin '" + plugin_.name() + "': output_shape for " + describe_shape(shape) +
+        " must be [rows, out_hidden_size=" + std::to_string(plugin_.info().out_hidden_size) + "]");
   t.dtype = plugin_.info().out_dtype;
   t.device = backend_->type();
   return t;
@@ -193,9 +196,10 @@ void GraphManager::capture() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<eg_graph_shape> shapes = planned_graphs();
   if (shapes.size() > kGraphCountWarning)
-    spdlog::warn("capturing {} graphs for '{}': capture axes multiply the per-budget graph "
-                 "count; consider pruning axis keys",
-                 shapes.size(), plugin_.name());
+    spdlog::warn(
+        "capturing {} graphs for '{}': capture axes multiply the per-budget graph "
+        "count; consider pruning axis keys",
+        shapes.size(), plugin_.name());
 
   prepare_device_once();
 
@@ -216,8 +220,8 @@ void GraphManager::capture() {
       workspace_bytes_ = ws;
       graph_memory_ = ws;
       for (size_t p = 0; p < out.size(); ++p) {
-        output_arena_[p] = backend_->alloc(out[p], "the shared graph output of path " +
-                                                       std::to_string(p));
+        output_arena_[p] =
+            backend_->alloc(out[p], "the shared graph output of path " + std::to_string(p));
         output_arena_bytes_[p] = out[p];
         graph_memory_ += out[p];
       }
@@ -230,9 +234,10 @@ void GraphManager::capture() {
       int64_t largest = 0;
       for (const auto& s : shapes) largest = std::max(largest, s.token_budget);
       spdlog::warn("dropping budget {}: {}", largest, e.what());
-      shapes.erase(std::remove_if(shapes.begin(), shapes.end(),
-                                  [&](const eg_graph_shape& s) { return s.token_budget == largest; }),
-                   shapes.end());
+      shapes.erase(
+          std::remove_if(shapes.begin(), shapes.end(),
+                         [&](const eg_graph_shape& s) { return s.token_budget == largest; }),
+          shapes.end());
     }
   }
 
@@ -244,7 +249,8 @@ void GraphManager::capture() {
         release_memory();
         throw;
       }
-      spdlog::warn("dropping graph {} of '{}': {}", describe_shape(shape), plugin_.name(), e.what());
+      spdlog::warn("dropping graph {} of '{}': {}", describe_shape(shape), plugin_.name(),
+                   e.what());
     }
   }
   backend_->synchronize();
@@ -352,13 +358,13 @@ void GraphManager::capture_one(const eg_graph_shape& shape) {
     const eg_forward_args* args = &c.args;  // the map node is stable
     PluginInstance* plugin = &plugin_;
     auto forward = [plugin, args] {
-      plugin->call("forward", &args->shape, [&](eg_error* e) {
-        return plugin->api()->forward(plugin->handle(), args, e);
-      });
+      plugin->call("forward", &args->shape,
+                   [&](eg_error* e) { return plugin->api()->forward(plugin->handle(), args, e); });
     };
     forward();  // warm-up outside the capture: lazy initialisation happens here
     backend_->synchronize();
-    c.graph = backend_->capture(forward, "graph " + describe_shape(shape) + " of '" + plugin_.name() + "'");
+    c.graph = backend_->capture(forward,
+                                "graph " + describe_shape(shape) + " of '" + plugin_.name() + "'");
   } catch (...) {
     backend_->free(memory);
     graph_memory_ -= bytes;
@@ -523,9 +529,8 @@ eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*
   args.workspace_size = ws;
   args.stream = backend_->stream();
   auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
-  plugin_.call("eager forward", &shape, [&](eg_error* e) {
-    return fn(plugin_.handle(), &args, e);
-  });
+  plugin_.call("eager forward", &shape,
+               [&](eg_error* e) { return fn(plugin_.handle(), &args, e); });
   return output;
 }
 
@@ -538,14 +543,16 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
   int64_t total_rows = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!items[i] || !items[i]->get())
-      throw Error(ErrorKind::Input, "item " + std::to_string(i) + " is empty (moved-from or never made)");
+      throw Error(ErrorKind::Input,
+                  "item " + std::to_string(i) + " is empty (moved-from or never made)");
     const eg_item_spec& s = items[i]->spec();
     if (s.output_tokens < 0)
       throw Error(ErrorKind::Input, "item " + std::to_string(i) + " has negative output tokens");
     out_tokens[i] = s.output_tokens;
     for (int p = 0; p < num_paths; ++p) {
       if (s.path_tokens[p] < 0)
-        throw Error(ErrorKind::Input, "item " + std::to_string(i) + " has negative tokens on a path");
+        throw Error(ErrorKind::Input,
+                    "item " + std::to_string(i) + " has negative tokens on a path");
       path_tokens[i][p] = s.path_tokens[p];
     }
     total_rows += s.output_tokens;
@@ -665,10 +672,11 @@ Result GraphManager::execute(const std::vector<const Item*>& items) {
     if (total >= next_stats_log_ + config_.stats_log_interval) {
       next_stats_log_ = total - total % config_.stats_log_interval;
       const Stats s = stats();
-      spdlog::debug("graph stats for '{}': hits={}, misses={}, hit_rate={:.1f}%, padded-token "
-                    "efficiency={:.1f}%",
-                    plugin_.name(), s.graph_hits, s.graph_misses, 100.0 * s.hit_rate,
-                    100.0 * s.padded_token_efficiency);
+      spdlog::debug(
+          "graph stats for '{}': hits={}, misses={}, hit_rate={:.1f}%, padded-token "
+          "efficiency={:.1f}%",
+          plugin_.name(), s.graph_hits, s.graph_misses, 100.0 * s.hit_rate,
+          100.0 * s.padded_token_efficiency);
     }
   }
   return result;

@@ -93,8 +93,8 @@ class GraphManager {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* staging_[2] = {nullptr, nullptr};  // alternating host staging slots
-  int64_t staging_turn_ = 0;  // which staging slot the next replay fills
-  std::vector<Scratch> eager_scratch_;  // one per path
+  int64_t staging_turn_ = 0;               // which staging slot the next replay fills
+  std::vector<Scratch> eager_scratch_;     // one per path
   std::vector<double> eager_overhead_ms_;  // per path: eager forward minus replay, measured
 
   Stats stats_;

@@ -34,32 +34,31 @@ const Nccl& nccl() {
     n.all_gather = reinterpret_cast<decltype(n.all_gather)>(dlsym(lib, "ncclAllGather"));
     n.group_start = reinterpret_cast<decltype(n.group_start)>(dlsym(lib, "ncclGroupStart"));
     n.group_end = reinterpret_cast<decltype(n.group_end)>(dlsym(lib, "ncclGroupEnd"));
-    n.error_string =
-        reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
-    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.group_start ||
-        !n.group_end || !n.error_string)
-      throw Error(ErrorKind::Device, "libnccl lacks one of ncclCommInitAll, ncclAllGather, ncclGroupStart/End");
+    n.error_string = reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
+    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.group_start || !n.group_end ||
+        !n.error_string)
+      throw Error(ErrorKind::Device,
+                  "libnccl lacks one of ncclCommInitAll, ncclAllGather, ncclGroupStart/End");
     return n;
   }();
   return loaded;
 }
 
-#define EG_NCCL_CHECK(expr)                                                                \
-  do {                                                                                     \
-    const ncclResult_t eg_nccl_status_ = (expr);                                           \
-    if (eg_nccl_status_ != ncclSuccess)                                                    \
-      throw Error(ErrorKind::Device, std::string("NCCL error ") +                          \
-                                         nccl().error_string(eg_nccl_status_) + " in " +   \
-                                         #expr + " at " + __FILE__ + ":" +                 \
-                                         std::to_string(__LINE__));                        \
+#define EG_NCCL_CHECK(expr)                                                                      \
+  do {                                                                                           \
+    const ncclResult_t eg_nccl_status_ = (expr);                                                 \
+    if (eg_nccl_status_ != ncclSuccess)                                                          \
+      throw Error(ErrorKind::Device, std::string("NCCL error ") +                                \
+                                         nccl().error_string(eg_nccl_status_) + " in " + #expr + \
+                                         " at " + __FILE__ + ":" + std::to_string(__LINE__));    \
   } while (0)
 
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const std::vector<int>& devices)
       : devices_(devices), comms_(devices.size(), nullptr) {
-    EG_NCCL_CHECK(nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()),
-                                  devices_.data()));
+    EG_NCCL_CHECK(
+        nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()), devices_.data()));
   }
   ~NcclCommunicator() override {
     for (ncclComm_t c : comms_)
@@ -72,8 +71,8 @@ class NcclCommunicator final : public Communicator {
   void all_gather(const std::vector<GatherBuffers>& ranks, size_t bytes) override {
     if (ranks.size() != comms_.size())
       throw Error(ErrorKind::Internal, "all_gather with " + std::to_string(ranks.size()) +
-                                           " ranks' buffers on " +
-                                           std::to_string(comms_.size()) + " NCCL ranks");
+                                           " ranks' buffers on " + std::to_string(comms_.size()) +
+                                           " NCCL ranks");
     // One group: NCCL launches every rank's part together when it closes.
     EG_NCCL_CHECK(nccl().group_start());
     for (size_t r = 0; r < ranks.size(); ++r) {

@@ -28,9 +28,10 @@ std::vector<PackedBatch> pack_items(const std::vector<int64_t>& out_tokens,
     if (current.items.empty()) return;
     current.path_budget.resize(num_paths);
     for (size_t p = 0; p < num_paths; ++p)
-      current.path_budget[p] = current.path_tokens[p] == 0
-                                   ? std::optional<int64_t>(0)
-                                   : smallest_fitting_budget(path_budgets[p], current.path_tokens[p]);
+      current.path_budget[p] =
+          current.path_tokens[p] == 0
+              ? std::optional<int64_t>(0)
+              : smallest_fitting_budget(path_budgets[p], current.path_tokens[p]);
     batches.push_back(std::move(current));
     current = PackedBatch{};
     current.path_tokens.assign(num_paths, 0);

@@ -38,8 +38,8 @@ void PluginInstance::fail(const std::string& what, eg_status status, eg_error& e
                         "): " + (err.message[0] ? err.message : "no message given"));
 }
 
-PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device,
-                               int device_index, const std::string& weights,
+PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device, int device_index,
+                               const std::string& weights,
                                const std::vector<std::pair<std::string, std::string>>& config)
     : api_(plugin.api), name_(plugin.name) {
   if (!(api_->devices & device))
@@ -57,7 +57,8 @@ PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device
   params.config = entries.data();
   params.num_config = static_cast<int64_t>(entries.size());
   call("create", [&](eg_error* e) { return api_->create(&params, &handle_, e); });
-  if (!handle_) throw Error(ErrorKind::Plugin, "plugin '" + name_ + "': create returned no instance");
+  if (!handle_)
+    throw Error(ErrorKind::Plugin, "plugin '" + name_ + "': create returned no instance");
   try {
     info_.struct_size = sizeof(info_);
     call("model_info", [&](eg_error* e) { return api_->model_info(handle_, &info_, e); });

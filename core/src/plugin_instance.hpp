@@ -2,8 +2,8 @@
 // or an escaping exception becomes encgraph::Error naming the plugin and call.
 #pragma once
 
-#include <encgraph/error.hpp>
 #include <encgraph/plugin_api.h>
+#include <encgraph/error.hpp>
 #include <encgraph/plugin_loader.hpp>
 
 #include <string>

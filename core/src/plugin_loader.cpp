@@ -2,15 +2,15 @@
 #include <encgraph/plugin_loader.hpp>
 
 #define BOOST_DLL_USE_STD_FS 1
-#include <boost/dll/shared_library.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/dll/shared_library.hpp>
 
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <map>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -67,8 +67,8 @@ bool has_elf_header(const fs::path& file) {
 bool valid_plugin_name(const std::string& name) {
   if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -98,7 +98,9 @@ void check_required_functions(const fs::path& file, const eg_plugin_api* api) {
 
 }  // namespace
 
-const eg_host_api* host_services() { return &kHostApi; }
+const eg_host_api* host_services() {
+  return &kHostApi;
+}
 
 std::vector<fs::path> plugin_search_path(const std::vector<fs::path>& configured_dirs) {
   std::vector<fs::path> dirs(configured_dirs.begin(), configured_dirs.end());
@@ -150,8 +152,9 @@ LoadedPlugin load_plugin_file(const fs::path& file) {
     }
   }
   if (!has_elf_header(file))
-    reject(file, "not a shared library (no ELF header); remove it or rename it so it does "
-                 "not match libencgraph_*.so");
+    reject(file,
+           "not a shared library (no ELF header); remove it or rename it so it does "
+           "not match libencgraph_*.so");
 
   boost::dll::shared_library library;
   try {
@@ -168,16 +171,20 @@ LoadedPlugin load_plugin_file(const fs::path& file) {
   try {
     api = entry(&kHostApi);
   } catch (...) {
-    reject(file, "its entry function threw an exception (an ABI violation: no exception may "
-                 "cross the C boundary)");
+    reject(file,
+           "its entry function threw an exception (an ABI violation: no exception may "
+           "cross the C boundary)");
   }
-  if (api == nullptr) reject(file, "its entry function returned no table (the plugin declined "
-                                   "this runtime; its log says why)");
+  if (api == nullptr)
+    reject(file,
+           "its entry function returned no table (the plugin declined "
+           "this runtime; its log says why)");
   if (api->abi_major != EG_ABI_VERSION_MAJOR)
     reject(file, "built for plugin ABI " + std::to_string(api->abi_major) + "." +
                      std::to_string(api->abi_minor) + " but this runtime speaks ABI " +
                      std::to_string(EG_ABI_VERSION_MAJOR) + "." +
-                     std::to_string(EG_ABI_VERSION_MINOR) + "; rebuild the plugin against "
+                     std::to_string(EG_ABI_VERSION_MINOR) +
+                     "; rebuild the plugin against "
                      "this runtime's plugin_api.h");
   if (api->struct_size < EG_PLUGIN_API_V1_0_SIZE)
     reject(file, "plugin table is " + std::to_string(api->struct_size) +

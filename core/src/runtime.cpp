@@ -23,9 +23,12 @@ float bf16_to_float(uint16_t v) {
 float f16_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 
@@ -57,7 +60,9 @@ DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
 
 // ---------------------------------------------------------------- Item
 
-Item::Item(Item&& o) noexcept { *this = std::move(o); }
+Item::Item(Item&& o) noexcept {
+  *this = std::move(o);
+}
 Item& Item::operator=(Item&& o) noexcept {
   if (this != &o) {
     if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
@@ -90,7 +95,9 @@ eg_tensor Result::item(size_t i) const {
   return t;
 }
 
-size_t Result::element_size() const { return dtype_size(dtype_); }
+size_t Result::element_size() const {
+  return dtype_size(dtype_);
+}
 
 void Result::wait() const {
   if (backend_) backend_->synchronize();
@@ -177,8 +184,12 @@ void Runtime::capture() {
   backend_->make_current();
   manager_->capture();
 }
-bool Runtime::is_captured() const { return manager_->is_captured(); }
-void Runtime::clear() { manager_->clear(); }
+bool Runtime::is_captured() const {
+  return manager_->is_captured();
+}
+void Runtime::clear() {
+  manager_->clear();
+}
 bool Runtime::supports_modality(eg_modality m) const {
   return (instance_->api()->modalities & static_cast<uint32_t>(m)) != 0;
 }
@@ -194,15 +205,29 @@ Result Runtime::execute(const std::vector<Item>& items) {
   return execute(ptrs);
 }
 
-Stats Runtime::stats() const { return manager_->stats(); }
-const BudgetPlan& Runtime::plan() const { return manager_->plan(); }
-const eg_model_info& Runtime::model_info() const { return instance_->info(); }
-std::string Runtime::plugin_name() const { return instance_->name(); }
+Stats Runtime::stats() const {
+  return manager_->stats();
+}
+const BudgetPlan& Runtime::plan() const {
+  return manager_->plan();
+}
+const eg_model_info& Runtime::model_info() const {
+  return instance_->info();
+}
+std::string Runtime::plugin_name() const {
+  return instance_->name();
+}
 std::string Runtime::plugin_version() const {
   return instance_->api()->version ? instance_->api()->version : "";
 }
-void Runtime::synchronize() { backend_->synchronize(); }
-eg_device_type Runtime::device_type() const { return backend_->type(); }
-std::string Runtime::device_name() const { return backend_->name(); }
+void Runtime::synchronize() {
+  backend_->synchronize();
+}
+eg_device_type Runtime::device_type() const {
+  return backend_->type();
+}
+std::string Runtime::device_name() const {
+  return backend_->name();
+}
 
 }  // namespace encgraph

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   encgraph::RuntimeConfig config;
   config.plugin = "toy";
   if (argc > 1) config.plugin_dirs.emplace_back(argv[1]);
-  config.device = "auto";                  // CUDA when present, else the CPU
+  config.device = "auto";                    // CUDA when present, else the CPU
   config.plugin_config = {{"hidden", "8"}};  // the plugin's own table, flattened
   config.budgets.token_budgets = {64, 256, 1024};
   config.budgets.max_items_per_batch = 8;
@@ -41,12 +41,12 @@ int main(int argc, char** argv) {
     const encgraph::Stats s = runtime.stats();
     // A batch far below its budget may run eagerly when timing says that is
     // faster (RuntimeConfig::prefer_faster_path): then it is neither hit nor miss.
-    std::printf("graphs %lld, hits %lld, misses %lld, eager by choice %lld batches, "
-                "padded-token efficiency %.2f on %s\n",
-                static_cast<long long>(s.num_graphs), static_cast<long long>(s.graph_hits),
-                static_cast<long long>(s.graph_misses),
-                static_cast<long long>(s.batches_eager_chosen), s.padded_token_efficiency,
-                runtime.device_name().c_str());
+    std::printf(
+        "graphs %lld, hits %lld, misses %lld, eager by choice %lld batches, "
+        "padded-token efficiency %.2f on %s\n",
+        static_cast<long long>(s.num_graphs), static_cast<long long>(s.graph_hits),
+        static_cast<long long>(s.graph_misses), static_cast<long long>(s.batches_eager_chosen),
+        s.padded_token_efficiency, runtime.device_name().c_str());
     const bool all_encoded = result.size() == 5 && result.rows(4) == 24;
     return all_encoded && s.graph_misses == 0 ? 0 : 1;
   } catch (const encgraph::Error& e) {

@@ -51,7 +51,6 @@ std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config);
 std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
                                     const std::vector<std::string>& data_parallel);
 
-
 // "cpu" or "cuda".
 const char* device_type_name(eg_device_type type);
 const char* dtype_name(int32_t dtype);

@@ -186,8 +186,7 @@ void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t reque
     result.wait();  // latency ends when the device has written every row
     latency = since(start);
     for (size_t i = 0; i < result.size(); ++i) tokens += result.rows(i);
-    if (consumer && measured)
-      consumer(described, result, result.to_host());
+    if (consumer && measured) consumer(described, result, result.to_host());
   }
   if (!measured) return;
   m.wall_seconds += since(prepared);

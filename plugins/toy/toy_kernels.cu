@@ -11,9 +11,9 @@ namespace {
 // One block per sequence slot; the last block zeroes the padded rows. Threads
 // run over the hidden dimension and walk rows in order (a prefix sum).
 __global__ void forward_kernel(const float* __restrict__ x, const int32_t* __restrict__ cu,
-                               const int32_t* __restrict__ num_seqs,
-                               const float* __restrict__ bias, int64_t budget, int64_t hidden,
-                               int64_t max_seqs, float scale, float* __restrict__ out) {
+                               const int32_t* __restrict__ num_seqs, const float* __restrict__ bias,
+                               int64_t budget, int64_t hidden, int64_t max_seqs, float scale,
+                               float* __restrict__ out) {
   const int32_t n = *num_seqs;
   const int64_t s = blockIdx.x;
   const int64_t d = threadIdx.x;
@@ -29,19 +29,20 @@ __global__ void forward_kernel(const float* __restrict__ x, const int32_t* __res
   const int32_t start = cu[s], end = cu[s + 1];
   for (int64_t r = start; r < end; ++r) {
     acc += x[r * hidden + d];
-    out[r * hidden + d] = b + scale * acc + 0.001f * static_cast<float>(r - start) +
-                          0.01f * static_cast<float>(d);
+    out[r * hidden + d] =
+        b + scale * acc + 0.001f * static_cast<float>(r - start) + 0.01f * static_cast<float>(d);
   }
 }
 
-__global__ void tiny_kernel(float* slot) { *slot += 1.0f; }
+__global__ void tiny_kernel(float* slot) {
+  *slot += 1.0f;
+}
 
 }  // namespace
 
 int launch_forward(const float* x, const int32_t* cu_seqlens, const int32_t* num_seqs,
                    const float* bias, int64_t budget, int64_t hidden, int64_t max_seqs,
-                   float axis_scale, float* out, int extra_kernels, float* scratch,
-                   void* stream) {
+                   float axis_scale, float* out, int extra_kernels, float* scratch, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (hidden > 1024) return static_cast<int>(cudaErrorInvalidValue);
   const unsigned threads = static_cast<unsigned>(((hidden + 31) / 32) * 32);
@@ -62,6 +63,8 @@ int illegal_sync(void* stream) {
   return static_cast<int>(cudaDeviceSynchronize());
 }
 
-const char* error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+const char* error_string(int code) {
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
 
 }  // namespace toy

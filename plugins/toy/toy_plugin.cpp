@@ -57,7 +57,7 @@ struct Config {
   bool illegal_sync = false;        // forward synchronises the device (illegal in capture)
   bool check_padding = true;        // CPU: verify padded rows before computing
   float bias = 0.5f;
-  std::vector<int64_t> axis_keys;   // one capture axis "frames" when non-empty
+  std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
 };
 
 struct Instance {
@@ -106,14 +106,16 @@ eg_status guarded(eg_error* err, Fn&& fn) {
   }
 }
 
-[[noreturn]] void fail(eg_status s, const std::string& m) { throw ToyError(s, m); }
+[[noreturn]] void fail(eg_status s, const std::string& m) {
+  throw ToyError(s, m);
+}
 
 int64_t parse_int(const char* key, const char* value) {
   char* end = nullptr;
   const long long v = std::strtoll(value, &end, 10);
   if (end == value || *end != '\0')
-    fail(EG_ERR_INVALID_ARGUMENT, std::string("config key '") + key + "': '" + value +
-                                      "' is not an integer");
+    fail(EG_ERR_INVALID_ARGUMENT,
+         std::string("config key '") + key + "': '" + value + "' is not an integer");
   return v;
 }
 
@@ -121,8 +123,8 @@ bool parse_bool(const char* key, const char* value) {
   const std::string v = value;
   if (v == "true" || v == "1") return true;
   if (v == "false" || v == "0") return false;
-  fail(EG_ERR_INVALID_ARGUMENT, std::string("config key '") + key + "': '" + value +
-                                    "' is not a boolean (true/false)");
+  fail(EG_ERR_INVALID_ARGUMENT,
+       std::string("config key '") + key + "': '" + value + "' is not a boolean (true/false)");
 }
 
 std::vector<int64_t> parse_int_list(const char* key, const char* value) {
@@ -148,30 +150,48 @@ Config parse_config(const eg_create_params* p) {
     const char* k = p->config[i].key;
     const char* v = p->config[i].value;
     const std::string key = k;
-    if (key == "hidden") c.hidden = parse_int(k, v);
-    else if (key == "patch") c.patch = parse_int(k, v);
-    else if (key == "min_budget") c.min_budget = parse_int(k, v);
-    else if (key == "max_budget") c.max_budget = parse_int(k, v);
-    else if (key == "local_min_tokens") c.local_min_tokens = parse_int(k, v);
-    else if (key == "local_min_budget") c.local_min_budget = parse_int(k, v);
-    else if (key == "max_frames_per_video") c.max_frames_per_video = parse_int(k, v);
-    else if (key == "extra_kernels") c.extra_kernels = parse_int(k, v);
-    else if (key == "huge_workspace_from") c.huge_workspace_from = parse_int(k, v);
-    else if (key == "workspace_per_token") c.workspace_per_token = parse_int(k, v);
-    else if (key == "fail_forward_at") c.fail_forward_at = parse_int(k, v);
-    else if (key == "illegal_sync") c.illegal_sync = parse_bool(k, v);
-    else if (key == "check_padding") c.check_padding = parse_bool(k, v);
-    else if (key == "bias") c.bias = std::strtof(v, nullptr);
-    else if (key == "capture_axis_keys") c.axis_keys = parse_int_list(k, v);
+    if (key == "hidden")
+      c.hidden = parse_int(k, v);
+    else if (key == "patch")
+      c.patch = parse_int(k, v);
+    else if (key == "min_budget")
+      c.min_budget = parse_int(k, v);
+    else if (key == "max_budget")
+      c.max_budget = parse_int(k, v);
+    else if (key == "local_min_tokens")
+      c.local_min_tokens = parse_int(k, v);
+    else if (key == "local_min_budget")
+      c.local_min_budget = parse_int(k, v);
+    else if (key == "max_frames_per_video")
+      c.max_frames_per_video = parse_int(k, v);
+    else if (key == "extra_kernels")
+      c.extra_kernels = parse_int(k, v);
+    else if (key == "huge_workspace_from")
+      c.huge_workspace_from = parse_int(k, v);
+    else if (key == "workspace_per_token")
+      c.workspace_per_token = parse_int(k, v);
+    else if (key == "fail_forward_at")
+      c.fail_forward_at = parse_int(k, v);
+    else if (key == "illegal_sync")
+      c.illegal_sync = parse_bool(k, v);
+    else if (key == "check_padding")
+      c.check_padding = parse_bool(k, v);
+    else if (key == "bias")
+      c.bias = std::strtof(v, nullptr);
+    else if (key == "capture_axis_keys")
+      c.axis_keys = parse_int_list(k, v);
     else
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "unknown config key '" + key + "' for plugin " TOY_NAME
-           " (known: hidden, patch, min_budget, max_budget, local_min_tokens, local_min_budget, "
-           "max_frames_per_video, extra_kernels, huge_workspace_from, workspace_per_token, "
-           "fail_forward_at, "
-           "illegal_sync, check_padding, bias, capture_axis_keys)");
+      fail(
+          EG_ERR_INVALID_ARGUMENT,
+          "unknown config key '" + key +
+              "' for plugin " TOY_NAME
+              " (known: hidden, patch, min_budget, max_budget, local_min_tokens, local_min_budget, "
+              "max_frames_per_video, extra_kernels, huge_workspace_from, workspace_per_token, "
+              "fail_forward_at, "
+              "illegal_sync, check_padding, bias, capture_axis_keys)");
   }
-  if (c.hidden <= 0 || c.patch <= 0) fail(EG_ERR_INVALID_ARGUMENT, "hidden and patch must be positive");
+  if (c.hidden <= 0 || c.patch <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "hidden and patch must be positive");
   if (c.extra_kernels < 0) fail(EG_ERR_INVALID_ARGUMENT, "extra_kernels must be >= 0");
   return c;
 }
@@ -201,7 +221,9 @@ int64_t path_tokens(const Instance& in, const Item& it, int32_t path) {
 }
 
 // Each graph's max sequences: the batch's item count.
-int64_t max_seqs(const eg_graph_shape* s) { return std::max<int64_t>(s->max_batch_size, 1); }
+int64_t max_seqs(const eg_graph_shape* s) {
+  return std::max<int64_t>(s->max_batch_size, 1);
+}
 
 float axis_scale(const eg_graph_shape* s) {
   return s->num_axis_keys > 0 ? static_cast<float>(s->axis_keys[0]) : 1.0f;
@@ -229,12 +251,13 @@ void forward_cpu(const Instance& in, const eg_forward_args* a) {
                                   " is not -1 (callback padding missing)");
       for (int64_t d = 0; d < hidden; ++d)
         if (x[r * hidden + d] != 0.0f)
-          fail(EG_ERR_INTERNAL, "padding check: x row " + std::to_string(r) +
-                                    " is not zero (zero padding missing)");
+          fail(EG_ERR_INTERNAL,
+               "padding check: x row " + std::to_string(r) + " is not zero (zero padding missing)");
     }
     for (int32_t s = 0; s < n; ++s)
       for (int64_t r = cu[s]; r < cu[s + 1]; ++r)
-        if (seq_id[r] != s) fail(EG_ERR_INTERNAL, "padding check: seq_id disagrees with cu_seqlens");
+        if (seq_id[r] != s)
+          fail(EG_ERR_INTERNAL, "padding check: seq_id disagrees with cu_seqlens");
   }
   const float scale = axis_scale(&a->shape);
   std::vector<float> acc(hidden);
@@ -255,8 +278,7 @@ void forward_cpu(const Instance& in, const eg_forward_args* a) {
 
 #ifdef TOY_HAVE_CUDA
 void check_cuda(cudaError_t st, const char* what) {
-  if (st != cudaSuccess)
-    fail(EG_ERR_DEVICE, std::string(what) + ": " + cudaGetErrorString(st));
+  if (st != cudaSuccess) fail(EG_ERR_DEVICE, std::string(what) + ": " + cudaGetErrorString(st));
 }
 #endif
 
@@ -268,9 +290,9 @@ void copy_rows(const Instance& in, void* dst, const void* src, size_t bytes, voi
     return;
   }
 #ifdef TOY_HAVE_CUDA
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                             static_cast<cudaStream_t>(stream)),
-             "postprocess copy");
+  check_cuda(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+      "postprocess copy");
 #else
   (void)stream;
   fail(EG_ERR_UNSUPPORTED, "built without CUDA");
@@ -281,7 +303,9 @@ void copy_rows(const Instance& in, void* dst, const void* src, size_t bytes, voi
 
 // ---------------------------------------------------------------- ABI functions
 
-Instance& self(eg_instance* i) { return *reinterpret_cast<Instance*>(i); }
+Instance& self(eg_instance* i) {
+  return *reinterpret_cast<Instance*>(i);
+}
 
 eg_status toy_create(const eg_create_params* p, eg_instance** out, eg_error* err) {
   return guarded(err, [&] {
@@ -326,7 +350,9 @@ eg_status toy_create(const eg_create_params* p, eg_instance** out, eg_error* err
   });
 }
 
-void toy_destroy(eg_instance* instance) { delete reinterpret_cast<Instance*>(instance); }
+void toy_destroy(eg_instance* instance) {
+  delete reinterpret_cast<Instance*>(instance);
+}
 
 eg_status toy_model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
   return guarded(err, [&] { *out = self(i).info; });
@@ -350,24 +376,28 @@ eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, 
       fail(EG_ERR_INVALID_ARGUMENT, "an image item has exactly one frame");
     auto it = std::make_unique<Item>();
     it->frames = d->frames;
-    it->tokens = std::max<int64_t>(1, (d->height / in.cfg.patch) * (d->width / in.cfg.patch)) *
-                 d->frames;
+    it->tokens =
+        std::max<int64_t>(1, (d->height / in.cfg.patch) * (d->width / in.cfg.patch)) * d->frames;
     const int64_t h = in.cfg.hidden;
     it->x.resize(static_cast<size_t>(it->tokens * h));
-    const size_t npix = d->pixels ? static_cast<size_t>(d->frames * d->height * d->width *
-                                                        std::max(d->channels, 1))
-                                  : 0;
+    const size_t npix =
+        d->pixels ? static_cast<size_t>(d->frames * d->height * d->width * std::max(d->channels, 1))
+                  : 0;
     for (int64_t t = 0; t < it->tokens; ++t)
       for (int64_t c = 0; c < h; ++c)
-        it->x[t * h + c] = npix ? d->pixels[static_cast<size_t>(t * h + c) % npix] / 255.0f
-                                : draw(d->seed, t, c);
+        it->x[t * h + c] =
+            npix ? d->pixels[static_cast<size_t>(t * h + c) % npix] / 255.0f : draw(d->seed, t, c);
     *out = reinterpret_cast<eg_item*>(it.release());
   });
 }
 
-void toy_item_destroy(eg_instance*, eg_item* item) { delete reinterpret_cast<Item*>(item); }
+void toy_item_destroy(eg_instance*, eg_item* item) {
+  delete reinterpret_cast<Item*>(item);
+}
 
-const Item& item_of(const eg_item* i) { return *reinterpret_cast<const Item*>(i); }
+const Item& item_of(const eg_item* i) {
+  return *reinterpret_cast<const Item*>(i);
+}
 
 eg_status toy_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
@@ -518,8 +548,8 @@ eg_status toy_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
 }
 
 eg_status toy_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
-                                     const eg_item* const* items, int64_t n,
-                                     eg_replay_buffer* bufs, int32_t nb, eg_error* err) {
+                                     const eg_item* const* items, int64_t n, eg_replay_buffer* bufs,
+                                     int32_t nb, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
     if (nb != kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "expected 5 buffers");
@@ -537,8 +567,8 @@ eg_status toy_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
       const int64_t t = path_tokens(in, it, s->path);
       if (t == 0) continue;
       if (row + t > cap_rows)
-        fail(EG_ERR_INVALID_ARGUMENT, "batch needs more than the budget's " +
-                                          std::to_string(cap_rows) + " rows");
+        fail(EG_ERR_INVALID_ARGUMENT,
+             "batch needs more than the budget's " + std::to_string(cap_rows) + " rows");
       if (seqs + 1 > cap_seqs)
         fail(EG_ERR_INVALID_ARGUMENT, "batch has more items than max_batch_size");
       std::memcpy(x + row * hidden, it.x.data(), static_cast<size_t>(t * hidden) * 4);
@@ -580,7 +610,8 @@ eg_status toy_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
     Instance& in = self(i);
     ++in.forwards;
     if (in.cfg.fail_forward_at > 0 && a->shape.token_budget == in.cfg.fail_forward_at)
-      fail(EG_ERR_INTERNAL, "forward asked to fail at budget " + std::to_string(a->shape.token_budget));
+      fail(EG_ERR_INTERNAL,
+           "forward asked to fail at budget " + std::to_string(a->shape.token_budget));
     if (a->num_buffers != kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "expected 5 buffers");
     if (in.device == EG_DEVICE_CPU) {
       forward_cpu(in, a);

@@ -26,7 +26,8 @@ inline const std::string& gpu_unavailable_reason() {
   static const std::string reason = [] {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) return std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    if (e != cudaSuccess)
+      return std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
     if (n == 0) return std::string("no CUDA device");
     return std::string();
   }();
@@ -58,17 +59,17 @@ inline void require_gpu() {
 
 #define GPU_TEST_CASE(name) TEST_CASE(name* doctest::skip(::egk_test::skip_gpu()))
 
-#define CHECK_OK(expr)                                                                    \
-  do {                                                                                    \
-    const int egk_rc_ = (expr);                                                           \
-    REQUIRE_MESSAGE(egk_rc_ == 0, #expr << " -> " << egk_rc_ << " "                       \
-                                        << ::egk::cuda::error_string(egk_rc_) << " ("     \
-                                        << ::egk::cuda::last_error_detail() << ")");      \
+#define CHECK_OK(expr)                                                                \
+  do {                                                                                \
+    const int egk_rc_ = (expr);                                                       \
+    REQUIRE_MESSAGE(egk_rc_ == 0, #expr << " -> " << egk_rc_ << " "                   \
+                                        << ::egk::cuda::error_string(egk_rc_) << " (" \
+                                        << ::egk::cuda::last_error_detail() << ")");  \
   } while (0)
 
-#define CUDA_OK(expr)                                                                     \
-  do {                                                                                    \
-    const cudaError_t egk_e_ = (expr);                                                    \
+#define CUDA_OK(expr)                                                                      \
+  do {                                                                                     \
+    const cudaError_t egk_e_ = (expr);                                                     \
     REQUIRE_MESSAGE(egk_e_ == cudaSuccess, #expr << " -> " << cudaGetErrorString(egk_e_)); \
   } while (0)
 
@@ -113,9 +114,15 @@ inline std::mt19937& rng() {
   return gen;
 }
 
-inline float to_f(bf16 v) { return __bfloat162float(v); }
-inline bf16 to_bf(float v) { return __float2bfloat16(v); }
-inline double round_bf(double v) { return to_f(to_bf(static_cast<float>(v))); }
+inline float to_f(bf16 v) {
+  return __bfloat162float(v);
+}
+inline bf16 to_bf(float v) {
+  return __float2bfloat16(v);
+}
+inline double round_bf(double v) {
+  return to_f(to_bf(static_cast<float>(v)));
+}
 
 // n values mean + scale * N(0, 1), rounded to bf16.
 inline std::vector<bf16> random_bf16(size_t n, float scale = 1.0f, float mean = 0.0f) {
@@ -167,8 +174,8 @@ Comparison compare(const std::vector<bf16>& got, const std::vector<double>& ref,
   return c;
 }
 
-inline Comparison compare(const std::vector<bf16>& got, const std::vector<double>& ref,
-                          double rtol, double atol) {
+inline Comparison compare(const std::vector<bf16>& got, const std::vector<double>& ref, double rtol,
+                          double atol) {
   return compare(got, ref, rtol, atol, [](size_t) { return true; });
 }
 
@@ -179,16 +186,16 @@ inline double rms(const std::vector<double>& v) {
 }
 
 // Every checked element written (no NaN), within tolerance, L2 error small.
-#define CHECK_CLOSE(cmp, l2_limit)                                                         \
-  do {                                                                                     \
-    const ::egk_test::Comparison& c_ = (cmp);                                              \
-    INFO("checked " << c_.checked << ", NaN " << c_.nan << ", outside " << c_.outside      \
-                    << ", rel L2 " << c_.rel_l2 << ", max err " << c_.max_err << " at "    \
-                    << c_.worst);                                                          \
-    CHECK(c_.checked > 0);                                                                 \
-    CHECK(c_.nan == 0);                                                                    \
-    CHECK(c_.outside == 0);                                                                \
-    CHECK(c_.rel_l2 < (l2_limit));                                                         \
+#define CHECK_CLOSE(cmp, l2_limit)                                                      \
+  do {                                                                                  \
+    const ::egk_test::Comparison& c_ = (cmp);                                           \
+    INFO("checked " << c_.checked << ", NaN " << c_.nan << ", outside " << c_.outside   \
+                    << ", rel L2 " << c_.rel_l2 << ", max err " << c_.max_err << " at " \
+                    << c_.worst);                                                       \
+    CHECK(c_.checked > 0);                                                              \
+    CHECK(c_.nan == 0);                                                                 \
+    CHECK(c_.outside == 0);                                                             \
+    CHECK(c_.rel_l2 < (l2_limit));                                                      \
   } while (0)
 
 }  // namespace egk_test

@@ -85,8 +85,9 @@ void run_case(const AttnCase& ac) {
   const size_t real = static_cast<size_t>(covered * H * D);
   // Outputs are averages of N(0,1) values: absolute tolerance on their scale.
   if (real > 0)
-    CHECK_CLOSE(compare(got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
-                        [&](size_t i) { return i < real; }, &magnitude),
+    CHECK_CLOSE(compare(
+                    got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
+                    [&](size_t i) { return i < real; }, &magnitude),
                 1e-2);
   size_t written_tail = 0;
   for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
@@ -133,6 +134,8 @@ GPU_TEST_CASE("varlen attention rejects unsupported head dims") {
   DeviceBuffer<bf16> buf(1024);
   DeviceBuffer<int32_t> cu(2);
   const int bad = static_cast<int>(cudaErrorInvalidValue);
-  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 84, 1.0f, buf.get(), nullptr) == bad);
-  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 136, 1.0f, buf.get(), nullptr) == bad);
+  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 84, 1.0f, buf.get(), nullptr) ==
+        bad);
+  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 136, 1.0f, buf.get(), nullptr) ==
+        bad);
 }

@@ -74,8 +74,8 @@ GPU_TEST_CASE("layer_norm_bf16 matches torch.nn.LayerNorm, with and without bias
         for (int64_t c = 0; c < s.cols; ++c) var += std::pow(to_f(x[r * s.cols + c]) - mean, 2);
         const double rstd = 1.0 / std::sqrt(var / s.cols + eps);
         for (int64_t c = 0; c < s.cols; ++c)
-          ref[r * s.cols + c] = (to_f(x[r * s.cols + c]) - mean) * rstd * to_f(w[c]) +
-                                (with_bias ? to_f(b[c]) : 0.0);
+          ref[r * s.cols + c] =
+              (to_f(x[r * s.cols + c]) - mean) * rstd * to_f(w[c]) + (with_bias ? to_f(b[c]) : 0.0);
       }
       CHECK_CLOSE(compare(dy.download(), ref, 1e-2, 2e-2), 1e-2);
     }
@@ -129,9 +129,10 @@ GPU_TEST_CASE("gelu_bf16 (erf and tanh) and add_bf16") {
       std::vector<double> ref(x.size());
       for (size_t i = 0; i < x.size(); ++i) {
         const double v = to_f(x[i]);
-        ref[i] = tanh_form
-                     ? 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)))
-                     : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        ref[i] =
+            tanh_form
+                ? 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)))
+                : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       }
       CHECK_CLOSE(compare(dout.download(), ref, 1e-2, 1e-3), 5e-3);
     }

@@ -31,7 +31,8 @@ std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16
         const double v = round_bf(acc);
         acc = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       } else if (ep == Ep::BiasGeluTanh) {
-        acc = 0.5 * acc * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
+        acc = 0.5 * acc *
+              (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (acc + 0.044715 * acc * acc * acc)));
       }
       C[i * n + j] = acc;
     }
@@ -79,8 +80,8 @@ void check_case(const GemmCase& gc, const std::vector<int64_t>& ms, bool tune) {
     CHECK_OK(plan.run(lt.h, dA.get(), dW.get(), with_bias ? dbias.get() : nullptr, residual,
                       dC.get(), m, ws.get(), ws.size(), nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    const auto ref = reference(A, W, with_bias ? &bias : nullptr, gc.residual ? &res : nullptr,
-                               m, gc.n, gc.k, gc.ep);
+    const auto ref = reference(A, W, with_bias ? &bias : nullptr, gc.residual ? &res : nullptr, m,
+                               gc.n, gc.k, gc.ep);
     const auto got = dC.download();
     CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 1e-2);
     size_t past_m = 0;
@@ -139,8 +140,8 @@ GPU_TEST_CASE("GemmPlan rejects bad arguments") {
                  nullptr) == bad);  // m > m_max
   CHECK(plan.run(lt.h, a.get(), w.get(), nullptr, nullptr, c.get(), 16, ws.get(), ws.size(),
                  nullptr) == bad);  // bias missing
-  CHECK(plan.run(lt.h, a.get() + 1, w.get(), bias.get(), nullptr, c.get(), 16, ws.get(),
-                 ws.size(), nullptr) == bad);  // misaligned A
+  CHECK(plan.run(lt.h, a.get() + 1, w.get(), bias.get(), nullptr, c.get(), 16, ws.get(), ws.size(),
+                 nullptr) == bad);  // misaligned A
   CHECK(plan.run(lt.h, a.get(), w.get(), bias.get(), nullptr, c.get(), 0, ws.get(), ws.size(),
                  nullptr) == 0);  // nothing to do
   CHECK(std::string(k::error_string(k::kCublasErrorBase + CUBLAS_STATUS_NOT_SUPPORTED)).size() > 0);

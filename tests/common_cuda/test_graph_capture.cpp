@@ -93,17 +93,17 @@ struct Block {
     const int64_t T = kTokens;
     CHECK_OK(k::gather_rows_bf16(input.get(), index.get(), x.get(), T, kHidden, s));
     CHECK_OK(k::rms_norm_bf16(x.get(), norm_w.get(), h.get(), T, kHidden, 1e-6f, s));
-    CHECK_OK(qkv_plan.run(lt.h, h.get(), w_qkv.get(), b_qkv.get(), nullptr, qkv.get(), T,
-                          ws.get(), ws.size(), s));
-    CHECK_OK(k::rotary_bf16(qkv.get(), T, kHeads, kHeadDim, cos_t.get(), sin_t.get(),
-                            kHeadDim / 2, s));
+    CHECK_OK(qkv_plan.run(lt.h, h.get(), w_qkv.get(), b_qkv.get(), nullptr, qkv.get(), T, ws.get(),
+                          ws.size(), s));
+    CHECK_OK(
+        k::rotary_bf16(qkv.get(), T, kHeads, kHeadDim, cos_t.get(), sin_t.get(), kHeadDim / 2, s));
     CHECK_OK(k::varlen_attention_bf16(qkv.get(), cu.get(), kMaxSeqs, kMaxSeqlen, kHeads, kHeadDim,
                                       1.0f / std::sqrt(float(kHeadDim)), attn.get(), s));
     CHECK_OK(o_plan.run(lt.h, attn.get(), w_o.get(), b_o.get(), x.get(), x.get(), T, ws.get(),
                         ws.size(), s));
     CHECK_OK(k::rms_norm_bf16(x.get(), norm_w.get(), h.get(), T, kHidden, 1e-6f, s));
-    CHECK_OK(up_plan.run(lt.h, h.get(), w_up.get(), b_up.get(), nullptr, gate_up.get(), T,
-                         ws.get(), ws.size(), s));
+    CHECK_OK(up_plan.run(lt.h, h.get(), w_up.get(), b_up.get(), nullptr, gate_up.get(), T, ws.get(),
+                         ws.size(), s));
     CHECK_OK(k::silu_mul_bf16(gate_up.get(), 2 * kInter, gate_up.get() + kInter, 2 * kInter,
                               act.get(), kInter, T, kInter, s));
     CHECK_OK(down_plan.run(lt.h, act.get(), w_down.get(), b_down.get(), x.get(), x.get(), T,
@@ -174,8 +174,8 @@ GPU_TEST_CASE("GemmPlan picks an algorithm for an unseen m inside capture") {
   bias.upload(random_bf16(bias.size()));
   c.poison();
   cudaGraphExec_t exec = capture(stream.s, [&] {
-    CHECK_OK(plan.run(lt.h, a.get(), w.get(), bias.get(), nullptr, c.get(), m, ws.get(),
-                      ws.size(), stream.s));
+    CHECK_OK(plan.run(lt.h, a.get(), w.get(), bias.get(), nullptr, c.get(), m, ws.get(), ws.size(),
+                      stream.s));
   });
   CUDA_OK(cudaGraphLaunch(exec, stream.s));
   CUDA_OK(cudaStreamSynchronize(stream.s));

@@ -40,7 +40,6 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
                         int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths);
 
 // Smallest budget >= tokens in an ascending list, or nullopt when none fits.
-std::optional<int64_t> smallest_fitting_budget(const std::vector<int64_t>& budgets,
-                                               int64_t tokens);
+std::optional<int64_t> smallest_fitting_budget(const std::vector<int64_t>& budgets, int64_t tokens);
 
 }  // namespace encgraph

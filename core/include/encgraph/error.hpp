@@ -8,11 +8,11 @@
 namespace encgraph {
 
 enum class ErrorKind {
-  Config,  // bad configuration or usage: the user must change a setting
-  Plugin,  // a plugin could not be loaded or failed a call
-  Device,  // a CUDA (or other device) call failed, including out of memory
-  Input,   // a bad item or file
-  Internal // a broken invariant of the core itself
+  Config,   // bad configuration or usage: the user must change a setting
+  Plugin,   // a plugin could not be loaded or failed a call
+  Device,   // a CUDA (or other device) call failed, including out of memory
+  Input,    // a bad item or file
+  Internal  // a broken invariant of the core itself
 };
 
 class Error : public std::runtime_error {
@@ -24,7 +24,11 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-[[noreturn]] inline void throw_config(const std::string& m) { throw Error(ErrorKind::Config, m); }
-[[noreturn]] inline void throw_plugin(const std::string& m) { throw Error(ErrorKind::Plugin, m); }
+[[noreturn]] inline void throw_config(const std::string& m) {
+  throw Error(ErrorKind::Config, m);
+}
+[[noreturn]] inline void throw_plugin(const std::string& m) {
+  throw Error(ErrorKind::Plugin, m);
+}
 
 }  // namespace encgraph

@@ -11,8 +11,8 @@
 // A Runtime is used from one thread at a time.
 #pragma once
 
-#include <encgraph/budget_plan.hpp>
 #include <encgraph/plugin_api.h>
+#include <encgraph/budget_plan.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -33,8 +33,8 @@ struct RuntimeConfig {
   std::string weights;                             // path, "random", or empty (plugin default)
   std::vector<std::pair<std::string, std::string>> plugin_config;  // flattened key/values
   BudgetRequest budgets;
-  bool use_graphs = true;          // false: every batch runs eagerly at its exact size
-  bool drop_budget_on_oom = false;  // out of memory while capturing a budget: drop it, warn
+  bool use_graphs = true;            // false: every batch runs eagerly at its exact size
+  bool drop_budget_on_oom = false;   // out of memory while capturing a budget: drop it, warn
   int64_t stats_log_interval = 100;  // log hit statistics every N items (0: never)
   // After capture, time each graph; run a batch eagerly at its exact size when
   // that is expected to be clearly faster than replaying a much larger budget.
@@ -111,11 +111,11 @@ struct Stats {
   double hit_rate = 0.0;
   int64_t num_graphs = 0;
   std::vector<int64_t> token_budgets;
-  int64_t real_tokens = 0;    // tokens of real items sent through graphs
-  int64_t budget_tokens = 0;  // tokens of the budgets those graphs were captured for
+  int64_t real_tokens = 0;               // tokens of real items sent through graphs
+  int64_t budget_tokens = 0;             // tokens of the budgets those graphs were captured for
   double padded_token_efficiency = 0.0;  // real_tokens / budget_tokens
   int64_t batches_graph = 0;
-  int64_t batches_eager = 0;        // batches no graph ran (misses)
+  int64_t batches_eager = 0;         // batches no graph ran (misses)
   int64_t batches_eager_chosen = 0;  // of the graph-fitting batches, run eagerly as faster
   double capture_seconds = 0.0;
   int64_t graph_memory_bytes = 0;  // buffers, output and workspace of the graphs

@@ -103,7 +103,7 @@ typedef struct eg_error {
 /* A dense, row-major view of memory the caller owns. `shape[0]` is the row axis
  * that padding logics act on. `ndim == 0` is a scalar holding one element. */
 typedef struct eg_tensor {
-  void *data;
+  void* data;
   int32_t dtype;  /* eg_dtype */
   int32_t device; /* eg_device_type */
   int32_t ndim;
@@ -114,8 +114,8 @@ typedef struct eg_tensor {
 /* A key/value pair of the plugin's configuration (its TOML table, flattened:
  * nested keys joined by '.', arrays as "[a, b]"). Strings are UTF-8. */
 typedef struct eg_config_entry {
-  const char *key;
-  const char *value;
+  const char* key;
+  const char* value;
 } eg_config_entry;
 
 /* ---------------------------------------------------------------- host services */
@@ -127,31 +127,31 @@ typedef struct eg_host_api {
   uint32_t abi_minor;   /* EG_ABI_VERSION_MINOR of the runtime */
   uint32_t struct_size; /* sizeof(eg_host_api) as the runtime compiled it */
   uint32_t reserved;
-  void *host_context; /* passed back to every service */
+  void* host_context; /* passed back to every service */
   /* Log one message on behalf of `plugin` (its name). Thread-safe. */
-  void (*log)(void *host_context, int32_t level, const char *plugin, const char *message);
+  void (*log)(void* host_context, int32_t level, const char* plugin, const char* message);
 } eg_host_api;
 
 /* ------------------------------------------------------------ model description */
 
 typedef struct eg_path_info {
-  const char *name;        /* e.g. "default", "global", "local" */
-  int64_t min_token_budget; /* 0: use the runtime's budgets as they are */
+  const char* name;          /* e.g. "default", "global", "local" */
+  int64_t min_token_budget;  /* 0: use the runtime's budgets as they are */
   int32_t allow_zero_tokens; /* nonzero: a batch may send no tokens to this path */
   int32_t reserved;
 } eg_path_info;
 
 typedef struct eg_capture_axis {
-  const char *name;
-  int32_t num_keys;      /* at least 1 */
+  const char* name;
+  int32_t num_keys; /* at least 1 */
   int32_t reserved;
-  const int64_t *keys;   /* num_keys discrete values */
+  const int64_t* keys; /* num_keys discrete values */
 } eg_capture_axis;
 
 /* A named input buffer of the graph. The runtime allocates it with the shape
  * `buffer_shape` gives for each budget; the plugin fills its values. */
 typedef struct eg_buffer_info {
-  const char *name;
+  const char* name;
   int32_t dtype;         /* eg_dtype */
   int32_t padding_logic; /* eg_padding_logic */
 } eg_buffer_info;
@@ -190,8 +190,8 @@ typedef struct eg_item_desc {
   int32_t channels; /* channels of `pixels` (3 for RGB) */
   int64_t height;
   int64_t width;
-  int64_t frames;         /* 1 for an image */
-  const uint8_t *pixels;  /* frames x height x width x channels, or NULL */
+  int64_t frames;        /* 1 for an image */
+  const uint8_t* pixels; /* frames x height x width x channels, or NULL */
   uint64_t seed;
 } eg_item_desc;
 
@@ -202,11 +202,11 @@ typedef struct eg_item eg_item;
 /* Arguments of one instance's creation. */
 typedef struct eg_create_params {
   uint32_t struct_size;
-  int32_t device;     /* eg_device_type the instance computes on */
+  int32_t device;       /* eg_device_type the instance computes on */
   int32_t device_index; /* CUDA ordinal */
   int32_t reserved;
-  const char *weights; /* a path, or "random"; NULL means the plugin's default */
-  const eg_config_entry *config;
+  const char* weights; /* a path, or "random"; NULL means the plugin's default */
+  const eg_config_entry* config;
   int64_t num_config;
 } eg_create_params;
 
@@ -224,13 +224,13 @@ typedef struct eg_graph_shape {
  * same address for every replay of one graph. */
 typedef struct eg_forward_args {
   eg_graph_shape shape;
-  const eg_tensor *buffers; /* model_info.num_buffers, in declared order */
+  const eg_tensor* buffers; /* model_info.num_buffers, in declared order */
   int32_t num_buffers;
   int32_t reserved;
-  eg_tensor output;         /* output_shape(shape) */
-  void *workspace;          /* at least workspace_size(shape) bytes, 256-aligned */
+  eg_tensor output; /* output_shape(shape) */
+  void* workspace;  /* at least workspace_size(shape) bytes, 256-aligned */
   size_t workspace_size;
-  void *stream;             /* cudaStream_t for CUDA; NULL on the CPU */
+  void* stream; /* cudaStream_t for CUDA; NULL on the CPU */
 } eg_forward_args;
 
 /* Staging the plugin writes one batch's real values into before a replay. */
@@ -250,84 +250,83 @@ typedef struct eg_plugin_api {
   uint32_t struct_size; /* sizeof(eg_plugin_api) as the plugin compiled it */
   uint32_t reserved;
 
-  const char *name;        /* unique, [A-Za-z0-9_.-] only */
-  const char *version;     /* the plugin's own version, free form */
-  const char *description; /* one line */
+  const char* name;        /* unique, [A-Za-z0-9_.-] only */
+  const char* version;     /* the plugin's own version, free form */
+  const char* description; /* one line */
   uint32_t modalities;     /* bit set of eg_modality */
   uint32_t devices;        /* bit set of eg_device_type */
 
   /* Create an instance: parse config, load or draw weights, upload them. */
-  eg_status (*create)(const eg_create_params *params, eg_instance **out, eg_error *err);
+  eg_status (*create)(const eg_create_params* params, eg_instance** out, eg_error* err);
   /* Destroy an instance and everything it owns. Never fails. */
-  void (*destroy)(eg_instance *instance);
+  void (*destroy)(eg_instance* instance);
   /* Describe the instance (paths, buffers, axes, output). */
-  eg_status (*model_info)(eg_instance *instance, eg_model_info *out, eg_error *err);
+  eg_status (*model_info)(eg_instance* instance, eg_model_info* out, eg_error* err);
   /* Smallest and largest useful token budget (for automatic planning). */
-  eg_status (*budget_range)(eg_instance *instance, int64_t *min_budget, int64_t *max_budget,
-                            eg_error *err);
+  eg_status (*budget_range)(eg_instance* instance, int64_t* min_budget, int64_t* max_budget,
+                            eg_error* err);
 
   /* Make an item from pixels or a synthetic description; the item is the
    * plugin's and lives until `item_destroy`. */
-  eg_status (*item_create)(eg_instance *instance, const eg_item_desc *desc, eg_item **out,
-                           eg_error *err);
-  void (*item_destroy)(eg_instance *instance, eg_item *item);
+  eg_status (*item_create)(eg_instance* instance, const eg_item_desc* desc, eg_item** out,
+                           eg_error* err);
+  void (*item_destroy)(eg_instance* instance, eg_item* item);
   /* Sizes of an item. */
-  eg_status (*item_spec)(eg_instance *instance, const eg_item *item, eg_item_spec *out,
-                         eg_error *err);
+  eg_status (*item_spec)(eg_instance* instance, const eg_item* item, eg_item_spec* out,
+                         eg_error* err);
   /* (optional) The capture-axis keys a batch of these items runs under, one per
    * axis. Required when the model declares capture axes. */
-  eg_status (*select_axis_keys)(eg_instance *instance, const eg_item *const *items,
-                                int64_t num_items, int64_t *axis_keys, eg_error *err);
+  eg_status (*select_axis_keys)(eg_instance* instance, const eg_item* const* items,
+                                int64_t num_items, int64_t* axis_keys, eg_error* err);
 
   /* Shape of input buffer `index` for a graph (rows first). */
-  eg_status (*buffer_shape)(eg_instance *instance, const eg_graph_shape *shape, int32_t index,
-                            eg_tensor *out_shape, eg_error *err);
+  eg_status (*buffer_shape)(eg_instance* instance, const eg_graph_shape* shape, int32_t index,
+                            eg_tensor* out_shape, eg_error* err);
   /* Shape of the output for a graph: [rows, out_hidden_size]. */
-  eg_status (*output_shape)(eg_instance *instance, const eg_graph_shape *shape,
-                            eg_tensor *out_shape, eg_error *err);
+  eg_status (*output_shape)(eg_instance* instance, const eg_graph_shape* shape,
+                            eg_tensor* out_shape, eg_error* err);
   /* Bytes of scratch the forward needs for this graph. */
-  eg_status (*workspace_size)(eg_instance *instance, const eg_graph_shape *shape,
-                              size_t *bytes, eg_error *err);
+  eg_status (*workspace_size)(eg_instance* instance, const eg_graph_shape* shape, size_t* bytes,
+                              eg_error* err);
 
   /* Fill the buffers with valid dummy values for warm-up and capture (buffers
    * are the runtime's, on the instance's device). */
-  eg_status (*prepare_capture_inputs)(eg_instance *instance, const eg_graph_shape *shape,
-                                      const eg_tensor *buffers, int32_t num_buffers,
-                                      void *stream, eg_error *err);
+  eg_status (*prepare_capture_inputs)(eg_instance* instance, const eg_graph_shape* shape,
+                                      const eg_tensor* buffers, int32_t num_buffers, void* stream,
+                                      eg_error* err);
   /* Write a batch's real values into host staging, one per buffer; the runtime
    * then copies them and pads the rest with each buffer's padding logic. */
-  eg_status (*prepare_replay_buffers)(eg_instance *instance, const eg_graph_shape *shape,
-                                      const eg_item *const *items, int64_t num_items,
-                                      eg_replay_buffer *buffers, int32_t num_buffers,
-                                      eg_error *err);
+  eg_status (*prepare_replay_buffers)(eg_instance* instance, const eg_graph_shape* shape,
+                                      const eg_item* const* items, int64_t num_items,
+                                      eg_replay_buffer* buffers, int32_t num_buffers,
+                                      eg_error* err);
   /* (optional) Fill `dst` past `rows` for EG_PAD_CALLBACK buffers. */
-  eg_status (*pad_buffer)(eg_instance *instance, int32_t index, const eg_tensor *dst,
-                          int64_t rows, void *stream, eg_error *err);
+  eg_status (*pad_buffer)(eg_instance* instance, int32_t index, const eg_tensor* dst, int64_t rows,
+                          void* stream, eg_error* err);
 
   /* The graph-safe forward: reads buffers, writes output, uses only the given
    * workspace and stream. Captured once per graph, then replayed. */
-  eg_status (*forward)(eg_instance *instance, const eg_forward_args *args, eg_error *err);
+  eg_status (*forward)(eg_instance* instance, const eg_forward_args* args, eg_error* err);
   /* (optional) A forward run outside any graph, with shape.token_budget equal
    * to the batch's real tokens. NULL: the runtime calls `forward` instead. */
-  eg_status (*forward_eager)(eg_instance *instance, const eg_forward_args *args,
-                             eg_error *err);
+  eg_status (*forward_eager)(eg_instance* instance, const eg_forward_args* args, eg_error* err);
 
   /* (optional) Copy a batch's output rows into each item's result, in batch
    * order. `outputs` has one tensor per path (data NULL for an unused path);
    * `results[i]` is item i's destination, [output_tokens, out_hidden_size], on
    * the same device. NULL: the runtime copies consecutive rows of path 0. */
-  eg_status (*postprocess)(eg_instance *instance, const eg_tensor *outputs, int32_t num_paths,
-                           const eg_item *const *items, int64_t num_items,
-                           const eg_tensor *results, void *stream, eg_error *err);
+  eg_status (*postprocess)(eg_instance* instance, const eg_tensor* outputs, int32_t num_paths,
+                           const eg_item* const* items, int64_t num_items, const eg_tensor* results,
+                           void* stream, eg_error* err);
 
   /* (optional) Called once before the first capture, on the runtime's stream:
    * create library handles, load kernels, warm caches. Not captured. */
-  eg_status (*prepare_device)(eg_instance *instance, void *stream, eg_error *err);
+  eg_status (*prepare_device)(eg_instance* instance, void* stream, eg_error* err);
 } eg_plugin_api;
 
 /* The entry point's type. Returns NULL (after logging through `host`) when the
  * plugin cannot serve this runtime. The table is static and outlives all calls. */
-typedef const eg_plugin_api *(*eg_plugin_entry_fn)(const eg_host_api *host);
+typedef const eg_plugin_api* (*eg_plugin_entry_fn)(const eg_host_api* host);
 
 /* --------------------------------------------------------- frozen layout (v1.0) */
 
@@ -338,7 +337,7 @@ typedef const eg_plugin_api *(*eg_plugin_entry_fn)(const eg_host_api *host);
 #else
 #define EG_STATIC_ASSERT_JOIN2(a, b) a##b
 #define EG_STATIC_ASSERT_JOIN(a, b) EG_STATIC_ASSERT_JOIN2(a, b)
-#define EG_STATIC_ASSERT(cond, msg)                                                        \
+#define EG_STATIC_ASSERT(cond, msg) \
   typedef char EG_STATIC_ASSERT_JOIN(eg_static_assert_, __LINE__)[(cond) ? 1 : -1]
 #endif
 
@@ -353,8 +352,7 @@ EG_STATIC_ASSERT(offsetof(eg_model_info, paths) == 40, "eg_model_info is frozen"
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, name) == 16, "eg_plugin_api v1.0 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, create) == 48, "eg_plugin_api v1.0 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, forward) == 160, "eg_plugin_api v1.0 is frozen");
-EG_STATIC_ASSERT(offsetof(eg_plugin_api, prepare_device) == 184,
-                 "eg_plugin_api v1.0 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_plugin_api, prepare_device) == 184, "eg_plugin_api v1.0 is frozen");
 EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 192, "eg_plugin_api v1.0 is frozen");
 #endif
 

@@ -33,10 +33,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 // destination is zero-filled (rows past the sequence, padded columns).
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -115,8 +116,8 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   bf16* s_v = s_k + 2 * kBlockN * kStride;
 
   const int64_t row_stride = int64_t{3} * num_heads * head_dim;
-  const bf16* q_base = qkv + static_cast<int64_t>(start) * row_stride +
-                       static_cast<int64_t>(head) * head_dim;
+  const bf16* q_base =
+      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
   const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
   const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
   const int valid_chunks = head_dim / 8;
@@ -280,15 +281,15 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
 }
 
 template <int kDPad, int kWarps>
-int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
-           int num_heads, int head_dim, float scale, bf16* out, cudaStream_t stream) {
+int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
+           int head_dim, float scale, bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
   // Above 48 KiB a kernel must opt in; done once per instantiation (not a
   // stream operation, so also legal while a graph is being captured).
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      varlen_attention_kernel<kDPad, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kSmem));
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(varlen_attention_kernel<kDPad, kWarps>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   EGK_CUDA_TRY(opt_in);
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   EGK_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
@@ -301,21 +302,20 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
 
 }  // namespace
 
-int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                          int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+                          int num_heads, int head_dim, float scale, bf16* out,
                           cudaStream_t stream) {
   // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
   // use 8 warps so each K/V tile brought into shared memory serves 128 queries.
   return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                             head_dim, scale, out, max_seqlen > 64 ? 8 : 4,
-                                             stream);
+                                             head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
 }
 
 namespace detail {
 
 int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                int max_seqlen, int num_heads, int head_dim, float scale,
-                                bf16* out, int warps, cudaStream_t stream) {
+                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+                                int warps, cudaStream_t stream) {
   EGK_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
   EGK_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
   EGK_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);

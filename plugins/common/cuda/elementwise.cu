@@ -21,11 +21,24 @@ unsigned blocks_for(int64_t items) {
 }
 
 // N consecutive bf16 moved as one access of 2N bytes.
-template <int N> struct Raw;
-template <> struct Raw<8> { using T = uint4; };
-template <> struct Raw<4> { using T = uint2; };
-template <> struct Raw<2> { using T = unsigned int; };
-template <> struct Raw<1> { using T = unsigned short; };
+template <int N>
+struct Raw;
+template <>
+struct Raw<8> {
+  using T = uint4;
+};
+template <>
+struct Raw<4> {
+  using T = uint2;
+};
+template <>
+struct Raw<2> {
+  using T = unsigned int;
+};
+template <>
+struct Raw<1> {
+  using T = unsigned short;
+};
 
 template <int N>
 __device__ __forceinline__ void load(const bf16* p, float (&f)[N]) {
@@ -84,8 +97,8 @@ __global__ void rms_norm_kernel(const bf16* __restrict__ x, const bf16* __restri
 
 template <int V>
 __global__ void layer_norm_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                  const bf16* __restrict__ b, bf16* __restrict__ y,
-                                  int64_t rows, int64_t cols, float eps) {
+                                  const bf16* __restrict__ b, bf16* __restrict__ y, int64_t rows,
+                                  int64_t cols, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -274,14 +287,16 @@ int silu_mul_bf16(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_
   EGK_REQUIRE(gate != nullptr && up != nullptr && y != nullptr);
   EGK_REQUIRE(ld_gate >= cols && ld_up >= cols && ld_y >= cols);
   if (rows == 0 || cols == 0) return 0;
-  const bool vec = vec_width(cols, {gate, up, y}) == 8 && ld_gate % 8 == 0 && ld_up % 8 == 0 &&
-                   ld_y % 8 == 0;
+  const bool vec =
+      vec_width(cols, {gate, up, y}) == 8 && ld_gate % 8 == 0 && ld_up % 8 == 0 && ld_y % 8 == 0;
   const int v = vec ? 8 : 1;
   const unsigned grid = blocks_for(rows * (cols / v));
   if (vec)
-    silu_mul_kernel<8><<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
+    silu_mul_kernel<8>
+        <<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
   else
-    silu_mul_kernel<1><<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
+    silu_mul_kernel<1>
+        <<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
   EGK_LAUNCH_CHECK();
   return 0;
 }
@@ -353,20 +368,20 @@ int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const fl
   const unsigned grid = blocks_for(tokens * 2 * num_heads * (half / v));
   switch (v) {
     case 8:
-      rotary_kernel<8><<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin,
-                                                      cs_stride);
+      rotary_kernel<8>
+          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     case 4:
-      rotary_kernel<4><<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin,
-                                                      cs_stride);
+      rotary_kernel<4>
+          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     case 2:
-      rotary_kernel<2><<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin,
-                                                      cs_stride);
+      rotary_kernel<2>
+          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     default:
-      rotary_kernel<1><<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin,
-                                                      cs_stride);
+      rotary_kernel<1>
+          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
   }
   EGK_LAUNCH_CHECK();
   return 0;

@@ -31,7 +31,9 @@ int record_failure(int code, const char* expr, const char* file, int line) {
 }
 }  // namespace detail
 
-const char* last_error_detail() { return detail::g_last_detail.c_str(); }
+const char* last_error_detail() {
+  return detail::g_last_detail.c_str();
+}
 
 const char* error_string(int code) {
   if (code == 0) return "no error";
@@ -62,8 +64,7 @@ struct Problem {
 
 cublasLtEpilogue_t lt_epilogue(GemmPlan::Epilogue ep) {
   switch (ep) {
-    case GemmPlan::Epilogue::None:
-      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmPlan::Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
     case GemmPlan::Epilogue::BiasGeluTanh:
       return CUBLASLT_EPILOGUE_GELU_BIAS;  // cuBLASLt's GELU is the tanh form
     case GemmPlan::Epilogue::Bias:
@@ -97,12 +98,12 @@ struct GemmPlan::Impl {
     EGK_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_TRANSB, &trans_a,
                                                   sizeof(trans_a)));
     const cublasLtEpilogue_t epi = lt_epilogue(ep);
-    EGK_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                                  sizeof(epi)));
+    EGK_CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
       const int32_t bias_type = CUDA_R_16BF;
-      EGK_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
-          p.desc(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+      EGK_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                    &bias_type, sizeof(bias_type)));
       if (bias != nullptr)
         EGK_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &bias, sizeof(bias)));
@@ -184,16 +185,24 @@ struct GemmPlan::Impl {
   bool residual_ok(const bf16* r) const { return residual == (r != nullptr); }
 };
 
-size_t GemmPlan::workspace_bytes() { return size_t{32} << 20; }
+size_t GemmPlan::workspace_bytes() {
+  return size_t{32} << 20;
+}
 
 GemmPlan::GemmPlan() = default;
 GemmPlan::~GemmPlan() = default;
 GemmPlan::GemmPlan(GemmPlan&&) noexcept = default;
 GemmPlan& GemmPlan::operator=(GemmPlan&&) noexcept = default;
 
-int64_t GemmPlan::m_max() const { return impl_ ? impl_->m_max : 0; }
-int64_t GemmPlan::n() const { return impl_ ? impl_->n : 0; }
-int64_t GemmPlan::k() const { return impl_ ? impl_->k : 0; }
+int64_t GemmPlan::m_max() const {
+  return impl_ ? impl_->m_max : 0;
+}
+int64_t GemmPlan::n() const {
+  return impl_ ? impl_->n : 0;
+}
+int64_t GemmPlan::k() const {
+  return impl_ ? impl_->k : 0;
+}
 
 int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual) {
   EGK_REQUIRE(m_max > 0 && n > 0 && k > 0);
@@ -229,16 +238,16 @@ int GemmPlan::prepare(int64_t m) {
 }
 
 int GemmPlan::run(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
-                  const bf16* residual, bf16* C, int64_t m, void* workspace,
-                  size_t workspace_bytes, cudaStream_t stream) const {
+                  const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
+                  cudaStream_t stream) const {
   EGK_REQUIRE(impl_ != nullptr && handle != nullptr);
   if (const int rc = impl_->check_args(A, W, bias, residual, C, m)) return rc;
   if (m == 0) return 0;
   Choice choice{};
   if (const int rc = impl_->choose(m, choice)) return rc;
   EGK_REQUIRE(choice.workspace <= workspace_bytes && (choice.workspace == 0 || workspace));
-  return impl_->matmul(handle, choice.algo, A, W, bias, residual, C, m, workspace,
-                       workspace_bytes, stream);
+  return impl_->matmul(handle, choice.algo, A, W, bias, residual, C, m, workspace, workspace_bytes,
+                       stream);
 }
 
 int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,

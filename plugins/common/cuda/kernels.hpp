@@ -60,9 +60,9 @@ class GemmPlan {
   GemmPlan& operator=(const GemmPlan&) = delete;
 
   // Fixes the problem (n, k, epilogue, residual) and picks the algorithm for
-  // m_max (heuristic queries use a private cuBLASLt handle made here). add_residual computes C = A·W^T + bias + residual (beta = 1;
-  // residual may alias C); it cannot be combined with a GELU epilogue.
-  // Needs a current CUDA device; call outside graph capture.
+  // m_max (heuristic queries use a private cuBLASLt handle made here). add_residual computes C =
+  // A·W^T + bias + residual (beta = 1; residual may alias C); it cannot be combined with a GELU
+  // epilogue. Needs a current CUDA device; call outside graph capture.
   int initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual);
 
   // Picks (and caches) the algorithm for one row count ahead of time. run()
@@ -124,8 +124,8 @@ int add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, cudaStream_t stre
 // dst[r,:] = src[index[r],:] for r < rows (index on the device, int32); a
 // negative index writes a zero row. Window reordering and its inverse.
 // src and dst must not overlap.
-int gather_rows_bf16(const bf16* src, const int32_t* index, bf16* dst, int64_t rows,
-                     int64_t cols, cudaStream_t stream);
+int gather_rows_bf16(const bf16* src, const int32_t* index, bf16* dst, int64_t rows, int64_t cols,
+                     cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Rotary position embedding, in place, on the q and k parts of a packed
@@ -154,8 +154,7 @@ int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const fl
 //  - rows of `out` outside every sequence are not written.
 // Flash-attention style: online softmax in fp32, tensor cores (mma.sync bf16),
 // no scores in memory. qkv and out 16-byte aligned.
-int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                          int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                          cudaStream_t stream);
+int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+                          int num_heads, int head_dim, float scale, bf16* out, cudaStream_t stream);
 
 }  // namespace egk::cuda
