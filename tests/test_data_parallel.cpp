@@ -24,7 +24,7 @@ TEST_CASE("three CPU ranks: gathered results equal one runtime's, in the caller'
     check_data_parallel_equals_single(dp, single, random_descs(rng, 1 + trial * 4, 30));
   // Fewer items than ranks: empty ranks still take part in the gather.
   check_data_parallel_equals_single(dp, single, {image(28, 28, 1)});
-  CHECK(dp.execute({}).size() == 0);
+  CHECK(dp.execute(std::vector<eg_item_desc>{}).size() == 0);
 }
 
 TEST_CASE("items are balanced by input size, largest first onto the least-loaded rank") {
@@ -51,4 +51,28 @@ TEST_CASE("mixed or unknown devices are rejected") {
         }).find("all \"cpu\" or all CUDA") != std::string::npos);
   CHECK(error_of([&] { DataParallelRuntime dp(cfg, {}); }).find("at least one") !=
         std::string::npos);
+}
+
+TEST_CASE("prepare makes each item on the rank that runs it, in assignment order") {
+  RuntimeConfig cfg = toy_config("cpu");
+  DataParallelRuntime dp(cfg, {"cpu", "cpu", "cpu"});
+  dp.capture();
+  const std::vector<eg_item_desc> descs = {image(140, 140, 1), image(28, 28, 2), image(56, 56, 3),
+                                           image(14, 14, 4), image(42, 42, 5)};
+  const DataParallelRequest request = dp.prepare(descs);
+  REQUIRE(request.rank_items.size() == 3);
+  REQUIRE(request.tokens.size() == descs.size());
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    const std::vector<int64_t> mine = request.assignment.rank_items(r);
+    REQUIRE(request.rank_items[r].size() == mine.size());
+    for (size_t k = 0; k < mine.size(); ++k)
+      CHECK(request.rank_items[r][k].spec().output_tokens == request.tokens[mine[k]]);
+  }
+  // The prepared request runs like the descriptions would.
+  const Result prepared = dp.execute(request);
+  const Result direct = dp.execute(descs);
+  REQUIRE(prepared.size() == direct.size());
+  for (size_t i = 0; i < descs.size(); ++i)
+    CHECK(prepared.item_as_float(i) == direct.item_as_float(i));
 }

@@ -69,20 +69,45 @@ void DataParallelRuntime::capture() {
   for (auto& rank : ranks_) rank->capture();
 }
 
-Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
+DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs) {
   const int world = world_size();
-  // Every rank makes every item; rank 0's specs drive the assignment (all
-  // ranks run the same plugin on the same inputs, so the specs agree).
-  std::vector<std::vector<Item>> items(world);
-  on_every_rank(world, [&](int r) {
-    for (const auto& d : descs) items[r].push_back(ranks_[r]->make_item(d));
-  });
-  std::vector<int64_t> input_sizes, tokens;
-  for (const auto& item : items[0]) {
+  DataParallelRequest request;
+  request.rank_items.resize(world);
+  // Rank 0 makes every item: their specs drive the assignment (every rank runs
+  // the same plugin and config, so the specs agree). Then the other ranks make
+  // only the items they run, together.
+  std::vector<Item> all;
+  all.reserve(descs.size());
+  for (const auto& d : descs) all.push_back(ranks_[0]->make_item(d));
+  std::vector<int64_t> input_sizes;
+  for (const auto& item : all) {
     input_sizes.push_back(item.spec().input_size);
-    tokens.push_back(item.spec().output_tokens);
+    request.tokens.push_back(item.spec().output_tokens);
   }
-  assignment_ = balance_by_input_size(input_sizes, world);
+  request.assignment = balance_by_input_size(input_sizes, world);
+  for (int64_t i : request.assignment.rank_items(0))
+    request.rank_items[0].push_back(std::move(all[static_cast<size_t>(i)]));
+  on_every_rank(world, [&](int r) {
+    if (r == 0) return;
+    for (int64_t i : request.assignment.rank_items(r))
+      request.rank_items[r].push_back(ranks_[r]->make_item(descs[static_cast<size_t>(i)]));
+  });
+  return request;
+}
+
+Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
+  return execute(prepare(descs));
+}
+
+Result DataParallelRuntime::execute(const DataParallelRequest& request) {
+  const int world = world_size();
+  if (static_cast<int>(request.rank_items.size()) != world)
+    throw Error(ErrorKind::Internal, "a data-parallel request prepared for " +
+                                         std::to_string(request.rank_items.size()) +
+                                         " ranks run on " + std::to_string(world));
+  assignment_ = request.assignment;
+  const std::vector<int64_t>& tokens = request.tokens;
+  const size_t num_items = tokens.size();
   int64_t max_rows = 0;
   for (int r = 0; r < world; ++r) {
     int64_t rows = 0;
@@ -99,10 +124,8 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
   on_every_rank(world, [&](int r) {
     DeviceBackend& backend = *ranks_[r]->backend_;
     backend.make_current();
-    std::vector<const Item*> local;
     const std::vector<int64_t> mine = assignment_.rank_items(r);
-    for (int64_t i : mine) local.push_back(&items[r][i]);
-    const Result out = ranks_[r]->execute(local);
+    const Result out = ranks_[r]->execute(request.rank_items[r]);
     // This rank's rows in assignment order, padded to the largest rank's count.
     void* send = backend.alloc_async(std::max<size_t>(block, 1), "data-parallel send block");
     void* recv = backend.alloc_async(std::max<size_t>(block * world, 1), "data-parallel gather");
@@ -132,7 +155,7 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
   void* packed = home.alloc_async(std::max<size_t>(static_cast<size_t>(total_rows) * row_bytes, 1),
                                   "data-parallel result");
   Result result;
-  result.offsets_.assign(descs.size(), 0);
+  result.offsets_.assign(num_items, 0);
   int64_t row = 0;
   for (int r = 0; r < world; ++r) {
     const int64_t first = row;

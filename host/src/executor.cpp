@@ -81,22 +81,25 @@ PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
     for (const WorkItem* w : work) request.items.push_back(make_item(*single_, *w));
     return request;
   }
-  // The descriptions point into the images' pixel buffers, which stay put when
-  // the request is moved (a vector's move keeps its buffer).
-  request.images.reserve(work.size());
+  // The descriptions point into the decoded pixels, which only need to live
+  // until the ranks have made their items.
+  std::vector<DecodedImage> images;
+  images.reserve(work.size());
+  std::vector<eg_item_desc> descs;
   for (const WorkItem* w : work) {
     eg_item_desc desc = describe(*w);
     if (!w->file.empty()) {
-      request.images.push_back(decode_image(w->file));
-      attach_pixels(desc, request.images.back());
+      images.push_back(decode_image(w->file));
+      attach_pixels(desc, images.back());
     }
-    request.descs.push_back(desc);
+    descs.push_back(desc);
   }
+  request.ranks = ranks_->prepare(descs);
   return request;
 }
 
 Result Engine::execute(const PreparedRequest& request) {
-  return ranks_ ? ranks_->execute(request.descs) : single_->execute(request.items);
+  return ranks_ ? ranks_->execute(request.ranks) : single_->execute(request.items);
 }
 
 Item make_item(Runtime& runtime, const WorkItem& w) {

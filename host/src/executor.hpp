@@ -30,13 +30,11 @@ struct Measurement {
   Stats stats;                    // the measured requests only (warm-up excluded)
 };
 
-// A request ready to execute. One Runtime: its plugin items. Data parallel:
-// item descriptions and the decoded pixels they point into, because every rank
-// makes every item itself inside DataParallelRuntime::execute.
+// A request ready to execute: its plugin items, made outside the timed call
+// (for data parallel, on the ranks that run them).
 struct PreparedRequest {
-  std::vector<Item> items;
-  std::vector<DecodedImage> images;
-  std::vector<eg_item_desc> descs;
+  std::vector<Item> items;    // one Runtime
+  DataParallelRequest ranks;  // data parallel: items made on the ranks that run them
 };
 
 // What a workload's requests run on: one Runtime, or a DataParallelRuntime

@@ -17,6 +17,15 @@ namespace encgraph {
 
 class Communicator;
 
+// A request made ready for DataParallelRuntime::execute: each item made on the
+// rank that runs it, and the assignment. Making items runs the plugin's
+// preprocessing, so a caller timing execution can prepare first.
+struct DataParallelRequest {
+  std::vector<std::vector<Item>> rank_items;  // rank r's items, in assignment order
+  RankAssignment assignment;
+  std::vector<int64_t> tokens;  // output rows of each item, in the caller's order
+};
+
 class DataParallelRuntime {
  public:
   // One rank per entry of `devices` ("cpu" or "cuda:N"; all CPU or all CUDA).
@@ -29,8 +38,13 @@ class DataParallelRuntime {
   Runtime& rank(int r) { return *ranks_.at(r); }
 
   void capture();
-  // Every rank makes every item (as every rank of the reference holds all
-  // inputs), runs its share, and the gathered rows land on rank 0's device.
+  // Rank 0 makes every item (its spec sizes the assignment), the other ranks
+  // the items they run. The descriptions' pixels need only live through this.
+  DataParallelRequest prepare(const std::vector<eg_item_desc>& items);
+  // Each rank runs its share; the rows are gathered onto rank 0's device and
+  // returned in the caller's order.
+  Result execute(const DataParallelRequest& request);
+  // prepare() then execute().
   Result execute(const std::vector<eg_item_desc>& items);
   // The assignment of the last execute() call.
   const RankAssignment& last_assignment() const { return assignment_; }
