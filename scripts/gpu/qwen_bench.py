@@ -99,11 +99,11 @@ def matmul_peak():
     return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
 
 
-def run_encgraph(bundle, config, trace, out_dir, name, request):
+def run_encgraph(bundle, config, trace, out_dir, name, request, extra=()):
     report = os.path.join(out_dir, f"qwen-bench-{name}.json")
     cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
            "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
-           "--set", f"workload.request_size={request}", "--report", report]
+           "--set", f"workload.request_size={request}", "--report", report, *extra]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log(proc.stdout[-3000:], proc.stderr[-3000:])
