@@ -57,6 +57,14 @@ TEST_CASE("only max items: budgets are generated from max(range min, max items)"
   CHECK(p.max_frames_per_batch == 200);
 }
 
+TEST_CASE("max items above the plugin's largest budget names budgets.max_items_per_batch") {
+  BudgetRequest r;
+  r.max_items_per_batch = 2000;
+  const std::string msg = config_error(r, 64, 1000);
+  CHECK(msg.find("budgets.max_items_per_batch (2000) exceeds the plugin's largest budget (1000)") !=
+        std::string::npos);
+}
+
 TEST_CASE("only budgets: batch size is capped by range ratio and smallest budget") {
   BudgetRequest r;
   r.token_budgets = {32, 4096};

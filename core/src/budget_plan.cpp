@@ -64,12 +64,14 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
                    "; set budgets.token_budgets explicitly");
     if (request.max_items_per_batch > 0) {
       plan.max_batch_size = request.max_items_per_batch;
-      plan.token_budgets =
-          generate_budgets(std::max(range_min, request.max_items_per_batch), range_max);
-      if (plan.max_batch_size > plan.token_budgets.front())
+      // Checked before generating: budgets from max_items_per_batch up to a
+      // smaller maximum would fail with a message that does not name the key.
+      if (plan.max_batch_size > range_max)
         throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
                      ") exceeds the plugin's largest budget (" + std::to_string(range_max) +
                      "); lower it or set budgets.token_budgets");
+      plan.token_budgets =
+          generate_budgets(std::max(range_min, request.max_items_per_batch), range_max);
     } else if (!user.empty()) {
       plan.token_budgets = user;
       plan.max_batch_size = std::min(range_max / range_min, user.front());

@@ -66,18 +66,22 @@ class DeviceScope {
 
 class CudaGraph final : public RecordedGraph {
  public:
-  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream)
-      : graph_(graph), exec_(exec), stream_(stream) {}
+  CudaGraph(cudaGraph_t graph, cudaGraphExec_t exec, cudaStream_t stream, int device)
+      : graph_(graph), exec_(exec), stream_(stream), device_(device) {}
   ~CudaGraph() override {
     if (exec_) log_if_failed(cudaGraphExecDestroy(exec_), "destroying a graph exec");
     if (graph_) log_if_failed(cudaGraphDestroy(graph_), "destroying a graph");
   }
-  void replay() override { EG_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  void replay() override {
+    const DeviceScope scope(device_);
+    EG_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+  }
 
  private:
   cudaGraph_t graph_;
   cudaGraphExec_t exec_;
   cudaStream_t stream_;
+  int device_;
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -85,8 +89,9 @@ class CudaBackend final : public DeviceBackend {
   explicit CudaBackend(int device) : device_(device) {
     // Streams and events belong to the device current when they are made: make
     // them after selecting ours (a second rank's events made on device 0 failed
-    // cudaEventRecord with an invalid resource handle).
-    EG_CUDA_CHECK(cudaSetDevice(device));
+    // cudaEventRecord with an invalid resource handle). The caller's device is
+    // restored afterwards.
+    const DeviceScope scope(device);
     stream_ = std::make_unique<Stream>();
     for (auto& e : staging_events_) e = std::make_unique<Event>();
     cudaDeviceProp prop{};
@@ -114,6 +119,7 @@ class CudaBackend final : public DeviceBackend {
   void make_current() override { EG_CUDA_CHECK(cudaSetDevice(device_)); }
 
   void* alloc(size_t bytes, const std::string& what) override {
+    const DeviceScope scope(device_);  // cudaMalloc allocates on the current device
     void* p = nullptr;
     const cudaError_t st = cudaMalloc(&p, bytes ? bytes : 1);
     if (st != cudaSuccess) {
@@ -187,6 +193,7 @@ class CudaBackend final : public DeviceBackend {
   void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
 
   void mark_staging_consumed(int slot) override {
+    const DeviceScope scope(device_);
     EG_CUDA_CHECK(cudaEventRecord(staging_events_.at(slot)->get(), stream_->get()));
   }
   void wait_staging_free(int slot) override {
@@ -195,11 +202,20 @@ class CudaBackend final : public DeviceBackend {
 
   std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
                                          const std::string& what) override {
+    const DeviceScope scope(device_);
     cudaStream_t s = stream_->get();
     // Global mode: an illegal call (sync, cudaMalloc) from any thread during the
     // capture fails instead of silently breaking the graph.
     EG_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     cudaGraph_t graph = nullptr;
+    // Ends the capture whatever the forward threw: a stream left capturing in
+    // global mode would fail every later allocation in the process.
+    auto abandon = [&] {
+      (void)cudaStreamEndCapture(s, &graph);
+      if (graph) (void)cudaGraphDestroy(graph);
+      graph = nullptr;
+      (void)cudaGetLastError();
+    };
     try {
       body();
     } catch (const Error& e) {
@@ -218,6 +234,9 @@ class CudaBackend final : public DeviceBackend {
               : "";
       throw Error(status == cudaStreamCaptureStatusInvalidated ? ErrorKind::Plugin : e.kind(),
                   "capturing " + what + ": " + e.what() + hint);
+    } catch (...) {
+      abandon();
+      throw;
     }
     const cudaError_t end = cudaStreamEndCapture(s, &graph);
     if (end != cudaSuccess || graph == nullptr) {
@@ -238,10 +257,11 @@ class CudaBackend final : public DeviceBackend {
                                          cudaGetErrorName(inst) + " (" + cudaGetErrorString(inst) +
                                          ")");
     }
-    return std::make_unique<CudaGraph>(graph, exec, s);
+    return std::make_unique<CudaGraph>(graph, exec, s, device_);
   }
 
   double time_ms(const std::function<void()>& enqueue) override {
+    const DeviceScope scope(device_);
     cudaEvent_t start = nullptr, stop = nullptr;
     EG_CUDA_CHECK(cudaEventCreate(&start));
     EG_CUDA_CHECK(cudaEventCreate(&stop));

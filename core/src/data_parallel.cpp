@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <utility>
 
 namespace encgraph {
 namespace {
@@ -20,6 +21,38 @@ int cuda_index(const std::string& device) {
   }
   throw_config("data parallel device \"" + device + "\" is not \"cpu\" or \"cuda:N\"");
 }
+
+// A rank's stream-ordered allocation, freed on scope exit unless released: a
+// rank that throws must not strand the other ranks' blocks in the result pool,
+// which keeps its memory for the life of the process.
+class RankBlock {
+ public:
+  RankBlock() = default;
+  RankBlock(DeviceBackend& backend, size_t bytes, const char* what)
+      : backend_(&backend), p_(backend.alloc_async(std::max<size_t>(bytes, 1), what)) {}
+  RankBlock(RankBlock&& o) noexcept : backend_(o.backend_), p_(std::exchange(o.p_, nullptr)) {}
+  RankBlock& operator=(RankBlock&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = o.backend_;
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  RankBlock(const RankBlock&) = delete;
+  RankBlock& operator=(const RankBlock&) = delete;
+  ~RankBlock() { reset(); }
+
+  char* get() const { return static_cast<char*>(p_); }
+  void* release() { return std::exchange(p_, nullptr); }
+
+ private:
+  void reset() noexcept {
+    if (p_) backend_->free_async(std::exchange(p_, nullptr));  // device-scoped, noexcept
+  }
+  DeviceBackend* backend_ = nullptr;
+  void* p_ = nullptr;
+};
 
 // Runs fn(rank) on one thread per rank and rethrows the first failure.
 void on_every_rank(int ranks, const std::function<void(int)>& fn) {
@@ -120,6 +153,7 @@ Result DataParallelRuntime::execute(const DataParallelRequest& request) {
   const size_t block = static_cast<size_t>(max_rows) * row_bytes;
   // Each rank runs its items and lays its rows out in a send block on its own
   // thread; then one call gathers every block into every rank's recv.
+  std::vector<RankBlock> sends(world), recvs(world);
   std::vector<GatherBuffers> buffers(world);
   on_every_rank(world, [&](int r) {
     DeviceBackend& backend = *ranks_[r]->backend_;
@@ -127,24 +161,18 @@ Result DataParallelRuntime::execute(const DataParallelRequest& request) {
     const std::vector<int64_t> mine = assignment_.rank_items(r);
     const Result out = ranks_[r]->execute(request.rank_items[r]);
     // This rank's rows in assignment order, padded to the largest rank's count.
-    void* send = backend.alloc_async(std::max<size_t>(block, 1), "data-parallel send block");
-    void* recv = backend.alloc_async(std::max<size_t>(block * world, 1), "data-parallel gather");
+    sends[r] = RankBlock(backend, block, "data-parallel send block");
+    recvs[r] = RankBlock(backend, block * world, "data-parallel gather");
     size_t at = 0;
     for (size_t k = 0; k < mine.size(); ++k) {
       const eg_tensor t = out.item(k);
       const size_t bytes = static_cast<size_t>(out.rows(k)) * row_bytes;
-      backend.copy_on_device(static_cast<char*>(send) + at, t.data, bytes);
+      backend.copy_on_device(sends[r].get() + at, t.data, bytes);
       at += bytes;
     }
-    buffers[r] = {send, recv, backend.stream()};
+    buffers[r] = {sends[r].get(), recvs[r].get(), backend.stream()};
   });
   comm_->all_gather(buffers, block);
-  for (int r = 0; r < world; ++r) {
-    DeviceBackend& backend = *ranks_[r]->backend_;
-    backend.make_current();
-    backend.free_async(const_cast<void*>(buffers[r].send));
-    if (r != 0) backend.free_async(buffers[r].recv);
-  }
   // Unpad on rank 0: each rank's rows are contiguous at the start of its block
   // of max_rows, so one copy per rank packs them into rows 0..total-1 (a Result
   // is contiguous; to_host() copies total_rows()).
@@ -152,8 +180,7 @@ Result DataParallelRuntime::execute(const DataParallelRequest& request) {
   home.make_current();
   int64_t total_rows = 0;
   for (int64_t t : tokens) total_rows += t;
-  void* packed = home.alloc_async(std::max<size_t>(static_cast<size_t>(total_rows) * row_bytes, 1),
-                                  "data-parallel result");
+  RankBlock packed(home, static_cast<size_t>(total_rows) * row_bytes, "data-parallel result");
   Result result;
   result.offsets_.assign(num_items, 0);
   int64_t row = 0;
@@ -163,14 +190,14 @@ Result DataParallelRuntime::execute(const DataParallelRequest& request) {
       result.offsets_[i] = row;
       row += tokens[i];
     }
-    home.copy_on_device(static_cast<char*>(packed) + static_cast<size_t>(first) * row_bytes,
-                        static_cast<char*>(buffers[0].recv) + static_cast<size_t>(r) * block,
+    home.copy_on_device(packed.get() + static_cast<size_t>(first) * row_bytes,
+                        recvs[0].get() + static_cast<size_t>(r) * block,
                         static_cast<size_t>(row - first) * row_bytes);
   }
-  home.free_async(buffers[0].recv);
 
   auto backend = ranks_[0]->backend_;
-  result.memory_ = std::shared_ptr<void>(packed, [backend](void* p) { backend->free_async(p); });
+  result.memory_ =
+      std::shared_ptr<void>(packed.release(), [backend](void* p) { backend->free_async(p); });
   result.backend_ = backend;
   result.hidden_ = info.out_hidden_size;
   result.dtype_ = info.out_dtype;

@@ -454,6 +454,21 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
         break;
     }
   }
+  // Once copies are queued, the slot's event must be recorded after them even
+  // if a later step throws: the next request waits on it before overwriting
+  // the pinned memory those copies read.
+  struct MarkConsumed {
+    DeviceBackend& backend;
+    int slot;
+    ~MarkConsumed() {
+      if (slot < 0) return;
+      try {
+        backend.mark_staging_consumed(slot);
+      } catch (const std::exception& e) {
+        spdlog::error("recording the staging slot's event: {}", e.what());
+      }
+    }
+  } mark_consumed{*backend_, slot};
   // Merge copies separated only by alignment gaps (bytes no buffer owns).
   for (int i = 0; i < num_copies;) {
     Span merged = copies[i++];
@@ -474,7 +489,6 @@ void GraphManager::fill_buffers(const eg_graph_shape& shape,
                                        backend_->stream(), e);
     });
   }
-  if (slot >= 0) backend_->mark_staging_consumed(slot);
 }
 
 eg_tensor GraphManager::run_eager(int32_t path, const std::vector<const eg_item*>& items,

@@ -158,6 +158,7 @@ Runtime::Runtime(const RuntimeConfig& config) {
   const LoadedPlugin& plugin = registry.get(config.plugin);
   const DeviceChoice device = choose_device(config.device, plugin.api->devices);
   backend_ = device.type == EG_DEVICE_CUDA ? make_cuda_backend(device.index) : make_cpu_backend();
+  backend_->make_current();  // the plugin instance is made on its device
   instance_ = std::make_shared<PluginInstance>(plugin, device.type, device.index, config.weights,
                                                config.plugin_config);
   manager_ = std::make_unique<GraphManager>(backend_, *instance_, config);

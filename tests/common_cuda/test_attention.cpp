@@ -103,6 +103,23 @@ GPU_TEST_CASE("varlen attention, head_dim 80 (Qwen), uneven and empty sequences"
   run_case({2, 80, {300}, 1, 300, 4.0f, 0});
 }
 
+GPU_TEST_CASE("varlen attention runs on every device of the process") {
+  require_gpu();
+  // The kernels opt in to more than 48 KiB of shared memory per device: the
+  // same instantiations must launch on a second GPU after the first (data
+  // parallel). One GPU: device 0 only.
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  for (int device = 0; device < count; ++device) {
+    CAPTURE(device);
+    REQUIRE(cudaSetDevice(device) == cudaSuccess);
+    run_case({4, 80, {64, 33, 0, 64}, 2, 64, 1.0f, 2});  // 4-warp blocks
+    run_case({2, 80, {200, 5}, 1, 200, 1.0f, 0});        // 8-warp blocks
+    run_case({2, 72, {129}, 0, 129, 1.0f, 1});
+  }
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+}
+
 GPU_TEST_CASE("varlen attention, head_dim 80, window sequences (4-warp blocks)") {
   require_gpu();
   run_case({16, 80, {64, 48, 64, 0, 64, 7}, 4, 64, 2.0f, 3});

@@ -236,7 +236,7 @@ typedef struct eg_forward_args {
 /* Staging the plugin writes one batch's real values into before a replay. */
 typedef struct eg_replay_buffer {
   eg_tensor staging; /* host memory shaped like the captured buffer */
-  int64_t rows;      /* out: leading rows written; -1 leaves the buffer as captured */
+  int64_t rows;      /* out: leading rows written; -1: not written (docs/plugin-abi.md §9) */
 } eg_replay_buffer;
 
 /* ------------------------------------------------------------ the plugin table */

@@ -18,6 +18,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 namespace egk::cuda {
@@ -285,12 +287,23 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
-  // Above 48 KiB a kernel must opt in; done once per instantiation (not a
-  // stream operation, so also legal while a graph is being captured).
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(varlen_attention_kernel<kDPad, kWarps>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  EGK_CUDA_TRY(opt_in);
+  // Above 48 KiB a kernel must opt in, once per instantiation and device: the
+  // attribute belongs to the device current when it is set, and one process
+  // runs on several (data parallel). Not a stream operation, so also legal
+  // while a graph is being captured.
+  static std::mutex opted_mutex;
+  static std::set<int> opted;  // device indices
+  int device = 0;
+  EGK_CUDA_TRY(cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(opted_mutex);
+    if (!opted.count(device)) {
+      EGK_CUDA_TRY(cudaFuncSetAttribute(varlen_attention_kernel<kDPad, kWarps>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
+      opted.insert(device);
+    }
+  }
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   EGK_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
