@@ -31,5 +31,10 @@ done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue
   cp -L "$path" "$bundle/lib/$name"
 done
+# The device tool carries at most 64 MiB: large libraries travel xz-compressed
+# (OpenBLAS: 36 MB -> 4 MB); scripts/gpu-unpack.sh restores them there.
+find "$bundle/lib" -type f -size +4M | while read -r f; do
+  xz -T0 -6 "$f"  # writes f.xz, removes f
+done
 # Python helpers for reference checks travel with the tree (scripts/gpu/).
 du -sh "$bundle"
