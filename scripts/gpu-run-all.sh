@@ -27,7 +27,7 @@ run() {  # run NAME COMMAND...
   [[ $name =~ $filter ]] || return 0
   local start=$SECONDS
   # A hung suite must not eat the whole call: each gets its own limit.
-  timeout "${ENCGRAPH_STEP_TIMEOUT:-300}" "$@" >"$out/$name.log" 2>&1
+  timeout "${step_timeout:-${ENCGRAPH_STEP_TIMEOUT:-300}}" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   local verdict=PASS
   if [[ $rc == 77 ]]; then verdict="SKIP($(tail -1 "$out/$name.log" | cut -c1-40))"
@@ -43,8 +43,13 @@ for t in "$bundle"/bin/test_*gpu* "$bundle"/bin/test_*cuda*; do
   [[ -f $t ]] && run "$(basename "$t")" "$t"
 done
 # Benchmarks and reference checks register themselves here.
+# A script may state its own limit in a "# step-timeout: SECONDS" line
+# (ENCGRAPH_STEP_TIMEOUT, when set, wins).
 for b in "$root"/scripts/gpu/*.sh; do
-  [[ -f $b ]] && run "$(basename "$b" .sh)" bash "$b" "$bundle" "$out"
+  [[ -f $b ]] || continue
+  step_timeout=${ENCGRAPH_STEP_TIMEOUT:-$(sed -n 's/^# step-timeout: \([0-9]*\)$/\1/p' "$b" | head -1)}
+  run "$(basename "$b" .sh)" bash "$b" "$bundle" "$out"
+  step_timeout=
 done
 
 echo
