@@ -86,7 +86,15 @@ DataParallelRuntime::DataParallelRuntime(const RuntimeConfig& config,
   for (const auto& d : devices) {
     RuntimeConfig rank_config = config;
     rank_config.device = d;
-    ranks_.push_back(std::make_unique<Runtime>(rank_config));
+    try {
+      ranks_.push_back(std::make_unique<Runtime>(rank_config));
+    } catch (const Error& e) {
+      // The runtime's advice names runtime.device; here the devices come from
+      // the rank list.
+      throw Error(e.kind(), "data-parallel rank " + std::to_string(ranks_.size()) + " on \"" +
+                                d + "\": " + e.what() +
+                                (cpu ? "" : " (or list \"cpu\" ranks in runtime.data_parallel)"));
+    }
   }
   comm_ = cpu ? make_in_process_communicator(static_cast<int>(devices.size()))
               : make_nccl_communicator(cuda_devices);
