@@ -31,6 +31,37 @@ TEST_CASE("generate_budgets doubles from the minimum and always includes the max
   CHECK_THROWS_AS(generate_budgets(16, 8), Error);
 }
 
+TEST_CASE("generate_budgets with a step doubles up to the step, then steps by it") {
+  CHECK(generate_budgets(64, 4096, 1024) == V{64, 128, 256, 512, 1024, 2048, 3072, 4096});
+  // The maximum is kept when it is no multiple of the step.
+  CHECK(generate_budgets(64, 2500, 1024) == V{64, 128, 256, 512, 1024, 2048, 2500});
+  // Doubling from a minimum that is no power of two stops below the step; the
+  // grid then starts at the next multiple of step.
+  CHECK(generate_budgets(100, 2000, 500) == V{100, 200, 400, 500, 1000, 1500, 2000});
+  // A step at or below the minimum: a linear grid from the minimum's multiple.
+  CHECK(generate_budgets(64, 320, 64) == V{64, 128, 192, 256, 320});
+  CHECK(generate_budgets(64, 1024, 0) == generate_budgets(64, 1024));
+  CHECK_THROWS_AS(generate_budgets(64, 1024, -1), Error);
+}
+
+TEST_CASE("token_step shapes budgets generated from the range, batch size and paths") {
+  BudgetRequest r;
+  r.token_step = 256;
+  BudgetPlan p = plan_budgets(r, 64, 1024, 1, kOnePath);
+  CHECK(p.token_budgets == V{64, 128, 256, 512, 768, 1024});
+  r.max_items_per_batch = 100;
+  p = plan_budgets(r, 64, 1024, 1, kOnePath);
+  CHECK(p.token_budgets == V{100, 200, 256, 512, 768, 1024});
+  r.max_items_per_batch = 0;
+  p = plan_budgets(r, 64, 1024, 1, {{"global", 0, false}, {"local", 300, false}});
+  CHECK(p.path_budgets[1] == V{300, 512, 768, 1024});  // the path's minimum, then the grid
+  // An explicit list and a step contradict each other.
+  r.token_budgets = {64, 128};
+  const std::string msg = config_error(r, 64, 1024);
+  CHECK(msg.find("budgets.token_step (256)") != std::string::npos);
+  CHECK(msg.find("remove one of the two") != std::string::npos);
+}
+
 TEST_CASE("fully user-specified budgets and batch size are validated") {
   BudgetRequest r;
   r.token_budgets = {512, 128, 256};

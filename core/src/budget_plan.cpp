@@ -17,15 +17,21 @@ std::string list_string(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget) {
+std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, int64_t step) {
+  if (step < 0)
+    throw_config("budgets.token_step must be >= 0 (0: powers of two), got " + std::to_string(step));
   if (min_budget <= 0 || max_budget <= 0)
     throw_config("invalid token budget range [" + std::to_string(min_budget) + ", " +
                  std::to_string(max_budget) + "]: both ends must be positive");
   if (min_budget > max_budget)
     throw_config("invalid token budget range: minimum " + std::to_string(min_budget) +
                  " > maximum " + std::to_string(max_budget));
-  std::vector<int64_t> budgets;
-  for (int64_t b = min_budget; b <= max_budget; b *= 2) budgets.push_back(b);
+  std::vector<int64_t> budgets{min_budget};
+  for (int64_t b = min_budget * 2; b <= max_budget && (step == 0 || b < step); b *= 2)
+    budgets.push_back(b);
+  if (step > 0)  // then the multiples of step above the last doubled budget
+    for (int64_t b = (budgets.back() / step + 1) * step; b <= max_budget; b += step)
+      budgets.push_back(b);
   if (budgets.back() < max_budget) budgets.push_back(max_budget);
   return budgets;
 }
@@ -41,6 +47,10 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
   user.erase(std::unique(user.begin(), user.end()), user.end());
   if (!user.empty() && user.front() <= 0)
     throw_config("budgets.token_budgets must all be positive, got " + list_string(user));
+  if (!user.empty() && request.token_step != 0)
+    throw_config("budgets.token_step (" + std::to_string(request.token_step) +
+                 ") shapes generated budgets, but budgets.token_budgets lists them (" +
+                 list_string(user) + "); remove one of the two");
 
   if (!user.empty() && request.max_items_per_batch > 0) {
     plan.token_budgets = user;
@@ -70,13 +80,13 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
         throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
                      ") exceeds the plugin's largest budget (" + std::to_string(range_max) +
                      "); lower it or set budgets.token_budgets");
-      plan.token_budgets =
-          generate_budgets(std::max(range_min, request.max_items_per_batch), range_max);
+      plan.token_budgets = generate_budgets(std::max(range_min, request.max_items_per_batch),
+                                            range_max, request.token_step);
     } else if (!user.empty()) {
       plan.token_budgets = user;
       plan.max_batch_size = std::min(range_max / range_min, user.front());
     } else {
-      plan.token_budgets = generate_budgets(range_min, range_max);
+      plan.token_budgets = generate_budgets(range_min, range_max, request.token_step);
       plan.max_batch_size = std::min(range_max / range_min, plan.token_budgets.front());
     }
   }
@@ -105,7 +115,7 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
                      std::to_string(max_budget) +
                      "], the largest budget; raise the largest "
                      "budget");
-      budgets = generate_budgets(path.min_token_budget, max_budget);
+      budgets = generate_budgets(path.min_token_budget, max_budget, request.token_step);
     }
     if (path.allow_zero_tokens) budgets.insert(budgets.begin(), 0);
     plan.path_budgets.push_back(std::move(budgets));

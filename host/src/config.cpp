@@ -307,6 +307,11 @@ void read_budgets(const Reader& r, HostConfig& c) {
   for (int64_t v : b.token_budgets)
     if (v <= 0)
       r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
+  r.get("budgets.token_step", b.token_step);
+  check_min(r, "budgets.token_step", b.token_step, 0);
+  if (b.token_step > 0 && !b.token_budgets.empty())
+    r.fail("budgets.token_step",
+           "shapes generated budgets, but budgets.token_budgets lists them; remove one of the two");
   r.get("budgets.max_items_per_batch", b.max_items_per_batch);
   check_min(r, "budgets.max_items_per_batch", b.max_items_per_batch, 0);
   if (r.node("budgets.max_frames_per_batch")) {
@@ -465,6 +470,8 @@ std::string canonical_config(const HostConfig& c) {
   for (const auto& [k, v] : rt.plugin_config) kv["plugin.config." + k] = v;
   kv["budgets.token_budgets"] = list(rt.budgets.token_budgets);
   kv["budgets.max_items_per_batch"] = std::to_string(rt.budgets.max_items_per_batch);
+  // Only when set, so that the digests of configs without it stay as they were.
+  if (rt.budgets.token_step > 0) kv["budgets.token_step"] = std::to_string(rt.budgets.token_step);
   kv["budgets.max_frames_per_batch"] =
       rt.budgets.max_frames_per_batch ? std::to_string(*rt.budgets.max_frames_per_batch) : "auto";
   kv["budgets.video"] = rt.budgets.video_enabled ? "true" : "false";

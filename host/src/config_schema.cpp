@@ -33,6 +33,9 @@ const std::vector<KeySpec>& config_schema() {
        "the plugin's own table, handed over flattened (see below)"},
       {"budgets.token_budgets", KeyType::IntegerArray, "[]",
        "token budgets to capture a graph for; empty: from the plugin's budget range"},
+      {"budgets.token_step", KeyType::Integer, "0",
+       "generated budgets: 0 doubles from the smallest to the largest; S > 0 doubles up to S, "
+       "then steps by S"},
       {"budgets.max_items_per_batch", KeyType::Integer, "0",
        "most items in one batch, <= the smallest budget; 0: inferred"},
       {"budgets.max_frames_per_batch", KeyType::Integer, "unset",

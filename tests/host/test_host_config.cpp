@@ -293,6 +293,22 @@ TEST_CASE("invalid explicit budgets fail at load time with the planner's explana
             .empty());
 }
 
+TEST_CASE("budgets.token_step is read, checked, and excludes an explicit list") {
+  CHECK(load(kMinimal).runtime.budgets.token_step == 0);
+  CHECK(load(kMinimal + "[budgets]\ntoken_step = 512\n").runtime.budgets.token_step == 512);
+  CHECK(load(kMinimal, {"budgets.token_step=1024"}).runtime.budgets.token_step == 1024);
+  const std::string negative = config_error(kMinimal + "[budgets]\ntoken_step = -4\n");
+  CHECK(negative.find("budgets.token_step") != std::string::npos);
+  CHECK(negative.find("must be >= 0") != std::string::npos);
+  const std::string both =
+      config_error(kMinimal + "[budgets]\ntoken_budgets = [64, 128]\ntoken_step = 64\n");
+  CHECK(both.find("t.toml:5:14: budgets.token_step") == 0);
+  CHECK(both.find("remove one of the two") != std::string::npos);
+  // Unset, the digest is what it was before the key existed.
+  CHECK(load(kMinimal).digest == load(kMinimal + "[budgets]\ntoken_step = 0\n").digest);
+  CHECK(load(kMinimal).digest != load(kMinimal + "[budgets]\ntoken_step = 256\n").digest);
+}
+
 TEST_CASE("--set overrides any key, parsing the value as TOML, else as a string") {
   const HostConfig c = load(
       kMinimal + "[runtime]\ndevice = \"cpu\"\n[plugin.config]\nhidden = 8\n",

@@ -15,6 +15,11 @@ struct BudgetRequest {
   int64_t max_items_per_batch = 0;              // 0: infer
   std::optional<int64_t> max_frames_per_batch;  // nullopt: infer
   bool video_enabled = true;                    // false: max_frames_per_batch = 0
+  // Generated budgets (not an explicit list): 0 doubles from the minimum to
+  // the maximum; S > 0 doubles up to S, then steps by S (a finer grid where
+  // batches are large and padding costs compute: graphs share one workspace,
+  // so extra budgets cost capture time, not memory).
+  int64_t token_step = 0;
 };
 
 struct PathBudgetSpec {
@@ -30,8 +35,11 @@ struct BudgetPlan {
   std::vector<std::vector<int64_t>> path_budgets;  // per path, ascending, may start with 0
 };
 
-// Powers of two times `min_budget` up to `max_budget`, the maximum always included.
-std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget);
+// Powers of two times `min_budget` up to `max_budget`, the maximum always
+// included; with step > 0, doubling (after the minimum) stops below step and
+// the list continues with the multiples of step above the last budget (e.g.
+// 64..16384, step 1024: 64, 128, 256, 512, 1024, 2048, 3072, ..., 16384).
+std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, int64_t step = 0);
 
 // Plans budgets from the request and the plugin's range [range_min, range_max]
 // (only consulted when the request leaves budgets or batch size open). Throws
