@@ -13,7 +13,7 @@ const char* usage_text() {
          "commands:\n"
          "  run            capture the graphs, run the configured workload, report\n"
          "  bench          run the workload with graphs and eagerly, side by side\n"
-         "  encode         encode image files into a safetensors file of embeddings\n"
+         "  encode         encode image files or a trace (images, videos) into embeddings\n"
          "  check-config   validate a config without a GPU and without loading weights\n"
          "  plugins        list the plugins found and the rejected files\n"
          "options:\n"

@@ -1,7 +1,8 @@
 // `encgraph encode`: decode image files (PNG, JPEG), hand their pixels to the
 // plugin's preprocessing, run them, and write one safetensors tensor per file,
-// named by the file's path. Without files on the command line the config's
-// workload is encoded instead.
+// named by the file's path. `--trace` encodes a JSONL trace instead (images,
+// and videos given as frame files: one tensor per video, named by its id).
+// Without either the config's workload is encoded.
 #include "cli.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
@@ -19,15 +20,17 @@ namespace encgraph::host {
 int encode_command(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: encgraph encode --config FILE [--set KEY=VALUE]... [-o FILE] [--report FILE] "
-      "[IMAGE...]";
+      "[--trace FILE | IMAGE...]";
   po::options_description opts("encgraph encode options");
   add_config_options(opts);
   opts.add_options()("output,o", po::value<std::string>()->value_name("FILE"),
                      "the safetensors file to write (overrides output.embeddings; one of them is "
                      "required)")("report", po::value<std::string>()->value_name("FILE"),
                                   "write the JSON report here (overrides output.report)")(
-      "files", po::value<std::vector<std::string>>()->composing(),
-      "image files or glob patterns (also given without --files)");
+      "trace", po::value<std::string>()->value_name("FILE"),
+      "a JSONL trace to encode (images and videos of frame files; sets workload.kind = "
+      "\"trace\")")("files", po::value<std::vector<std::string>>()->composing(),
+                    "image files or glob patterns (also given without --files)");
   po::positional_options_description positional;
   positional.add("files", -1);
   po::variables_map vm;
@@ -42,6 +45,14 @@ int encode_command(const std::vector<std::string>& args) {
       list += (list.size() > 1 ? ", " : "") + toml_quote(f);
     overrides.push_back("workload.kind=\"files\"");
     overrides.push_back("workload.files=" + list + "]");
+  }
+  if (vm.count("trace")) {
+    if (vm.count("files"))
+      throw_config(
+          "encode takes image files or --trace FILE, not both (list the images in the "
+          "trace as {\"file\": ...} lines)");
+    overrides.push_back("workload.kind=\"trace\"");
+    overrides.push_back("workload.trace=" + toml_quote(vm["trace"].as<std::string>()));
   }
   HostConfig config = load_command_config(vm, overrides);
   if (vm.count("output")) config.output.embeddings = vm["output"].as<std::string>();

@@ -2,6 +2,7 @@
 
 #include "image_io.hpp"
 #include "progress.hpp"
+#include "video_frames.hpp"
 
 #include <encgraph/error.hpp>
 
@@ -18,7 +19,7 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// A work item's geometry and seed; a file's pixels are the caller's to attach.
+// A work item's geometry and seed; decoded pixels are the caller's to attach.
 eg_item_desc describe(const WorkItem& w) {
   eg_item_desc desc{};
   desc.modality = w.modality;
@@ -30,10 +31,31 @@ eg_item_desc describe(const WorkItem& w) {
   return desc;
 }
 
-// Points `desc` at a decoded image's pixels (which must outlive it).
+// Whether the item's values come from files (an image, or a video's frames)
+// rather than from its seed.
+bool has_files(const WorkItem& w) {
+  return !w.file.empty() || !w.frame_files.empty();
+}
+
+// The item's pixels: its image file, or its frame files one after the other.
+DecodedImage decode_files(const WorkItem& w) {
+  return w.file.empty() ? decode_frames(w.frame_files) : decode_image(w.file);
+}
+
+// What a plugin error about a file item names: "image 'a.png'", or "video
+// 'clip' (4 frames, 'clip/0001.png' ...)".
+std::string source_of(const WorkItem& w) {
+  if (w.frame_files.empty()) return "image '" + w.file + "'";
+  return "video '" + w.id + "' (" + std::to_string(w.frame_files.size()) + " frames, '" +
+         w.frame_files.front() + "' ...)";
+}
+
+// Points `desc` at decoded pixels (which must outlive it): one image, or a
+// video's frames in eg_item_desc's frames x height x width x channels layout.
 void attach_pixels(eg_item_desc& desc, const DecodedImage& img) {
   desc.height = img.height;
   desc.width = img.width;
+  desc.frames = img.frames;
   desc.channels = img.channels;
   desc.pixels = img.pixels.data();
 }
@@ -82,14 +104,14 @@ PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
     return request;
   }
   // The descriptions point into the decoded pixels, which only need to live
-  // until the ranks have made their items.
+  // until the ranks have made their items (the reserve keeps them in place).
   std::vector<DecodedImage> images;
   images.reserve(work.size());
   std::vector<eg_item_desc> descs;
   for (const WorkItem* w : work) {
     eg_item_desc desc = describe(*w);
-    if (!w->file.empty()) {
-      images.push_back(decode_image(w->file));
+    if (has_files(*w)) {
+      images.push_back(decode_files(*w));
       attach_pixels(desc, images.back());
     }
     descs.push_back(desc);
@@ -104,13 +126,13 @@ Result Engine::execute(const PreparedRequest& request) {
 
 Item make_item(Runtime& runtime, const WorkItem& w) {
   eg_item_desc desc = describe(w);
-  if (w.file.empty()) return runtime.make_item(desc);
-  const DecodedImage img = decode_image(w.file);
-  attach_pixels(desc, img);
+  if (!has_files(w)) return runtime.make_item(desc);
+  const DecodedImage pixels = decode_files(w);  // lives until the plugin has made the item
+  attach_pixels(desc, pixels);
   try {
     return runtime.make_item(desc);
   } catch (const Error& e) {
-    throw Error(e.kind(), "image '" + w.file + "': " + e.what());
+    throw Error(e.kind(), source_of(w) + ": " + e.what());
   }
 }
 

@@ -58,8 +58,8 @@ class Engine {
   // Counters summed over the ranks (graphs and graph memory too: each rank
   // holds its own); capture time summed, the ranks capturing one at a time.
   Stats stats() const;
-  // Decodes files and, for one Runtime, makes the plugin items: the part of a
-  // request that is not timed.
+  // Decodes files (images, video frames) and, for one Runtime, makes the
+  // plugin items: the part of a request that is not timed.
   PreparedRequest prepare(const std::vector<const WorkItem*>& work);
   Result execute(const PreparedRequest& request);
 
@@ -82,7 +82,8 @@ struct ExecOptions {
   bool progress = true;
 };
 
-// Makes a plugin item: decodes the file if there is one, else synthetic values.
+// Makes a plugin item: decodes its image file or a video's frame files if it
+// has them, else synthetic values.
 Item make_item(Runtime& runtime, const WorkItem& work);
 
 // Throws a Config error when the workload holds videos the runtime cannot run.

@@ -23,7 +23,7 @@ ImageInfo probe_image(const std::filesystem::path& file) {
     throw Error(ErrorKind::Input, "image '" + file.string() + "': no such file");
   int w = 0, h = 0, c = 0;
   if (!stbi_info(file.c_str(), &w, &h, &c)) fail(file, "not a PNG or JPEG image stb can read");
-  return {h, w};
+  return {h, w, c};
 }
 
 DecodedImage decode_image(const std::filesystem::path& file) {

@@ -1,5 +1,7 @@
 // The JSONL trace reader (see workload.hpp for the format).
+#include "glob.hpp"
 #include "image_io.hpp"
+#include "video_frames.hpp"
 #include "workload.hpp"
 
 #include <encgraph/error.hpp>
@@ -22,6 +24,72 @@ int64_t positive(const nlohmann::json& obj, const char* field) {
   return v.get<int64_t>();
 }
 
+std::filesystem::path resolve(const std::string& path, const std::filesystem::path& base_dir) {
+  std::filesystem::path p = path;
+  return p.is_relative() ? base_dir / p : p;
+}
+
+// A line's height and width, when given next to files, must be what the files
+// hold (`whose`: "the file's", "the frames'").
+void check_geometry(const nlohmann::json& obj, const ImageInfo& info, const std::string& whose) {
+  for (const char* f : {"height", "width"}) {
+    const int64_t actual = f[0] == 'h' ? info.height : info.width;
+    if (obj.contains(f) && positive(obj, f) != actual)
+      throw LineError{std::string("'") + f + "' = " + obj[f].dump() + " disagrees with " + whose +
+                      " " + std::to_string(actual)};
+  }
+}
+
+// A video's frames from 'frames_files' (a list) or 'frames_glob' (a pattern,
+// matches sorted): sets the item's frame files, frame count and geometry.
+// Every frame's header is read here, so that a bad frame stops the trace
+// before anything runs; the pixels are decoded when the item is made.
+void read_video_frames(const nlohmann::json& obj, WorkItem& it,
+                       const std::filesystem::path& base_dir) {
+  if (obj.contains("frames_files") && obj.contains("frames_glob"))
+    throw LineError{"give a video's frames as 'frames_files' or 'frames_glob', not both"};
+  const bool listed = obj.contains("frames_files");
+  const char* key = listed ? "frames_files" : "frames_glob";
+  std::vector<std::string> files;
+  if (listed) {
+    const auto& list = obj["frames_files"];
+    if (!list.is_array() || list.empty())
+      throw LineError{"'frames_files' must be a non-empty array of frame image paths, got " +
+                      list.dump()};
+    for (const auto& f : list) {
+      if (!f.is_string())
+        throw LineError{"'frames_files' must hold strings (frame image paths), got " + f.dump()};
+      files.push_back(resolve(f.get<std::string>(), base_dir).string());
+    }
+  } else {
+    const auto& pattern = obj["frames_glob"];
+    if (!pattern.is_string())
+      throw LineError{"'frames_glob' must be a string (a pattern such as \"clip/*.png\"), got " +
+                      pattern.dump()};
+    const std::string resolved = resolve(pattern.get<std::string>(), base_dir).string();
+    files = glob_sorted(resolved);
+    if (files.empty())
+      throw LineError{"'frames_glob' " + pattern.dump() + " matches no file (looked for '" +
+                      resolved + "'; relative patterns are resolved against the trace's folder)"};
+  }
+  const auto count = static_cast<int64_t>(files.size());
+  if (obj.contains("frames") && it.frames != count)
+    throw LineError{"'frames' = " + std::to_string(it.frames) + " but '" + key + "' gives " +
+                    std::to_string(count) +
+                    " frame files; drop 'frames' (the files give the count) or make them agree"};
+  ImageInfo info;
+  try {
+    info = probe_frames(files);
+  } catch (const Error& e) {
+    throw LineError{std::string("'") + key + "': " + e.what()};
+  }
+  check_geometry(obj, info, "the frames'");
+  it.frames = count;
+  it.height = info.height;
+  it.width = info.width;
+  it.frame_files = std::move(files);
+}
+
 // `number` names the item and seeds its values unless the line says otherwise.
 WorkItem parse_line(const std::string& line, int64_t number,
                     const std::filesystem::path& base_dir) {
@@ -36,14 +104,21 @@ WorkItem parse_line(const std::string& line, int64_t number,
   }
   if (!obj.is_object())
     throw LineError{"expected a JSON object, got " + std::string(obj.type_name())};
-  static const char* const known[] = {"modality", "height", "width", "frames",
-                                      "file",     "id",     "seed"};
+  static const char* const known[] = {"modality",     "height",      "width", "frames", "file",
+                                      "frames_files", "frames_glob", "id",    "seed"};
   for (const auto& [key, value] : obj.items()) {
     (void)value;
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       throw LineError{"unknown field '" + key +
-                      "' (known: modality, height, width, frames, file, id, seed)"};
+                      "' (known: modality, height, width, frames, file, frames_files, "
+                      "frames_glob, id, seed)"};
   }
+  // Frame files make a video, so 'modality' may be left out.
+  const bool has_frames = obj.contains("frames_files") || obj.contains("frames_glob");
+  if (has_frames && obj.contains("file"))
+    throw LineError{
+        "'file' is one image and 'frames_files' or 'frames_glob' a video's frames; "
+        "give one of them per line"};
   WorkItem it;
   it.id = "trace/" + std::to_string(number);
   it.seed = static_cast<uint64_t>(number);
@@ -55,7 +130,13 @@ WorkItem parse_line(const std::string& line, int64_t number,
       it.modality = EG_MODALITY_VIDEO;
     else
       throw LineError{"'modality' must be \"image\" or \"video\", got " + m.dump()};
+  } else if (has_frames) {
+    it.modality = EG_MODALITY_VIDEO;
   }
+  if (has_frames && it.modality != EG_MODALITY_VIDEO)
+    throw LineError{
+        "'frames_files' and 'frames_glob' give a video's frames; set "
+        "\"modality\": \"video\" or leave 'modality' out (an image is a 'file')"};
   if (obj.contains("frames")) it.frames = positive(obj, "frames");
   if (it.modality == EG_MODALITY_IMAGE && it.frames != 1)
     throw LineError{"an image has exactly one frame, got frames = " + std::to_string(it.frames)};
@@ -63,9 +144,10 @@ WorkItem parse_line(const std::string& line, int64_t number,
     if (!obj["file"].is_string())
       throw LineError{"'file' must be a string, got " + obj["file"].dump()};
     if (it.modality == EG_MODALITY_VIDEO)
-      throw LineError{"'file' is supported for images only (videos are given by geometry)"};
-    std::filesystem::path p = obj["file"].get<std::string>();
-    if (p.is_relative()) p = base_dir / p;
+      throw LineError{
+          "'file' is one image; give a video's frames as 'frames_files' (a list of "
+          "image files) or 'frames_glob' (a pattern), or give its geometry"};
+    const std::filesystem::path p = resolve(obj["file"].get<std::string>(), base_dir);
     it.file = p.string();
     ImageInfo info;
     try {
@@ -75,15 +157,14 @@ WorkItem parse_line(const std::string& line, int64_t number,
     }
     it.height = info.height;
     it.width = info.width;
-    for (const char* f : {"height", "width"})
-      if (obj.contains(f) && positive(obj, f) != (f[0] == 'h' ? info.height : info.width))
-        throw LineError{std::string("'") + f + "' = " + obj[f].dump() +
-                        " disagrees with the file's " +
-                        std::to_string(f[0] == 'h' ? info.height : info.width)};
+    check_geometry(obj, info, "the file's");
+  } else if (has_frames) {
+    read_video_frames(obj, it, base_dir);
   } else {
     for (const char* f : {"height", "width"})
       if (!obj.contains(f))
-        throw LineError{std::string("'") + f + "' is required (or give a 'file')"};
+        throw LineError{std::string("'") + f +
+                        "' is required (or give a 'file', 'frames_files' or 'frames_glob')"};
     it.height = positive(obj, "height");
     it.width = positive(obj, "width");
   }

@@ -1,12 +1,10 @@
 #include "workload.hpp"
 
+#include "glob.hpp"
 #include "image_io.hpp"
 
 #include <encgraph/error.hpp>
 
-#include <glob.h>
-
-#include <algorithm>
 #include <map>
 
 namespace encgraph::host {
@@ -28,21 +26,11 @@ struct Rng {
   double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
 };
 
-bool has_glob_chars(const std::string& s) {
-  return s.find_first_of("*?[") != std::string::npos;
-}
-
 std::vector<std::string> expand(const std::string& pattern) {
   if (!has_glob_chars(pattern)) return {pattern};
-  glob_t g{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
-  std::vector<std::string> out;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  globfree(&g);
+  std::vector<std::string> out = glob_sorted(pattern);
   if (out.empty())
     throw Error(ErrorKind::Input, "workload.files: the pattern '" + pattern + "' matches no file");
-  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -21,8 +21,11 @@ struct WorkItem {
   int64_t height = 0;
   int64_t width = 0;
   int64_t frames = 1;
-  std::string file;  // decoded when the item is made; empty: synthetic values
-  uint64_t seed = 0;
+  std::string file;  // an image, decoded when the item is made
+  // A video's frames, one image file each, in order; decoded when the item is
+  // made (holding every video's pixels from the start would not fit memory).
+  std::vector<std::string> frame_files;
+  uint64_t seed = 0;  // synthetic values, when neither `file` nor `frame_files` is set
 };
 
 // The configured workload (synthetic, trace or files).
@@ -32,10 +35,12 @@ std::vector<WorkItem> build_workload(const WorkloadConfig& config);
 std::vector<WorkItem> synthetic_workload(const WorkloadConfig& config);
 
 // One JSON object per line: {"modality": "image"|"video", "height": H, "width": W,
-// "frames": F, "file": "path", "id": "name", "seed": S}; every field optional
-// except the geometry (height and width, unless a file gives them). Blank lines
-// are skipped. Errors name the file and line. Relative files are resolved
-// against the trace's folder.
+// "frames": F, "file": "path", "frames_files": ["path", ...], "frames_glob":
+// "pattern", "id": "name", "seed": S}; every field optional except the geometry
+// (height and width, unless files give them). `file` is an image; `frames_files`
+// (or `frames_glob`, its matches sorted) a video's frames, every one probed:
+// same size, same channel count. Blank lines are skipped. Errors name the file
+// and line. Relative files and patterns are resolved against the trace's folder.
 std::vector<WorkItem> read_trace(const std::filesystem::path& file);
 std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
                                   const std::filesystem::path& base_dir);

@@ -128,7 +128,7 @@ TEST_CASE("trace errors name the file and the line") {
       {"{\"height\": 28, \"width\": 28, \"file\": 3}", "t.jsonl:2: 'file' must be a string"},
       {"{\"file\": \"/nonexistent/x.png\"}", "t.jsonl:2: image '/nonexistent/x.png': no such file"},
       {"{\"modality\": \"video\", \"frames\": 2, \"file\": \"x.png\"}",
-       "t.jsonl:2: 'file' is supported for images only"},
+       "t.jsonl:2: 'file' is one image; give a video's frames as 'frames_files'"},
       {"{\"height\": 28, \"width\": 28, \"id\": 7}", "t.jsonl:2: 'id' must be a string"},
       {"{\"height\": 28, \"width\": 28, \"seed\": -1}",
        "t.jsonl:2: 'seed' must be a non-negative integer"},

@@ -1,0 +1,24 @@
+#include "glob.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+
+namespace encgraph::host {
+
+bool has_glob_chars(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
+
+std::vector<std::string> glob_sorted(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,18 @@
+// Glob patterns (`*`, `?`, `[...]`) for the file lists of a workload: image
+// files and a video's frame files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace encgraph::host {
+
+// True when `s` holds a glob wildcard (otherwise it names one path).
+bool has_glob_chars(const std::string& s);
+
+// The paths matching `pattern`, sorted byte-wise (not by locale: the same order
+// on every machine, so "0009.png" comes before "0010.png" but "9.png" after
+// "10.png"); empty when nothing matches.
+std::vector<std::string> glob_sorted(const std::string& pattern);
+
+}  // namespace encgraph::host
