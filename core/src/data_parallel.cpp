@@ -89,11 +89,16 @@ DataParallelRuntime::DataParallelRuntime(const RuntimeConfig& config,
     try {
       ranks_.push_back(std::make_unique<Runtime>(rank_config));
     } catch (const Error& e) {
-      // The runtime's advice names runtime.device; here the devices come from
-      // the rank list.
-      throw Error(e.kind(), "data-parallel rank " + std::to_string(ranks_.size()) + " on \"" +
-                                d + "\": " + e.what() +
-                                (cpu ? "" : " (or list \"cpu\" ranks in runtime.data_parallel)"));
+      // The runtime's advice names runtime.device, which data parallel does
+      // not use: the devices come from the rank list.
+      std::string why = e.what();
+      const std::string hint = "; set runtime.device = \"cpu\"";
+      if (const size_t at = why.find(hint); at != std::string::npos) why.erase(at, hint.size());
+      throw Error(e.kind(), "data-parallel rank " + std::to_string(ranks_.size()) + " on \"" + d +
+                                "\": " + why +
+                                (cpu ? ""
+                                     : "; list \"cpu\" ranks in runtime.data_parallel to "
+                                       "run without GPUs"));
     }
   }
   comm_ = cpu ? make_in_process_communicator(static_cast<int>(devices.size()))
@@ -110,7 +115,17 @@ void DataParallelRuntime::capture() {
   for (auto& rank : ranks_) rank->capture();
 }
 
-DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs) {
+DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
+                                                 const std::vector<std::string>& labels) {
+  // A failing item is named as the caller knows it (a file, a trace line).
+  auto make = [&](int r, size_t i) {
+    try {
+      return ranks_[r]->make_item(descs[i]);
+    } catch (const Error& e) {
+      throw Error(e.kind(),
+                  (i < labels.size() ? labels[i] : "item " + std::to_string(i)) + ": " + e.what());
+    }
+  };
   const int world = world_size();
   DataParallelRequest request;
   request.rank_items.resize(world);
@@ -119,7 +134,7 @@ DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>
   // only the items they run, together.
   std::vector<Item> all;
   all.reserve(descs.size());
-  for (const auto& d : descs) all.push_back(ranks_[0]->make_item(d));
+  for (size_t i = 0; i < descs.size(); ++i) all.push_back(make(0, i));
   std::vector<int64_t> input_sizes;
   for (const auto& item : all) {
     input_sizes.push_back(item.spec().input_size);
@@ -131,7 +146,7 @@ DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>
   on_every_rank(world, [&](int r) {
     if (r == 0) return;
     for (int64_t i : request.assignment.rank_items(r))
-      request.rank_items[r].push_back(ranks_[r]->make_item(descs[static_cast<size_t>(i)]));
+      request.rank_items[r].push_back(make(r, static_cast<size_t>(i)));
   });
   return request;
 }

@@ -9,6 +9,7 @@
 
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <encgraph/error.hpp>
 
 #include <cmath>
 #include <iostream>
@@ -59,6 +60,11 @@ int bench_command(const std::vector<std::string>& args) {
     spdlog::warn(
         "bench does not write embeddings; output.embeddings is ignored (use run or encode)");
   const std::vector<WorkItem> work = build_workload(config.workload);
+  if (work.empty())
+    throw_config("bench needs at least one item, and the workload holds none (" +
+                 config.workload.kind + " workload" +
+                 (config.workload.kind == "synthetic" ? ", workload.count = 0" : "") +
+                 "); give it items to compare graphs and eager on");
 
   ReportInput input;
   input.command = "bench";

@@ -455,7 +455,9 @@ std::string canonical_config(const HostConfig& c) {
   // Output paths and logging do not change what is measured: left out.
   std::map<std::string, std::string> kv;
   const RuntimeConfig& rt = c.runtime;
-  kv["runtime.device"] = rt.device;
+  // Data parallel does not use runtime.device: leave it out then, so that files
+  // meaning the same run share a digest.
+  if (c.data_parallel.empty()) kv["runtime.device"] = rt.device;
   // Only when set, so that the digests of configs without it stay as they were.
   if (!c.data_parallel.empty()) kv["runtime.data_parallel"] = list(c.data_parallel);
   std::vector<std::string> dirs;

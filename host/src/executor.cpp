@@ -105,9 +105,12 @@ PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
   }
   // The descriptions point into the decoded pixels, which only need to live
   // until the ranks have made their items (the reserve keeps them in place).
+  // All of a request's decoded files are held at once: rank 0 makes every
+  // item before the others make theirs (docs/config.md, data parallelism).
   std::vector<DecodedImage> images;
   images.reserve(work.size());
   std::vector<eg_item_desc> descs;
+  std::vector<std::string> labels;
   for (const WorkItem* w : work) {
     eg_item_desc desc = describe(*w);
     if (has_files(*w)) {
@@ -115,8 +118,9 @@ PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
       attach_pixels(desc, images.back());
     }
     descs.push_back(desc);
+    labels.push_back(has_files(*w) ? source_of(*w) : "item '" + w->id + "'");
   }
-  request.ranks = ranks_->prepare(descs);
+  request.ranks = ranks_->prepare(descs, labels);
   return request;
 }
 

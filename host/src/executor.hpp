@@ -1,8 +1,8 @@
 // Runs a workload in requests of `request_size` items on an Engine (one
 // Runtime, or a DataParallelRuntime spreading each request over its ranks) and
 // measures each execute() call. A request's latency runs from the call until
-// its results are ready: copied to the host when a consumer wants them, else
-// released (which waits for the device).
+// the device has written every row of its result; copying the rows to the host
+// for a consumer (embeddings) comes after and counts in wall_seconds only.
 #pragma once
 
 #include "image_io.hpp"

@@ -10,6 +10,15 @@ bool has_glob_chars(const std::string& s) {
   return s.find_first_of("*?[") != std::string::npos;
 }
 
+std::string glob_escape(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<std::string> glob_sorted(const std::string& pattern) {
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);

@@ -66,7 +66,12 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
     if (!pattern.is_string())
       throw LineError{"'frames_glob' must be a string (a pattern such as \"clip/*.png\"), got " +
                       pattern.dump()};
-    const std::string resolved = resolve(pattern.get<std::string>(), base_dir).string();
+    const std::filesystem::path given = pattern.get<std::string>();
+    // The trace's folder is a literal prefix, whatever characters its name holds.
+    const std::string resolved =
+        given.is_relative()
+            ? (std::filesystem::path(glob_escape(base_dir.string())) / given).string()
+            : given.string();
     files = glob_sorted(resolved);
     if (files.empty())
       throw LineError{"'frames_glob' " + pattern.dump() + " matches no file (looked for '" +

@@ -5,7 +5,9 @@
 
 #include <encgraph/error.hpp>
 
+#include <filesystem>
 #include <map>
+#include <set>
 
 namespace encgraph::host {
 namespace {
@@ -27,7 +29,8 @@ struct Rng {
 };
 
 std::vector<std::string> expand(const std::string& pattern) {
-  if (!has_glob_chars(pattern)) return {pattern};
+  // An existing file is itself, even when its name holds glob characters.
+  if (!has_glob_chars(pattern) || std::filesystem::exists(pattern)) return {pattern};
   std::vector<std::string> out = glob_sorted(pattern);
   if (out.empty())
     throw Error(ErrorKind::Input, "workload.files: the pattern '" + pattern + "' matches no file");
@@ -79,10 +82,21 @@ std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns) {
 }
 
 void make_ids_unique(std::vector<WorkItem>& items) {
+  // A repeated id gets "#2", "#3", ... skipping any name another item already
+  // uses (ids "a", "a", "a#2" must not end with two "a#2").
+  std::set<std::string> taken;
+  for (const auto& it : items) taken.insert(it.id);
   std::map<std::string, int> seen;
   for (auto& it : items) {
-    const int n = ++seen[it.id];
-    if (n > 1) it.id.append(1, '#').append(std::to_string(n));
+    if (++seen[it.id] == 1) continue;
+    std::string candidate;
+    for (int n = seen[it.id];; ++n) {
+      candidate = it.id + "#" + std::to_string(n);
+      if (!taken.count(candidate)) break;
+    }
+    seen[it.id] = std::stoi(candidate.substr(it.id.size() + 1));
+    taken.insert(candidate);
+    it.id = candidate;
   }
 }
 

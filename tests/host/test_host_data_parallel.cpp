@@ -411,3 +411,26 @@ TEST_CASE("check-config shows the ranks and plans CPU ranks with the plugin") {
   CHECK(g.code == 0);
   CHECK(g.out.find("a CUDA config: no GPU is used here") != std::string::npos);
 }
+
+TEST_CASE("a data-parallel item the plugin rejects is named in the error") {
+  const auto o = run(
+      "run", {"--config", std::string(EG_HOST_SOURCE_DIR) + "/configs/qwen2_5_vl_small_cpu.toml",
+              "--set", "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]", "--set",
+              "runtime.data_parallel=[\"cpu\", \"cpu\"]", "--set", "workload.video_fraction=1.0",
+              "--set", "workload.frames=6", "--set", "output.report=\"\""});
+  CHECK(o.code != 0);
+  CHECK(o.log.find("item 'synthetic/0': plugin 'qwen2_5_vl': item_create failed") !=
+        std::string::npos);
+}
+
+TEST_CASE(
+    "bench refuses an empty workload; the digest ignores runtime.device under data parallel") {
+  const auto o = run("bench", toy_args({"--set", "workload.count=0"}));
+  CHECK(o.code == 2);
+  CHECK(o.log.find("bench needs at least one item") != std::string::npos);
+  const std::string ranks = "runtime.data_parallel=[\"cpu\", \"cpu\"]";
+  const auto a = run_json({"--set", ranks, "--set", "runtime.device=\"auto\""});
+  const auto b = run_json({"--set", ranks, "--set", "runtime.device=\"cpu\""});
+  REQUIRE(a["config"]["digest"].is_string());
+  CHECK(a["config"]["digest"] == b["config"]["digest"]);
+}

@@ -9,10 +9,13 @@
 #include "config.hpp"
 #include "host_test_support.hpp"
 #include "safetensors_reader.hpp"
+#include "workload.hpp"
 
 #include <doctest/doctest.h>
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
+
+#include <fstream>
 
 using namespace encgraph::host;
 namespace fs = std::filesystem;
@@ -178,6 +181,17 @@ TEST_CASE("qwen2_5_vl: a 4-frame video from files equals the same frames through
   const auto changed = host_test::read_safetensors(out).floats("v");
   CHECK(changed != before);
   CHECK(changed == api_rows(*rt, frames));
+}
+
+TEST_CASE("frames_glob under a trace folder whose name holds glob characters") {
+  host_test::TempDir tmp;
+  const fs::path dir = tmp / "set[1]";
+  const auto frames = write_clip(dir, "clip", 3, 28, 28);
+  std::ofstream(dir / "t.jsonl") << "{\"frames_glob\": \"clip/*.png\", \"id\": \"v\"}\n";
+  const auto items = read_trace(dir / "t.jsonl");
+  REQUIRE(items.size() == 1);
+  REQUIRE(items[0].frame_files.size() == 3);
+  CHECK(items[0].frame_files[0] == frames[0].string());
 }
 
 TEST_CASE("bad video frame lines: exit code 2 naming the trace file, the line and the frame") {

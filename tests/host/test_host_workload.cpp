@@ -173,6 +173,22 @@ TEST_CASE("file workloads expand globs in order and read each header") {
   std::vector<WorkItem> named = items;
   make_ids_unique(named);
   CHECK(named[2].id == (dir / "a.png").string() + "#2");
+  // A repeated id skips a suffix another item already uses.
+  std::vector<WorkItem> clash(4);
+  clash[0].id = "a";
+  clash[1].id = "a";
+  clash[2].id = "a#2";
+  clash[3].id = "a";
+  make_ids_unique(clash);
+  CHECK(clash[0].id == "a");
+  CHECK(clash[1].id == "a#3");
+  CHECK(clash[2].id == "a#2");
+  CHECK(clash[3].id == "a#4");
+  // A file whose name holds glob characters is itself, not a pattern.
+  write_png(dir / "c[1].png", 4, 2);
+  const auto literal = file_workload({(dir / "c[1].png").string()});
+  REQUIRE(literal.size() == 1);
+  CHECK(literal[0].width == 4);
   CHECK_THROWS_WITH_AS(file_workload({(dir / "*.jpg").string()}),
                        doctest::Contains("matches no file"), encgraph::Error);
   CHECK_THROWS_WITH_AS(file_workload({(dir / "notes.txt").string()}),

@@ -40,7 +40,9 @@ class DataParallelRuntime {
   void capture();
   // Rank 0 makes every item (its spec sizes the assignment), the other ranks
   // the items they run. The descriptions' pixels need only live through this.
-  DataParallelRequest prepare(const std::vector<eg_item_desc>& items);
+  // labels[i], when given, names item i in errors (else "item i").
+  DataParallelRequest prepare(const std::vector<eg_item_desc>& items,
+                              const std::vector<std::string>& labels = {});
   // Each rank runs its share; the rows are gathered onto rank 0's device and
   // returned in the caller's order.
   Result execute(const DataParallelRequest& request);
