@@ -22,17 +22,23 @@ def main():
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--only", default="mixed,1344")
+    ap.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                     "configs", "qwen2_5_vl_bench.toml"))
+    ap.add_argument("--ranks", default="",
+                    help="devices of the ranks, e.g. cpu,cpu (default: every GPU)")
     args = ap.parse_args()
-    gpus = torch.cuda.device_count()
-    if gpus < 2:
-        print(f"skipped: data parallel needs 2 GPUs, {gpus} present")
+    devices = args.ranks.split(",") if args.ranks else [
+        f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if len(devices) < 2:
+        print(f"skipped: data parallel needs 2 GPUs, {len(devices)} present")
         return 77
+    gpus = len(devices)
     os.makedirs(args.out_dir, exist_ok=True)
-    config = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "configs",
-                                          "qwen2_5_vl_bench.toml"))
-    ranks = "[" + ", ".join(f'"cuda:{i}"' for i in range(gpus)) + "]"
-    rows = [f"Qwen2.5-VL-7B tower, bf16, {gpus} x {torch.cuda.get_device_name()}", "",
-            "| workload | system | images/s | tokens/s | p50 ms | p99 ms | speed-up over 1 GPU |",
+    config = os.path.abspath(args.config)
+    ranks = "[" + ", ".join(f'"{d}"' for d in devices) + "]"
+    rows = [f"Qwen2.5-VL-7B tower, bf16, {gpus} ranks ({', '.join(devices)}), "
+            f"{torch.cuda.get_device_name()}", "",
+            "| workload | system | images/s | tokens/s | p50 ms | p99 ms | speed-up over 1 rank |",
             "|---|---|---|---|---|---|---|"]
     loads = {k: v for k, v in qwen_bench.workloads().items() if k in args.only.split(",")}
     for name, items in loads.items():
@@ -47,7 +53,7 @@ def main():
                                      name + f"-{gpus}gpu", qwen_bench.REQUEST,
                                      ("--set", f"runtime.data_parallel={ranks}"))
         base = single["encgraph graphs"]["seconds"]
-        for label, res in (("1 GPU", single), (f"{gpus} GPUs", dp)):
+        for label, res in (("1 rank", single), (f"{gpus} ranks", dp)):
             for system, r in res.items():
                 rows.append(f"| {name} | {label} {system} | {r['items'] / r['seconds']:.1f} | "
                             f"{tokens / r['seconds']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "
