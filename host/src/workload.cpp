@@ -86,15 +86,14 @@ void make_ids_unique(std::vector<WorkItem>& items) {
   // uses (ids "a", "a", "a#2" must not end with two "a#2").
   std::set<std::string> taken;
   for (const auto& it : items) taken.insert(it.id);
-  std::map<std::string, int> seen;
+  std::map<std::string, int> last_suffix;  // per repeated id
+  std::set<std::string> seen;
   for (auto& it : items) {
-    if (++seen[it.id] == 1) continue;
+    if (seen.insert(it.id).second) continue;
+    int& n = last_suffix.try_emplace(it.id, 1).first->second;
     std::string candidate;
-    for (int n = seen[it.id];; ++n) {
-      candidate = it.id + "#" + std::to_string(n);
-      if (!taken.count(candidate)) break;
-    }
-    seen[it.id] = std::stoi(candidate.substr(it.id.size() + 1));
+    do candidate = it.id + "#" + std::to_string(++n);
+    while (taken.count(candidate));
     taken.insert(candidate);
     it.id = candidate;
   }

@@ -8,9 +8,9 @@
 #include "executor.hpp"
 #include "host_test_support.hpp"
 #include "safetensors_reader.hpp"
+#include "test_images.hpp"
 
 #include <doctest/doctest.h>
-#include <stb/stb_image_write.h>
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -66,16 +66,6 @@ void check_equal_rows(const std::map<std::string, std::vector<float>>& expected,
     CHECK_FALSE(rows.empty());
     CHECK(got.at(id) == rows);
   }
-}
-
-void write_gradient_png(const fs::path& p, int w, int h, int shift) {
-  std::vector<unsigned char> px(static_cast<size_t>(w * h * 3));
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        px[static_cast<size_t>((y * w + x) * 3 + c)] =
-            static_cast<unsigned char>((x * 5 + y * 3 + c * 40 + shift) % 256);
-  REQUIRE(stbi_write_png(p.c_str(), w, h, 3, px.data(), w * 3));
 }
 
 nlohmann::json run_json(const std::vector<std::string>& extra, const std::string& command = "run") {
@@ -244,7 +234,7 @@ TEST_CASE("decoded image files run data parallel: their pixels live through the 
   std::vector<std::string> files;
   for (int i = 0; i < 9; ++i) {
     const fs::path p = dir / ("img" + std::to_string(i) + ".png");
-    write_gradient_png(p, 28 * (1 + i % 3), 28 * (1 + (i / 3) % 2), i * 29);
+    host_test::write_gradient(p, 28 * (1 + i % 3), 28 * (1 + (i / 3) % 2), i * 29);
     files.push_back(p.string());
   }
   const HostConfig c = load_config_text(host_test::toy_config(), "t.toml", {});

@@ -5,28 +5,15 @@
 #include "cli.hpp"
 #include "host_test_support.hpp"
 #include "safetensors_reader.hpp"
+#include "test_images.hpp"
 
 #include <doctest/doctest.h>
 #include <stb/stb_image.h>
-#include <stb/stb_image_write.h>
 
 using namespace encgraph::host;
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_gradient(const fs::path& p, int w, int h, bool jpeg) {
-  std::vector<unsigned char> px(static_cast<size_t>(w * h * 3));
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        px[static_cast<size_t>((y * w + x) * 3 + c)] =
-            static_cast<unsigned char>((x * 7 + y * 3 + c * 50) % 256);
-  if (jpeg)
-    REQUIRE(stbi_write_jpg(p.c_str(), w, h, 3, px.data(), 95));
-  else
-    REQUIRE(stbi_write_png(p.c_str(), w, h, 3, px.data(), w * 3));
-}
 
 // The same file through the embedding API: decoded with stb, made from pixels.
 std::vector<float> direct(encgraph::Runtime& rt, const fs::path& p) {
@@ -51,8 +38,8 @@ std::vector<float> direct(encgraph::Runtime& rt, const fs::path& p) {
 TEST_CASE("encode writes one tensor per PNG/JPEG file, equal to the embedding API's output") {
   host_test::TempDir dir;
   const fs::path png = dir / "a.png", jpg = dir / "b.jpg", out = dir / "out" / "e.safetensors";
-  write_gradient(png, 84, 56, false);
-  write_gradient(jpg, 28, 42, true);
+  host_test::write_gradient(png, 84, 56);
+  host_test::write_gradient(jpg, 28, 42, 0, true);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   const auto o = host_test::run(
       "encode", {"--config", config.string(), "-o", out.string(), png.string(), jpg.string()});
@@ -87,8 +74,8 @@ TEST_CASE("encode writes one tensor per PNG/JPEG file, equal to the embedding AP
 
 TEST_CASE("encode takes glob patterns and writes a report when asked") {
   host_test::TempDir dir;
-  write_gradient(dir / "x1.png", 28, 28, false);
-  write_gradient(dir / "x2.png", 56, 28, false);
+  host_test::write_gradient(dir / "x1.png", 28, 28);
+  host_test::write_gradient(dir / "x2.png", 56, 28);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   const auto o =
       host_test::run("encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(),
@@ -115,7 +102,7 @@ TEST_CASE("encode failures: unreadable image (exit 1), nowhere to write (exit 2)
         std::string::npos);
   CHECK_FALSE(fs::exists(dir / "e.safetensors"));
 
-  write_gradient(dir / "ok.png", 28, 28, false);
+  host_test::write_gradient(dir / "ok.png", 28, 28);
   const auto none = host_test::run("encode", {"-c", config.string(), (dir / "ok.png").string()});
   CHECK(none.code == 2);
   CHECK(none.log.find("give -o FILE or set output.embeddings") != std::string::npos);

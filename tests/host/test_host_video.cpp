@@ -9,6 +9,7 @@
 #include "config.hpp"
 #include "host_test_support.hpp"
 #include "safetensors_reader.hpp"
+#include "test_images.hpp"
 #include "workload.hpp"
 
 #include <doctest/doctest.h>
@@ -22,18 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A w x h RGB frame whose values depend on position, channel and `shift`, so
-// every frame of a clip differs.
-void write_frame(const fs::path& p, int w, int h, int shift) {
-  std::vector<unsigned char> px(static_cast<size_t>(w * h * 3));
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        px[static_cast<size_t>((y * w + x) * 3 + c)] =
-            static_cast<unsigned char>((x * 7 + y * 3 + c * 50 + shift * 37) % 256);
-  REQUIRE(stbi_write_png(p.c_str(), w, h, 3, px.data(), w * 3));
-}
-
 // `count` frames dir/name/0001.png ... in order.
 std::vector<fs::path> write_clip(const fs::path& dir, const std::string& name, int count, int w,
                                  int h, int shift = 0) {
@@ -43,7 +32,7 @@ std::vector<fs::path> write_clip(const fs::path& dir, const std::string& name, i
     char file[16];
     std::snprintf(file, sizeof file, "%04d.png", i);
     frames.push_back(dir / name / file);
-    write_frame(frames.back(), w, h, shift + i);
+    host_test::write_gradient(frames.back(), w, h, shift + i);
   }
   return frames;
 }
@@ -132,7 +121,7 @@ TEST_CASE("toy: a video of PNG frames is encoded like the same pixels through th
   CHECK(st.floats("clip-b") == api_rows(*rt, b));
 
   // The last frame's pixels reach the plugin: changing them changes the rows.
-  write_frame(a[3], 42, 28, 99);
+  host_test::write_gradient(a[3], 42, 28, 99);
   REQUIRE(encode("toy.toml", trace, out, hidden).code == 0);
   const auto changed = host_test::read_safetensors(out);
   CHECK(changed.floats("clip-a") != before);
@@ -176,7 +165,7 @@ TEST_CASE("qwen2_5_vl: a 4-frame video from files equals the same frames through
 
   // The fourth frame is the second half of the second temporal patch: changing
   // it changes the rows.
-  write_frame(frames[3], 84, 56, 99);
+  host_test::write_gradient(frames[3], 84, 56, 99);
   REQUIRE(encode("qwen2_5_vl_small_cpu.toml", trace, out).code == 0);
   const auto changed = host_test::read_safetensors(out).floats("v");
   CHECK(changed != before);
@@ -197,7 +186,7 @@ TEST_CASE("frames_glob under a trace folder whose name holds glob characters") {
 TEST_CASE("bad video frame lines: exit code 2 naming the trace file, the line and the frame") {
   host_test::TempDir dir;
   write_clip(dir.path(), "a", 4, 42, 28);
-  write_frame(dir / "wide.png", 56, 28, 0);
+  host_test::write_gradient(dir / "wide.png", 56, 28, 0);
   {
     std::vector<unsigned char> grey(42 * 28, 128);
     REQUIRE(stbi_write_png((dir / "grey.png").c_str(), 42, 28, 1, grey.data(), 42));
@@ -270,7 +259,7 @@ TEST_CASE("a frame whose header reads but whose pixels do not: exit code 1 namin
 
 TEST_CASE("encode takes image files or --trace, not both") {
   host_test::TempDir dir;
-  write_frame(dir / "x.png", 28, 28, 0);
+  host_test::write_gradient(dir / "x.png", 28, 28, 0);
   const fs::path trace = dir.write("t.jsonl", "{\"file\": \"x.png\"}\n");
   const auto o = host_test::run(
       "encode", {"--config", config_file("toy.toml").string(), "--trace", trace.string(), "-o",
