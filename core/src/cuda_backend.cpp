@@ -300,7 +300,8 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
     throw Error(ErrorKind::Device,
                 std::string("no usable CUDA device (") +
                     (st != cudaSuccess ? cudaGetErrorString(st) : "device count is 0") +
-                    "); set runtime.device = \"cpu\"");
+                    "); run on the CPU instead: runtime.device = \"cpu\", or \"cpu\" ranks in "
+                    "runtime.data_parallel");
   }
   if (device_index < 0 || device_index >= count)
     throw Error(ErrorKind::Config, "CUDA device " + std::to_string(device_index) +

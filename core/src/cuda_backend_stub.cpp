@@ -8,8 +8,8 @@ namespace encgraph {
 
 std::shared_ptr<DeviceBackend> make_cuda_backend(int) {
   throw Error(ErrorKind::Device,
-              "this encgraph was built without CUDA; set runtime.device = \"cpu\" or rebuild "
-              "with the CUDA toolkit installed");
+              "this encgraph was built without CUDA; run on the CPU (runtime.device = \"cpu\", or "
+              "\"cpu\" ranks in runtime.data_parallel) or rebuild with the CUDA toolkit installed");
 }
 
 bool cuda_device_available() {

@@ -89,16 +89,8 @@ DataParallelRuntime::DataParallelRuntime(const RuntimeConfig& config,
     try {
       ranks_.push_back(std::make_unique<Runtime>(rank_config));
     } catch (const Error& e) {
-      // The runtime's advice names runtime.device, which data parallel does
-      // not use: the devices come from the rank list.
-      std::string why = e.what();
-      const std::string hint = "; set runtime.device = \"cpu\"";
-      if (const size_t at = why.find(hint); at != std::string::npos) why.erase(at, hint.size());
       throw Error(e.kind(), "data-parallel rank " + std::to_string(ranks_.size()) + " on \"" + d +
-                                "\": " + why +
-                                (cpu ? ""
-                                     : "; list \"cpu\" ranks in runtime.data_parallel to "
-                                       "run without GPUs"));
+                                "\": " + e.what());
     }
   }
   comm_ = cpu ? make_in_process_communicator(static_cast<int>(devices.size()))
