@@ -1,5 +1,5 @@
 // The encgraph subcommands; each takes its own arguments and returns an exit code
-// (0 ok, 2 usage or configuration error, 1 any other failure). Errors other than
+// (0 ok, 2 bad usage, configuration or input, 1 any other failure). Errors other than
 // usage errors are thrown as encgraph::Error and mapped by run_subcommand.
 #pragma once
 
@@ -19,7 +19,7 @@ int encode_command(const std::vector<std::string>& args);
 int check_config_command(const std::vector<std::string>& args);
 
 // Runs `command` with `args`, logging an escaping error and turning it into
-// its exit code (Config errors 2, others 1). Unknown commands give 2.
+// its exit code (Config and Input errors 2, others 1). Unknown commands give 2.
 int run_subcommand(const std::string& command, const std::vector<std::string>& args);
 
 // The top-level usage text.

@@ -37,6 +37,17 @@ struct OutputConfig {
   std::string report;      // JSON path, empty: none
 };
 
+// Bounds on what one run may ask for, so that a typo fails with an error naming
+// the key instead of exhausting the machine ([limits] in docs/config.md).
+struct LimitsConfig {
+  int64_t max_graphs = 256;              // graphs one plan may capture
+  int64_t max_items = 1000000;           // items in one workload
+  int64_t max_request_size = 4096;       // items in one request
+  int64_t max_frames_per_video = 4096;   // frames of one video item
+  int64_t max_image_pixels = 178956970;  // height * width of one image (Pillow's bound)
+  int64_t max_text_bytes = 64ll << 20;   // a config, trace or JSON header read as text
+};
+
 struct HostConfig {
   RuntimeConfig runtime;
   // runtime.data_parallel: one rank per device ("cpu" repeated, or distinct
@@ -46,6 +57,7 @@ struct HostConfig {
   std::string log_level = "info";
   WorkloadConfig workload;
   OutputConfig output;
+  LimitsConfig limits;
   std::string source;  // the file as given ("" for text configs)
   std::string digest;  // 16 hex digits over the resolved settings (see canonical_config)
 };

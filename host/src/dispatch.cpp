@@ -19,7 +19,7 @@ const char* usage_text() {
          "options:\n"
          "  --version      print the version\n"
          "  --help         this help; `encgraph <command> --help` for a command's options\n"
-         "exit codes: 0 ok, 2 usage or configuration error, 1 any other error\n";
+         "exit codes: 0 ok, 2 bad usage, configuration or input, 1 any other error\n";
 }
 
 int run_subcommand(const std::string& command, const std::vector<std::string>& args) {
@@ -31,7 +31,10 @@ int run_subcommand(const std::string& command, const std::vector<std::string>& a
     if (command == "plugins") return plugins_command(args);
   } catch (const Error& e) {
     spdlog::error("{}", e.what());
-    return e.kind() == ErrorKind::Config ? kExitUsage : kExitFailure;
+    // Bad input (a setting, a file, an item) is the user's to fix: 2. A plugin,
+    // device or internal failure: 1.
+    return e.kind() == ErrorKind::Config || e.kind() == ErrorKind::Input ? kExitUsage
+                                                                        : kExitFailure;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return kExitFailure;

@@ -1,0 +1,97 @@
+#include "input_files.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace encgraph::host {
+namespace {
+
+[[noreturn]] void refuse(const std::filesystem::path& file, const std::string& what,
+                         const std::string& why) {
+  throw Error(ErrorKind::Input, what + " '" + file.string() + "' " + why);
+}
+
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+void require_regular_file(const std::filesystem::path& file, const std::string& what) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) refuse(file, what, "does not exist: check the path");
+    refuse(file, what, std::string("cannot be read: ") + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode))
+    refuse(file, what,
+           "is " + kind_of(st.st_mode) + ", not a regular file: name a " + what + " file");
+}
+
+std::string read_text_input(const std::filesystem::path& file, const std::string& what,
+                            int64_t max_bytes, const std::string& limit_key) {
+  require_regular_file(file, what);
+  // O_NONBLOCK: should the file be swapped for a FIFO after the check, the open
+  // does not wait for a writer; fstat below sees what was really opened.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) refuse(file, what, std::string("cannot be opened: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    refuse(file, what, "is not a regular file: name a " + what + " file");
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    refuse(file, what,
+           "is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+               std::to_string(max_bytes) + " bytes for a " + what + " (" + limit_key + " sets it)");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      refuse(file, what, std::string("cannot be read: ") + std::strerror(err));
+    }
+    if (n == 0) break;  // shrank while read: take what is there
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(done);
+  return text;
+}
+
+bool FileIdentity::operator==(const FileIdentity& o) const {
+  if (exists && o.exists) return device == o.device && inode == o.inode;
+  return canonical == o.canonical;
+}
+
+FileIdentity file_identity(const std::filesystem::path& file) {
+  FileIdentity id;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0) {
+    id.exists = true;
+    id.device = static_cast<uint64_t>(st.st_dev);
+    id.inode = static_cast<uint64_t>(st.st_ino);
+  }
+  std::error_code ec;
+  id.canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(file, ec), ec);
+  return id;
+}
+
+}  // namespace encgraph::host
