@@ -29,8 +29,13 @@ function(encgraph_add_plugin name)
     CUDA_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     LINK_DEPENDS ${version_script})
-  target_link_options(${target} PRIVATE
-    "LINKER:--version-script=${version_script}" "LINKER:--no-undefined")
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${version_script}")
+  # Every symbol resolved at link time, except in the sanitizer build: there
+  # the runtime's symbols come from the executable that loads the plugin
+  # (cmake/EncgraphSanitize.cmake).
+  if(NOT ENCGRAPH_SANITIZE)
+    target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
   elseif(DEFINED ENCGRAPH_BUILD_PLUGIN_DIR)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages encgraph builds with, only those missing
-# (idempotent). CUDA and NCCL come from /usr/local/cuda, not from apt.
+# Installs the Debian packages encgraph builds and tests with, only those
+# missing (idempotent). CUDA and NCCL come from /usr/local/cuda, not from apt.
 set -euo pipefail
 
 packages=(
@@ -8,6 +8,8 @@ packages=(
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev
   libstb-dev libopenblas-dev nlohmann-json3-dev
+  # scripts/test: the hostile-input suite, the sanitizer build and libFuzzer
+  python3 clang libclang-rt-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do

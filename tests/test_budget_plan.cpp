@@ -1,9 +1,12 @@
 // Budget planning: the three sources, the power-of-two generator, the
-// max_batch_size <= smallest budget invariant, per-path lists and frame limits.
+// max_batch_size <= smallest budget invariant, per-path lists, frame limits and
+// the bound on the number of graphs (counted before any list is built).
 #include <encgraph/budget_plan.hpp>
 #include <encgraph/error.hpp>
 
 #include <doctest/doctest.h>
+
+#include <limits>
 
 using namespace encgraph;
 using V = std::vector<int64_t>;
@@ -147,4 +150,116 @@ TEST_CASE("smallest_fitting_budget") {
   CHECK(*smallest_fitting_budget(b, 128) == 128);
   CHECK(*smallest_fitting_budget(b, 129) == 256);
   CHECK_FALSE(smallest_fitting_budget(b, 257).has_value());
+}
+
+TEST_CASE("generated_budget_count equals the generated list's size, without building it") {
+  struct Row {
+    int64_t lo, hi, step;
+  };
+  for (const Row& r : std::vector<Row>{{64, 1024, 0},
+                                       {100, 1000, 0},
+                                       {7, 7, 0},
+                                       {64, 4096, 1024},
+                                       {64, 2500, 1024},
+                                       {100, 2000, 500},
+                                       {64, 320, 64},
+                                       {64, 8192, 1},
+                                       {3, 100, 7}}) {
+    CAPTURE(r.lo);
+    CAPTURE(r.hi);
+    CAPTURE(r.step);
+    CHECK(generated_budget_count(r.lo, r.hi, r.step) ==
+          static_cast<int64_t>(generate_budgets(r.lo, r.hi, r.step).size()));
+  }
+  // Doubling up to the largest int64 neither overflows nor loops.
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  CHECK(generated_budget_count(1, top) == 64);
+  const V all = generate_budgets(1, top);
+  CHECK(all.size() == 64);
+  CHECK(all[62] == int64_t{1} << 62);
+  CHECK(all.back() == top);
+  // A step of 1 over a huge range is counted, not built: the generator refuses it.
+  CHECK(generated_budget_count(1, int64_t{1} << 40, 1) == int64_t{1} << 40);
+  try {
+    generate_budgets(1, int64_t{1} << 40, 1);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    CHECK(std::string(e.what()).find("raise budgets.token_step") != std::string::npos);
+  }
+}
+
+TEST_CASE("token_step = 1 over a wide range exceeds max_graphs with the count, keys and fix") {
+  BudgetRequest r;
+  r.token_step = 1;
+  const std::string msg = config_error(r, 64, 8192);
+  CHECK(msg.find("the plan would capture 8129 graphs, more than limits.max_graphs (256)") == 0);
+  CHECK(msg.find("budgets.token_step = 1 generates 8129 budgets from 64 to the largest budget, "
+                 "8192") != std::string::npos);
+  CHECK(msg.find("raise budgets.token_step (") != std::string::npos);
+  CHECK(msg.find("budgets.token_budgets") != std::string::npos);
+  CHECK(msg.find("raise limits.max_graphs") != std::string::npos);
+  CHECK(msg.find("capture-axis") == std::string::npos);  // there are none
+  // The step the message proposes fits.
+  const size_t at = msg.find("raise budgets.token_step (") + 26;
+  r.token_step = std::stoll(msg.substr(at));
+  CHECK(planned_graph_count(plan_budgets(r, 64, 8192, 4, kOnePath)) <= 256);
+  // Counted before anything is built: 2^30 budgets would need 8 GiB.
+  r.token_step = 1;
+  CHECK(config_error(r, 1, kMaxTokenBudget).find("the plan would capture 1073741824 graphs") == 0);
+}
+
+TEST_CASE("max_graphs counts every path and capture-axis combination, and 0 lifts it") {
+  BudgetRequest r;
+  r.token_budgets = {8, 16};
+  r.max_items_per_batch = 2;
+  r.max_graphs = 64;
+  CHECK(planned_graph_count(plan_budgets(r, 1, 2, 4, kOnePath, 32), 32) == 64);
+  std::string msg;
+  try {
+    plan_budgets(r, 1, 2, 4, kOnePath, 33);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("the plan would capture 66 graphs, more than limits.max_graphs (64)") == 0);
+  CHECK(msg.find("budgets.token_budgets lists 2 budgets") != std::string::npos);
+  CHECK(msg.find("times 33 capture-axis key combinations") != std::string::npos);
+  CHECK(msg.find("prune the plugin's capture-axis keys") != std::string::npos);
+
+  // Two paths: both lists count (the zero budget is not captured).
+  BudgetRequest two;
+  two.max_graphs = 8;
+  const std::vector<PathBudgetSpec> paths = {{"global", 0, false}, {"local", 256, true}};
+  CHECK(planned_graph_count(plan_budgets(two, 64, 1024, 1, paths)) == 8);
+  two.max_graphs = 7;
+  msg = config_error(two, 64, 1024, paths);
+  CHECK(msg.find("the plan would capture 8 graphs") == 0);
+  CHECK(msg.find("the plugin's 2 paths take 5 + 3") != std::string::npos);
+
+  BudgetRequest unlimited;
+  unlimited.token_step = 1;
+  unlimited.max_graphs = 0;
+  CHECK(plan_budgets(unlimited, 64, 1024, 1, kOnePath).token_budgets.size() == 961);
+}
+
+TEST_CASE("budgets and steps above kMaxTokenBudget are refused, naming the key") {
+  BudgetRequest r;
+  r.token_budgets = {64, int64_t{1} << 62};
+  CHECK(config_error(r, 1, 2).find("budgets.token_budgets: 4611686018427387904 exceeds") == 0);
+  BudgetRequest step;
+  step.token_step = int64_t{1} << 62;
+  CHECK(config_error(step, 64, 1024).find("budgets.token_step (4611686018427387904) exceeds") == 0);
+  CHECK(config_error({}, 64, int64_t{1} << 62).find("the plugin's largest budget") == 0);
+}
+
+TEST_CASE("graph_count_factors names capture axes only when there are some") {
+  BudgetRequest r;
+  r.token_step = 1024;
+  const BudgetPlan p = plan_budgets(r, 64, 4096, 1, kOnePath);
+  CHECK(planned_graph_count(p) == 8);
+  CHECK(graph_count_factors(p, r) == "8 budgets (budgets.token_step = 1024, up to 4096)");
+  CHECK(graph_count_factors(p, r, 3) ==
+        "8 budgets (budgets.token_step = 1024, up to 4096) x 3 capture-axis key combinations");
+  CHECK(graph_count_factors(plan_budgets({}, 64, 256, 1, kOnePath), {}) ==
+        "3 budgets (doubling up to 256)");
 }

@@ -2,10 +2,25 @@
 #include <encgraph/error.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <sstream>
 
 namespace encgraph {
 namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+// generate_budgets builds no longer list than this, whatever its caller checked.
+constexpr int64_t kMaxGeneratedBudgets = int64_t{1} << 20;
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  return a > kInt64Max - b ? kInt64Max : a + b;
+}
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return a * b;  // only small negatives reach here (they are errors)
+  return a > kInt64Max / b ? kInt64Max : a * b;
+}
 
 std::string list_string(const std::vector<int64_t>& v) {
   std::ostringstream s;
@@ -15,9 +30,7 @@ std::string list_string(const std::vector<int64_t>& v) {
   return s.str();
 }
 
-}  // namespace
-
-std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, int64_t step) {
+void check_generator_arguments(int64_t min_budget, int64_t max_budget, int64_t step) {
   if (step < 0)
     throw_config("budgets.token_step must be >= 0 (0: powers of two), got " + std::to_string(step));
   if (min_budget <= 0 || max_budget <= 0)
@@ -26,32 +39,152 @@ std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, in
   if (min_budget > max_budget)
     throw_config("invalid token budget range: minimum " + std::to_string(min_budget) +
                  " > maximum " + std::to_string(max_budget));
-  std::vector<int64_t> budgets{min_budget};
-  for (int64_t b = min_budget * 2; b <= max_budget && (step == 0 || b < step); b *= 2)
+}
+
+// Where the global budget list comes from: the user's list, or generated over
+// [min, max] (max == 0: not generated).
+struct GlobalBudgets {
+  int64_t min = 0;
+  int64_t max = 0;
+  bool generated() const { return max > 0; }
+};
+
+// Graphs per path (zero budgets are not captured) for a given token step.
+std::vector<int64_t> path_graph_counts(const GlobalBudgets& global, size_t explicit_count,
+                                       int64_t max_budget, int64_t step,
+                                       const std::vector<PathBudgetSpec>& paths) {
+  const int64_t global_count = global.generated()
+                                   ? generated_budget_count(global.min, global.max, step)
+                                   : static_cast<int64_t>(explicit_count);
+  std::vector<int64_t> counts;
+  for (const auto& path : paths)
+    counts.push_back(path.min_token_budget == 0
+                         ? global_count
+                         : generated_budget_count(path.min_token_budget, max_budget, step));
+  return counts;
+}
+
+int64_t total_graphs(const std::vector<int64_t>& path_counts, int64_t capture_combinations) {
+  int64_t sum = 0;
+  for (int64_t c : path_counts) sum = saturating_add(sum, c);
+  return saturating_mul(sum, std::max<int64_t>(capture_combinations, 1));
+}
+
+// The error for a plan over request.max_graphs: the count, what multiplied it
+// (capture axes only when there are some) and each way out.
+[[noreturn]] void throw_too_many_graphs(const BudgetRequest& request, const GlobalBudgets& global,
+                                        size_t explicit_count, int64_t max_budget,
+                                        const std::vector<PathBudgetSpec>& paths,
+                                        int64_t capture_combinations) {
+  const std::vector<int64_t> counts =
+      path_graph_counts(global, explicit_count, max_budget, request.token_step, paths);
+  const int64_t total = total_graphs(counts, capture_combinations);
+  std::string why;
+  if (!global.generated())
+    why = "budgets.token_budgets lists " + std::to_string(explicit_count) + " budgets";
+  else if (request.token_step > 0)
+    why = "budgets.token_step = " + std::to_string(request.token_step) + " generates " +
+          std::to_string(counts.front()) + " budgets from " + std::to_string(global.min) +
+          " to the largest budget, " + std::to_string(global.max);
+  else
+    why = "doubling from " + std::to_string(global.min) + " to the largest budget, " +
+          std::to_string(global.max) + ", gives " +
+          std::to_string(generated_budget_count(global.min, global.max)) + " budgets";
+  if (paths.size() > 1) {
+    why += "; the plugin's " + std::to_string(paths.size()) + " paths take ";
+    for (size_t p = 0; p < paths.size(); ++p) why += (p ? " + " : "") + std::to_string(counts[p]);
+  }
+  if (capture_combinations > 1)
+    why += "; times " + std::to_string(capture_combinations) +
+           " capture-axis key combinations (the plugin's capture axes)";
+  std::string fix;
+  if (global.generated()) {
+    // The smallest power-of-two step that fits, when one does.
+    for (int64_t step = 64; step <= global.max; step *= 2) {
+      if (step <= request.token_step) continue;
+      if (total_graphs(path_graph_counts(global, 0, max_budget, step, paths),
+                       capture_combinations) <= request.max_graphs) {
+        fix += "raise budgets.token_step (" + std::to_string(step) + " fits), ";
+        break;
+      }
+    }
+    fix += "list a few budgets in budgets.token_budgets, lower the largest budget (" +
+           std::to_string(global.max) + ", the plugin's budget range, set in [plugin.config]), ";
+  } else {
+    fix += "list fewer budgets in budgets.token_budgets, ";
+  }
+  if (capture_combinations > 1) fix += "prune the plugin's capture-axis keys, ";
+  throw_config("the plan would capture " + std::to_string(total) +
+               " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
+               "): " + why + ". Fix: " + fix +
+               "or raise limits.max_graphs (each graph costs capture time and memory)");
+}
+
+}  // namespace
+
+int64_t generated_budget_count(int64_t min_budget, int64_t max_budget, int64_t step) {
+  check_generator_arguments(min_budget, max_budget, step);
+  int64_t count = 1, last = min_budget;
+  // last <= max / 2 is last * 2 <= max without overflowing.
+  while (last <= max_budget / 2 && (step == 0 || last * 2 < step)) last *= 2, ++count;
+  if (step > 0) {  // the multiples k * step, k in [first, end]
+    const int64_t first = last / step + 1, end = max_budget / step;
+    if (end >= first) count = saturating_add(count, end - first + 1), last = end * step;
+  }
+  if (last < max_budget) ++count;
+  return count;
+}
+
+std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, int64_t step) {
+  const int64_t count = generated_budget_count(min_budget, max_budget, step);
+  if (count > kMaxGeneratedBudgets)
+    throw_config("budgets.token_step = " + std::to_string(step) + " would generate " +
+                 std::to_string(count) + " budgets from " + std::to_string(min_budget) + " to " +
+                 std::to_string(max_budget) + "; raise budgets.token_step");
+  std::vector<int64_t> budgets;
+  budgets.reserve(static_cast<size_t>(count));
+  budgets.push_back(min_budget);
+  for (int64_t b = min_budget; b <= max_budget / 2 && (step == 0 || b * 2 < step);) {
+    b *= 2;
     budgets.push_back(b);
+  }
   if (step > 0)  // then the multiples of step above the last doubled budget
-    for (int64_t b = (budgets.back() / step + 1) * step; b <= max_budget; b += step)
-      budgets.push_back(b);
+    for (int64_t k = budgets.back() / step + 1, end = max_budget / step; k <= end; ++k)
+      budgets.push_back(k * step);
   if (budgets.back() < max_budget) budgets.push_back(max_budget);
   return budgets;
 }
 
 BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
-                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths) {
+                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths,
+                        int64_t capture_combinations) {
   BudgetPlan plan;
+  const std::string largest = std::to_string(kMaxTokenBudget);
   if (request.max_items_per_batch < 0)
     throw_config("budgets.max_items_per_batch must be >= 0 (0 infers it), got " +
                  std::to_string(request.max_items_per_batch));
+  if (request.token_step < 0)
+    throw_config("budgets.token_step must be >= 0 (0: powers of two), got " +
+                 std::to_string(request.token_step));
+  if (request.token_step > kMaxTokenBudget)
+    throw_config("budgets.token_step (" + std::to_string(request.token_step) +
+                 ") exceeds the largest token budget encgraph plans, " + largest +
+                 "; use a smaller step");
   std::vector<int64_t> user = request.token_budgets;
   std::sort(user.begin(), user.end());
   user.erase(std::unique(user.begin(), user.end()), user.end());
   if (!user.empty() && user.front() <= 0)
     throw_config("budgets.token_budgets must all be positive, got " + list_string(user));
+  if (!user.empty() && user.back() > kMaxTokenBudget)
+    throw_config("budgets.token_budgets: " + std::to_string(user.back()) +
+                 " exceeds the largest token budget encgraph plans, " + largest +
+                 "; list smaller budgets");
   if (!user.empty() && request.token_step != 0)
     throw_config("budgets.token_step (" + std::to_string(request.token_step) +
                  ") shapes generated budgets, but budgets.token_budgets lists them (" +
                  list_string(user) + "); remove one of the two");
 
+  GlobalBudgets global;
   if (!user.empty() && request.max_items_per_batch > 0) {
     plan.token_budgets = user;
     plan.max_batch_size = request.max_items_per_batch;
@@ -80,15 +213,18 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
         throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
                      ") exceeds the plugin's largest budget (" + std::to_string(range_max) +
                      "); lower it or set budgets.token_budgets");
-      plan.token_budgets = generate_budgets(std::max(range_min, request.max_items_per_batch),
-                                            range_max, request.token_step);
+      global = {std::max(range_min, request.max_items_per_batch), range_max};
     } else if (!user.empty()) {
       plan.token_budgets = user;
       plan.max_batch_size = std::min(range_max / range_min, user.front());
     } else {
-      plan.token_budgets = generate_budgets(range_min, range_max, request.token_step);
-      plan.max_batch_size = std::min(range_max / range_min, plan.token_budgets.front());
+      global = {range_min, range_max};
+      plan.max_batch_size = std::min(range_max / range_min, range_min);
     }
+    if (global.generated() && global.max > kMaxTokenBudget)
+      throw_config("the plugin's largest budget (" + std::to_string(global.max) +
+                   ") exceeds the largest token budget encgraph plans, " + largest +
+                   "; set budgets.token_budgets explicitly");
   }
   plan.max_batch_size = std::max<int64_t>(plan.max_batch_size, 1);
 
@@ -97,30 +233,65 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
   else if (request.max_frames_per_batch)
     plan.max_frames_per_batch = *request.max_frames_per_batch;
   else
-    plan.max_frames_per_batch = plan.max_batch_size * max_frames_per_video;
+    plan.max_frames_per_batch = saturating_mul(plan.max_batch_size, max_frames_per_video);
   if (plan.max_frames_per_batch < 0)
     throw_config("budgets.max_frames_per_batch must be >= 0, got " +
                  std::to_string(plan.max_frames_per_batch));
 
   if (paths.empty()) throw_config("the plugin declares no paths; it must declare at least one");
-  const int64_t max_budget = plan.token_budgets.back();
+  const int64_t max_budget = global.generated() ? global.max : plan.token_budgets.back();
+  for (const auto& path : paths)
+    if (path.min_token_budget < 0 || path.min_token_budget > max_budget)
+      throw_config("path '" + path.name + "' declares minimum budget " +
+                   std::to_string(path.min_token_budget) + " outside (0, " +
+                   std::to_string(max_budget) +
+                   "], the largest budget; raise the largest "
+                   "budget");
+  // Counted before any list is built: a step of 1 over a wide range must fail
+  // here, not after allocating and capturing thousands of graphs.
+  if (request.max_graphs > 0 &&
+      total_graphs(path_graph_counts(global, user.size(), max_budget, request.token_step, paths),
+                   capture_combinations) > request.max_graphs)
+    throw_too_many_graphs(request, global, user.size(), max_budget, paths, capture_combinations);
+
+  if (global.generated())
+    plan.token_budgets = generate_budgets(global.min, global.max, request.token_step);
   for (const auto& path : paths) {
-    std::vector<int64_t> budgets;
-    if (path.min_token_budget == 0) {
-      budgets = plan.token_budgets;
-    } else {
-      if (path.min_token_budget < 0 || path.min_token_budget > max_budget)
-        throw_config("path '" + path.name + "' declares minimum budget " +
-                     std::to_string(path.min_token_budget) + " outside (0, " +
-                     std::to_string(max_budget) +
-                     "], the largest budget; raise the largest "
-                     "budget");
-      budgets = generate_budgets(path.min_token_budget, max_budget, request.token_step);
-    }
+    std::vector<int64_t> budgets =
+        path.min_token_budget == 0
+            ? plan.token_budgets
+            : generate_budgets(path.min_token_budget, max_budget, request.token_step);
     if (path.allow_zero_tokens) budgets.insert(budgets.begin(), 0);
     plan.path_budgets.push_back(std::move(budgets));
   }
   return plan;
+}
+
+int64_t planned_graph_count(const BudgetPlan& plan, int64_t capture_combinations) {
+  int64_t sum = 0;
+  for (const auto& budgets : plan.path_budgets)
+    sum += std::count_if(budgets.begin(), budgets.end(), [](int64_t b) { return b > 0; });
+  return saturating_mul(sum, std::max<int64_t>(capture_combinations, 1));
+}
+
+std::string graph_count_factors(const BudgetPlan& plan, const BudgetRequest& request,
+                                int64_t capture_combinations) {
+  std::string out = std::to_string(plan.token_budgets.size()) + " budgets";
+  const std::string largest =
+      plan.token_budgets.empty() ? "0" : std::to_string(plan.token_budgets.back());
+  if (!request.token_budgets.empty())
+    out += " (budgets.token_budgets)";
+  else if (request.token_step > 0)
+    out +=
+        " (budgets.token_step = " + std::to_string(request.token_step) + ", up to " + largest + ")";
+  else
+    out += " (doubling up to " + largest + ")";
+  if (plan.path_budgets.size() > 1)
+    out += ", " + std::to_string(planned_graph_count(plan)) + " graphs over " +
+           std::to_string(plan.path_budgets.size()) + " paths";
+  if (capture_combinations > 1)
+    out += " x " + std::to_string(capture_combinations) + " capture-axis key combinations";
+  return out;
 }
 
 std::optional<int64_t> smallest_fitting_budget(const std::vector<int64_t>& budgets,

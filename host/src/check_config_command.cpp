@@ -67,16 +67,24 @@ int check_config_command(const std::vector<std::string>& args) {
       !std::filesystem::exists(rt.weights))
     throw_config(config.source + ": plugin.weights: '" + rt.weights + "' does not exist");
 
+  // Only the file plugin.name maps to is opened; a config may name a plugin that is
+  // not built yet (checked structurally below), but a file that is there and broken
+  // is an error.
   const PluginRegistry registry(rt.plugin_dirs);
-  const LoadedPlugin* plugin = nullptr;
-  for (const auto& p : registry.plugins())
-    if (p.name == rt.plugin) plugin = &p;
+  const LoadedPlugin* plugin = registry.find(rt.plugin) ? &registry.get(rt.plugin) : nullptr;
+  const bool cuda = device.rfind("cuda", 0) == 0;
+  // In a build without CUDA no plugin has a CUDA path, so a CUDA config can only be
+  // checked structurally here; in a CUDA build a plugin without one cannot run it.
+#ifdef ENCGRAPH_HAVE_CUDA
+  constexpr bool kBuildHasCuda = true;
+#else
+  constexpr bool kBuildHasCuda = false;
+#endif
   if (plugin) {
     std::cout << "  plugin: " << plugin->name << " " << plugin->version << " ("
               << plugin->file.string() << "), devices " << device_names(plugin->api->devices)
               << "\n";
-    const bool cuda = device.rfind("cuda", 0) == 0;
-    if (cuda && !(plugin->api->devices & EG_DEVICE_CUDA))
+    if (cuda && kBuildHasCuda && !(plugin->api->devices & EG_DEVICE_CUDA))
       throw_config(config.source + ": " + device_key + ": plugin '" + rt.plugin +
                    "' does not run on CUDA (it supports " + device_names(plugin->api->devices) +
                    ")");
@@ -90,9 +98,12 @@ int check_config_command(const std::vector<std::string>& args) {
   // plugin table may be valid for CUDA alone (e.g. a bf16 dtype), and its
   // full-size model is no quick CPU instance.
   const char* structural_reason =
-      vm.count("structural")                    ? "as asked (--structural)"
-      : !plugin                                 ? "the plugin is not on the search path yet"
-      : device.rfind("cuda", 0) == 0            ? "a CUDA config: no GPU is used here"
+      vm.count("structural") ? "as asked (--structural)"
+      : !plugin              ? "the plugin is not on the search path yet"
+      : cuda && !kBuildHasCuda
+          ? "a CUDA config: no GPU is used here, and this encgraph was built without CUDA "
+            "(-DENCGRAPH_WITH_CUDA=OFF), so it cannot run this config; a build with CUDA can"
+      : cuda                                    ? "a CUDA config: no GPU is used here"
       : !(plugin->api->devices & EG_DEVICE_CPU) ? "the plugin has no CPU instance to ask"
                                                 : nullptr;
   if (structural_reason) {

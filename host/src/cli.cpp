@@ -28,8 +28,9 @@ void add_config_options(po::options_description& opts, bool config_option) {
                        "the TOML config (required)");
   opts.add_options()("set,s",
                      po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
-                     "override a config key, e.g. --set budgets.max_items_per_batch=8 (repeatable; "
-                     "the value is read as TOML, else as a string)");
+                     "override one config key, e.g. --set budgets.max_items_per_batch=8 "
+                     "(repeatable; the value is one TOML value, else a plain string; quote "
+                     "strings with special characters: --set 'key=\"text\"')");
 }
 
 std::optional<int> parse_command_line(const std::string& command, const std::string& usage,

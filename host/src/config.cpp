@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include "config_schema.hpp"
+#include "input_files.hpp"
 #include "toml_util.hpp"
 
 #include <encgraph/budget_plan.hpp>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
@@ -71,6 +73,26 @@ void check_elements(const toml::array& array, const std::string& path, const std
                     std::string(node_type_phrase(*array.get(i))));
 }
 
+// "+12_345": what a --set of an integer too large for TOML's 64 bits leaves
+// behind as a plain string.
+bool looks_like_integer(const toml::node& node) {
+  const toml::value<std::string>* s = node.as_string();
+  if (!s || s->get().empty()) return false;
+  const std::string& text = s->get();
+  const size_t start = text[0] == '+' || text[0] == '-' ? 1 : 0;
+  return start < text.size() &&
+         std::all_of(text.begin() + static_cast<std::ptrdiff_t>(start), text.end(), [](char ch) {
+           return std::isdigit(static_cast<unsigned char>(ch)) || ch == '_';
+         });
+}
+
+// A NUL cuts a C string (a file name, a device) short: what would be opened is
+// not what was written.
+void check_no_nul(const toml::node& node, const std::string& path, const std::string& src) {
+  if (node.as_string()->get().find('\0') != std::string::npos)
+    fail_node(node, src, path + ": the string holds a NUL character (\\u0000); remove it");
+}
+
 void check_type(const KeySpec& spec, const toml::node& node, const std::string& src) {
   const std::string path(spec.path);
   auto mismatch = [&](const std::string& hint = "") {
@@ -81,12 +103,21 @@ void check_type(const KeySpec& spec, const toml::node& node, const std::string& 
   switch (spec.type) {
     case KeyType::String:
       if (!node.is_string()) mismatch();
+      check_no_nul(node, path, src);
       break;
     case KeyType::Integer:
+      if (looks_like_integer(node))
+        mismatch(
+            " (a number outside the 64-bit integer range, -2^63 .. 2^63-1, is read as "
+            "text)");
       if (!node.is_integer()) mismatch();
       break;
     case KeyType::Float:
       if (!node.is_number()) mismatch();
+      if (node.is_floating_point() && !std::isfinite(node.as_floating_point()->get()))
+        fail_node(node, src,
+                  path + ": must be a finite number, got " +
+                      std::string(std::isnan(node.as_floating_point()->get()) ? "nan" : "inf"));
       break;
     case KeyType::Boolean:
       if (!node.is_boolean()) mismatch();
@@ -101,6 +132,8 @@ void check_type(const KeySpec& spec, const toml::node& node, const std::string& 
         mismatch(" (quote each element: [\"a\", \"b\"])");
       if (!node.is_array()) mismatch();
       check_elements(*node.as_array(), path, src, &toml::node::is_string, "a string");
+      for (size_t i = 0; i < node.as_array()->size(); ++i)
+        check_no_nul(*node.as_array()->get(i), path + "[" + std::to_string(i) + "]", src);
       break;
     case KeyType::IntegerArray:
       if (!node.is_array()) mismatch();
@@ -223,6 +256,42 @@ void check_min(const Reader& r, std::string_view path, int64_t value, int64_t mi
     r.fail(path, "must be >= " + std::to_string(min) + ", got " + std::to_string(value));
 }
 
+// `value` <= the limit `limit_key` sets (or a fixed bound when limit_key is empty).
+void check_max(const Reader& r, std::string_view path, int64_t value, int64_t max,
+               const std::string& limit_key = "") {
+  if (value <= max) return;
+  if (limit_key.empty())
+    r.fail(path, "must be <= " + std::to_string(max) + ", got " + std::to_string(value));
+  r.fail(path, std::to_string(value) + " exceeds " + limit_key + " (" + std::to_string(max) +
+                   "); lower " + std::string(path) + " or raise " + limit_key + " in [limits]");
+}
+
+// [limits]: each positive and under a ceiling, so that a limit cannot be
+// raised past what the arithmetic behind it handles.
+void read_limits(const Reader& r, HostConfig& c) {
+  LimitsConfig& l = c.limits;
+  struct Limit {
+    const char* key;
+    int64_t* value;
+    int64_t ceiling;
+  };
+  const Limit limits[] = {
+      {"limits.max_graphs", &l.max_graphs, int64_t{1} << 16},
+      {"limits.max_items", &l.max_items, int64_t{1} << 32},
+      {"limits.max_request_size", &l.max_request_size, int64_t{1} << 20},
+      {"limits.max_frames_per_video", &l.max_frames_per_video, int64_t{1} << 20},
+      {"limits.max_image_pixels", &l.max_image_pixels, int64_t{1} << 32},
+      {"limits.max_text_bytes", &l.max_text_bytes, int64_t{1} << 32},
+  };
+  for (const Limit& limit : limits) {
+    r.get(limit.key, *limit.value);
+    if (*limit.value < 1 || *limit.value > limit.ceiling)
+      r.fail(limit.key, "must lie in [1, " + std::to_string(limit.ceiling) + "], got " +
+                            std::to_string(*limit.value));
+  }
+  c.runtime.budgets.max_graphs = l.max_graphs;
+}
+
 void read_runtime(const Reader& r, HostConfig& c) {
   RuntimeConfig& rt = c.runtime;
   r.get("runtime.device", rt.device);
@@ -236,7 +305,7 @@ void read_runtime(const Reader& r, HostConfig& c) {
                                                        "error", "critical", "off"};
   if (std::find(levels.begin(), levels.end(), c.log_level) == levels.end())
     r.fail("runtime.log_level",
-           "\"" + c.log_level + "\" is not a log level; use one of " + join(levels));
+           "\"" + printable(c.log_level) + "\" is not a log level; use one of " + join(levels));
   std::vector<std::string> dirs;
   r.get("runtime.plugin_dirs", dirs);
   rt.plugin_dirs.assign(dirs.begin(), dirs.end());
@@ -263,13 +332,13 @@ void read_data_parallel(const Reader& r, HostConfig& c) {
   auto element = [&](size_t i) { return key + "[" + std::to_string(i) + "]"; };
   for (size_t i = 0; i < devices.size(); ++i)
     if (devices[i] != "cpu" && !is_numbered_cuda(devices[i]))
-      r.fail(element(i), "\"" + devices[i] +
+      r.fail(element(i), "\"" + printable(devices[i]) +
                              "\" is not a data-parallel device; use \"cpu\" or \"cuda:N\" "
                              "(\"cuda:0\", \"cuda:1\", ...)");
   const bool cpu = devices.front() == "cpu";
   for (size_t i = 1; i < devices.size(); ++i) {
     if ((devices[i] == "cpu") != cpu)
-      r.fail(element(i), "\"" + devices[i] + "\" mixed with \"" + devices.front() +
+      r.fail(element(i), "\"" + printable(devices[i]) + "\" mixed with \"" + devices.front() +
                              "\": the ranks must be all \"cpu\" or all \"cuda:N\"");
     const auto earlier = devices.begin() + static_cast<std::ptrdiff_t>(i);
     if (!cpu && std::find(devices.begin(), earlier, devices[i]) != earlier)
@@ -294,7 +363,7 @@ void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
   for (char ch : rt.plugin)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'))
       r.fail("plugin.name",
-             "\"" + rt.plugin + "\" may only hold letters, digits, '_', '-' and '.'");
+             "\"" + printable(rt.plugin) + "\" may only hold letters, digits, '_', '-' and '.'");
   r.get("plugin.weights", rt.weights);
   rt.plugin_config.clear();
   if (const toml::node* n = root.at_path("plugin.config").node())
@@ -307,17 +376,21 @@ void read_budgets(const Reader& r, HostConfig& c) {
   for (int64_t v : b.token_budgets)
     if (v <= 0)
       r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
+  for (int64_t v : b.token_budgets) check_max(r, "budgets.token_budgets", v, kMaxTokenBudget);
   r.get("budgets.token_step", b.token_step);
   check_min(r, "budgets.token_step", b.token_step, 0);
+  check_max(r, "budgets.token_step", b.token_step, kMaxTokenBudget);
   if (b.token_step > 0 && !b.token_budgets.empty())
     r.fail("budgets.token_step",
            "shapes generated budgets, but budgets.token_budgets lists them; remove one of the two");
   r.get("budgets.max_items_per_batch", b.max_items_per_batch);
   check_min(r, "budgets.max_items_per_batch", b.max_items_per_batch, 0);
+  check_max(r, "budgets.max_items_per_batch", b.max_items_per_batch, kMaxTokenBudget);
   if (r.node("budgets.max_frames_per_batch")) {
     int64_t frames = 0;
     r.get("budgets.max_frames_per_batch", frames);
     check_min(r, "budgets.max_frames_per_batch", frames, 0);
+    check_max(r, "budgets.max_frames_per_batch", frames, kMaxTokenBudget);
     b.max_frames_per_batch = frames;
   }
   r.get("budgets.video", b.video_enabled);
@@ -327,8 +400,10 @@ void read_budgets(const Reader& r, HostConfig& c) {
     try {
       plan_budgets(b, *lo, *hi, 0, {PathBudgetSpec{"default", 0, false}});
     } catch (const Error& e) {
-      r.fail(b.max_items_per_batch > 0 ? "budgets.max_items_per_batch" : "budgets.token_budgets",
-             e.what());
+      const std::string what = e.what();
+      r.fail(what.rfind("budgets.max_items_per_batch", 0) == 0 ? "budgets.max_items_per_batch"
+                                                               : "budgets.token_budgets",
+             what);
     }
   }
 }
@@ -338,18 +413,25 @@ void read_workload(const Reader& r, HostConfig& c) {
   r.get("workload.kind", w.kind);
   if (w.kind != "synthetic" && w.kind != "trace" && w.kind != "files")
     r.fail("workload.kind",
-           "\"" + w.kind + "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
+           "\"" + printable(w.kind) +
+               "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
+  const LimitsConfig& limits = c.limits;
   r.get("workload.count", w.count);
   check_min(r, "workload.count", w.count, 0);
+  check_max(r, "workload.count", w.count, limits.max_items, "limits.max_items");
   int64_t seed = 0;
   r.get("workload.seed", seed);
   check_min(r, "workload.seed", seed, 0);
   w.seed = static_cast<uint64_t>(seed);
   r.get("workload.sizes", w.sizes);
-  for (const auto& s : w.sizes)
-    if (s[0] <= 0 || s[1] <= 0)
-      r.fail("workload.sizes", "sizes must be positive, got [" + std::to_string(s[0]) + ", " +
-                                   std::to_string(s[1]) + "]");
+  for (const auto& s : w.sizes) {
+    const std::string pair = "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]";
+    if (s[0] <= 0 || s[1] <= 0) r.fail("workload.sizes", "sizes must be positive, got " + pair);
+    if (s[0] > limits.max_image_pixels / s[1])
+      r.fail("workload.sizes", pair + " has more pixels than limits.max_image_pixels (" +
+                                   std::to_string(limits.max_image_pixels) +
+                                   "); use smaller sizes or raise limits.max_image_pixels");
+  }
   r.get("workload.min_side", w.min_side);
   r.get("workload.max_side", w.max_side);
   r.get("workload.side_multiple", w.side_multiple);
@@ -358,11 +440,18 @@ void read_workload(const Reader& r, HostConfig& c) {
   if (w.max_side < w.min_side)
     r.fail("workload.max_side", "must be >= workload.min_side (" + std::to_string(w.min_side) +
                                     "), got " + std::to_string(w.max_side));
+  if (w.sizes.empty() && w.kind == "synthetic" && w.max_side > limits.max_image_pixels / w.max_side)
+    r.fail("workload.max_side", std::to_string(w.max_side) + " x " + std::to_string(w.max_side) +
+                                    " pixels exceed limits.max_image_pixels (" +
+                                    std::to_string(limits.max_image_pixels) +
+                                    "); lower workload.max_side or raise limits.max_image_pixels");
   if (w.sizes.empty() && (w.max_side / w.side_multiple) * w.side_multiple < w.min_side)
     r.fail("workload.side_multiple", "no multiple of " + std::to_string(w.side_multiple) +
                                          " lies between min_side " + std::to_string(w.min_side) +
                                          " and max_side " + std::to_string(w.max_side));
   r.get("workload.video_fraction", w.video_fraction);
+  if (!std::isfinite(w.video_fraction))
+    r.fail("workload.video_fraction", "must be a finite number in [0, 1]");
   if (!(w.video_fraction >= 0.0 && w.video_fraction <= 1.0))
     r.fail("workload.video_fraction",
            "must lie in [0, 1], got " + std::to_string(w.video_fraction));
@@ -372,6 +461,8 @@ void read_workload(const Reader& r, HostConfig& c) {
            "set one of them differently");
   r.get("workload.frames", w.frames);
   check_min(r, "workload.frames", w.frames, 1);
+  check_max(r, "workload.frames", w.frames, limits.max_frames_per_video,
+            "limits.max_frames_per_video");
   r.get("workload.trace", w.trace);
   r.get("workload.files", w.files);
   if (w.kind == "trace" && w.trace.empty())
@@ -381,6 +472,8 @@ void read_workload(const Reader& r, HostConfig& c) {
            "is required when workload.kind = \"files\" (or give files to `encgraph encode`)");
   r.get("workload.request_size", w.request_size);
   check_min(r, "workload.request_size", w.request_size, 1);
+  check_max(r, "workload.request_size", w.request_size, limits.max_request_size,
+            "limits.max_request_size");
   r.get("workload.warmup_requests", w.warmup_requests);
   check_min(r, "workload.warmup_requests", w.warmup_requests, 0);
 }
@@ -392,6 +485,7 @@ HostConfig resolve(toml::table& root, const std::string& src,
   const Reader reader(root, src);
   HostConfig c;
   c.source = src;
+  read_limits(reader, c);  // first: the other sections are checked against them
   read_runtime(reader, c);
   read_data_parallel(reader, c);
   read_plugin(reader, root, c);
@@ -416,12 +510,27 @@ std::string list(const std::vector<T>& v) {
   return s.str();
 }
 
+// " (in: `seed = 1e400`)": the line an error points at, which names the key.
+std::string line_excerpt(std::string_view text, toml::source_index line) {
+  size_t start = 0;
+  for (toml::source_index l = 1; l < line && start != std::string_view::npos; ++l) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (start == std::string_view::npos || start >= text.size()) return "";
+  std::string_view row = text.substr(start, text.find('\n', start) - start);
+  const bool cut = row.size() > 120;
+  if (cut) row = row.substr(0, 120);
+  const std::string shown = printable(row);
+  return shown.empty() ? "" : " (in: `" + shown + (cut ? "..." : "") + "`)";
+}
+
 }  // namespace
 
 void check_device_string(const std::string& device, const std::string& where) {
   if (device == "auto" || device == "cpu" || device == "cuda") return;
   if (is_numbered_cuda(device)) return;
-  throw_config(where + ": \"" + device +
+  throw_config(where + ": \"" + printable(device) +
                "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
 }
 
@@ -431,22 +540,31 @@ const std::string& execution_device(const HostConfig& config) {
 
 HostConfig load_config(const std::filesystem::path& file,
                        const std::vector<std::string>& overrides) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_config("config file '" + file.string() + "' cannot be read (does it exist?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_config_text(text.str(), file.string(), overrides);
+  // Regular files only: a FIFO would block, /dev/zero would never end. The cap
+  // is fixed (the limits are read from this very file).
+  require_regular_file(file, "config");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  if (!ec && size > static_cast<uintmax_t>(kMaxConfigBytes))
+    throw Error(ErrorKind::Input, "config '" + file.string() + "' is " + std::to_string(size) +
+                                      " bytes, over the " + std::to_string(kMaxConfigBytes) +
+                                      " bytes a config file may hold; name the TOML config "
+                                      "(a config is a few kilobytes)");
+  const std::string text =
+      read_text_input(file, "config", kMaxConfigBytes, "the fixed config size cap");
+  return load_config_text(text, file.string(), overrides);
 }
 
 HostConfig load_config_text(std::string_view text, const std::string& source_name,
                             const std::vector<std::string>& overrides) {
+  check_key_depth(text, source_name);
   toml::table root;
   try {
     root = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     throw_config(source_name + ":" + std::to_string(e.source().begin.line) + ":" +
-                 std::to_string(e.source().begin.column) +
-                 ": TOML syntax error: " + std::string(e.description()));
+                 std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                 std::string(e.description()) + line_excerpt(text, e.source().begin.line));
   }
   return resolve(root, source_name, overrides);
 }
@@ -497,6 +615,19 @@ std::string canonical_config(const HostConfig& c) {
   }
   kv["workload.request_size"] = std::to_string(w.request_size);
   kv["workload.warmup_requests"] = std::to_string(w.warmup_requests);
+  // Limits only when changed, so that the digests of configs without them stay
+  // as they were.
+  const LimitsConfig l = c.limits, d;
+  const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
+      {"limits.max_graphs", {l.max_graphs, d.max_graphs}},
+      {"limits.max_items", {l.max_items, d.max_items}},
+      {"limits.max_request_size", {l.max_request_size, d.max_request_size}},
+      {"limits.max_frames_per_video", {l.max_frames_per_video, d.max_frames_per_video}},
+      {"limits.max_image_pixels", {l.max_image_pixels, d.max_image_pixels}},
+      {"limits.max_text_bytes", {l.max_text_bytes, d.max_text_bytes}},
+  };
+  for (const auto& [key, values] : limits)
+    if (values.first != values.second) kv[key] = std::to_string(values.first);
   std::string out;
   for (const auto& [k, v] : kv) out += k + " = " + v + "\n";
   return out;

@@ -40,13 +40,17 @@ struct OutputConfig {
 // Bounds on what one run may ask for, so that a typo fails with an error naming
 // the key instead of exhausting the machine ([limits] in docs/config.md).
 struct LimitsConfig {
-  int64_t max_graphs = 256;              // graphs one plan may capture
-  int64_t max_items = 1000000;           // items in one workload
-  int64_t max_request_size = 4096;       // items in one request
-  int64_t max_frames_per_video = 4096;   // frames of one video item
-  int64_t max_image_pixels = 178956970;  // height * width of one image (Pillow's bound)
-  int64_t max_text_bytes = 64ll << 20;   // a config, trace or JSON header read as text
+  int64_t max_graphs = kDefaultMaxGraphs;  // graphs one plan may capture
+  int64_t max_items = 1000000;             // items in one workload
+  int64_t max_request_size = 4096;         // items in one request
+  int64_t max_frames_per_video = 4096;     // frames of one video item
+  int64_t max_image_pixels = 178956970;    // height * width of one image (Pillow's bound)
+  int64_t max_text_bytes = 64ll << 20;     // a config, trace or JSON header read as text
 };
+
+// The largest config file read (docs/config.md, "Limits"): fixed, since the
+// limits themselves are read from the config.
+inline constexpr int64_t kMaxConfigBytes = int64_t{4} << 20;
 
 struct HostConfig {
   RuntimeConfig runtime;

@@ -65,6 +65,17 @@ const std::vector<KeySpec>& config_schema() {
       {"output.embeddings", KeyType::String, "\"\"",
        "safetensors file receiving every item's embeddings"},
       {"output.report", KeyType::String, "\"\"", "JSON report file"},
+      {"limits.max_graphs", KeyType::Integer, "256",
+       "most graphs one plan may capture (budgets x paths x capture-axis key combinations)"},
+      {"limits.max_items", KeyType::Integer, "1000000",
+       "most items in one workload (workload.count, trace lines, files)"},
+      {"limits.max_request_size", KeyType::Integer, "4096",
+       "most items in one request (workload.request_size)"},
+      {"limits.max_frames_per_video", KeyType::Integer, "4096", "most frames of one video item"},
+      {"limits.max_image_pixels", KeyType::Integer, "178956970",
+       "most pixels (height x width) of one image or frame"},
+      {"limits.max_text_bytes", KeyType::Integer, "67108864",
+       "largest text input read (a trace, a JSON header, a plugin's config file)"},
   };
   return keys;
 }
@@ -90,8 +101,8 @@ std::string_view type_phrase(KeyType type) {
 }
 
 const std::vector<std::string_view>& config_sections() {
-  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets", "workload",
-                                                         "output"};
+  static const std::vector<std::string_view> sections = {"runtime",  "plugin", "budgets",
+                                                         "workload", "output", "limits"};
   return sections;
 }
 

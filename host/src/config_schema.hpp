@@ -31,7 +31,7 @@ const std::vector<KeySpec>& config_schema();
 const KeySpec* find_key(std::string_view path);
 // "a string", "an integer", ... for error messages.
 std::string_view type_phrase(KeyType type);
-// The top-level tables: runtime, plugin, budgets, workload, output.
+// The top-level tables: runtime, plugin, budgets, workload, output, limits.
 const std::vector<std::string_view>& config_sections();
 
 }  // namespace encgraph::host

@@ -4,9 +4,31 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <iostream>
+#include <new>
+#include <stdexcept>
 
 namespace encgraph::host {
+namespace {
+
+// What a failed allocation says instead of a bare "std::bad_alloc": which
+// command ran out of memory and the settings that size what it holds.
+void report_out_of_memory(const std::string& command, const std::string& detail) {
+  const std::string message =
+      "out of memory while running `encgraph " + command + "`" + detail +
+      "; lower what the config asks for (workload.count, workload.request_size, workload.frames, "
+      "the budgets in [budgets], or the bounds in [limits]) or free memory";
+  try {
+    spdlog::error("{}", message);
+  } catch (...) {  // logging itself may need memory that is not there
+    std::fputs("error: ", stderr);
+    std::fputs(message.c_str(), stderr);
+    std::fputs("\n", stderr);
+  }
+}
+
+}  // namespace
 
 const char* usage_text() {
   return "usage: encgraph <command> [options]\n"
@@ -34,7 +56,14 @@ int run_subcommand(const std::string& command, const std::vector<std::string>& a
     // Bad input (a setting, a file, an item) is the user's to fix: 2. A plugin,
     // device or internal failure: 1.
     return e.kind() == ErrorKind::Config || e.kind() == ErrorKind::Input ? kExitUsage
-                                                                        : kExitFailure;
+                                                                         : kExitFailure;
+  } catch (const std::bad_alloc&) {
+    report_out_of_memory(command, "");
+    return kExitFailure;
+  } catch (const std::length_error& e) {
+    // A container asked for more than it can hold: a size computed from input.
+    report_out_of_memory(command, " (a size too large for memory: " + std::string(e.what()) + ")");
+    return kExitFailure;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return kExitFailure;

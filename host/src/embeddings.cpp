@@ -44,6 +44,11 @@ ResultConsumer EmbeddingSink::consumer() {
 }
 
 size_t EmbeddingSink::finish() {
+  // The commands refuse an empty workload up front; this keeps a good file
+  // from ever being replaced by an empty one should that be bypassed.
+  if (writer_.size() == 0)
+    throw Error(ErrorKind::Internal,
+                "no embeddings were produced; the embeddings file was not written");
   writer_.finish();
   return writer_.size();
 }

@@ -4,18 +4,33 @@
 // and videos given as frame files: one tensor per video, named by its id).
 // Without either the config's workload is encoded.
 #include "cli.hpp"
+#include "command_outputs.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
 #include "report.hpp"
-#include "toml_util.hpp"
 
 #include <encgraph/error.hpp>
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <iostream>
 
 namespace encgraph::host {
+namespace {
+
+// The digest again after the workload changed. The same hash as config.cpp's
+// (FNV-1a 64 over canonical_config).
+// TODO(config owner): expose this from config.hpp, so the hash lives in one place.
+void refresh_digest(HostConfig& config) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : canonical_config(config)) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  config.digest = hex;
+}
+
+}  // namespace
 
 int encode_command(const std::vector<std::string>& args) {
   const std::string usage =
@@ -36,31 +51,34 @@ int encode_command(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (auto rc = parse_command_line("encode", usage, args, opts, &positional, vm)) return *rc;
 
-  // Files named here replace the config's workload; encoding files once is the
-  // point, so no warm-up unless the user asks (their --set comes later and wins).
-  std::vector<std::string> overrides = {"workload.warmup_requests=0"};
+  if (vm.count("trace") && vm.count("files"))
+    throw_config(
+        "encode takes image files or --trace FILE, not both (list the images in the "
+        "trace as {\"file\": ...} lines)");
+  // Encoding files once is the point, so no warm-up unless the user asks (their
+  // --set comes later and wins).
+  HostConfig config = load_command_config(vm, {"workload.warmup_requests=0"});
+  // The files and the trace replace the config's workload as values, never as
+  // TOML text: any byte a file name may hold stays part of the name.
   if (vm.count("files")) {
-    std::string list = "[";
-    for (const auto& f : vm["files"].as<std::vector<std::string>>())
-      list += (list.size() > 1 ? ", " : "") + toml_quote(f);
-    overrides.push_back("workload.kind=\"files\"");
-    overrides.push_back("workload.files=" + list + "]");
+    config.workload.kind = "files";
+    config.workload.files = vm["files"].as<std::vector<std::string>>();
+  } else if (vm.count("trace")) {
+    config.workload.kind = "trace";
+    config.workload.trace = vm["trace"].as<std::string>();
   }
-  if (vm.count("trace")) {
-    if (vm.count("files"))
-      throw_config(
-          "encode takes image files or --trace FILE, not both (list the images in the "
-          "trace as {\"file\": ...} lines)");
-    overrides.push_back("workload.kind=\"trace\"");
-    overrides.push_back("workload.trace=" + toml_quote(vm["trace"].as<std::string>()));
-  }
-  HostConfig config = load_command_config(vm, overrides);
+  refresh_digest(config);
   if (vm.count("output")) config.output.embeddings = vm["output"].as<std::string>();
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (config.output.embeddings.empty())
     throw_config("encode needs somewhere to write: give -o FILE or set output.embeddings");
 
-  const std::vector<WorkItem> work = build_workload(config.workload);
+  // Every check on the outputs and the inputs before the model is loaded, so
+  // that a bad path costs seconds, not a run.
+  check_output_targets(config);
+  const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
+  require_items(work, config.workload, "encode");
+  check_outputs_against_inputs(config, work);
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   check_workload_supported(front, work);
@@ -71,12 +89,10 @@ int encode_command(const std::vector<std::string>& args) {
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "encode";
   Measurement m = execute_workload(*engine, work, options, sink.consumer());
-  const size_t n = sink.finish();
-  std::cout << "wrote " << n << " embeddings (" << sink.rows() << " rows of "
-            << front.model_info().out_hidden_size << ", "
-            << dtype_name(front.model_info().out_dtype) << ") to " << config.output.embeddings
-            << "\n";
 
+  // The report is staged first: a report that cannot be written leaves the
+  // old embeddings in place too.
+  std::unique_ptr<StagedFile> report;
   if (!config.output.report.empty()) {
     ReportInput input;
     input.command = "encode";
@@ -85,7 +101,15 @@ int encode_command(const std::vector<std::string>& args) {
     input.workload_items = static_cast<int64_t>(work.size());
     input.modes.push_back(
         {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
-    write_report(config.output.report, make_report(input));
+    report = stage_report(config.output.report, make_report(input));
+  }
+  const size_t n = sink.finish();
+  std::cout << "wrote " << n << " embeddings (" << sink.rows() << " rows of "
+            << front.model_info().out_hidden_size << ", "
+            << dtype_name(front.model_info().out_dtype) << ") to " << config.output.embeddings
+            << "\n";
+  if (report) {
+    report->commit();
     spdlog::info("wrote the report to {}", config.output.report);
   }
   return kExitOk;

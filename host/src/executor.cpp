@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace encgraph::host {
 namespace {
@@ -38,8 +39,13 @@ bool has_files(const WorkItem& w) {
 }
 
 // The item's pixels: its image file, or its frame files one after the other.
+// The size probed when the workload was read (and checked against the limits
+// then) must still be the files' size, so no further bound is needed here.
 DecodedImage decode_files(const WorkItem& w) {
-  return w.file.empty() ? decode_frames(w.frame_files) : decode_image(w.file);
+  const ImageInfo expected{w.height, w.width, 0};
+  constexpr int64_t kProbed = std::numeric_limits<int64_t>::max();
+  return w.file.empty() ? decode_frames(w.frame_files, kProbed, &expected)
+                        : decode_image(w.file, kProbed, &expected);
 }
 
 // What a plugin error about a file item names: "image 'a.png'", or "video

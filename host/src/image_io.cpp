@@ -1,38 +1,288 @@
 #include "image_io.hpp"
 
+#include "input_files.hpp"
+#include "toml_util.hpp"
+
 #include <encgraph/error.hpp>
 
 #include <stb/stb_image.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace encgraph::host {
 namespace {
 
-[[noreturn]] void fail(const std::filesystem::path& file, const char* what) {
-  const char* reason = stbi_failure_reason();
-  throw Error(ErrorKind::Input, "image '" + file.string() + "': " + what + " (" +
-                                    (reason ? reason : "unknown reason") + ")");
+[[noreturn]] void fail(const std::filesystem::path& file, const std::string& why) {
+  throw Error(ErrorKind::Input, "image '" + printable(file.string()) + "' " + why);
+}
+
+// An open image file; only a regular file is opened (O_NONBLOCK: a FIFO
+// swapped in after the check does not block the open).
+struct File {
+  std::FILE* f = nullptr;
+  explicit File(const std::filesystem::path& path) {
+    require_regular_file(path, "image");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot be opened: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(path, "is not a regular file: name a PNG or JPEG file");
+    }
+    f = ::fdopen(fd, "rb");
+    if (!f) {
+      ::close(fd);
+      fail(path, std::string("cannot be opened: ") + std::strerror(errno));
+    }
+  }
+  ~File() { std::fclose(f); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  // Reads exactly n bytes, false at the end of the file.
+  bool read(uint8_t* out, size_t n) { return std::fread(out, 1, n, f) == n; }
+  bool skip(long n) { return std::fseek(f, n, SEEK_CUR) == 0; }
+};
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+uint32_t be16(const uint8_t* p) {
+  return (uint32_t{p[0]} << 8) | p[1];
+}
+
+const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+
+// A known format other than PNG and JPEG by its first bytes, or "".
+std::string other_format(const uint8_t* b, size_t n) {
+  const auto starts = [&](const char* magic) {
+    const size_t m = std::strlen(magic);
+    return n >= m && std::memcmp(b, magic, m) == 0;
+  };
+  if (starts("GIF87a") || starts("GIF89a")) return "a GIF image";
+  if (starts("BM")) return "a BMP image";
+  if (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7') return "a PNM image (PBM, PGM, PPM)";
+  if (starts("8BPS")) return "a Photoshop (PSD) image";
+  if (starts("#?RADIANCE") || starts("#?RGBE")) return "an HDR (Radiance) image";
+  if (starts("RIFF") && n >= 12 && std::memcmp(b + 8, "WEBP", 4) == 0) return "a WebP image";
+  if (n >= 4 && (std::memcmp(b, "II*\0", 4) == 0 || std::memcmp(b, "MM\0*", 4) == 0))
+    return "a TIFF image";
+  if (n >= 12 && std::memcmp(b + 4, "ftyp", 4) == 0) return "an ISO media file (HEIF, AVIF, MP4)";
+  if (starts("\x89PNG")) return "a damaged PNG (its signature is altered)";
+  return "";
+}
+
+ImageInfo png_header(File& in, const std::filesystem::path& file) {
+  // Signature, then IHDR: length 13, "IHDR", width, height, depth, colour
+  // type, compression, filter, interlace (PNG 11.2.2), then its CRC.
+  uint8_t h[21];
+  if (!in.read(h, sizeof(h)))
+    fail(file, "is truncated: it ends inside its PNG header (IHDR); the file is damaged");
+  if (be32(h) != 13 || std::memcmp(h + 4, "IHDR", 4) != 0)
+    fail(file, "is a damaged PNG: its first chunk is not a 13-byte IHDR");
+  const uint32_t width = be32(h + 8), height = be32(h + 12);
+  const int depth = h[16], type = h[17];
+  if (width == 0 || height == 0 || width > 0x7FFFFFFFu || height > 0x7FFFFFFFu)
+    fail(file, "is a damaged PNG: its header gives " + std::to_string(width) + "x" +
+                   std::to_string(height) + " pixels (each side must be 1 to 2^31-1)");
+  const bool depth_ok = (type == 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 ||
+                                       depth == 16)) ||
+                        (type == 3 && (depth == 1 || depth == 2 || depth == 4 || depth == 8)) ||
+                        ((type == 2 || type == 4 || type == 6) && (depth == 8 || depth == 16));
+  if (!depth_ok)
+    fail(file, "is a damaged PNG: colour type " + std::to_string(type) + " with bit depth " +
+                   std::to_string(depth) + " does not exist");
+  int32_t channels = type == 0 ? 1 : type == 4 ? 2 : type == 6 ? 4 : 3;
+  if (type == 3) {
+    // A palette with a transparency chunk decodes to RGBA: look for tRNS
+    // before the image data (skipping each chunk's data and CRC).
+    uint8_t chunk[8];
+    in.skip(4);  // IHDR's CRC
+    while (in.read(chunk, 8)) {
+      if (std::memcmp(chunk + 4, "tRNS", 4) == 0) channels = 4;
+      if (std::memcmp(chunk + 4, "IDAT", 4) == 0 || std::memcmp(chunk + 4, "IEND", 4) == 0 ||
+          channels == 4 || !in.skip(static_cast<long>(be32(chunk)) + 4))
+        break;
+    }
+  }
+  return {static_cast<int64_t>(height), static_cast<int64_t>(width), channels};
+}
+
+ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
+  // Segments after SOI (FFD8): a marker (FF xx, fill FFs allowed), then for
+  // most a 2-byte length; the frame header (SOFn) holds the geometry.
+  const auto truncated = [&]() {
+    fail(file, "is truncated: it ends before its JPEG frame header (SOF); the file is damaged");
+  };
+  uint8_t b[8];
+  if (!in.read(b, 2)) truncated();  // FF D8, already sniffed
+  while (true) {
+    if (!in.read(b, 1)) truncated();
+    if (b[0] != 0xFF)
+      fail(file, "is a damaged JPEG: a segment does not start with a marker (0xFF) before the "
+                 "frame header");
+    do {
+      if (!in.read(b, 1)) truncated();
+    } while (b[0] == 0xFF);
+    const int marker = b[0];
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // no length
+    if (marker == 0xD9 || marker == 0xDA || marker == 0xD8)
+      fail(file, "is a damaged JPEG: it has no frame header (SOF) before its image data");
+    if (!in.read(b, 2)) truncated();
+    const uint32_t length = be16(b);
+    if (length < 2) fail(file, "is a damaged JPEG: a segment has length " + std::to_string(length));
+    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
+                     marker != 0xCC;
+    if (!sof) {
+      if (!in.skip(static_cast<long>(length) - 2)) truncated();
+      continue;
+    }
+    if (marker > 0xC2)
+      fail(file, "is a JPEG in a coding the decoder does not support (arithmetic, lossless or "
+                 "hierarchical, SOF marker 0x" +
+                     std::string(1, "0123456789ABCDEF"[marker >> 4]) +
+                     std::string(1, "0123456789ABCDEF"[marker & 15]) +
+                     "); save it as a baseline or progressive JPEG, or as PNG");
+    if (length < 8 || !in.read(b, 6)) truncated();
+    const int precision = b[0];
+    const uint32_t height = be16(b + 1), width = be16(b + 3);
+    const int components = b[5];
+    if (precision != 8)
+      fail(file, "is a " + std::to_string(precision) +
+                     "-bit JPEG; only 8-bit JPEG is supported (save it as 8-bit JPEG or PNG)");
+    if (height == 0)
+      fail(file, "is a JPEG whose height comes after its image data (DNL marker), which the "
+                 "decoder does not support; re-save it");
+    if (width == 0) fail(file, "is a damaged JPEG: its frame header gives a width of 0");
+    if (components != 1 && components != 3 && components != 4)
+      fail(file, "is a damaged JPEG: its frame header gives " + std::to_string(components) +
+                     " colour components (1, 3 or 4 are possible)");
+    return {static_cast<int64_t>(height), static_cast<int64_t>(width), components == 1 ? 1 : 3};
+  }
+}
+
+struct Header {
+  ImageInfo info;
+  bool jpeg = false;
+};
+
+Header read_header(File& in, const std::filesystem::path& file, int64_t max_pixels) {
+  uint8_t b[16] = {};
+  const size_t n = std::fread(b, 1, sizeof(b), in.f);
+  std::rewind(in.f);
+  if (n == 0) fail(file, "is empty: name a PNG or JPEG file");
+  ImageInfo info;
+  bool jpeg = false;
+  if (n >= 8 && std::memcmp(b, kPngSignature, 8) == 0) {
+    in.skip(8);
+    info = png_header(in, file);
+  } else if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) {
+    info = jpeg_header(in, file);
+    jpeg = true;
+  } else {
+    const std::string other = other_format(b, n);
+    fail(file, (other.empty() ? "is not a PNG or JPEG image (its first bytes are neither "
+                                "signature)"
+                              : "is " + other) +
+                   ": only PNG and JPEG are accepted; convert it to PNG");
+  }
+  // Checked on the header, before any pixel is decoded: a tiny file may claim
+  // 100000x100000 pixels (30 GB decoded).
+  if (info.height > max_pixels / info.width)
+    fail(file, "is too large: " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+                   " is over the limit of " + std::to_string(max_pixels) +
+                   " pixels (limits.max_image_pixels sets it); shrink the image or raise the "
+                   "limit");
+  std::rewind(in.f);
+  return {info, jpeg};
+}
+
+// Whether a JPEG's data reaches its end-of-image marker. stb decodes a JPEG
+// cut short without complaint (the missing rows grey), so the cut is found
+// here: after the first scan header (SOS), where a thumbnail's EOI cannot be,
+// EOI (FF D9) must follow; inside scan data FF is always followed by 00 or a
+// restart marker.
+bool jpeg_complete(const std::vector<uint8_t>& b) {
+  size_t i = 2;
+  while (i + 4 <= b.size()) {
+    if (b[i] != 0xFF) return false;
+    const uint8_t marker = b[i + 1];
+    if (marker == 0xFF) {
+      ++i;
+      continue;
+    }
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {
+      i += 2;
+      continue;
+    }
+    const size_t length = (size_t{b[i + 2]} << 8) | b[i + 3];
+    if (marker == 0xDA) {
+      for (size_t k = i + 2 + length; k + 1 < b.size(); ++k)
+        if (b[k] == 0xFF && b[k + 1] == 0xD9) return true;
+      return false;
+    }
+    i += 2 + length;
+  }
+  return false;
+}
+
+std::string size_text(int64_t width, int64_t height) {
+  return std::to_string(width) + "x" + std::to_string(height);
 }
 
 }  // namespace
 
-ImageInfo probe_image(const std::filesystem::path& file) {
-  if (!std::filesystem::is_regular_file(file))
-    throw Error(ErrorKind::Input, "image '" + file.string() + "': no such file");
-  int w = 0, h = 0, c = 0;
-  if (!stbi_info(file.c_str(), &w, &h, &c)) fail(file, "not a PNG or JPEG image stb can read");
-  return {h, w, c};
+ImageInfo probe_image(const std::filesystem::path& file, int64_t max_pixels) {
+  File in(file);
+  return read_header(in, file, max_pixels).info;
 }
 
-DecodedImage decode_image(const std::filesystem::path& file) {
-  if (!std::filesystem::is_regular_file(file))
-    throw Error(ErrorKind::Input, "image '" + file.string() + "': no such file");
+DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
+                          const ImageInfo* expected) {
+  File in(file);
+  const Header header = read_header(in, file, max_pixels);
+  const ImageInfo& info = header.info;
+  if (expected && (info.height != expected->height || info.width != expected->width))
+    fail(file, "is now " + size_text(info.width, info.height) + " but was " +
+                   size_text(expected->width, expected->height) +
+                   " when the workload was read: the file changed during the run");
+  std::vector<uint8_t> bytes;
+  {
+    std::fseek(in.f, 0, SEEK_END);
+    const long size = std::ftell(in.f);
+    std::rewind(in.f);
+    if (size < 0 || size > std::numeric_limits<int>::max())
+      fail(file, "is over 2 GiB, more than the decoder reads; re-save it smaller");
+    bytes.resize(static_cast<size_t>(size));
+    if (!in.read(bytes.data(), bytes.size()))
+      fail(file, "cannot be read: it shrank while being read");
+  }
+  if (header.jpeg && !jpeg_complete(bytes))
+    fail(file, "is truncated: its JPEG data ends before the end-of-image marker; the file is "
+               "damaged");
   int w = 0, h = 0, c = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load(file.c_str(), &w, &h, &c, 3),
-                                                 stbi_image_free);
-  if (!data) fail(file, "cannot be decoded");
+  std::unique_ptr<stbi_uc, void (*)(void*)> data(
+      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 3),
+      stbi_image_free);
+  if (!data) {
+    // The format was sniffed, so stb went straight to its decoder: its reason
+    // is about this file.
+    const char* reason = stbi_failure_reason();
+    fail(file, std::string("cannot be decoded (") + (reason ? reason : "unknown reason") +
+                   "); the file is damaged or truncated");
+  }
+  if (h != info.height || w != info.width)
+    fail(file, "decoded to " + size_text(w, h) + " pixels but its header says " +
+                   size_text(info.width, info.height) + "; the file is damaged");
   DecodedImage img;
   img.height = h;
   img.width = w;

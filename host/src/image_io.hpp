@@ -1,5 +1,8 @@
-// Reading PNG and JPEG files with stb_image (Debian's libstb): the header for
-// a file's geometry, or the whole image as 8-bit RGB.
+// Reading PNG and JPEG files: the format is recognised by its signature and
+// the geometry read from the header by this module (so that every error says
+// what is really wrong with the file, and a huge image is refused before a
+// byte of it is decoded); the pixels are decoded by stb_image (Debian's
+// libstb) as 8-bit RGB. Other formats (GIF, BMP, PGM, ...) are refused.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +27,16 @@ struct DecodedImage {
   std::vector<uint8_t> pixels;  // frames x height x width x channels, row-major
 };
 
-// Both throw encgraph::Error (kind Input) naming the file and stb's reason.
-ImageInfo probe_image(const std::filesystem::path& file);
-DecodedImage decode_image(const std::filesystem::path& file);
+// The header of a PNG or JPEG file. Throws encgraph::Error (kind Input) naming
+// the file when it is not a regular file, not PNG or JPEG (naming the format
+// when it is a known other one), has a malformed or truncated header, or holds
+// more than `max_pixels` pixels (limits.max_image_pixels).
+ImageInfo probe_image(const std::filesystem::path& file, int64_t max_pixels);
+
+// The whole image as RGB, after probe_image's checks. With `expected`, the
+// header must still give that size (the file was probed when the workload was
+// read and may have changed since). Errors keep the decoder's own reason.
+DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
+                          const ImageInfo* expected = nullptr);
 
 }  // namespace encgraph::host

@@ -1,5 +1,7 @@
 #include "input_files.hpp"
 
+#include "toml_util.hpp"
+
 #include <encgraph/error.hpp>
 
 #include <fcntl.h>
@@ -14,19 +16,26 @@ namespace {
 
 [[noreturn]] void refuse(const std::filesystem::path& file, const std::string& what,
                          const std::string& why) {
-  throw Error(ErrorKind::Input, what + " '" + file.string() + "' " + why);
+  throw Error(ErrorKind::Input, what + " '" + printable(file.string()) + "' " + why);
 }
 
-std::string kind_of(mode_t mode) {
+// "an image file", "a trace file".
+std::string a_file(const std::string& what) {
+  const bool vowel = !what.empty() && std::string("aeiou").find(what[0]) != std::string::npos;
+  return (vowel ? "an " : "a ") + what + " file";
+}
+
+}  // namespace
+
+std::string file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISREG(mode)) return "a regular file";
   return "not a regular file";
 }
-
-}  // namespace
 
 void require_regular_file(const std::filesystem::path& file, const std::string& what) {
   struct stat st {};
@@ -37,7 +46,7 @@ void require_regular_file(const std::filesystem::path& file, const std::string& 
   }
   if (!S_ISREG(st.st_mode))
     refuse(file, what,
-           "is " + kind_of(st.st_mode) + ", not a regular file: name a " + what + " file");
+           "is " + file_kind(st.st_mode) + ", not a regular file: name " + a_file(what));
 }
 
 std::string read_text_input(const std::filesystem::path& file, const std::string& what,
@@ -50,7 +59,7 @@ std::string read_text_input(const std::filesystem::path& file, const std::string
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    refuse(file, what, "is not a regular file: name a " + what + " file");
+    refuse(file, what, "is not a regular file: name " + a_file(what));
   }
   if (st.st_size > max_bytes) {
     ::close(fd);

@@ -10,6 +10,10 @@
 
 namespace encgraph::host {
 
+// "a directory", "a FIFO (named pipe)", "a character device", ... for a
+// stat() mode that is not a regular file.
+std::string file_kind(unsigned mode);
+
 // Throws an Input error unless `file` exists and is a regular file (after
 // following symlinks). `what` says what the file was meant to be ("config",
 // "trace", "image"), e.g. "trace 'x.jsonl' is a directory: name a JSONL file".

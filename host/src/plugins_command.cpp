@@ -1,6 +1,7 @@
 // `encgraph plugins`: lists every plugin found on the search path with its
 // name, version, ABI, modalities, devices and file, then the rejected files
-// with their reasons.
+// with their reasons. Each candidate is inspected in a probe process, so a bad
+// file in a plugin folder is listed, never fatal.
 #include "commands.hpp"
 
 #include <encgraph/plugin_loader.hpp>
@@ -33,18 +34,19 @@ int plugins_command(const std::vector<std::string>& args) {
   std::vector<std::filesystem::path> dirs;
   if (vm.count("plugin-dir"))
     for (const auto& d : vm["plugin-dir"].as<std::vector<std::string>>()) dirs.emplace_back(d);
-  PluginRegistry registry(dirs);
+  const PluginRegistry registry(dirs);
+  const PluginSurvey survey = registry.survey();
 
   std::cout << "search path:\n";
   for (const auto& d : registry.search_path()) std::cout << "  " << d.string() << "\n";
-  std::cout << "plugins (" << registry.plugins().size() << "):\n";
-  for (const auto& p : registry.plugins())
+  std::cout << "plugins (" << survey.plugins.size() << "):\n";
+  for (const auto& p : survey.plugins)
     std::cout << "  " << p.name << "  version " << p.version << "  abi " << p.abi_major << "."
-              << p.abi_minor << "  modalities " << modality_names(p.api->modalities) << "  devices "
-              << device_names(p.api->devices) << "  " << p.file.string() << "\n";
-  if (!registry.rejected().empty()) {
-    std::cout << "rejected (" << registry.rejected().size() << "):\n";
-    for (const auto& r : registry.rejected())
+              << p.abi_minor << "  modalities " << modality_names(p.modalities) << "  devices "
+              << device_names(p.devices) << "  " << p.file.string() << "\n";
+  if (!survey.rejected.empty()) {
+    std::cout << "rejected (" << survey.rejected.size() << "):\n";
+    for (const auto& r : survey.rejected)
       std::cout << "  " << r.file.string() << ": " << r.reason << "\n";
   }
   return kExitOk;

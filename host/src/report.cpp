@@ -5,7 +5,6 @@
 #include <encgraph/error.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 
 namespace encgraph::host {
@@ -133,13 +132,20 @@ nlohmann::json make_report(const ReportInput& in) {
   return report;
 }
 
+std::unique_ptr<StagedFile> stage_report(const std::filesystem::path& path,
+                                         const nlohmann::json& report) {
+  auto out = std::make_unique<StagedFile>(path, "report");
+  // Strings from the outside (a config's path) may not be UTF-8: replaced,
+  // not thrown over, so a finished run always gets its report.
+  const std::string text =
+      report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  out->write(text.data(), text.size());
+  return out;
+}
+
 void write_report(const std::filesystem::path& path, const nlohmann::json& report) {
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream out(path);
-  out << report.dump(2) << "\n";
-  out.close();
-  if (!out) throw Error(ErrorKind::Input, "report '" + path.string() + "' cannot be written");
+  // Staged and renamed like the embeddings: a failed write keeps the old report.
+  stage_report(path, report)->commit();
 }
 
 void print_summary(std::ostream& out, const ReportInput& in) {

@@ -6,12 +6,14 @@
 
 #include "config.hpp"
 #include "executor.hpp"
+#include "output_files.hpp"
 
 #include <encgraph/runtime.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -52,6 +54,12 @@ void describe_engine(const Engine& engine, ReportInput& input);
 
 nlohmann::json make_report(const ReportInput& input);
 nlohmann::json mode_json(const ModeResult& mode);
+// The report written under a staging name in the target's folder, ready to
+// commit() (output_files.hpp): a command stages it before replacing the
+// embeddings, so that neither output is replaced when the other cannot be.
+std::unique_ptr<StagedFile> stage_report(const std::filesystem::path& path,
+                                         const nlohmann::json& report);
+// stage_report and commit.
 void write_report(const std::filesystem::path& path, const nlohmann::json& report);
 
 void print_summary(std::ostream& out, const ReportInput& input);

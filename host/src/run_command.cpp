@@ -3,6 +3,7 @@
 // ranks), print a summary (or the JSON report with --json), and write the
 // report and embeddings where the config or options say.
 #include "cli.hpp"
+#include "command_outputs.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
 #include "report.hpp"
@@ -32,7 +33,11 @@ int run_command(const std::vector<std::string>& args) {
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
 
-  const std::vector<WorkItem> work = build_workload(config.workload);
+  // Outputs and inputs checked before the model is loaded (command_outputs.hpp).
+  check_output_targets(config);
+  const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
+  require_items(work, config.workload, "run");
+  check_outputs_against_inputs(config, work);
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   spdlog::info("running {} items on {} with plugin '{}'", work.size(),
@@ -58,12 +63,15 @@ int run_command(const std::vector<std::string>& args) {
   input.modes.push_back(
       {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
   const auto report = make_report(input);
+  // Staged before the embeddings replace anything: both outputs or neither.
+  std::unique_ptr<StagedFile> staged_report;
+  if (!config.output.report.empty()) staged_report = stage_report(config.output.report, report);
   if (sink) {
     const size_t n = sink->finish();
     spdlog::info("wrote {} embeddings ({} rows) to {}", n, sink->rows(), config.output.embeddings);
   }
-  if (!config.output.report.empty()) {
-    write_report(config.output.report, report);
+  if (staged_report) {
+    staged_report->commit();
     spdlog::info("wrote the report to {}", config.output.report);
   }
   if (vm.count("json"))

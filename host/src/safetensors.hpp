@@ -1,17 +1,20 @@
 // A streaming safetensors writer: tensors are appended one by one (their bytes
 // go to a staging file, so a long run never holds every embedding in memory);
-// finish() writes the header and the bytes into the final file under a
-// temporary name and renames it into place, so a failed run leaves no half file.
+// finish() writes the header and the bytes into a second staging file and
+// renames it into place (output_files.hpp), so a failed or interrupted run
+// leaves no half file and the old file, if any, stays as it was.
 //
 // Layout: 8-byte little-endian header length N, N bytes of JSON (each tensor's
 // dtype, shape and data_offsets, plus string metadata), padded with spaces to a
 // multiple of 8, then the tensors' bytes back to back.
 #pragma once
 
+#include "output_files.hpp"
+
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,11 +27,12 @@ size_t dtype_bytes(int32_t dtype);
 class SafetensorsWriter {
  public:
   SafetensorsWriter(std::filesystem::path path, std::map<std::string, std::string> metadata);
-  ~SafetensorsWriter();  // removes the staging files unless finish() ran
+  ~SafetensorsWriter();  // removes the staging files; the target is untouched unless finish() ran
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
-  // Appends a tensor; `bytes` must match dtype and shape; names are unique.
+  // Appends a tensor; `bytes` must match dtype and shape; names are unique,
+  // UTF-8 and not "__metadata__".
   void add(const std::string& name, int32_t dtype, const std::vector<int64_t>& shape,
            const void* data, size_t bytes);
   size_t size() const { return tensors_.size(); }
@@ -42,11 +46,10 @@ class SafetensorsWriter {
     size_t begin, end;
   };
   std::filesystem::path path_;
-  std::filesystem::path staging_;
   std::map<std::string, std::string> metadata_;
   std::vector<Entry> tensors_;
   std::map<std::string, size_t> names_;
-  std::ofstream data_;
+  std::unique_ptr<StagedFile> data_;  // the tensors' bytes, until finish()
   size_t offset_ = 0;
   bool finished_ = false;
 };

@@ -1,6 +1,8 @@
 // The JSONL trace reader (see workload.hpp for the format).
 #include "glob.hpp"
 #include "image_io.hpp"
+#include "input_files.hpp"
+#include "toml_util.hpp"
 #include "video_frames.hpp"
 #include "workload.hpp"
 
@@ -8,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include <map>
+#include <sstream>
 
 namespace encgraph::host {
 namespace {
@@ -29,6 +32,15 @@ std::filesystem::path resolve(const std::string& path, const std::filesystem::pa
   return p.is_relative() ? base_dir / p : p;
 }
 
+// Frames of one video, before any is read: a line may ask for a million.
+void check_frame_count(int64_t frames, const std::string& what, const LimitsConfig& limits) {
+  if (frames > limits.max_frames_per_video)
+    throw LineError{what + " " + std::to_string(frames) + " frames, over the limit of " +
+                    std::to_string(limits.max_frames_per_video) +
+                    " frames per video (limits.max_frames_per_video sets it; split the video "
+                    "or raise the limit)"};
+}
+
 // A line's height and width, when given next to files, must be what the files
 // hold (`whose`: "the file's", "the frames'").
 void check_geometry(const nlohmann::json& obj, const ImageInfo& info, const std::string& whose) {
@@ -45,7 +57,7 @@ void check_geometry(const nlohmann::json& obj, const ImageInfo& info, const std:
 // Every frame's header is read here, so that a bad frame stops the trace
 // before anything runs; the pixels are decoded when the item is made.
 void read_video_frames(const nlohmann::json& obj, WorkItem& it,
-                       const std::filesystem::path& base_dir) {
+                       const std::filesystem::path& base_dir, const LimitsConfig& limits) {
   if (obj.contains("frames_files") && obj.contains("frames_glob"))
     throw LineError{"give a video's frames as 'frames_files' or 'frames_glob', not both"};
   const bool listed = obj.contains("frames_files");
@@ -56,6 +68,7 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
     if (!list.is_array() || list.empty())
       throw LineError{"'frames_files' must be a non-empty array of frame image paths, got " +
                       list.dump()};
+    check_frame_count(static_cast<int64_t>(list.size()), "'frames_files' lists", limits);
     for (const auto& f : list) {
       if (!f.is_string())
         throw LineError{"'frames_files' must hold strings (frame image paths), got " + f.dump()};
@@ -73,6 +86,7 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
             ? (std::filesystem::path(glob_escape(base_dir.string())) / given).string()
             : given.string();
     files = glob_sorted(resolved);
+    check_frame_count(static_cast<int64_t>(files.size()), "'frames_glob' matches", limits);
     if (files.empty())
       throw LineError{"'frames_glob' " + pattern.dump() + " matches no file (looked for '" +
                       resolved + "'; relative patterns are resolved against the trace's folder)"};
@@ -84,7 +98,7 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
                     " frame files; drop 'frames' (the files give the count) or make them agree"};
   ImageInfo info;
   try {
-    info = probe_frames(files);
+    info = probe_frames(files, limits.max_image_pixels);
   } catch (const Error& e) {
     throw LineError{std::string("'") + key + "': " + e.what()};
   }
@@ -95,9 +109,29 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
   it.frame_files = std::move(files);
 }
 
+// An id names a tensor of the embeddings file: checked here, so that a bad
+// one stops the trace before anything runs.
+void check_id(const std::string& id) {
+  if (id.empty())
+    throw LineError{"'id' is empty; give the item a name, or leave 'id' out (the item is then "
+                    "named trace/<line>)"};
+  if (id == "__metadata__")
+    throw LineError{"'id' \"__metadata__\" is reserved by the safetensors format (it holds the "
+                    "file's metadata); choose another id"};
+  for (unsigned char ch : id)
+    if (ch < 0x20 || ch == 0x7F)
+      throw LineError{"'id' " + nlohmann::json(id).dump() +
+                      " holds a control character; ids name tensors: use printable characters"};
+}
+
 // `number` names the item and seeds its values unless the line says otherwise.
 WorkItem parse_line(const std::string& line, int64_t number,
-                    const std::filesystem::path& base_dir) {
+                    const std::filesystem::path& base_dir, const LimitsConfig& limits) {
+  // JSON text is UTF-8; nlohmann's message for a stray byte does not say so.
+  if (!is_valid_utf8(line))
+    throw LineError{"the line is not valid UTF-8 ('" + printable(line.substr(0, 80)) +
+                    "'); JSON text, ids and paths included, must be UTF-8: re-save the trace "
+                    "as UTF-8"};
   nlohmann::json obj;
   try {
     obj = nlohmann::json::parse(line);
@@ -142,7 +176,10 @@ WorkItem parse_line(const std::string& line, int64_t number,
     throw LineError{
         "'frames_files' and 'frames_glob' give a video's frames; set "
         "\"modality\": \"video\" or leave 'modality' out (an image is a 'file')"};
-  if (obj.contains("frames")) it.frames = positive(obj, "frames");
+  if (obj.contains("frames")) {
+    it.frames = positive(obj, "frames");
+    check_frame_count(it.frames, "'frames' asks for", limits);
+  }
   if (it.modality == EG_MODALITY_IMAGE && it.frames != 1)
     throw LineError{"an image has exactly one frame, got frames = " + std::to_string(it.frames)};
   if (obj.contains("file")) {
@@ -156,7 +193,7 @@ WorkItem parse_line(const std::string& line, int64_t number,
     it.file = p.string();
     ImageInfo info;
     try {
-      info = probe_image(p);
+      info = probe_image(p, limits.max_image_pixels);
     } catch (const Error& e) {
       throw LineError{e.what()};
     }
@@ -164,7 +201,7 @@ WorkItem parse_line(const std::string& line, int64_t number,
     it.width = info.width;
     check_geometry(obj, info, "the file's");
   } else if (has_frames) {
-    read_video_frames(obj, it, base_dir);
+    read_video_frames(obj, it, base_dir, limits);
   } else {
     for (const char* f : {"height", "width"})
       if (!obj.contains(f))
@@ -172,10 +209,17 @@ WorkItem parse_line(const std::string& line, int64_t number,
                         "' is required (or give a 'file', 'frames_files' or 'frames_glob')"};
     it.height = positive(obj, "height");
     it.width = positive(obj, "width");
+    // A synthetic item's pixels are made from its geometry: bound them as a file's.
+    if (it.height > limits.max_image_pixels / it.width)
+      throw LineError{std::to_string(it.width) + "x" + std::to_string(it.height) +
+                      " is too large: over the limit of " +
+                      std::to_string(limits.max_image_pixels) +
+                      " pixels per image or frame (limits.max_image_pixels sets it)"};
   }
   if (obj.contains("id")) {
     if (!obj["id"].is_string()) throw LineError{"'id' must be a string, got " + obj["id"].dump()};
     it.id = obj["id"].get<std::string>();
+    check_id(it.id);
   }
   if (obj.contains("seed")) {
     if (!obj["seed"].is_number_unsigned())
@@ -185,27 +229,50 @@ WorkItem parse_line(const std::string& line, int64_t number,
   return it;
 }
 
+// " (id \"clip\")" when a failing line gives an id, so that the message
+// names the item as the user knows it; "" otherwise.
+std::string id_note(const std::string& line) {
+  const auto obj = nlohmann::json::parse(line, nullptr, false);
+  if (obj.is_object() && obj.contains("id") && obj["id"].is_string() &&
+      !obj["id"].get<std::string>().empty())
+    return " (id " + obj["id"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + ")";
+  return "";
+}
+
 }  // namespace
 
 std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
-                                  const std::filesystem::path& base_dir) {
+                                  const std::filesystem::path& base_dir,
+                                  const LimitsConfig& limits) {
   std::vector<WorkItem> items;
+  std::map<std::string, int64_t> line_of_id;  // each id's line, to name both of a pair
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      items.push_back(parse_line(line, number, base_dir));
+      if (static_cast<int64_t>(items.size()) >= limits.max_items)
+        throw LineError{"the trace holds more than " + std::to_string(limits.max_items) +
+                        " items (limits.max_items sets the limit; split the trace or raise it)"};
+      WorkItem it = parse_line(line, number, base_dir, limits);
+      const auto [at, fresh] = line_of_id.emplace(it.id, number);
+      if (!fresh)
+        throw LineError{"id " + nlohmann::json(it.id).dump() + " is already the id of line " +
+                        std::to_string(at->second) +
+                        " (an item without 'id' is named trace/<line>); ids name the tensors of "
+                        "the embeddings file and must be unique: give one of them another id"};
+      items.push_back(std::move(it));
     } catch (const LineError& e) {
-      throw_config(name + ":" + std::to_string(number) + ": " + e.message);
+      throw Error(ErrorKind::Input, printable(name) + ":" + std::to_string(number) +
+                                        id_note(line) + ": " + e.message);
     }
   }
   return items;
 }
 
-std::vector<WorkItem> read_trace(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw_config("workload.trace: cannot read '" + file.string() + "' (does it exist?)");
-  return parse_trace(in, file.string(), file.parent_path());
+std::vector<WorkItem> read_trace(const std::filesystem::path& file, const LimitsConfig& limits) {
+  // A regular file only (a FIFO would block, /dev/zero never end), capped.
+  std::istringstream in(read_text_input(file, "trace", limits.max_text_bytes));
+  return parse_trace(in, file.string(), file.parent_path(), limits);
 }
 
 }  // namespace encgraph::host

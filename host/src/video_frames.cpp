@@ -1,5 +1,8 @@
 #include "video_frames.hpp"
 
+#include "input_files.hpp"
+#include "toml_util.hpp"
+
 #include <encgraph/error.hpp>
 
 namespace encgraph::host {
@@ -12,7 +15,7 @@ std::string frame_number(const std::vector<std::string>& files, size_t i) {
 
 // "frame 3 of 8 ('clip/0003.png')", for messages not already naming the file.
 std::string frame_name(const std::vector<std::string>& files, size_t i) {
-  return frame_number(files, i) + " ('" + files[i] + "')";
+  return frame_number(files, i) + " ('" + printable(files[i]) + "')";
 }
 
 std::string size_of(const ImageInfo& info) {
@@ -21,13 +24,13 @@ std::string size_of(const ImageInfo& info) {
 
 }  // namespace
 
-ImageInfo probe_frames(const std::vector<std::string>& files) {
+ImageInfo probe_frames(const std::vector<std::string>& files, int64_t max_pixels) {
   if (files.empty()) throw Error(ErrorKind::Input, "a video needs at least one frame file");
   ImageInfo first;
   for (size_t i = 0; i < files.size(); ++i) {
     ImageInfo info;
     try {
-      info = probe_image(files[i]);
+      info = probe_image(files[i], max_pixels);
     } catch (const Error& e) {
       throw Error(ErrorKind::Input, frame_number(files, i) + ": " + e.what() +
                                         "; every frame must be a PNG or JPEG file");
@@ -51,7 +54,8 @@ ImageInfo probe_frames(const std::vector<std::string>& files) {
   return first;
 }
 
-DecodedImage decode_frames(const std::vector<std::string>& files) {
+DecodedImage decode_frames(const std::vector<std::string>& files, int64_t max_pixels,
+                           const ImageInfo* expected) {
   if (files.empty()) throw Error(ErrorKind::Input, "a video needs at least one frame file");
   DecodedImage video;
   video.frames = static_cast<int64_t>(files.size());
@@ -59,7 +63,7 @@ DecodedImage decode_frames(const std::vector<std::string>& files) {
     // decode_image names the file and stb's reason; the frame number is added.
     DecodedImage frame;
     try {
-      frame = decode_image(files[i]);
+      frame = decode_image(files[i], max_pixels, expected);
     } catch (const Error& e) {
       throw Error(e.kind(), frame_number(files, i) + ": " + e.what());
     }

@@ -13,13 +13,15 @@ namespace encgraph::host {
 
 // Reads every frame's header (not its pixels) and returns the first frame's
 // geometry. Throws encgraph::Error (kind Input) naming the first frame that
-// is missing, not a PNG or JPEG image, or of another size or channel count
-// than the first frame, with the fix.
-ImageInfo probe_frames(const std::vector<std::string>& files);
+// is missing, not a PNG or JPEG image, over `max_pixels`, or of another size
+// or channel count than the first frame, with the fix.
+ImageInfo probe_frames(const std::vector<std::string>& files, int64_t max_pixels);
 
 // Decodes every frame to RGB, concatenated in order. Throws encgraph::Error
 // (kind Input) naming a frame that cannot be decoded or whose size differs
-// from the first frame's.
-DecodedImage decode_frames(const std::vector<std::string>& files);
+// from the first frame's (or from `expected`, the size probed when the
+// workload was read).
+DecodedImage decode_frames(const std::vector<std::string>& files, int64_t max_pixels,
+                           const ImageInfo* expected = nullptr);
 
 }  // namespace encgraph::host

@@ -2,6 +2,8 @@
 
 #include "glob.hpp"
 #include "image_io.hpp"
+#include "input_files.hpp"
+#include "toml_util.hpp"
 
 #include <encgraph/error.hpp>
 
@@ -30,11 +32,27 @@ struct Rng {
 
 std::vector<std::string> expand(const std::string& pattern) {
   // An existing file is itself, even when its name holds glob characters.
-  if (!has_glob_chars(pattern) || std::filesystem::exists(pattern)) return {pattern};
+  std::error_code ec;
+  if (!has_glob_chars(pattern) || std::filesystem::exists(pattern, ec)) return {pattern};
   std::vector<std::string> out = glob_sorted(pattern);
   if (out.empty())
-    throw Error(ErrorKind::Input, "workload.files: the pattern '" + pattern + "' matches no file");
+    throw Error(ErrorKind::Input,
+                "workload.files: the pattern '" + printable(pattern) + "' matches no file");
   return out;
+}
+
+// A file's path names its tensor: it must be a name safetensors can hold.
+void check_file_id(const std::string& path) {
+  if (!is_valid_utf8(path))
+    throw Error(ErrorKind::Input,
+                "image '" + printable(path) +
+                    "': the file's name is not valid UTF-8, and the file's path names its tensor "
+                    "in the embeddings file (safetensors names are UTF-8): rename the file or "
+                    "link it under a UTF-8 name");
+  if (path == "__metadata__")
+    throw Error(ErrorKind::Input,
+                "image '__metadata__': the file's path names its tensor, and '__metadata__' is "
+                "reserved by safetensors: give it as './__metadata__' or rename it");
 }
 
 }  // namespace
@@ -66,11 +84,18 @@ std::vector<WorkItem> synthetic_workload(const WorkloadConfig& c) {
   return items;
 }
 
-std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns) {
+std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns,
+                                    const LimitsConfig& limits) {
   std::vector<WorkItem> items;
   for (const auto& pattern : patterns)
     for (const auto& path : expand(pattern)) {
-      const ImageInfo info = probe_image(path);
+      if (static_cast<int64_t>(items.size()) >= limits.max_items)
+        throw Error(ErrorKind::Input,
+                    "workload.files: more than " + std::to_string(limits.max_items) +
+                        " image files (limits.max_items sets the limit; raise it or encode the "
+                        "files in several runs)");
+      check_file_id(path);
+      const ImageInfo info = probe_image(path, limits.max_image_pixels);
       WorkItem it;
       it.id = path;
       it.file = path;
@@ -99,18 +124,36 @@ void make_ids_unique(std::vector<WorkItem>& items) {
   }
 }
 
-std::vector<WorkItem> build_workload(const WorkloadConfig& c) {
+std::vector<WorkItem> build_workload(const WorkloadConfig& c, const LimitsConfig& limits) {
+  // The synthetic settings and the request size are checked against the
+  // limits when the config is read (config.cpp); files and traces here, item by item.
   std::vector<WorkItem> items;
-  if (c.kind == "synthetic")
+  if (c.kind == "synthetic") {
     items = synthetic_workload(c);
-  else if (c.kind == "trace")
-    items = read_trace(c.trace);
-  else if (c.kind == "files")
-    items = file_workload(c.files);
-  else
+  } else if (c.kind == "trace") {
+    items = read_trace(c.trace, limits);
+  } else if (c.kind == "files") {
+    items = file_workload(c.files, limits);
+  } else {
     throw_config("workload.kind: unknown kind \"" + c.kind + "\"");
+  }
   make_ids_unique(items);
   return items;
+}
+
+void require_items(const std::vector<WorkItem>& work, const WorkloadConfig& c,
+                   const std::string& command) {
+  if (!work.empty()) return;
+  std::string where;
+  if (c.kind == "synthetic")
+    where = "synthetic workload, workload.count = 0; set a positive workload.count";
+  else if (c.kind == "trace")
+    where = "the trace '" + printable(c.trace) +
+            "' is empty or holds only blank lines; give it one JSON object per item";
+  else
+    where = "no image files were given; name PNG or JPEG files";
+  throw Error(ErrorKind::Input, command + " needs at least one item, and the workload holds none (" +
+                                    where + "); nothing was written");
 }
 
 }  // namespace encgraph::host

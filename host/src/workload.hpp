@@ -28,8 +28,17 @@ struct WorkItem {
   uint64_t seed = 0;  // synthetic values, when neither `file` nor `frame_files` is set
 };
 
-// The configured workload (synthetic, trace or files).
-std::vector<WorkItem> build_workload(const WorkloadConfig& config);
+// The configured workload (synthetic, trace or files), every item within
+// `limits` (items, frames per video, pixels per image, request size): an
+// error names the item (a trace's line) and the limit's key.
+std::vector<WorkItem> build_workload(const WorkloadConfig& config,
+                                     const LimitsConfig& limits = LimitsConfig{});
+
+// An empty workload is an error before anything runs or is written (an
+// output would otherwise be replaced by an empty file): "<command> needs at
+// least one item", saying where items were looked for.
+void require_items(const std::vector<WorkItem>& work, const WorkloadConfig& config,
+                   const std::string& command);
 
 // `count` items with sizes drawn from the configured distribution.
 std::vector<WorkItem> synthetic_workload(const WorkloadConfig& config);
@@ -39,17 +48,25 @@ std::vector<WorkItem> synthetic_workload(const WorkloadConfig& config);
 // "pattern", "id": "name", "seed": S}; every field optional except the geometry
 // (height and width, unless files give them). `file` is an image; `frames_files`
 // (or `frames_glob`, its matches sorted) a video's frames, every one probed:
-// same size, same channel count. Blank lines are skipped. Errors name the file
-// and line. Relative files and patterns are resolved against the trace's folder.
-std::vector<WorkItem> read_trace(const std::filesystem::path& file);
+// same size, same channel count. Blank lines are skipped. Ids must be unique,
+// non-empty, free of control characters and not "__metadata__". Errors (kind
+// Input) name the file and line. Relative files and patterns are resolved
+// against the trace's folder. The file must be a regular file of at most
+// limits.max_text_bytes.
+std::vector<WorkItem> read_trace(const std::filesystem::path& file,
+                                 const LimitsConfig& limits = LimitsConfig{});
 std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
-                                  const std::filesystem::path& base_dir);
+                                  const std::filesystem::path& base_dir,
+                                  const LimitsConfig& limits = LimitsConfig{});
 
 // Image files from paths or glob patterns, in the order given (each pattern's
-// matches sorted); the geometry is read from each file's header.
-std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns);
+// matches sorted); the geometry is read from each file's header. A file's path
+// is its id: one that is not UTF-8 (safetensors names are) is refused.
+std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns,
+                                    const LimitsConfig& limits = LimitsConfig{});
 
-// Tensor names must be unique: repeated ids get "#2", "#3", ... appended.
+// Tensor names must be unique: repeated ids get "#2", "#3", ... appended (a
+// file named twice in a files workload; trace ids are checked when read).
 void make_ids_unique(std::vector<WorkItem>& items);
 
 }  // namespace encgraph::host

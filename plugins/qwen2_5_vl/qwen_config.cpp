@@ -6,11 +6,17 @@
 #include <egk/json.hpp>
 
 #include <algorithm>
+#include <limits>
 
 namespace qwen {
 namespace {
 
 using egk::fail;
+
+// Pixels per frame (65536 x 65536) and output tokens per graph: bounds that
+// keep every product of them with the tower's sizes inside 64 bits.
+constexpr int64_t kMaxPixels = int64_t{1} << 32;
+constexpr int64_t kMaxBudget = int64_t{1} << 24;
 
 // The vision_config of a Qwen2.5-VL config.json (or a bare vision config).
 void read_config_json(const std::string& path, VisionConfig& c) {
@@ -34,8 +40,9 @@ void read_config_json(const std::string& path, VisionConfig& c) {
   if (const egk::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string("vision_config.hidden_act");
     if (act != "silu")
-      fail(EG_ERR_UNSUPPORTED, "config_json '" + path + "': vision_config.hidden_act is '" + act +
-                                   "'; the Qwen2.5-VL tower this plugin implements uses 'silu'");
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "config_json '" + path + "': vision_config.hidden_act is '" + act +
+               "'; the Qwen2.5-VL tower this plugin implements uses 'silu'");
   }
 }
 
@@ -47,17 +54,20 @@ bool VisionConfig::full_attention(int64_t block) const {
 }
 
 void VisionConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) { egk::require_positive("qwen2_5_vl", name, v); };
-  positive("depth", depth);
-  positive("hidden_size", hidden_size);
-  positive("num_heads", num_heads);
-  positive("intermediate_size", intermediate_size);
-  positive("out_hidden_size", out_hidden_size);
-  positive("patch_size", patch_size);
-  positive("temporal_patch_size", temporal_patch_size);
-  positive("spatial_merge_size", spatial_merge_size);
-  positive("window_size", window_size);
-  positive("in_channels", in_channels);
+  // Bounds far above every released tower that keep each size product the
+  // plugin computes (patch rows x patch_dim, weights, workspaces) inside 64 bits.
+  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    egk::require_in_range("qwen2_5_vl", name, v, lo, hi);
+  };
+  range("depth", depth, 1, 1024);
+  range("hidden_size", hidden_size, 1, 65536);
+  range("num_heads", num_heads, 1, 1024);
+  range("intermediate_size", intermediate_size, 1, 262144);
+  range("out_hidden_size", out_hidden_size, 1, 65536);
+  range("patch_size", patch_size, 1, 512);
+  range("temporal_patch_size", temporal_patch_size, 1, 16);
+  range("spatial_merge_size", spatial_merge_size, 1, 16);
+  range("window_size", window_size, 1, 65536);
   if (hidden_size % num_heads != 0)
     fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: hidden_size " + std::to_string(hidden_size) +
                                       " is not a multiple of num_heads " +
@@ -76,7 +86,7 @@ void VisionConfig::validate() const {
       fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: fullatt_block_indexes entry " + std::to_string(b) +
                                         " is outside [0, depth=" + std::to_string(depth) + ")");
   if (in_channels != 3)
-    fail(EG_ERR_UNSUPPORTED,
+    fail(EG_ERR_INVALID_ARGUMENT,
          "qwen2_5_vl: in_channels must be 3 (RGB), got " + std::to_string(in_channels));
 }
 
@@ -102,18 +112,22 @@ Options parse_options(const eg_create_params* p) {
 
   o.min_pixels = r.get_int("min_pixels", o.min_pixels);
   o.max_pixels = r.get_int("max_pixels", o.max_pixels);
-  if (o.min_pixels <= 0 || o.max_pixels < o.min_pixels)
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: need 0 < min_pixels <= max_pixels, got " +
-                                      std::to_string(o.min_pixels) + " and " +
-                                      std::to_string(o.max_pixels));
+  egk::require_in_range("qwen2_5_vl", "min_pixels", o.min_pixels, 1, kMaxPixels);
+  egk::require_in_range("qwen2_5_vl", "max_pixels", o.max_pixels, o.min_pixels, kMaxPixels);
   const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
   o.min_budget = r.get_int("min_budget", o.min_budget);
-  o.max_budget = r.get_int("max_budget", std::max<int64_t>(o.max_pixels / unit_pixels, 1));
-  if (o.min_budget <= 0 || o.max_budget < o.min_budget)
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: need 0 < min_budget <= max_budget");
+  o.max_budget =
+      r.get_int("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
+  egk::require_in_range("qwen2_5_vl", "min_budget", o.min_budget, 1, kMaxBudget);
+  egk::require_in_range("qwen2_5_vl", "max_budget", o.max_budget, o.min_budget, kMaxBudget);
+  if (o.max_budget * m.merge_unit() > std::numeric_limits<int32_t>::max())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: max_budget " + std::to_string(o.max_budget) + " x spatial_merge_size^2 " +
+             std::to_string(m.merge_unit()) +
+             " patch rows per graph overflow the int32 sequence offsets: lower max_budget");
   o.max_frames_per_video = r.get_int("max_frames_per_video", o.max_frames_per_video);
-  if (o.max_frames_per_video <= 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: max_frames_per_video must be positive");
+  egk::require_in_range("qwen2_5_vl", "max_frames_per_video", o.max_frames_per_video, 1, 65536);
+  o.check_finite = egk::read_check_finite(r);
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   r.reject_unknown();

@@ -37,11 +37,17 @@ struct VisionConfig {
   // Pixels per side of one merged unit (28): the resize factor.
   int64_t resize_factor() const { return patch_size * spatial_merge_size; }
   bool full_attention(int64_t block) const;
-  // Throws Error(INVALID_ARGUMENT) naming the inconsistent setting.
+  // Throws Error(INVALID_ARGUMENT) naming the inconsistent or out-of-range setting.
   void validate() const;
 };
 
 using Dtype = egk::ComputeDtype;
+
+// Item bounds checked before any size is computed from an item: a side in
+// pixels, and patch values (patches x patch_dim) per item, which also keeps
+// patch offsets inside the int32 sequence tables.
+inline constexpr int64_t kMaxSide = int64_t{1} << 20;
+inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
 struct Options {
   VisionConfig model;
@@ -51,7 +57,8 @@ struct Options {
   int64_t min_budget = 64;               // a 224x224 image
   int64_t max_budget = 0;                // 0: the tokens of a max_pixels image
   int64_t max_frames_per_video = 768;
-  uint64_t seed = 0;  // random weights and synthetic items
+  uint64_t seed = 0;         // random weights and synthetic items
+  bool check_finite = true;  // a checkpoint's NaN/Inf weights are an error
   // CUDA: time the matrix products' algorithms in each capture's warm-up. Off,
   // cuBLASLt's first heuristic choice is used: reproducible across instances
   // (timed picks can differ from run to run, and so can the last bits).

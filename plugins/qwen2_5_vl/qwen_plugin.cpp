@@ -29,6 +29,7 @@
 #include "qwen_weights.hpp"
 
 #include <egk/abi_guard.hpp>
+#include <egk/checked.hpp>
 #include <egk/error.hpp>
 #include <egk/plugin_abi.hpp>
 
@@ -119,7 +120,7 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
            "qwen2_5_vl was built without its CUDA kernels; use device = \"cpu\"");
 #endif
     const std::string weights = p->weights ? p->weights : "random";
-    const egk::WeightSource source(weights, in->opt.seed);
+    const egk::WeightSource source(weights, in->opt.seed, in->opt.check_finite);
     log(EG_LOG_INFO, "loading " + source.description() + " (depth " + std::to_string(c.depth) +
                          ", hidden " + std::to_string(c.hidden_size) + ")");
     qwen::Weights w = qwen::load_weights(c, source);
@@ -183,7 +184,21 @@ eg_status qwen_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out,
       fail(EG_ERR_INVALID_ARGUMENT,
            "qwen2_5_vl: video of " + std::to_string(d->frames) +
                " frames exceeds max_frames_per_video = " + std::to_string(o.max_frames_per_video));
+    if (d->height > qwen::kMaxSide || d->width > qwen::kMaxSide)
+      fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: item of " + std::to_string(d->height) + "x" +
+                                        std::to_string(d->width) + " has a side over " +
+                                        std::to_string(qwen::kMaxSide) + " pixels");
     const qwen::Grid g = qwen::grid_for(o, d->height, d->width, d->frames);
+    // Patch values of the item (patches x patch_dim), bounded so that its
+    // arrays and the int32 offsets of its sequences stay sound.
+    const int64_t values = egk::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
+                                                "qwen2_5_vl: the item's patch values");
+    if (values > qwen::kMaxItemValues)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "qwen2_5_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
+               " x " + std::to_string(d->frames) + " frames needs " + std::to_string(values) +
+               " patch values, over the plugin's limit of " + std::to_string(qwen::kMaxItemValues) +
+               ": lower max_pixels or max_frames_per_video");
     const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
     const int64_t frame_units = g.h * g.w / o.model.merge_unit();
     if (frame_units > std::max<int64_t>(o.max_pixels / unit_pixels, 1))

@@ -1,5 +1,6 @@
 #include "qwen_preprocess.hpp"
 
+#include <egk/checked.hpp>
 #include <egk/error.hpp>
 #include <egk/image_resize.hpp>
 #include <egk/random.hpp>
@@ -35,7 +36,7 @@ std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t 
   // Python's round() rounds half to even, as nearbyint does in the default mode.
   int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
   int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
-  if (h_bar * w_bar > max_pixels) {
+  if (egk::checked_mul(h_bar, w_bar, "qwen2_5_vl: the resized item's pixels") > max_pixels) {
     const double beta = std::sqrt(h * w / static_cast<double>(max_pixels));
     h_bar = std::max(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
     w_bar = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);

@@ -26,7 +26,11 @@ struct Weights {
   std::vector<float> mlp2_w, mlp2_b;  // [out, 4 hidden], [out]
 };
 
-// Random weights: matrices N(0, 1/fan_in) so activations keep their scale at
+// Values in the tower's parameters (checked arithmetic).
+int64_t parameter_count(const VisionConfig& c);
+
+// Refuses a tower whose f32 weights exceed the machine's memory, then reads
+// them. Random weights: matrices N(0, 1/fan_in) so activations keep their scale at
 // any width, biases N(0, 0.02^2), norm weights N(1, 0.1^2): every parameter
 // matters, so tests notice a wrong one.
 Weights load_weights(const VisionConfig& c, const egk::WeightSource& source);

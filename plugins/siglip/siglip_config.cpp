@@ -5,6 +5,9 @@
 #include <egk/error.hpp>
 #include <egk/json.hpp>
 
+#include <cmath>
+#include <limits>
+
 namespace siglip {
 namespace {
 
@@ -27,8 +30,8 @@ bool read_config_json(const std::string& path, VisionConfig& c) {
   if (const egk::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string(where + "hidden_act");
     if (act != "gelu_pytorch_tanh")
-      fail(EG_ERR_UNSUPPORTED, where + "hidden_act is '" + act +
-                                   "'; this plugin implements SigLIP's 'gelu_pytorch_tanh'");
+      fail(EG_ERR_INVALID_ARGUMENT, where + "hidden_act is '" + act +
+                                        "'; this plugin implements SigLIP's 'gelu_pytorch_tanh'");
   }
   const egk::Json* head = v.find("vision_use_head");
   return !head || head->as_bool(where + "vision_use_head");
@@ -44,13 +47,17 @@ Output parse_output(const std::string& text) {
 }  // namespace
 
 void VisionConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) { egk::require_positive("siglip", name, v); };
-  positive("hidden_size", hidden_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("intermediate_size", intermediate_size);
-  positive("image_size", image_size);
-  positive("patch_size", patch_size);
+  // Bounds far above every released tower that keep each size product the
+  // plugin computes (rows x patch values, weights, workspaces) inside 64 bits.
+  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    egk::require_in_range("siglip", name, v, lo, hi);
+  };
+  range("hidden_size", hidden_size, 1, 65536);
+  range("num_hidden_layers", num_hidden_layers, 1, 1024);
+  range("num_attention_heads", num_attention_heads, 1, 1024);
+  range("intermediate_size", intermediate_size, 1, 262144);
+  range("image_size", image_size, 1, 16384);
+  range("patch_size", patch_size, 1, 1024);
   if (hidden_size % num_attention_heads != 0)
     fail(EG_ERR_INVALID_ARGUMENT, "siglip: hidden_size " + std::to_string(hidden_size) +
                                       " is not a multiple of num_attention_heads " +
@@ -63,10 +70,11 @@ void VisionConfig::validate() const {
                                       " is smaller than patch_size " + std::to_string(patch_size) +
                                       ": no patch fits");
   if (num_channels != 3)
-    fail(EG_ERR_UNSUPPORTED,
+    fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: num_channels must be 3 (RGB), got " + std::to_string(num_channels));
-  if (!(layer_norm_eps > 0.0f))
-    fail(EG_ERR_INVALID_ARGUMENT, "siglip: layer_norm_eps must be positive");
+  if (!(layer_norm_eps > 0.0f) || !std::isfinite(layer_norm_eps))
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: layer_norm_eps must be a positive finite number, got " +
+                                      std::to_string(layer_norm_eps));
 }
 
 int64_t Options::layers_to_run() const {
@@ -115,9 +123,15 @@ Options parse_options(const eg_create_params* p) {
   o.dtype = egk::read_compute_dtype(r, p->device);
 
   o.max_budget_images = r.get_int("max_budget_images", o.max_budget_images);
-  if (o.max_budget_images <= 0)
+  egk::require_in_range("siglip", "max_budget_images", o.max_budget_images, 1, 65536);
+  // Patch rows of the largest graph live in int32 sequence offsets.
+  if (o.max_budget_images * m.tokens_per_image() > std::numeric_limits<int32_t>::max())
     fail(EG_ERR_INVALID_ARGUMENT,
-         "siglip: max_budget_images must be positive, got " + std::to_string(o.max_budget_images));
+         "siglip: max_budget_images " + std::to_string(o.max_budget_images) + " x " +
+             std::to_string(m.tokens_per_image()) +
+             " tokens per image overflow the int32 sequence offsets: lower max_budget_images "
+             "(or image_size)");
+  o.check_finite = egk::read_check_finite(r);
   const std::string resample = r.get_string("resample", "bicubic");
   if (resample != "bicubic" && resample != "bilinear")
     fail(EG_ERR_INVALID_ARGUMENT,

@@ -36,9 +36,12 @@ struct VisionConfig {
   // rows are 16-byte multiples (cuBLASLt's fast kernels need that; 3*14*14 =
   // 588 is not). The extra columns are zero in pixels and weights alike.
   int64_t patch_cols() const { return (patch_values() + 7) / 8 * 8; }
-  // Throws Error(INVALID_ARGUMENT) naming the inconsistent setting.
+  // Throws Error(INVALID_ARGUMENT) naming the inconsistent or out-of-range setting.
   void validate() const;
 };
+
+// An image side in pixels, checked before any size is computed from an item.
+inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 
 enum class Output {
   LastHiddenState,  // [tokens, hidden] per image: post_layernorm(encoder(x))
@@ -58,6 +61,7 @@ struct Options {
   int64_t max_budget_images = 64;  // the largest graph holds this many images
   bool bilinear_resize = false;    // the processor resamples bicubic by default
   uint64_t seed = 0;               // random weights and synthetic items
+  bool check_finite = true;        // a checkpoint's NaN/Inf weights are an error
 
   int64_t layers_to_run() const;
   bool uses_post_layernorm() const { return !feature_layer.has_value(); }

@@ -140,7 +140,7 @@ eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* 
     if (in->device == EG_DEVICE_CUDA) no_cuda();
 #endif
     const std::string weights = p->weights && *p->weights ? p->weights : "random";
-    const egk::WeightSource source(weights, o.seed);
+    const egk::WeightSource source(weights, o.seed, o.check_finite);
     log(EG_LOG_INFO, "loading " + source.description() + " (" + std::to_string(o.layers_to_run()) +
                          " of " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
                          std::to_string(c.hidden_size) + ", " +
@@ -196,6 +196,10 @@ eg_status siglip_item_create(eg_instance* i, const eg_item_desc* d, eg_item** ou
     if (d->height <= 0 || d->width <= 0)
       fail(EG_ERR_INVALID_ARGUMENT, "siglip: image size must be positive, got " +
                                         std::to_string(d->height) + "x" + std::to_string(d->width));
+    if (d->height > siglip::kMaxSide || d->width > siglip::kMaxSide)
+      fail(EG_ERR_INVALID_ARGUMENT, "siglip: image of " + std::to_string(d->height) + "x" +
+                                        std::to_string(d->width) + " has a side over " +
+                                        std::to_string(siglip::kMaxSide) + " pixels");
     const std::vector<float> rows =
         d->pixels ? siglip::patch_rows_from_pixels(o, d->pixels, d->height, d->width, d->channels)
                   : siglip::synthetic_patch_rows(o, d->seed);

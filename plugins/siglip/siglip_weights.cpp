@@ -1,8 +1,11 @@
 #include "siglip_weights.hpp"
 
+#include <egk/checked.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 namespace siglip {
@@ -85,8 +88,29 @@ HeadWeights load_head(const Reader& read, const VisionConfig& c) {
 
 }  // namespace
 
+int64_t parameter_count(const Options& o) {
+  const VisionConfig& c = o.model;
+  const std::string what = "siglip: the tower's parameter count";
+  auto mul = [&](std::initializer_list<int64_t> v) { return egk::checked_product(v, what); };
+  auto sum = [&](std::initializer_list<int64_t> v) {
+    int64_t n = 0;
+    for (int64_t x : v) n = egk::checked_add(n, x, what);
+    return n;
+  };
+  const int64_t d = c.hidden_size, inter = c.intermediate_size;
+  // Norms, attention (4 projections with biases), the MLP; the head is alike.
+  const int64_t layer = sum({mul({4, d, d}), mul({8, d}), mul({2, inter, d}), inter, d});
+  return sum({mul({d, c.patch_cols()}), d, mul({c.tokens_per_image(), d}),
+              mul({c.num_hidden_layers, layer}), layer, mul({3, d})});
+}
+
 Weights load_weights(const Options& o, const egk::WeightSource& source) {
   const VisionConfig& c = o.model;
+  egk::require_weights_fit(parameter_count(o),
+                           "siglip: the tower (num_hidden_layers " +
+                               std::to_string(c.num_hidden_layers) + ", hidden_size " +
+                               std::to_string(c.hidden_size) + ", intermediate_size " +
+                               std::to_string(c.intermediate_size) + ")");
   const Reader read{source, o.weight_prefix};
   const int64_t d = c.hidden_size, pv = c.patch_values(), cols = c.patch_cols();
   Weights w;

@@ -41,8 +41,13 @@ struct Weights {
   HeadWeights head;                         // empty unless pooled
 };
 
-// Random weights: matrices N(0, 1/fan_in) so activations keep their scale at
-// any width, biases N(0, 0.02^2), norm weights N(1, 0.1^2) and biases
+// Values in the parameters this configuration loads, an upper bound
+// (checked arithmetic): every layer and the head.
+int64_t parameter_count(const Options& o);
+
+// Refuses a tower whose f32 weights exceed the machine's memory, then reads
+// them. Random weights: matrices N(0, 1/fan_in) so activations keep their
+// scale at any width, biases N(0, 0.02^2), norm weights N(1, 0.1^2) and biases
 // N(0, 0.05^2), position embeddings N(0, 0.2^2), the probe N(0, 1): every
 // parameter matters, so tests notice a wrong one.
 Weights load_weights(const Options& o, const egk::WeightSource& source);

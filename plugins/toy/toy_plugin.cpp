@@ -14,7 +14,9 @@
 #include <encgraph/plugin_api.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -112,12 +114,44 @@ eg_status guarded(eg_error* err, Fn&& fn) {
 
 int64_t parse_int(const char* key, const char* value) {
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0')
-    fail(EG_ERR_INVALID_ARGUMENT,
-         std::string("config key '") + key + "': '" + value + "' is not an integer");
+  if (end == value || *end != '\0' || errno == ERANGE)
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(TOY_NAME ": config key '") + key + "': '" + value +
+                                      "' is not an integer within 64 bits");
   return v;
 }
+
+float parse_float(const char* key, const char* value) {
+  char* end = nullptr;
+  const float v = std::strtof(value, &end);
+  if (end == value || *end != '\0' || !std::isfinite(v))
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(TOY_NAME ": config key '") + key + "': '" + value +
+                                      "' is not a finite number");
+  return v;
+}
+
+// Bounds that keep every product the plugin computes (budget x hidden,
+// workspace_per_token x budget, ...) far inside 64 bits.
+void require_in_range(const char* key, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(TOY_NAME ": config key '") + key +
+                                      "' = " + std::to_string(v) + " is outside [" +
+                                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+// a * b, or an error naming `what` (sizes computed from items and budgets).
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(TOY_NAME ": ") + what + " overflows 64 bits (" +
+                                      std::to_string(a) + " x " + std::to_string(b) + ")");
+  return r;
+}
+
+// Values (tokens x hidden) one item may hold: 1 GiB of f32.
+constexpr int64_t kMaxItemValues = int64_t{1} << 28;
+constexpr int64_t kMaxBudget = int64_t{1} << 30;
 
 bool parse_bool(const char* key, const char* value) {
   const std::string v = value;
@@ -177,7 +211,7 @@ Config parse_config(const eg_create_params* p) {
     else if (key == "check_padding")
       c.check_padding = parse_bool(k, v);
     else if (key == "bias")
-      c.bias = std::strtof(v, nullptr);
+      c.bias = parse_float(k, v);
     else if (key == "capture_axis_keys")
       c.axis_keys = parse_int_list(k, v);
     else
@@ -190,9 +224,19 @@ Config parse_config(const eg_create_params* p) {
               "fail_forward_at, "
               "illegal_sync, check_padding, bias, capture_axis_keys)");
   }
-  if (c.hidden <= 0 || c.patch <= 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "hidden and patch must be positive");
-  if (c.extra_kernels < 0) fail(EG_ERR_INVALID_ARGUMENT, "extra_kernels must be >= 0");
+  require_in_range("hidden", c.hidden, 1, 65536);
+  require_in_range("patch", c.patch, 1, int64_t{1} << 20);
+  // Their order and positivity are the runtime's to check (the budget range).
+  require_in_range("min_budget", c.min_budget, -kMaxBudget, kMaxBudget);
+  require_in_range("max_budget", c.max_budget, -kMaxBudget, kMaxBudget);
+  require_in_range("local_min_tokens", c.local_min_tokens, 0, kMaxBudget);
+  require_in_range("local_min_budget", c.local_min_budget, 0, kMaxBudget);
+  require_in_range("max_frames_per_video", c.max_frames_per_video, 0, 65536);
+  require_in_range("extra_kernels", c.extra_kernels, 0, int64_t{1} << 20);
+  require_in_range("huge_workspace_from", c.huge_workspace_from, 0, INT64_MAX);
+  require_in_range("workspace_per_token", c.workspace_per_token, 0, int64_t{1} << 30);
+  require_in_range("fail_forward_at", c.fail_forward_at, 0, INT64_MAX);
+  for (int64_t key : c.axis_keys) require_in_range("capture_axis_keys", key, 1, 65536);
   return c;
 }
 
@@ -376,12 +420,23 @@ eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, 
       fail(EG_ERR_INVALID_ARGUMENT, "an image item has exactly one frame");
     auto it = std::make_unique<Item>();
     it->frames = d->frames;
-    it->tokens =
-        std::max<int64_t>(1, (d->height / in.cfg.patch) * (d->width / in.cfg.patch)) * d->frames;
+    const int64_t per_frame = std::max<int64_t>(
+        1, checked_mul(d->height / in.cfg.patch, d->width / in.cfg.patch, "the item's tokens"));
+    it->tokens = checked_mul(per_frame, d->frames, "the item's tokens");
     const int64_t h = in.cfg.hidden;
-    it->x.resize(static_cast<size_t>(it->tokens * h));
+    const int64_t values = checked_mul(it->tokens, h, "the item's values");
+    if (values > kMaxItemValues)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           TOY_NAME ": item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
+               " x " + std::to_string(d->frames) + " frames has " + std::to_string(it->tokens) +
+               " tokens of " + std::to_string(h) + " values, over the limit of " +
+               std::to_string(kMaxItemValues) + " values per item (raise patch)");
+    it->x.resize(static_cast<size_t>(values));
     const size_t npix =
-        d->pixels ? static_cast<size_t>(d->frames * d->height * d->width * std::max(d->channels, 1))
+        d->pixels ? static_cast<size_t>(checked_mul(
+                        checked_mul(d->frames, d->height, "the item's pixels"),
+                        checked_mul(d->width, std::max(d->channels, 1), "the item's pixels"),
+                        "the item's pixels"))
                   : 0;
     for (int64_t t = 0; t < it->tokens; ++t)
       for (int64_t c = 0; c < h; ++c)
@@ -479,7 +534,8 @@ eg_status toy_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t* by
       *bytes = size_t{1} << 50;  // no machine has this: exercises out-of-memory handling
     else
       *bytes = static_cast<size_t>(c.extra_kernels + 1) * sizeof(float) +
-               static_cast<size_t>(c.workspace_per_token * s->token_budget);
+               static_cast<size_t>(
+                   checked_mul(c.workspace_per_token, s->token_budget, "the workspace size"));
   });
 }
 

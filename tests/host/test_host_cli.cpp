@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <cmath>
 
 namespace fs = std::filesystem;
@@ -94,7 +96,7 @@ TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
   const auto cfg = dir.write("c.toml", host_test::toy_config());
   auto o = run("run", {"--config", (dir / "missing.toml").string()});
   CHECK(o.code == 2);
-  CHECK(o.log.find("missing.toml' cannot be read") != std::string::npos);
+  CHECK(o.log.find("missing.toml' does not exist") != std::string::npos);
 
   const auto typo = dir.write("typo.toml", host_test::toy_config("[workload]\ncuont = 3\n"));
   o = run("run", {"--config", typo.string()});
@@ -256,4 +258,64 @@ TEST_CASE("the shipped configs pass check-config") {
     INFO(o.log);
     CHECK(o.code == 0);
   }
+}
+
+TEST_CASE("a config that is no regular file exits 2 at once, naming it") {
+  host_test::TempDir dir;
+  const auto fifo = dir / "fifo.toml";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto o = run("run", {"--config", fifo.string()});  // must not wait for a writer
+  CHECK(o.code == 2);
+  CHECK(o.log.find("config '" + fifo.string() + "' is a FIFO") != std::string::npos);
+  o = run("check-config", {"/dev/zero"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("config '/dev/zero' is a character device") != std::string::npos);
+  o = run("check-config", {dir.path().string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("is a directory") != std::string::npos);
+}
+
+TEST_CASE("a --set injecting a table writes nothing and exits 2, naming the argument") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config("[workload]\ncount = 4\n"));
+  const auto report = dir / "r.json";
+  const std::string set = "plugin.name=\"toy\"\n[output]\nreport=\"" + report.string() + "\"";
+  const auto o = run("run", {"-c", cfg.string(), "--set", set});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("--set plugin.name=\"toy\"\\n[output]\\nreport=") != std::string::npos);
+  CHECK(o.log.find("raw control character") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(report));
+}
+
+TEST_CASE("token_step = 1 fails before capturing, naming the count, the keys and the fix") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config("[workload]\ncount = 4\n"));
+  const auto report = dir / "r.json";
+  auto o = run("run", {"-c", cfg.string(), "--set", "budgets.token_step=1", "--set",
+                       "output.report=" + report.string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("the plan would capture 4033 graphs, more than limits.max_graphs (256)") !=
+        std::string::npos);
+  CHECK(o.log.find("budgets.token_step = 1") != std::string::npos);
+  CHECK(o.log.find("capture-axis") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(report));
+  o = run("check-config", {cfg.string(), "--set", "budgets.token_step=1"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("would capture 4033 graphs") != std::string::npos);
+  // Raised, the limit lets the same plan through check-config.
+  o = run("check-config",
+          {cfg.string(), "--set", "budgets.token_step=1", "--set", "limits.max_graphs=5000"});
+  CHECK(o.code == 0);
+}
+
+TEST_CASE("workload.count and request_size past [limits] exit 2 before any item is made") {
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config());
+  auto o = run("check-config", {cfg.string(), "--set", "workload.count=1000000000000"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("--set workload.count=1000000000000: workload.count: 1000000000000 exceeds "
+                   "limits.max_items (1000000)") != std::string::npos);
+  o = run("run", {"-c", cfg.string(), "--set", "workload.request_size=100000"});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("limits.max_request_size (4096)") != std::string::npos);
 }

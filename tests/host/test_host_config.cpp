@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -159,12 +161,12 @@ TEST_CASE("a TOML syntax error names the file, line and column") {
   CHECK(e.find("TOML syntax error") != std::string::npos);
 }
 
-TEST_CASE("a missing config file is a config error naming it") {
+TEST_CASE("a missing config file is an input error naming it") {
   try {
     load_config("/nonexistent/encgraph.toml", {});
     FAIL("no error");
   } catch (const encgraph::Error& e) {
-    CHECK(e.kind() == encgraph::ErrorKind::Config);
+    CHECK(e.kind() == encgraph::ErrorKind::Input);
     CHECK(std::string(e.what()).find("/nonexistent/encgraph.toml") != std::string::npos);
   }
 }
@@ -377,4 +379,211 @@ TEST_CASE("docs/config.md documents every key with its default") {
         documented = true;
     CHECK(documented);
   }
+}
+
+TEST_CASE("[limits] is read, each limit positive and bounded, and sets the plan's graph bound") {
+  const HostConfig d = load(kMinimal);
+  CHECK(d.limits.max_graphs == 256);
+  CHECK(d.limits.max_items == 1000000);
+  CHECK(d.limits.max_request_size == 4096);
+  CHECK(d.limits.max_frames_per_video == 4096);
+  CHECK(d.limits.max_image_pixels == 178956970);
+  CHECK(d.limits.max_text_bytes == 64ll << 20);
+  CHECK(d.runtime.budgets.max_graphs == 256);
+  const HostConfig c = load(kMinimal +
+                            "[limits]\nmax_graphs = 12\nmax_items = 5\nmax_request_size = 3\n"
+                            "max_frames_per_video = 7\nmax_image_pixels = 1000000\n"
+                            "max_text_bytes = 4096\n[workload]\ncount = 5\nrequest_size = 3\n"
+                            "min_side = 28\nmax_side = 56\n");
+  CHECK(c.limits.max_graphs == 12);
+  CHECK(c.runtime.budgets.max_graphs == 12);
+  CHECK(c.limits.max_items == 5);
+  CHECK(c.limits.max_request_size == 3);
+  CHECK(c.limits.max_frames_per_video == 7);
+  CHECK(c.limits.max_image_pixels == 1000000);
+  CHECK(c.limits.max_text_bytes == 4096);
+  for (const char* key : {"max_graphs", "max_items", "max_request_size", "max_frames_per_video",
+                          "max_image_pixels", "max_text_bytes"}) {
+    CAPTURE(key);
+    const std::string zero = config_error(kMinimal + "[limits]\n" + key + " = 0\n");
+    CHECK(zero.find("t.toml:4:") == 0);
+    CHECK(zero.find(std::string("limits.") + key + ": must lie in [1, ") != std::string::npos);
+    CHECK(config_error(kMinimal + "[limits]\n" + key + " = -3\n").find("got -3") !=
+          std::string::npos);
+    CHECK(config_error(kMinimal, {std::string("limits.") + key + "=4611686018427387904"})
+              .find(std::string("--set limits.") + key) == 0);
+  }
+  CHECK(config_error(kMinimal + "[limits]\nmax_grafs = 3\n").find("did you mean 'max_graphs'?") !=
+        std::string::npos);
+}
+
+TEST_CASE("workload sizes and counts are held to [limits], naming the key and the limit") {
+  struct Case {
+    std::string text, expect;
+  };
+  const std::vector<Case> cases = {
+      {"[workload]\ncount = 1000001\n",
+       "t.toml:4:9: workload.count: 1000001 exceeds limits.max_items (1000000); lower "
+       "workload.count or raise limits.max_items in [limits]"},
+      {"[workload]\ncount = 9223372036854775807\n", "workload.count: 9223372036854775807 exceeds"},
+      {"[workload]\nrequest_size = 5000\n",
+       "workload.request_size: 5000 exceeds limits.max_request_size (4096)"},
+      {"[workload]\nframes = 5000\n",
+       "workload.frames: 5000 exceeds limits.max_frames_per_video (4096)"},
+      {"[workload]\nframes = -4\n", "workload.frames: must be >= 1, got -4"},
+      {"[workload]\nsizes = [[100000, 100000]]\n",
+       "workload.sizes: [100000, 100000] has more pixels than limits.max_image_pixels"},
+      {"[workload]\nsizes = [[9223372036854775807, 9223372036854775807]]\n",
+       "has more pixels than limits.max_image_pixels"},
+      {"[workload]\nmax_side = 20000\n",
+       "workload.max_side: 20000 x 20000 pixels exceed limits.max_image_pixels"},
+      {"[workload]\nmin_side = -5\n", "workload.min_side: must be >= 1, got -5"},
+      {"[workload]\nside_multiple = -28\n", "workload.side_multiple: must be >= 1, got -28"},
+      {"[limits]\nmax_items = 10\n[workload]\ncount = 11\n",
+       "workload.count: 11 exceeds limits.max_items (10)"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.text);
+    CHECK(config_error(kMinimal + c.text).find(c.expect) != std::string::npos);
+  }
+  // Raising the limit admits the value.
+  CHECK(load(kMinimal + "[limits]\nmax_items = 2000000\n[workload]\ncount = 1500000\n")
+            .workload.count == 1500000);
+  CHECK(config_error(kMinimal, {"workload.count=2000000"}).find("--set workload.count=2000000: ") ==
+        0);
+}
+
+TEST_CASE("budgets: absurd values and too many graphs are config errors naming the key") {
+  CHECK(config_error(kMinimal + "[budgets]\ntoken_step = 4611686018427387904\n")
+            .find("t.toml:4:14: budgets.token_step: must be <= 1073741824") == 0);
+  CHECK(config_error(kMinimal + "[budgets]\ntoken_budgets = [64, 4611686018427387904]\n")
+            .find("budgets.token_budgets: must be <= 1073741824") != std::string::npos);
+  CHECK(config_error(kMinimal + "[budgets]\nmax_items_per_batch = 4611686018427387904\n")
+            .find("budgets.max_items_per_batch: must be <= 1073741824") != std::string::npos);
+  CHECK(config_error(kMinimal + "[budgets]\nmax_frames_per_batch = 4611686018427387904\n")
+            .find("budgets.max_frames_per_batch: must be <= 1073741824") != std::string::npos);
+  // An explicit list longer than limits.max_graphs: the planner's message at the list.
+  std::string list = "[";
+  for (int i = 1; i <= 300; ++i) list += std::to_string(i * 64) + (i < 300 ? ", " : "]");
+  const std::string many = config_error(kMinimal + "[budgets]\ntoken_budgets = " + list + "\n");
+  CHECK(many.find("t.toml:4:17: budgets.token_budgets: the plan would capture 300 graphs, more "
+                  "than limits.max_graphs (256)") == 0);
+  CHECK(many.find("capture-axis") == std::string::npos);
+  CHECK(load(kMinimal + "[limits]\nmax_graphs = 300\n[budgets]\ntoken_budgets = " + list + "\n")
+            .runtime.budgets.token_budgets.size() == 300);
+}
+
+TEST_CASE("non-finite floats and NUL characters are refused where they are written") {
+  for (const char* v : {"nan", "inf", "-inf", "+nan"}) {
+    CAPTURE(v);
+    const std::string e = config_error(kMinimal + "[workload]\nvideo_fraction = " + v + "\n");
+    CHECK(e.find("t.toml:4:18: workload.video_fraction: must be a finite number") == 0);
+    const std::string p = config_error(kMinimal + "[plugin.config]\nscale = " + v + "\n");
+    CHECK(p.find("t.toml:4:9: plugin.config.scale: must be a finite number") == 0);
+  }
+  CHECK(config_error(kMinimal, {"workload.video_fraction=nan"})
+            .find("--set workload.video_fraction=nan: workload.video_fraction: must be a finite") ==
+        0);
+  CHECK(config_error(kMinimal + "[output]\nreport = \"r\\u0000.json\"\n")
+            .find("t.toml:4:10: output.report: the string holds a NUL character") == 0);
+  CHECK(config_error(kMinimal + "[workload]\nkind = \"files\"\nfiles = [\"a.png\", \"b\\u0000\"]\n")
+            .find("workload.files[1]: the string holds a NUL character") != std::string::npos);
+  CHECK(config_error(kMinimal + "[plugin.config]\ns = \"a\\u0000b\"\n")
+            .find("plugin.config.s: the string holds a NUL character") != std::string::npos);
+}
+
+TEST_CASE("integers outside 64 bits name the line in a file and the key in a --set") {
+  const std::string file = config_error(kMinimal + "[workload]\nseed = 99999999999999999999\n");
+  CHECK(file.find("t.toml:4:") == 0);
+  CHECK(file.find("TOML syntax error") != std::string::npos);
+  CHECK(file.find("(in: `seed = 99999999999999999999`)") != std::string::npos);
+  const std::string set = config_error(kMinimal, {"workload.seed=99999999999999999999"});
+  CHECK(set.find("--set workload.seed=99999999999999999999: workload.seed: expected an integer, "
+                 "got a string (a number outside the 64-bit integer range") == 0);
+}
+
+TEST_CASE("--set changes exactly the key it names: injection attempts are refused") {
+  struct Case {
+    std::string set, expect;
+  };
+  const std::vector<Case> cases = {
+      // A newline and a table header, in the value and in the key.
+      {"plugin.name=\"toy\"\n[output]\nreport=\"r.json\"",
+       "--set plugin.name=\"toy\"\\n[output]\\nreport=\"r.json\": the value holds a raw control "
+       "character"},
+      {"plugin.name=toy\r\n[output]", "the value holds a raw control character"},
+      {"output.report\n[x]=r.json", "the key 'output.report\\n[x]' holds a control character"},
+      {"plugin.weights=a\x01"
+       "b",
+       "--set plugin.weights=a\\x01b: the value holds a raw control"},
+      {"plugin.weights=a\x7f", "the value holds a raw control character"},
+      // Tables, inline or inside an array.
+      {"output={report=\"r.json\"}", "the value is a table; a --set changes one key"},
+      {"plugin.config={hidden=3}", "the value is a table"},
+      {"workload.sizes=[{h=1}]", "the value is a table"},
+      // Not UTF-8.
+      {"plugin.weights=\xff\xfe", "--set plugin.weights=\\xFF\\xFE: is not valid UTF-8"},
+      // Not a key path.
+      {"[output]=1", "'[output]' is not a valid key path"},
+      {"a b.c=1", "'a b.c' is not a valid key path"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.set);
+    const std::string e = config_error(kMinimal, {c.set});
+    CHECK(e.find(c.expect) != std::string::npos);
+  }
+  // The quoting hint comes with value errors.
+  CHECK(config_error(kMinimal, {"plugin.name=\"toy\"\n[output]"})
+            .find("--set 'plugin.config.prompt=\"two\\nlines\"'") != std::string::npos);
+  // A trailing key on the same line is no TOML value: the whole text is one
+  // string, which plugin.name refuses; nothing else is set.
+  CHECK(config_error(kMinimal, {"plugin.name=\"toy\" report=\"r.json\""})
+            .find("may only hold letters") != std::string::npos);
+  const HostConfig t = load(kMinimal, {"output.embeddings=\"e\" output.report=\"r\""});
+  CHECK(t.output.embeddings == "\"e\" output.report=\"r\"");
+  CHECK(t.output.report.empty());
+  // TOML escapes inside a quoted string stay inside that string.
+  const HostConfig u = load(kMinimal, {"plugin.name=\"\\u0074oy\"",
+                                       "plugin.config.prompt=\"a\\n[output]\\nreport = 1\""});
+  CHECK(u.runtime.plugin == "toy");
+  CHECK(plugin_value(u, "prompt") == "a\n[output]\nreport = 1");
+  CHECK(u.output.report.empty());
+  // A comment after the value and a tab are fine.
+  CHECK(load(kMinimal, {"workload.count=5 # five"}).workload.count == 5);
+  CHECK(load(kMinimal, {"workload.count=\t7"}).workload.count == 7);
+}
+
+TEST_CASE("the config file: regular files only, capped, each error naming the file") {
+  host_test::TempDir dir;
+  auto error_of = [](const std::filesystem::path& file) {
+    try {
+      load_config(file, {});
+    } catch (const encgraph::Error& e) {
+      CHECK(e.kind() == encgraph::ErrorKind::Input);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(dir / "missing.toml")
+            .find("config '" + (dir / "missing.toml").string() + "' does not exist") == 0);
+  CHECK(error_of(dir.path()).find("is a directory") != std::string::npos);
+  CHECK(error_of("/dev/zero").find("config '/dev/zero' is a character device") == 0);
+  const auto fifo = dir / "fifo.toml";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of(fifo).find("is a FIFO") != std::string::npos);  // and returns at once
+  const auto huge = dir.write("huge.toml", kMinimal + std::string(kMaxConfigBytes, '#'));
+  const std::string e = error_of(huge);
+  CHECK(e.find("huge.toml' is " + std::to_string(kMinimal.size() + kMaxConfigBytes) +
+               " bytes, over the 4194304 bytes a config file may hold") != std::string::npos);
+  // A file just under the cap loads.
+  const auto big = dir.write("big.toml", kMinimal + "#" + std::string(kMaxConfigBytes - 40, 'x'));
+  CHECK(load_config(big, {}).runtime.plugin == "toy");
+}
+
+TEST_CASE("limits join the digest only when changed") {
+  CHECK(load(kMinimal).digest == load(kMinimal + "[limits]\nmax_graphs = 256\n").digest);
+  CHECK(load(kMinimal).digest != load(kMinimal + "[limits]\nmax_graphs = 512\n").digest);
+  CHECK(canonical_config(load(kMinimal, {"limits.max_items=7", "workload.count=7"}))
+            .find("limits.max_items = 7\n") != std::string::npos);
+  CHECK(canonical_config(load(kMinimal)).find("limits.") == std::string::npos);
 }

@@ -91,19 +91,155 @@ TEST_CASE("encode takes glob patterns and writes a report when asked") {
   CHECK(report["results"][0]["items"] == 2);
 }
 
-TEST_CASE("encode failures: unreadable image (exit 1), nowhere to write (exit 2)") {
+TEST_CASE("encode failures: unreadable image, nowhere to write (exit 2)") {
   host_test::TempDir dir;
   const fs::path bad = dir.write("bad.png", "this is not a PNG");
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   const auto o = host_test::run(
       "encode", {"-c", config.string(), "-o", (dir / "e.safetensors").string(), bad.string()});
-  CHECK(o.code == 1);
-  CHECK(o.log.find("image '" + bad.string() + "': not a PNG or JPEG image stb can read") !=
-        std::string::npos);
+  CHECK(o.code == 2);
+  CHECK(o.log.find("image '" + bad.string() +
+                   "' is not a PNG or JPEG image (its first bytes are neither signature): only "
+                   "PNG and JPEG are accepted") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "e.safetensors"));
 
   host_test::write_gradient(dir / "ok.png", 28, 28);
   const auto none = host_test::run("encode", {"-c", config.string(), (dir / "ok.png").string()});
   CHECK(none.code == 2);
   CHECK(none.log.find("give -o FILE or set output.embeddings") != std::string::npos);
+}
+
+namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every name in `dir`, sorted: staging files left behind would show here.
+std::vector<std::string> names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("encode refuses outputs that are inputs or each other, before anything runs") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 28, 28);
+  const fs::path config = dir.write("c.toml", host_test::toy_config());
+  const std::string png = read_all(dir / "a.png"), toml = read_all(config);
+  fs::create_symlink(dir / "a.png", dir / "link.png");
+  const std::string a = (dir / "a.png").string(), c = config.string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {{"-o", a, a}, "the embeddings output '" + a + "' is the image '" + a + "' (the same file)"},
+      {{"-o", (dir / "link.png").string(), a}, "is the image '" + a + "'"},
+      {{"-o", (dir / "e.st").string(), "--report", c, a}, "the report '" + c + "' is the config"},
+      {{"-o", (dir / "e.st").string(), "--report", (dir / "." / "e.st").string(), a},
+       "are the same file"},
+      {{"-o", dir.path().string(), a}, "is a directory, not a regular file"},
+  };
+  for (const auto& k : cases) {
+    CAPTURE(k.expect);
+    std::vector<std::string> args = {"-c", c};
+    args.insert(args.end(), k.args.begin(), k.args.end());
+    const auto o = host_test::run("encode", args);
+    CHECK(o.code == 2);
+    CHECK(o.log.find(k.expect) != std::string::npos);
+    CHECK(read_all(dir / "a.png") == png);
+    CHECK(read_all(config) == toml);
+    CHECK(names(dir.path()) == std::vector<std::string>{"a.png", "c.toml", "link.png"});
+  }
+}
+
+TEST_CASE("a failed or empty run leaves a good existing embeddings file as it was") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 28, 28);
+  const fs::path config = dir.write("c.toml", host_test::toy_config());
+  const fs::path out = dir / "e.safetensors";
+  REQUIRE(host_test::run("encode", {"-c", config.string(), "-o", out.string(),
+                                    (dir / "a.png").string()})
+              .code == 0);
+  const std::string good = read_all(out);
+  const auto before = names(dir.path());
+
+  // A trace with no items, a trace that is a folder: refused, nothing written.
+  const fs::path empty = dir.write("empty.jsonl", "\n");
+  fs::create_directories(dir / "folder.jsonl");
+  for (const fs::path& trace : {empty, dir / "folder.jsonl"}) {
+    const auto o = host_test::run(
+        "encode", {"-c", config.string(), "-o", out.string(), "--trace", trace.string()});
+    CHECK(o.code == 2);
+    CHECK(read_all(out) == good);
+  }
+  // An image whose header reads but whose pixels do not: found mid-run.
+  host_test::write_gradient(dir / "b.png", 56, 56);
+  fs::resize_file(dir / "b.png", 60);
+  const auto o = host_test::run("encode", {"-c", config.string(), "-o", out.string(),
+                                           (dir / "a.png").string(), (dir / "b.png").string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("b.png' cannot be decoded (") != std::string::npos);
+  CHECK(read_all(out) == good);
+  auto expected = before;
+  expected.push_back("b.png");
+  expected.push_back("empty.jsonl");
+  expected.push_back("folder.jsonl");
+  std::sort(expected.begin(), expected.end());
+  CHECK(names(dir.path()) == expected);
+}
+
+TEST_CASE("file names travel as values: newlines, quotes, TOML text and stray bytes") {
+  host_test::TempDir dir;
+  const fs::path config = dir.write("c.toml", host_test::toy_config());
+  // Each would have broken (or rewritten) the TOML the file list used to travel in.
+  const std::vector<std::string> odd = {"new\nline.png", "quo\"te.png",
+                                        "x\"]\n[output]\nreport = \"r.json.png",
+                                        "tab\tbell\x07.png"};
+  std::vector<std::string> args = {"-c", config.string(), "-o", (dir / "e.st").string()};
+  for (size_t i = 0; i < odd.size(); ++i) {
+    host_test::write_gradient(dir / odd[i], 28, 28, static_cast<int>(i));
+    args.push_back((dir / odd[i]).string());
+  }
+  const auto o = host_test::run("encode", args);
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  const auto st = host_test::read_safetensors(dir / "e.st");
+  for (const auto& name : odd) CHECK(st.header.contains((dir / name).string()));
+  CHECK_FALSE(fs::exists(dir / "r.json"));
+
+  // A name that is not UTF-8 cannot name a tensor: an error about the file.
+  host_test::write_gradient(dir / "caf\xe9.png", 28, 28);
+  const auto bad = host_test::run("encode", {"-c", config.string(), "-o", (dir / "f.st").string(),
+                                             (dir / "caf\xe9.png").string()});
+  CHECK(bad.code == 2);
+  CHECK(bad.log.find("caf\\xE9.png': the file's name is not valid UTF-8") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "f.st"));
+}
+
+TEST_CASE("encode writes the report and the embeddings together; the digest names the files") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 28, 28);
+  host_test::write_gradient(dir / "b.png", 28, 28, 1);
+  const fs::path config = dir.write("c.toml", host_test::toy_config());
+  const auto digest = [&](const std::string& file) {
+    const auto o = host_test::run("encode", {"-c", config.string(), "-o",
+                                             (dir / "e.st").string(), "--report",
+                                             (dir / "r.json").string(), file});
+    REQUIRE(o.code == 0);
+    std::ifstream in(dir / "r.json");
+    const auto report = nlohmann::json::parse(in);
+    CHECK(report["workload"]["kind"] == "files");
+    CHECK(host_test::read_safetensors(dir / "e.st").header["__metadata__"]["config_digest"] ==
+          report["config"]["digest"]);
+    return report["config"]["digest"].get<std::string>();
+  };
+  CHECK(digest((dir / "a.png").string()) != digest((dir / "b.png").string()));
+  CHECK(names(dir.path()) == std::vector<std::string>{"a.png", "b.png", "c.toml", "e.st",
+                                                      "r.json"});
 }

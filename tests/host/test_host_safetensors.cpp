@@ -67,3 +67,51 @@ TEST_CASE("dtype names follow the safetensors spelling") {
   CHECK(dtype_bytes(EG_DTYPE_BF16) == 2);
   CHECK_THROWS_AS(safetensors_dtype(99), encgraph::Error);
 }
+
+TEST_CASE("an existing file is replaced only by a finished writer, in one step") {
+  host_test::TempDir dir;
+  const auto path = dir / "e.safetensors";
+  std::ofstream(path) << "the old file";
+  const float a[2] = {1, 2};
+  {
+    SafetensorsWriter w(path, {});
+    w.add("a", EG_DTYPE_F32, {2}, a, sizeof(a));
+    // The tensors' bytes are staged beside the target, under a name of its own.
+    size_t staged = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      if (e.path().filename().string().rfind("e.safetensors.encgraph-", 0) == 0) ++staged;
+    CHECK(staged == 1);
+  }  // abandoned: the old file stays
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "the old file");
+  {
+    SafetensorsWriter w(path, {});
+    w.add("a", EG_DTYPE_F32, {2}, a, sizeof(a));
+    w.finish();
+  }
+  CHECK(host_test::read_safetensors(path).floats("a") == std::vector<float>{1, 2});
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) (void)e, ++files;
+  CHECK(files == 1);
+}
+
+TEST_CASE("a name that is not UTF-8 is refused when added, not after the run") {
+  host_test::TempDir dir;
+  SafetensorsWriter w(dir / "e.safetensors", {});
+  const float a[1] = {};
+  CHECK_THROWS_WITH_AS(w.add("caf\xe9", EG_DTYPE_F32, {1}, a, sizeof(a)),
+                       doctest::Contains("is not valid UTF-8"), encgraph::Error);
+  w.add("ok", EG_DTYPE_F32, {1}, a, sizeof(a));
+  w.finish();
+  CHECK(host_test::read_safetensors(dir / "e.safetensors").header.contains("ok"));
+}
+
+TEST_CASE("the target is checked when the writer is made: a folder is refused untouched") {
+  host_test::TempDir dir;
+  std::filesystem::create_directories(dir / "e.safetensors");
+  CHECK_THROWS_WITH_AS(SafetensorsWriter(dir / "e.safetensors", {}),
+                       doctest::Contains("is a directory, not a regular file"), encgraph::Error);
+  CHECK(std::filesystem::is_directory(dir / "e.safetensors"));
+  CHECK(std::filesystem::is_empty(dir / "e.safetensors"));
+}

@@ -5,6 +5,7 @@
 // frames x height x width x channels as eg_item_desc defines); changing one
 // frame's pixels changes the rows; data-parallel ranks give the same rows; and
 // a bad trace line is exit code 2 naming the trace file, the line and the frame.
+#include "../plugin_test_support.hpp"
 #include "cli.hpp"
 #include "config.hpp"
 #include "host_test_support.hpp"
@@ -161,15 +162,17 @@ TEST_CASE("qwen2_5_vl: a 4-frame video from files equals the same frames through
   auto rt = make_runtime(c.runtime);
   rt->capture();
   const std::vector<float> before = st.floats("v");
-  CHECK(before == api_rows(*rt, frames));
+  // BLAS results: equal up to fp32 summation order, which may depend on the
+  // buffers' alignment and the CPU's kernels (docs/testing.md).
+  CHECK(encgraph::test::rel_error(before, api_rows(*rt, frames)) < 1e-5);
 
   // The fourth frame is the second half of the second temporal patch: changing
   // it changes the rows.
   host_test::write_gradient(frames[3], 84, 56, 99);
   REQUIRE(encode("qwen2_5_vl_small_cpu.toml", trace, out).code == 0);
   const auto changed = host_test::read_safetensors(out).floats("v");
-  CHECK(changed != before);
-  CHECK(changed == api_rows(*rt, frames));
+  CHECK(encgraph::test::rel_error(changed, before) > 1e-3);
+  CHECK(encgraph::test::rel_error(changed, api_rows(*rt, frames)) < 1e-5);
 }
 
 TEST_CASE("frames_glob under a trace folder whose name holds glob characters") {
@@ -200,7 +203,7 @@ TEST_CASE("bad video frame lines: exit code 2 naming the trace file, the line an
   const std::vector<Case> cases = {
       {"{\"frames_files\": [\"a/0001.png\", \"a/0009.png\"]}",
        "'frames_files': frame 2 of 2: image '" + d +
-           "/a/0009.png': no such file; every frame must be a PNG or JPEG file"},
+           "/a/0009.png' does not exist: check the path; every frame must be a PNG or JPEG file"},
       {"{\"frames_files\": [\"a/0001.png\", \"wide.png\"]}",
        "'frames_files': frame 2 of 2 ('" + d + "/wide.png') is 56x28 but frame 1 of 2 ('" + d +
            "/a/0001.png') is 42x28; every frame of a video must have the same size"},
@@ -208,7 +211,7 @@ TEST_CASE("bad video frame lines: exit code 2 naming the trace file, the line an
        "'frames_files': frame 2 of 2 ('" + d + "/grey.png') has 1 channels but frame 1 of 2 ('" +
            d + "/a/0001.png') has 3; every frame of a video must have the same channel count"},
       {"{\"frames_files\": [\"a/0001.png\", \"notes.txt\"]}",
-       "'frames_files': frame 2 of 2: image '" + d + "/notes.txt': not a PNG or JPEG image"},
+       "'frames_files': frame 2 of 2: image '" + d + "/notes.txt' is not a PNG or JPEG image"},
       {"{\"modality\": \"video\", \"frames_files\": []}",
        "'frames_files' must be a non-empty array of frame image paths, got []"},
       {"{\"frames_files\": [\"a/0001.png\", 2]}", "'frames_files' must hold strings"},
@@ -244,15 +247,15 @@ TEST_CASE("bad video frame lines: exit code 2 naming the trace file, the line an
   }
 }
 
-TEST_CASE("a frame whose header reads but whose pixels do not: exit code 1 naming the frame") {
+TEST_CASE("a frame whose header reads but whose pixels do not: exit code 2 naming the frame") {
   host_test::TempDir dir;
   const auto frames = write_clip(dir.path(), "a", 2, 42, 28);
   // Keep the PNG header (the trace check reads only that), drop the pixel data.
   fs::resize_file(frames[1], 40);
   const fs::path trace = dir.write("t.jsonl", "{\"frames_glob\": \"a/*.png\", \"id\": \"v\"}\n");
   const auto o = encode("toy.toml", trace, dir / "e.safetensors");
-  CHECK(o.code == 1);
-  CHECK(o.log.find("frame 2 of 2: image '" + frames[1].string() + "': cannot be decoded") !=
+  CHECK(o.code == 2);
+  CHECK(o.log.find("frame 2 of 2: image '" + frames[1].string() + "' cannot be decoded (") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(dir / "e.safetensors"));
 }

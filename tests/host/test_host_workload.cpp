@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <stb/stb_image_write.h>
+#include <sys/stat.h>
 
 #include <set>
 #include <sstream>
@@ -23,7 +24,7 @@ std::string trace_error(const std::string& text) {
   try {
     trace(text);
   } catch (const encgraph::Error& e) {
-    CHECK(e.kind() == encgraph::ErrorKind::Config);
+    CHECK(e.kind() == encgraph::ErrorKind::Input);
     return e.what();
   }
   return "";
@@ -126,7 +127,8 @@ TEST_CASE("trace errors name the file and the line") {
       {"{\"modality\": \"video\", \"height\": 28, \"width\": 28, \"frames\": 0}",
        "t.jsonl:2: 'frames' must be a positive integer"},
       {"{\"height\": 28, \"width\": 28, \"file\": 3}", "t.jsonl:2: 'file' must be a string"},
-      {"{\"file\": \"/nonexistent/x.png\"}", "t.jsonl:2: image '/nonexistent/x.png': no such file"},
+      {"{\"file\": \"/nonexistent/x.png\"}",
+       "t.jsonl:2: image '/nonexistent/x.png' does not exist: check the path"},
       {"{\"modality\": \"video\", \"frames\": 2, \"file\": \"x.png\"}",
        "t.jsonl:2: 'file' is one image; give a video's frames as 'frames_files'"},
       {"{\"height\": 28, \"width\": 28, \"id\": 7}", "t.jsonl:2: 'id' must be a string"},
@@ -192,5 +194,143 @@ TEST_CASE("file workloads expand globs in order and read each header") {
   CHECK_THROWS_WITH_AS(file_workload({(dir / "*.jpg").string()}),
                        doctest::Contains("matches no file"), encgraph::Error);
   CHECK_THROWS_WITH_AS(file_workload({(dir / "notes.txt").string()}),
-                       doctest::Contains("not a PNG or JPEG image"), encgraph::Error);
+                       doctest::Contains("is not a PNG or JPEG image"), encgraph::Error);
+}
+
+TEST_CASE("trace ids are checked when the trace is read, naming the line and the fix") {
+  const std::string good = "{\"height\": 28, \"width\": 28}\n";
+  struct Case {
+    std::string line, expect;
+  };
+  const std::vector<Case> cases = {
+      {"{\"height\": 28, \"width\": 28, \"id\": \"__metadata__\"}",
+       "t.jsonl:2 (id \"__metadata__\"): 'id' \"__metadata__\" is reserved by the safetensors "
+       "format"},
+      {"{\"height\": 28, \"width\": 28, \"id\": \"\"}", "t.jsonl:2: 'id' is empty; give the item"},
+      {"{\"height\": 28, \"width\": 28, \"id\": \"a\\nb\"}",
+       "'id' \"a\\nb\" holds a control character"},
+      {"{\"height\": 28, \"width\": 28, \"id\": \"bell\\u0007\"}", "holds a control character"},
+      {"{\"height\": 28, \"width\": 28, \"id\": \"\xff\xfe\"}",
+       "t.jsonl:2: the line is not valid UTF-8"},
+      {"{\"height\": 28, \"width\": 28, \"id\": \"trace/1\"}",
+       "t.jsonl:2 (id \"trace/1\"): id \"trace/1\" is already the id of line 1"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.line);
+    const std::string message = trace_error(good + c.line + "\n" + good);
+    CHECK(message.find(c.expect) != std::string::npos);
+  }
+  // Two explicit ids alike: the second line is named with the first's number.
+  CHECK(trace_error("{\"height\": 28, \"width\": 28, \"id\": \"x\"}\n\n"
+                    "{\"height\": 28, \"width\": 28, \"id\": \"x\"}\n")
+            .find("t.jsonl:3 (id \"x\"): id \"x\" is already the id of line 1") == 0);
+  // An explicit id taking a later line's default name clashes at that line.
+  CHECK(trace_error("{\"height\": 28, \"width\": 28, \"id\": \"trace/2\"}\n" + good)
+            .find("t.jsonl:2: id \"trace/2\" is already the id of line 1") == 0);
+  // Unicode ids are fine.
+  CHECK(trace("{\"height\": 28, \"width\": 28, \"id\": \"chat/\xc3\xa9t\xc3\xa9\"}")[0].id ==
+        "chat/\xc3\xa9t\xc3\xa9");
+}
+
+TEST_CASE("trace limits: frames, pixels and items, each naming the line and the key") {
+  LimitsConfig limits;
+  limits.max_frames_per_video = 16;
+  limits.max_image_pixels = 10000;
+  limits.max_items = 3;
+  const auto error = [&](const std::string& text) -> std::string {
+    std::istringstream in(text);
+    try {
+      parse_trace(in, "t.jsonl", ".", limits);
+    } catch (const encgraph::Error& e) {
+      CHECK(e.kind() == encgraph::ErrorKind::Input);
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error("{\"modality\": \"video\", \"height\": 28, \"width\": 28, \"frames\": 1000000, "
+              "\"id\": \"huge\"}")
+            .find("t.jsonl:1 (id \"huge\"): 'frames' asks for 1000000 frames, over the limit of "
+                  "16 frames per video (limits.max_frames_per_video") == 0);
+  CHECK(error("{\"height\": 100000, \"width\": 100000}")
+            .find("t.jsonl:1: 100000x100000 is too large: over the limit of 10000 pixels per "
+                  "image or frame (limits.max_image_pixels") == 0);
+  const std::string line = "{\"height\": 28, \"width\": 28}\n";
+  CHECK(error(line + line + line).empty());
+  CHECK(error(line + line + line + line)
+            .find("t.jsonl:4: the trace holds more than 3 items (limits.max_items") == 0);
+  // A frame list longer than the limit is refused before any frame is looked at.
+  std::string files = "[";
+  for (int i = 0; i < 17; ++i) files += std::string(i ? ", " : "") + "\"missing.png\"";
+  CHECK(error("{\"frames_files\": " + files + "]}").find("'frames_files' lists 17 frames") !=
+        std::string::npos);
+  // Within the limits, the same lines pass.
+  limits = LimitsConfig{};
+  CHECK(error("{\"modality\": \"video\", \"height\": 28, \"width\": 28, \"frames\": 64}").empty());
+}
+
+TEST_CASE("a trace must be a regular file within limits.max_text_bytes; an empty one is refused") {
+  host_test::TempDir dir;
+  std::filesystem::create_directories(dir / "folder.jsonl");
+  CHECK_THROWS_WITH_AS(read_trace(dir / "folder.jsonl"),
+                       doctest::Contains("is a directory, not a regular file: name a trace file"),
+                       encgraph::Error);
+  REQUIRE(::mkfifo((dir / "fifo.jsonl").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(read_trace(dir / "fifo.jsonl"), doctest::Contains("is a FIFO"),
+                       encgraph::Error);  // returns at once: a FIFO is never opened
+  CHECK_THROWS_WITH_AS(read_trace(dir / "missing.jsonl"), doctest::Contains("does not exist"),
+                       encgraph::Error);
+  LimitsConfig small;
+  small.max_text_bytes = 10;
+  const auto big = dir.write("big.jsonl", "{\"height\": 28, \"width\": 28}\n");
+  CHECK_THROWS_WITH_AS(read_trace(big, small),
+                       doctest::Contains("over the limit of 10 bytes for a trace "
+                                         "(limits.max_text_bytes"),
+                       encgraph::Error);
+
+  WorkloadConfig c;
+  c.kind = "trace";
+  c.trace = dir.write("empty.jsonl", "\n  \n").string();
+  const auto items = build_workload(c);
+  CHECK(items.empty());
+  const std::string expected =
+      "encode needs at least one item, and the workload holds none (the trace '" + c.trace +
+      "' is empty";
+  CHECK_THROWS_WITH_AS(require_items(items, c, "encode"), doctest::Contains(expected.c_str()),
+                       encgraph::Error);
+  c.kind = "synthetic";
+  c.count = 0;
+  CHECK_THROWS_WITH_AS(require_items(synthetic_workload(c), c, "run"),
+                       doctest::Contains("workload.count = 0"), encgraph::Error);
+  c.count = 1;
+  CHECK_NOTHROW(require_items(synthetic_workload(c), c, "run"));
+}
+
+TEST_CASE("file workloads: ids safetensors can hold, and limits.max_items") {
+  host_test::TempDir dir;
+  // A newline, a quote, a control byte: the path is the id, written as is.
+  const auto odd = dir / "a\nb\"c\x01.png";
+  write_png(odd, 4, 2);
+  const auto items = file_workload({odd.string()});
+  REQUIRE(items.size() == 1);
+  CHECK(items[0].id == odd.string());
+  // A name that is not UTF-8 cannot name a tensor: the error is about the file.
+  const auto latin1 = dir / "caf\xe9.png";
+  write_png(latin1, 4, 2);
+  CHECK_THROWS_WITH_AS(file_workload({latin1.string()}),
+                       doctest::Contains("caf\\xE9.png': the file's name is not valid UTF-8"),
+                       encgraph::Error);
+  write_png(dir / "b.png", 4, 2);
+  LimitsConfig limits;
+  limits.max_items = 1;
+  CHECK_THROWS_WITH_AS(file_workload({(dir / "*.png").string()}, limits),
+                       doctest::Contains("more than 1 image files (limits.max_items"),
+                       encgraph::Error);
+  limits.max_image_pixels = 7;
+  CHECK_THROWS_WITH_AS(file_workload({(dir / "b.png").string()}, limits),
+                       doctest::Contains("4x2 is over the limit of 7 pixels"), encgraph::Error);
+  // A folder matched by a pattern is named as a folder.
+  std::filesystem::create_directories(dir / "sub.png");
+  CHECK_THROWS_WITH_AS(file_workload({(dir / "sub.png").string()}),
+                       doctest::Contains("is a directory, not a regular file: name an image file"),
+                       encgraph::Error);
 }

@@ -5,7 +5,7 @@ that nothing hung or crashed, and that no file the case did not name as an
 output was changed, removed or left behind.
 
 usage: hostile.py --encgraph EXE --plugin-dir DIR --source-dir SRC
-                  [--filter REGEX] [--list] CASES.py...
+                  [--build-dir BUILD] [--filter REGEX] [--list] CASES.py...
 
 Each CASES.py defines CASES, a list of hostile_support.Case. A case runs in a
 fresh scratch folder (its working directory): its `files` are written there,
@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--encgraph", required=True)
     ap.add_argument("--plugin-dir", required=True)
     ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--build-dir", default="", help="the build tree (its test plugins)")
     ap.add_argument("--filter", default="")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("case_files", nargs="+")
@@ -44,6 +45,7 @@ def main():
     hs.ENV.encgraph = os.path.abspath(args.encgraph)
     hs.ENV.plugin_dir = os.path.abspath(args.plugin_dir)
     hs.ENV.source_dir = os.path.abspath(args.source_dir)
+    hs.ENV.build_dir = os.path.abspath(args.build_dir) if args.build_dir else ""
 
     cases = []
     for f in args.case_files:

@@ -9,6 +9,13 @@
 
 namespace encgraph {
 
+// The largest token budget (and token step) a plan accepts: far above any
+// model's batch (one graph of 2^30 tokens at hidden size 1 is already 4 GiB of
+// f32 output), low enough that budget arithmetic can never overflow.
+inline constexpr int64_t kMaxTokenBudget = int64_t{1} << 30;
+// Default of BudgetRequest::max_graphs (the host's limits.max_graphs).
+inline constexpr int64_t kDefaultMaxGraphs = 256;
+
 // What the user asked for; empty / zero / nullopt means "infer".
 struct BudgetRequest {
   std::vector<int64_t> token_budgets;           // explicit budgets, any order
@@ -20,6 +27,10 @@ struct BudgetRequest {
   // batches are large and padding costs compute: graphs share one workspace,
   // so extra budgets cost capture time, not memory).
   int64_t token_step = 0;
+  // Most graphs one plan may capture (every path's budgets times the capture
+  // axes' key combinations); a plan over it is a Config error raised before
+  // any budget list is built. <= 0: no limit. The host sets limits.max_graphs.
+  int64_t max_graphs = kDefaultMaxGraphs;
 };
 
 struct PathBudgetSpec {
@@ -40,12 +51,30 @@ struct BudgetPlan {
 // the list continues with the multiples of step above the last budget (e.g.
 // 64..16384, step 1024: 64, 128, 256, 512, 1024, 2048, 3072, ..., 16384).
 std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, int64_t step = 0);
+// How many budgets generate_budgets would return, computed without building
+// the list (same checks of its arguments).
+int64_t generated_budget_count(int64_t min_budget, int64_t max_budget, int64_t step = 0);
 
 // Plans budgets from the request and the plugin's range [range_min, range_max]
-// (only consulted when the request leaves budgets or batch size open). Throws
-// encgraph::Error (Config) with a message naming the setting to change.
+// (only consulted when the request leaves budgets or batch size open).
+// `capture_combinations` is the number of capture-axis key combinations the
+// plugin declares (1 without axes): each budget of each path is captured once
+// per combination, and the total is held to request.max_graphs before any
+// list is built. Throws encgraph::Error (Config) with a message naming the
+// setting to change.
 BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
-                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths);
+                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths,
+                        int64_t capture_combinations = 1);
+
+// The graphs a plan captures: every path's nonzero budgets, times the
+// capture-axis key combinations (saturating at INT64_MAX).
+int64_t planned_graph_count(const BudgetPlan& plan, int64_t capture_combinations = 1);
+
+// What makes that count, for a warning or an error, naming capture axes only
+// when there are some: e.g. "130 budgets (budgets.token_step = 64, up to 8192)"
+// or "2 budgets x 33 capture-axis key combinations".
+std::string graph_count_factors(const BudgetPlan& plan, const BudgetRequest& request,
+                                int64_t capture_combinations = 1);
 
 // Smallest budget >= tokens in an ascending list, or nullopt when none fits.
 std::optional<int64_t> smallest_fitting_budget(const std::vector<int64_t>& budgets, int64_t tokens);

@@ -2,6 +2,7 @@
 #include <egk/error.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace egk {
@@ -69,9 +70,10 @@ ComputeDtype read_compute_dtype(ConfigReader& r, int32_t device) {
   else
     fail(EG_ERR_INVALID_ARGUMENT, plugin + ": dtype '" + dtype + "' is not f32 or bf16");
   if (device == EG_DEVICE_CPU && out != ComputeDtype::F32)
-    fail(EG_ERR_UNSUPPORTED, plugin + ": the CPU path computes in f32; set dtype = \"f32\"");
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": the CPU path computes in f32; set dtype = \"f32\"");
   if (device == EG_DEVICE_CUDA && out != ComputeDtype::BF16)
-    fail(EG_ERR_UNSUPPORTED, plugin + ": the CUDA path computes in bf16; set dtype = \"bf16\"");
+    fail(EG_ERR_INVALID_ARGUMENT,
+         plugin + ": the CUDA path computes in bf16; set dtype = \"bf16\"");
   return out;
 }
 
@@ -79,6 +81,18 @@ void require_positive(const std::string& plugin, const char* name, int64_t value
   if (value <= 0)
     fail(EG_ERR_INVALID_ARGUMENT,
          plugin + ": " + name + " must be positive, got " + std::to_string(value));
+}
+
+void require_in_range(const std::string& plugin, const char* name, int64_t value, int64_t lo,
+                      int64_t hi) {
+  if (value < lo || value > hi)
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": " + name + " = " + std::to_string(value) +
+                                      " is outside [" + std::to_string(lo) + ", " +
+                                      std::to_string(hi) + "]");
+}
+
+bool read_check_finite(ConfigReader& reader) {
+  return reader.get_bool("check_finite", true);
 }
 
 int64_t parse_int(const std::string& what, const std::string& text) {
@@ -95,6 +109,8 @@ double parse_double(const std::string& what, const std::string& text) {
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size())
     fail(EG_ERR_INVALID_ARGUMENT, what + ": '" + text + "' is not a number");
+  if (!std::isfinite(v))
+    fail(EG_ERR_INVALID_ARGUMENT, what + ": '" + text + "' is not a finite number");
   return v;
 }
 

@@ -1,22 +1,20 @@
 #include <egk/config_json.hpp>
 #include <egk/error.hpp>
-
-#include <fstream>
-#include <sstream>
+#include <egk/input_file.hpp>
 
 namespace egk {
 
 VisionConfigJson::VisionConfigJson(const std::string& path, const std::string& plugin)
     : path_(path), where_("config_json '" + path + "' vision_config.") {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(EG_ERR_NOT_FOUND, plugin + ": config_json '" + path + "' cannot be opened");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  Json doc = Json::parse(ss.str(), "config_json '" + path + "'");
+  const std::string key = plugin + ": [plugin.config] config_json";
+  const std::string text =
+      read_text_input(path, key, "name a model's config.json (or a bare vision config)");
+  Json doc = Json::parse(text, key + " '" + path + "'");
+  if (!doc.is_object()) fail(EG_ERR_INVALID_ARGUMENT, key + " '" + path + "' is not a JSON object");
   const Json* v = doc.find("vision_config");
   if (!v) v = &doc;
   if (!v->is_object())
-    fail(EG_ERR_INVALID_ARGUMENT, "config_json '" + path + "': vision_config is not an object");
+    fail(EG_ERR_INVALID_ARGUMENT, key + " '" + path + "': vision_config is not an object");
   section_ = *v;
 }
 

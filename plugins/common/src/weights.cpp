@@ -1,13 +1,35 @@
+#include <egk/checked.hpp>
+#include <egk/error.hpp>
 #include <egk/random.hpp>
 #include <egk/safetensors.hpp>
 #include <egk/weights.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace egk {
 
-WeightSource::WeightSource(const std::string& spec, uint64_t seed) : seed_(seed) {
+void require_weights_fit(int64_t elements, const std::string& what) {
+  const int64_t bytes = checked_mul(elements, 4, what);
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: nothing to compare against
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double have = static_cast<double>(pages) * static_cast<double>(page);
+  if (static_cast<double>(bytes) > have) {
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "%.1f GiB of f32 weights (%lld values), more than this "
+                  "machine's %.1f GiB of memory",
+                  static_cast<double>(bytes) / gib, static_cast<long long>(elements), have / gib);
+    fail(EG_ERR_INVALID_ARGUMENT, what + " needs " + text + ": check its sizes");
+  }
+}
+
+WeightSource::WeightSource(const std::string& spec, uint64_t seed, bool check_finite)
+    : seed_(seed), check_finite_(check_finite) {
   if (!spec.empty() && spec != "random") store_ = TensorStore::open(spec);
 }
 
@@ -21,9 +43,10 @@ std::string WeightSource::description() const {
 
 std::vector<float> WeightSource::load(const std::string& name, const std::vector<int64_t>& shape,
                                       const RandomInit& init) const {
-  if (store_) return read_as_f32(store_->get(name), shape);
-  size_t count = 1;
-  for (int64_t d : shape) count *= static_cast<size_t>(d);
+  if (store_) return read_as_f32(store_->get(name), shape, check_finite_);
+  int64_t elements = 1;
+  for (int64_t d : shape) elements = checked_mul(elements, d, "the element count of " + name);
+  const auto count = static_cast<size_t>(elements);
   std::vector<float> out(count);
   const uint64_t stream = hash_name(name);
   auto fill = [&](size_t begin, size_t end) {

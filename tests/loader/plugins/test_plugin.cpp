@@ -10,9 +10,20 @@
 //   TP_CREATE_THROWS      `create` lets a C++ exception escape
 //   TP_ENTRY_THROWS       the entry function lets a C++ exception escape
 //   TP_ENTRY_RETURNS_NULL the entry function declines the runtime
+//   TP_CTOR_ABORTS        a static constructor calls abort() when the library loads
+//   TP_CTOR_EXITS         a static constructor calls _exit(7) when the library loads
+//   TP_ENTRY_SEGFAULTS    the entry function writes through a bad pointer
+//   TP_ENTRY_HANGS        the entry function never returns
+//   TP_ENTRY_GARBAGE      the entry function returns a pointer to no table
+//   TP_NAME_GARBAGE       the table's name points nowhere
+//   TP_CTOR_CANARY        a static constructor appends a line to $LOADER_TEST_CANARY
 #include <encgraph/plugin_api.h>
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -219,7 +230,11 @@ const eg_plugin_api kApi = {
     /* .abi_minor = */ EG_ABI_VERSION_MINOR,
     /* .struct_size = */ TP_STRUCT_SIZE,
     /* .reserved = */ 0,
+#ifdef TP_NAME_GARBAGE
+    /* .name = */ reinterpret_cast<const char*>(uintptr_t{24}),
+#else
     /* .name = */ TP_NAME,
+#endif
     /* .version = */ TP_VERSION,
     /* .description = */ "loader test plugin",
     /* .modalities = */ EG_MODALITY_IMAGE,
@@ -248,12 +263,44 @@ const eg_plugin_api kApi = {
     /* .prepare_device = */ nullptr,
 };
 
+#if defined(TP_CTOR_ABORTS) || defined(TP_CTOR_EXITS)
+// Runs when the library is loaded, before anyone can call the entry.
+__attribute__((constructor)) void tp_load_time_failure() {
+#ifdef TP_CTOR_ABORTS
+  std::abort();
+#else
+  ::_exit(7);
+#endif
+}
+#endif
+
+#ifdef TP_CTOR_CANARY
+// Tells a test each time the library is loaded, in whichever process.
+__attribute__((constructor)) void tp_canary() {
+  if (const char* path = std::getenv("LOADER_TEST_CANARY"))
+    if (FILE* f = std::fopen(path, "a")) {
+      std::fputs("loaded\n", f);
+      std::fclose(f);
+    }
+}
+#endif
+
+// An address no process maps, through a volatile so no compiler turns it into a trap.
+[[maybe_unused]] volatile uintptr_t g_bad_address = 16;
+
 }  // namespace
 
 extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
   g_host = host;
 #if defined(TP_ENTRY_THROWS)
   throw NotAStdException{7};  // the ABI violation under test
+#elif defined(TP_ENTRY_SEGFAULTS)
+  *reinterpret_cast<volatile int*>(g_bad_address) = 1;
+  return &kApi;
+#elif defined(TP_ENTRY_HANGS)
+  for (;;) ::pause();
+#elif defined(TP_ENTRY_GARBAGE)
+  return reinterpret_cast<const eg_plugin_api*>(g_bad_address);
 #elif defined(TP_ENTRY_RETURNS_NULL)
   if (host && host->log)
     host->log(host->host_context, EG_LOG_WARN, TP_NAME, "declining on purpose");

@@ -41,13 +41,23 @@ class ConfigReader {
 enum class ComputeDtype { F32, BF16 };
 
 // The `dtype` key ("f32"/"float32", "bf16"/"bfloat16"; default by `device`).
-// Throws Error(UNSUPPORTED) when the device's path does not compute in it.
+// Throws Error(INVALID_ARGUMENT) when the device's path does not compute in it.
 ComputeDtype read_compute_dtype(ConfigReader& reader, int32_t device);
 
 // Throws Error(INVALID_ARGUMENT) "<plugin>: <name> must be positive, got <v>".
 void require_positive(const std::string& plugin, const char* name, int64_t value);
+// Throws Error(INVALID_ARGUMENT) "<plugin>: <name> = <v> is outside [lo, hi]".
+// Plugins bound every size key so that the products they compute from them
+// stay far inside 64 bits (and a typo is named, not allocated).
+void require_in_range(const std::string& plugin, const char* name, int64_t value, int64_t lo,
+                      int64_t hi);
+
+// The [plugin.config] key check_finite (default true): whether a checkpoint's
+// NaN or infinite weights are an error (see egk::WeightSource).
+bool read_check_finite(ConfigReader& reader);
 
 // Parsers shared with config.json readers; `what` names the setting in errors.
+// parse_double refuses NaN and infinities.
 int64_t parse_int(const std::string& what, const std::string& text);
 double parse_double(const std::string& what, const std::string& text);
 bool parse_bool(const std::string& what, const std::string& text);

@@ -12,8 +12,9 @@ namespace egk {
 
 class VisionConfigJson {
  public:
-  // Throws Error(NOT_FOUND) when the file cannot be opened ("<plugin>: ..."),
-  // Error(INVALID_ARGUMENT) when it is not JSON or vision_config is no object.
+  // Throws Error(INVALID_ARGUMENT) naming "<plugin>: [plugin.config]
+  // config_json" and the file when it is missing, not a regular file, over
+  // kMaxJsonInputBytes, not JSON, or its vision_config is no object.
   VisionConfigJson(const std::string& path, const std::string& plugin);
 
   const std::string& path() const { return path_; }

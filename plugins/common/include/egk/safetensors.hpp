@@ -1,7 +1,9 @@
 // Reading (and, for tests and tools, writing) safetensors checkpoints: one file,
 // or a sharded checkpoint described by model.safetensors.index.json. Files are
-// memory-mapped; every error names the file and, where one is involved, the
-// tensor.
+// memory-mapped after a stat() that admits regular files only; headers are
+// checked as strictly as the reference implementation checks them (see
+// parse_safetensors). Every error is an Error(INVALID_ARGUMENT) naming
+// plugin.weights, the file and, where one is involved, the tensor.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +16,15 @@
 
 namespace egk {
 
+// Weights are read from F32, F16 and BF16; the other dtypes a checkpoint may
+// hold are recognised (for the extent checks) as Other.
 enum class StDtype { F32, F16, BF16, F64, I32, I64, U8, Other };
 
 const char* st_dtype_name(StDtype d);
 size_t st_dtype_bytes(StDtype d);  // 0 for Other
+// Bytes of one element of a dtype as a header spells it ("F8_E4M3": 1), 0
+// for a name the format does not define.
+size_t st_dtype_bytes(const std::string& name);
 
 // A tensor inside a mapped file; `data` stays valid while its store lives.
 struct TensorRef {
@@ -29,6 +36,16 @@ struct TensorRef {
   const std::byte* data = nullptr;
   size_t bytes = 0;
 };
+
+// The tensors of a safetensors file's bytes (data pointing into `bytes`), or an
+// error naming `file` and the tensor. Checked: the header length (within the
+// file, at most 100 MiB), a header that is a JSON object, `__metadata__` an
+// object of strings, each entry's known dtype, non-negative shape whose element
+// count x dtype size equals its data_offsets span, and the spans tiling the
+// data section exactly (no overlap, no hole, nothing after the last).
+// Pure: no file is touched (fuzz targets call it).
+std::vector<TensorRef> parse_safetensors(const std::byte* bytes, size_t size,
+                                         const std::string& file);
 
 // One mapped .safetensors file.
 class SafetensorsFile {
@@ -76,8 +93,11 @@ class TensorStore {
 };
 
 // The tensor converted to f32 (from F32, BF16 or F16), after checking its shape
-// equals `expected`; errors name the tensor, the file and both shapes.
-std::vector<float> read_as_f32(const TensorRef& t, const std::vector<int64_t>& expected);
+// equals `expected`; errors name the tensor, the file and both shapes. With
+// `check_finite`, a NaN or infinity is an error naming the tensor, the element
+// and the opt-out key (the check rides on the conversion's one pass).
+std::vector<float> read_as_f32(const TensorRef& t, const std::vector<int64_t>& expected,
+                               bool check_finite = true);
 
 std::string shape_string(const std::vector<int64_t>& shape);
 

@@ -12,6 +12,11 @@ namespace egk {
 
 class TensorStore;
 
+// Throws Error(INVALID_ARGUMENT) when `elements` f32 weights would not fit in
+// this machine's memory, so a size typo (hidden_size = 655360) is named before
+// anything is allocated. `what` names the tower and the keys that size it.
+void require_weights_fit(int64_t elements, const std::string& what);
+
 // How a tensor is drawn when the weights are random.
 struct RandomInit {
   enum class Kind { Normal, Constant };
@@ -26,8 +31,9 @@ struct RandomInit {
 class WeightSource {
  public:
   // `spec`: "random" (or empty) for drawn weights, else a checkpoint path
-  // (see TensorStore::open).
-  WeightSource(const std::string& spec, uint64_t seed);
+  // (see TensorStore::open). `check_finite`: a checkpoint tensor holding NaN
+  // or infinity is an error (the [plugin.config] key check_finite).
+  WeightSource(const std::string& spec, uint64_t seed, bool check_finite = true);
   ~WeightSource();
   WeightSource(WeightSource&&) noexcept;
   WeightSource& operator=(WeightSource&&) noexcept;
@@ -36,14 +42,15 @@ class WeightSource {
   std::string description() const;
 
   // Tensor `name` as f32 with exactly `shape`. From a checkpoint: errors name
-  // the tensor and the file when it is missing or mis-shaped. Random: values
-  // depend only on (seed, name, index).
+  // the tensor and the file when it is missing, mis-shaped or (checked) not
+  // finite. Random: values depend only on (seed, name, index).
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& shape,
                           const RandomInit& init) const;
 
  private:
   std::unique_ptr<TensorStore> store_;
   uint64_t seed_ = 0;
+  bool check_finite_ = true;
 };
 
 }  // namespace egk

@@ -1,0 +1,45 @@
+#include "command_outputs.hpp"
+
+#include <sys/stat.h>
+
+namespace encgraph::host {
+
+std::vector<NamedFile> command_inputs(const HostConfig& config, const std::vector<WorkItem>& work) {
+  std::vector<NamedFile> inputs;
+  if (!config.source.empty()) inputs.push_back({"config", config.source});
+  const auto exists = [](const std::string& p) {
+    struct stat st {};
+    return !p.empty() && ::stat(p.c_str(), &st) == 0;
+  };
+  const RuntimeConfig& rt = config.runtime;
+  if (exists(rt.weights)) inputs.push_back({"weights (plugin.weights)", rt.weights});
+  // A plugin reads its settings as it likes; any value naming an existing
+  // file or folder may be read, so none of them may be overwritten.
+  for (const auto& [key, value] : rt.plugin_config)
+    if (exists(value)) inputs.push_back({"file named by plugin.config." + key, value});
+  if (config.workload.kind == "trace" && !config.workload.trace.empty())
+    inputs.push_back({"trace", config.workload.trace});
+  for (const WorkItem& w : work) {
+    if (!w.file.empty()) inputs.push_back({"image", w.file});
+    for (const auto& f : w.frame_files) inputs.push_back({"frame of video '" + w.id + "'", f});
+  }
+  return inputs;
+}
+
+std::vector<NamedFile> command_outputs(const HostConfig& config) {
+  std::vector<NamedFile> outputs;
+  if (!config.output.embeddings.empty())
+    outputs.push_back({"embeddings output", config.output.embeddings});
+  if (!config.output.report.empty()) outputs.push_back({"report", config.output.report});
+  return outputs;
+}
+
+void check_output_targets(const HostConfig& config) {
+  for (const auto& o : command_outputs(config)) check_output_target(o);
+}
+
+void check_outputs_against_inputs(const HostConfig& config, const std::vector<WorkItem>& work) {
+  check_outputs_distinct(command_outputs(config), command_inputs(config, work));
+}
+
+}  // namespace encgraph::host

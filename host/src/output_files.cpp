@@ -1,0 +1,323 @@
+#include "output_files.hpp"
+
+#include "input_files.hpp"
+#include "toml_util.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace encgraph::host {
+namespace fs = std::filesystem;
+namespace {
+
+// ---- staging files removed on a fatal signal ----
+// The handler may only make async-signal-safe calls: the paths live in fixed
+// buffers, each slot's state is a lock-free atomic.
+constexpr int kSlots = 64;
+constexpr size_t kPathBytes = 4096;
+enum SlotState { kFree = 0, kClaimed = 1, kActive = 2 };
+struct Slot {
+  std::atomic<int> state{kFree};
+  char path[kPathBytes];
+};
+Slot g_slots[kSlots];
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_previous[std::size(kSignals)];
+
+extern "C" void remove_staging_and_reraise(int sig) {
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == kActive) ::unlink(s.path);
+  // The previous disposition (usually the default: terminate) then handles the
+  // signal as if we had not been there, so the exit status still says SIGINT.
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
+  ::raise(sig);
+}
+
+// Installs the handler wherever it is not the current one: on the first
+// staging file, and again should something (a plugin, a test framework) have
+// replaced it since. Signals stay blocked while the previous disposition the
+// handler restores is updated.
+void install_handlers() {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old_mask);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    ::sigaction(kSignals[i], nullptr, &current);
+    if (current.sa_handler == SIG_IGN) continue;  // e.g. SIGHUP under nohup: stay immune
+    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == remove_staging_and_reraise)
+      continue;
+    g_previous[i] = current;
+    struct sigaction act {};
+    act.sa_handler = remove_staging_and_reraise;
+    sigfillset(&act.sa_mask);
+    ::sigaction(kSignals[i], &act, nullptr);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+}
+
+int register_staging(const std::string& path) {
+  install_handlers();
+  if (path.size() >= kPathBytes) return -1;  // the destructor still removes it
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = kFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kClaimed)) continue;
+    std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+    g_slots[i].state.store(kActive, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void unregister_staging(int slot) {
+  if (slot >= 0) g_slots[slot].state.store(kFree, std::memory_order_release);
+}
+
+// ---- checks ----
+
+[[noreturn]] void refuse(const NamedFile& f, const std::string& why) {
+  throw Error(ErrorKind::Input, f.what + " '" + printable(f.path.string()) + "' " + why);
+}
+
+fs::path folder_of(const fs::path& p) {
+  return p.has_parent_path() ? p.parent_path() : fs::path(".");
+}
+
+// The permission bits a new output gets: what the user's umask allows (mkstemp
+// creates 0600). Read from /proc so as not to set the process umask.
+mode_t new_file_mode() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(0666 & ~std::strtoul(line.c_str() + 6, nullptr, 8));
+  return 0644;
+}
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+}  // namespace
+
+size_t registered_staging_files() {
+  size_t n = 0;
+  for (const Slot& s : g_slots) n += s.state.load() == kActive;
+  return n;
+}
+
+void check_output_target(const NamedFile& target) {
+  struct stat st {};
+  if (::stat(target.path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      refuse(target, "is " + file_kind(st.st_mode) +
+                         ", not a regular file: encgraph writes outputs only as regular files "
+                         "(replacing one when the run completes); name a file");
+  } else if (errno != ENOENT && errno != ENOTDIR) {
+    refuse(target, "cannot be checked: " + errno_text(errno));
+  }
+  // The nearest existing folder must be a folder we may write into (the
+  // missing ones are created).
+  fs::path folder = folder_of(target.path);
+  while (true) {
+    struct stat ds {};
+    if (::stat(folder.c_str(), &ds) == 0) {
+      if (!S_ISDIR(ds.st_mode))
+        refuse(target, "cannot be written: '" + printable(folder.string()) + "' is " +
+                           file_kind(ds.st_mode) + ", not a folder");
+      if (::access(folder.c_str(), W_OK | X_OK) != 0)
+        refuse(target, "cannot be written: the folder '" + printable(folder.string()) +
+                           "' is not writable (" + errno_text(errno) +
+                           "); name a file in a folder you may write to");
+      return;
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      refuse(target, "cannot be written: its folder '" + printable(folder.string()) +
+                         "' cannot be checked (" + errno_text(errno) + ")");
+    if (!folder.has_parent_path() || folder.parent_path() == folder) return;
+    folder = folder.parent_path();
+  }
+}
+
+void check_outputs_distinct(const std::vector<NamedFile>& outputs,
+                            const std::vector<NamedFile>& inputs) {
+  std::vector<FileIdentity> out_ids;
+  for (const auto& o : outputs) out_ids.push_back(file_identity(o.path));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t k = i + 1; k < outputs.size(); ++k)
+      if (out_ids[i] == out_ids[k] || out_ids[i].canonical == out_ids[k].canonical)
+        throw Error(ErrorKind::Input,
+                    "the " + outputs[i].what + " '" + printable(outputs[i].path.string()) +
+                        "' and the " + outputs[k].what + " '" +
+                        printable(outputs[k].path.string()) +
+                        "' are the same file; one would overwrite the other: give each output "
+                        "its own file");
+  // An output that does not exist yet cannot be an existing input; for the
+  // others, each input is looked at once however often it is named.
+  std::set<std::string> seen;
+  for (const auto& in : inputs) {
+    if (!seen.insert(in.path.string()).second) continue;
+    struct stat st {};
+    if (::stat(in.path.c_str(), &st) != 0) continue;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const FileIdentity& o = out_ids[i];
+      if (!o.exists) continue;
+      // Both exist: one inode is one file, whatever the paths (links, ./x).
+      if (o.device == static_cast<uint64_t>(st.st_dev) &&
+          o.inode == static_cast<uint64_t>(st.st_ino))
+        throw Error(ErrorKind::Input,
+                    "the " + outputs[i].what + " '" + printable(outputs[i].path.string()) +
+                        "' is the " + in.what + " '" + printable(in.path.string()) +
+                        "' (the same file): writing it would destroy that input; name another "
+                        "output file");
+      if (S_ISDIR(st.st_mode)) {
+        // An existing file under an input folder (a weights folder) is part of it.
+        std::error_code ec;
+        const fs::path in_canonical = fs::weakly_canonical(fs::absolute(in.path, ec), ec);
+        const auto rel = o.canonical.lexically_relative(in_canonical);
+        if (!rel.empty() && *rel.begin() != "..")
+          throw Error(ErrorKind::Input,
+                      "the " + outputs[i].what + " '" + printable(outputs[i].path.string()) +
+                          "' lies inside the " + in.what + " '" + printable(in.path.string()) +
+                          "' (a folder the run reads): writing it could destroy that input; "
+                          "name an output file outside it");
+      }
+    }
+  }
+}
+
+StagedFile::StagedFile(fs::path target, std::string what)
+    : target_(std::move(target)), final_(target_), what_(std::move(what)) {
+  const NamedFile named{what_, target_};
+  check_output_target(named);
+  // Through a symlink to a file, the file it names is replaced, not the link.
+  std::error_code ec;
+  if (fs::is_symlink(target_, ec) && fs::exists(target_, ec)) final_ = fs::canonical(target_, ec);
+  if (ec) final_ = target_;
+  const fs::path folder = folder_of(final_);
+  fs::create_directories(folder, ec);
+  if (ec)
+    refuse(named, "cannot be written: creating its folder '" + printable(folder.string()) +
+                      "' failed (" + ec.message() + ")");
+  // The staging name keeps the target's name (bounded: a name may hold 255
+  // bytes) so that a file left by a SIGKILL says whose it was.
+  std::string name = final_.filename().string().substr(0, 200);
+  std::string pattern = (folder / (name + ".encgraph-XXXXXX.partial")).string();
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  fd_ = ::mkostemps(buf.data(), 8, O_CLOEXEC);
+  if (fd_ < 0)
+    refuse(named, "cannot be written: creating a staging file in '" + printable(folder.string()) +
+                      "' failed (" + errno_text(errno) + ")");
+  staging_ = buf.data();
+  slot_ = register_staging(staging_.string());
+  struct stat st {};
+  const mode_t mode = ::stat(final_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
+  (void)::fchmod(fd_, mode);  // best effort: the content matters, not the bits
+}
+
+StagedFile::~StagedFile() {
+  discard();
+}
+
+void StagedFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!staging_.empty()) ::unlink(staging_.c_str());
+  staging_.clear();
+  unregister_staging(slot_);
+  slot_ = -1;
+}
+
+void StagedFile::write(const void* data, size_t bytes) {
+  if (fd_ < 0) throw Error(ErrorKind::Internal, "write to a closed staging file");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      refuse({what_, target_}, "cannot be written: " + errno_text(n < 0 ? errno : EIO) +
+                                   " (is the disk full?)");
+    p += n;
+    bytes -= static_cast<size_t>(n);
+    size_ += static_cast<uint64_t>(n);
+  }
+}
+
+void StagedFile::append(const StagedFile& other, uint64_t bytes) {
+  // copy_file_range keeps the bytes in the kernel (or shares extents);
+  // where it is not supported, pread and write.
+  loff_t in = 0;
+  while (bytes > 0) {
+    const ssize_t n = ::copy_file_range(other.fd_, &in, fd_, nullptr, bytes, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    bytes -= static_cast<uint64_t>(n);
+    size_ += static_cast<uint64_t>(n);
+  }
+  std::vector<char> buf(1 << 20);
+  while (bytes > 0) {
+    const ssize_t n =
+        ::pread(other.fd_, buf.data(), std::min<uint64_t>(bytes, buf.size()), in);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      refuse({what_, target_}, "cannot be written: reading back '" +
+                                   printable(other.staging_.string()) + "' failed");
+    write(buf.data(), static_cast<size_t>(n));
+    in += n;
+    bytes -= static_cast<uint64_t>(n);
+  }
+}
+
+void StagedFile::commit() {
+  const NamedFile named{what_, target_};
+  if (fd_ < 0) throw Error(ErrorKind::Internal, "commit of a closed staging file");
+  if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+    const int err = errno;
+    fd_ = -1;
+    discard();
+    refuse(named, "cannot be written: " + errno_text(err) + " (is the disk full?)");
+  }
+  fd_ = -1;
+  // Something may have appeared at the target during the run; a directory or
+  // device there is not replaced.
+  struct stat st {};
+  if (::stat(final_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    discard();
+    refuse(named, "became " + file_kind(st.st_mode) + " during the run; it was not replaced");
+  }
+  if (::rename(staging_.c_str(), final_.c_str()) != 0) {
+    const int err = errno;
+    discard();
+    refuse(named, "cannot be renamed into place: " + errno_text(err));
+  }
+  staging_.clear();
+  unregister_staging(slot_);
+  slot_ = -1;
+  // The rename itself reaches the disk with the folder's metadata.
+  const int dir = ::open(folder_of(final_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace encgraph::host

@@ -1,0 +1,191 @@
+// Image files: PNG and JPEG recognised by their signature, other formats
+// refused by name, header geometry and channels read here, the size limit
+// applied before decoding, and the decoder's own reason kept on failure.
+#include "host_test_support.hpp"
+#include "image_io.hpp"
+#include "test_images.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iterator>
+
+using namespace encgraph::host;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kLimit = 178956970;
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string probe_error(const fs::path& p, int64_t limit = kLimit) {
+  try {
+    probe_image(p, limit);
+  } catch (const encgraph::Error& e) {
+    CHECK(e.kind() == encgraph::ErrorKind::Input);
+    return e.what();
+  }
+  return "";
+}
+
+std::string decode_error(const fs::path& p) {
+  try {
+    decode_image(p, kLimit);
+  } catch (const encgraph::Error& e) {
+    CHECK(e.kind() == encgraph::ErrorKind::Input);
+    return e.what();
+  }
+  return "";
+}
+
+// A PNG with only a signature and an IHDR chunk (no pixel data).
+std::string png_header(uint32_t w, uint32_t h, int depth = 8, int type = 2) {
+  std::string s = "\x89PNG\r\n\x1a\n";
+  const auto be = [&](uint32_t v) {
+    for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  be(13);
+  s += "IHDR";
+  be(w);
+  be(h);
+  s.push_back(static_cast<char>(depth));
+  s.push_back(static_cast<char>(type));
+  s.append(3, '\0');
+  be(0);  // CRC, not checked by the probe
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("PNG and JPEG headers give the geometry and the stored channels") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 30, 20);
+  host_test::write_gradient(dir / "b.jpg", 17, 9, 0, true);
+  ImageInfo png = probe_image(dir / "a.png", kLimit);
+  CHECK(png.width == 30);
+  CHECK(png.height == 20);
+  CHECK(png.channels == 3);
+  ImageInfo jpg = probe_image(dir / "b.jpg", kLimit);
+  CHECK(jpg.width == 17);
+  CHECK(jpg.height == 9);
+  CHECK(jpg.channels == 3);
+  std::ofstream(dir / "grey.png", std::ios::binary) << png_header(5, 4, 8, 0);
+  CHECK(probe_image(dir / "grey.png", kLimit).channels == 1);
+  std::ofstream(dir / "ga.png", std::ios::binary) << png_header(5, 4, 8, 4);
+  CHECK(probe_image(dir / "ga.png", kLimit).channels == 2);
+  std::ofstream(dir / "rgba.png", std::ios::binary) << png_header(5, 4, 16, 6);
+  CHECK(probe_image(dir / "rgba.png", kLimit).channels == 4);
+  // A palette decodes to RGB, or to RGBA with a transparency chunk.
+  std::ofstream(dir / "pal.png", std::ios::binary) << png_header(5, 4, 8, 3) + std::string(
+                                                          "\0\0\0\x03PLTEabc\0\0\0\0", 15);
+  CHECK(probe_image(dir / "pal.png", kLimit).channels == 3);
+  std::ofstream(dir / "palt.png", std::ios::binary)
+      << png_header(5, 4, 8, 3) + std::string("\0\0\0\x03PLTEabc\0\0\0\0\0\0\0\x01tRNSx\0\0\0\0", 28);
+  CHECK(probe_image(dir / "palt.png", kLimit).channels == 4);
+
+  const DecodedImage img = decode_image(dir / "a.png", kLimit);
+  CHECK(img.width == 30);
+  CHECK(img.height == 20);
+  CHECK(img.pixels.size() == 30 * 20 * 3);
+}
+
+TEST_CASE("formats other than PNG and JPEG are refused by name") {
+  host_test::TempDir dir;
+  struct Case {
+    std::string name, bytes, expect;
+  };
+  const std::vector<Case> cases = {
+      {"x.gif", std::string("GIF89a\x01\0\x01\0\0\0\0", 13), "is a GIF image"},
+      {"x.bmp", "BM" + std::string(60, '\0'), "is a BMP image"},
+      {"x.pgm", "P5\n2 2\n255\n\0\0\0\0", "is a PNM image (PBM, PGM, PPM)"},
+      {"x.psd", "8BPS" + std::string(30, '\0'), "is a Photoshop (PSD) image"},
+      {"x.hdr", "#?RADIANCE\n", "is an HDR (Radiance) image"},
+      {"x.webp", std::string("RIFF\0\0\0\0WEBPVP8 ", 16), "is a WebP image"},
+      {"x.tif", std::string("II*\0\0\0\0\0", 8), "is a TIFF image"},
+      {"x.txt", "just some text", "is not a PNG or JPEG image"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    std::ofstream(dir / c.name, std::ios::binary) << c.bytes;
+    const std::string e = probe_error(dir / c.name);
+    CHECK(e.find("image '" + (dir / c.name).string() + "' " + c.expect) == 0);
+    CHECK(e.find("only PNG and JPEG are accepted") != std::string::npos);
+    CHECK(decode_error(dir / c.name) == e);
+  }
+  std::ofstream(dir / "empty.png") << "";
+  CHECK(probe_error(dir / "empty.png").find("is empty") != std::string::npos);
+}
+
+TEST_CASE("damaged headers say what is wrong; damaged pixel data keeps the decoder's reason") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 64, 64);
+  host_test::write_gradient(dir / "b.jpg", 64, 64, 0, true);
+  const std::string png = bytes_of(dir / "a.png"), jpg = bytes_of(dir / "b.jpg");
+
+  std::ofstream(dir / "cut-header.png", std::ios::binary) << png.substr(0, 20);
+  CHECK(probe_error(dir / "cut-header.png").find("is truncated: it ends inside its PNG header") !=
+        std::string::npos);
+  std::ofstream(dir / "cut-data.png", std::ios::binary) << png.substr(0, png.size() / 2);
+  CHECK(probe_error(dir / "cut-data.png").empty());  // the header is whole
+  const std::string png_reason = decode_error(dir / "cut-data.png");
+  CHECK(png_reason.find("cannot be decoded (") != std::string::npos);
+
+  std::ofstream(dir / "cut-header.jpg", std::ios::binary) << jpg.substr(0, 30);
+  CHECK(probe_error(dir / "cut-header.jpg").find("ends before its JPEG frame header") !=
+        std::string::npos);
+  std::ofstream(dir / "cut-data.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 2);
+  CHECK(probe_error(dir / "cut-data.jpg").empty());
+  // Cut short, not "bad png sig" (the reason stb's format probing left).
+  CHECK(decode_error(dir / "cut-data.jpg").find("is truncated: its JPEG data ends before the "
+                                                "end-of-image marker") != std::string::npos);
+  CHECK(decode_image(dir / "b.jpg", kLimit).width == 64);
+
+  std::ofstream(dir / "bad-type.png", std::ios::binary) << png_header(4, 4, 3, 2);
+  CHECK(probe_error(dir / "bad-type.png").find("colour type 2 with bit depth 3 does not exist") !=
+        std::string::npos);
+  std::ofstream(dir / "zero.png", std::ios::binary) << png_header(0, 4);
+  CHECK(probe_error(dir / "zero.png").find("gives 0x4 pixels") != std::string::npos);
+  std::string arith = jpg;
+  const size_t sof = arith.find("\xff\xc0");
+  REQUIRE(sof != std::string::npos);
+  arith[sof + 1] = '\xc9';
+  std::ofstream(dir / "arith.jpg", std::ios::binary) << arith;
+  CHECK(probe_error(dir / "arith.jpg").find("arithmetic, lossless or hierarchical") !=
+        std::string::npos);
+}
+
+TEST_CASE("the pixel limit is applied to the header, before decoding") {
+  host_test::TempDir dir;
+  std::ofstream(dir / "huge.png", std::ios::binary) << png_header(100000, 100000);
+  const std::string e = probe_error(dir / "huge.png");
+  CHECK(e.find("is too large: 100000x100000 is over the limit of 178956970 pixels "
+               "(limits.max_image_pixels") != std::string::npos);
+  CHECK(decode_error(dir / "huge.png") == e);
+  host_test::write_gradient(dir / "a.png", 30, 20);
+  CHECK(probe_error(dir / "a.png", 599).find("30x20 is over the limit of 599 pixels") !=
+        std::string::npos);
+  CHECK(probe_error(dir / "a.png", 600).empty());
+  // A file that changed since it was probed.
+  const ImageInfo was{20, 31, 3};
+  CHECK_THROWS_WITH_AS(decode_image(dir / "a.png", kLimit, &was),
+                       doctest::Contains("is now 30x20 but was 31x20"), encgraph::Error);
+}
+
+TEST_CASE("only regular files are opened: a FIFO does not block, a folder is named") {
+  host_test::TempDir dir;
+  REQUIRE(::mkfifo((dir / "f.png").c_str(), 0600) == 0);
+  CHECK(probe_error(dir / "f.png").find("is a FIFO (named pipe), not a regular file") !=
+        std::string::npos);
+  CHECK(decode_error(dir / "f.png").find("is a FIFO") != std::string::npos);
+  fs::create_directories(dir / "d.png");
+  CHECK(probe_error(dir / "d.png").find("is a directory, not a regular file: name an image file") !=
+        std::string::npos);
+  CHECK(probe_error("/dev/zero").find("is a character device") != std::string::npos);
+  CHECK(probe_error(dir / "none.png").find("does not exist") != std::string::npos);
+}

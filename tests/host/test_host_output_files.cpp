@@ -1,0 +1,193 @@
+// Output files: what may be a target (absent or a regular file, in a writable
+// folder), outputs never being inputs or each other (links, ./x, folders),
+// staging beside the target with an atomic rename, and staging files removed
+// on error and on SIGINT/SIGTERM.
+#include "host_test_support.hpp"
+#include "output_files.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <iterator>
+
+using namespace encgraph::host;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string refusal(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const encgraph::Error& e) {
+    CHECK(e.kind() == encgraph::ErrorKind::Input);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("an output target must be absent or a regular file; others are refused untouched") {
+  host_test::TempDir dir;
+  CHECK_NOTHROW(check_output_target({"report", dir / "new" / "deeper" / "r.json"}));
+  dir.write("old.json", "{}");
+  CHECK_NOTHROW(check_output_target({"report", dir / "old.json"}));
+
+  fs::create_directories(dir / "folder");
+  CHECK(refusal([&] { check_output_target({"report", dir / "folder"}); })
+            .find("report '" + (dir / "folder").string() +
+                  "' is a directory, not a regular file") == 0);
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  CHECK(refusal([&] { check_output_target({"report", dir / "fifo"}); })
+            .find("is a FIFO (named pipe), not a regular file") != std::string::npos);
+  CHECK(refusal([&] { check_output_target({"report", "/dev/null"}); })
+            .find("'/dev/null' is a character device") != std::string::npos);
+  // A symlink to a device is the device.
+  fs::create_symlink("/dev/null", dir / "null-link");
+  CHECK(refusal([&] { check_output_target({"report", dir / "null-link"}); })
+            .find("is a character device") != std::string::npos);
+  // A parent that is a file.
+  CHECK(refusal([&] { check_output_target({"report", dir / "old.json" / "r.json"}); })
+            .find("' is a regular file, not a folder") != std::string::npos);
+  CHECK(read_all(dir / "old.json") == "{}");
+  CHECK(fs::is_fifo(dir / "fifo"));
+  CHECK(fs::is_empty(dir / "folder"));
+}
+
+TEST_CASE("an output that is an input, through any path, is refused") {
+  host_test::TempDir dir;
+  const fs::path image = dir.write("a.png", "pixels");
+  fs::create_symlink(image, dir / "sym.png");
+  fs::create_hard_link(image, dir / "hard.png");
+  const std::vector<NamedFile> inputs = {{"config", dir.write("c.toml", "")},
+                                         {"image", image}};
+  for (const fs::path& out : {image, dir / "sym.png", dir / "hard.png",
+                              dir / "." / "a.png", dir / "sub" / ".." / "a.png"}) {
+    CAPTURE(out);
+    if (out.string().find("sub") != std::string::npos) fs::create_directories(dir / "sub");
+    CHECK(refusal([&] { check_outputs_distinct({{"embeddings output", out}}, inputs); })
+              .find("is the image '" + image.string() +
+                    "' (the same file): writing it would destroy that input") !=
+          std::string::npos);
+  }
+  CHECK(refusal([&] { check_outputs_distinct({{"report", dir / "c.toml"}}, inputs); })
+            .find("the report '" + (dir / "c.toml").string() + "' is the config") == 0);
+  // Two outputs that do not exist yet, spelled differently.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir.path());
+  const std::string both =
+      refusal([&] { check_outputs_distinct({{"embeddings output", "x"}, {"report", "./x"}}, {}); });
+  fs::current_path(cwd);
+  CHECK(both.find("the embeddings output 'x' and the report './x' are the same file") == 0);
+  // An existing file inside an input folder (a weights folder) is part of it.
+  fs::create_directories(dir / "weights");
+  const fs::path shard = dir.write("weights/model.safetensors", "w");
+  CHECK(refusal([&] {
+          check_outputs_distinct({{"embeddings output", shard}},
+                                 {{"weights (plugin.weights)", dir / "weights"}});
+        }).find("lies inside the weights (plugin.weights)") != std::string::npos);
+  // Distinct files pass; a new file in an input folder is not one of its files.
+  CHECK_NOTHROW(check_outputs_distinct(
+      {{"embeddings output", dir / "e.safetensors"}, {"report", dir / "r.json"}}, inputs));
+  CHECK_NOTHROW(check_outputs_distinct({{"embeddings output", dir / "weights" / "new"}},
+                                       {{"weights", dir / "weights"}}));
+}
+
+TEST_CASE("a staged file replaces its target only on commit, under a unique staging name") {
+  host_test::TempDir dir;
+  const fs::path target = dir.write("out.json", "old");
+  ::chmod(target.c_str(), 0640);
+  const size_t registered = registered_staging_files();
+  {
+    StagedFile a(target, "report"), b(target, "report");
+    CHECK(a.staging_path() != b.staging_path());
+    CHECK(a.staging_path().parent_path() == target.parent_path());
+    CHECK(registered_staging_files() == registered + 2);
+    a.write("from a", 6);
+    b.write("from b, longer", 14);
+    a.commit();
+    CHECK(read_all(target) == "from a");
+    CHECK(fs::exists(b.staging_path()));
+  }  // b abandoned: its staging file goes, the target stays a's
+  CHECK(read_all(target) == "from a");
+  CHECK(names(dir.path()) == std::vector<std::string>{"out.json"});
+  CHECK(registered_staging_files() == registered);
+  // The existing file's permissions are kept.
+  CHECK((fs::status(target).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+}
+
+TEST_CASE("through a symlink the linked file is replaced; appended staging bytes are copied") {
+  host_test::TempDir dir;
+  fs::create_directories(dir / "real");
+  const fs::path real = dir.write("real/e.bin", "old");
+  fs::create_symlink(real, dir / "link.bin");
+  StagedFile data(dir / "link.bin", "embeddings file");
+  std::string big(3 << 20, 'x');  // more than one copy chunk
+  big[12345] = 'y';
+  data.write(big.data(), big.size());
+  StagedFile out(dir / "link.bin", "embeddings file");
+  out.write("head", 4);
+  out.append(data, big.size());
+  CHECK(out.size() == 4 + big.size());
+  out.commit();
+  data.discard();
+  CHECK(fs::is_symlink(dir / "link.bin"));
+  CHECK(read_all(real) == "head" + big);
+  CHECK(names(dir / "real") == std::vector<std::string>{"e.bin"});
+}
+
+TEST_CASE("a target that became a folder during the run is not replaced") {
+  host_test::TempDir dir;
+  StagedFile f(dir / "r.json", "report");
+  f.write("x", 1);
+  fs::create_directories(dir / "r.json");
+  CHECK(refusal([&] { f.commit(); }).find("became a directory during the run") !=
+        std::string::npos);
+  CHECK(fs::is_directory(dir / "r.json"));
+  CHECK(names(dir.path()) == std::vector<std::string>{"r.json"});
+}
+
+TEST_CASE("SIGINT and SIGTERM remove the staging files, and the process still dies of them") {
+  for (int sig : {SIGINT, SIGTERM}) {
+    CAPTURE(sig);
+    host_test::TempDir dir;
+    dir.write("e.safetensors", "good old file");
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The default disposition, as in the encgraph process (not the test
+      // framework's handler, which would report the signal as a failure).
+      ::signal(sig, SIG_DFL);
+      StagedFile a(dir / "e.safetensors", "embeddings file");
+      StagedFile b(dir / "r.json", "report");
+      a.write("partial", 7);
+      ::raise(sig);
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(names(dir.path()) == std::vector<std::string>{"e.safetensors"});
+    CHECK(read_all(dir / "e.safetensors") == "good old file");
+  }
+}
