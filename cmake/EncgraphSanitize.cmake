@@ -35,7 +35,7 @@ endfunction()
 if(ENCGRAPH_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "ENCGRAPH_FUZZ needs clang (libFuzzer): configure with "
-                        "-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++")
+                        "-DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16")
   endif()
   set(ENCGRAPH_SANITIZE ON CACHE BOOL "" FORCE)  # the fuzzed libraries need the sanitizers
 endif()
@@ -49,6 +49,14 @@ if(ENCGRAPH_WITH_CUDA)
 endif()
 if(NOT CMAKE_CXX_COMPILER_ID MATCHES "^(Clang|GNU)$")
   message(FATAL_ERROR "ENCGRAPH_SANITIZE needs clang or gcc, not ${CMAKE_CXX_COMPILER_ID}")
+endif()
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 16)
+  # The sources capture structured bindings in lambdas (C++20), which gcc and
+  # clang 16 accept and clang 14 (Debian 12's default) rejects.
+  message(FATAL_ERROR "clang ${CMAKE_CXX_COMPILER_VERSION} cannot build encgraph (C++20 lambdas "
+                      "capturing structured bindings need clang 16): install clang-16 and "
+                      "libclang-rt-16-dev (scripts/setup-deps.sh) and configure with "
+                      "-DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16")
 endif()
 
 # -DCMAKE_BUILD_TYPE=Sanitize: -O1 (ASan's advice: fast enough, exact

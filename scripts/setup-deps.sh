@@ -8,8 +8,10 @@ packages=(
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev
   libstb-dev libopenblas-dev nlohmann-json3-dev
-  # scripts/test: the hostile-input suite, the sanitizer build and libFuzzer
-  python3 clang libclang-rt-dev llvm
+  # scripts/test: the hostile-input suite; the sanitizer build and libFuzzer
+  # (clang 16: C++20 lambdas capturing structured bindings, which clang 14,
+  # Debian 12's default, rejects); llvm-symbolizer for readable reports
+  python3 clang-16 libclang-rt-16-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do

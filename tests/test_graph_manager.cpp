@@ -32,9 +32,9 @@ struct LogCapture {
     auto& sinks = spdlog::default_logger()->sinks();
     sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
   }
-  bool saw(const std::string& part) const {
+  bool saw(const std::string& part, const std::string& also = "") const {
     for (const auto& line : sink->last_formatted())
-      if (contains(line, part)) return true;
+      if (contains(line, part) && contains(line, also)) return true;
     return false;
   }
 };
@@ -232,7 +232,38 @@ TEST_CASE("more than 64 graphs are captured with a warning") {
   Runtime rt(cfg);
   rt.capture();
   CHECK(rt.stats().num_graphs == 66);
-  CHECK(log.saw("capturing 66 graphs"));
+  CHECK(log.saw("capturing 66 graphs", "33 capture-axis key combinations"));
+}
+
+TEST_CASE("past 64 graphs without capture axes the warning names the budgets, not axes") {
+  LogCapture log;
+  RuntimeConfig cfg = toy_config("cpu");
+  cfg.budgets.token_budgets.clear();
+  for (int64_t b = 8; b <= 8 * 70; b += 8) cfg.budgets.token_budgets.push_back(b);
+  cfg.budgets.max_items_per_batch = 1;
+  Runtime rt(cfg);
+  rt.capture();
+  CHECK(rt.stats().num_graphs == 70);
+  CHECK(log.saw("capturing 70 graphs", "70 budgets"));
+  CHECK_FALSE(log.saw("capturing 70 graphs", "capture-axis"));
+}
+
+TEST_CASE("a plan over max_graphs through capture axes fails before anything is captured") {
+  RuntimeConfig cfg = toy_config("cpu");
+  std::string keys = "[";
+  for (int k = 1; k <= 40; ++k) keys += std::to_string(k) + (k < 40 ? ", " : "]");
+  set(cfg, "capture_axis_keys", keys);
+  cfg.budgets.token_budgets = {8, 16, 32};
+  cfg.budgets.max_items_per_batch = 1;
+  cfg.budgets.max_graphs = 100;  // 3 budgets x 40 keys = 120
+  try {
+    Runtime rt(cfg);
+    FAIL("a plan of 120 graphs was accepted under max_graphs = 100");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    CHECK(contains(e.what(), "120 graphs"));
+    CHECK(contains(e.what(), "limits.max_graphs"));
+  }
 }
 
 TEST_CASE("two paths: per-path budgets, zero-token path skipped, own post-processing") {

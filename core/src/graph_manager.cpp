@@ -39,7 +39,14 @@ GraphManager::GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstanc
                      info.paths[p].min_token_budget, info.paths[p].allow_zero_tokens != 0});
   BudgetRequest request = config_.budgets;
   if (!(plugin_.api()->modalities & EG_MODALITY_VIDEO)) request.video_enabled = false;
-  plan_ = plan_budgets(request, range_min, range_max, info.max_frames_per_video, paths);
+  // Capture-axis key combinations, counted before planning so that the plan's
+  // graph bound (limits.max_graphs) covers them before anything is built.
+  int64_t combinations = 1;
+  for (int a = 0; a < info.num_capture_axes; ++a)
+    combinations = combinations > int64_t{1} << 32 ? combinations
+                                                   : combinations * info.capture_axes[a].num_keys;
+  plan_ =
+      plan_budgets(request, range_min, range_max, info.max_frames_per_video, paths, combinations);
 
   // The cartesian product of the capture axes' keys (one empty tuple without axes).
   axis_key_product_ = {{}};
@@ -196,10 +203,10 @@ void GraphManager::capture() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<eg_graph_shape> shapes = planned_graphs();
   if (shapes.size() > kGraphCountWarning)
-    spdlog::warn(
-        "capturing {} graphs for '{}': capture axes multiply the per-budget graph "
-        "count; consider pruning axis keys",
-        shapes.size(), plugin_.name());
+    spdlog::warn("capturing {} graphs for '{}': {}; each costs capture time and memory",
+                 shapes.size(), plugin_.name(),
+                 graph_count_factors(plan_, config_.budgets,
+                                     static_cast<int64_t>(axis_key_product_.size())));
 
   prepare_device_once();
 

@@ -310,7 +310,7 @@ bool probe_enabled() {
 
 std::chrono::milliseconds probe_timeout() {
   const char* v = std::getenv("ENCGRAPH_PLUGIN_PROBE_TIMEOUT");
-  if (!v) return std::chrono::milliseconds(5000);
+  if (!v) return std::chrono::milliseconds(10000);
   char* end = nullptr;
   errno = 0;
   const double s = std::strtod(v, &end);

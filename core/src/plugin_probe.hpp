@@ -69,7 +69,8 @@ struct ProbeResult {
 
 // Whether candidates are probed (ENCGRAPH_PLUGIN_PROBE, "1" by default, "0" to
 // load in-process directly) and for how long (ENCGRAPH_PLUGIN_PROBE_TIMEOUT,
-// seconds, 5 by default). A malformed value is a Config error naming it.
+// seconds, 10 by default: a CUDA plugin loads the CUDA libraries). A malformed value is a Config
+// error naming it.
 bool probe_enabled();
 std::chrono::milliseconds probe_timeout();
 

@@ -94,10 +94,10 @@ ImageInfo png_header(File& in, const std::filesystem::path& file) {
   if (width == 0 || height == 0 || width > 0x7FFFFFFFu || height > 0x7FFFFFFFu)
     fail(file, "is a damaged PNG: its header gives " + std::to_string(width) + "x" +
                    std::to_string(height) + " pixels (each side must be 1 to 2^31-1)");
-  const bool depth_ok = (type == 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 ||
-                                       depth == 16)) ||
-                        (type == 3 && (depth == 1 || depth == 2 || depth == 4 || depth == 8)) ||
-                        ((type == 2 || type == 4 || type == 6) && (depth == 8 || depth == 16));
+  const bool depth_ok =
+      (type == 0 && (depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16)) ||
+      (type == 3 && (depth == 1 || depth == 2 || depth == 4 || depth == 8)) ||
+      ((type == 2 || type == 4 || type == 6) && (depth == 8 || depth == 16));
   if (!depth_ok)
     fail(file, "is a damaged PNG: colour type " + std::to_string(type) + " with bit depth " +
                    std::to_string(depth) + " does not exist");
@@ -128,8 +128,9 @@ ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
   while (true) {
     if (!in.read(b, 1)) truncated();
     if (b[0] != 0xFF)
-      fail(file, "is a damaged JPEG: a segment does not start with a marker (0xFF) before the "
-                 "frame header");
+      fail(file,
+           "is a damaged JPEG: a segment does not start with a marker (0xFF) before the "
+           "frame header");
     do {
       if (!in.read(b, 1)) truncated();
     } while (b[0] == 0xFF);
@@ -140,18 +141,19 @@ ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
     if (!in.read(b, 2)) truncated();
     const uint32_t length = be16(b);
     if (length < 2) fail(file, "is a damaged JPEG: a segment has length " + std::to_string(length));
-    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
-                     marker != 0xCC;
+    const bool sof =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
     if (!sof) {
       if (!in.skip(static_cast<long>(length) - 2)) truncated();
       continue;
     }
     if (marker > 0xC2)
-      fail(file, "is a JPEG in a coding the decoder does not support (arithmetic, lossless or "
-                 "hierarchical, SOF marker 0x" +
-                     std::string(1, "0123456789ABCDEF"[marker >> 4]) +
-                     std::string(1, "0123456789ABCDEF"[marker & 15]) +
-                     "); save it as a baseline or progressive JPEG, or as PNG");
+      fail(file,
+           "is a JPEG in a coding the decoder does not support (arithmetic, lossless or "
+           "hierarchical, SOF marker 0x" +
+               std::string(1, "0123456789ABCDEF"[marker >> 4]) +
+               std::string(1, "0123456789ABCDEF"[marker & 15]) +
+               "); save it as a baseline or progressive JPEG, or as PNG");
     if (length < 8 || !in.read(b, 6)) truncated();
     const int precision = b[0];
     const uint32_t height = be16(b + 1), width = be16(b + 3);
@@ -160,8 +162,9 @@ ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
       fail(file, "is a " + std::to_string(precision) +
                      "-bit JPEG; only 8-bit JPEG is supported (save it as 8-bit JPEG or PNG)");
     if (height == 0)
-      fail(file, "is a JPEG whose height comes after its image data (DNL marker), which the "
-                 "decoder does not support; re-save it");
+      fail(file,
+           "is a JPEG whose height comes after its image data (DNL marker), which the "
+           "decoder does not support; re-save it");
     if (width == 0) fail(file, "is a damaged JPEG: its frame header gives a width of 0");
     if (components != 1 && components != 3 && components != 4)
       fail(file, "is a damaged JPEG: its frame header gives " + std::to_string(components) +
@@ -267,8 +270,9 @@ DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
       fail(file, "cannot be read: it shrank while being read");
   }
   if (header.jpeg && !jpeg_complete(bytes))
-    fail(file, "is truncated: its JPEG data ends before the end-of-image marker; the file is "
-               "damaged");
+    fail(file,
+         "is truncated: its JPEG data ends before the end-of-image marker; the file is "
+         "damaged");
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> data(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 3),

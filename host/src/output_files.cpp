@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -172,6 +173,8 @@ void check_outputs_distinct(const std::vector<NamedFile>& outputs,
                         "its own file");
   // An output that does not exist yet cannot be an existing input; for the
   // others, each input is looked at once however often it is named.
+  if (std::none_of(out_ids.begin(), out_ids.end(), [](const FileIdentity& o) { return o.exists; }))
+    return;
   std::set<std::string> seen;
   for (const auto& in : inputs) {
     if (!seen.insert(in.path.string()).second) continue;
@@ -254,8 +257,8 @@ void StagedFile::write(const void* data, size_t bytes) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      refuse({what_, target_}, "cannot be written: " + errno_text(n < 0 ? errno : EIO) +
-                                   " (is the disk full?)");
+      refuse({what_, target_},
+             "cannot be written: " + errno_text(n < 0 ? errno : EIO) + " (is the disk full?)");
     p += n;
     bytes -= static_cast<size_t>(n);
     size_ += static_cast<uint64_t>(n);
@@ -275,12 +278,11 @@ void StagedFile::append(const StagedFile& other, uint64_t bytes) {
   }
   std::vector<char> buf(1 << 20);
   while (bytes > 0) {
-    const ssize_t n =
-        ::pread(other.fd_, buf.data(), std::min<uint64_t>(bytes, buf.size()), in);
+    const ssize_t n = ::pread(other.fd_, buf.data(), std::min<uint64_t>(bytes, buf.size()), in);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      refuse({what_, target_}, "cannot be written: reading back '" +
-                                   printable(other.staging_.string()) + "' failed");
+      refuse({what_, target_},
+             "cannot be written: reading back '" + printable(other.staging_.string()) + "' failed");
     write(buf.data(), static_cast<size_t>(n));
     in += n;
     bytes -= static_cast<uint64_t>(n);

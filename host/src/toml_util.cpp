@@ -32,7 +32,15 @@ std::string toml_quote(std::string_view text) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
-      default: out += c;
+      default:
+        // Other control characters have no short escape; TOML allows none raw.
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04X", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
     }
   }
   return out + "\"";

@@ -113,11 +113,13 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
 // one stops the trace before anything runs.
 void check_id(const std::string& id) {
   if (id.empty())
-    throw LineError{"'id' is empty; give the item a name, or leave 'id' out (the item is then "
-                    "named trace/<line>)"};
+    throw LineError{
+        "'id' is empty; give the item a name, or leave 'id' out (the item is then "
+        "named trace/<line>)"};
   if (id == "__metadata__")
-    throw LineError{"'id' \"__metadata__\" is reserved by the safetensors format (it holds the "
-                    "file's metadata); choose another id"};
+    throw LineError{
+        "'id' \"__metadata__\" is reserved by the safetensors format (it holds the "
+        "file's metadata); choose another id"};
   for (unsigned char ch : id)
     if (ch < 0x20 || ch == 0x7F)
       throw LineError{"'id' " + nlohmann::json(id).dump() +
@@ -125,8 +127,8 @@ void check_id(const std::string& id) {
 }
 
 // `number` names the item and seeds its values unless the line says otherwise.
-WorkItem parse_line(const std::string& line, int64_t number,
-                    const std::filesystem::path& base_dir, const LimitsConfig& limits) {
+WorkItem parse_line(const std::string& line, int64_t number, const std::filesystem::path& base_dir,
+                    const LimitsConfig& limits) {
   // JSON text is UTF-8; nlohmann's message for a stray byte does not say so.
   if (!is_valid_utf8(line))
     throw LineError{"the line is not valid UTF-8 ('" + printable(line.substr(0, 80)) +
@@ -262,8 +264,8 @@ std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
                         "the embeddings file and must be unique: give one of them another id"};
       items.push_back(std::move(it));
     } catch (const LineError& e) {
-      throw Error(ErrorKind::Input, printable(name) + ":" + std::to_string(number) +
-                                        id_note(line) + ": " + e.message);
+      throw Error(ErrorKind::Input, printable(name) + ":" + std::to_string(number) + id_note(line) +
+                                        ": " + e.message);
     }
   }
   return items;

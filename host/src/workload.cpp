@@ -152,7 +152,8 @@ void require_items(const std::vector<WorkItem>& work, const WorkloadConfig& c,
             "' is empty or holds only blank lines; give it one JSON object per item";
   else
     where = "no image files were given; name PNG or JPEG files";
-  throw Error(ErrorKind::Input, command + " needs at least one item, and the workload holds none (" +
+  throw Error(ErrorKind::Input, command +
+                                    " needs at least one item, and the workload holds none (" +
                                     where + "); nothing was written");
 }
 

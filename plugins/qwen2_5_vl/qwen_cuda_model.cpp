@@ -216,7 +216,7 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   impl_->device = device_index;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
-    egk::fail(EG_ERR_UNSUPPORTED,
+    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
               "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
               "of 8 up to 128, got " +
                   std::to_string(c.head_dim()));

@@ -19,8 +19,10 @@
 // spatial_merge_size, window_size, fullatt_block_indexes, in_channels (each
 // overrides config_json), dtype (f32 on the CPU, bf16 on CUDA), min_pixels,
 // max_pixels, min_budget, max_budget, max_frames_per_video, seed, tune_gemm
-// (CUDA: time product algorithms while capturing; default true). Weights: a
-// .safetensors file, a checkpoint directory / index json, or "random".
+// (CUDA: time product algorithms while capturing; default true), check_finite
+// (default true: NaN/Inf weights are an error). Size keys are bounded (see
+// VisionConfig::validate). Weights: a .safetensors file, a checkpoint
+// directory / index json, or "random".
 #include "qwen_batch.hpp"
 #include "qwen_config.hpp"
 #include "qwen_cpu_forward.hpp"

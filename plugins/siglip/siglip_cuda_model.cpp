@@ -258,11 +258,11 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   const int64_t hd = o.model.head_dim();
   if (hd % 8 != 0 || hd > 128)
-    egk::fail(EG_ERR_UNSUPPORTED,
+    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
               "siglip CUDA: the attention kernel needs head_dim a multiple of 8 up to 128, got " +
                   std::to_string(hd));
   if (o.model.hidden_size % 8 != 0 || o.model.intermediate_size % 8 != 0)
-    egk::fail(EG_ERR_UNSUPPORTED,
+    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
               "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
               "(16-byte bf16 rows)");
   impl_->upload(w);

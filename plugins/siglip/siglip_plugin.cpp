@@ -24,8 +24,10 @@
 // e.g. -2; no post_layernorm), weight_prefix ("vision_model."; e.g.
 // "vision_tower.vision_model." inside a VLM checkpoint), dtype (f32 on the
 // CPU, bf16 on CUDA), max_budget_images (64), resample ("bicubic" |
-// "bilinear"), seed. Weights: a .safetensors file, a checkpoint directory or
-// index json (sharded), or "random".
+// "bilinear"), seed, check_finite (default true: NaN/Inf weights are an
+// error). Size keys are bounded (see VisionConfig::validate). Weights: a
+// .safetensors file, a checkpoint directory or index json (sharded), or
+// "random".
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
 #include "siglip_cpu_forward.hpp"

@@ -24,6 +24,31 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
          ",\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(end) + "]}";
 }
 
+// "[a,b]" and "t7", appended: GCC 12 warns falsely (-Wrestrict) on "[" + std::to_string(..).
+std::string dims(std::initializer_list<int64_t> values) {
+  std::string s = "[";
+  for (int64_t v : values) {
+    if (s.size() > 1) s += ',';
+    s += std::to_string(v);
+  }
+  s += ']';
+  return s;
+}
+std::string object(std::initializer_list<std::string> entries) {
+  std::string s = "{";
+  for (const std::string& e : entries) {
+    if (s.size() > 1) s += ',';
+    s += e;
+  }
+  s += '}';
+  return s;
+}
+std::string tensor_name(int64_t i) {
+  std::string s = "t";
+  s += std::to_string(i);
+  return s;
+}
+
 // The error parsing these bytes gives (the check fails when none).
 kit_test::Failure parse_failure(const std::string& bytes) {
   const kit_test::Failure f = failure_of([&] {
@@ -97,8 +122,8 @@ TEST_CASE("random tilings: a shuffled exact tiling passes, any shifted span fail
     std::vector<std::string> entries;
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
-      entries.push_back(entry("t" + std::to_string(i), "F32",
-                              "[" + std::to_string(sizes[i] / 4) + "]", offset, offset + sizes[i]));
+      entries.push_back(
+          entry(tensor_name(i), "F32", dims({sizes[i] / 4}), offset, offset + sizes[i]));
       offset += sizes[i];
     }
     std::shuffle(entries.begin(), entries.end(), kit_test::rng());
@@ -117,8 +142,8 @@ TEST_CASE("random tilings: a shuffled exact tiling passes, any shifted span fail
     std::string shifted = "{";
     for (int64_t i = 0, off = 0; i < n; off += sizes[i], ++i) {
       const int64_t b = i == k ? off + shift : off;
-      shifted += (i ? "," : "") + entry("t" + std::to_string(i), "F32",
-                                        "[" + std::to_string(sizes[i] / 4) + "]", b, b + sizes[i]);
+      if (i) shifted += ',';
+      shifted += entry(tensor_name(i), "F32", dims({sizes[i] / 4}), b, b + sizes[i]);
     }
     shifted += "}";
     CAPTURE(shifted);
@@ -171,10 +196,7 @@ TEST_CASE("random shape products: overflow is refused, fitting products are chec
                   b = kit_test::uniform(1, int64_t{1} << 40);
     CAPTURE(a);
     CAPTURE(b);
-    const std::string msg = error_of(
-        "{" + entry("x", "F32", "[" + std::to_string(a) + "," + std::to_string(b) + "]", 0, 8) +
-            "}",
-        k8);
+    const std::string msg = error_of(object({entry("x", "F32", dims({a, b}), 0, 8)}), k8);
     __int128 need = static_cast<__int128>(a) * b * 4;
     if (need > static_cast<__int128>(UINT64_MAX))
       CHECK(contains(msg, "64 bits count"));

@@ -61,8 +61,8 @@ TEST_CASE("outputs are checked against each other and against every input") {
   CHECK(command_outputs(c).size() == 1);
   c.output.embeddings = (dir / "e.safetensors").string();
   c.output.report = (dir / "e.safetensors").string();
-  CHECK_THROWS_WITH_AS(check_outputs_against_inputs(c, {}),
-                       doctest::Contains("are the same file"), encgraph::Error);
+  CHECK_THROWS_WITH_AS(check_outputs_against_inputs(c, {}), doctest::Contains("are the same file"),
+                       encgraph::Error);
   c.output.report = (dir / "r.json").string();
   CHECK_NOTHROW(check_outputs_against_inputs(c, {}));
   fs::create_directories(dir / "r.json");

@@ -587,3 +587,27 @@ TEST_CASE("limits join the digest only when changed") {
             .find("limits.max_items = 7\n") != std::string::npos);
   CHECK(canonical_config(load(kMinimal)).find("limits.") == std::string::npos);
 }
+
+TEST_CASE("keys nested past kMaxKeyDepth are refused before parsing; dots elsewhere are fine") {
+  auto dotted = [](int parts) {
+    std::string key = "a";
+    for (int i = 1; i < parts; ++i) key += ".a";
+    return key;
+  };
+  // Tens of thousands of parts overflowed the parser's stack.
+  CHECK(config_error(kMinimal + "[plugin.config]\n" + dotted(50000) + " = 1\n")
+            .find("t.toml:4:1: a dotted key or table header nests more than 64 levels") == 0);
+  CHECK(config_error(kMinimal + "[" + dotted(50000) + "]\n")
+            .find("t.toml:3:2: a dotted key or table header nests more than 64") == 0);
+  CHECK(config_error(kMinimal, {dotted(50000) + "=1"}).find("--set a.a.a") == 0);
+  // Within the bound, and dots inside strings, comments and float arrays.
+  CHECK(plugin_value(load(kMinimal + "[plugin.config]\n" + dotted(60) + " = 1\n"), dotted(60)) ==
+        "1");
+  std::string floats = "[", dots(500, '.');
+  for (int i = 0; i < 200; ++i) floats += (i ? ", " : "") + std::to_string(i) + ".5";
+  const HostConfig c =
+      load(kMinimal + "# " + dots + "\n[plugin.config]\nf = " + floats + "]\ns = \"" + dots +
+           "\"\nl = '" + dots + "'\nm = \"\"\"\n" + dots + "\n\"\"\"\n\"q." + dots + "\" = 2\n");
+  CHECK(plugin_value(c, "s") == dots);
+  CHECK(plugin_value(c, "q." + dots) == "2");
+}

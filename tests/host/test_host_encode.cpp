@@ -163,8 +163,8 @@ TEST_CASE("a failed or empty run leaves a good existing embeddings file as it wa
   host_test::write_gradient(dir / "a.png", 28, 28);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   const fs::path out = dir / "e.safetensors";
-  REQUIRE(host_test::run("encode", {"-c", config.string(), "-o", out.string(),
-                                    (dir / "a.png").string()})
+  REQUIRE(host_test::run("encode",
+                         {"-c", config.string(), "-o", out.string(), (dir / "a.png").string()})
               .code == 0);
   const std::string good = read_all(out);
   const auto before = names(dir.path());
@@ -198,9 +198,8 @@ TEST_CASE("file names travel as values: newlines, quotes, TOML text and stray by
   host_test::TempDir dir;
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   // Each would have broken (or rewritten) the TOML the file list used to travel in.
-  const std::vector<std::string> odd = {"new\nline.png", "quo\"te.png",
-                                        "x\"]\n[output]\nreport = \"r.json.png",
-                                        "tab\tbell\x07.png"};
+  const std::vector<std::string> odd = {
+      "new\nline.png", "quo\"te.png", "x\"]\n[output]\nreport = \"r.json.png", "tab\tbell\x07.png"};
   std::vector<std::string> args = {"-c", config.string(), "-o", (dir / "e.st").string()};
   for (size_t i = 0; i < odd.size(); ++i) {
     host_test::write_gradient(dir / odd[i], 28, 28, static_cast<int>(i));
@@ -228,9 +227,8 @@ TEST_CASE("encode writes the report and the embeddings together; the digest name
   host_test::write_gradient(dir / "b.png", 28, 28, 1);
   const fs::path config = dir.write("c.toml", host_test::toy_config());
   const auto digest = [&](const std::string& file) {
-    const auto o = host_test::run("encode", {"-c", config.string(), "-o",
-                                             (dir / "e.st").string(), "--report",
-                                             (dir / "r.json").string(), file});
+    const auto o = host_test::run("encode", {"-c", config.string(), "-o", (dir / "e.st").string(),
+                                             "--report", (dir / "r.json").string(), file});
     REQUIRE(o.code == 0);
     std::ifstream in(dir / "r.json");
     const auto report = nlohmann::json::parse(in);
@@ -240,6 +238,6 @@ TEST_CASE("encode writes the report and the embeddings together; the digest name
     return report["config"]["digest"].get<std::string>();
   };
   CHECK(digest((dir / "a.png").string()) != digest((dir / "b.png").string()));
-  CHECK(names(dir.path()) == std::vector<std::string>{"a.png", "b.png", "c.toml", "e.st",
-                                                      "r.json"});
+  CHECK(names(dir.path()) ==
+        std::vector<std::string>{"a.png", "b.png", "c.toml", "e.st", "r.json"});
 }

@@ -82,11 +82,12 @@ TEST_CASE("PNG and JPEG headers give the geometry and the stored channels") {
   std::ofstream(dir / "rgba.png", std::ios::binary) << png_header(5, 4, 16, 6);
   CHECK(probe_image(dir / "rgba.png", kLimit).channels == 4);
   // A palette decodes to RGB, or to RGBA with a transparency chunk.
-  std::ofstream(dir / "pal.png", std::ios::binary) << png_header(5, 4, 8, 3) + std::string(
-                                                          "\0\0\0\x03PLTEabc\0\0\0\0", 15);
+  std::ofstream(dir / "pal.png", std::ios::binary)
+      << png_header(5, 4, 8, 3) + std::string("\0\0\0\x03PLTEabc\0\0\0\0", 15);
   CHECK(probe_image(dir / "pal.png", kLimit).channels == 3);
   std::ofstream(dir / "palt.png", std::ios::binary)
-      << png_header(5, 4, 8, 3) + std::string("\0\0\0\x03PLTEabc\0\0\0\0\0\0\0\x01tRNSx\0\0\0\0", 28);
+      << png_header(5, 4, 8, 3) +
+             std::string("\0\0\0\x03PLTEabc\0\0\0\0\0\0\0\x01tRNSx\0\0\0\0", 28);
   CHECK(probe_image(dir / "palt.png", kLimit).channels == 4);
 
   const DecodedImage img = decode_image(dir / "a.png", kLimit);
@@ -142,8 +143,9 @@ TEST_CASE("damaged headers say what is wrong; damaged pixel data keeps the decod
   std::ofstream(dir / "cut-data.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 2);
   CHECK(probe_error(dir / "cut-data.jpg").empty());
   // Cut short, not "bad png sig" (the reason stb's format probing left).
-  CHECK(decode_error(dir / "cut-data.jpg").find("is truncated: its JPEG data ends before the "
-                                                "end-of-image marker") != std::string::npos);
+  CHECK(decode_error(dir / "cut-data.jpg")
+            .find("is truncated: its JPEG data ends before the "
+                  "end-of-image marker") != std::string::npos);
   CHECK(decode_image(dir / "b.jpg", kLimit).width == 64);
 
   std::ofstream(dir / "bad-type.png", std::ios::binary) << png_header(4, 4, 3, 2);

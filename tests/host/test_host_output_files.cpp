@@ -52,21 +52,26 @@ TEST_CASE("an output target must be absent or a regular file; others are refused
   CHECK_NOTHROW(check_output_target({"report", dir / "old.json"}));
 
   fs::create_directories(dir / "folder");
-  CHECK(refusal([&] { check_output_target({"report", dir / "folder"}); })
-            .find("report '" + (dir / "folder").string() +
-                  "' is a directory, not a regular file") == 0);
+  CHECK(refusal([&] {
+          check_output_target({"report", dir / "folder"});
+        }).find("report '" + (dir / "folder").string() + "' is a directory, not a regular file") ==
+        0);
   REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
-  CHECK(refusal([&] { check_output_target({"report", dir / "fifo"}); })
-            .find("is a FIFO (named pipe), not a regular file") != std::string::npos);
-  CHECK(refusal([&] { check_output_target({"report", "/dev/null"}); })
-            .find("'/dev/null' is a character device") != std::string::npos);
+  CHECK(refusal([&] {
+          check_output_target({"report", dir / "fifo"});
+        }).find("is a FIFO (named pipe), not a regular file") != std::string::npos);
+  CHECK(refusal([&] {
+          check_output_target({"report", "/dev/null"});
+        }).find("'/dev/null' is a character device") != std::string::npos);
   // A symlink to a device is the device.
   fs::create_symlink("/dev/null", dir / "null-link");
-  CHECK(refusal([&] { check_output_target({"report", dir / "null-link"}); })
-            .find("is a character device") != std::string::npos);
+  CHECK(refusal([&] {
+          check_output_target({"report", dir / "null-link"});
+        }).find("is a character device") != std::string::npos);
   // A parent that is a file.
-  CHECK(refusal([&] { check_output_target({"report", dir / "old.json" / "r.json"}); })
-            .find("' is a regular file, not a folder") != std::string::npos);
+  CHECK(refusal([&] {
+          check_output_target({"report", dir / "old.json" / "r.json"});
+        }).find("' is a regular file, not a folder") != std::string::npos);
   CHECK(read_all(dir / "old.json") == "{}");
   CHECK(fs::is_fifo(dir / "fifo"));
   CHECK(fs::is_empty(dir / "folder"));
@@ -77,24 +82,26 @@ TEST_CASE("an output that is an input, through any path, is refused") {
   const fs::path image = dir.write("a.png", "pixels");
   fs::create_symlink(image, dir / "sym.png");
   fs::create_hard_link(image, dir / "hard.png");
-  const std::vector<NamedFile> inputs = {{"config", dir.write("c.toml", "")},
-                                         {"image", image}};
-  for (const fs::path& out : {image, dir / "sym.png", dir / "hard.png",
-                              dir / "." / "a.png", dir / "sub" / ".." / "a.png"}) {
+  const std::vector<NamedFile> inputs = {{"config", dir.write("c.toml", "")}, {"image", image}};
+  for (const fs::path& out : {image, dir / "sym.png", dir / "hard.png", dir / "." / "a.png",
+                              dir / "sub" / ".." / "a.png"}) {
     CAPTURE(out);
     if (out.string().find("sub") != std::string::npos) fs::create_directories(dir / "sub");
-    CHECK(refusal([&] { check_outputs_distinct({{"embeddings output", out}}, inputs); })
+    CHECK(refusal([&] {
+            check_outputs_distinct({{"embeddings output", out}}, inputs);
+          })
               .find("is the image '" + image.string() +
-                    "' (the same file): writing it would destroy that input") !=
-          std::string::npos);
+                    "' (the same file): writing it would destroy that input") != std::string::npos);
   }
-  CHECK(refusal([&] { check_outputs_distinct({{"report", dir / "c.toml"}}, inputs); })
-            .find("the report '" + (dir / "c.toml").string() + "' is the config") == 0);
+  CHECK(refusal([&] {
+          check_outputs_distinct({{"report", dir / "c.toml"}}, inputs);
+        }).find("the report '" + (dir / "c.toml").string() + "' is the config") == 0);
   // Two outputs that do not exist yet, spelled differently.
   const fs::path cwd = fs::current_path();
   fs::current_path(dir.path());
-  const std::string both =
-      refusal([&] { check_outputs_distinct({{"embeddings output", "x"}, {"report", "./x"}}, {}); });
+  const std::string both = refusal([&] {
+    check_outputs_distinct({{"embeddings output", "x"}, {"report", "./x"}}, {});
+  });
   fs::current_path(cwd);
   CHECK(both.find("the embeddings output 'x' and the report './x' are the same file") == 0);
   // An existing file inside an input folder (a weights folder) is part of it.

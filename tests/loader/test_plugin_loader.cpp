@@ -521,7 +521,10 @@ TEST_CASE("the survey lists the valid plugins and rejects each broken one with i
   CHECK(ok->modalities == EG_MODALITY_IMAGE);
   // create throws only when an instance is made: the file itself is a valid plugin.
   CHECK(find_plugin(survey, "loader_create_throws") != nullptr);
-  CHECK(survey.plugins.size() == 2);
+  // Beside those, only the build tree's plugin folder (which the search path ends with).
+  for (const auto& p : survey.plugins)
+    if (p.name != "loader_ok" && p.name != "loader_create_throws")
+      CHECK_FALSE(contains(p.file.string(), kRoot.string()));
 
   for (const Broken& b : broken_plugins()) {
     CAPTURE(b.scenario);
@@ -547,8 +550,9 @@ TEST_CASE("the survey of damaged files and odd entries never fails") {
   fs::copy_file(plugin_file("valid", "loader_ok"), tmp / "libencgraph_loader_ok.so");
 
   const encgraph::PluginSurvey survey = PluginRegistry({tmp.path()}).survey();
-  REQUIRE(survey.plugins.size() == 1);
-  CHECK(survey.plugins[0].file == tmp / "libencgraph_loader_ok.so");
+  const encgraph::PluginInfo* ok = find_plugin(survey, "loader_ok");
+  REQUIRE(ok != nullptr);
+  CHECK(ok->file == tmp / "libencgraph_loader_ok.so");
   auto reason = [&](const std::string& f) {
     const encgraph::RejectedPlugin* r = find_rejected(survey, tmp / f);
     REQUIRE_MESSAGE(r != nullptr, f);
@@ -561,7 +565,8 @@ TEST_CASE("the survey of damaged files and odd entries never fails") {
   CHECK(contains(reason("libencgraph_dangling.so"), "dangling"));
   CHECK(contains(reason("libencgraph_.so"), "stands for the plugin name '', which is invalid"));
   CHECK(contains(reason("libencgraph_a b.so"), "stands for the plugin name 'a b'"));
-  CHECK(survey.rejected.size() == 7);
+  CHECK(std::count_if(survey.rejected.begin(), survey.rejected.end(),
+                      [&](const auto& r) { return r.file.parent_path() == tmp.path(); }) == 7);
 }
 
 TEST_CASE("get() of a missing name names every searched directory") {

@@ -9,11 +9,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 
 namespace {
 
@@ -287,4 +289,73 @@ TEST_CASE("items are validated") {
   CHECK(v.spec().output_tokens == 3 * 2 * 3);  // grid_t = ceil(5 / 2)
   CHECK(v.spec().frames == 5);
   CHECK(v.spec().input_size == 3 * 4 * 6);
+}
+
+TEST_CASE("NaN or infinite weights are an input error naming the tensor; check_finite opts out") {
+  auto& f = fixture();
+  qwen_ref::Params poisoned = f.params;
+  auto& w = poisoned.at("visual.blocks.1.attn.proj.weight");
+  const size_t at = std::random_device{}() % w.size();  // a fresh element each run
+  CAPTURE(at);
+  w[at] = std::numeric_limits<double>::quiet_NaN();
+  const auto file = f.dir.path() / "nan.safetensors";
+  qwen_ref::write_params(f.cfg, poisoned, file);
+  encgraph::ErrorKind kind = encgraph::ErrorKind::Internal;
+  std::string msg;
+  try {
+    encgraph::Runtime rt(qwen_test::runtime_config(f.cfg, "cpu", file.string()));
+  } catch (const encgraph::Error& e) {
+    kind = e.kind();
+    msg = e.what();
+  }
+  CHECK(kind == encgraph::ErrorKind::Input);  // the CLI's exit 2
+  CHECK(msg.find("visual.blocks.1.attn.proj.weight") != std::string::npos);
+  CHECK(msg.find(file.string()) != std::string::npos);
+  CHECK(msg.find("holds NaN at element " + std::to_string(at)) != std::string::npos);
+  CHECK(msg.find("check_finite = false") != std::string::npos);
+
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", file.string());
+  rc.plugin_config.emplace_back("check_finite", "false");
+  rc.use_graphs = false;
+  encgraph::Runtime rt(rc);  // loads: the user asked for it
+  CHECK_FALSE(qwen_test::all_finite(rt.execute(make_items(rt, {1})).item_as_float(0)));
+}
+
+TEST_CASE("size keys are bounded, naming the key, before any product is formed") {
+  auto& f = fixture();
+  const std::pair<const char*, const char*> bad[] = {
+      {"patch_size", "4611686018427387904"}, {"window_size", "4611686018427387904"},
+      {"spatial_merge_size", "-3"},          {"depth", "100000"},
+      {"hidden_size", "1099511627776"},      {"temporal_patch_size", "0"},
+      {"max_pixels", "9223372036854775807"}, {"max_frames_per_video", "4294967296"},
+      {"max_budget", "4611686018427387904"}, {"intermediate_size", "9223372036854775807"}};
+  for (const auto& [key, value] : bad) {
+    CAPTURE(key);
+    encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+    for (auto& kv : rc.plugin_config)
+      if (kv.first == key) kv.second = value;
+    if (std::none_of(rc.plugin_config.begin(), rc.plugin_config.end(),
+                     [&](const auto& kv) { return kv.first == key; }))
+      rc.plugin_config.emplace_back(key, value);
+    encgraph::ErrorKind kind = encgraph::ErrorKind::Internal;
+    std::string msg;
+    try {
+      encgraph::Runtime rt(rc);
+    } catch (const encgraph::Error& e) {
+      kind = e.kind();
+      msg = e.what();
+    }
+    CHECK(kind == encgraph::ErrorKind::Input);
+    CHECK(msg.find(std::string(key) + " = " + value + " is outside [") != std::string::npos);
+  }
+  // A tower too large for the machine is named before anything is allocated.
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+  rc.plugin_config = {{"depth", "1024"},
+                      {"hidden_size", "65536"},
+                      {"num_heads", "1024"},
+                      {"intermediate_size", "262144"},
+                      {"fullatt_block_indexes", "[0]"},
+                      {"window_size", "112"}};
+  const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
+  CHECK(msg.find("more than this machine's") != std::string::npos);
 }

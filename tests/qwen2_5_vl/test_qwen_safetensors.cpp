@@ -68,7 +68,7 @@ TEST_CASE("a missing tensor is named with the file") {
   auto store = egk::TensorStore::open(file);
   eg_status st = EG_OK;
   const std::string msg = error_of([&] { store->get("visual.blocks.3.norm1.weight"); }, &st);
-  CHECK(st == EG_ERR_NOT_FOUND);
+  CHECK(st == EG_ERR_INVALID_ARGUMENT);  // the user's checkpoint: the CLI's exit 2
   CHECK(contains(msg, "visual.blocks.3.norm1.weight"));
   CHECK(contains(msg, file.string()));
 }
@@ -94,7 +94,7 @@ TEST_CASE("a truncated file fails naming the file and the tensor that does not f
   std::filesystem::resize_file(file, std::filesystem::file_size(file) - 3);
   eg_status st = EG_OK;
   const std::string msg = error_of([&] { egk::TensorStore::open(file); }, &st);
-  CHECK(st == EG_ERR_IO);
+  CHECK(st == EG_ERR_INVALID_ARGUMENT);
   CHECK(contains(msg, file.string()));
   CHECK(contains(msg, "c.half"));  // the last tensor lost its bytes
   CHECK(contains(msg, "truncated"));
@@ -118,7 +118,8 @@ TEST_CASE("a corrupt header and a missing file are errors naming the file") {
   eg_status st = EG_OK;
   const std::string missing =
       error_of([&] { egk::TensorStore::open(dir.path() / "none.safetensors"); }, &st);
-  CHECK(st == EG_ERR_NOT_FOUND);
+  CHECK(st == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(missing, "does not exist"));
   CHECK(contains(missing, "none.safetensors"));
 }
 

@@ -9,9 +9,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 
@@ -377,4 +379,57 @@ TEST_CASE("configuration and item errors say what to fix") {
   // A synthetic item (no pixels) is drawn at the model's size.
   const encgraph::Item item = rt.make_item(encgraph::test::image(300, 500, 9));
   CHECK(item.spec().output_tokens == fixture().cfg.tokens());
+}
+
+TEST_CASE("infinite weights are an input error naming the tensor; check_finite opts out") {
+  auto& f = fixture();
+  siglip_ref::Params poisoned = f.params;
+  auto& w = poisoned.at("embeddings.position_embedding.weight");
+  const size_t at = std::random_device{}() % w.size();  // a fresh element each run
+  CAPTURE(at);
+  w[at] = -INFINITY;
+  const auto file = f.dir.path() / "inf.safetensors";
+  siglip_ref::write_params(f.cfg, poisoned, file);
+  encgraph::RuntimeConfig rc = config();
+  rc.weights = file.string();
+  encgraph::ErrorKind kind = encgraph::ErrorKind::Internal;
+  std::string msg;
+  try {
+    encgraph::Runtime rt(rc);
+  } catch (const encgraph::Error& e) {
+    kind = e.kind();
+    msg = e.what();
+  }
+  CHECK(kind == encgraph::ErrorKind::Input);  // the CLI's exit 2
+  CHECK(msg.find("vision_model.embeddings.position_embedding.weight") != std::string::npos);
+  CHECK(msg.find(file.string()) != std::string::npos);
+  CHECK(msg.find("holds -Inf at element " + std::to_string(at)) != std::string::npos);
+  rc.plugin_config.emplace_back("check_finite", "false");
+  CHECK(message_of([&] { encgraph::Runtime rt(rc); }).empty());
+}
+
+TEST_CASE("size keys are bounded, naming the key") {
+  const std::pair<const char*, const char*> bad[] = {{"image_size", "4611686018427387904"},
+                                                     {"patch_size", "-1"},
+                                                     {"hidden_size", "9223372036854775807"},
+                                                     {"num_hidden_layers", "1000000"},
+                                                     {"max_budget_images", "4294967296"}};
+  for (const auto& [key, value] : bad) {
+    CAPTURE(key);
+    encgraph::ErrorKind kind = encgraph::ErrorKind::Internal;
+    std::string msg;
+    try {
+      encgraph::Runtime rt(config({{key, value}}));
+    } catch (const encgraph::Error& e) {
+      kind = e.kind();
+      msg = e.what();
+    }
+    CHECK(kind == encgraph::ErrorKind::Input);
+    CHECK(msg.find(std::string(key) + " = " + value + " is outside [") != std::string::npos);
+  }
+  const std::string msg = message_of([&] {
+    encgraph::Runtime rt(
+        config({{"image_size", "16384"}, {"patch_size", "1"}, {"max_budget_images", "64"}}));
+  });
+  CHECK(msg.find("overflow the int32 sequence offsets") != std::string::npos);
 }
