@@ -64,11 +64,11 @@ void apply_log_level(const std::string& level) {
 }
 
 HostConfig load_command_config(const po::variables_map& vm,
-                               const std::vector<std::string>& extra_overrides) {
+                               const std::vector<std::string>& extra_overrides, ConfigUse use) {
   std::vector<std::string> overrides = extra_overrides;
   if (vm.count("set"))
     for (const auto& s : vm["set"].as<std::vector<std::string>>()) overrides.push_back(s);
-  HostConfig config = load_config(vm["config"].as<std::string>(), overrides);
+  HostConfig config = load_config(vm["config"].as<std::string>(), overrides, use);
   apply_log_level(config.log_level);
   return config;
 }

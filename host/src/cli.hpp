@@ -37,7 +37,8 @@ std::optional<int> parse_command_line(const std::string& command, const std::str
 // The config named by --config with the --set overrides (extra ones first),
 // with the log level applied.
 HostConfig load_command_config(const po::variables_map& vm,
-                               const std::vector<std::string>& extra_overrides = {});
+                               const std::vector<std::string>& extra_overrides = {},
+                               ConfigUse use = {});
 
 void apply_log_level(const std::string& level);
 

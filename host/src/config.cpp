@@ -408,26 +408,30 @@ void read_budgets(const Reader& r, HostConfig& c) {
   }
 }
 
-void read_workload(const Reader& r, HostConfig& c) {
+void read_workload(const Reader& r, HostConfig& c, ConfigUse use) {
   WorkloadConfig& w = c.workload;
   r.get("workload.kind", w.kind);
   if (w.kind != "synthetic" && w.kind != "trace" && w.kind != "files")
     r.fail("workload.kind",
            "\"" + printable(w.kind) +
                "\" is not a workload kind; use \"synthetic\", \"trace\" or \"files\"");
+  // The synthetic workload's bounds hold only when it is the one that runs.
+  const bool synthetic = w.kind == "synthetic" && !use.workload_replaced;
   const LimitsConfig& limits = c.limits;
   r.get("workload.count", w.count);
   check_min(r, "workload.count", w.count, 0);
-  check_max(r, "workload.count", w.count, limits.max_items, "limits.max_items");
+  if (synthetic) check_max(r, "workload.count", w.count, limits.max_items, "limits.max_items");
   int64_t seed = 0;
   r.get("workload.seed", seed);
   check_min(r, "workload.seed", seed, 0);
   w.seed = static_cast<uint64_t>(seed);
   r.get("workload.sizes", w.sizes);
   for (const auto& s : w.sizes) {
-    const std::string pair = "[" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + "]";
+    // Appended piece by piece: GCC 12's -Wrestrict misfires on "[" + to_string(...).
+    std::string pair = "[";
+    pair.append(std::to_string(s[0])).append(", ").append(std::to_string(s[1])).append("]");
     if (s[0] <= 0 || s[1] <= 0) r.fail("workload.sizes", "sizes must be positive, got " + pair);
-    if (s[0] > limits.max_image_pixels / s[1])
+    if (synthetic && s[0] > limits.max_image_pixels / s[1])
       r.fail("workload.sizes", pair + " has more pixels than limits.max_image_pixels (" +
                                    std::to_string(limits.max_image_pixels) +
                                    "); use smaller sizes or raise limits.max_image_pixels");
@@ -440,7 +444,7 @@ void read_workload(const Reader& r, HostConfig& c) {
   if (w.max_side < w.min_side)
     r.fail("workload.max_side", "must be >= workload.min_side (" + std::to_string(w.min_side) +
                                     "), got " + std::to_string(w.max_side));
-  if (w.sizes.empty() && w.kind == "synthetic" && w.max_side > limits.max_image_pixels / w.max_side)
+  if (w.sizes.empty() && synthetic && w.max_side > limits.max_image_pixels / w.max_side)
     r.fail("workload.max_side", std::to_string(w.max_side) + " x " + std::to_string(w.max_side) +
                                     " pixels exceed limits.max_image_pixels (" +
                                     std::to_string(limits.max_image_pixels) +
@@ -461,8 +465,9 @@ void read_workload(const Reader& r, HostConfig& c) {
            "set one of them differently");
   r.get("workload.frames", w.frames);
   check_min(r, "workload.frames", w.frames, 1);
-  check_max(r, "workload.frames", w.frames, limits.max_frames_per_video,
-            "limits.max_frames_per_video");
+  if (synthetic)
+    check_max(r, "workload.frames", w.frames, limits.max_frames_per_video,
+              "limits.max_frames_per_video");
   r.get("workload.trace", w.trace);
   r.get("workload.files", w.files);
   if (w.kind == "trace" && w.trace.empty())
@@ -479,7 +484,7 @@ void read_workload(const Reader& r, HostConfig& c) {
 }
 
 HostConfig resolve(toml::table& root, const std::string& src,
-                   const std::vector<std::string>& overrides) {
+                   const std::vector<std::string>& overrides, ConfigUse use) {
   for (const auto& o : overrides) apply_override(root, o);
   check_keys(root, src);
   const Reader reader(root, src);
@@ -490,14 +495,10 @@ HostConfig resolve(toml::table& root, const std::string& src,
   read_data_parallel(reader, c);
   read_plugin(reader, root, c);
   read_budgets(reader, c);
-  read_workload(reader, c);
+  read_workload(reader, c, use);
   reader.get("output.embeddings", c.output.embeddings);
   reader.get("output.report", c.output.report);
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char ch : canonical_config(c)) h = (h ^ ch) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  c.digest = hex;
+  c.digest = config_digest(c);
   return c;
 }
 
@@ -539,24 +540,17 @@ const std::string& execution_device(const HostConfig& config) {
 }
 
 HostConfig load_config(const std::filesystem::path& file,
-                       const std::vector<std::string>& overrides) {
+                       const std::vector<std::string>& overrides, ConfigUse use) {
   // Regular files only: a FIFO would block, /dev/zero would never end. The cap
   // is fixed (the limits are read from this very file).
-  require_regular_file(file, "config");
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(file, ec);
-  if (!ec && size > static_cast<uintmax_t>(kMaxConfigBytes))
-    throw Error(ErrorKind::Input, "config '" + file.string() + "' is " + std::to_string(size) +
-                                      " bytes, over the " + std::to_string(kMaxConfigBytes) +
-                                      " bytes a config file may hold; name the TOML config "
-                                      "(a config is a few kilobytes)");
-  const std::string text =
-      read_text_input(file, "config", kMaxConfigBytes, "the fixed config size cap");
-  return load_config_text(text, file.string(), overrides);
+  const std::string text = read_text_input(
+      file, "config", kMaxConfigBytes,
+      "a fixed cap: a config is a few kilobytes; name the TOML config file");
+  return load_config_text(text, file.string(), overrides, use);
 }
 
 HostConfig load_config_text(std::string_view text, const std::string& source_name,
-                            const std::vector<std::string>& overrides) {
+                            const std::vector<std::string>& overrides, ConfigUse use) {
   check_key_depth(text, source_name);
   toml::table root;
   try {
@@ -566,7 +560,15 @@ HostConfig load_config_text(std::string_view text, const std::string& source_nam
                  std::to_string(e.source().begin.column) + ": TOML syntax error: " +
                  std::string(e.description()) + line_excerpt(text, e.source().begin.line));
   }
-  return resolve(root, source_name, overrides);
+  return resolve(root, source_name, overrides, use);
+}
+
+std::string config_digest(const HostConfig& config) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char ch : canonical_config(config)) h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 std::string canonical_config(const HostConfig& c) {

@@ -66,12 +66,23 @@ struct HostConfig {
   std::string digest;  // 16 hex digits over the resolved settings (see canonical_config)
 };
 
+// How the caller will use the config. `workload_replaced`: the command supplies
+// its own workload (encode's files or trace), so the config's synthetic
+// workload bounds (count, frames, sizes) are not held against it.
+struct ConfigUse {
+  bool workload_replaced = false;
+};
+
 // Reads `file` and applies the overrides ("key.path=value", in order).
 HostConfig load_config(const std::filesystem::path& file,
-                       const std::vector<std::string>& overrides);
+                       const std::vector<std::string>& overrides, ConfigUse use = {});
 // The same for TOML text; `source_name` stands for the file in messages.
 HostConfig load_config_text(std::string_view text, const std::string& source_name,
-                            const std::vector<std::string>& overrides);
+                            const std::vector<std::string>& overrides, ConfigUse use = {});
+
+// The 16-hex-digit digest of canonical_config(config); recompute it after
+// changing a resolved config (encode replacing the workload).
+std::string config_digest(const HostConfig& config);
 
 // Every resolved setting as sorted "key = value" lines, defaults included, so
 // that two configs meaning the same thing give the same digest.

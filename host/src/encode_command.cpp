@@ -17,21 +17,6 @@
 #include <iostream>
 
 namespace encgraph::host {
-namespace {
-
-// The digest again after the workload changed. The same hash as config.cpp's
-// (FNV-1a 64 over canonical_config).
-// TODO(config owner): expose this from config.hpp, so the hash lives in one place.
-void refresh_digest(HostConfig& config) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : canonical_config(config)) h = (h ^ ch) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  config.digest = hex;
-}
-
-}  // namespace
-
 int encode_command(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: encgraph encode --config FILE [--set KEY=VALUE]... [-o FILE] [--report FILE] "
@@ -57,7 +42,9 @@ int encode_command(const std::vector<std::string>& args) {
         "trace as {\"file\": ...} lines)");
   // Encoding files once is the point, so no warm-up unless the user asks (their
   // --set comes later and wins).
-  HostConfig config = load_command_config(vm, {"workload.warmup_requests=0"});
+  ConfigUse use;
+  use.workload_replaced = vm.count("files") || vm.count("trace");
+  HostConfig config = load_command_config(vm, {"workload.warmup_requests=0"}, use);
   // The files and the trace replace the config's workload as values, never as
   // TOML text: any byte a file name may hold stays part of the name.
   if (vm.count("files")) {
@@ -67,7 +54,7 @@ int encode_command(const std::vector<std::string>& args) {
     config.workload.kind = "trace";
     config.workload.trace = vm["trace"].as<std::string>();
   }
-  refresh_digest(config);
+  config.digest = config_digest(config);
   if (vm.count("output")) config.output.embeddings = vm["output"].as<std::string>();
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (config.output.embeddings.empty())

@@ -94,7 +94,7 @@ TEST_CASE("deep nesting is an error, not a stack overflow") {
   std::string ok(static_cast<size_t>(limit), '[');
   ok += std::string(static_cast<size_t>(limit), ']');
   CHECK_NOTHROW(parse(ok));
-  for (int depth : {limit + 2, 100000, 10000000}) {
+  for (int depth : {limit + 2, 100000, 1000000}) {
     CAPTURE(depth);
     const std::string arrays(static_cast<size_t>(depth), '[');
     CHECK(contains(parse_error(arrays), "nested deeper than"));

@@ -574,7 +574,7 @@ TEST_CASE("the config file: regular files only, capped, each error naming the fi
   const auto huge = dir.write("huge.toml", kMinimal + std::string(kMaxConfigBytes, '#'));
   const std::string e = error_of(huge);
   CHECK(e.find("huge.toml' is " + std::to_string(kMinimal.size() + kMaxConfigBytes) +
-               " bytes, over the 4194304 bytes a config file may hold") != std::string::npos);
+               " bytes, over the limit of 4194304 bytes") != std::string::npos);
   // A file just under the cap loads.
   const auto big = dir.write("big.toml", kMinimal + "#" + std::string(kMaxConfigBytes - 40, 'x'));
   CHECK(load_config(big, {}).runtime.plugin == "toy");

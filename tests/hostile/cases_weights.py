@@ -370,6 +370,9 @@ CASES = [
                      setup=sparse("config.json", (16 << 20) + 1)),
     config_json_case("dev-zero", r"siglip: \[plugin\.config\] config_json '/dev/zero'",
                      path="/dev/zero", plugin="siglip"),
+    Case(name="config_json/check-config-dev-zero", files={"c.toml": qwen_config()},
+         args=["check-config", "c.toml", "--set", "plugin.config.config_json=/dev/zero"], exit=2,
+         timeout=30, message=r"config_json '/dev/zero' is a character device"),
     # ---- class 6: config.json's numbers ----
     config_json_case("depth-1e300", r"vision_config\.depth must be an integer within 64 bits, got 1e300",
                      text='{"vision_config": {"depth": 1e300}}'),
@@ -389,6 +392,9 @@ CASES = [
     # ---- class 6: size keys near 2^63 name the key ----
     set_case("qwen-patch-size-2^62", ["plugin.config.patch_size=4611686018427387904"],
              r"qwen2_5_vl: patch_size = 4611686018427387904 is outside \[1, 512\]"),
+    Case(name="numbers/check-config-qwen-patch-size-2^62", files={"c.toml": qwen_config()},
+         args=["check-config", "c.toml", "--set", "plugin.config.patch_size=4611686018427387904"],
+         exit=2, message=r"patch_size = 4611686018427387904 is outside \[1, 512\]"),
     set_case("qwen-window-size-2^62", ["plugin.config.window_size=4611686018427387904"],
              r"window_size = 4611686018427387904 is outside"),
     set_case("qwen-spatial-merge-2^62", ["plugin.config.spatial_merge_size=4611686018427387904"],
