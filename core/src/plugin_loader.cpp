@@ -182,8 +182,7 @@ std::variant<PluginInfo, std::string> inspect(const fs::path& file) {
   fs::path canonical = fs::weakly_canonical(file, ec);
   if (ec) canonical = file;
   if (auto it = loaded_files().find(canonical); it != loaded_files().end()) {
-    if (std::string problem = name_problem(file, it->second.name); !problem.empty())
-      return problem;
+    if (std::string problem = name_problem(file, it->second.name); !problem.empty()) return problem;
     PluginInfo info = info_of(it->second);
     info.file = file;
     return info;

@@ -1,6 +1,12 @@
 #include "command_outputs.hpp"
 
+#include <encgraph/error.hpp>
+
+#include <encgraph/plugin_loader.hpp>
+
 #include <sys/stat.h>
+
+#include <filesystem>
 
 namespace encgraph::host {
 
@@ -12,6 +18,17 @@ std::vector<NamedFile> command_inputs(const HostConfig& config, const std::vecto
     return !p.empty() && ::stat(p.c_str(), &st) == 0;
   };
   const RuntimeConfig& rt = config.runtime;
+  // The code that runs: an output over the plugin's library or this program
+  // would replace them with embeddings. Finding the plugin's file opens nothing.
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) inputs.push_back({"encgraph program", self});
+  try {
+    if (const auto library = PluginRegistry(rt.plugin_dirs).find(rt.plugin))
+      inputs.push_back({"plugin library (plugin.name = \"" + rt.plugin + "\")", *library});
+  } catch (const Error&) {
+    // A bad plugin name or search path is reported when the plugin is loaded.
+  }
   if (exists(rt.weights)) inputs.push_back({"weights (plugin.weights)", rt.weights});
   // A plugin reads its settings as it likes; any value naming an existing
   // file or folder may be read, so none of them may be overwritten.

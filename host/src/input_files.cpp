@@ -90,6 +90,17 @@ bool FileIdentity::operator==(const FileIdentity& o) const {
   return canonical == o.canonical;
 }
 
+std::filesystem::path follow_symlinks(const std::filesystem::path& file) {
+  std::filesystem::path p = file;
+  std::error_code ec;
+  for (int hop = 0; hop < 40 && std::filesystem::is_symlink(p, ec); ++hop) {
+    const std::filesystem::path next = std::filesystem::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  return p;
+}
+
 FileIdentity file_identity(const std::filesystem::path& file) {
   FileIdentity id;
   struct stat st {};
@@ -99,7 +110,8 @@ FileIdentity file_identity(const std::filesystem::path& file) {
     id.inode = static_cast<uint64_t>(st.st_ino);
   }
   std::error_code ec;
-  id.canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(file, ec), ec);
+  id.canonical =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(follow_symlinks(file), ec), ec);
   return id;
 }
 

@@ -25,8 +25,13 @@ std::string read_text_input(const std::filesystem::path& file, const std::string
                             int64_t max_bytes,
                             const std::string& limit_key = "limits.max_text_bytes");
 
+// Where a chain of symlinks ends (at most 40 links), whether or not that file
+// exists; `file` itself when it is not a symlink.
+std::filesystem::path follow_symlinks(const std::filesystem::path& file);
+
 // Identity of a file for "is this output one of the inputs?": device and
-// inode when it exists, else the weakly canonical path.
+// inode when it exists, else the weakly canonical path (through a dangling
+// symlink, the path it names).
 struct FileIdentity {
   bool exists = false;
   uint64_t device = 0;

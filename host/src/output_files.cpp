@@ -26,7 +26,7 @@ namespace encgraph::host {
 namespace fs = std::filesystem;
 namespace {
 
-// ---- staging files removed on a fatal signal ----
+// ---- staging files (and the folders made for them) removed on a fatal signal ----
 // The handler may only make async-signal-safe calls: the paths live in fixed
 // buffers, each slot's state is a lock-free atomic.
 constexpr int kSlots = 64;
@@ -34,15 +34,32 @@ constexpr size_t kPathBytes = 4096;
 enum SlotState { kFree = 0, kClaimed = 1, kActive = 2 };
 struct Slot {
   std::atomic<int> state{kFree};
+  bool folder = false;  // a folder made for an output: removed after the files, if empty
   char path[kPathBytes];
 };
 Slot g_slots[kSlots];
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// SIGINT, SIGTERM, SIGHUP always; the others (which end the process by
+// default too: a closed pipe, a CPU-time limit, ...) only where nothing else
+// handles them.
+constexpr int kSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
+                            SIGXCPU, SIGALRM, SIGUSR1, SIGUSR2};
+constexpr size_t kAlwaysHandled = 3;
 struct sigaction g_previous[std::size(kSignals)];
 
 extern "C" void remove_staging_and_reraise(int sig) {
   for (Slot& s : g_slots)
-    if (s.state.load(std::memory_order_acquire) == kActive) ::unlink(s.path);
+    if (s.state.load(std::memory_order_acquire) == kActive && !s.folder) ::unlink(s.path);
+  // Folders, innermost first: a pass removes those already empty.
+  for (int pass = 0; pass < kSlots; ++pass) {
+    bool removed = false;
+    for (Slot& s : g_slots)
+      if (s.state.load(std::memory_order_acquire) == kActive && s.folder &&
+          ::rmdir(s.path) == 0) {
+        s.state.store(kFree, std::memory_order_release);
+        removed = true;
+      }
+    if (!removed) break;
+  }
   // The previous disposition (usually the default: terminate) then handles the
   // signal as if we had not been there, so the exit status still says SIGINT.
   for (size_t i = 0; i < std::size(kSignals); ++i)
@@ -66,21 +83,29 @@ void install_handlers() {
     if (current.sa_handler == SIG_IGN) continue;  // e.g. SIGHUP under nohup: stay immune
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == remove_staging_and_reraise)
       continue;
+    if (i >= kAlwaysHandled && ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL))
+      continue;
     g_previous[i] = current;
     struct sigaction act {};
     act.sa_handler = remove_staging_and_reraise;
     sigfillset(&act.sa_mask);
     ::sigaction(kSignals[i], &act, nullptr);
   }
+  // Over a file-size limit (ulimit -f) a write then fails with EFBIG, which
+  // names the file, instead of SIGXFSZ killing the process mid-write.
+  struct sigaction xfsz {};
+  ::sigaction(SIGXFSZ, nullptr, &xfsz);
+  if (!(xfsz.sa_flags & SA_SIGINFO) && xfsz.sa_handler == SIG_DFL) ::signal(SIGXFSZ, SIG_IGN);
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
-int register_staging(const std::string& path) {
+int register_staging(const std::string& path, bool folder = false) {
   install_handlers();
   if (path.size() >= kPathBytes) return -1;  // the destructor still removes it
   for (int i = 0; i < kSlots; ++i) {
     int expected = kFree;
     if (!g_slots[i].state.compare_exchange_strong(expected, kClaimed)) continue;
+    g_slots[i].folder = folder;
     std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
     g_slots[i].state.store(kActive, std::memory_order_release);
     return i;
@@ -117,11 +142,30 @@ std::string errno_text(int err) {
   return std::strerror(err);
 }
 
+// A write that failed. No space, a size limit or a failing disk is not the
+// user's input (exit 1, kind Device); a path that cannot be written (no
+// permission, a read-only file system) is (exit 2).
+[[noreturn]] void write_failed(const NamedFile& f, const std::string& action, int err) {
+  std::string why = "cannot be written: " + action + errno_text(err);
+  ErrorKind kind = ErrorKind::Device;
+  if (err == ENOSPC || err == EDQUOT)
+    why += "; free space on the disk holding '" + printable(folder_of(f.path).string()) +
+           "' or name an output on another disk (nothing was replaced)";
+  else if (err == EFBIG)
+    why += "; the file outgrew a size limit (ulimit -f, or the file system's): raise it or "
+           "write to another disk (nothing was replaced)";
+  else if (err == EIO)
+    why += "; the disk reported an I/O error (nothing was replaced)";
+  else
+    kind = ErrorKind::Input;
+  throw Error(kind, f.what + " '" + printable(f.path.string()) + "' " + why);
+}
+
 }  // namespace
 
 size_t registered_staging_files() {
   size_t n = 0;
-  for (const Slot& s : g_slots) n += s.state.load() == kActive;
+  for (const Slot& s : g_slots) n += s.state.load() == kActive && !s.folder;
   return n;
 }
 
@@ -135,6 +179,12 @@ void check_output_target(const NamedFile& target) {
   } else if (errno != ENOENT && errno != ENOTDIR) {
     refuse(target, "cannot be checked: " + errno_text(errno));
   }
+  // "out/" or "out/." names a folder even before it exists.
+  const std::string name = target.path.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    refuse(target, "names a folder, not a file (it ends in '" + (name.empty() ? "/" : name) +
+                       "'): name the file to write, e.g. '" +
+                       printable((target.path / "output").lexically_normal().string()) + "'");
   // The nearest existing folder must be a folder we may write into (the
   // missing ones are created).
   fs::path folder = folder_of(target.path);
@@ -211,15 +261,28 @@ StagedFile::StagedFile(fs::path target, std::string what)
     : target_(std::move(target)), final_(target_), what_(std::move(what)) {
   const NamedFile named{what_, target_};
   check_output_target(named);
-  // Through a symlink to a file, the file it names is replaced, not the link.
+  // Through a symlink the file it names is written (made, when the link
+  // dangles), never the link replaced by a file.
   std::error_code ec;
-  if (fs::is_symlink(target_, ec) && fs::exists(target_, ec)) final_ = fs::canonical(target_, ec);
-  if (ec) final_ = target_;
+  if (fs::is_symlink(target_, ec)) final_ = follow_symlinks(target_);
   const fs::path folder = folder_of(final_);
+  // Folders made here are removed again unless the file is committed: a
+  // failed run leaves nothing behind.
+  std::vector<fs::path> missing;
+  for (fs::path f = folder; !f.empty() && !fs::exists(f, ec); f = f.parent_path()) {
+    missing.push_back(fs::absolute(f, ec));
+    if (f == f.parent_path()) break;
+  }
+  for (const fs::path& f : missing) {  // innermost first
+    made_folders_.push_back(f);
+    folder_slots_.push_back(register_staging(f.string(), true));
+  }
   fs::create_directories(folder, ec);
-  if (ec)
-    refuse(named, "cannot be written: creating its folder '" + printable(folder.string()) +
-                      "' failed (" + ec.message() + ")");
+  if (ec) {
+    forget_folders(true);
+    write_failed(named, "creating its folder '" + printable(folder.string()) + "' failed: ",
+                 ec.value());
+  }
   // The staging name keeps the target's name (bounded: a name may hold 255
   // bytes) so that a file left by a SIGKILL says whose it was.
   std::string name = final_.filename().string().substr(0, 200);
@@ -227,9 +290,12 @@ StagedFile::StagedFile(fs::path target, std::string what)
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   fd_ = ::mkostemps(buf.data(), 8, O_CLOEXEC);
-  if (fd_ < 0)
-    refuse(named, "cannot be written: creating a staging file in '" + printable(folder.string()) +
-                      "' failed (" + errno_text(errno) + ")");
+  if (fd_ < 0) {
+    const int err = errno;
+    discard();
+    write_failed(named, "creating a staging file in '" + printable(folder.string()) + "' failed: ",
+                 err);
+  }
   staging_ = buf.data();
   slot_ = register_staging(staging_.string());
   struct stat st {};
@@ -248,6 +314,17 @@ void StagedFile::discard() noexcept {
   staging_.clear();
   unregister_staging(slot_);
   slot_ = -1;
+  forget_folders(true);
+}
+
+void StagedFile::forget_folders(bool remove) noexcept {
+  // Innermost first; one that now holds a file (a committed output, another
+  // run's) stays.
+  if (remove)
+    for (const auto& f : made_folders_) ::rmdir(f.c_str());
+  for (int slot : folder_slots_) unregister_staging(slot);
+  made_folders_.clear();
+  folder_slots_.clear();
 }
 
 void StagedFile::write(const void* data, size_t bytes) {
@@ -256,9 +333,7 @@ void StagedFile::write(const void* data, size_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      refuse({what_, target_},
-             "cannot be written: " + errno_text(n < 0 ? errno : EIO) + " (is the disk full?)");
+    if (n <= 0) write_failed({what_, target_}, "", n < 0 ? errno : EIO);
     p += n;
     bytes -= static_cast<size_t>(n);
     size_ += static_cast<uint64_t>(n);
@@ -281,8 +356,9 @@ void StagedFile::append(const StagedFile& other, uint64_t bytes) {
     const ssize_t n = ::pread(other.fd_, buf.data(), std::min<uint64_t>(bytes, buf.size()), in);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      refuse({what_, target_},
-             "cannot be written: reading back '" + printable(other.staging_.string()) + "' failed");
+      write_failed({what_, target_},
+                   "reading back '" + printable(other.staging_.string()) + "' failed: ",
+                   n < 0 ? errno : EIO);
     write(buf.data(), static_cast<size_t>(n));
     in += n;
     bytes -= static_cast<uint64_t>(n);
@@ -296,7 +372,7 @@ void StagedFile::commit() {
     const int err = errno;
     fd_ = -1;
     discard();
-    refuse(named, "cannot be written: " + errno_text(err) + " (is the disk full?)");
+    write_failed(named, "", err);
   }
   fd_ = -1;
   // Something may have appeared at the target during the run; a directory or
@@ -309,11 +385,12 @@ void StagedFile::commit() {
   if (::rename(staging_.c_str(), final_.c_str()) != 0) {
     const int err = errno;
     discard();
-    refuse(named, "cannot be renamed into place: " + errno_text(err));
+    write_failed(named, "renaming it into place failed: ", err);
   }
   staging_.clear();
   unregister_staging(slot_);
   slot_ = -1;
+  forget_folders(false);
   // The rename itself reaches the disk with the folder's metadata.
   const int dir = ::open(folder_of(final_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {

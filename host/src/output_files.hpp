@@ -2,8 +2,11 @@
 // earlier result: outputs are checked before any work (an existing target must
 // be a regular file, and no output may be an input or the other output), and
 // written under a unique staging name in the target's folder, synced and
-// renamed into place when complete. Staging files are removed on any error and
-// on SIGINT, SIGTERM and SIGHUP.
+// renamed into place when complete. Staging files, and the folders made for
+// them, are removed on any error and on SIGINT, SIGTERM, SIGHUP (and the other
+// signals that end the process by default, where nothing else handles them).
+// A full disk, a size limit or an I/O error is an Error of kind Device (exit
+// 1); a path that cannot be written, of kind Input (exit 2).
 #pragma once
 
 #include <cstddef>
@@ -55,16 +58,21 @@ class StagedFile {
   // fsync, check the target is still a regular file or absent, rename, sync
   // the folder. After it the staging file is gone.
   void commit();
-  // Removes the staging file (also what the destructor does).
+  // Removes the staging file and the folders made for it (also what the
+  // destructor does).
   void discard() noexcept;
 
  private:
+  void forget_folders(bool remove) noexcept;
+
   std::filesystem::path target_;  // as given, for messages
   std::filesystem::path final_;   // where the rename goes (a symlink's target)
   std::string what_;
   std::filesystem::path staging_;
   int fd_ = -1;
   int slot_ = -1;  // in the signal-cleanup registry
+  std::vector<std::filesystem::path> made_folders_;  // made for the target, innermost first
+  std::vector<int> folder_slots_;                    // theirs in the registry
   uint64_t size_ = 0;
 };
 

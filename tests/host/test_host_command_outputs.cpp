@@ -40,11 +40,32 @@ TEST_CASE("the inputs: config, weights, plugin settings naming files, trace, ima
   CHECK(holds(inputs, "trace", c.workload.trace));
   CHECK(holds(inputs, "image", "a.png"));
   CHECK(holds(inputs, "frame of video 'clip'", "f2.png"));
-  CHECK(inputs.size() == 7);  // "8" and the missing file are no files
+  CHECK(holds(inputs, "encgraph program", fs::read_symlink("/proc/self/exe")));
+  CHECK(inputs.size() == 8);  // "8" and the missing file are no files; no plugin is named
 
   c.runtime.weights = "random";
   c.workload.kind = "synthetic";
-  CHECK(command_inputs(c, {}).size() == 2);  // the config and config_json
+  CHECK(command_inputs(c, {}).size() == 3);  // the program, the config and config_json
+}
+
+TEST_CASE("the plugin's library is an input: an output over it is refused before any work") {
+  host_test::TempDir dir;
+  HostConfig c;
+  c.runtime.plugin = "toy";
+  c.runtime.plugin_dirs = {host_test::plugin_dir()};
+  const fs::path library = fs::path(host_test::plugin_dir()) / "libencgraph_toy.so";
+  CHECK(holds(command_inputs(c, {}), "plugin library (plugin.name = \"toy\")", library));
+  c.output.embeddings = library.string();
+  std::string message;
+  try {
+    check_outputs_against_inputs(c, {});
+  } catch (const encgraph::Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("is the plugin library (plugin.name = \"toy\")") != std::string::npos);
+  // An invalid plugin name is left to the loader, which names it.
+  c.runtime.plugin = "../evil";
+  CHECK_NOTHROW(command_inputs(c, {}));
 }
 
 TEST_CASE("outputs are checked against each other and against every input") {

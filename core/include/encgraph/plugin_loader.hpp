@@ -66,6 +66,8 @@ LoadedPlugin load_plugin_file(const std::filesystem::path& file);
 // nullopt for a file not named like a plugin.
 std::optional<std::string> plugin_name_of_file(const std::filesystem::path& file);
 
+// One registry per thread: get() fills a cache. The files it loads are shared
+// process-wide (load_plugin_file is thread-safe).
 class PluginRegistry {
  public:
   // Builds the search path; opens no file.
