@@ -50,7 +50,7 @@ int check_config_command(const std::vector<std::string>& args) {
   const RuntimeConfig& rt = config.runtime;
   std::cout << config.source << ": keys and values ok (digest " << config.digest << ")\n";
 
-  const std::vector<WorkItem> work = build_workload(config.workload);
+  const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   std::cout << "  workload: " << config.workload.kind << ", " << work.size() << " items\n";
   // With data parallelism the ranks' devices replace runtime.device.
   const std::string& device = execution_device(config);

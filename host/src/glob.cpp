@@ -10,6 +10,17 @@ bool has_glob_chars(const std::string& s) {
   return s.find_first_of("*?[") != std::string::npos;
 }
 
+std::string glob_hint(const std::string& pattern) {
+  std::string hint;
+  if (pattern.find("**") != std::string::npos)
+    hint +=
+        "; '**' is not recursive here: it matches names in one folder, like '*' (give one "
+        "pattern per folder level)";
+  if (pattern.find('{') != std::string::npos && pattern.find('}') != std::string::npos)
+    hint += "; braces are not expanded ('{a,b}' is literal): give one pattern per alternative";
+  return hint;
+}
+
 std::string glob_escape(const std::string& path) {
   std::string out;
   for (char c : path) {

@@ -15,6 +15,11 @@ bool has_glob_chars(const std::string& s);
 // "10.png"); empty when nothing matches.
 std::vector<std::string> glob_sorted(const std::string& pattern);
 
+// What a pattern that matched nothing may have meant: "; '**' is not
+// recursive here ..." for `**`, "; braces are not expanded ..." for `{a,b}`,
+// else "". Appended to a "matches no file" message.
+std::string glob_hint(const std::string& pattern);
+
 // `path` with glob's special characters (* ? [ \) escaped, so that a folder
 // named like "set[1]" can prefix a pattern.
 std::string glob_escape(const std::string& path);

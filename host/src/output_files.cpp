@@ -53,8 +53,7 @@ extern "C" void remove_staging_and_reraise(int sig) {
   for (int pass = 0; pass < kSlots; ++pass) {
     bool removed = false;
     for (Slot& s : g_slots)
-      if (s.state.load(std::memory_order_acquire) == kActive && s.folder &&
-          ::rmdir(s.path) == 0) {
+      if (s.state.load(std::memory_order_acquire) == kActive && s.folder && ::rmdir(s.path) == 0) {
         s.state.store(kFree, std::memory_order_release);
         removed = true;
       }
@@ -152,8 +151,9 @@ std::string errno_text(int err) {
     why += "; free space on the disk holding '" + printable(folder_of(f.path).string()) +
            "' or name an output on another disk (nothing was replaced)";
   else if (err == EFBIG)
-    why += "; the file outgrew a size limit (ulimit -f, or the file system's): raise it or "
-           "write to another disk (nothing was replaced)";
+    why +=
+        "; the file outgrew a size limit (ulimit -f, or the file system's): raise it or "
+        "write to another disk (nothing was replaced)";
   else if (err == EIO)
     why += "; the disk reported an I/O error (nothing was replaced)";
   else
@@ -280,8 +280,8 @@ StagedFile::StagedFile(fs::path target, std::string what)
   fs::create_directories(folder, ec);
   if (ec) {
     forget_folders(true);
-    write_failed(named, "creating its folder '" + printable(folder.string()) + "' failed: ",
-                 ec.value());
+    write_failed(named,
+                 "creating its folder '" + printable(folder.string()) + "' failed: ", ec.value());
   }
   // The staging name keeps the target's name (bounded: a name may hold 255
   // bytes) so that a file left by a SIGKILL says whose it was.
@@ -293,8 +293,8 @@ StagedFile::StagedFile(fs::path target, std::string what)
   if (fd_ < 0) {
     const int err = errno;
     discard();
-    write_failed(named, "creating a staging file in '" + printable(folder.string()) + "' failed: ",
-                 err);
+    write_failed(named,
+                 "creating a staging file in '" + printable(folder.string()) + "' failed: ", err);
   }
   staging_ = buf.data();
   slot_ = register_staging(staging_.string());

@@ -70,7 +70,7 @@ class StagedFile {
   std::string what_;
   std::filesystem::path staging_;
   int fd_ = -1;
-  int slot_ = -1;  // in the signal-cleanup registry
+  int slot_ = -1;                                    // in the signal-cleanup registry
   std::vector<std::filesystem::path> made_folders_;  // made for the target, innermost first
   std::vector<int> folder_slots_;                    // theirs in the registry
   uint64_t size_ = 0;

@@ -193,6 +193,13 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string abbreviated(std::string_view text, size_t max) {
+  if (text.size() <= max + 20) return std::string(text);  // a cut must save something
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 void check_key_depth(std::string_view text, std::string_view source_name) {
   size_t line = 1, line_start = 0, run_start = 0;
   int dots = 0;

@@ -41,6 +41,11 @@ std::string printable(std::string_view text);
 
 bool is_valid_utf8(std::string_view text);
 
+// `text` cut to about `max` bytes (at a character boundary) with its full
+// size noted, "abc... (5000 bytes)", so that a huge value or argument does not
+// make a huge message; shorter text is returned as it is.
+std::string abbreviated(std::string_view text, size_t max = 60);
+
 // The most dots one dotted key or table header may hold. toml++ recurses once
 // per nested table, so `a.a.a…` with tens of thousands of parts overflows the
 // stack; no real config comes near this.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace encgraph::host {
@@ -20,10 +21,67 @@ struct LineError {
   std::string message;
 };
 
+// A JSON value as a message shows it: at most about 60 bytes, so that a
+// megabyte-long value does not become a megabyte-long message.
+std::string shown(const nlohmann::json& v) {
+  const std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return abbreviated(text);
+}
+
+// nlohmann's parse error without its "[json.exception...]" tag, the token it
+// quotes ("last read: '...'") cut short.
+std::string parse_error_text(const std::string& what) {
+  const size_t start = what.find("parse error");
+  std::string text = start == std::string::npos ? what : what.substr(start);
+  const std::string mark = "last read: '";
+  const size_t open = text.find(mark);
+  if (open == std::string::npos) return text;
+  const size_t begin = open + mark.size();
+  size_t end = text.find("'; expected", begin);
+  if (end == std::string::npos) end = text.rfind('\'');
+  if (end == std::string::npos || end < begin) return text;
+  return text.substr(0, begin) + abbreviated(text.substr(begin, end - begin)) + text.substr(end);
+}
+
+// The line as one JSON object; a key given twice (which nlohmann would
+// silently resolve to its last value) is an error.
+nlohmann::json parse_object(const std::string& line) {
+  if (const size_t nul = line.find('\0'); nul != std::string::npos)
+    throw LineError{"the line holds a NUL byte (column " + std::to_string(nul + 1) +
+                    "); a trace is UTF-8 text: remove it or re-save the trace"};
+  std::vector<std::set<std::string>> keys;  // per open object
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t check = [&](int depth,
+                                                      nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    if (event == E::object_end && !keys.empty()) keys.pop_back();
+    if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty() && depth == 1)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json obj;
+  try {
+    obj = nlohmann::json::parse(line, check);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw LineError{"not valid JSON: " + parse_error_text(e.what())};
+  } catch (const nlohmann::json::exception& e) {
+    // 1e400 and the like: nlohmann reports an out-of-range number apart.
+    throw LineError{"not valid JSON: a number is out of range (" + parse_error_text(e.what()) +
+                    "); sizes, frames and seeds are integers that fit in 64 bits"};
+  }
+  if (!duplicate.empty())
+    throw LineError{"field " + shown(nlohmann::json(duplicate)) +
+                    " is given twice; give each field once"};
+  return obj;
+}
+
 int64_t positive(const nlohmann::json& obj, const char* field) {
   const auto& v = obj.at(field);
   if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-    throw LineError{std::string("'") + field + "' must be a positive integer, got " + v.dump()};
+    throw LineError{std::string("'") + field + "' must be a positive integer, got " + shown(v)};
   return v.get<int64_t>();
 }
 
@@ -67,18 +125,18 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
     const auto& list = obj["frames_files"];
     if (!list.is_array() || list.empty())
       throw LineError{"'frames_files' must be a non-empty array of frame image paths, got " +
-                      list.dump()};
+                      shown(list)};
     check_frame_count(static_cast<int64_t>(list.size()), "'frames_files' lists", limits);
     for (const auto& f : list) {
       if (!f.is_string())
-        throw LineError{"'frames_files' must hold strings (frame image paths), got " + f.dump()};
+        throw LineError{"'frames_files' must hold strings (frame image paths), got " + shown(f)};
       files.push_back(resolve(f.get<std::string>(), base_dir).string());
     }
   } else {
     const auto& pattern = obj["frames_glob"];
     if (!pattern.is_string())
       throw LineError{"'frames_glob' must be a string (a pattern such as \"clip/*.png\"), got " +
-                      pattern.dump()};
+                      shown(pattern)};
     const std::filesystem::path given = pattern.get<std::string>();
     // The trace's folder is a literal prefix, whatever characters its name holds.
     const std::string resolved =
@@ -88,8 +146,10 @@ void read_video_frames(const nlohmann::json& obj, WorkItem& it,
     files = glob_sorted(resolved);
     check_frame_count(static_cast<int64_t>(files.size()), "'frames_glob' matches", limits);
     if (files.empty())
-      throw LineError{"'frames_glob' " + pattern.dump() + " matches no file (looked for '" +
-                      resolved + "'; relative patterns are resolved against the trace's folder)"};
+      throw LineError{"'frames_glob' " + shown(pattern) + " matches no file (looked for '" +
+                      printable(abbreviated(resolved)) +
+                      "'; relative patterns are resolved against the trace's folder" +
+                      glob_hint(given.string()) + ")"};
   }
   const auto count = static_cast<int64_t>(files.size());
   if (obj.contains("frames") && it.frames != count)
@@ -122,7 +182,7 @@ void check_id(const std::string& id) {
         "file's metadata); choose another id"};
   for (unsigned char ch : id)
     if (ch < 0x20 || ch == 0x7F)
-      throw LineError{"'id' " + nlohmann::json(id).dump() +
+      throw LineError{"'id' " + shown(nlohmann::json(id)) +
                       " holds a control character; ids name tensors: use printable characters"};
 }
 
@@ -134,15 +194,7 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
     throw LineError{"the line is not valid UTF-8 ('" + printable(line.substr(0, 80)) +
                     "'); JSON text, ids and paths included, must be UTF-8: re-save the trace "
                     "as UTF-8"};
-  nlohmann::json obj;
-  try {
-    obj = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message starts with its own "[json.exception...]" tag: keep the reason only.
-    std::string what = e.what();
-    const size_t colon = what.find("parse error");
-    throw LineError{"not valid JSON: " + (colon == std::string::npos ? what : what.substr(colon))};
-  }
+  const nlohmann::json obj = parse_object(line);
   if (!obj.is_object())
     throw LineError{"expected a JSON object, got " + std::string(obj.type_name())};
   static const char* const known[] = {"modality",     "height",      "width", "frames", "file",
@@ -150,8 +202,8 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
   for (const auto& [key, value] : obj.items()) {
     (void)value;
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      throw LineError{"unknown field '" + key +
-                      "' (known: modality, height, width, frames, file, frames_files, "
+      throw LineError{"unknown field " + shown(nlohmann::json(key)) +
+                      " (known: modality, height, width, frames, file, frames_files, "
                       "frames_glob, id, seed)"};
   }
   // Frame files make a video, so 'modality' may be left out.
@@ -170,7 +222,7 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
     else if (m == "video")
       it.modality = EG_MODALITY_VIDEO;
     else
-      throw LineError{"'modality' must be \"image\" or \"video\", got " + m.dump()};
+      throw LineError{"'modality' must be \"image\" or \"video\", got " + shown(m)};
   } else if (has_frames) {
     it.modality = EG_MODALITY_VIDEO;
   }
@@ -186,7 +238,7 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
     throw LineError{"an image has exactly one frame, got frames = " + std::to_string(it.frames)};
   if (obj.contains("file")) {
     if (!obj["file"].is_string())
-      throw LineError{"'file' must be a string, got " + obj["file"].dump()};
+      throw LineError{"'file' must be a string, got " + shown(obj["file"])};
     if (it.modality == EG_MODALITY_VIDEO)
       throw LineError{
           "'file' is one image; give a video's frames as 'frames_files' (a list of "
@@ -219,14 +271,16 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
                       " pixels per image or frame (limits.max_image_pixels sets it)"};
   }
   if (obj.contains("id")) {
-    if (!obj["id"].is_string()) throw LineError{"'id' must be a string, got " + obj["id"].dump()};
+    if (!obj["id"].is_string()) throw LineError{"'id' must be a string, got " + shown(obj["id"])};
     it.id = obj["id"].get<std::string>();
     check_id(it.id);
   }
   if (obj.contains("seed")) {
-    if (!obj["seed"].is_number_unsigned())
-      throw LineError{"'seed' must be a non-negative integer, got " + obj["seed"].dump()};
-    it.seed = obj["seed"].get<uint64_t>();
+    // -0 is an integer 0 to the parser, and a valid seed.
+    const auto& seed = obj["seed"];
+    if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() == 0))
+      throw LineError{"'seed' must be a non-negative integer, got " + shown(obj["seed"])};
+    it.seed = seed.is_number_unsigned() ? seed.get<uint64_t>() : 0;
   }
   return it;
 }
@@ -258,7 +312,7 @@ std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
       WorkItem it = parse_line(line, number, base_dir, limits);
       const auto [at, fresh] = line_of_id.emplace(it.id, number);
       if (!fresh)
-        throw LineError{"id " + nlohmann::json(it.id).dump() + " is already the id of line " +
+        throw LineError{"id " + shown(nlohmann::json(it.id)) + " is already the id of line " +
                         std::to_string(at->second) +
                         " (an item without 'id' is named trace/<line>); ids name the tensors of "
                         "the embeddings file and must be unique: give one of them another id"};

@@ -36,8 +36,8 @@ std::vector<std::string> expand(const std::string& pattern) {
   if (!has_glob_chars(pattern) || std::filesystem::exists(pattern, ec)) return {pattern};
   std::vector<std::string> out = glob_sorted(pattern);
   if (out.empty())
-    throw Error(ErrorKind::Input,
-                "workload.files: the pattern '" + printable(pattern) + "' matches no file");
+    throw Error(ErrorKind::Input, "workload.files: the pattern '" + printable(pattern) +
+                                      "' matches no file" + glob_hint(pattern));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -42,9 +43,12 @@ inline bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-// A random engine seeded afresh; the seed is part of every failure's report.
+// A random engine seeded afresh (or from ENCGRAPH_TEST_SEED, to replay a
+// failure); the seed is printed with the first test that draws from it.
 inline std::mt19937_64& rng() {
-  static const uint64_t seed = std::random_device{}();
+  static const uint64_t seed = std::getenv("ENCGRAPH_TEST_SEED")
+                                   ? std::strtoull(std::getenv("ENCGRAPH_TEST_SEED"), nullptr, 10)
+                                   : std::random_device{}();
   static std::mt19937_64 engine(seed);
   static bool shown = false;
   if (!shown) {

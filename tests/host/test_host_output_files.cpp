@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -197,4 +198,106 @@ TEST_CASE("SIGINT and SIGTERM remove the staging files, and the process still di
     CHECK(names(dir.path()) == std::vector<std::string>{"e.safetensors"});
     CHECK(read_all(dir / "e.safetensors") == "good old file");
   }
+}
+
+TEST_CASE("a target naming a folder is refused even before the folder exists") {
+  host_test::TempDir dir;
+  for (const char* name : {"new/", "new/.", "new/.."}) {
+    CAPTURE(name);
+    CHECK(refusal([&] {
+            check_output_target({"embeddings output", dir / name});
+          }).find("names a folder, not a file") != std::string::npos);
+  }
+  CHECK(names(dir.path()).empty());
+}
+
+TEST_CASE("folders made for an output are removed when it is not committed, kept when it is") {
+  host_test::TempDir dir;
+  {
+    StagedFile f(dir / "a" / "b" / "e.st", "embeddings file");
+    f.write("x", 1);
+    CHECK(fs::is_directory(dir / "a" / "b"));
+  }  // abandoned
+  CHECK(names(dir.path()).empty());
+  {
+    StagedFile data(dir / "a" / "b" / "e.st", "embeddings file");
+    StagedFile out(dir / "a" / "b" / "e.st", "embeddings file");
+    out.write("y", 1);
+    out.commit();
+  }  // data's folders now hold the committed file
+  CHECK(read_all(dir / "a" / "b" / "e.st") == "y");
+  // A folder that existed before is never removed.
+  fs::create_directories(dir / "kept");
+  { StagedFile f(dir / "kept" / "r.json", "report"); }
+  CHECK(fs::is_directory(dir / "kept"));
+}
+
+TEST_CASE("a dangling symlink is written through, never replaced by a file") {
+  host_test::TempDir dir;
+  fs::create_symlink("real/e.st", dir / "link.st");
+  StagedFile f(dir / "link.st", "embeddings file");
+  f.write("z", 1);
+  f.commit();
+  CHECK(fs::is_symlink(dir / "link.st"));
+  CHECK(read_all(dir / "real" / "e.st") == "z");
+  // Two outputs meeting through a dangling link are one file.
+  fs::create_symlink("r.json", dir / "to-report");
+  CHECK(refusal([&] {
+          check_outputs_distinct(
+              {{"embeddings output", dir / "to-report"}, {"report", dir / "r.json"}}, {});
+        }).find("are the same file") != std::string::npos);
+}
+
+TEST_CASE("a file-size limit fails the write with the file's name (kind Device), no signal") {
+  host_test::TempDir dir;
+  dir.write("e.st", "good");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_DFL);
+    const struct rlimit limit = {4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 3;
+    try {
+      StagedFile f(dir / "e.st", "embeddings file");
+      const std::string block(8192, 'x');
+      f.write(block.data(), block.size());
+    } catch (const encgraph::Error& e) {
+      const std::string m = e.what();
+      code = e.kind() == encgraph::ErrorKind::Device &&
+                     m.find("embeddings file '" + (dir / "e.st").string() +
+                            "' cannot be written: File too large") == 0 &&
+                     m.find("ulimit -f") != std::string::npos
+                 ? 0
+                 : 4;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(names(dir.path()) == std::vector<std::string>{"e.st"});
+  CHECK(read_all(dir / "e.st") == "good");
+}
+
+TEST_CASE("a signal also removes the folders made for the staging files") {
+  host_test::TempDir dir;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGUSR1, SIG_DFL);
+    StagedFile a(dir / "x" / "y" / "e.st", "embeddings file");
+    StagedFile b(dir / "x" / "r.json", "report");
+    a.write("partial", 7);
+    // SIGUSR1 is taken over only where its disposition is the default.
+    ::raise(SIGUSR1);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGUSR1);
+  CHECK(names(dir.path()).empty());
 }
