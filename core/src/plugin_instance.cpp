@@ -30,10 +30,11 @@ std::string describe_shape(const eg_graph_shape& s) {
 
 void PluginInstance::fail(const std::string& what, eg_status status, eg_error& err) const {
   err.message[EG_ERROR_MESSAGE_CAPACITY - 1] = '\0';
-  const ErrorKind kind = status == EG_ERR_OUT_OF_MEMORY || status == EG_ERR_DEVICE
-                             ? ErrorKind::Device
-                         : status == EG_ERR_INVALID_ARGUMENT ? ErrorKind::Input
-                                                             : ErrorKind::Plugin;
+  const ErrorKind kind =
+      status == EG_ERR_OUT_OF_MEMORY || status == EG_ERR_DEVICE ? ErrorKind::Device
+      // The ABI's "missing file, tensor, key" is the user's to fix too.
+      : status == EG_ERR_INVALID_ARGUMENT || status == EG_ERR_NOT_FOUND ? ErrorKind::Input
+                                                                        : ErrorKind::Plugin;
   throw Error(kind, "plugin '" + name_ + "': " + what + " failed (" + status_name(status) +
                         "): " + (err.message[0] ? err.message : "no message given"));
 }

@@ -63,9 +63,18 @@ int check_config_command(const std::vector<std::string>& args) {
     std::cout << ")\n";
   }
 
-  if (!rt.weights.empty() && rt.weights != "random" && rt.weights != "none" &&
-      !std::filesystem::exists(rt.weights))
-    throw_config(config.source + ": plugin.weights: '" + rt.weights + "' does not exist");
+  // A checkpoint file or folder; anything else (a FIFO, a device) would block or
+  // never end when the plugin reads it.
+  if (!rt.weights.empty() && rt.weights != "random" && rt.weights != "none") {
+    std::error_code ec;
+    const auto status = std::filesystem::status(rt.weights, ec);
+    if (!std::filesystem::exists(status))
+      throw_config(config.source + ": plugin.weights: '" + rt.weights + "' does not exist");
+    if (!std::filesystem::is_regular_file(status) && !std::filesystem::is_directory(status))
+      throw_config(config.source + ": plugin.weights: '" + rt.weights +
+                   "' is neither a file nor a folder (a FIFO or a device?): name a .safetensors "
+                   "file, its index.json or the checkpoint folder");
+  }
 
   // Only the file plugin.name maps to is opened; a config may name a plugin that is
   // not built yet (checked structurally below), but a file that is there and broken
