@@ -102,7 +102,7 @@ int bench_command(const std::vector<std::string>& args) {
     spdlog::info("wrote the report to {}", config.output.report);
   }
   if (vm.count("json"))
-    std::cout << report.dump(2) << "\n";
+    std::cout << report_text(report);
   else
     print_bench_table(std::cout, input);
   return kExitOk;

@@ -539,13 +539,13 @@ const std::string& execution_device(const HostConfig& config) {
   return config.data_parallel.empty() ? config.runtime.device : config.data_parallel.front();
 }
 
-HostConfig load_config(const std::filesystem::path& file,
-                       const std::vector<std::string>& overrides, ConfigUse use) {
+HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                       ConfigUse use) {
   // Regular files only: a FIFO would block, /dev/zero would never end. The cap
   // is fixed (the limits are read from this very file).
-  const std::string text = read_text_input(
-      file, "config", kMaxConfigBytes,
-      "a fixed cap: a config is a few kilobytes; name the TOML config file");
+  const std::string text =
+      read_text_input(file, "config", kMaxConfigBytes,
+                      "a fixed cap: a config is a few kilobytes; name the TOML config file");
   return load_config_text(text, file.string(), overrides, use);
 }
 

@@ -74,8 +74,8 @@ struct ConfigUse {
 };
 
 // Reads `file` and applies the overrides ("key.path=value", in order).
-HostConfig load_config(const std::filesystem::path& file,
-                       const std::vector<std::string>& overrides, ConfigUse use = {});
+HostConfig load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                       ConfigUse use = {});
 // The same for TOML text; `source_name` stands for the file in messages.
 HostConfig load_config_text(std::string_view text, const std::string& source_name,
                             const std::vector<std::string>& overrides, ConfigUse use = {});

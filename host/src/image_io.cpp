@@ -238,6 +238,60 @@ bool jpeg_complete(const std::vector<uint8_t>& b) {
   return false;
 }
 
+// The bytes a PNG's filtered scanlines take (PNG 7.2, Adam7 passes when
+// interlaced), from its IHDR.
+uint64_t png_raw_bytes(uint64_t width, uint64_t height, int depth, int type, bool interlaced) {
+  const uint64_t samples = type == 0 || type == 3 ? 1 : type == 4 ? 2 : type == 6 ? 4 : 3;
+  const uint64_t bits = samples * static_cast<uint64_t>(depth);
+  const auto rows = [&](uint64_t w, uint64_t h) {
+    return w && h ? h * (1 + (w * bits + 7) / 8) : 0;
+  };
+  if (!interlaced) return rows(width, height);
+  static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+  uint64_t total = 0;
+  for (const auto& p : pass) {
+    const uint64_t w = width > uint64_t(p[0]) ? (width - p[0] + p[2] - 1) / p[2] : 0;
+    const uint64_t h = height > uint64_t(p[1]) ? (height - p[1] + p[3] - 1) / p[3] : 0;
+    total += rows(w, h);
+  }
+  return total;
+}
+
+// stb inflates a PNG's image data into a buffer it grows without bound, so a
+// few MB of zeros behind a 28x28 header cost GBs and seconds. The data is
+// inflated here first into a buffer of the size the header allows (only when
+// it could inflate past that at all: zlib expands at most 1032-fold).
+void check_png_inflated_size(const std::vector<uint8_t>& b, const std::filesystem::path& file) {
+  if (b.size() < 33) return;  // stb reports a short file
+  const uint64_t raw = png_raw_bytes(be32(&b[16]), be32(&b[20]), b[24], b[25], b[28] != 0);
+  std::vector<char> idat;
+  for (size_t at = 8; at + 12 <= b.size();) {
+    const uint64_t length = be32(&b[at]);
+    if (length > b.size() - at - 12) break;  // damaged: stb names it
+    if (std::memcmp(&b[at + 4], "IDAT", 4) == 0)
+      idat.insert(idat.end(), b.begin() + static_cast<std::ptrdiff_t>(at + 8),
+                  b.begin() + static_cast<std::ptrdiff_t>(at + 8 + length));
+    at += 12 + length;
+  }
+  // Some slack for encoders that write a little too much.
+  const uint64_t allowed = raw + raw / 8 + 1024;
+  if (idat.empty() || idat.size() * uint64_t{1032} <= allowed ||
+      allowed > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
+      idat.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return;
+  std::vector<char> out(allowed);
+  const int n = stbi_zlib_decode_buffer(out.data(), static_cast<int>(out.size()), idat.data(),
+                                        static_cast<int>(idat.size()));
+  const char* reason = stbi_failure_reason();
+  if (n < 0 && reason && std::string(reason) == "output buffer limit")
+    fail(file, "is a damaged PNG: its " + std::to_string(idat.size()) +
+                   " bytes of compressed image data inflate to more than the " +
+                   std::to_string(raw) + " bytes its header's " + std::to_string(be32(&b[16])) +
+                   "x" + std::to_string(be32(&b[20])) +
+                   " pixels need (a decompression bomb?); re-save the image");
+}
+
 std::string size_text(int64_t width, int64_t height) {
   return std::to_string(width) + "x" + std::to_string(height);
 }
@@ -273,16 +327,25 @@ DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
     fail(file,
          "is truncated: its JPEG data ends before the end-of-image marker; the file is "
          "damaged");
+  if (!header.jpeg) check_png_inflated_size(bytes, file);
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> data(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 3),
       stbi_image_free);
   if (!data) {
     // The format was sniffed, so stb went straight to its decoder: its reason
-    // is about this file.
-    const char* reason = stbi_failure_reason();
-    fail(file, std::string("cannot be decoded (") + (reason ? reason : "unknown reason") +
-                   "); the file is damaged or truncated");
+    // is about this file, except for its own size bounds and memory.
+    const std::string reason = stbi_failure_reason() ? stbi_failure_reason() : "unknown reason";
+    if (reason == "too large")
+      fail(file, "is " + size_text(info.width, info.height) +
+                     ", more than the image decoder handles (at most 16777216 pixels a side and "
+                     "about 1 GiB decoded); shrink the image");
+    if (reason == "outofmem")
+      throw Error(ErrorKind::Device, "image '" + printable(file.string()) + "' (" +
+                                         size_text(info.width, info.height) +
+                                         ") cannot be decoded: out of memory; free memory or lower "
+                                         "limits.max_image_pixels");
+    fail(file, "cannot be decoded (" + reason + "); the file is damaged or truncated");
   }
   if (h != info.height || w != info.width)
     fail(file, "decoded to " + size_text(w, h) + " pixels but its header says " +

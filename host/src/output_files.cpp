@@ -176,6 +176,12 @@ void check_output_target(const NamedFile& target) {
       refuse(target, "is " + file_kind(st.st_mode) +
                          ", not a regular file: encgraph writes outputs only as regular files "
                          "(replacing one when the run completes); name a file");
+    // Replacing goes through the folder, which a file's own permissions do not
+    // guard: a file made read-only to keep it is kept, as `cp` or `>` would.
+    if (::access(target.path.c_str(), W_OK) != 0 && errno == EACCES)
+      refuse(target,
+             "is read-only (its permissions forbid writing it): make it writable or "
+             "remove it if it is to be replaced, or name another file");
   } else if (errno != ENOENT && errno != ENOTDIR) {
     refuse(target, "cannot be checked: " + errno_text(errno));
   }
@@ -203,8 +209,18 @@ void check_output_target(const NamedFile& target) {
     if (errno != ENOENT && errno != ENOTDIR)
       refuse(target, "cannot be written: its folder '" + printable(folder.string()) +
                          "' cannot be checked (" + errno_text(errno) + ")");
-    if (!folder.has_parent_path() || folder.parent_path() == folder) return;
-    folder = folder.parent_path();
+    // A missing folder is made, but not through a dangling symlink.
+    std::error_code ec;
+    if (fs::is_symlink(folder, ec))
+      refuse(target, "cannot be written: its folder '" + printable(folder.string()) +
+                         "' is a symlink to '" + printable(fs::read_symlink(folder, ec).string()) +
+                         "', which does not exist; create that folder or name another output");
+    if (folder.has_parent_path() && folder.parent_path() != folder)
+      folder = folder.parent_path();
+    else if (folder.is_relative() && folder != ".")
+      folder = ".";  // "out/e.st" with "out" missing: the working folder must be writable
+    else
+      return;
   }
 }
 
@@ -221,6 +237,19 @@ void check_outputs_distinct(const std::vector<NamedFile>& outputs,
                         printable(outputs[k].path.string()) +
                         "' are the same file; one would overwrite the other: give each output "
                         "its own file");
+  // An output inside another (-o out --report out/r.json) would turn the
+  // other's path into a folder only when the run ends.
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const auto rel = out_ids[k].canonical.lexically_relative(out_ids[i].canonical);
+      if (i != k && !rel.empty() && *rel.begin() != ".." && rel != ".")
+        throw Error(ErrorKind::Input,
+                    "the " + outputs[k].what + " '" + printable(outputs[k].path.string()) +
+                        "' lies inside the " + outputs[i].what + " '" +
+                        printable(outputs[i].path.string()) +
+                        "', which is written as a file: give the outputs paths outside each "
+                        "other");
+    }
   // An output that does not exist yet cannot be an existing input; for the
   // others, each input is looked at once however often it is named.
   if (std::none_of(out_ids.begin(), out_ids.end(), [](const FileIdentity& o) { return o.exists; }))
@@ -266,8 +295,35 @@ StagedFile::StagedFile(fs::path target, std::string what)
   std::error_code ec;
   if (fs::is_symlink(target_, ec)) final_ = follow_symlinks(target_);
   const fs::path folder = folder_of(final_);
+  // The staging name keeps the target's name (bounded: a name may hold 255
+  // bytes) so that a file left by a SIGKILL says whose it was.
+  const std::string name = final_.filename().string().substr(0, 200);
+  const std::string pattern = (folder / (name + ".encgraph-XXXXXX.partial")).string();
+  std::vector<char> buf;
+  // A folder another run made may vanish when that run fails and removes
+  // it again: then it is made anew (a few tries).
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    make_folders(named, folder);
+    buf.assign(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    fd_ = ::mkostemps(buf.data(), 8, O_CLOEXEC);
+    if (fd_ >= 0 || (errno == ENOENT && attempt < 3)) continue;
+    const int err = errno;
+    discard();
+    write_failed(named,
+                 "creating a staging file in '" + printable(folder.string()) + "' failed: ", err);
+  }
+  staging_ = buf.data();
+  slot_ = register_staging(staging_.string());
+  struct stat st {};
+  const mode_t mode = ::stat(final_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
+  (void)::fchmod(fd_, mode);  // best effort: the content matters, not the bits
+}
+
+void StagedFile::make_folders(const NamedFile& named, const fs::path& folder) {
   // Folders made here are removed again unless the file is committed: a
   // failed run leaves nothing behind.
+  std::error_code ec;
   std::vector<fs::path> missing;
   for (fs::path f = folder; !f.empty() && !fs::exists(f, ec); f = f.parent_path()) {
     missing.push_back(fs::absolute(f, ec));
@@ -283,24 +339,6 @@ StagedFile::StagedFile(fs::path target, std::string what)
     write_failed(named,
                  "creating its folder '" + printable(folder.string()) + "' failed: ", ec.value());
   }
-  // The staging name keeps the target's name (bounded: a name may hold 255
-  // bytes) so that a file left by a SIGKILL says whose it was.
-  std::string name = final_.filename().string().substr(0, 200);
-  std::string pattern = (folder / (name + ".encgraph-XXXXXX.partial")).string();
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  fd_ = ::mkostemps(buf.data(), 8, O_CLOEXEC);
-  if (fd_ < 0) {
-    const int err = errno;
-    discard();
-    write_failed(named,
-                 "creating a staging file in '" + printable(folder.string()) + "' failed: ", err);
-  }
-  staging_ = buf.data();
-  slot_ = register_staging(staging_.string());
-  struct stat st {};
-  const mode_t mode = ::stat(final_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
-  (void)::fchmod(fd_, mode);  // best effort: the content matters, not the bits
 }
 
 StagedFile::~StagedFile() {

@@ -63,6 +63,7 @@ class StagedFile {
   void discard() noexcept;
 
  private:
+  void make_folders(const NamedFile& named, const std::filesystem::path& folder);
   void forget_folders(bool remove) noexcept;
 
   std::filesystem::path target_;  // as given, for messages

@@ -132,13 +132,16 @@ nlohmann::json make_report(const ReportInput& in) {
   return report;
 }
 
+std::string report_text(const nlohmann::json& report) {
+  // Strings from the outside (a config's path) may not be UTF-8: replaced,
+  // not thrown over, so a finished run always gets its report.
+  return report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 std::unique_ptr<StagedFile> stage_report(const std::filesystem::path& path,
                                          const nlohmann::json& report) {
   auto out = std::make_unique<StagedFile>(path, "report");
-  // Strings from the outside (a config's path) may not be UTF-8: replaced,
-  // not thrown over, so a finished run always gets its report.
-  const std::string text =
-      report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text = report_text(report);
   out->write(text.data(), text.size());
   return out;
 }

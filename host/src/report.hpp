@@ -52,6 +52,10 @@ void describe_runtime(const Runtime& runtime, ReportInput& input);
 // when data parallel.
 void describe_engine(const Engine& engine, ReportInput& input);
 
+// The report as JSON text (indented, newline-terminated); a string that is
+// not UTF-8 is written with replacement characters instead of failing.
+std::string report_text(const nlohmann::json& report);
+
 nlohmann::json make_report(const ReportInput& input);
 nlohmann::json mode_json(const ModeResult& mode);
 // The report written under a staging name in the target's folder, ready to

@@ -75,7 +75,7 @@ int run_command(const std::vector<std::string>& args) {
     spdlog::info("wrote the report to {}", config.output.report);
   }
   if (vm.count("json"))
-    std::cout << report.dump(2) << "\n";
+    std::cout << report_text(report);
   else
     print_summary(std::cout, input);
   return kExitOk;

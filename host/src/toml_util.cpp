@@ -61,8 +61,9 @@ void merge(toml::table& into, toml::table& from, const std::string& prefix,
       continue;
     }
     if (node.is_table() && existing && !existing->is_table())
-      throw_config(std::string(kOverridePrefix) + printable(assignment) + ": '" + path + "' is " +
-                   std::string(node_type_phrase(*existing)) + " in the config, not a table");
+      throw_config(std::string(kOverridePrefix) + abbreviated(printable(assignment), 100) + ": '" +
+                   path + "' is " + std::string(node_type_phrase(*existing)) +
+                   " in the config, not a table");
     node.visit([&](auto& concrete) { into.insert_or_assign(key.str(), std::move(concrete)); });
   }
 }
@@ -266,7 +267,8 @@ constexpr std::string_view kQuoteHint =
 }  // namespace
 
 void apply_override(toml::table& root, std::string_view assignment) {
-  const std::string source = std::string(kOverridePrefix) + printable(assignment);
+  // Messages name the argument; a huge one is shown cut short.
+  const std::string source = std::string(kOverridePrefix) + abbreviated(printable(assignment), 100);
   const size_t eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0) throw_config(source + ": expected key.path=value");
   const std::string key(assignment.substr(0, eq));

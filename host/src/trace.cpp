@@ -68,13 +68,17 @@ nlohmann::json parse_object(const std::string& line) {
   } catch (const nlohmann::json::parse_error& e) {
     throw LineError{"not valid JSON: " + parse_error_text(e.what())};
   } catch (const nlohmann::json::exception& e) {
-    // 1e400 and the like: nlohmann reports an out-of-range number apart.
-    throw LineError{"not valid JSON: a number is out of range (" + parse_error_text(e.what()) +
-                    "); sizes, frames and seeds are integers that fit in 64 bits"};
+    // 1e400 and the like: nlohmann reports an out-of-range number apart,
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'".
+    const std::string what = e.what();
+    const size_t open = what.find('\''), close = what.rfind('\'');
+    const std::string number = open < close ? what.substr(open + 1, close - open - 1) : what;
+    throw LineError{"not valid JSON: the number " + abbreviated(number) +
+                    " is out of range; sizes, frames and seeds are integers that fit in 64 bits"};
   }
   if (!duplicate.empty())
-    throw LineError{"field " + shown(nlohmann::json(duplicate)) +
-                    " is given twice; give each field once"};
+    throw LineError{"field '" + printable(abbreviated(duplicate)) +
+                    "' is given twice; give each field once"};
   return obj;
 }
 
@@ -202,8 +206,8 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
   for (const auto& [key, value] : obj.items()) {
     (void)value;
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      throw LineError{"unknown field " + shown(nlohmann::json(key)) +
-                      " (known: modality, height, width, frames, file, frames_files, "
+      throw LineError{"unknown field '" + printable(abbreviated(key)) +
+                      "' (known: modality, height, width, frames, file, frames_files, "
                       "frames_glob, id, seed)"};
   }
   // Frame files make a video, so 'modality' may be left out.

@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -190,4 +191,76 @@ TEST_CASE("only regular files are opened: a FIFO does not block, a folder is nam
         std::string::npos);
   CHECK(probe_error("/dev/zero").find("is a character device") != std::string::npos);
   CHECK(probe_error(dir / "none.png").find("does not exist") != std::string::npos);
+}
+
+// Debian's libstb exports stb_image_write's zlib compressor without
+// declaring it in a header.
+extern "C" unsigned char* stbi_zlib_compress(unsigned char* data, int data_len, int* out_len,
+                                             int quality);
+
+namespace {
+
+// A PNG of `w` x `h` RGB pixels whose image data is `raw` compressed (stb
+// does not check CRCs, so they are left 0).
+std::string png_with_data(uint32_t w, uint32_t h, const std::vector<unsigned char>& raw,
+                          bool interlaced = false) {
+  std::string s = png_header(w, h);
+  if (interlaced) s[8 + 8 + 12] = 1;
+  int n = 0;
+  unsigned char* z = stbi_zlib_compress(const_cast<unsigned char*>(raw.data()),
+                                        static_cast<int>(raw.size()), &n, 8);
+  REQUIRE(z);
+  const auto be = [&](uint32_t v) {
+    for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  };
+  be(static_cast<uint32_t>(n));
+  s += "IDAT";
+  s.append(reinterpret_cast<const char*>(z), static_cast<size_t>(n));
+  be(0);
+  std::free(z);
+  be(0);
+  s += "IEND";
+  be(0);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a PNG whose data inflates far past its header's size is refused before stb holds it") {
+  host_test::TempDir dir;
+  // 28x28 RGB needs 28 * (1 + 84) bytes; 8 MiB of zeros compress to a few KB.
+  std::ofstream(dir / "bomb.png", std::ios::binary)
+      << png_with_data(28, 28, std::vector<unsigned char>(8 << 20));
+  CHECK(probe_error(dir / "bomb.png").empty());  // the header is fine
+  CHECK(decode_error(dir / "bomb.png").find("is a damaged PNG: its ") != std::string::npos);
+  CHECK(decode_error(dir / "bomb.png")
+            .find("inflate to more than the 2380 bytes its header's 28x28 pixels need") !=
+        std::string::npos);
+  // Flat images compress as well, and must still decode: exactly the bytes
+  // the header asks for, plain and interlaced (7 passes, a filter byte a row).
+  std::ofstream(dir / "flat.png", std::ios::binary)
+      << png_with_data(512, 512, std::vector<unsigned char>(512 * (1 + 512 * 3)));
+  CHECK(decode_image(dir / "flat.png", kLimit).width == 512);
+  size_t interlaced = 0;
+  const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                          {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+  for (const auto& p : pass) {
+    const size_t w = (513 - p[0] + p[2] - 1) / p[2], h = (511 - p[1] + p[3] - 1) / p[3];
+    interlaced += h * (1 + w * 3);
+  }
+  std::ofstream(dir / "flat-interlaced.png", std::ios::binary)
+      << png_with_data(513, 511, std::vector<unsigned char>(interlaced), true);
+  CHECK(decode_image(dir / "flat-interlaced.png", kLimit).height == 511);
+}
+
+TEST_CASE("an image past the decoder's own bounds says so, not that it is damaged") {
+  host_test::TempDir dir;
+  // 2^24 + 1 grey pixels in one row: within limits.max_image_pixels, over stb's side limit.
+  const uint32_t wide = (1u << 24) + 1;
+  std::string s = png_with_data(wide, 1, std::vector<unsigned char>(1 + size_t{wide}));
+  s[8 + 8 + 9] = 0;  // colour type grey
+  std::ofstream(dir / "wide.png", std::ios::binary) << s;
+  const std::string m = decode_error(dir / "wide.png");
+  CHECK(m.find("is 16777217x1, more than the image decoder handles") != std::string::npos);
+  CHECK(m.find("damaged") == std::string::npos);
 }

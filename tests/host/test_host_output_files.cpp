@@ -301,3 +301,46 @@ TEST_CASE("a signal also removes the folders made for the staging files") {
   CHECK(WTERMSIG(status) == SIGUSR1);
   CHECK(names(dir.path()).empty());
 }
+
+TEST_CASE("an output inside another output, or under a dangling folder link, is refused early") {
+  host_test::TempDir dir;
+  CHECK(refusal([&] {
+          check_outputs_distinct(
+              {{"embeddings output", dir / "out"}, {"report", dir / "out" / "r.json"}}, {});
+        })
+            .find("the report '" + (dir / "out" / "r.json").string() +
+                  "' lies inside the embeddings output") == 0);
+  fs::create_symlink("nowhere", dir / "dl");
+  CHECK(refusal([&] {
+          check_output_target({"report", dir / "dl" / "sub" / "r.json"});
+        })
+            .find("its folder '" + (dir / "dl").string() +
+                  "' is a symlink to 'nowhere', which does not exist") != std::string::npos);
+  CHECK(names(dir.path()) == std::vector<std::string>{"dl"});
+}
+
+TEST_CASE("an existing output made read-only is kept, not replaced") {
+  host_test::TempDir dir;
+  const fs::path kept = dir.write("kept.st", "precious");
+  ::chmod(kept.c_str(), 0444);
+  ::chmod(dir.path().c_str(), 0777);  // the folder would let a rename replace it
+  // Root may write anything: the check is made as an ordinary user then.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(5);
+    std::string m;
+    try {
+      check_output_target({"embeddings output", kept});
+    } catch (const encgraph::Error& e) {
+      m = e.what();
+    }
+    ::_exit(m.find("is read-only (its permissions forbid writing it)") != std::string::npos ? 0
+                                                                                            : 4);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_all(kept) == "precious");
+}

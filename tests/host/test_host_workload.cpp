@@ -334,3 +334,72 @@ TEST_CASE("file workloads: ids safetensors can hold, and limits.max_items") {
                        doctest::Contains("is a directory, not a regular file: name an image file"),
                        encgraph::Error);
 }
+
+TEST_CASE("trace lines: NUL bytes, repeated keys and out-of-range numbers are errors") {
+  const std::string good = "{\"height\": 28, \"width\": 28}\n";
+  struct Case {
+    std::string line, expect;
+  };
+  const std::vector<Case> cases = {
+      // nlohmann stops at a NUL as at the end of the text: the rest would be lost.
+      {std::string("{\"height\": 28, \"width\": 28}\0{\"x\": 1}", 36),
+       "t.jsonl:2: the line holds a NUL byte (column 28)"},
+      // nlohmann keeps the last of a repeated key without a word.
+      {"{\"height\": 28, \"width\": 28, \"height\": 56}",
+       "t.jsonl:2: field 'height' is given twice"},
+      {"{\"height\": 1e400, \"width\": 28}",
+       "t.jsonl:2: not valid JSON: the number 1e400 is out of range"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.line);
+    CHECK(trace_error(good + c.line + "\n" + good).find(c.expect) == 0);
+  }
+  // A repeated key inside a value is not the line's: no such value exists in
+  // the format, so it fails on its own terms.
+  CHECK(trace_error("{\"height\": 28, \"width\": 28, \"id\": {\"a\": 1, \"a\": 2}}\n")
+            .find("'id' must be a string") != std::string::npos);
+}
+
+TEST_CASE("trace messages show a huge value cut short, with its size") {
+  const std::string huge(1 << 20, 'k');
+  const std::string key = trace_error("{\"height\": 28, \"width\": 28, \"" + huge + "\": 1}\n");
+  CHECK(key.find("unknown field 'kkkk") != std::string::npos);
+  CHECK(key.find("... (1048576 bytes)'") != std::string::npos);
+  CHECK(key.size() < 400);
+  const std::string value =
+      trace_error("{\"height\": 28, \"width\": 28, \"modality\": \"" + huge + "\"}\n");
+  CHECK(value.find("... (1048578 bytes)") != std::string::npos);
+  CHECK(value.size() < 400);
+  const std::string unclosed = trace_error("{\"height\": 28, \"width\": 28, \"id\": \"" + huge);
+  CHECK(unclosed.find("missing closing quote; last read: '\"kkk") != std::string::npos);
+  CHECK(unclosed.size() < 400);
+  const std::string digits =
+      trace_error("{\"height\": " + std::string(1 << 20, '9') + ", \"width\": 28}");
+  CHECK(digits.find("the number 9999") != std::string::npos);
+  CHECK(digits.size() < 400);
+}
+
+TEST_CASE("trace: CRLF endings and a BOM are read; a seed of -0 is 0; 2^64-1 is kept") {
+  const auto items = trace(
+      "\xEF\xBB\xBF{\"height\": 28, \"width\": 28, \"seed\": -0}\r\n"
+      "{\"height\": 28, \"width\": 28, \"seed\": 18446744073709551615}\r\n");
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].seed == 0);
+  CHECK(items[1].seed == 18446744073709551615ull);
+}
+
+TEST_CASE("a pattern that matches nothing says what '**' and braces do here") {
+  host_test::TempDir dir;
+  const auto error = [&](const std::string& pattern) {
+    try {
+      file_workload({(dir.path() / pattern).string()});
+    } catch (const encgraph::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("**/*.png").find("'**' is not recursive here") != std::string::npos);
+  CHECK(error("[ab]/{x,y}.png").find("braces are not expanded") != std::string::npos);
+  CHECK(error("*.png").find("matches no file") != std::string::npos);
+  CHECK(error("*.png").find("recursive") == std::string::npos);
+}
