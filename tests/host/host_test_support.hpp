@@ -14,9 +14,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +51,20 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+// A file's bytes.
+inline std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every name in `dir`, sorted: staging files left behind would show here.
+inline std::vector<std::string> names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 inline std::string plugin_dir() {
   return EG_HOST_PLUGIN_DIR;

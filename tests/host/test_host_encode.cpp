@@ -13,6 +13,9 @@
 using namespace encgraph::host;
 namespace fs = std::filesystem;
 
+using host_test::names;
+using host_test::read_all;
+
 namespace {
 
 // The same file through the embedding API: decoded with stb, made from pixels.
@@ -109,22 +112,7 @@ TEST_CASE("encode failures: unreadable image, nowhere to write (exit 2)") {
   CHECK(none.log.find("give -o FILE or set output.embeddings") != std::string::npos);
 }
 
-namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Every name in `dir`, sorted: staging files left behind would show here.
-std::vector<std::string> names(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("encode refuses outputs that are inputs or each other, before anything runs") {
   host_test::TempDir dir;

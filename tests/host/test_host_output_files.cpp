@@ -19,20 +19,10 @@
 using namespace encgraph::host;
 namespace fs = std::filesystem;
 
+using host_test::names;
+using host_test::read_all;
+
 namespace {
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// The names in `dir`, sorted.
-std::vector<std::string> names(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::string refusal(const std::function<void()>& f) {
   try {
