@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -268,7 +269,19 @@ void check_png_inflated_size(const std::vector<uint8_t>& b, const std::filesyste
   std::vector<char> idat;
   for (size_t at = 8; at + 12 <= b.size();) {
     const uint64_t length = be32(&b[at]);
-    if (length > b.size() - at - 12) break;  // damaged: stb names it
+    if (std::memcmp(&b[at + 4], "IEND", 4) == 0) break;  // what follows is not read
+    // stb would grow its buffer to the claimed length before finding the end.
+    if (length > b.size() - at - 12) {
+      std::string type;
+      for (int i = 4; i < 8; ++i) {
+        const char c = static_cast<char>(b[at + i]);
+        type += std::isalpha(static_cast<unsigned char>(c)) ? c : '?';
+      }
+      fail(file, "cannot be decoded (its " + type + " chunk at byte " + std::to_string(at) +
+                     " claims " + std::to_string(length) + " bytes but the file ends " +
+                     std::to_string(b.size() - at - 12) +
+                     " bytes later); the file is damaged or truncated");
+    }
     if (std::memcmp(&b[at + 4], "IDAT", 4) == 0)
       idat.insert(idat.end(), b.begin() + static_cast<std::ptrdiff_t>(at + 8),
                   b.begin() + static_cast<std::ptrdiff_t>(at + 8 + length));

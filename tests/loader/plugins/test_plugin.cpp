@@ -225,7 +225,7 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
   return EG_OK;
 }
 
-const eg_plugin_api kApi = {
+[[maybe_unused]] const eg_plugin_api kApi = {
     /* .abi_major = */ TP_ABI_MAJOR,
     /* .abi_minor = */ EG_ABI_VERSION_MINOR,
     /* .struct_size = */ TP_STRUCT_SIZE,
