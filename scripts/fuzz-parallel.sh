@@ -6,6 +6,7 @@
 #   scripts/fuzz-parallel.sh SECONDS WORKERS [FUZZ_BIN_DIR] [OUT_DIR]
 # FUZZ_BIN_DIR holds fuzz_<target> (default: the sanitizer build's fuzz/).
 # Crash inputs land in OUT_DIR/artifacts-<target>/ (default fuzz/artifacts).
+# ENCGRAPH_FUZZ_SEED offsets the workers' seeds, so a second session explores anew.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:?seconds}
@@ -22,7 +23,7 @@ for t in "${targets[@]}"; do
   [[ -d $root/fuzz/regressions/$t ]] && inputs+=("$root/fuzz/regressions/$t")
   for ((w = 0; w < workers; ++w)); do
     "$bin/fuzz_$t" -max_total_time="$seconds" -max_len="${max_len[$t]}" -rss_limit_mb=2048 \
-      -timeout=10 -print_final_stats=1 -seed=$((1000 * w + 17)) \
+      -timeout=10 -print_final_stats=1 -seed=$((1000 * w + ${ENCGRAPH_FUZZ_SEED:-17})) \
       -artifact_prefix="$out/artifacts-$t/" "${inputs[@]}" >"$logs/$t.$w.log" 2>&1 &
   done
 done

@@ -267,20 +267,22 @@ void check_png_inflated_size(const std::vector<uint8_t>& b, const std::filesyste
   if (b.size() < 33) return;  // stb reports a short file
   const uint64_t raw = png_raw_bytes(be32(&b[16]), be32(&b[20]), b[24], b[25], b[28] != 0);
   std::vector<char> idat;
-  for (size_t at = 8; at + 12 <= b.size();) {
+  // Every chunk whose length and type are there is checked, also one whose
+  // data or CRC the file cuts short.
+  for (size_t at = 8; at + 8 <= b.size();) {
     const uint64_t length = be32(&b[at]);
     if (std::memcmp(&b[at + 4], "IEND", 4) == 0) break;  // what follows is not read
     // stb would grow its buffer to the claimed length before finding the end.
-    if (length > b.size() - at - 12) {
+    const uint64_t left = b.size() - at - 8;  // after the length and type
+    if (length + 4 > left) {
       std::string type;
       for (int i = 4; i < 8; ++i) {
         const char c = static_cast<char>(b[at + i]);
         type += std::isalpha(static_cast<unsigned char>(c)) ? c : '?';
       }
       fail(file, "cannot be decoded (its " + type + " chunk at byte " + std::to_string(at) +
-                     " claims " + std::to_string(length) + " bytes but the file ends " +
-                     std::to_string(b.size() - at - 12) +
-                     " bytes later); the file is damaged or truncated");
+                     " claims " + std::to_string(length) + " bytes of data and a 4-byte CRC but " +
+                     std::to_string(left) + " bytes follow); the file is damaged or truncated");
     }
     if (std::memcmp(&b[at + 4], "IDAT", 4) == 0)
       idat.insert(idat.end(), b.begin() + static_cast<std::ptrdiff_t>(at + 8),
