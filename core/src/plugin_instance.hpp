@@ -4,6 +4,7 @@
 
 #include <encgraph/plugin_api.h>
 #include <encgraph/error.hpp>
+#include <encgraph/output_spec.hpp>
 #include <encgraph/plugin_loader.hpp>
 
 #include <string>
@@ -28,7 +29,21 @@ class PluginInstance {
   const eg_plugin_api* api() const { return api_; }
   eg_instance* handle() const { return handle_; }
   const std::string& name() const { return name_; }
+  // The model description, normalised once after `create`: a plugin declaring
+  // no outputs (1.0) gets outputs[0] = {"embeddings", out_hidden_size,
+  // out_dtype, 0}; num_outputs >= 1; every path_units[p] non-NULL ("tokens").
   const eg_model_info& info() const { return info_; }
+  const std::vector<OutputSpec>& outputs() const { return outputs_; }
+  // The minor ABI version the plugin's table declares, and its table's size.
+  uint32_t abi_minor() const { return api_->abi_minor; }
+  // 1.1 table entries; nullptr when the plugin's table is too short to hold
+  // them (a 1.0 plugin) or the plugin leaves them NULL.
+  decltype(eg_plugin_api::prepare_capture_staging) prepare_capture_staging() const;
+  decltype(eg_plugin_api::output_shape_at) output_shape_at() const;
+  decltype(eg_plugin_api::postprocess_outputs) postprocess_outputs() const;
+  // Whether the plugin counts path_tokens itself for one path (1.1), rather
+  // than the runtime using output_tokens (1.0).
+  bool writes_path_tokens() const { return abi_minor() >= 1; }
 
   // Runs fn(eg_error*) -> eg_status; throws on failure naming the call `what`
   // (and the graph `shape`, when given). Messages are only built on failure: this
@@ -61,6 +76,7 @@ class PluginInstance {
   eg_instance* handle_ = nullptr;
   std::string name_;
   eg_model_info info_{};
+  std::vector<OutputSpec> outputs_;
 };
 
 }  // namespace encgraph

@@ -1,5 +1,5 @@
 /*
- * encgraph plugin ABI, version 1.
+ * encgraph plugin ABI, version 1.1 (1.0 plugins load and run unchanged).
  *
  * A plugin is a shared library that exports exactly one C symbol,
  * `encgraph_plugin_entry` (see EG_PLUGIN_ENTRY_SYMBOL). The runtime calls it with
@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define EG_ABI_VERSION_MAJOR 1u
-#define EG_ABI_VERSION_MINOR 0u
+#define EG_ABI_VERSION_MINOR 1u
 
 /* The one symbol a plugin exports. */
 #define EG_PLUGIN_ENTRY_SYMBOL "encgraph_plugin_entry"
@@ -48,6 +48,8 @@ extern "C" {
 #define EG_MAX_CAPTURE_AXES 4
 #define EG_MAX_BUFFERS 16
 #define EG_ERROR_MESSAGE_CAPACITY 1024
+/* 1.1: capacity of eg_model_info.outputs (only 1.1 fields use it). */
+#define EG_MAX_OUTPUTS 8
 
 /* ------------------------------------------------------------------ basic types */
 
@@ -130,6 +132,14 @@ typedef struct eg_host_api {
   void* host_context; /* passed back to every service */
   /* Log one message on behalf of `plugin` (its name). Thread-safe. */
   void (*log)(void* host_context, int32_t level, const char* plugin, const char* message);
+  /* 1.1: the sizes of the structs the runtime passes by pointer that carry no
+   * struct_size of their own, as the runtime compiled them. Read these only when
+   * `struct_size` covers them; otherwise the runtime is 1.0 and the sizes are
+   * EG_ITEM_DESC_V1_0_SIZE and EG_ITEM_SPEC_V1_0_SIZE. A plugin reads an
+   * eg_item_desc field, and writes an eg_item_spec field, only inside them
+   * (eg_host_struct_size below does the check). */
+  uint32_t item_desc_size;
+  uint32_t item_spec_size;
 } eg_host_api;
 
 /* ------------------------------------------------------------ model description */
@@ -156,6 +166,16 @@ typedef struct eg_buffer_info {
   int32_t padding_logic; /* eg_padding_logic */
 } eg_buffer_info;
 
+/* 1.1: one named output of the forward. Every item gets `rows_per_item` rows of
+ * `width` columns of each output (0: the item's output_tokens rows). */
+typedef struct eg_output_info {
+  const char* name; /* [A-Za-z0-9_.-], unique among the outputs, e.g. "deepstack_0" */
+  int64_t width;    /* columns of each row */
+  int32_t dtype;    /* eg_dtype */
+  int32_t reserved;
+  int64_t rows_per_item; /* 0: output_tokens of the item; > 0: that many for every item */
+} eg_output_info;
+
 /* What an instance is, fixed after `create`. Pointers stay valid while the
  * instance lives. */
 typedef struct eg_model_info {
@@ -171,15 +191,29 @@ typedef struct eg_model_info {
   eg_path_info paths[EG_MAX_PATHS];
   eg_capture_axis capture_axes[EG_MAX_CAPTURE_AXES];
   eg_buffer_info buffers[EG_MAX_BUFFERS];
+  /* ---- 1.1 (written only when struct_size covers them) ---- */
+  /* Named outputs of every forward. 0 (a 1.0 plugin): one output, "embeddings",
+   * of out_hidden_size columns of out_dtype, output_tokens rows per item. Else
+   * 1..EG_MAX_OUTPUTS; outputs[0] is the primary output and must match
+   * out_hidden_size, out_dtype and rows_per_item 0. */
+  int32_t num_outputs;
+  int32_t reserved3;
+  eg_output_info outputs[EG_MAX_OUTPUTS];
+  /* What path p's token budgets and path_tokens[p] count, e.g. "patches" or
+   * "merged tokens" (NULL: "tokens"). Shown in plans, reports and errors. */
+  const char* path_units[EG_MAX_PATHS];
 } eg_model_info;
 
 /* Sizes of one item, as the plugin counts them. */
 typedef struct eg_item_spec {
   int64_t input_size;    /* input work (e.g. patches): balances ranks */
-  int64_t output_tokens; /* rows of this item's result: drives packing */
-  int64_t frames;        /* frames (1 for an image) */
-  /* Tokens this item sends through each path; for one path equal to
-   * output_tokens. Entries past num_paths are ignored. */
+  int64_t output_tokens; /* rows of this item's primary output */
+  int64_t frames;        /* frames (1 for an image): bounded per batch by max_frames_per_batch */
+  /* What this item sends through each path, in that path's unit
+   * (eg_model_info.path_units): what the path's token budgets count. A 1.0
+   * plugin with one path: the runtime uses output_tokens instead. A 1.1 plugin
+   * writes it for every path, one path included. Entries past num_paths are
+   * ignored. */
   int64_t path_tokens[EG_MAX_PATHS];
 } eg_item_spec;
 
@@ -226,11 +260,17 @@ typedef struct eg_forward_args {
   eg_graph_shape shape;
   const eg_tensor* buffers; /* model_info.num_buffers, in declared order */
   int32_t num_buffers;
-  int32_t reserved;
-  eg_tensor output; /* output_shape(shape) */
+  /* 1.1: sizeof(eg_forward_args) as the runtime compiled it; a 1.0 runtime
+   * writes 0 here (its `reserved`), meaning EG_FORWARD_ARGS_V1_0_SIZE. */
+  uint32_t struct_size;
+  eg_tensor output; /* output_shape(shape): the primary output, outputs[0] */
   void* workspace;  /* at least workspace_size(shape) bytes, 256-aligned */
   size_t workspace_size;
   void* stream; /* cudaStream_t for CUDA; NULL on the CPU */
+  /* ---- 1.1 ---- */
+  const eg_tensor* outputs; /* num_outputs tensors, outputs[0] == output */
+  int32_t num_outputs;      /* model_info's (1 for a plugin declaring none) */
+  int32_t reserved2;
 } eg_forward_args;
 
 /* Staging the plugin writes one batch's real values into before a replay. */
@@ -322,6 +362,32 @@ typedef struct eg_plugin_api {
   /* (optional) Called once before the first capture, on the runtime's stream:
    * create library handles, load kernels, warm caches. Not captured. */
   eg_status (*prepare_device)(eg_instance* instance, void* stream, eg_error* err);
+
+  /* ---- 1.1 (all optional; a table shorter than EG_PLUGIN_API_V1_1_SIZE lacks them) ---- */
+
+  /* Host-staged capture inputs: write valid dummy values for warm-up and capture
+   * into host staging, exactly as prepare_replay_buffers writes a batch (rows
+   * out; -1 leaves the buffer zero). The runtime copies and pads them with each
+   * buffer's padding logic, so the plugin's capture path holds no device calls.
+   * When set, prepare_capture_inputs is never called and may be NULL. */
+  eg_status (*prepare_capture_staging)(eg_instance* instance, const eg_graph_shape* shape,
+                                       eg_replay_buffer* buffers, int32_t num_buffers,
+                                       eg_error* err);
+  /* Shape of named output `index` (0 <= index < num_outputs) for a graph:
+   * [rows, outputs[index].width]. Required when num_outputs > 1; index 0 must
+   * agree with output_shape. */
+  eg_status (*output_shape_at)(eg_instance* instance, const eg_graph_shape* shape, int32_t index,
+                               eg_tensor* out_shape, eg_error* err);
+  /* Post-processing with several outputs. `outputs[p * num_outputs + o]` is
+   * output o of path p (data NULL for a path the batch did not use);
+   * `results[o * num_items + i]` is item i's destination for output o,
+   * [rows_o(item i), outputs[o].width]. When set, it is called instead of
+   * `postprocess`. NULL with no `postprocess`: the runtime copies, for each
+   * output, consecutive rows of path 0's output, item after item. */
+  eg_status (*postprocess_outputs)(eg_instance* instance, const eg_tensor* outputs,
+                                   int32_t num_paths, int32_t num_outputs,
+                                   const eg_item* const* items, int64_t num_items,
+                                   const eg_tensor* results, void* stream, eg_error* err);
 } eg_plugin_api;
 
 /* The entry point's type. Returns NULL (after logging through `host`) when the
@@ -353,12 +419,54 @@ EG_STATIC_ASSERT(offsetof(eg_plugin_api, name) == 16, "eg_plugin_api v1.0 is fro
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, create) == 48, "eg_plugin_api v1.0 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, forward) == 160, "eg_plugin_api v1.0 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, prepare_device) == 184, "eg_plugin_api v1.0 is frozen");
-EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 192, "eg_plugin_api v1.0 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_plugin_api, prepare_capture_staging) == 192,
+                 "eg_plugin_api v1.0 is frozen");
+/* Every struct, pinned (v1.0 sizes and the offsets v1.1 appends at). */
+EG_STATIC_ASSERT(sizeof(eg_config_entry) == 16, "eg_config_entry is frozen");
+EG_STATIC_ASSERT(sizeof(eg_path_info) == 24, "eg_path_info is frozen");
+EG_STATIC_ASSERT(sizeof(eg_capture_axis) == 24, "eg_capture_axis is frozen");
+EG_STATIC_ASSERT(sizeof(eg_buffer_info) == 16, "eg_buffer_info is frozen");
+EG_STATIC_ASSERT(sizeof(eg_replay_buffer) == 80, "eg_replay_buffer is frozen");
+EG_STATIC_ASSERT(sizeof(eg_item_desc) == 48, "eg_item_desc v1.0 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_create_params) == 40, "eg_create_params v1.0 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_create_params, num_config) == 32, "eg_create_params is frozen");
+EG_STATIC_ASSERT(offsetof(eg_model_info, buffers) == 232, "eg_model_info v1.0 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_forward_args, output) == 80, "eg_forward_args v1.0 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_forward_args, stream) == 168, "eg_forward_args v1.0 is frozen");
+/* v1.1 */
+EG_STATIC_ASSERT(sizeof(eg_output_info) == 32, "eg_output_info v1.1 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_host_api, item_desc_size) == 32, "eg_host_api v1.1 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_host_api) == 40, "eg_host_api v1.1 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_model_info, num_outputs) == 488, "eg_model_info v1.1 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_model_info, outputs) == 496, "eg_model_info v1.1 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_model_info) == 784, "eg_model_info v1.1 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_forward_args, outputs) == 176, "eg_forward_args v1.1 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_forward_args) == 192, "eg_forward_args v1.1 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 216, "eg_plugin_api v1.1 is frozen");
 #endif
 
-/* Offset just past the last field of v1.0: the smallest table a v1 runtime
- * accepts. Later minors add fields after it. */
+/* Offsets just past the last field of each minor. V1_0 is the smallest table a
+ * v1 runtime accepts; later minors add fields after it. */
 #define EG_PLUGIN_API_V1_0_SIZE 192u
+#define EG_PLUGIN_API_V1_1_SIZE 216u
+#define EG_HOST_API_V1_0_SIZE 32u
+#define EG_MODEL_INFO_V1_0_SIZE 488u
+#define EG_FORWARD_ARGS_V1_0_SIZE 176u
+#define EG_ITEM_DESC_V1_0_SIZE 48u
+#define EG_ITEM_SPEC_V1_0_SIZE 56u
+
+/* Whether a struct of `struct_size` bytes holds the field ending at byte `end`
+ * (use EG_HAS_FIELD below). */
+#define EG_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+#define EG_HAS_FIELD(struct_size, type, field) ((size_t)(struct_size) >= EG_FIELD_END(type, field))
+
+/* 1.1: the size the runtime gives an eg_item_desc / eg_item_spec (`which` is
+ * 0 for eg_item_desc, 1 for eg_item_spec): the host's when it says, else 1.0's. */
+static inline size_t eg_host_struct_size(const eg_host_api* host, int which) {
+  if (host && EG_HAS_FIELD(host->struct_size, eg_host_api, item_spec_size))
+    return which == 0 ? host->item_desc_size : host->item_spec_size;
+  return which == 0 ? EG_ITEM_DESC_V1_0_SIZE : EG_ITEM_SPEC_V1_0_SIZE;
+}
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,55 @@
+// The one execution interface a serving program (and the encgraph host) drives:
+// a single Runtime, or a DataParallelRuntime spreading each request over ranks.
+#pragma once
+
+#include <encgraph/item.hpp>
+#include <encgraph/load_balance.hpp>
+#include <encgraph/plugin_api.h>
+#include <encgraph/result.hpp>
+#include <encgraph/stats.hpp>
+
+#include <string>
+#include <vector>
+
+namespace encgraph {
+
+class Runtime;
+
+// A request made ready to execute: each item made on the rank that runs it, and
+// the assignment. Making items runs the plugin's preprocessing, so a caller
+// timing execution prepares first. One rank for a single Runtime.
+struct Request {
+  std::vector<std::vector<Item>> rank_items;  // rank r's items, in assignment order
+  RankAssignment assignment;
+  std::vector<int64_t> tokens;  // output rows of each item, in the caller's order
+  size_t size() const { return tokens.size(); }
+};
+
+enum class ExecuteMode {
+  Planned,  // graphs where they fit (and are expected faster), eager elsewhere
+  Eager,    // every batch eagerly at its exact size (verify's reference)
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void capture() = 0;
+  virtual bool is_captured() const = 0;
+  // The descriptions' pixels need only live through this call. labels[i], when
+  // given, names item i in errors (else "item i").
+  virtual Request prepare(const std::vector<eg_item_desc>& items,
+                          const std::vector<std::string>& labels = {}) = 0;
+  // Runs a request; the result is on the device of the rank that asked (rank
+  // 0 of a DataParallelRuntime), items in the caller's order.
+  virtual Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) = 0;
+  // Summed over ranks.
+  virtual Stats stats() const = 0;
+  virtual int world_size() const = 0;
+  // Rank 0's runtime: model description, plan, plugin and device names.
+  virtual const Runtime& front() const = 0;
+  virtual Runtime& front() = 0;
+  // Waits for all work every rank has enqueued.
+  virtual void synchronize() = 0;
+};
+
+}  // namespace encgraph

@@ -1,0 +1,17 @@
+// One named output of a plugin's forward, as the runtime reports it (a 1.0
+// plugin has one, "embeddings").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace encgraph {
+
+struct OutputSpec {
+  std::string name;
+  int64_t width = 0;           // columns of each row
+  int32_t dtype = 0;           // eg_dtype
+  int64_t rows_per_item = 0;   // 0: the item's output_tokens; > 0: fixed for every item
+};
+
+}  // namespace encgraph

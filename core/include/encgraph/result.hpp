@@ -1,0 +1,67 @@
+// One call's outputs: a single allocation on the runtime's device holding, for
+// each named output, every item's rows; item(i, o) is a view of item i (the
+// caller's order) in output o, valid while the Result lives.
+#pragma once
+
+#include <encgraph/output_spec.hpp>
+#include <encgraph/plugin_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace encgraph {
+
+class DeviceBackend;
+
+class Result {
+ public:
+  Result() = default;
+  // Allocates (stream-ordered, on `backend`) room for every output's rows:
+  // rows[o][i] rows of item i in output o, starting at row offsets[o][i] of
+  // output o's region. The contents are unset until the runtime writes them.
+  Result(std::shared_ptr<DeviceBackend> backend, std::vector<OutputSpec> outputs,
+         std::vector<std::vector<int64_t>> rows, std::vector<std::vector<int64_t>> offsets);
+  Result(Result&&) noexcept;
+  Result& operator=(Result&&) noexcept;
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+  ~Result();
+
+  size_t size() const { return rows_.empty() ? 0 : rows_[0].size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  const OutputSpec& output(size_t o) const { return outputs_.at(o); }
+  const std::vector<OutputSpec>& outputs() const { return outputs_; }
+  std::optional<size_t> find_output(const std::string& name) const;
+
+  eg_tensor item(size_t i, size_t o = 0) const;
+  int64_t rows(size_t i, size_t o = 0) const { return rows_.at(o).at(i); }
+  int64_t row_offset(size_t i, size_t o = 0) const { return offsets_.at(o).at(i); }
+  int64_t hidden_size(size_t o = 0) const { return outputs_.at(o).width; }
+  int32_t dtype(size_t o = 0) const { return outputs_.at(o).dtype; }
+  int32_t device() const { return device_; }
+  int64_t total_rows(size_t o = 0) const { return total_rows_.at(o); }
+  // Start of output o's region (device memory), rows of hidden_size(o) elements.
+  void* output_data(size_t o) const;
+  // Output o's rows, copied to host memory; item i's start at host_offset(i, o).
+  std::vector<uint8_t> to_host(size_t o = 0) const;
+  size_t host_offset(size_t i, size_t o = 0) const;
+  // Waits until the device has written every row (for timing; reads synchronise).
+  void wait() const;
+  // Item i's rows of output o as float on the host (converts bf16/f16/f64).
+  std::vector<float> item_as_float(size_t i, size_t o = 0) const;
+
+ private:
+  std::vector<OutputSpec> outputs_;
+  std::vector<std::vector<int64_t>> rows_;     // [output][item]
+  std::vector<std::vector<int64_t>> offsets_;  // [output][item], in rows
+  std::vector<int64_t> total_rows_;            // [output]
+  std::vector<size_t> region_;                 // [output] byte offset of its region
+  std::shared_ptr<void> memory_;               // frees through the owning backend
+  int32_t device_ = EG_DEVICE_CPU;
+  std::shared_ptr<DeviceBackend> backend_;
+};
+
+}  // namespace encgraph

@@ -1,0 +1,33 @@
+// How a Runtime is made: which plugin, where, on which device, with what
+// weights and settings, and how its budget graphs are planned.
+#pragma once
+
+#include <encgraph/budget_plan.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace encgraph {
+
+struct RuntimeConfig {
+  std::string plugin;                              // plugin name
+  std::vector<std::filesystem::path> plugin_dirs;  // searched first
+  std::string device = "auto";                     // "auto", "cpu", "cuda", "cuda:N"
+  std::string weights;                             // path, "random", or empty (plugin default)
+  std::vector<std::pair<std::string, std::string>> plugin_config;  // flattened key/values
+  BudgetRequest budgets;
+  bool use_graphs = true;            // false: every batch runs eagerly at its exact size
+  bool drop_budget_on_oom = false;   // out of memory while capturing a budget: drop it, warn
+  int64_t stats_log_interval = 100;  // log hit statistics every N items (0: never)
+  // After capture, time each graph; run a batch eagerly at its exact size when
+  // that is expected to be clearly faster than replaying a much larger budget.
+  bool prefer_faster_path = true;
+  // Debugging (and `encgraph verify`): fill every output, workspace and input
+  // buffer with NaN bytes before each run, so rows nobody wrote show.
+  bool poison_memory = false;
+};
+
+}  // namespace encgraph
