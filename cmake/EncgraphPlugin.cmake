@@ -12,7 +12,11 @@ function(encgraph_add_plugin name)
   endif()
   set(target encgraph_plugin_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
-  if(TARGET encgraph::plugin_api)
+  # The ABI header, and the header-only C++17 SDK (<encgraph/sdk/...>): include
+  # paths only, so a C plugin is unaffected.
+  if(TARGET encgraph::sdk)
+    target_link_libraries(${target} PRIVATE encgraph::sdk)
+  elseif(TARGET encgraph::plugin_api)
     target_link_libraries(${target} PRIVATE encgraph::plugin_api)
   else()
     target_link_libraries(${target} PRIVATE encgraph_plugin_api)

@@ -1,10 +1,10 @@
-// The safetensors header reader (plugins/common/src/safetensors.cpp): the
+// The safetensors header reader (plugins/encoder_kit/src/safetensors.cpp): the
 // input is a whole file (8-byte header length, JSON header, data section),
-// parsed by egk::parse_safetensors as SafetensorsFile parses a mapped file;
+// parsed by encoder_kit::parse_safetensors as SafetensorsFile parses a mapped file;
 // then every tensor is read back as f32 at its own shape, so an extent that
 // passed the checks but lies outside the input shows as an ASan report.
-#include <egk/error.hpp>
-#include <egk/safetensors.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/safetensors.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,13 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data),
                                      reinterpret_cast<const std::byte*>(data) + size);
   try {
-    for (const egk::TensorRef& t : egk::parse_safetensors(bytes.data(), bytes.size(), "fuzz")) {
+    for (const encoder_kit::TensorRef& t :
+         encoder_kit::parse_safetensors(bytes.data(), bytes.size(), "fuzz")) {
       try {
-        (void)egk::read_as_f32(t, t.shape);
-      } catch (const egk::Error&) {  // a dtype weights are not read from, NaN, ...
+        (void)encoder_kit::read_as_f32(t, t.shape);
+      } catch (const encoder_kit::Error&) {  // a dtype weights are not read from, NaN, ...
       }
     }
-  } catch (const egk::Error&) {
+  } catch (const encoder_kit::Error&) {
   }
   return 0;
 }

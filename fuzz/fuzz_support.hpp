@@ -1,7 +1,7 @@
 // Helpers of the libFuzzer targets: the input as a file for readers that only
 // take a path (an in-memory file, so nothing lands on disk), and the rule for
 // exceptions: a parser may reject its input with the project's error types
-// (encgraph::Error, egk::Error); anything else escaping is a finding, so the
+// (encgraph::Error, encoder_kit::Error); anything else escaping is a finding, so the
 // targets let it through to std::terminate, which libFuzzer reports.
 #pragma once
 

@@ -263,3 +263,77 @@ TEST_CASE("graph_count_factors names capture axes only when there are some") {
   CHECK(graph_count_factors(plan_budgets({}, 64, 256, 1, kOnePath), {}) ==
         "3 budgets (doubling up to 256)");
 }
+
+namespace {
+std::string request_error(const BudgetRequest& r) {
+  try {
+    check_budget_request(r);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("check_budget_request checks what needs no plugin, with plan_budgets' messages") {
+  auto both = [](const BudgetRequest& r, const std::string& expected) {
+    const std::string alone = request_error(r);
+    CAPTURE(alone);
+    CHECK(alone.find(expected) != std::string::npos);
+    // plan_budgets runs the same check first: the same message.
+    CHECK(config_error(r, 16, 4096) == alone);
+  };
+  BudgetRequest r;
+  CHECK(request_error(r).empty());
+  r.token_budgets = {64, 256};
+  r.max_items_per_batch = 8;
+  CHECK(request_error(r).empty());
+  SUBCASE("budgets") {
+    r.token_budgets = {64, 0};
+    both(r, "budgets.token_budgets must all be positive, got [0, 64]");
+    r.token_budgets = {64, kMaxTokenBudget + 1};
+    both(r, "exceeds the largest token budget encgraph plans");
+  }
+  SUBCASE("steps") {
+    r.token_step = 64;
+    both(r, "budgets.token_step (64) shapes generated budgets, but budgets.token_budgets");
+    r.token_budgets.clear();
+    r.token_step = -1;
+    both(r, "budgets.token_step must be >= 0");
+    r.token_step = kMaxTokenBudget + 1;
+    both(r, "budgets.token_step (1073741825) exceeds");
+  }
+  SUBCASE("items") {
+    r.max_items_per_batch = 65;
+    both(r, "budgets.max_items_per_batch (65) must be <= the smallest token budget (64)");
+    r.max_items_per_batch = -1;
+    both(r, "budgets.max_items_per_batch must be >= 0");
+    r.token_budgets.clear();
+    r.max_items_per_batch = kMaxTokenBudget + 1;
+    both(r, "budgets.max_items_per_batch (1073741825) exceeds the largest token budget");
+  }
+  SUBCASE("frames") {
+    r.max_frames_per_batch = -2;
+    both(r, "budgets.max_frames_per_batch must be >= 0, got -2");
+    r.max_frames_per_batch = kMaxTokenBudget + 1;
+    both(r, "budgets.max_frames_per_batch (1073741825) exceeds");
+  }
+  SUBCASE("max_graphs: a list longer than the limit") {
+    r.max_graphs = 1;
+    both(r, "the plan would capture 2 graphs, more than limits.max_graphs (1)");
+    r.max_graphs = 0;  // no limit
+    CHECK(request_error(r).empty());
+  }
+}
+
+TEST_CASE("check_budget_request leaves what needs the plugin to plan_budgets") {
+  BudgetRequest r;
+  r.max_items_per_batch = 5000;  // above this plugin's largest budget, but no plugin here
+  CHECK(request_error(r).empty());
+  CHECK(config_error(r, 16, 4096).find("exceeds the plugin's largest budget") != std::string::npos);
+  r = BudgetRequest{};
+  r.token_step = 1;  // graphs counted from the plugin's range only
+  CHECK(request_error(r).empty());
+  CHECK(config_error(r, 16, 4096).find("limits.max_graphs") != std::string::npos);
+}

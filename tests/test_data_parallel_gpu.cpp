@@ -1,4 +1,5 @@
-// Data parallelism over two GPUs with NCCL all-gather (needs 2 CUDA devices).
+// Data parallelism over two GPUs, NCCL gathering to rank 0 (needs 2 CUDA devices):
+// every output equals one runtime's, and rank 1 receives nothing.
 #include "dp_checks.hpp"
 #include "test_support.hpp"
 

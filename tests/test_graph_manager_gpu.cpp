@@ -1,5 +1,6 @@
 // The budget-graph manager on CUDA graphs (H200): random mixes equal per-item
-// eager runs, NaN-poisoned memory never reaches real outputs, 16+ budgets cost
+// eager runs, NaN-poisoned memory never reaches real outputs, named outputs and
+// frame-bounded video batches with host-staged capture inputs, 16+ budgets cost
 // about one budget's memory, interleaved replays stay correct, and illegal calls
 // or out-of-memory during capture become clear errors.
 #include "manager_checks.hpp"
@@ -76,7 +77,7 @@ TEST_CASE("CUDA graphs: two paths and capture axes") {
 }
 
 TEST_CASE("capturing 16 budgets costs about one budget's workspace, not the sum") {
-  RuntimeConfig cfg = toy_config("cuda");
+  RuntimeConfig cfg = toy_config("cuda", "toy_faults");
   set(cfg, "workspace_per_token", "65536");  // 64 KiB of scratch per budget token
   for (int64_t b = 1; b <= 16; ++b) cfg.budgets.token_budgets.push_back(1024 * b);
   cfg.budgets.max_items_per_batch = 16;
@@ -99,7 +100,7 @@ TEST_CASE("capturing 16 budgets costs about one budget's workspace, not the sum"
 }
 
 TEST_CASE("an illegal synchronisation inside the forward fails the capture clearly") {
-  RuntimeConfig cfg = toy_config("cuda");
+  RuntimeConfig cfg = toy_config("cuda", "toy_faults");
   set(cfg, "illegal_sync", "true");
   cfg.budgets.token_budgets = {64};
   cfg.budgets.max_items_per_batch = 2;
@@ -107,13 +108,13 @@ TEST_CASE("an illegal synchronisation inside the forward fails the capture clear
   const std::string msg = error_of([&] { rt.capture(); });
   MESSAGE(msg);
   CHECK(msg.find("illegal inside a CUDA graph") != std::string::npos);
-  CHECK(msg.find("'toy'") != std::string::npos);
+  CHECK(msg.find("'toy_faults'") != std::string::npos);
   CHECK(msg.find("budget 64") != std::string::npos);
   CHECK_FALSE(rt.is_captured());
 }
 
 TEST_CASE("out of device memory while capturing: clear error or dropped budgets") {
-  RuntimeConfig cfg = toy_config("cuda");
+  RuntimeConfig cfg = toy_config("cuda", "toy_faults");
   set(cfg, "huge_workspace_from", "1024");
   cfg.budgets.token_budgets = {256, 512, 1024, 2048};
   cfg.budgets.max_items_per_batch = 4;
@@ -131,4 +132,43 @@ TEST_CASE("out of device memory while capturing: clear error or dropped budgets"
   std::vector<Item> items;
   items.push_back(rt.make_item(image(14 * 20, 14 * 20, 1)));
   CHECK(rt.execute(items).rows(0) == 400);
+}
+
+TEST_CASE("CUDA graphs: named outputs and many short videos, with memory poisoned") {
+  for (const char* plugin : {"toy", "toy_dual"}) {
+    RuntimeConfig cfg = toy_config("cuda", plugin);
+    set(cfg, "hidden", "16");
+    cfg.budgets.token_budgets = {64, 256, 1024};
+    cfg.budgets.max_items_per_batch = 8;
+    cfg.budgets.max_frames_per_batch = 6;
+    cfg.poison_memory = true;
+    Runtime graphs(cfg);
+    graphs.capture();
+    RuntimeConfig eager_cfg = cfg;
+    eager_cfg.use_graphs = false;
+    Runtime eager(eager_cfg);
+    std::vector<eg_item_desc> descs;
+    for (int i = 0; i < 20; ++i) descs.push_back(video(28, 42, 2, 10 + i));
+    descs.push_back(video(28, 28, 8, 99));  // over the frame bound: eager
+    check_batch_equals_per_item(graphs, eager, descs);
+    std::vector<Item> items;
+    for (const auto& d : descs) items.push_back(graphs.make_item(d));
+    const Result r = graphs.execute(items);
+    REQUIRE(r.num_outputs() == 2);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::vector<float> rows = r.item_as_float(i, 0), mean = r.item_as_float(i, 1);
+      const size_t hidden = static_cast<size_t>(r.hidden_size(1));
+      REQUIRE(mean.size() == hidden);
+      for (size_t d = 0; d < hidden; ++d) {
+        double sum = 0;
+        const size_t n = rows.size() / hidden;
+        for (size_t t = 0; t < n; ++t) sum += rows[t * hidden + d];
+        CHECK(mean[d] == doctest::Approx(sum / static_cast<double>(n)).epsilon(1e-3));
+      }
+    }
+    const Stats s = graphs.stats();
+    INFO(plugin);
+    CHECK(s.paths[0].eager_by_reason[static_cast<int>(EagerReason::TooManyFrames)] == 2);
+    CHECK(s.graph_misses == 2);
+  }
 }

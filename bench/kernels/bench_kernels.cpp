@@ -4,8 +4,8 @@
 // Each figure is the median over many CUDA-event-timed batches after warm-up,
 // on random (never zero) data. Prints a table; --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-#include "cuda/check.hpp"  // detail::varlen_attention_bf16_warps
-#include "cuda/kernels.hpp"
+#include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
+#include <encoder_kit/cuda/kernels.hpp>
 
 #include <cuda_runtime.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace k = egk::cuda;
+namespace k = encoder_kit::cuda;
 using bf16 = k::bf16;
 using Ep = k::GemmPlan::Epilogue;
 

@@ -22,6 +22,12 @@ int64_t saturating_mul(int64_t a, int64_t b) {
   return a > kInt64Max / b ? kInt64Max : a * b;
 }
 
+std::vector<int64_t> sorted_unique(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
 std::string list_string(const std::vector<int64_t>& v) {
   std::ostringstream s;
   s << "[";
@@ -155,14 +161,15 @@ std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, in
   return budgets;
 }
 
-BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
-                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths,
-                        int64_t capture_combinations) {
-  BudgetPlan plan;
+void check_budget_request(const BudgetRequest& request) {
   const std::string largest = std::to_string(kMaxTokenBudget);
   if (request.max_items_per_batch < 0)
     throw_config("budgets.max_items_per_batch must be >= 0 (0 infers it), got " +
                  std::to_string(request.max_items_per_batch));
+  if (request.max_items_per_batch > kMaxTokenBudget)
+    throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
+                 ") exceeds the largest token budget encgraph plans, " + largest +
+                 "; each item needs a token of the budget, so lower it");
   if (request.token_step < 0)
     throw_config("budgets.token_step must be >= 0 (0: powers of two), got " +
                  std::to_string(request.token_step));
@@ -170,9 +177,7 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
     throw_config("budgets.token_step (" + std::to_string(request.token_step) +
                  ") exceeds the largest token budget encgraph plans, " + largest +
                  "; use a smaller step");
-  std::vector<int64_t> user = request.token_budgets;
-  std::sort(user.begin(), user.end());
-  user.erase(std::unique(user.begin(), user.end()), user.end());
+  const std::vector<int64_t> user = sorted_unique(request.token_budgets);
   if (!user.empty() && user.front() <= 0)
     throw_config("budgets.token_budgets must all be positive, got " + list_string(user));
   if (!user.empty() && user.back() > kMaxTokenBudget)
@@ -183,18 +188,37 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
     throw_config("budgets.token_step (" + std::to_string(request.token_step) +
                  ") shapes generated budgets, but budgets.token_budgets lists them (" +
                  list_string(user) + "); remove one of the two");
+  if (!user.empty() && request.max_items_per_batch > user.front())
+    throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
+                 ") must be <= the smallest token budget (" + std::to_string(user.front()) +
+                 ") of " + list_string(user) + ": each item needs at least one token of " +
+                 "every captured budget. Raise the smallest budget or lower "
+                 "max_items_per_batch.");
+  if (request.max_frames_per_batch && *request.max_frames_per_batch < 0)
+    throw_config("budgets.max_frames_per_batch must be >= 0, got " +
+                 std::to_string(*request.max_frames_per_batch));
+  if (request.max_frames_per_batch && *request.max_frames_per_batch > kMaxTokenBudget)
+    throw_config("budgets.max_frames_per_batch (" + std::to_string(*request.max_frames_per_batch) +
+                 ") exceeds " + largest + ", far more frames than any batch holds; lower it");
+  // A listed plan captures at least one graph per budget (one path, no capture
+  // axes); the plugin's paths and axes can only add to that.
+  if (request.max_graphs > 0 && static_cast<int64_t>(user.size()) > request.max_graphs)
+    throw_too_many_graphs(request, GlobalBudgets{}, user.size(), user.back(),
+                          {PathBudgetSpec{"default", 0, false}}, 1);
+}
+
+BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
+                        int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths,
+                        int64_t capture_combinations) {
+  check_budget_request(request);
+  BudgetPlan plan;
+  const std::string largest = std::to_string(kMaxTokenBudget);
+  const std::vector<int64_t> user = sorted_unique(request.token_budgets);
 
   GlobalBudgets global;
   if (!user.empty() && request.max_items_per_batch > 0) {
     plan.token_budgets = user;
-    plan.max_batch_size = request.max_items_per_batch;
-    const int64_t smallest = user.front();
-    if (plan.max_batch_size > smallest)
-      throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
-                   ") must be <= the smallest token budget (" + std::to_string(smallest) + ") of " +
-                   list_string(user) + ": each item needs at least one token of " +
-                   "every captured budget. Raise the smallest budget or lower "
-                   "max_items_per_batch.");
+    plan.max_batch_size = request.max_items_per_batch;  // checked against the smallest
   } else {
     if (range_min <= 0 || range_max <= 0)
       throw_config("the plugin's budget range [" + std::to_string(range_min) + ", " +

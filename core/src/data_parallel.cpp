@@ -22,7 +22,7 @@ int cuda_index(const std::string& device) {
   throw_config("data parallel device \"" + device + "\" is not \"cpu\" or \"cuda:N\"");
 }
 
-// A rank's stream-ordered allocation, freed on scope exit unless released: a
+// A rank's stream-ordered allocation, freed on scope exit: a
 // rank that throws must not strand the other ranks' blocks in the result pool,
 // which keeps its memory for the life of the process.
 class RankBlock {
@@ -44,7 +44,6 @@ class RankBlock {
   ~RankBlock() { reset(); }
 
   char* get() const { return static_cast<char*>(p_); }
-  void* release() { return std::exchange(p_, nullptr); }
 
  private:
   void reset() noexcept {
@@ -107,8 +106,26 @@ void DataParallelRuntime::capture() {
   for (auto& rank : ranks_) rank->capture();
 }
 
-DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
-                                                 const std::vector<std::string>& labels) {
+bool DataParallelRuntime::is_captured() const {
+  return std::all_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->is_captured(); });
+}
+
+Stats DataParallelRuntime::stats() const {
+  Stats sum;
+  for (const auto& rank : ranks_) accumulate(sum, rank->stats());
+  return sum;
+}
+
+void DataParallelRuntime::synchronize() {
+  for (auto& rank : ranks_) rank->synchronize();
+}
+
+int64_t DataParallelRuntime::bytes_received(int rank) const {
+  return comm_->bytes_received(rank);
+}
+
+Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
+                                     const std::vector<std::string>& labels) {
   // A failing item is named as the caller knows it (a file, a trace line).
   auto make = [&](int r, size_t i) {
     try {
@@ -119,7 +136,7 @@ DataParallelRequest DataParallelRuntime::prepare(const std::vector<eg_item_desc>
     }
   };
   const int world = world_size();
-  DataParallelRequest request;
+  Request request;
   request.rank_items.resize(world);
   // Rank 0 makes every item: their specs drive the assignment (every rank runs
   // the same plugin and config, so the specs agree). Then the other ranks make
@@ -147,7 +164,7 @@ Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {
   return execute(prepare(descs));
 }
 
-Result DataParallelRuntime::execute(const DataParallelRequest& request) {
+Result DataParallelRuntime::execute(const Request& request, ExecuteMode mode) {
   const int world = world_size();
   if (static_cast<int>(request.rank_items.size()) != world)
     throw Error(ErrorKind::Internal, "a data-parallel request prepared for " +
@@ -156,69 +173,91 @@ Result DataParallelRuntime::execute(const DataParallelRequest& request) {
   assignment_ = request.assignment;
   const std::vector<int64_t>& tokens = request.tokens;
   const size_t num_items = tokens.size();
-  int64_t max_rows = 0;
-  for (int r = 0; r < world; ++r) {
-    int64_t rows = 0;
-    for (int64_t i : assignment_.rank_items(r)) rows += tokens[i];
-    max_rows = std::max(max_rows, rows);
+  const std::vector<OutputSpec>& outputs = ranks_[0]->outputs();
+  const size_t num_outputs = outputs.size();
+
+  // Rows of item i in output o, in the caller's order: a fixed count, or the
+  // item's output rows.
+  std::vector<std::vector<int64_t>> rows(num_outputs, std::vector<int64_t>(num_items));
+  for (size_t o = 0; o < num_outputs; ++o)
+    for (size_t i = 0; i < num_items; ++i)
+      rows[o][i] = outputs[o].rows_per_item > 0 ? outputs[o].rows_per_item : tokens[i];
+
+  // A rank's send block holds each output's rows in assignment order, padded
+  // to the largest rank's count, each output's part 256-aligned.
+  std::vector<size_t> row_bytes(num_outputs), part(num_outputs), part_at(num_outputs);
+  size_t block = 0;
+  for (size_t o = 0; o < num_outputs; ++o) {
+    row_bytes[o] = static_cast<size_t>(outputs[o].width) * dtype_size(outputs[o].dtype);
+    int64_t max_rows = 0;
+    for (int r = 0; r < world; ++r) {
+      int64_t n = 0;
+      for (int64_t i : assignment_.rank_items(r)) n += rows[o][static_cast<size_t>(i)];
+      max_rows = std::max(max_rows, n);
+    }
+    part[o] = static_cast<size_t>(max_rows) * row_bytes[o];
+    part_at[o] = block;
+    block += (part[o] + 255) / 256 * 256;
   }
 
-  const eg_model_info& info = ranks_[0]->model_info();
-  const size_t row_bytes = static_cast<size_t>(info.out_hidden_size) * dtype_size(info.out_dtype);
-  const size_t block = static_cast<size_t>(max_rows) * row_bytes;
-  // Each rank runs its items and lays its rows out in a send block on its own
-  // thread; then one call gathers every block into every rank's recv.
-  std::vector<RankBlock> sends(world), recvs(world);
+  // Each rank runs its items and lays its rows out in its send block on its
+  // own thread; then one call gathers every block into rank 0's receive block.
+  constexpr int kRoot = 0;
+  std::vector<RankBlock> sends(world);
+  RankBlock recv;
   std::vector<GatherBuffers> buffers(world);
   on_every_rank(world, [&](int r) {
-    DeviceBackend& backend = *ranks_[r]->backend_;
+    DeviceBackend& backend = *ranks_[r]->backend();
     backend.make_current();
     const std::vector<int64_t> mine = assignment_.rank_items(r);
-    const Result out = ranks_[r]->execute(request.rank_items[r]);
-    // This rank's rows in assignment order, padded to the largest rank's count.
+    const Result out = ranks_[r]->execute(request.rank_items[r], mode);
     sends[r] = RankBlock(backend, block, "data-parallel send block");
-    recvs[r] = RankBlock(backend, block * world, "data-parallel gather");
-    size_t at = 0;
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const eg_tensor t = out.item(k);
-      const size_t bytes = static_cast<size_t>(out.rows(k)) * row_bytes;
-      backend.copy_on_device(sends[r].get() + at, t.data, bytes);
-      at += bytes;
+    if (r == kRoot)
+      recv = RankBlock(backend, block * static_cast<size_t>(world), "data-parallel gather");
+    for (size_t o = 0; o < num_outputs; ++o) {
+      size_t at = part_at[o];
+      for (size_t k = 0; k < mine.size(); ++k) {
+        if (out.rows(k, o) != rows[o][static_cast<size_t>(mine[k])])
+          throw Error(ErrorKind::Internal, "data-parallel rank " + std::to_string(r) +
+                                               " returned another row count for output '" +
+                                               outputs[o].name + "'");
+        const size_t bytes = static_cast<size_t>(out.rows(k, o)) * row_bytes[o];
+        backend.copy_on_device(sends[r].get() + at, out.item(k, o).data, bytes);
+        at += bytes;
+      }
     }
-    buffers[r] = {sends[r].get(), recvs[r].get(), backend.stream()};
+    buffers[r] = {sends[r].get(), r == kRoot ? recv.get() : nullptr, backend.stream()};
   });
-  comm_->all_gather(buffers, block);
-  // Unpad on rank 0: each rank's rows are contiguous at the start of its block
-  // of max_rows, so one copy per rank packs them into rows 0..total-1 (a Result
-  // is contiguous; to_host() copies total_rows()).
-  DeviceBackend& home = *ranks_[0]->backend_;
-  home.make_current();
-  int64_t total_rows = 0;
-  for (int64_t t : tokens) total_rows += t;
-  RankBlock packed(home, static_cast<size_t>(total_rows) * row_bytes, "data-parallel result");
-  Result result;
-  result.offsets_.assign(num_items, 0);
-  int64_t row = 0;
-  for (int r = 0; r < world; ++r) {
-    const int64_t first = row;
-    for (int64_t i : assignment_.rank_items(r)) {
-      result.offsets_[i] = row;
-      row += tokens[i];
-    }
-    home.copy_on_device(packed.get() + static_cast<size_t>(first) * row_bytes,
-                        recvs[0].get() + static_cast<size_t>(r) * block,
-                        static_cast<size_t>(row - first) * row_bytes);
-  }
+  comm_->gather(kRoot, buffers, block);
 
-  auto backend = ranks_[0]->backend_;
-  result.memory_ =
-      std::shared_ptr<void>(packed.release(), [backend](void* p) { backend->free_async(p); });
-  result.backend_ = backend;
-  result.hidden_ = info.out_hidden_size;
-  result.dtype_ = info.out_dtype;
-  result.device_ = backend->type();
-  result.rows_ = tokens;
-  for (int64_t t : tokens) result.total_rows_ += t;
+  // Unpack on the root: each rank's rows of an output are contiguous at the
+  // start of its part, so one copy per rank and output packs them in rank
+  // order; the offsets say where each item landed.
+  DeviceBackend& home = *ranks_[kRoot]->backend();
+  home.make_current();
+  std::vector<std::vector<int64_t>> offsets(num_outputs, std::vector<int64_t>(num_items, 0));
+  std::vector<std::vector<int64_t>> rank_first(num_outputs, std::vector<int64_t>(world + 1, 0));
+  for (size_t o = 0; o < num_outputs; ++o) {
+    int64_t row = 0;
+    for (int r = 0; r < world; ++r) {
+      rank_first[o][r] = row;
+      for (int64_t i : assignment_.rank_items(r)) {
+        offsets[o][static_cast<size_t>(i)] = row;
+        row += rows[o][static_cast<size_t>(i)];
+      }
+    }
+    rank_first[o][world] = row;
+  }
+  Result result(ranks_[kRoot]->backend(), outputs, std::move(rows), std::move(offsets));
+  for (size_t o = 0; o < num_outputs; ++o)
+    for (int r = 0; r < world; ++r) {
+      const size_t bytes =
+          static_cast<size_t>(rank_first[o][r + 1] - rank_first[o][r]) * row_bytes[o];
+      if (bytes == 0) continue;
+      home.copy_on_device(static_cast<char*>(result.output_data(o)) +
+                              static_cast<size_t>(rank_first[o][r]) * row_bytes[o],
+                          recv.get() + static_cast<size_t>(r) * block + part_at[o], bytes);
+    }
   return result;
 }
 

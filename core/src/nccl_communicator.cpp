@@ -7,6 +7,9 @@
 #include <nccl.h>
 #include <spdlog/spdlog.h>
 
+#include <string>
+#include <vector>
+
 namespace encgraph {
 namespace {
 
@@ -15,7 +18,8 @@ namespace {
 struct Nccl {
   decltype(&::ncclCommInitAll) comm_init_all = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&::ncclAllGather) all_gather = nullptr;
+  decltype(&::ncclSend) send = nullptr;
+  decltype(&::ncclRecv) recv = nullptr;
   decltype(&::ncclGroupStart) group_start = nullptr;
   decltype(&::ncclGroupEnd) group_end = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
@@ -31,14 +35,16 @@ const Nccl& nccl() {
     Nccl n;
     n.comm_init_all = reinterpret_cast<decltype(n.comm_init_all)>(dlsym(lib, "ncclCommInitAll"));
     n.comm_destroy = reinterpret_cast<decltype(n.comm_destroy)>(dlsym(lib, "ncclCommDestroy"));
-    n.all_gather = reinterpret_cast<decltype(n.all_gather)>(dlsym(lib, "ncclAllGather"));
+    n.send = reinterpret_cast<decltype(n.send)>(dlsym(lib, "ncclSend"));
+    n.recv = reinterpret_cast<decltype(n.recv)>(dlsym(lib, "ncclRecv"));
     n.group_start = reinterpret_cast<decltype(n.group_start)>(dlsym(lib, "ncclGroupStart"));
     n.group_end = reinterpret_cast<decltype(n.group_end)>(dlsym(lib, "ncclGroupEnd"));
     n.error_string = reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
-    if (!n.comm_init_all || !n.comm_destroy || !n.all_gather || !n.group_start || !n.group_end ||
-        !n.error_string)
+    if (!n.comm_init_all || !n.comm_destroy || !n.send || !n.recv || !n.group_start ||
+        !n.group_end || !n.error_string)
       throw Error(ErrorKind::Device,
-                  "libnccl lacks one of ncclCommInitAll, ncclAllGather, ncclGroupStart/End");
+                  "libnccl lacks one of ncclCommInitAll, ncclSend, ncclRecv, ncclGroupStart/End "
+                  "(NCCL 2.7 or later is needed); point LD_LIBRARY_PATH at a newer NCCL");
     return n;
   }();
   return loaded;
@@ -56,7 +62,7 @@ const Nccl& nccl() {
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const std::vector<int>& devices)
-      : devices_(devices), comms_(devices.size(), nullptr) {
+      : devices_(devices), comms_(devices.size(), nullptr), received_(devices.size(), 0) {
     EG_NCCL_CHECK(
         nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()), devices_.data()));
   }
@@ -68,28 +74,39 @@ class NcclCommunicator final : public Communicator {
       }
   }
   int size() const override { return static_cast<int>(comms_.size()); }
-  void all_gather(const std::vector<GatherBuffers>& ranks, size_t bytes) override {
-    if (ranks.size() != comms_.size())
-      throw Error(ErrorKind::Internal, "all_gather with " + std::to_string(ranks.size()) +
-                                           " ranks' buffers on " + std::to_string(comms_.size()) +
-                                           " NCCL ranks");
-    // One group: NCCL launches every rank's part together when it closes.
+  void gather(int root, const std::vector<GatherBuffers>& ranks, size_t bytes) override {
+    if (ranks.size() != comms_.size() || root < 0 || root >= size())
+      throw Error(ErrorKind::Internal, "gather to rank " + std::to_string(root) + " with " +
+                                           std::to_string(ranks.size()) + " ranks' buffers on " +
+                                           std::to_string(comms_.size()) + " NCCL ranks");
+    if (bytes == 0) return;
+    const size_t to = static_cast<size_t>(root);
+    char* recv = static_cast<char*>(ranks[to].recv);
+    // One group: every rank sends its block to the root, the root receives each
+    // into its slot; NCCL launches them together when the group closes.
     EG_NCCL_CHECK(nccl().group_start());
     for (size_t r = 0; r < ranks.size(); ++r) {
-      const ncclResult_t st =
-          nccl().all_gather(ranks[r].send, ranks[r].recv, bytes, ncclUint8, comms_[r],
-                            static_cast<cudaStream_t>(ranks[r].stream));
+      ncclResult_t st = nccl().send(ranks[r].send, bytes, ncclUint8, root, comms_[r],
+                                    static_cast<cudaStream_t>(ranks[r].stream));
+      if (st == ncclSuccess)
+        st = nccl().recv(recv + r * bytes, bytes, ncclUint8, static_cast<int>(r), comms_[to],
+                         static_cast<cudaStream_t>(ranks[to].stream));
       if (st != ncclSuccess) {
         nccl().group_end();  // close the group before reporting
         EG_NCCL_CHECK(st);
       }
     }
     EG_NCCL_CHECK(nccl().group_end());
+    received_[to] += static_cast<int64_t>(bytes * ranks.size());
+  }
+  int64_t bytes_received(int rank) const override {
+    return received_.at(static_cast<size_t>(rank));
   }
 
  private:
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
+  std::vector<int64_t> received_;  // bytes each rank's recv was sent
 };
 
 }  // namespace

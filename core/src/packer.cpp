@@ -8,12 +8,14 @@ namespace encgraph {
 
 std::vector<PackedBatch> pack_items(const std::vector<int64_t>& out_tokens,
                                     const std::vector<std::vector<int64_t>>& path_tokens,
+                                    const std::vector<int64_t>& frames,
                                     const std::vector<std::vector<int64_t>>& path_budgets,
-                                    int64_t max_batch_size) {
+                                    int64_t max_batch_size, int64_t max_frames_per_batch) {
   const size_t num_paths = path_budgets.size();
   std::vector<int64_t> max_budget(num_paths, 0);
   for (size_t p = 0; p < num_paths; ++p)
     max_budget[p] = path_budgets[p].empty() ? 0 : path_budgets[p].back();
+  const bool bound_frames = max_frames_per_batch > 0;
 
   std::vector<int64_t> order(out_tokens.size());
   std::iota(order.begin(), order.end(), 0);
@@ -36,14 +38,26 @@ std::vector<PackedBatch> pack_items(const std::vector<int64_t>& out_tokens,
     current = PackedBatch{};
     current.path_tokens.assign(num_paths, 0);
   };
+  auto append = [&](int64_t idx) {
+    current.items.push_back(idx);
+    for (size_t p = 0; p < num_paths; ++p) current.path_tokens[p] += path_tokens[idx][p];
+    current.frames += frames[idx];
+  };
 
   for (int64_t idx : order) {
+    if (bound_frames && frames[idx] > max_frames_per_batch) {
+      // Too many frames for any graph: alone, so only this item runs eagerly.
+      close_batch();
+      append(idx);
+      close_batch();
+      continue;
+    }
     bool fits = static_cast<int64_t>(current.items.size()) < max_batch_size;
     for (size_t p = 0; fits && p < num_paths; ++p)
       fits = current.path_tokens[p] + path_tokens[idx][p] <= max_budget[p];
+    if (fits && bound_frames) fits = current.frames + frames[idx] <= max_frames_per_batch;
     if (!current.items.empty() && !fits) close_batch();
-    current.items.push_back(idx);
-    for (size_t p = 0; p < num_paths; ++p) current.path_tokens[p] += path_tokens[idx][p];
+    append(idx);
   }
   close_batch();
   return batches;

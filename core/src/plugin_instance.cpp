@@ -63,6 +63,7 @@ PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device
   try {
     info_.struct_size = sizeof(info_);
     call("model_info", [&](eg_error* e) { return api_->model_info(handle_, &info_, e); });
+    outputs_ = normalise_model_info(name_, *api_, info_);
     if (info_.num_paths < 1 || info_.num_paths > EG_MAX_PATHS)
       throw_plugin("plugin '" + name_ + "' declares " + std::to_string(info_.num_paths) +
                    " paths; 1.." + std::to_string(EG_MAX_PATHS) + " are allowed");
@@ -95,6 +96,60 @@ PluginInstance::PluginInstance(const LoadedPlugin& plugin, eg_device_type device
 
 PluginInstance::~PluginInstance() {
   if (handle_) api_->destroy(handle_);
+}
+
+// Fields past the table's struct_size are never read: a 1.0 table may end
+// right before them.
+decltype(eg_plugin_api::prepare_capture_staging) PluginInstance::prepare_capture_staging() const {
+  return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, prepare_capture_staging)
+             ? api_->prepare_capture_staging
+             : nullptr;
+}
+decltype(eg_plugin_api::output_shape_at) PluginInstance::output_shape_at() const {
+  return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, output_shape_at) ? api_->output_shape_at
+                                                                         : nullptr;
+}
+decltype(eg_plugin_api::postprocess_outputs) PluginInstance::postprocess_outputs() const {
+  return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, postprocess_outputs)
+             ? api_->postprocess_outputs
+             : nullptr;
+}
+
+eg_item* PluginInstance::make_item(const eg_item_desc& desc, eg_item_spec& spec) const {
+  eg_item* item = nullptr;
+  call("item_create", [&](eg_error* e) { return api_->item_create(handle_, &desc, &item, e); });
+  if (!item) throw_plugin("plugin '" + name_ + "': item_create returned no item");
+  try {
+    spec = eg_item_spec{};
+    call("item_spec", [&](eg_error* e) { return api_->item_spec(handle_, item, &spec, e); });
+    // A 1.0 plugin's one path counts output rows; a 1.1 plugin says its unit.
+    if (info_.num_paths == 1 && !writes_path_tokens()) spec.path_tokens[0] = spec.output_tokens;
+    for (int p = info_.num_paths; p < EG_MAX_PATHS; ++p) spec.path_tokens[p] = 0;
+    const std::string who = "plugin '" + name_ + "': item_spec";
+    if (spec.frames < 1)
+      throw_plugin(who + " gave frames = " + std::to_string(spec.frames) +
+                   "; an item has at least one frame (1 for an image)");
+    if (spec.output_tokens < 0 || spec.input_size < 0)
+      throw_plugin(who + " gave a negative size (output_tokens " +
+                   std::to_string(spec.output_tokens) + ", input_size " +
+                   std::to_string(spec.input_size) + ")");
+    for (int p = 0; p < info_.num_paths; ++p)
+      if (spec.path_tokens[p] < 0)
+        throw_plugin(who + " gave path_tokens[" + std::to_string(p) +
+                     "] = " + std::to_string(spec.path_tokens[p]) + " for path '" +
+                     (info_.paths[p].name ? info_.paths[p].name : "?") + "' (" +
+                     info_.path_units[p] + "); counts are >= 0");
+    int64_t sent = 0;
+    for (int p = 0; p < info_.num_paths; ++p) sent += spec.path_tokens[p];
+    if (sent == 0 && spec.output_tokens > 0)
+      throw_plugin(who + " gave " + std::to_string(spec.output_tokens) +
+                   " output rows but no path_tokens; an ABI 1.1 plugin writes path_tokens[p] "
+                   "for every path, one path included (in the path's unit)");
+  } catch (...) {
+    api_->item_destroy(handle_, item);
+    throw;
+  }
+  return item;
 }
 
 }  // namespace encgraph

@@ -17,6 +17,14 @@ const char* status_name(eg_status status);
 // "path 0 budget 256 axis keys (2)": names a graph in messages.
 std::string describe_shape(const eg_graph_shape& shape);
 
+// What `model_info` wrote, made ready for the runtime (model_info.cpp): the 1.1
+// fields re-zeroed when `api` is a 1.0 table, a plugin declaring no outputs
+// given one ("embeddings"), NULL path units named "tokens"; then every
+// declaration checked. Returns the outputs; throws Error(Plugin) naming
+// `plugin` (and the output) with the fix.
+std::vector<OutputSpec> normalise_model_info(const std::string& plugin, const eg_plugin_api& api,
+                                             eg_model_info& info);
+
 class PluginInstance {
  public:
   PluginInstance(const LoadedPlugin& plugin, eg_device_type device, int device_index,
@@ -44,6 +52,11 @@ class PluginInstance {
   // Whether the plugin counts path_tokens itself for one path (1.1), rather
   // than the runtime using output_tokens (1.0).
   bool writes_path_tokens() const { return abi_minor() >= 1; }
+
+  // Makes an item and reads its spec (zeroed first; a 1.0 one-path plugin's
+  // path_tokens[0] set to output_tokens), checked: frames >= 1, no negative
+  // size. The caller owns the returned item (destroy it through api()).
+  eg_item* make_item(const eg_item_desc& desc, eg_item_spec& spec) const;
 
   // Runs fn(eg_error*) -> eg_status; throws on failure naming the call `what`
   // (and the graph `shape`, when given). Messages are only built on failure: this

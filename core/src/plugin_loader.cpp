@@ -41,6 +41,8 @@ const eg_host_api kHostApi = {
     /* .reserved = */ 0,
     /* .host_context = */ nullptr,
     /* .log = */ host_log,
+    /* .item_desc_size = */ sizeof(eg_item_desc),
+    /* .item_spec_size = */ sizeof(eg_item_spec),
 };
 
 // One load at a time: the probe forks, and a second thread inside dlopen at
@@ -78,8 +80,8 @@ std::string file_name_for(const std::string& name) {
   return kPrefix + name + kSuffix;
 }
 
-// Why a plugin table cannot serve this runtime, or "": every rule on a table,
-// for tables read in the probe and in this process alike.
+}  // namespace
+
 std::string table_problem(const TableFacts& t) {
   if (t.abi_major != EG_ABI_VERSION_MAJOR)
     return "built for plugin ABI " + std::to_string(t.abi_major) + "." +
@@ -100,11 +102,18 @@ std::string table_problem(const TableFacts& t) {
            std::to_string(kMaxTableString) +
            " bytes (an unterminated or garbage pointer); fix the plugin's table";
   if (!valid_plugin_name(t.name)) return "plugin name '" + t.name + "' is invalid: " + kNameRule;
-  if (!t.null_functions.empty())
+  if (!t.null_functions.empty()) {
+    if (t.null_functions.front() == "prepare_capture_inputs")
+      return "prepare_capture_inputs and prepare_capture_staging are both NULL in the plugin "
+             "table: provide prepare_capture_staging (1.1) or prepare_capture_inputs (see "
+             "docs/plugin-abi.md)";
     return "required function '" + t.null_functions.front() +
            "' is NULL in the plugin table (ABI v1 requires it; see docs/plugin-abi.md)";
+  }
   return {};
 }
+
+namespace {
 
 // A file named libencgraph_X.so must declare X: plugin.name = X loads it by
 // its file name alone, so any other declared name would be a lie.

@@ -129,6 +129,8 @@ const eg_host_api kProbeHost = {
     /* .reserved = */ 0,
     /* .host_context = */ nullptr,
     /* .log = */ child_log,
+    /* .item_desc_size = */ sizeof(eg_item_desc),
+    /* .item_spec_size = */ sizeof(eg_item_spec),
 };
 
 // Runs in the forked child. It touches nothing of the parent's state beyond
@@ -290,7 +292,12 @@ TableFacts read_table(const eg_plugin_api* api, void (*on_stage)(ProbeStage)) {
       {"buffer_shape", api->buffer_shape != nullptr},
       {"output_shape", api->output_shape != nullptr},
       {"workspace_size", api->workspace_size != nullptr},
-      {"prepare_capture_inputs", api->prepare_capture_inputs != nullptr},
+      // 1.1: host-staged capture inputs replace it (a field past struct_size
+      // is never read: a 1.0 table may end right before it).
+      {"prepare_capture_inputs",
+       api->prepare_capture_inputs != nullptr ||
+           (EG_HAS_FIELD(t.struct_size, eg_plugin_api, prepare_capture_staging) &&
+            api->prepare_capture_staging != nullptr)},
       {"prepare_replay_buffers", api->prepare_replay_buffers != nullptr},
       {"forward", api->forward != nullptr},
   };

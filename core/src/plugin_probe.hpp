@@ -53,6 +53,10 @@ constexpr size_t kMaxTableString = 4096;
 // probe, or knowing the risk.
 TableFacts read_table(const eg_plugin_api* api, void (*on_stage)(ProbeStage) = nullptr);
 
+// Why a table's facts cannot serve this runtime, or "": every rule on a table,
+// for tables read in the probe and in this process alike (plugin_loader.cpp).
+std::string table_problem(const TableFacts& table);
+
 // One message the plugin logged through the host services during the probe.
 struct ProbeLog {
   int32_t level = 0;

@@ -5,32 +5,10 @@
 #include <encgraph/plugin_loader.hpp>
 #include <encgraph/runtime.hpp>
 
-#include <spdlog/spdlog.h>
-
-#include <cmath>
-#include <cstring>
+#include <utility>
 
 namespace encgraph {
 namespace {
-
-float bf16_to_float(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
 
 struct DeviceChoice {
   eg_device_type type;
@@ -58,99 +36,6 @@ DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- Item
-
-Item::Item(Item&& o) noexcept {
-  *this = std::move(o);
-}
-Item& Item::operator=(Item&& o) noexcept {
-  if (this != &o) {
-    if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
-    owner_ = std::move(o.owner_);
-    item_ = o.item_;
-    spec_ = o.spec_;
-    o.item_ = nullptr;
-  }
-  return *this;
-}
-Item::~Item() {
-  if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
-}
-
-// ---------------------------------------------------------------- Result
-
-Result::Result(Result&&) noexcept = default;
-Result& Result::operator=(Result&&) noexcept = default;
-Result::~Result() = default;
-
-eg_tensor Result::item(size_t i) const {
-  eg_tensor t{};
-  t.data = static_cast<char*>(memory_.get()) +
-           offsets_.at(i) * hidden_ * static_cast<int64_t>(dtype_size(dtype_));
-  t.dtype = dtype_;
-  t.device = device_;
-  t.ndim = 2;
-  t.shape[0] = rows_[i];
-  t.shape[1] = hidden_;
-  return t;
-}
-
-size_t Result::element_size() const {
-  return dtype_size(dtype_);
-}
-
-void Result::wait() const {
-  if (backend_) backend_->synchronize();
-}
-
-std::vector<uint8_t> Result::to_host() const {
-  const size_t bytes = static_cast<size_t>(total_rows_ * hidden_) * dtype_size(dtype_);
-  std::vector<uint8_t> host(bytes);
-  if (bytes == 0) return host;
-  backend_->copy_to_host(host.data(), memory_.get(), bytes);
-  backend_->synchronize();
-  return host;
-}
-
-std::vector<float> Result::item_as_float(size_t i) const {
-  const eg_tensor t = item(i);
-  const size_t count = static_cast<size_t>(t.shape[0] * t.shape[1]);
-  const size_t es = dtype_size(dtype_);
-  std::vector<uint8_t> raw(count * es);
-  if (!raw.empty()) {
-    backend_->copy_to_host(raw.data(), t.data, raw.size());
-    backend_->synchronize();
-  }
-  std::vector<float> out(count);
-  for (size_t k = 0; k < count; ++k) {
-    const uint8_t* p = raw.data() + k * es;
-    switch (dtype_) {
-      case EG_DTYPE_F32: std::memcpy(&out[k], p, 4); break;
-      case EG_DTYPE_F64: {
-        double d;
-        std::memcpy(&d, p, 8);
-        out[k] = static_cast<float>(d);
-        break;
-      }
-      case EG_DTYPE_BF16: {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        out[k] = bf16_to_float(v);
-        break;
-      }
-      case EG_DTYPE_F16: {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        out[k] = f16_to_float(v);
-        break;
-      }
-      default: throw Error(ErrorKind::Internal, "item_as_float: output dtype is not floating");
-    }
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------- Runtime
 
 Runtime::Runtime(const RuntimeConfig& config) {
   if (config.plugin.empty()) throw_config("no plugin named: set plugin.name");
@@ -168,17 +53,9 @@ Runtime::~Runtime() = default;
 
 Item Runtime::make_item(const eg_item_desc& desc) {
   backend_->make_current();
-  Item item;
-  item.owner_ = instance_;
-  instance_->call("item_create", [&](eg_error* e) {
-    return instance_->api()->item_create(instance_->handle(), &desc, &item.item_, e);
-  });
-  if (!item.item_) throw_plugin("plugin '" + instance_->name() + "': item_create returned no item");
-  instance_->call("item_spec", [&](eg_error* e) {
-    return instance_->api()->item_spec(instance_->handle(), item.item_, &item.spec_, e);
-  });
-  if (instance_->info().num_paths == 1) item.spec_.path_tokens[0] = item.spec_.output_tokens;
-  return item;
+  eg_item_spec spec{};
+  eg_item* item = instance_->make_item(desc, spec);
+  return Item(instance_, item, spec);
 }
 
 void Runtime::capture() {
@@ -195,15 +72,57 @@ bool Runtime::supports_modality(eg_modality m) const {
   return (instance_->api()->modalities & static_cast<uint32_t>(m)) != 0;
 }
 
-Result Runtime::execute(const std::vector<const Item*>& items) {
+Result Runtime::execute(const std::vector<const Item*>& items, ExecuteMode mode) {
   backend_->make_current();
-  return manager_->execute(items);
+  return manager_->execute(items, mode);
 }
-Result Runtime::execute(const std::vector<Item>& items) {
+Result Runtime::execute(const std::vector<Item>& items, ExecuteMode mode) {
   std::vector<const Item*> ptrs;
   ptrs.reserve(items.size());
   for (const auto& i : items) ptrs.push_back(&i);
-  return execute(ptrs);
+  return execute(ptrs, mode);
+}
+
+Request Runtime::prepare(const std::vector<eg_item_desc>& descs,
+                         const std::vector<std::string>& labels) {
+  Request request;
+  request.rank_items.resize(1);
+  request.rank_items[0].reserve(descs.size());
+  int64_t load = 0;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    try {
+      request.rank_items[0].push_back(make_item(descs[i]));
+    } catch (const Error& e) {
+      // Named as the caller knows it (a file, a trace line).
+      throw Error(e.kind(),
+                  (i < labels.size() ? labels[i] : "item " + std::to_string(i)) + ": " + e.what());
+    }
+    const eg_item_spec& spec = request.rank_items[0].back().spec();
+    request.tokens.push_back(spec.output_tokens);
+    request.assignment.order.push_back(static_cast<int64_t>(i));
+    load += spec.input_size;
+  }
+  request.assignment.items_per_rank = {static_cast<int64_t>(descs.size())};
+  request.assignment.load_per_rank = {load};
+  return request;
+}
+
+Result Runtime::execute(const Request& request, ExecuteMode mode) {
+  const size_t n = request.size();
+  if (request.rank_items.size() != 1 || request.rank_items[0].size() != n ||
+      request.assignment.order.size() != n)
+    throw Error(ErrorKind::Internal, "a request prepared for " +
+                                         std::to_string(request.rank_items.size()) +
+                                         " ranks run on one runtime");
+  // The items in the caller's order, whatever order they were made in.
+  std::vector<const Item*> items(n, nullptr);
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t i = request.assignment.order[k];
+    if (i < 0 || static_cast<size_t>(i) >= n || items[i])
+      throw Error(ErrorKind::Internal, "a request's assignment is not a permutation");
+    items[i] = &request.rank_items[0][k];
+  }
+  return execute(items, mode);
 }
 
 Stats Runtime::stats() const {
@@ -214,6 +133,15 @@ const BudgetPlan& Runtime::plan() const {
 }
 const eg_model_info& Runtime::model_info() const {
   return instance_->info();
+}
+const std::vector<OutputSpec>& Runtime::outputs() const {
+  return instance_->outputs();
+}
+void Runtime::override_padding(const std::string& buffer, eg_padding_logic logic) {
+  manager_->override_padding(buffer, logic);
+}
+void Runtime::clear_padding_overrides() {
+  manager_->clear_padding_overrides();
 }
 std::string Runtime::plugin_name() const {
   return instance_->name();

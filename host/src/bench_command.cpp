@@ -1,8 +1,8 @@
 // `encgraph bench`: the same workload with graphs and eagerly (a second Runtime
 // with use_graphs = false), request by request in turn, then a side-by-side
 // table. With runtime.data_parallel both modes are data parallel over the same
-// devices (two DataParallelRuntimes). The first request's outputs of both modes
-// are compared as a correctness check.
+// devices (two DataParallelRuntimes). Every request's outputs (every named
+// output) of both modes are compared as a correctness check.
 #include "cli.hpp"
 #include "command_outputs.hpp"
 #include "commands.hpp"
@@ -12,34 +12,45 @@
 #include <spdlog/spdlog.h>
 #include <encgraph/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 namespace encgraph::host {
 namespace {
 
-// Every item's output, as floats, of the workload's first request (unmeasured).
-std::vector<std::vector<float>> first_request(Engine& engine, const std::vector<WorkItem>& work,
-                                              int64_t request_size) {
-  std::vector<const WorkItem*> items;
-  for (size_t i = 0; i < work.size() && static_cast<int64_t>(i) < request_size; ++i)
-    items.push_back(&work[i]);
-  const Result result = engine.execute(engine.prepare(items));
-  std::vector<std::vector<float>> out;
-  for (size_t i = 0; i < result.size(); ++i) out.push_back(result.item_as_float(i));
+// Every output of one request's items, as floats: [item][output].
+using RequestOutputs = std::vector<std::vector<std::vector<float>>>;
+
+RequestOutputs outputs_as_float(const Result& result) {
+  RequestOutputs out(result.size());
+  for (size_t i = 0; i < result.size(); ++i)
+    for (size_t o = 0; o < result.num_outputs(); ++o) out[i].push_back(result.item_as_float(i, o));
   return out;
 }
 
-double max_abs_diff(const std::vector<std::vector<float>>& a,
-                    const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size()) return INFINITY;
-    for (size_t k = 0; k < a[i].size(); ++k)
-      worst = std::max(worst, std::fabs(static_cast<double>(a[i][k]) - b[i][k]));
+// Adds one request's graphs-against-eager differences to `c` (infinity when
+// the shapes differ, or a value is NaN or infinite in one mode only).
+void compare_request(const RequestOutputs& a, const RequestOutputs& b, OutputComparison& c) {
+  if (a.size() != b.size()) {
+    c.max_abs_diff = INFINITY;
+    return;
   }
-  return worst;
+  for (size_t i = 0; i < a.size(); ++i) {
+    c.items += 1;
+    if (a[i].size() != b[i].size()) c.max_abs_diff = INFINITY;
+    for (size_t o = 0; o < a[i].size() && o < b[i].size(); ++o) {
+      if (a[i][o].size() != b[i][o].size()) c.max_abs_diff = INFINITY;
+      for (size_t k = 0; k < a[i][o].size() && k < b[i][o].size(); ++k) {
+        const double x = a[i][o][k], y = b[i][o][k];
+        c.values += 1;
+        if (std::isnan(x) && std::isnan(y)) continue;  // the same in both modes
+        const double d = x == y ? 0.0 : std::fabs(x - y);
+        c.max_abs_diff = std::max(c.max_abs_diff, std::isnan(d) ? INFINITY : d);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -88,13 +99,26 @@ int bench_command(const std::vector<std::string>& args) {
   engines[0]->capture();
   options.label = "bench graphs + eager";
   spdlog::info("{}: {} items on {}", options.label, work.size(),
-               fmt::join(engines[0]->device_names(), ", "));
+               fmt::join(rank_device_names(*engines[0]), ", "));
+  // Every measured request's outputs of the two modes are compared once both
+  // have run it (which goes first alternates); the copies to the host and the
+  // comparison count in wall_seconds only.
+  OutputComparison comparison;
+  std::vector<std::optional<RequestOutputs>> pending(2);
+  auto keep = [&](size_t mode) -> ResultConsumer {
+    return [&, mode](const std::vector<const WorkItem*>&, const Result& result) {
+      pending[mode] = outputs_as_float(result);
+      if (!pending[0] || !pending[1]) return;
+      compare_request(*pending[0], *pending[1], comparison);
+      pending[0].reset();
+      pending[1].reset();
+    };
+  };
   const std::vector<Measurement> measured =
-      execute_interleaved({engines[0].get(), engines[1].get()}, work, options);
+      execute_interleaved({engines[0].get(), engines[1].get()}, work, options, {keep(0), keep(1)});
   input.modes.push_back({"graphs", true, measured[0]});
   input.modes.push_back({"eager", false, measured[1]});
-  input.max_abs_diff = max_abs_diff(first_request(*engines[0], work, options.request_size),
-                                    first_request(*engines[1], work, options.request_size));
+  input.comparison = comparison;
 
   const auto report = make_report(input);
   if (!config.output.report.empty()) {

@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 namespace encgraph::host {
@@ -119,15 +120,21 @@ int check_config_command(const std::vector<std::string>& args) {
     // A config may be written before its plugin is built: not an error here.
     std::cout << "  budgets checked structurally only: " << structural_reason << "\n";
     if (!rt.budgets.token_budgets.empty()) {
-      const auto& b = rt.budgets.token_budgets;
-      const BudgetPlan plan =
-          plan_budgets(rt.budgets, *std::min_element(b.begin(), b.end()),
-                       *std::max_element(b.begin(), b.end()), 0, {{"default", 0, false}});
+      // Checked when the config was read (check_budget_request); what the
+      // plugin's range would infer is not shown.
+      std::vector<int64_t> budgets = rt.budgets.token_budgets;
+      std::sort(budgets.begin(), budgets.end());
+      budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+      std::cout << "  plan: token_budgets " << list(budgets) << ", max_items_per_batch ";
+      if (rt.budgets.max_items_per_batch > 0)
+        std::cout << rt.budgets.max_items_per_batch;
+      else
+        std::cout << "(the plugin's range infers it)";
       // Frames per video are the plugin's to say: shown only when set explicitly.
-      std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
-                << plan.max_batch_size;
-      if (rt.budgets.max_frames_per_batch || !rt.budgets.video_enabled)
-        std::cout << ", max_frames_per_batch " << plan.max_frames_per_batch;
+      if (!rt.budgets.video_enabled)
+        std::cout << ", max_frames_per_batch 0";
+      else if (rt.budgets.max_frames_per_batch)
+        std::cout << ", max_frames_per_batch " << *rt.budgets.max_frames_per_batch;
       std::cout << "\n";
     }
     std::cout << "ok\n";

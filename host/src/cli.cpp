@@ -87,9 +87,9 @@ std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config) {
 
 std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
                                     const std::vector<std::string>& data_parallel) {
-  if (data_parallel.empty()) return std::make_unique<Engine>(make_runtime(config));
+  if (data_parallel.empty()) return make_runtime(config);
   try {
-    return std::make_unique<Engine>(std::make_unique<DataParallelRuntime>(config, data_parallel));
+    return std::make_unique<DataParallelRuntime>(config, data_parallel);
   } catch (const Error& e) {
     const std::string what = e.what();
     if (e.kind() == ErrorKind::Input)

@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "executor.hpp"
 
+#include <encgraph/engine.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <boost/program_options.hpp>

@@ -394,11 +394,11 @@ void read_budgets(const Reader& r, HostConfig& c) {
     b.max_frames_per_batch = frames;
   }
   r.get("budgets.video", b.video_enabled);
-  // What can be planned without the plugin: explicit budgets and batch size.
+  // What can be checked without the plugin (explicit budgets, batch size,
+  // graph count), by the same code that plans them in the runtime.
   if (!b.token_budgets.empty()) {
-    const auto [lo, hi] = std::minmax_element(b.token_budgets.begin(), b.token_budgets.end());
     try {
-      plan_budgets(b, *lo, *hi, 0, {PathBudgetSpec{"default", 0, false}});
+      check_budget_request(b);
     } catch (const Error& e) {
       const std::string what = e.what();
       r.fail(what.rfind("budgets.max_items_per_batch", 0) == 0 ? "budgets.max_items_per_batch"

@@ -37,11 +37,13 @@ const char* usage_text() {
          "  bench          run the workload with graphs and eagerly, side by side\n"
          "  encode         encode image files or a trace (images, videos) into embeddings\n"
          "  check-config   validate a config without a GPU and without loading weights\n"
+         "  verify         compare the graphs' outputs with every item run alone eagerly\n"
          "  plugins        list the plugins found and the rejected files\n"
          "options:\n"
          "  --version      print the version\n"
          "  --help         this help; `encgraph <command> --help` for a command's options\n"
-         "exit codes: 0 ok, 2 bad usage, configuration or input, 1 any other error\n";
+         "exit codes: 0 ok, 2 bad usage, configuration or input, 1 any other error\n"
+         "            (verify: 1 when an output differs)\n";
 }
 
 int run_subcommand(const std::string& command, const std::vector<std::string>& args) {
@@ -50,6 +52,7 @@ int run_subcommand(const std::string& command, const std::vector<std::string>& a
     if (command == "bench") return bench_command(args);
     if (command == "encode") return encode_command(args);
     if (command == "check-config") return check_config_command(args);
+    if (command == "verify") return verify_command(args);
     if (command == "plugins") return plugins_command(args);
   } catch (const Error& e) {
     spdlog::error("{}", e.what());

@@ -69,6 +69,7 @@ int encode_command(const std::vector<std::string>& args) {
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   check_workload_supported(front, work);
+  check_embedding_names(work, front.outputs());
   if (config.runtime.use_graphs) engine->capture();
   EmbeddingSink sink(config.output.embeddings, front, config);
   ExecOptions options;
@@ -91,10 +92,8 @@ int encode_command(const std::vector<std::string>& args) {
     report = stage_report(config.output.report, make_report(input));
   }
   const size_t n = sink.finish();
-  std::cout << "wrote " << n << " embeddings (" << sink.rows() << " rows of "
-            << front.model_info().out_hidden_size << ", "
-            << dtype_name(front.model_info().out_dtype) << ") to " << config.output.embeddings
-            << "\n";
+  std::cout << "wrote " << n << " embeddings (" << sink.describe() << ") to "
+            << config.output.embeddings << "\n";
   if (report) {
     report->commit();
     spdlog::info("wrote the report to {}", config.output.report);

@@ -4,6 +4,7 @@
 #include "progress.hpp"
 #include "video_frames.hpp"
 
+#include <encgraph/data_parallel.hpp>
 #include <encgraph/error.hpp>
 
 #include <algorithm>
@@ -76,37 +77,28 @@ void recompute_rates(Stats& s) {
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Runtime> runtime)
-    : single_(std::move(runtime)), front_(single_.get()) {}
-
-Engine::Engine(std::unique_ptr<DataParallelRuntime> ranks)
-    : ranks_(std::move(ranks)), front_(&ranks_->rank(0)) {}
-
-std::vector<std::string> Engine::device_names() const {
-  if (!ranks_) return {single_->device_name()};
+std::vector<std::string> rank_device_names(Engine& engine) {
+  auto* ranks = dynamic_cast<DataParallelRuntime*>(&engine);
+  if (!ranks) return {engine.front().device_name()};
   std::vector<std::string> names;
-  for (int r = 0; r < ranks_->world_size(); ++r) names.push_back(ranks_->rank(r).device_name());
+  for (int r = 0; r < ranks->world_size(); ++r) names.push_back(ranks->rank(r).device_name());
   return names;
 }
 
-void Engine::capture() {
-  if (ranks_)
-    ranks_->capture();
-  else
-    single_->capture();
-}
-
-Stats Engine::stats() const {
-  if (!ranks_) return single_->stats();
-  std::vector<Stats> per_rank;
-  for (int r = 0; r < ranks_->world_size(); ++r) per_rank.push_back(ranks_->rank(r).stats());
-  return sum_stats(per_rank);
-}
-
-PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
-  PreparedRequest request;
-  if (!ranks_) {
-    for (const WorkItem* w : work) request.items.push_back(make_item(*single_, *w));
+Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work) {
+  if (engine.world_size() == 1) {
+    // One item made at a time: only its decoded pixels are held.
+    Request request;
+    request.rank_items.emplace_back();
+    request.assignment.items_per_rank = {static_cast<int64_t>(work.size())};
+    request.assignment.load_per_rank = {0};
+    for (const WorkItem* w : work) {
+      Item item = make_item(engine.front(), *w);
+      request.assignment.order.push_back(static_cast<int64_t>(request.tokens.size()));
+      request.assignment.load_per_rank[0] += item.spec().input_size;
+      request.tokens.push_back(item.spec().output_tokens);
+      request.rank_items[0].push_back(std::move(item));
+    }
     return request;
   }
   // The descriptions point into the decoded pixels, which only need to live
@@ -126,12 +118,7 @@ PreparedRequest Engine::prepare(const std::vector<const WorkItem*>& work) {
     descs.push_back(desc);
     labels.push_back(has_files(*w) ? source_of(*w) : "item '" + w->id + "'");
   }
-  request.ranks = ranks_->prepare(descs, labels);
-  return request;
-}
-
-Result Engine::execute(const PreparedRequest& request) {
-  return ranks_ ? ranks_->execute(request.ranks) : single_->execute(request.items);
+  return engine.prepare(descs, labels);
 }
 
 Item make_item(Runtime& runtime, const WorkItem& w) {
@@ -169,28 +156,20 @@ Stats stats_delta(const Stats& a, const Stats& b) {
   d.budget_tokens -= b.budget_tokens;
   d.batches_graph -= b.batches_graph;
   d.batches_eager -= b.batches_eager;
+  d.batches_mixed -= b.batches_mixed;
   d.batches_eager_chosen -= b.batches_eager_chosen;
+  // Paths match by position (every runtime of one plugin has the same list).
+  for (size_t p = 0; p < d.paths.size() && p < b.paths.size(); ++p) {
+    PathStats& dp = d.paths[p];
+    const PathStats& bp = b.paths[p];
+    dp.batches_graph -= bp.batches_graph;
+    dp.batches_eager -= bp.batches_eager;
+    for (int r = 0; r < kNumEagerReasons; ++r) dp.eager_by_reason[r] -= bp.eager_by_reason[r];
+    dp.real_tokens -= bp.real_tokens;
+    dp.budget_tokens -= bp.budget_tokens;
+  }
   recompute_rates(d);
   return d;
-}
-
-Stats sum_stats(const std::vector<Stats>& ranks) {
-  Stats sum;
-  if (!ranks.empty()) sum.token_budgets = ranks.front().token_budgets;
-  for (const Stats& s : ranks) {
-    sum.graph_hits += s.graph_hits;
-    sum.graph_misses += s.graph_misses;
-    sum.num_graphs += s.num_graphs;
-    sum.real_tokens += s.real_tokens;
-    sum.budget_tokens += s.budget_tokens;
-    sum.batches_graph += s.batches_graph;
-    sum.batches_eager += s.batches_eager;
-    sum.batches_eager_chosen += s.batches_eager_chosen;
-    sum.capture_seconds += s.capture_seconds;
-    sum.graph_memory_bytes += s.graph_memory_bytes;
-  }
-  recompute_rates(sum);
-  return sum;
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -212,7 +191,7 @@ void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t reque
   const size_t first = r * request_size, last = std::min(work.size(), first + request_size);
   std::vector<const WorkItem*> described;
   for (size_t i = first; i < last; ++i) described.push_back(&work[i]);
-  const PreparedRequest request = engine.prepare(described);
+  const Request request = prepare_request(engine, described);
   const auto start = Clock::now();
   double latency = 0.0;
   int64_t tokens = 0;
@@ -221,7 +200,7 @@ void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t reque
     result.wait();  // latency ends when the device has written every row
     latency = since(start);
     for (size_t i = 0; i < result.size(); ++i) tokens += result.rows(i);
-    if (consumer && measured) consumer(described, result, result.to_host());
+    if (consumer && measured) consumer(described, result);
   }
   if (!measured) return;
   m.wall_seconds += since(prepared);
@@ -240,7 +219,7 @@ void run_request(Engine& engine, const std::vector<WorkItem>& work, size_t reque
 std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines,
                                              const std::vector<WorkItem>& work,
                                              const ExecOptions& options,
-                                             const ResultConsumer& consumer) {
+                                             const std::vector<ResultConsumer>& consumers) {
   for (Engine* engine : engines) check_workload_supported(engine->front(), work);
   const size_t request_size = static_cast<size_t>(std::max<int64_t>(options.request_size, 1));
   const size_t num_requests = (work.size() + request_size - 1) / request_size;
@@ -262,7 +241,7 @@ std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines
     for (size_t k = 0; k < n; ++k) {
       const size_t which = (r + k) % n;
       run_request(*engines[which], work, request_size, r, true, m[which],
-                  which == 0 ? consumer : ResultConsumer{});
+                  which < consumers.size() ? consumers[which] : ResultConsumer{});
     }
     if (options.progress) progress.update(m[0].items);
   }
@@ -273,7 +252,7 @@ std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines
 
 Measurement execute_workload(Engine& engine, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer) {
-  return execute_interleaved({&engine}, work, options, consumer).front();
+  return execute_interleaved({&engine}, work, options, {consumer}).front();
 }
 
 }  // namespace encgraph::host

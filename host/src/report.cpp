@@ -4,6 +4,8 @@
 
 #include <encgraph/error.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -47,15 +49,62 @@ void describe_runtime(const Runtime& runtime, ReportInput& input) {
   input.device_type = device_type_name(runtime.device_type());
   input.device_name = runtime.device_name();
   input.plan = runtime.plan();
-  input.out_hidden_size = runtime.model_info().out_hidden_size;
-  input.out_dtype = runtime.model_info().out_dtype;
+  const eg_model_info& info = runtime.model_info();
+  input.out_hidden_size = info.out_hidden_size;
+  input.out_dtype = info.out_dtype;
+  input.outputs = runtime.outputs();
+  input.paths.clear();
+  for (int p = 0; p < info.num_paths; ++p) {
+    PathPlan path;
+    path.name = info.paths[p].name ? info.paths[p].name : "";
+    path.unit = info.path_units[p] ? info.path_units[p] : "tokens";
+    if (static_cast<size_t>(p) < input.plan.path_budgets.size())
+      path.budgets = input.plan.path_budgets[p];
+    input.paths.push_back(std::move(path));
+  }
 }
 
-void describe_engine(const Engine& engine, ReportInput& input) {
+void describe_engine(Engine& engine, ReportInput& input) {
   describe_runtime(engine.front(), input);
   input.data_parallel_devices.clear();
-  if (engine.data_parallel()) input.data_parallel_devices = engine.device_names();
+  if (engine.world_size() > 1) input.data_parallel_devices = rank_device_names(engine);
 }
+
+std::string eager_reason_key(EagerReason reason) {
+  std::string key = eager_reason_name(reason);
+  std::replace(key.begin(), key.end(), ' ', '_');
+  return key;
+}
+
+namespace {
+
+nlohmann::json path_json(const PathStats& p) {
+  nlohmann::json reasons = nlohmann::json::object();
+  for (int r = 0; r < kNumEagerReasons; ++r)
+    reasons[eager_reason_key(static_cast<EagerReason>(r))] = p.eager_by_reason[r];
+  return {{"name", p.name},
+          {"unit", p.unit},
+          {"graphs", p.graphs},
+          {"batches_graph", p.batches_graph},
+          {"batches_eager", p.batches_eager},
+          {"eager_reasons", reasons},
+          {"real_tokens", p.real_tokens},
+          {"budget_tokens", p.budget_tokens}};
+}
+
+// "too large 2, chosen as faster 1" (the nonzero reasons), or "" when none.
+std::string reasons_text(const nlohmann::json& reasons) {
+  std::string s;
+  for (const auto& [key, count] : reasons.items()) {
+    if (count.get<int64_t>() == 0) continue;
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    s += (s.empty() ? "" : ", ") + name + " " + std::to_string(count.get<int64_t>());
+  }
+  return s;
+}
+
+}  // namespace
 
 nlohmann::json mode_json(const ModeResult& mode) {
   const Measurement& m = mode.measurement;
@@ -64,6 +113,8 @@ nlohmann::json mode_json(const ModeResult& mode) {
   for (double l : m.latencies) ms.push_back(l * 1e3);
   double max_ms = 0;
   for (double v : ms) max_ms = std::max(max_ms, v);
+  nlohmann::json paths = nlohmann::json::array();
+  for (const PathStats& p : s.paths) paths.push_back(path_json(p));
   return {
       {"mode", mode.mode},
       {"use_graphs", mode.use_graphs},
@@ -86,10 +137,12 @@ nlohmann::json mode_json(const ModeResult& mode) {
       {"graph_misses", s.graph_misses},
       {"batches_graph", s.batches_graph},
       {"batches_eager", s.batches_eager},
+      {"batches_mixed", s.batches_mixed},
       {"batches_eager_chosen", s.batches_eager_chosen},
       {"graphs", s.num_graphs},
       {"capture_s", s.capture_seconds},
       {"graph_memory_bytes", s.graph_memory_bytes},
+      {"paths", paths},
   };
 }
 
@@ -97,6 +150,15 @@ nlohmann::json make_report(const ReportInput& in) {
   const HostConfig& c = *in.config;
   nlohmann::json modes = nlohmann::json::array();
   for (const auto& m : in.modes) modes.push_back(mode_json(m));
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const OutputSpec& o : in.outputs)
+    outputs.push_back({{"name", o.name},
+                       {"width", o.width},
+                       {"dtype", dtype_name(o.dtype)},
+                       {"rows_per_item", o.rows_per_item}});
+  nlohmann::json paths = nlohmann::json::array();
+  for (const PathPlan& p : in.paths)
+    paths.push_back({{"name", p.name}, {"unit", p.unit}, {"token_budgets", p.budgets}});
   nlohmann::json report = {
       {"schema", kReportSchema},
       {"command", in.command},
@@ -105,12 +167,14 @@ nlohmann::json make_report(const ReportInput& in) {
       {"plugin",
        {{"name", in.plugin},
         {"out_hidden_size", in.out_hidden_size},
-        {"out_dtype", dtype_name(in.out_dtype)}}},
+        {"out_dtype", dtype_name(in.out_dtype)},
+        {"outputs", outputs}}},
       {"device", {{"type", in.device_type}, {"name", in.device_name}}},
       {"plan",
        {{"token_budgets", in.plan.token_budgets},
         {"max_items_per_batch", in.plan.max_batch_size},
-        {"max_frames_per_batch", in.plan.max_frames_per_batch}}},
+        {"max_frames_per_batch", in.plan.max_frames_per_batch},
+        {"paths", paths}}},
       {"workload",
        {{"kind", c.workload.kind},
         {"items", in.workload_items},
@@ -127,7 +191,14 @@ nlohmann::json make_report(const ReportInput& in) {
     const double gr = rate(static_cast<double>(g.items), g.exec_seconds);
     const double er = rate(static_cast<double>(e.items), e.exec_seconds);
     report["comparison"] = {{"speedup_items_per_s", er > 0 ? gr / er : 0.0}};
-    if (in.max_abs_diff) report["comparison"]["max_abs_diff"] = *in.max_abs_diff;
+    if (in.comparison) {
+      // JSON has no infinity: shapes that differ are reported as null.
+      const double d = in.comparison->max_abs_diff;
+      report["comparison"]["max_abs_diff"] =
+          std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr);
+      report["comparison"]["compared_items"] = in.comparison->items;
+      report["comparison"]["compared_values"] = in.comparison->values;
+    }
   }
   return report;
 }
@@ -171,6 +242,23 @@ void print_summary(std::ostream& out, const ReportInput& in) {
     out << "hit rate " << fmt("%.1f", 100.0 * j["hit_rate"].get<double>())
         << "%, padded-token efficiency "
         << fmt("%.1f", 100.0 * j["padded_token_efficiency"].get<double>()) << "%\n";
+    out << "batches " << j["batches_graph"] << " graph, " << j["batches_eager"] << " eager, "
+        << j["batches_mixed"] << " mixed\n";
+    for (const auto& p : j["paths"]) {
+      out << "  path " << p["name"].get<std::string>() << " (" << p["unit"].get<std::string>()
+          << "): " << p["graphs"] << " graphs, batches " << p["batches_graph"] << " graph, "
+          << p["batches_eager"] << " eager";
+      const std::string why = reasons_text(p["eager_reasons"]);
+      if (!why.empty()) out << " (" << why << ")";
+      out << "\n";
+    }
+    if (in.outputs.size() > 1) {
+      out << "outputs";
+      for (size_t o = 0; o < in.outputs.size(); ++o)
+        out << (o ? ", " : " ") << in.outputs[o].name << " (" << in.outputs[o].width << ", "
+            << dtype_name(in.outputs[o].dtype) << ")";
+      out << "\n";
+    }
   }
 }
 
@@ -206,9 +294,22 @@ void print_bench_table(std::ostream& out, const ReportInput& in) {
     return std::to_string(c["batches_graph"].get<int64_t>()) + "/" +
            std::to_string(c["batches_eager"].get<int64_t>());
   });
+  row("batches mixed",
+      [](const nlohmann::json& c) { return std::to_string(c["batches_mixed"].get<int64_t>()); });
   row("batches eager by choice", [](const nlohmann::json& c) {
     return std::to_string(c["batches_eager_chosen"].get<int64_t>());
   });
+  // Each path's graph/eager batches (the paths are the plugin's: the same in
+  // every mode).
+  const size_t num_paths = cols.empty() ? 0 : cols.front()["paths"].size();
+  for (size_t p = 0; p < num_paths; ++p) {
+    const std::string label = "  path " + cols.front()["paths"][p]["name"].get<std::string>();
+    row(label.c_str(), [p](const nlohmann::json& c) {
+      const auto& path = c["paths"][p];
+      return std::to_string(path["batches_graph"].get<int64_t>()) + "/" +
+             std::to_string(path["batches_eager"].get<int64_t>());
+    });
+  }
   row("graphs", [](const nlohmann::json& c) { return std::to_string(c["graphs"].get<int64_t>()); });
   row("capture (s)", [](const nlohmann::json& c) { return fmt("%.3f", c["capture_s"]); });
   row("graph memory (MiB)", [](const nlohmann::json& c) {
@@ -218,9 +319,9 @@ void print_bench_table(std::ostream& out, const ReportInput& in) {
   if (report.contains("comparison")) {
     out << "speedup (items/s, graphs over eager): "
         << fmt("%.2f", report["comparison"]["speedup_items_per_s"]) << "x";
-    if (report["comparison"].contains("max_abs_diff"))
-      out << "; first request max |graphs - eager| = "
-          << fmt("%.3g", report["comparison"]["max_abs_diff"]);
+    if (in.comparison)
+      out << "; max |graphs - eager| over " << in.comparison->items
+          << " items, every output = " << fmt("%.3g", in.comparison->max_abs_diff);
     out << "\n";
   }
 }

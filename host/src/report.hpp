@@ -1,13 +1,18 @@
-// The run report: one JSON document (schema "encgraph.report/1") with what ran,
-// where (with data parallelism: on which ranks), under which plan, and per mode (graphs, eager) the
-// throughput, latency percentiles and graph statistics; plus the human-readable forms printed on
-// stdout (a summary for run, a side-by-side table for bench).
+// The run report: one JSON document (schema "encgraph.report/1") with what ran
+// (the plugin and its named outputs), where (with data parallelism: on which
+// ranks), under which plan (each path's budgets and unit), and per mode (graphs,
+// eager) the throughput, latency percentiles and graph statistics, per path
+// too (graph and eager batches, the reasons for eager ones); plus the
+// human-readable forms printed on stdout (a summary for run, a side-by-side
+// table for bench).
 #pragma once
 
 #include "config.hpp"
 #include "executor.hpp"
 #include "output_files.hpp"
 
+#include <encgraph/engine.hpp>
+#include <encgraph/output_spec.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +34,20 @@ struct ModeResult {
   Measurement measurement;
 };
 
+// One path of the plugin as the plan has it.
+struct PathPlan {
+  std::string name;
+  std::string unit;              // what its budgets count
+  std::vector<int64_t> budgets;  // ascending, may start with 0
+};
+
+// Bench: the two modes' outputs compared over every request.
+struct OutputComparison {
+  double max_abs_diff = 0.0;  // over every item's every output (inf: shapes differ)
+  int64_t items = 0;          // items compared
+  int64_t values = 0;         // values compared
+};
+
 struct ReportInput {
   std::string command;
   const HostConfig* config = nullptr;
@@ -39,18 +58,24 @@ struct ReportInput {
   // empty when one Runtime ran.
   std::vector<std::string> data_parallel_devices;
   BudgetPlan plan;
+  std::vector<PathPlan> paths;
   int64_t out_hidden_size = 0;
   int32_t out_dtype = 0;
+  std::vector<OutputSpec> outputs;
   int64_t workload_items = 0;
   std::vector<ModeResult> modes;
-  std::optional<double> max_abs_diff;  // bench: graphs vs eager outputs of the first request
+  std::optional<OutputComparison> comparison;  // bench: graphs vs eager, every request
 };
 
 // Facts of a runtime (plugin, device, plan, output) copied into `input`.
 void describe_runtime(const Runtime& runtime, ReportInput& input);
 // The same for an engine: its first runtime's facts, and its ranks' devices
 // when data parallel.
-void describe_engine(const Engine& engine, ReportInput& input);
+void describe_engine(Engine& engine, ReportInput& input);
+
+// "too_large" for EagerReason::TooLarge: eager_reason_name with underscores,
+// the key of the report's eager_reasons.
+std::string eager_reason_key(EagerReason reason);
 
 // The report as JSON text (indented, newline-terminated); a string that is
 // not UTF-8 is written with replacement characters instead of failing.

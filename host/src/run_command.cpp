@@ -41,8 +41,9 @@ int run_command(const std::vector<std::string>& args) {
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   spdlog::info("running {} items on {} with plugin '{}'", work.size(),
-               fmt::join(engine->device_names(), ", "), front.plugin_name());
+               fmt::join(rank_device_names(*engine), ", "), front.plugin_name());
   check_workload_supported(front, work);
+  if (!config.output.embeddings.empty()) check_embedding_names(work, front.outputs());
   if (config.runtime.use_graphs) engine->capture();
 
   std::unique_ptr<EmbeddingSink> sink;
@@ -68,7 +69,7 @@ int run_command(const std::vector<std::string>& args) {
   if (!config.output.report.empty()) staged_report = stage_report(config.output.report, report);
   if (sink) {
     const size_t n = sink->finish();
-    spdlog::info("wrote {} embeddings ({} rows) to {}", n, sink->rows(), config.output.embeddings);
+    spdlog::info("wrote {} embeddings ({}) to {}", n, sink->describe(), config.output.embeddings);
   }
   if (staged_report) {
     staged_report->commit();

@@ -1,7 +1,7 @@
 #include "qwen_batch.hpp"
 
-#include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +34,7 @@ ItemData make_item_data(const Options& o, const Grid& grid, int64_t frames,
       for (size_t k = 0; k < layout.unit_order.size(); ++k) {
         const float* src = rows.data() + static_cast<size_t>(layout.unit_order[k]) * unit_values;
         uint16_t* dst = d.pixels_bf16.data() + k * unit_values;
-        for (size_t i = 0; i < unit_values; ++i) dst[i] = egk::f32_to_bf16(src[i]);
+        for (size_t i = 0; i < unit_values; ++i) dst[i] = encoder_kit::f32_to_bf16(src[i]);
       }
   }
   d.cos.resize(static_cast<size_t>(grid.patches() * half));
@@ -58,9 +58,9 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
   }
   auto over = [&](const char* what, int64_t need, int64_t cap) {
     if (need > cap)
-      egk::fail(EG_ERR_INVALID_ARGUMENT, std::string("qwen2_5_vl: batch needs ") +
-                                             std::to_string(need) + " " + what +
-                                             " but the graph holds " + std::to_string(cap));
+      encoder_kit::fail(EG_ERR_INVALID_ARGUMENT, std::string("qwen2_5_vl: batch needs ") +
+                                                     std::to_string(need) + " " + what +
+                                                     " but the graph holds " + std::to_string(cap));
   };
   over("output tokens", s.tokens, t.cap.tokens);
   over("full-attention sequences (frames)", frames, t.cap.frames);

@@ -1,5 +1,5 @@
 // Items as the tower consumes them, and packing a batch of items into the
-// graph's input buffers (host staging for replays, whole buffers for capture).
+// graph's input buffers (host staging, for replays and for capture alike).
 #pragma once
 
 #include "qwen_config.hpp"
@@ -65,8 +65,8 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
 
 // Valid stand-in tables for warm-up and capture (with zero pixel and rotary
 // rows): every row in some frame and some window, frames and windows as long
-// as real ones may be, so the warm-up does a full batch's work. Cheap: the
-// runtime also uses them to initialise every eager run's buffers.
+// as real ones may be, so the warm-up does a full batch's work. Written into
+// host staging by prepare_capture_staging; the runtime copies them.
 struct CaptureTables {
   std::vector<int32_t> cu_frames, cu_windows, inverse;
 };

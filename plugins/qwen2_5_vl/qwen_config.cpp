@@ -1,9 +1,9 @@
 #include "qwen_config.hpp"
 
-#include <egk/config.hpp>
-#include <egk/config_json.hpp>
-#include <egk/error.hpp>
-#include <egk/json.hpp>
+#include <encoder_kit/config.hpp>
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/json.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -11,7 +11,7 @@
 namespace qwen {
 namespace {
 
-using egk::fail;
+using encoder_kit::fail;
 
 // Pixels per frame (65536 x 65536) and output tokens per graph: bounds that
 // keep every product of them with the tower's sizes inside 64 bits.
@@ -20,7 +20,7 @@ constexpr int64_t kMaxBudget = int64_t{1} << 24;
 
 // The vision_config of a Qwen2.5-VL config.json (or a bare vision config).
 void read_config_json(const std::string& path, VisionConfig& c) {
-  const egk::VisionConfigJson v(path, "qwen2_5_vl");
+  const encoder_kit::VisionConfigJson v(path, "qwen2_5_vl");
   v.read_int("depth", c.depth);
   v.read_int("hidden_size", c.hidden_size);
   v.read_int("num_heads", c.num_heads);
@@ -32,12 +32,13 @@ void read_config_json(const std::string& path, VisionConfig& c) {
   v.read_int("window_size", c.window_size);
   v.read_int("in_chans", c.in_channels);  // the released checkpoints' spelling
   v.read_int("in_channels", c.in_channels);
-  if (const egk::Json* j = v.find("fullatt_block_indexes")) {
+  if (const encoder_kit::Json* j = v.find("fullatt_block_indexes")) {
     c.fullatt_block_indexes.clear();
-    for (const egk::Json& e : j->as_array("config_json '" + path + "' fullatt_block_indexes"))
+    for (const encoder_kit::Json& e :
+         j->as_array("config_json '" + path + "' fullatt_block_indexes"))
       c.fullatt_block_indexes.push_back(e.as_int("fullatt_block_indexes entry"));
   }
-  if (const egk::Json* j = v.find("hidden_act")) {
+  if (const encoder_kit::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string("vision_config.hidden_act");
     if (act != "silu")
       fail(EG_ERR_INVALID_ARGUMENT,
@@ -57,7 +58,7 @@ void VisionConfig::validate() const {
   // Bounds far above every released tower that keep each size product the
   // plugin computes (patch rows x patch_dim, weights, workspaces) inside 64 bits.
   auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    egk::require_in_range("qwen2_5_vl", name, v, lo, hi);
+    encoder_kit::require_in_range("qwen2_5_vl", name, v, lo, hi);
   };
   range("depth", depth, 1, 1024);
   range("hidden_size", hidden_size, 1, 65536);
@@ -92,7 +93,7 @@ void VisionConfig::validate() const {
 
 Options parse_options(const eg_create_params* p) {
   Options o;
-  egk::ConfigReader r(p->config, p->num_config, "qwen2_5_vl");
+  encoder_kit::ConfigReader r(p->config, p->num_config, "qwen2_5_vl");
   VisionConfig& m = o.model;
   if (auto path = r.get("config_json")) read_config_json(*path, m);
   m.depth = r.get_int("depth", m.depth);
@@ -108,26 +109,27 @@ Options parse_options(const eg_create_params* p) {
   m.fullatt_block_indexes = r.get_int_list("fullatt_block_indexes", m.fullatt_block_indexes);
   m.validate();
 
-  o.dtype = egk::read_compute_dtype(r, p->device);
+  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
 
   o.min_pixels = r.get_int("min_pixels", o.min_pixels);
   o.max_pixels = r.get_int("max_pixels", o.max_pixels);
-  egk::require_in_range("qwen2_5_vl", "min_pixels", o.min_pixels, 1, kMaxPixels);
-  egk::require_in_range("qwen2_5_vl", "max_pixels", o.max_pixels, o.min_pixels, kMaxPixels);
+  encoder_kit::require_in_range("qwen2_5_vl", "min_pixels", o.min_pixels, 1, kMaxPixels);
+  encoder_kit::require_in_range("qwen2_5_vl", "max_pixels", o.max_pixels, o.min_pixels, kMaxPixels);
   const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
   o.min_budget = r.get_int("min_budget", o.min_budget);
   o.max_budget =
       r.get_int("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
-  egk::require_in_range("qwen2_5_vl", "min_budget", o.min_budget, 1, kMaxBudget);
-  egk::require_in_range("qwen2_5_vl", "max_budget", o.max_budget, o.min_budget, kMaxBudget);
+  encoder_kit::require_in_range("qwen2_5_vl", "min_budget", o.min_budget, 1, kMaxBudget);
+  encoder_kit::require_in_range("qwen2_5_vl", "max_budget", o.max_budget, o.min_budget, kMaxBudget);
   if (o.max_budget * m.merge_unit() > std::numeric_limits<int32_t>::max())
     fail(EG_ERR_INVALID_ARGUMENT,
          "qwen2_5_vl: max_budget " + std::to_string(o.max_budget) + " x spatial_merge_size^2 " +
              std::to_string(m.merge_unit()) +
              " patch rows per graph overflow the int32 sequence offsets: lower max_budget");
   o.max_frames_per_video = r.get_int("max_frames_per_video", o.max_frames_per_video);
-  egk::require_in_range("qwen2_5_vl", "max_frames_per_video", o.max_frames_per_video, 1, 65536);
-  o.check_finite = egk::read_check_finite(r);
+  encoder_kit::require_in_range("qwen2_5_vl", "max_frames_per_video", o.max_frames_per_video, 1,
+                                65536);
+  o.check_finite = encoder_kit::read_check_finite(r);
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   r.reject_unknown();

@@ -4,7 +4,7 @@
 
 #include <encgraph/plugin_api.h>
 
-#include <egk/config.hpp>
+#include <encoder_kit/config.hpp>
 
 #include <cstdint>
 #include <string>
@@ -41,7 +41,7 @@ struct VisionConfig {
   void validate() const;
 };
 
-using Dtype = egk::ComputeDtype;
+using Dtype = encoder_kit::ComputeDtype;
 
 // Item bounds checked before any size is computed from an item: a side in
 // pixels, and patch values (patches x patch_dim) per item, which also keeps

@@ -2,8 +2,8 @@
 
 #include "qwen_batch.hpp"
 
-#include <egk/cpu_kernels.hpp>
-#include <egk/error.hpp>
+#include <encoder_kit/cpu_kernels.hpp>
+#include <encoder_kit/error.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -44,8 +44,8 @@ Activations carve(const VisionConfig& c, const Capacity& cap, float* base) {
   a.gate = take(p * inter);
   a.up = take(p * inter);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size));
-  a.scratch_floats =
-      egk::cpu::attention_scratch_floats(std::max(cap.max_frame_patches, cap.max_window_patches));
+  a.scratch_floats = encoder_kit::cpu::attention_scratch_floats(
+      std::max(cap.max_frame_patches, cap.max_window_patches));
   a.scratch = take(a.scratch_floats);
   a.total_floats = off;
   return a;
@@ -59,11 +59,12 @@ size_t cpu_workspace_bytes(const VisionConfig& c, const Capacity& cap) {
 
 void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
                  const eg_tensor* buffers, float* output, void* workspace, size_t workspace_bytes) {
-  namespace k = egk::cpu;
+  namespace k = encoder_kit::cpu;
   const Activations a = carve(c, cap, static_cast<float*>(workspace));
   if (a.total_floats * sizeof(float) > workspace_bytes)
-    egk::fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: workspace of " +
-                                           std::to_string(workspace_bytes) + " bytes is too small");
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "qwen2_5_vl: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const int64_t p = cap.patches, d = c.hidden_size, inter = c.intermediate_size;
   const int64_t heads = c.num_heads, hd = c.head_dim();
   const auto* pixels = static_cast<const float*>(buffers[kPixelRows].data);
@@ -80,10 +81,10 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
                                     std::tuple{cu_windows, n_windows, "cu_window_seqlens"}})
     for (int64_t s = 0; s <= n; ++s)
       if (cu[s] < (s ? cu[s - 1] : 0) || cu[s] > p)
-        egk::fail(EG_ERR_INVALID_ARGUMENT, std::string("qwen2_5_vl: ") + name + "[" +
-                                               std::to_string(s) + "] = " + std::to_string(cu[s]) +
-                                               " is out of order or past the " + std::to_string(p) +
-                                               " patch rows");
+        encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                          std::string("qwen2_5_vl: ") + name + "[" + std::to_string(s) +
+                              "] = " + std::to_string(cu[s]) + " is out of order or past the " +
+                              std::to_string(p) + " patch rows");
 
   // Patch embedding: the Conv3d with stride == kernel is one matrix product.
   k::linear(pixels, p, c.patch_dim(), w.patch_embed.data(), nullptr, d, a.x);
@@ -122,8 +123,9 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
   for (int64_t r = 0; r < tokens; ++r) {
     const int32_t src = inverse[r];
     if (src < 0 || src >= tokens)
-      egk::fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: inverse window index " + std::to_string(src) +
-                                             " out of range at row " + std::to_string(r));
+      encoder_kit::fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: inverse window index " +
+                                                     std::to_string(src) + " out of range at row " +
+                                                     std::to_string(r));
     std::memcpy(output + r * c.out_hidden_size,
                 a.merged + static_cast<int64_t>(src) * c.out_hidden_size, row_bytes);
   }

@@ -2,10 +2,10 @@
 
 #include "qwen_batch.hpp"
 
-#include <cuda/kernels.hpp>
-#include <cuda/plugin_host.hpp>
-#include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -17,7 +17,7 @@
 namespace qwen {
 namespace {
 
-namespace k = egk::cuda;
+namespace k = encoder_kit::cuda;
 using k::bf16;
 using Epilogue = k::GemmPlan::Epilogue;
 
@@ -77,14 +77,6 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 }
 
 }  // namespace
-
-void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
-  k::upload_sync(kWho, dst, src, bytes, static_cast<cudaStream_t>(stream));
-}
-
-void cuda_zero(void* dst, size_t bytes, void* stream) {
-  k::zero_async(kWho, dst, bytes, static_cast<cudaStream_t>(stream));
-}
 
 struct CudaModel::Impl {
   VisionConfig c;
@@ -163,7 +155,7 @@ struct CudaModel::Impl {
     for (size_t t = 0; t < plan.size(); ++t) {
       uint16_t* out = host.data() + offsets[t] / 2;
       for (const auto* v : plan[t].second)
-        for (float f : *v) *out++ = egk::f32_to_bf16(f);
+        for (float f : *v) *out++ = encoder_kit::f32_to_bf16(f);
     }
     check_cuda(cudaMalloc(&weights, total), "allocating the weights");
     check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
@@ -216,15 +208,15 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   impl_->device = device_index;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
-              "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
-              "of 8 up to 128, got " +
-                  std::to_string(c.head_dim()));
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
+                      "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
+                      "of 8 up to 128, got " +
+                          std::to_string(c.head_dim()));
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
-    egk::fail(EG_ERR_DEVICE,
-              std::string("qwen2_5_vl CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+    encoder_kit::fail(EG_ERR_DEVICE, std::string("qwen2_5_vl CUDA: cublasLtCreate: ") +
+                                         cublasLtGetStatusString(st));
   impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 
@@ -241,8 +233,9 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   auto s = static_cast<cudaStream_t>(stream);
   const Activations a = carve(c, cap, static_cast<char*>(workspace));
   if (a.total > workspace_bytes)
-    egk::fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl CUDA: workspace of " +
-                                           std::to_string(workspace_bytes) + " bytes is too small");
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "qwen2_5_vl CUDA: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const size_t gemm_ws = k::GemmPlan::workspace_bytes();
   const int64_t p = cap.patches, tokens = cap.tokens;
   const int64_t d = c.hidden_size, inter = padded_intermediate(c);
@@ -260,8 +253,8 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   const bool in_capture = capturing != cudaStreamCaptureStatusNone;
   if (p > m.planned_patches) {
     if (in_capture)
-      egk::fail(EG_ERR_INTERNAL, "qwen2_5_vl CUDA: a graph of " + std::to_string(p) +
-                                     " patch rows was captured without its warm-up run");
+      encoder_kit::fail(EG_ERR_INTERNAL, "qwen2_5_vl CUDA: a graph of " + std::to_string(p) +
+                                             " patch rows was captured without its warm-up run");
     m.plan_products(p);
   }
   if (tune && !in_capture && !m.tuned.count(p)) {

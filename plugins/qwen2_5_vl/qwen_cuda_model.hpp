@@ -1,5 +1,5 @@
 // The tower's forward on CUDA in bf16 (fp32 accumulation), over the kit's
-// kernels (plugins/common/cuda/kernels.hpp): cuBLASLt products with fused bias,
+// kernels (plugins/encoder_kit/cuda/kernels.hpp): cuBLASLt products with fused bias,
 // residual add and GELU, fused RMSNorm, rotary, SiLU-mul, variable-length flash
 // attention and a row gather for the inverse window order. Graph-safe: no
 // allocation or synchronisation inside forward() while a stream is capturing.
@@ -15,11 +15,6 @@
 #include <memory>
 
 namespace qwen {
-
-// Host-to-device copy on `stream`, waited for (capture preparation only).
-void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream);
-// Stream-ordered memset to zero.
-void cuda_zero(void* dst, size_t bytes, void* stream);
 
 class CudaModel {
  public:

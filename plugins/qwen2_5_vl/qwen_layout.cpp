@@ -81,11 +81,17 @@ Capacity capacity_for(const Options& o, const eg_graph_shape& shape) {
   Capacity cap;
   cap.tokens = std::max<int64_t>(shape.token_budget, 1);
   cap.patches = cap.tokens * c.merge_unit();
-  const int64_t max_t =
-      (o.max_frames_per_video + c.temporal_patch_size - 1) / c.temporal_patch_size;
+  const int64_t tp = c.temporal_patch_size;
+  const int64_t max_t = (o.max_frames_per_video + tp - 1) / tp;
   const int64_t items = std::max<int64_t>(shape.max_batch_size, 1);
-  cap.frames = std::max<int64_t>(
-      1, std::min(cap.tokens / min_frame_units(o), items * std::max<int64_t>(max_t, 1)));
+  int64_t sequences =
+      std::min(cap.tokens / min_frame_units(o), items * std::max<int64_t>(max_t, 1));
+  // The packer keeps a batch's decoded frames F within max_frames_per_batch (0:
+  // unbounded). n items of f_i >= 1 frames make sum ceil(f_i / tp) <=
+  // (F + n (tp - 1)) / tp sequences, with n <= min(items, F).
+  if (const int64_t f = shape.max_frames_per_batch; f > 0)
+    sequences = std::min(sequences, (f + std::min(items, f) * (tp - 1)) / tp);
+  cap.frames = std::max<int64_t>(1, sequences);
   const int64_t side = c.window_units();
   cap.windows =
       std::max<int64_t>(1, std::min(cap.tokens, (cap.tokens + (side - 1) * cap.frames) / side));

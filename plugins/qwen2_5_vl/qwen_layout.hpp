@@ -46,8 +46,10 @@ struct Capacity {
   int64_t max_window_patches = 0;  // longest window
 };
 
-// Bounds, not guesses: a frame holds at least `min_frame_units` units (what
-// smart_resize guarantees), and a frame of u units has at most
+// Bounds, not guesses: a batch holds at most shape.max_frames_per_batch
+// decoded frames (the runtime's packer bounds them), a frame holds at least
+// `min_frame_units` units (what smart_resize guarantees), and a frame of u
+// units has at most
 // ceil(u / window_units) windows, so a batch of T tokens in F frames has at
 // most (T + (window_units - 1) F) / window_units windows. Sizing the window
 // table by this instead of by the token count keeps replays from sweeping

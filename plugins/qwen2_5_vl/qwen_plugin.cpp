@@ -2,8 +2,10 @@
 //
 // Items are images (grid_thw = [1, h/14, w/14] after the processor's resize)
 // and videos (grid_t = frames / 2); each yields grid_t * h * w / 4 output
-// tokens of out_hidden_size. Budgets count output tokens; a graph of budget B
-// holds 4B patch rows.
+// tokens of out_hidden_size. Budgets count output tokens (the path's unit,
+// "merged tokens"); a graph of budget B holds 4B patch rows, and its frame
+// tables are sized by the shape's max_frames_per_batch, which the runtime's
+// packer keeps every batch within.
 //
 // Graph buffers (qwen_batch.hpp): pixel rows, rotary cos/sin per patch, the
 // cumulative patch offsets of full-attention sequences (one per frame) and of
@@ -30,10 +32,10 @@
 #include "qwen_preprocess.hpp"
 #include "qwen_weights.hpp"
 
-#include <egk/abi_guard.hpp>
-#include <egk/checked.hpp>
-#include <egk/error.hpp>
-#include <egk/plugin_abi.hpp>
+#include <encoder_kit/abi_guard.hpp>
+#include <encoder_kit/checked.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/plugin_abi.hpp>
 
 #include <encgraph/plugin_api.h>
 
@@ -49,9 +51,9 @@
 
 namespace {
 
-using egk::fail;
-using egk::guarded;
-using egk::tensor_bytes;
+using encoder_kit::fail;
+using encoder_kit::guarded;
+using encoder_kit::tensor_bytes;
 using qwen::Buffer;
 
 const eg_host_api* g_host = nullptr;
@@ -75,36 +77,7 @@ const qwen::ItemData& item_of(const eg_item* i) {
 }
 
 void log(eg_log_level level, const std::string& message) {
-  egk::log_to_host(g_host, level, "qwen2_5_vl", message);
-}
-
-// Writes into one of the runtime's buffers (capture preparation only).
-void upload(const Instance& in, void* dst, const void* src, size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  if (in.device == EG_DEVICE_CPU) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-#ifdef QWEN_HAVE_CUDA
-  qwen::cuda_upload_sync(dst, src, bytes, stream);
-#else
-  (void)stream;
-  fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl was built without CUDA");
-#endif
-}
-
-void zero(const Instance& in, void* dst, size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  if (in.device == EG_DEVICE_CPU) {
-    std::memset(dst, 0, bytes);
-    return;
-  }
-#ifdef QWEN_HAVE_CUDA
-  qwen::cuda_zero(dst, bytes, stream);
-#else
-  (void)stream;
-  fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl was built without CUDA");
-#endif
+  encoder_kit::log_to_host(g_host, level, "qwen2_5_vl", message);
 }
 
 // ---------------------------------------------------------------- lifetime
@@ -122,7 +95,7 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
            "qwen2_5_vl was built without its CUDA kernels; use device = \"cpu\"");
 #endif
     const std::string weights = p->weights ? p->weights : "random";
-    const egk::WeightSource source(weights, in->opt.seed, in->opt.check_finite);
+    const encoder_kit::WeightSource source(weights, in->opt.seed, in->opt.check_finite);
     log(EG_LOG_INFO, "loading " + source.description() + " (depth " + std::to_string(c.depth) +
                          ", hidden " + std::to_string(c.hidden_size) + ")");
     qwen::Weights w = qwen::load_weights(c, source);
@@ -141,6 +114,8 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
     mi.max_frames_per_video = static_cast<int32_t>(in->opt.max_frames_per_video);
     mi.num_paths = 1;
     mi.paths[0] = {"default", 0, 0, 0};
+    // Budgets and path_tokens count the tower's output rows: merged 2x2 units.
+    mi.path_units[0] = "merged tokens";
     mi.num_buffers = qwen::kNumBuffers;
     mi.buffers[qwen::kPixelRows] = {"pixel_rows", mi.out_dtype, EG_PAD_ZERO};
     mi.buffers[qwen::kRopeCos] = {"rope_cos", EG_DTYPE_F32, EG_PAD_ZERO};
@@ -157,7 +132,7 @@ void qwen_destroy(eg_instance* instance) {
 }
 
 eg_status qwen_model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
-  return guarded(err, [&] { *out = self(i).info; });
+  return guarded(err, [&] { encoder_kit::write_model_info(self(i).info, out); });
 }
 
 eg_status qwen_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* err) {
@@ -193,8 +168,8 @@ eg_status qwen_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out,
     const qwen::Grid g = qwen::grid_for(o, d->height, d->width, d->frames);
     // Patch values of the item (patches x patch_dim), bounded so that its
     // arrays and the int32 offsets of its sequences stay sound.
-    const int64_t values = egk::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
-                                                "qwen2_5_vl: the item's patch values");
+    const int64_t values = encoder_kit::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
+                                                        "qwen2_5_vl: the item's patch values");
     if (values > qwen::kMaxItemValues)
       fail(EG_ERR_INVALID_ARGUMENT,
            "qwen2_5_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
@@ -225,11 +200,12 @@ void qwen_item_destroy(eg_instance*, eg_item* item) {
 eg_status qwen_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
     const qwen::ItemData& it = item_of(item);
-    *out = eg_item_spec{};
-    out->input_size = it.grid.patches();
-    out->output_tokens = it.tokens(self(i).opt.model);
-    out->frames = it.frames;
-    out->path_tokens[0] = out->output_tokens;
+    eg_item_spec spec{};
+    spec.input_size = it.grid.patches();
+    spec.output_tokens = it.tokens(self(i).opt.model);
+    spec.frames = it.frames;
+    spec.path_tokens[0] = spec.output_tokens;  // the path's unit: merged tokens
+    encoder_kit::write_item_spec(g_host, spec, out);
   });
 }
 
@@ -301,22 +277,27 @@ qwen::StagingTarget target_of(const eg_tensor* t, const qwen::Capacity& cap) {
   return st;
 }
 
-eg_status qwen_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
-                                      const eg_tensor* buffers, int32_t nb, void* stream,
-                                      eg_error* err) {
+// Host staging, copied and padded by the runtime: zero pixel and rotary rows
+// (rows -1) keep every value finite; the whole tables decide how much work the
+// warm-up does.
+eg_status qwen_prepare_capture_staging(eg_instance* i, const eg_graph_shape* s,
+                                       eg_replay_buffer* bufs, int32_t nb, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
     if (nb != qwen::kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: expected 6 buffers");
-    const qwen::Capacity cap = qwen::capacity_for(in.opt, *s);
-    const qwen::CaptureTables t = qwen::capture_tables(in.opt.model, cap);
-    // Zero pixel and rotary rows keep every value finite; the tables decide
-    // how much work the warm-up does.
-    for (int b : {qwen::kPixelRows, qwen::kRopeCos, qwen::kRopeSin})
-      zero(in, buffers[b].data, tensor_bytes(buffers[b]), stream);
-    upload(in, buffers[qwen::kCuFrames].data, t.cu_frames.data(), t.cu_frames.size() * 4, stream);
-    upload(in, buffers[qwen::kCuWindows].data, t.cu_windows.data(), t.cu_windows.size() * 4,
-           stream);
-    upload(in, buffers[qwen::kInverse].data, t.inverse.data(), t.inverse.size() * 4, stream);
+    const qwen::CaptureTables t =
+        qwen::capture_tables(in.opt.model, qwen::capacity_for(in.opt, *s));
+    for (int b : {qwen::kPixelRows, qwen::kRopeCos, qwen::kRopeSin}) bufs[b].rows = -1;
+    auto put = [&](int b, const std::vector<int32_t>& v) {
+      if (tensor_bytes(bufs[b].staging) < v.size() * sizeof(int32_t))
+        fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: staging of buffer " + std::to_string(b) +
+                                          " is smaller than buffer_shape gave");
+      std::memcpy(bufs[b].staging.data, v.data(), v.size() * sizeof(int32_t));
+      bufs[b].rows = static_cast<int64_t>(v.size());
+    };
+    put(qwen::kCuFrames, t.cu_frames);
+    put(qwen::kCuWindows, t.cu_windows);
+    put(qwen::kInverse, t.inverse);
   });
 }
 
@@ -375,7 +356,7 @@ const eg_plugin_api kApi = {
     /* .struct_size = */ sizeof(eg_plugin_api),
     /* .reserved = */ 0,
     /* .name = */ "qwen2_5_vl",
-    /* .version = */ "1.0.0",
+    /* .version = */ "1.1.0",
     /* .description = */ "Qwen2.5-VL vision tower (window attention, 2-D rotary, patch merger)",
     /* .modalities = */ EG_MODALITY_IMAGE | EG_MODALITY_VIDEO,
 #ifdef QWEN_HAVE_CUDA
@@ -394,17 +375,20 @@ const eg_plugin_api kApi = {
     /* .buffer_shape = */ qwen_buffer_shape,
     /* .output_shape = */ qwen_output_shape,
     /* .workspace_size = */ qwen_workspace_size,
-    /* .prepare_capture_inputs = */ qwen_prepare_capture_inputs,
+    /* .prepare_capture_inputs = */ nullptr,  // 1.1: prepare_capture_staging instead
     /* .prepare_replay_buffers = */ qwen_prepare_replay_buffers,
     /* .pad_buffer = */ nullptr,
     /* .forward = */ qwen_forward,
     /* .forward_eager = */ qwen_forward_eager,
     /* .postprocess = */ nullptr,
     /* .prepare_device = */ nullptr,
+    /* .prepare_capture_staging = */ qwen_prepare_capture_staging,
+    /* .output_shape_at = */ nullptr,
+    /* .postprocess_outputs = */ nullptr,
 };
 
 }  // namespace
 
 extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
-  return egk::accept_host(host, g_host, kApi);
+  return encoder_kit::accept_host(host, g_host, kApi, /*min_minor=*/1);
 }

@@ -1,9 +1,9 @@
 #include "qwen_preprocess.hpp"
 
-#include <egk/checked.hpp>
-#include <egk/error.hpp>
-#include <egk/image_resize.hpp>
-#include <egk/random.hpp>
+#include <encoder_kit/checked.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/image_resize.hpp>
+#include <encoder_kit/random.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 namespace qwen {
 namespace {
 
-using egk::fail;
+using encoder_kit::fail;
 
 // OPENAI_CLIP_MEAN / OPENAI_CLIP_STD, the processor's defaults.
 constexpr double kMean[3] = {0.48145466, 0.4578275, 0.40821073};
@@ -36,7 +36,8 @@ std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t 
   // Python's round() rounds half to even, as nearbyint does in the default mode.
   int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
   int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
-  if (egk::checked_mul(h_bar, w_bar, "qwen2_5_vl: the resized item's pixels") > max_pixels) {
+  if (encoder_kit::checked_mul(h_bar, w_bar, "qwen2_5_vl: the resized item's pixels") >
+      max_pixels) {
     const double beta = std::sqrt(h * w / static_cast<double>(max_pixels));
     h_bar = std::max(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
     w_bar = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
@@ -71,7 +72,8 @@ std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixel
     std::vector<uint8_t> resized =
         (rh == height && rw == width)
             ? std::vector<uint8_t>(src, src + frame_bytes)
-            : egk::image::resize(src, height, width, channels, rh, rw, egk::image::Filter::Bicubic);
+            : encoder_kit::image::resize(src, height, width, channels, rh, rw,
+                                         encoder_kit::image::Filter::Bicubic);
     std::vector<uint8_t>& out = rgb[f];
     out.resize(static_cast<size_t>(rh * rw * 3));
     for (int64_t i = 0; i < rh * rw; ++i)
@@ -107,7 +109,7 @@ std::vector<float> synthetic_patch_rows(const VisionConfig& c, const Grid& grid,
   const int64_t per_channel = dim / c.in_channels;
   std::vector<float> rows(static_cast<size_t>(grid.patches() * dim));
   for (size_t i = 0; i < rows.size(); ++i) {
-    const auto v = static_cast<uint8_t>(egk::uniform01(seed, 0x51a7u, i) * 256.0);
+    const auto v = static_cast<uint8_t>(encoder_kit::uniform01(seed, 0x51a7u, i) * 256.0);
     rows[i] = normalise(static_cast<int>((static_cast<int64_t>(i) % dim) / per_channel), v);
   }
   return rows;

@@ -1,6 +1,6 @@
 #include "qwen_weights.hpp"
 
-#include <egk/checked.hpp>
+#include <encoder_kit/checked.hpp>
 
 #include <cmath>
 #include <initializer_list>
@@ -9,7 +9,7 @@
 namespace qwen {
 namespace {
 
-using egk::RandomInit;
+using encoder_kit::RandomInit;
 
 RandomInit matrix(int64_t fan_in) {
   return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
@@ -21,25 +21,27 @@ const RandomInit kNorm = RandomInit::normal(0.1, 1.0);
 
 int64_t parameter_count(const VisionConfig& c) {
   const std::string what = "qwen2_5_vl: the tower's parameter count";
-  auto mul = [&](std::initializer_list<int64_t> v) { return egk::checked_product(v, what); };
+  auto mul = [&](std::initializer_list<int64_t> v) {
+    return encoder_kit::checked_product(v, what);
+  };
   const int64_t d = c.hidden_size, inter = c.intermediate_size, out = c.out_hidden_size;
   const int64_t merged = mul({d, c.merge_unit()});
   int64_t block = 0;  // norms, qkv, proj, gate/up/down with their biases
   for (int64_t v : {mul({2, d}), mul({3, d, d}), mul({3, d}), mul({d, d}), d, mul({3, inter, d}),
                     mul({2, inter}), d})
-    block = egk::checked_add(block, v, what);
+    block = encoder_kit::checked_add(block, v, what);
   int64_t n = mul({d, c.patch_dim()});
   for (int64_t v :
        {mul({c.depth, block}), d, mul({merged, merged}), merged, mul({out, merged}), out})
-    n = egk::checked_add(n, v, what);
+    n = encoder_kit::checked_add(n, v, what);
   return n;
 }
 
-Weights load_weights(const VisionConfig& c, const egk::WeightSource& src) {
-  egk::require_weights_fit(parameter_count(c),
-                           "qwen2_5_vl: the tower (depth " + std::to_string(c.depth) +
-                               ", hidden_size " + std::to_string(c.hidden_size) +
-                               ", intermediate_size " + std::to_string(c.intermediate_size) + ")");
+Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src) {
+  encoder_kit::require_weights_fit(
+      parameter_count(c), "qwen2_5_vl: the tower (depth " + std::to_string(c.depth) +
+                              ", hidden_size " + std::to_string(c.hidden_size) +
+                              ", intermediate_size " + std::to_string(c.intermediate_size) + ")");
   const int64_t d = c.hidden_size, inter = c.intermediate_size, merged = d * c.merge_unit();
   Weights w;
   w.patch_embed = src.load("visual.patch_embed.proj.weight",

@@ -4,7 +4,7 @@
 
 #include "qwen_config.hpp"
 
-#include <egk/weights.hpp>
+#include <encoder_kit/weights.hpp>
 
 #include <vector>
 
@@ -33,6 +33,6 @@ int64_t parameter_count(const VisionConfig& c);
 // them. Random weights: matrices N(0, 1/fan_in) so activations keep their scale at
 // any width, biases N(0, 0.02^2), norm weights N(1, 0.1^2): every parameter
 // matters, so tests notice a wrong one.
-Weights load_weights(const VisionConfig& c, const egk::WeightSource& source);
+Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& source);
 
 }  // namespace qwen

@@ -1,7 +1,7 @@
 #include "siglip_batch.hpp"
 
-#include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -13,16 +13,14 @@ Capacity capacity_for(const Options& o, const eg_graph_shape& shape) {
   const int64_t t = o.model.tokens_per_image();
   const int64_t budget = std::max<int64_t>(shape.token_budget, 1);
   Capacity cap;
-  if (o.pooled()) {
+  if (o.pooled()) {  // budgets count images
     cap.images = budget;
     cap.rows = budget * t;
-    cap.out_rows = budget;
-  } else {
+  } else {  // budgets count patch tokens
     // A budget below one image (a user's list may hold one) still gets one
     // partial sequence, so the graph is valid; no real batch will use it.
     cap.images = std::max<int64_t>(budget / t, 1);
     cap.rows = budget;
-    cap.out_rows = budget;
   }
   return cap;
 }
@@ -33,7 +31,7 @@ ItemData make_item_data(const Options& o, const std::vector<float>& rows) {
     d.rows_f32 = rows;
   } else {
     d.rows_bf16.resize(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) d.rows_bf16[i] = egk::f32_to_bf16(rows[i]);
+    for (size_t i = 0; i < rows.size(); ++i) d.rows_bf16[i] = encoder_kit::f32_to_bf16(rows[i]);
   }
   return d;
 }
@@ -44,10 +42,11 @@ StagedRows stage_batch(const Options& o, const Capacity& cap,
   const int64_t t = o.model.tokens_per_image(), cols = o.model.patch_cols();
   const int64_t n = static_cast<int64_t>(items.size());
   if (n > cap.images || n * t > cap.rows)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,
-              "siglip: a batch of " + std::to_string(n) + " images (" + std::to_string(n * t) +
-                  " patch rows) does not fit a graph of " + std::to_string(cap.images) +
-                  " images and " + std::to_string(cap.rows) + " rows");
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT, "siglip: a batch of " + std::to_string(n) +
+                                                   " images (" + std::to_string(n * t) +
+                                                   " patch rows) does not fit a graph of " +
+                                                   std::to_string(cap.images) + " images and " +
+                                                   std::to_string(cap.rows) + " rows");
   const size_t elem = o.dtype == Dtype::F32 ? 4 : 2;
   const size_t image_bytes = static_cast<size_t>(t * cols) * elem;
   char* dst = static_cast<char*>(pixels);

@@ -24,11 +24,19 @@ enum Buffer : int32_t {
 // tokens (a multiple of tokens_per_image when the runtime plans them) or, for
 // pooled output, images.
 struct Capacity {
-  int64_t images = 0;    // attention sequences (cu_seqlens has images + 1 entries)
-  int64_t rows = 0;      // patch rows through the encoder
-  int64_t out_rows = 0;  // output rows
+  int64_t images = 0;  // attention sequences (cu_seqlens has images + 1 entries)
+  int64_t rows = 0;    // patch rows through the encoder
+  // Rows of `output`: the patch rows of last_hidden_state, one per image pooled.
+  int64_t rows_of(Output output) const { return output == Output::Pooled ? images : rows; }
 };
 Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
+
+// Where one forward writes each output (nullptr: not asked for), rows as
+// Capacity::rows_of gives, hidden_size columns in the instance's dtype.
+struct OutputPtrs {
+  void* last_hidden_state = nullptr;
+  void* pooled = nullptr;
+};
 
 // One image's patch rows in the instance's dtype.
 struct ItemData {

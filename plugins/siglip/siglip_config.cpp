@@ -1,22 +1,23 @@
 #include "siglip_config.hpp"
 
-#include <egk/config.hpp>
-#include <egk/config_json.hpp>
-#include <egk/error.hpp>
-#include <egk/json.hpp>
+#include <encoder_kit/config.hpp>
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace siglip {
 namespace {
 
-using egk::fail;
+using encoder_kit::fail;
 
 // The vision_config of a SiglipConfig / VLM config.json, or a bare
 // SiglipVisionConfig. Returns whether the file says the tower has its head.
 bool read_config_json(const std::string& path, VisionConfig& c) {
-  const egk::VisionConfigJson v(path, "siglip");
+  const encoder_kit::VisionConfigJson v(path, "siglip");
   const std::string& where = v.where();
   v.read_int("hidden_size", c.hidden_size);
   v.read_int("num_hidden_layers", c.num_hidden_layers);
@@ -25,32 +26,64 @@ bool read_config_json(const std::string& path, VisionConfig& c) {
   v.read_int("image_size", c.image_size);
   v.read_int("patch_size", c.patch_size);
   v.read_int("num_channels", c.num_channels);
-  if (const egk::Json* j = v.find("layer_norm_eps"))
+  if (const encoder_kit::Json* j = v.find("layer_norm_eps"))
     c.layer_norm_eps = static_cast<float>(j->as_double(where + "layer_norm_eps"));
-  if (const egk::Json* j = v.find("hidden_act")) {
+  if (const encoder_kit::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string(where + "hidden_act");
     if (act != "gelu_pytorch_tanh")
       fail(EG_ERR_INVALID_ARGUMENT, where + "hidden_act is '" + act +
                                         "'; this plugin implements SigLIP's 'gelu_pytorch_tanh'");
   }
-  const egk::Json* head = v.find("vision_use_head");
+  const encoder_kit::Json* head = v.find("vision_use_head");
   return !head || head->as_bool(where + "vision_use_head");
 }
 
-Output parse_output(const std::string& text) {
+Output parse_output(const std::string& key, const std::string& text) {
   if (text == "last_hidden_state") return Output::LastHiddenState;
   if (text == "pooled" || text == "pooler_output") return Output::Pooled;
   fail(EG_ERR_INVALID_ARGUMENT,
-       "siglip: output '" + text + "' is not \"last_hidden_state\" or \"pooled\"");
+       "siglip: " + key + " '" + text + "' is not \"last_hidden_state\" or \"pooled\"");
+}
+
+// `output = "name"` (one output) or `outputs = ["name", ...]` (several, the
+// first one primary), not both.
+std::vector<Output> read_outputs(encoder_kit::ConfigReader& r) {
+  if (r.has("output") && r.has("outputs"))
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: both `output` and `outputs` are set; keep `outputs` (a list) and remove "
+         "`output`");
+  if (!r.has("outputs"))
+    return {parse_output("output", r.get_string("output", "last_hidden_state"))};
+  const std::vector<std::string> names = r.get_string_list("outputs", {});
+  if (names.empty())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: outputs is empty; list at least one of \"last_hidden_state\", \"pooled\"");
+  std::vector<Output> out;
+  for (const std::string& n : names) {
+    const Output o = parse_output("outputs entry", n);
+    if (std::find(out.begin(), out.end(), o) != out.end())
+      fail(EG_ERR_INVALID_ARGUMENT, std::string("siglip: outputs lists \"") + output_name(o) +
+                                        "\" twice; list each output once");
+    out.push_back(o);
+  }
+  return out;
 }
 
 }  // namespace
+
+const char* output_name(Output output) {
+  return output == Output::Pooled ? "pooled" : "last_hidden_state";
+}
+
+bool Options::has(Output output) const {
+  return std::find(outputs.begin(), outputs.end(), output) != outputs.end();
+}
 
 void VisionConfig::validate() const {
   // Bounds far above every released tower that keep each size product the
   // plugin computes (rows x patch values, weights, workspaces) inside 64 bits.
   auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    egk::require_in_range("siglip", name, v, lo, hi);
+    encoder_kit::require_in_range("siglip", name, v, lo, hi);
   };
   range("hidden_size", hidden_size, 1, 65536);
   range("num_hidden_layers", num_hidden_layers, 1, 1024);
@@ -85,7 +118,7 @@ int64_t Options::layers_to_run() const {
 
 Options parse_options(const eg_create_params* p) {
   Options o;
-  egk::ConfigReader r(p->config, p->num_config, "siglip");
+  encoder_kit::ConfigReader r(p->config, p->num_config, "siglip");
   VisionConfig& m = o.model;
   bool has_head = true;
   if (auto path = r.get("config_json")) has_head = read_config_json(*path, m);
@@ -99,10 +132,10 @@ Options parse_options(const eg_create_params* p) {
   m.layer_norm_eps = static_cast<float>(r.get_double("layer_norm_eps", m.layer_norm_eps));
   m.validate();
 
-  o.output = parse_output(r.get_string("output", "last_hidden_state"));
+  o.outputs = read_outputs(r);
   if (auto fl = r.get("feature_layer"); fl && *fl != "none") {
     const int64_t n = m.num_hidden_layers;
-    const int64_t v = egk::parse_int("siglip config key 'feature_layer'", *fl);
+    const int64_t v = encoder_kit::parse_int("siglip config key 'feature_layer'", *fl);
     if (v < -(n + 1) || v > n)
       fail(EG_ERR_INVALID_ARGUMENT,
            "siglip: feature_layer " + std::to_string(v) + " is outside [-" + std::to_string(n + 1) +
@@ -110,20 +143,20 @@ Options parse_options(const eg_create_params* p) {
                "] (hidden_states has the embeddings plus one entry per layer)");
     o.feature_layer = v;
   }
-  if (o.pooled() && o.feature_layer)
+  if (o.needs_head() && o.feature_layer)
     fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: output = \"pooled\" pools the post-layernorm output of every layer; "
          "it cannot be combined with feature_layer (remove one of them)");
-  if (o.pooled() && !has_head)
+  if (o.needs_head() && !has_head)
     fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: output = \"pooled\" needs the pooling head, but config_json says "
          "vision_use_head = false");
 
   o.weight_prefix = r.get_string("weight_prefix", o.weight_prefix);
-  o.dtype = egk::read_compute_dtype(r, p->device);
+  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
 
   o.max_budget_images = r.get_int("max_budget_images", o.max_budget_images);
-  egk::require_in_range("siglip", "max_budget_images", o.max_budget_images, 1, 65536);
+  encoder_kit::require_in_range("siglip", "max_budget_images", o.max_budget_images, 1, 65536);
   // Patch rows of the largest graph live in int32 sequence offsets.
   if (o.max_budget_images * m.tokens_per_image() > std::numeric_limits<int32_t>::max())
     fail(EG_ERR_INVALID_ARGUMENT,
@@ -131,7 +164,7 @@ Options parse_options(const eg_create_params* p) {
              std::to_string(m.tokens_per_image()) +
              " tokens per image overflow the int32 sequence offsets: lower max_budget_images "
              "(or image_size)");
-  o.check_finite = egk::read_check_finite(r);
+  o.check_finite = encoder_kit::read_check_finite(r);
   const std::string resample = r.get_string("resample", "bicubic");
   if (resample != "bicubic" && resample != "bilinear")
     fail(EG_ERR_INVALID_ARGUMENT,

@@ -5,11 +5,12 @@
 
 #include <encgraph/plugin_api.h>
 
-#include <egk/config.hpp>
+#include <encoder_kit/config.hpp>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace siglip {
 
@@ -44,14 +45,19 @@ struct VisionConfig {
 inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 
 enum class Output {
-  LastHiddenState,  // [tokens, hidden] per image: post_layernorm(encoder(x))
+  LastHiddenState,  // [tokens, hidden] per image: post_layernorm(encoder(x)), or the feature layer
   Pooled,           // [1, hidden] per image: the attention-pooling head
 };
-using Dtype = egk::ComputeDtype;
+// The name model_info declares for an output ("last_hidden_state", "pooled").
+const char* output_name(Output output);
+using Dtype = encoder_kit::ComputeDtype;
 
 struct Options {
   VisionConfig model;
-  Output output = Output::LastHiddenState;
+  // What one forward writes, in declared order; outputs[0] is the primary
+  // output, whose rows the budgets count (`output = "..."` gives one,
+  // `outputs = ["...", "..."]` several).
+  std::vector<Output> outputs = {Output::LastHiddenState};
   // hidden_states[feature_layer] as transformers numbers them (0: the
   // embeddings, k: after k layers, negative: from the end, -1 the last layer),
   // without post_layernorm: what LLaVA-style VLMs feed their projector.
@@ -65,9 +71,17 @@ struct Options {
 
   int64_t layers_to_run() const;
   bool uses_post_layernorm() const { return !feature_layer.has_value(); }
-  bool pooled() const { return output == Output::Pooled; }
-  // Result rows of one image; budgets count these.
-  int64_t rows_per_image() const { return pooled() ? 1 : model.tokens_per_image(); }
+  // Whether the forward writes this output (the pooling head runs only then).
+  bool has(Output output) const;
+  // Whether budgets count images (the primary output is pooled) rather than tokens.
+  bool pooled() const { return outputs.front() == Output::Pooled; }
+  bool needs_head() const { return has(Output::Pooled); }
+  // Rows one image gets in `output`.
+  int64_t rows_of(Output output) const {
+    return output == Output::Pooled ? 1 : model.tokens_per_image();
+  }
+  // Result rows of one image in the primary output; budgets count these.
+  int64_t rows_per_image() const { return rows_of(outputs.front()); }
 };
 
 // Reads the plugin table's keys (see the plugin's header comment); `device`

@@ -1,7 +1,7 @@
 #include "siglip_cpu_forward.hpp"
 
-#include <egk/cpu_kernels.hpp>
-#include <egk/error.hpp>
+#include <encoder_kit/cpu_kernels.hpp>
+#include <encoder_kit/error.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 namespace siglip {
 namespace {
 
-namespace k = egk::cpu;
+namespace k = encoder_kit::cpu;
 
 // Workspace carved into the activations of one forward.
 struct Activations {
@@ -51,10 +51,10 @@ int64_t check_cu_seqlens(const int32_t* cu, int64_t n, const Options& o, const C
   for (int64_t s = 0; s <= n; ++s) {
     const int64_t prev = s ? cu[s - 1] : 0;
     if (cu[s] < prev || cu[s] > cap.rows || cu[s] - prev > o.model.tokens_per_image())
-      egk::fail(EG_ERR_INVALID_ARGUMENT,
-                "siglip: cu_seqlens[" + std::to_string(s) + "] = " + std::to_string(cu[s]) +
-                    " is out of order, past the " + std::to_string(cap.rows) +
-                    " rows or longer than one image");
+      encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                        "siglip: cu_seqlens[" + std::to_string(s) + "] = " + std::to_string(cu[s]) +
+                            " is out of order, past the " + std::to_string(cap.rows) +
+                            " rows or longer than one image");
   }
   return cu[n];
 }
@@ -138,12 +138,13 @@ size_t cpu_workspace_bytes(const Options& o, const Capacity& cap) {
 }
 
 void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const eg_tensor* buffers,
-                 float* output, void* workspace, size_t workspace_bytes) {
+                 const OutputPtrs& outputs, void* workspace, size_t workspace_bytes) {
   const VisionConfig& c = o.model;
   const Activations a = carve(o, cap, static_cast<float*>(workspace));
   if (a.total_floats * sizeof(float) > workspace_bytes)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,
-              "siglip: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "siglip: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const int64_t rows = cap.rows, d = c.hidden_size, t = c.tokens_per_image();
   const auto* pixels = static_cast<const float*>(buffers[kPixelRows].data);
   const auto* cu = static_cast<const int32_t*>(buffers[kCuSeqlens].data);
@@ -160,13 +161,16 @@ void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const 
   }
   for (const LayerWeights& l : w.layers) encoder_layer(o, l, a, rows, cu, num_seqs, covered);
 
-  const bool head = o.pooled();
-  float* hidden = head ? a.normed : output;
+  // The last hidden state goes straight into its output when one is asked
+  // for; the pooling head then reads it from there (it only reads `hidden`).
+  auto* hidden_out = static_cast<float*>(outputs.last_hidden_state);
+  float* hidden = hidden_out ? hidden_out : a.normed;
   if (o.uses_post_layernorm())
     k::layer_norm(a.x, rows, d, w.post_ln_w.data(), w.post_ln_b.data(), c.layer_norm_eps, hidden);
   else
     std::memcpy(hidden, a.x, static_cast<size_t>(rows * d) * sizeof(float));
-  if (head) pooling_head(o, w.head, a, a.normed, rows, cu, num_seqs, output);
+  if (outputs.pooled)
+    pooling_head(o, w.head, a, hidden, rows, cu, num_seqs, static_cast<float*>(outputs.pooled));
 }
 
 }  // namespace siglip

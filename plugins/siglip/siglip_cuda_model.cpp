@@ -2,10 +2,10 @@
 
 #include "siglip_kernels.hpp"
 
-#include <cuda/kernels.hpp>
-#include <cuda/plugin_host.hpp>
-#include <egk/error.hpp>
-#include <egk/numeric.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -16,7 +16,7 @@
 namespace siglip {
 namespace {
 
-namespace k = egk::cuda;
+namespace k = encoder_kit::cuda;
 using k::bf16;
 using Epilogue = k::GemmPlan::Epilogue;
 
@@ -70,14 +70,6 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 
 }  // namespace
 
-void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream) {
-  k::upload_sync(kWho, dst, src, bytes, static_cast<cudaStream_t>(stream));
-}
-
-void cuda_zero(void* dst, size_t bytes, void* stream) {
-  k::zero_async(kWho, dst, bytes, static_cast<cudaStream_t>(stream));
-}
-
 struct CudaModel::Impl {
   Options o;
   void* weights = nullptr;  // one allocation for every parameter
@@ -129,7 +121,7 @@ struct CudaModel::Impl {
       add(&post_w, w.post_ln_w);
       add(&post_b, w.post_ln_b);
     }
-    if (o.pooled()) {
+    if (o.needs_head()) {
       const HeadWeights& h = w.head;
       for (auto [dst, src] : {std::pair{&head.query, &h.query},
                               {&head.kv_w, &h.kv_w},
@@ -153,7 +145,7 @@ struct CudaModel::Impl {
     std::vector<uint16_t> host(total / 2, 0);
     for (size_t t = 0; t < plan.size(); ++t) {
       uint16_t* dst = host.data() + offsets[t] / 2;
-      for (float f : *plan[t].second) *dst++ = egk::f32_to_bf16(f);
+      for (float f : *plan[t].second) *dst++ = encoder_kit::f32_to_bf16(f);
     }
     check_cuda(cudaMalloc(&weights, total), "allocating the weights");
     check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
@@ -170,7 +162,7 @@ struct CudaModel::Impl {
     check(out.initialize(rows, d, d, Epilogue::Bias, true), "planning out_proj");
     check(fc1.initialize(rows, inter, d, Epilogue::BiasGeluTanh, false), "planning fc1");
     check(fc2.initialize(rows, d, inter, Epilogue::Bias, true), "planning fc2");
-    if (o.pooled()) {
+    if (o.needs_head()) {
       const int64_t images = cap.images;
       check(head_kv.initialize(rows, 2 * d, d, Epilogue::Bias, false), "planning head k/v");
       check(head_out.initialize(images, d, d, Epilogue::Bias, false), "planning head out_proj");
@@ -184,7 +176,7 @@ struct CudaModel::Impl {
   // Algorithm choice for this size, ahead of the capture (a host-side query).
   void prepare(const Capacity& cap) {
     for (k::GemmPlan* p : {&patch, &qkv, &out, &fc1, &fc2}) check(p->prepare(cap.rows), "prepare");
-    if (o.pooled()) {
+    if (o.needs_head()) {
       check(head_kv.prepare(cap.rows), "prepare");
       for (k::GemmPlan* p : {&head_out, &head_fc1, &head_fc2})
         check(p->prepare(cap.images), "prepare");
@@ -193,8 +185,8 @@ struct CudaModel::Impl {
 
   void layer(const DeviceLayer& l, const Activations& a, const Capacity& cap, const int32_t* cu,
              cudaStream_t s) const;
-  void pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu, bf16* output,
-                    cudaStream_t s) const;
+  void pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu,
+                    const bf16* hidden, bf16* output, cudaStream_t s) const;
 };
 
 // x += attn(ln1(x)); x += mlp(ln2(x)), the residual adds fused into the products.
@@ -223,15 +215,16 @@ void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Ca
   check(fc2.run(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s), "fc2");
 }
 
-// SiglipMultiheadAttentionPoolingHead on the hidden states in a.normed; one
-// output row per image. Buffers are reused once their contents are consumed.
+// SiglipMultiheadAttentionPoolingHead on the post-layernorm hidden states
+// (a.normed, or the last_hidden_state output); one output row per image.
+// Buffers are reused once their contents are consumed; `hidden` is only read.
 void CudaModel::Impl::pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu,
-                                   bf16* output, cudaStream_t s) const {
+                                   const bf16* hidden, bf16* output, cudaStream_t s) const {
   const VisionConfig& c = o.model;
   const int64_t rows = cap.rows, images = cap.images, d = c.hidden_size;
   const int hd = static_cast<int>(c.head_dim());
   const size_t ws = k::GemmPlan::workspace_bytes();
-  check(head_kv.run(handle, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
+  check(head_kv.run(handle, hidden, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
         "head k/v");
   check(cuda::probe_attention_bf16(head.query, a.qkv, cu, static_cast<int>(images),
                                    static_cast<int>(c.tokens_per_image()),
@@ -258,18 +251,19 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   const int64_t hd = o.model.head_dim();
   if (hd % 8 != 0 || hd > 128)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
-              "siglip CUDA: the attention kernel needs head_dim a multiple of 8 up to 128, got " +
-                  std::to_string(hd));
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
+        "siglip CUDA: the attention kernel needs head_dim a multiple of 8 up to 128, got " +
+            std::to_string(hd));
   if (o.model.hidden_size % 8 != 0 || o.model.intermediate_size % 8 != 0)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
-              "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
-              "(16-byte bf16 rows)");
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
+                      "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
+                      "(16-byte bf16 rows)");
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
-    egk::fail(EG_ERR_DEVICE,
-              std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+    encoder_kit::fail(EG_ERR_DEVICE,
+                      std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
   impl_->plan_products(max);
 }
 
@@ -279,27 +273,29 @@ size_t CudaModel::workspace_bytes(const Capacity& cap) const {
   return carve(impl_->o.model, cap, nullptr).total;
 }
 
-void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* output,
+void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
                         void* workspace, size_t workspace_bytes, void* stream) {
   Impl& m = *impl_;
   const VisionConfig& c = m.o.model;
   auto s = static_cast<cudaStream_t>(stream);
   const Activations a = carve(c, cap, static_cast<char*>(workspace));
   if (a.total > workspace_bytes)
-    egk::fail(EG_ERR_INVALID_ARGUMENT, "siglip CUDA: workspace of " +
-                                           std::to_string(workspace_bytes) + " bytes is too small");
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "siglip CUDA: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const int64_t rows = cap.rows, d = c.hidden_size;
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
   const auto* cu = static_cast<const int32_t*>(buffers[kCuSeqlens].data);
-  auto* out = static_cast<bf16*>(output);
+  auto* hidden_out = static_cast<bf16*>(outputs.last_hidden_state);
+  auto* pooled_out = static_cast<bf16*>(outputs.pooled);
 
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
   const bool in_capture = capturing != cudaStreamCaptureStatusNone;
   if (rows > m.planned.rows || cap.images > m.planned.images) {
     if (in_capture)
-      egk::fail(EG_ERR_INTERNAL, "siglip CUDA: a graph of " + std::to_string(rows) +
-                                     " rows was captured without its warm-up run");
+      encoder_kit::fail(EG_ERR_INTERNAL, "siglip CUDA: a graph of " + std::to_string(rows) +
+                                             " rows was captured without its warm-up run");
     m.plan_products(cap);
   }
   if (!in_capture) m.prepare(cap);
@@ -311,18 +307,18 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
         "position_embedding");
   for (const DeviceLayer& l : m.layers) m.layer(l, a, cap, cu, s);
 
-  if (m.o.pooled()) {
-    check(k::layer_norm_bf16(a.x, m.post_w, m.post_b, a.normed, rows, d, c.layer_norm_eps, s),
-          "post_layernorm");
-    m.pooling_head(a, cap, cu, out, s);
-  } else if (m.o.uses_post_layernorm()) {
-    check(k::layer_norm_bf16(a.x, m.post_w, m.post_b, out, rows, d, c.layer_norm_eps, s),
+  // The last hidden state goes straight into its output when one is asked
+  // for; the pooling head then reads it from there.
+  bf16* hidden = hidden_out ? hidden_out : a.normed;
+  if (m.o.uses_post_layernorm()) {
+    check(k::layer_norm_bf16(a.x, m.post_w, m.post_b, hidden, rows, d, c.layer_norm_eps, s),
           "post_layernorm");
   } else {  // a feature layer: the residual stream as it is
-    check_cuda(
-        cudaMemcpyAsync(out, a.x, static_cast<size_t>(rows * d) * 2, cudaMemcpyDeviceToDevice, s),
-        "copying the feature layer");
+    check_cuda(cudaMemcpyAsync(hidden, a.x, static_cast<size_t>(rows * d) * 2,
+                               cudaMemcpyDeviceToDevice, s),
+               "copying the feature layer");
   }
+  if (pooled_out) m.pooling_head(a, cap, cu, hidden, pooled_out, s);
 }
 
 }  // namespace siglip

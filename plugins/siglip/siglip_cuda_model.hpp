@@ -1,6 +1,6 @@
 // The tower's forward on CUDA in bf16 (fp32 accumulation): cuBLASLt products
 // with fused bias, GELU(tanh) and residual epilogues, LayerNorm and
-// variable-length flash attention from the kit (plugins/common/cuda), plus the
+// variable-length flash attention from the kit (plugins/encoder_kit/cuda), plus the
 // two kernels of siglip_kernels.hpp. Graph-safe: no allocation or
 // synchronisation inside forward() while the stream is capturing.
 #pragma once
@@ -16,11 +16,6 @@
 
 namespace siglip {
 
-// Host-to-device copy on `stream`, waited for (capture preparation only).
-void cuda_upload_sync(void* dst, const void* src, size_t bytes, void* stream);
-// Stream-ordered memset to zero.
-void cuda_zero(void* dst, size_t bytes, void* stream);
-
 class CudaModel {
  public:
   // Uploads the weights as bf16 to device `device_index` and plans the matrix
@@ -32,9 +27,9 @@ class CudaModel {
 
   size_t workspace_bytes(const Capacity& cap) const;
 
-  // `buffers` in Buffer order; `output` [cap.out_rows, hidden] bf16.
-  void forward(const Capacity& cap, const eg_tensor* buffers, void* output, void* workspace,
-               size_t workspace_bytes, void* stream);
+  // `buffers` in Buffer order; each output asked for, bf16 (see OutputPtrs).
+  void forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
+               void* workspace, size_t workspace_bytes, void* stream);
 
  private:
   struct Impl;

@@ -1,6 +1,6 @@
 #include "siglip_kernels.hpp"
 
-#include <cuda/check.hpp>
+#include <encoder_kit/cuda/check.hpp>
 
 #include <cmath>
 
@@ -116,9 +116,10 @@ __global__ void __launch_bounds__(kProbeThreads)
 
 int add_periodic_rows_bf16(bf16* x, const bf16* table, int64_t rows, int64_t cols, int64_t period,
                            cudaStream_t stream) {
-  EGK_REQUIRE(rows >= 0 && cols > 0 && period > 0);
+  ENCODER_KIT_REQUIRE(rows >= 0 && cols > 0 && period > 0);
   if (rows == 0) return 0;
-  if (cols % 8 == 0 && egk::cuda::detail::aligned16(x) && egk::cuda::detail::aligned16(table)) {
+  if (cols % 8 == 0 && encoder_kit::cuda::detail::aligned16(x) &&
+      encoder_kit::cuda::detail::aligned16(table)) {
     const int64_t vec_cols = cols / 8;
     add_periodic_rows_vec8<<<grid_for(rows * vec_cols), kThreads, 0, stream>>>(x, table, rows,
                                                                                vec_cols, period);
@@ -126,24 +127,24 @@ int add_periodic_rows_bf16(bf16* x, const bf16* table, int64_t rows, int64_t col
     add_periodic_rows_scalar<<<grid_for(rows * cols), kThreads, 0, stream>>>(x, table, rows, cols,
                                                                              period);
   }
-  EGK_LAUNCH_CHECK();
+  ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }
 
 int probe_attention_bf16(const bf16* query, const bf16* kv, const int32_t* cu_seqlens, int num_seqs,
                          int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                          cudaStream_t stream) {
-  EGK_REQUIRE(num_seqs >= 0 && num_heads > 0 && head_dim > 0 && max_seqlen > 0);
-  EGK_REQUIRE(num_heads <= 65535);
+  ENCODER_KIT_REQUIRE(num_seqs >= 0 && num_heads > 0 && head_dim > 0 && max_seqlen > 0);
+  ENCODER_KIT_REQUIRE(num_heads <= 65535);
   const size_t shared =
       (static_cast<size_t>(head_dim) + kProbeThreads / 32 + static_cast<size_t>(max_seqlen)) *
       sizeof(float);
-  EGK_REQUIRE(shared <= kDefaultSharedBytes);
+  ENCODER_KIT_REQUIRE(shared <= kDefaultSharedBytes);
   if (num_seqs == 0) return 0;
   const dim3 grid(static_cast<unsigned>(num_seqs), static_cast<unsigned>(num_heads));
   probe_attention_kernel<<<grid, kProbeThreads, shared, stream>>>(query, kv, cu_seqlens, max_seqlen,
                                                                   num_heads, head_dim, scale, out);
-  EGK_LAUNCH_CHECK();
+  ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }
 

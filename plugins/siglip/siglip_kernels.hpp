@@ -1,18 +1,18 @@
-// The two CUDA kernels SigLIP needs beyond the shared kit (plugins/common/cuda):
+// The two CUDA kernels SigLIP needs beyond the shared kit (plugins/encoder_kit/cuda):
 // the position-embedding add over a batch of equally sized images, and the
 // pooling head's attention of one learned query over each image's tokens.
 // Conventions as in the kit's kernels.hpp: bf16 storage, fp32 arithmetic,
-// stream last, graph-safe, 0 or a cudaError_t returned (egk::cuda::error_string
+// stream last, graph-safe, 0 or a cudaError_t returned (encoder_kit::cuda::error_string
 // names it; last_error_detail() says which rule or call failed).
 #pragma once
 
-#include <cuda/kernels.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
 
 #include <cstdint>
 
 namespace siglip::cuda {
 
-using egk::cuda::bf16;
+using encoder_kit::cuda::bf16;
 
 // x[r, c] = x[r, c] + table[r % period, c] for r < rows, c < cols: every image
 // of a batch gets the same learned positions.

@@ -3,11 +3,17 @@
 //
 // Items are images, resized to image_size x image_size, so every image has the
 // same (image_size / patch_size)^2 tokens. A batch is its items one after the
-// other, selected by their index in the batch; budgets count result rows:
-// tokens by default, so the budget range is [tokens_per_image,
-// tokens_per_image * max_budget_images] and the runtime's powers of two from
-// its minimum are whole numbers of images; with output = "pooled" each image
-// yields one row and budgets count images.
+// other, selected by their index in the batch; budgets count the primary
+// output's rows (the path unit): "patch tokens" by default, so the budget range
+// is [tokens_per_image, tokens_per_image * max_budget_images] and the runtime's
+// powers of two from its minimum are whole numbers of images; with "pooled"
+// first each image yields one row and budgets count "images".
+//
+// Outputs (ABI 1.1 named outputs): `output = "last_hidden_state" | "pooled"`
+// declares one; `outputs = ["last_hidden_state", "pooled"]` declares several,
+// written by one forward (the pooling head reads the last hidden state), the
+// first one primary. Capture inputs are host-staged (prepare_capture_staging):
+// the plugin holds no device copies.
 //
 // Graph buffers (siglip_batch.hpp): patch rows [budget, patch_cols] (zero
 // padding) and the images' row offsets cu_seqlens (repeat-last padding: padded
@@ -20,23 +26,23 @@
 // num_attention_heads, intermediate_size, image_size, patch_size,
 // num_channels, layer_norm_eps (each overrides config_json; defaults are
 // SiglipVisionConfig's: base-patch16-224), output ("last_hidden_state" |
-// "pooled"), feature_layer (hidden_states index as transformers numbers them,
-// e.g. -2; no post_layernorm), weight_prefix ("vision_model."; e.g.
-// "vision_tower.vision_model." inside a VLM checkpoint), dtype (f32 on the
-// CPU, bf16 on CUDA), max_budget_images (64), resample ("bicubic" |
-// "bilinear"), seed, check_finite (default true: NaN/Inf weights are an
-// error). Size keys are bounded (see VisionConfig::validate). Weights: a
-// .safetensors file, a checkpoint directory or index json (sharded), or
-// "random".
+// "pooled") or outputs (a list of them), feature_layer (hidden_states index
+// as transformers numbers them, e.g. -2; no post_layernorm), weight_prefix
+// ("vision_model."; e.g. "vision_tower.vision_model." inside a VLM
+// checkpoint), dtype (f32 on the CPU, bf16 on CUDA), max_budget_images (64),
+// resample ("bicubic" | "bilinear"), seed, check_finite (default true:
+// NaN/Inf weights are an error). Size keys are bounded (see
+// VisionConfig::validate). Weights: a .safetensors file, a checkpoint
+// directory or index json (sharded), or "random".
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
 #include "siglip_cpu_forward.hpp"
 #include "siglip_preprocess.hpp"
 #include "siglip_weights.hpp"
 
-#include <egk/abi_guard.hpp>
-#include <egk/error.hpp>
-#include <egk/plugin_abi.hpp>
+#include <encoder_kit/abi_guard.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/plugin_abi.hpp>
 
 #include <encgraph/plugin_api.h>
 
@@ -55,9 +61,9 @@
 
 namespace {
 
-using egk::fail;
-using egk::guarded;
-using egk::tensor_bytes;
+using encoder_kit::fail;
+using encoder_kit::guarded;
+using encoder_kit::tensor_bytes;
 
 const eg_host_api* g_host = nullptr;
 
@@ -79,7 +85,7 @@ const siglip::ItemData& item_of(const eg_item* i) {
 }
 
 void log(eg_log_level level, const std::string& message) {
-  egk::log_to_host(g_host, level, "siglip", message);
+  encoder_kit::log_to_host(g_host, level, "siglip", message);
 }
 
 #ifndef SIGLIP_HAVE_CUDA
@@ -87,35 +93,6 @@ void log(eg_log_level level, const std::string& message) {
   fail(EG_ERR_UNSUPPORTED, "siglip was built without its CUDA kernels; use device = \"cpu\"");
 }
 #endif
-
-// Writes into one of the runtime's buffers (capture preparation only).
-void upload(const Instance& in, void* dst, const void* src, size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  if (in.device == EG_DEVICE_CPU) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-#ifdef SIGLIP_HAVE_CUDA
-  siglip::cuda_upload_sync(dst, src, bytes, stream);
-#else
-  (void)stream;
-  no_cuda();
-#endif
-}
-
-void zero(const Instance& in, void* dst, size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  if (in.device == EG_DEVICE_CPU) {
-    std::memset(dst, 0, bytes);
-    return;
-  }
-#ifdef SIGLIP_HAVE_CUDA
-  siglip::cuda_zero(dst, bytes, stream);
-#else
-  (void)stream;
-  no_cuda();
-#endif
-}
 
 // The budget range in result rows (see the header comment).
 std::pair<int64_t, int64_t> budget_range_of(const siglip::Options& o) {
@@ -142,7 +119,7 @@ eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* 
     if (in->device == EG_DEVICE_CUDA) no_cuda();
 #endif
     const std::string weights = p->weights && *p->weights ? p->weights : "random";
-    const egk::WeightSource source(weights, o.seed, o.check_finite);
+    const encoder_kit::WeightSource source(weights, o.seed, o.check_finite);
     log(EG_LOG_INFO, "loading " + source.description() + " (" + std::to_string(o.layers_to_run()) +
                          " of " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
                          std::to_string(c.hidden_size) + ", " +
@@ -165,6 +142,13 @@ eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* 
     mi.max_frames_per_video = 0;
     mi.num_paths = 1;
     mi.paths[0] = {"default", 0, 0, 0};
+    mi.path_units[0] = o.pooled() ? "images" : "patch tokens";
+    // Named outputs, the primary first: its rows are the item's output_tokens
+    // (rows_per_item 0); every other output has a fixed row count per image.
+    mi.num_outputs = static_cast<int32_t>(o.outputs.size());
+    for (size_t k = 0; k < o.outputs.size(); ++k)
+      mi.outputs[k] = {siglip::output_name(o.outputs[k]), c.hidden_size, mi.out_dtype, 0,
+                       k == 0 ? 0 : o.rows_of(o.outputs[k])};
     mi.num_buffers = siglip::kNumBuffers;
     mi.buffers[siglip::kPixelRows] = {"pixel_rows", mi.out_dtype, EG_PAD_ZERO};
     mi.buffers[siglip::kCuSeqlens] = {"cu_seqlens", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
@@ -177,7 +161,7 @@ void siglip_destroy(eg_instance* instance) {
 }
 
 eg_status siglip_model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
-  return guarded(err, [&] { *out = self(i).info; });
+  return guarded(err, [&] { encoder_kit::write_model_info(self(i).info, out); });
 }
 
 eg_status siglip_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* err) {
@@ -217,11 +201,12 @@ void siglip_item_destroy(eg_instance*, eg_item* item) {
 eg_status siglip_item_spec(eg_instance* i, const eg_item*, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
     const siglip::Options& o = self(i).opt;
-    *out = eg_item_spec{};
-    out->input_size = o.model.tokens_per_image();
-    out->output_tokens = o.rows_per_image();
-    out->frames = 1;
-    out->path_tokens[0] = out->output_tokens;
+    eg_item_spec spec{};
+    spec.input_size = o.model.tokens_per_image();
+    spec.output_tokens = o.rows_per_image();
+    spec.frames = 1;
+    spec.path_tokens[0] = spec.output_tokens;  // the path's unit: patch tokens or images
+    encoder_kit::write_item_spec(g_host, spec, out);
   });
 }
 
@@ -248,15 +233,23 @@ eg_status siglip_buffer_shape(eg_instance* i, const eg_graph_shape* s, int32_t i
   });
 }
 
-eg_status siglip_output_shape(eg_instance* i, const eg_graph_shape* s, eg_tensor* out,
-                              eg_error* err) {
+eg_status siglip_output_shape_at(eg_instance* i, const eg_graph_shape* s, int32_t index,
+                                 eg_tensor* out, eg_error* err) {
   return guarded(err, [&] {
     const siglip::Options& o = self(i).opt;
+    if (index < 0 || index >= static_cast<int32_t>(o.outputs.size()))
+      fail(EG_ERR_INVALID_ARGUMENT, "siglip: no output " + std::to_string(index) + " (the config " +
+                                        "declares " + std::to_string(o.outputs.size()) + ")");
     *out = eg_tensor{};
     out->ndim = 2;
-    out->shape[0] = siglip::capacity_for(o, *s).out_rows;
+    out->shape[0] = siglip::capacity_for(o, *s).rows_of(o.outputs[static_cast<size_t>(index)]);
     out->shape[1] = o.model.hidden_size;
   });
+}
+
+eg_status siglip_output_shape(eg_instance* i, const eg_graph_shape* s, eg_tensor* out,
+                              eg_error* err) {
+  return siglip_output_shape_at(i, s, 0, out, err);
 }
 
 eg_status siglip_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t* bytes,
@@ -282,19 +275,22 @@ void expect_buffers(int32_t n) {
          "siglip: expected 2 buffers (pixel_rows, cu_seqlens), got " + std::to_string(n));
 }
 
-eg_status siglip_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
-                                        const eg_tensor* buffers, int32_t nb, void* stream,
-                                        eg_error* err) {
+// Host staging, copied and padded by the runtime: zero pixels (rows -1) keep
+// every value finite; the offsets make the warm-up do a full batch's work.
+eg_status siglip_prepare_capture_staging(eg_instance* i, const eg_graph_shape* s,
+                                         eg_replay_buffer* bufs, int32_t nb, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
     expect_buffers(nb);
-    const siglip::Capacity cap = siglip::capacity_for(in.opt, *s);
-    // Zero pixels keep every value finite; the offsets make the warm-up do a
-    // full batch's work.
-    const eg_tensor& px = buffers[siglip::kPixelRows];
-    zero(in, px.data, tensor_bytes(px), stream);
-    const std::vector<int32_t> cu = siglip::capture_cu_seqlens(in.opt, cap);
-    upload(in, buffers[siglip::kCuSeqlens].data, cu.data(), cu.size() * sizeof(int32_t), stream);
+    const std::vector<int32_t> cu =
+        siglip::capture_cu_seqlens(in.opt, siglip::capacity_for(in.opt, *s));
+    eg_replay_buffer& dst = bufs[siglip::kCuSeqlens];
+    if (tensor_bytes(dst.staging) < cu.size() * sizeof(int32_t))
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "siglip: the cu_seqlens staging is smaller than buffer_shape gave");
+    std::memcpy(dst.staging.data, cu.data(), cu.size() * sizeof(int32_t));
+    dst.rows = static_cast<int64_t>(cu.size());
+    bufs[siglip::kPixelRows].rows = -1;
   });
 }
 
@@ -320,15 +316,21 @@ eg_status siglip_forward(eg_instance* i, const eg_forward_args* a, eg_error* err
   return guarded(err, [&] {
     Instance& in = self(i);
     expect_buffers(a->num_buffers);
-    const siglip::Capacity cap = siglip::capacity_for(in.opt, a->shape);
+    const siglip::Options& o = in.opt;
+    const siglip::Capacity cap = siglip::capacity_for(o, a->shape);
+    siglip::OutputPtrs outputs;
+    for (size_t k = 0; k < o.outputs.size(); ++k) {
+      void* data = encoder_kit::forward_output(*a, static_cast<int32_t>(k), "siglip");
+      (o.outputs[k] == siglip::Output::Pooled ? outputs.pooled : outputs.last_hidden_state) = data;
+    }
 #ifdef SIGLIP_HAVE_CUDA
     if (in.cuda) {
-      in.cuda->forward(cap, a->buffers, a->output.data, a->workspace, a->workspace_size, a->stream);
+      in.cuda->forward(cap, a->buffers, outputs, a->workspace, a->workspace_size, a->stream);
       return;
     }
 #endif
-    siglip::cpu_forward(in.opt, in.cpu_weights, cap, a->buffers,
-                        static_cast<float*>(a->output.data), a->workspace, a->workspace_size);
+    siglip::cpu_forward(o, in.cpu_weights, cap, a->buffers, outputs, a->workspace,
+                        a->workspace_size);
   });
 }
 
@@ -338,9 +340,9 @@ const eg_plugin_api kApi = {
     /* .struct_size = */ sizeof(eg_plugin_api),
     /* .reserved = */ 0,
     /* .name = */ "siglip",
-    /* .version = */ "1.0.0",
+    /* .version = */ "1.1.0",
     /* .description = */
-    "SigLIP vision tower (fixed resolution; last hidden state, feature layer or pooled)",
+    "SigLIP vision tower (fixed resolution; last hidden state or a feature layer, and/or pooled)",
     /* .modalities = */ EG_MODALITY_IMAGE,
 #ifdef SIGLIP_HAVE_CUDA
     /* .devices = */ EG_DEVICE_CPU | EG_DEVICE_CUDA,
@@ -358,17 +360,20 @@ const eg_plugin_api kApi = {
     /* .buffer_shape = */ siglip_buffer_shape,
     /* .output_shape = */ siglip_output_shape,
     /* .workspace_size = */ siglip_workspace_size,
-    /* .prepare_capture_inputs = */ siglip_prepare_capture_inputs,
+    /* .prepare_capture_inputs = */ nullptr,  // 1.1: prepare_capture_staging instead
     /* .prepare_replay_buffers = */ siglip_prepare_replay_buffers,
     /* .pad_buffer = */ nullptr,
     /* .forward = */ siglip_forward,
     /* .forward_eager = */ nullptr,
     /* .postprocess = */ nullptr,
     /* .prepare_device = */ nullptr,
+    /* .prepare_capture_staging = */ siglip_prepare_capture_staging,
+    /* .output_shape_at = */ siglip_output_shape_at,
+    /* .postprocess_outputs = */ nullptr,
 };
 
 }  // namespace
 
 extern "C" EG_PLUGIN_EXPORT const eg_plugin_api* encgraph_plugin_entry(const eg_host_api* host) {
-  return egk::accept_host(host, g_host, kApi);
+  return encoder_kit::accept_host(host, g_host, kApi, /*min_minor=*/1);
 }

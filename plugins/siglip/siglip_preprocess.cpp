@@ -1,8 +1,8 @@
 #include "siglip_preprocess.hpp"
 
-#include <egk/error.hpp>
-#include <egk/image_resize.hpp>
-#include <egk/random.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/image_resize.hpp>
+#include <encoder_kit/random.hpp>
 
 #include <string>
 
@@ -35,15 +35,15 @@ std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixel
                                           int64_t width, int64_t channels) {
   const VisionConfig& c = o.model;
   if (channels != 1 && channels != 3 && channels != 4)
-    egk::fail(EG_ERR_INVALID_ARGUMENT,
-              "siglip: pixels must have 1, 3 or 4 channels, got " + std::to_string(channels));
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT, "siglip: pixels must have 1, 3 or 4 channels, got " +
+                                                   std::to_string(channels));
   const int64_t side = c.image_size;
   const std::vector<uint8_t> resized =
       (height == side && width == side)
           ? std::vector<uint8_t>(pixels, pixels + height * width * channels)
-          : egk::image::resize(
-                pixels, height, width, channels, side, side,
-                o.bilinear_resize ? egk::image::Filter::Bilinear : egk::image::Filter::Bicubic);
+          : encoder_kit::image::resize(pixels, height, width, channels, side, side,
+                                       o.bilinear_resize ? encoder_kit::image::Filter::Bilinear
+                                                         : encoder_kit::image::Filter::Bicubic);
   std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
   for (int64_t i = 0; i < side * side; ++i)
     for (int64_t ch = 0; ch < 3; ++ch)
@@ -55,7 +55,7 @@ std::vector<float> synthetic_patch_rows(const Options& o, uint64_t seed) {
   const int64_t side = o.model.image_size;
   std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
   for (size_t i = 0; i < rgb.size(); ++i)
-    rgb[i] = static_cast<uint8_t>(egk::uniform01(seed, 0x5161u, i) * 256.0);
+    rgb[i] = static_cast<uint8_t>(encoder_kit::uniform01(seed, 0x5161u, i) * 256.0);
   return patchify(o.model, rgb);
 }
 

@@ -1,6 +1,6 @@
 #include "siglip_weights.hpp"
 
-#include <egk/checked.hpp>
+#include <encoder_kit/checked.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 namespace siglip {
 namespace {
 
-using egk::RandomInit;
+using encoder_kit::RandomInit;
 
 RandomInit matrix(int64_t fan_in) {
   return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
@@ -22,7 +22,7 @@ const RandomInit kNormBias = RandomInit::normal(0.05);
 
 // Reads `<prefix><name>` through one WeightSource.
 struct Reader {
-  const egk::WeightSource& src;
+  const encoder_kit::WeightSource& src;
   const std::string& prefix;
   std::vector<float> operator()(const std::string& name, const std::vector<int64_t>& shape,
                                 const RandomInit& init) const {
@@ -91,10 +91,12 @@ HeadWeights load_head(const Reader& read, const VisionConfig& c) {
 int64_t parameter_count(const Options& o) {
   const VisionConfig& c = o.model;
   const std::string what = "siglip: the tower's parameter count";
-  auto mul = [&](std::initializer_list<int64_t> v) { return egk::checked_product(v, what); };
+  auto mul = [&](std::initializer_list<int64_t> v) {
+    return encoder_kit::checked_product(v, what);
+  };
   auto sum = [&](std::initializer_list<int64_t> v) {
     int64_t n = 0;
-    for (int64_t x : v) n = egk::checked_add(n, x, what);
+    for (int64_t x : v) n = encoder_kit::checked_add(n, x, what);
     return n;
   };
   const int64_t d = c.hidden_size, inter = c.intermediate_size;
@@ -104,13 +106,13 @@ int64_t parameter_count(const Options& o) {
               mul({c.num_hidden_layers, layer}), layer, mul({3, d})});
 }
 
-Weights load_weights(const Options& o, const egk::WeightSource& source) {
+Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) {
   const VisionConfig& c = o.model;
-  egk::require_weights_fit(parameter_count(o),
-                           "siglip: the tower (num_hidden_layers " +
-                               std::to_string(c.num_hidden_layers) + ", hidden_size " +
-                               std::to_string(c.hidden_size) + ", intermediate_size " +
-                               std::to_string(c.intermediate_size) + ")");
+  encoder_kit::require_weights_fit(parameter_count(o),
+                                   "siglip: the tower (num_hidden_layers " +
+                                       std::to_string(c.num_hidden_layers) + ", hidden_size " +
+                                       std::to_string(c.hidden_size) + ", intermediate_size " +
+                                       std::to_string(c.intermediate_size) + ")");
   const Reader read{source, o.weight_prefix};
   const int64_t d = c.hidden_size, pv = c.patch_values(), cols = c.patch_cols();
   Weights w;
@@ -127,7 +129,7 @@ Weights load_weights(const Options& o, const egk::WeightSource& source) {
     w.post_ln_w = read("post_layernorm.weight", {d}, kNormWeight);
     w.post_ln_b = read("post_layernorm.bias", {d}, kNormBias);
   }
-  if (o.pooled()) w.head = load_head(read, c);
+  if (o.needs_head()) w.head = load_head(read, c);
   return w;
 }
 

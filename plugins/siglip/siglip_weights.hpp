@@ -7,7 +7,7 @@
 
 #include "siglip_config.hpp"
 
-#include <egk/weights.hpp>
+#include <encoder_kit/weights.hpp>
 
 #include <vector>
 
@@ -50,6 +50,6 @@ int64_t parameter_count(const Options& o);
 // scale at any width, biases N(0, 0.02^2), norm weights N(1, 0.1^2) and biases
 // N(0, 0.05^2), position embeddings N(0, 0.2^2), the probe N(0, 1): every
 // parameter matters, so tests notice a wrong one.
-Weights load_weights(const Options& o, const egk::WeightSource& source);
+Weights load_weights(const Options& o, const encoder_kit::WeightSource& source);
 
 }  // namespace siglip

@@ -1,16 +1,18 @@
-// The toy plugin: a small, deliberately position-dependent "encoder" that
-// exercises every part of the ABI the budget-graph manager uses, so that a wrong
-// order, a wrong slice, a missing padding step or padding leaking into a real
-// item changes the result. Built twice from this file: "toy" (one path, default
-// post-processing) and "toy_dual" (a global and a local path, own
-// post-processing).
+// The toy plugin (ABI 1.1): a small, deliberately position-dependent "encoder"
+// that exercises every part of the ABI the budget-graph manager uses, so that a
+// wrong order, a wrong slice, a missing padding step or padding leaking into a
+// real item changes the result. Built twice from this file: "toy" (one path,
+// the runtime's default copy for both outputs) and "toy_dual" (a global and a
+// local path, own post-processing). Test-only variants (tests/plugins/) compile
+// it again with an extension header (TOY_EXTENSION, see ExtensionDefaults).
 //
 // Per item: tokens = max(1, (height / patch) * (width / patch)) * frames rows of
 // `hidden` values drawn from the item's seed (or taken from its pixels).
 // Forward, per sequence s occupying rows [c_s, c_{s+1}):
-//   out[r][d] = bias + scale * sum_{c_s <= q <= r} x[q][d] + 0.001 * (r - c_s) + 0.01 * d
+//   rows[r][d] = bias + scale * sum_{c_s <= q <= r} x[q][d] + 0.001 * (r - c_s) + 0.01 * d
 // and padded rows are written as 0. `scale` is the batch's capture-axis key (1
-// without axes).
+// without axes). Output "pooled" holds one row per item: the mean of the item's
+// "rows" (toy_dual: of its global row and its local rows).
 #include <encgraph/plugin_api.h>
 
 #include <algorithm>
@@ -32,7 +34,9 @@
 #include "toy_kernels.hpp"
 #endif
 
-#ifdef TOY_DUAL_PATH
+#if defined(TOY_PLUGIN_NAME)
+#define TOY_NAME TOY_PLUGIN_NAME
+#elif defined(TOY_DUAL_PATH)
 #define TOY_NAME "toy_dual"
 #else
 #define TOY_NAME "toy"
@@ -42,39 +46,16 @@ namespace {
 
 const eg_host_api* g_host = nullptr;
 
-enum Buffer { kX = 0, kCuSeqlens = 1, kNumSeqs = 2, kSeqId = 3, kBias = 4, kNumBuffers = 5 };
-
-struct Config {
-  int64_t hidden = 8;
-  int64_t patch = 14;
-  int64_t min_budget = 64;
-  int64_t max_budget = 4096;
-  int64_t local_min_tokens = 4;  // toy_dual: items below this skip the local path
-  int64_t local_min_budget = 0;  // toy_dual: the local path's minimum budget
-  int64_t max_frames_per_video = 8;
-  int64_t extra_kernels = 0;        // tiny launches per forward (launch-overhead benchmark)
-  int64_t huge_workspace_from = 0;  // budgets >= this ask for an impossible workspace
-  int64_t workspace_per_token = 0;  // extra scratch bytes per budget token (memory tests)
-  int64_t fail_forward_at = 0;      // forward fails at this budget
-  bool illegal_sync = false;        // forward synchronises the device (illegal in capture)
-  bool check_padding = true;        // CPU: verify padded rows before computing
-  float bias = 0.5f;
-  std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
+enum Buffer {
+  kX = 0,
+  kCuSeqlens = 1,
+  kNumSeqs = 2,
+  kSeqId = 3,
+  kBias = 4,
+  kFrames = 5,  // first row of each video frame of the batch, then the rows (a sentinel)
+  kNumBuffers = 6
 };
-
-struct Instance {
-  Config cfg;
-  int32_t device = EG_DEVICE_CPU;
-  int32_t device_index = 0;
-  eg_model_info info{};
-  int64_t forwards = 0;
-};
-
-struct Item {
-  int64_t tokens = 0;
-  int64_t frames = 1;
-  std::vector<float> x;  // tokens x hidden
-};
+enum Output { kRows = 0, kPooled = 1, kNumOutputs = 2 };
 
 class ToyError : public std::runtime_error {
  public:
@@ -131,6 +112,14 @@ float parse_float(const char* key, const char* value) {
   return v;
 }
 
+bool parse_bool(const char* key, const char* value) {
+  const std::string v = value;
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  fail(EG_ERR_INVALID_ARGUMENT,
+       std::string("config key '") + key + "': '" + value + "' is not a boolean (true/false)");
+}
+
 // Bounds that keep every product the plugin computes (budget x hidden,
 // workspace_per_token x budget, ...) far inside 64 bits.
 void require_in_range(const char* key, int64_t v, int64_t lo, int64_t hi) {
@@ -149,17 +138,62 @@ int64_t checked_mul(int64_t a, int64_t b, const char* what) {
   return r;
 }
 
+// What a test-only variant may change (tests/plugins/): it defines
+// TOY_EXTENSION to a header, included right here, that derives `Extension`
+// from these defaults and hides the members it changes. The shipped toy uses
+// the defaults: no extra keys, no faults, the padding the forward needs.
+struct ExtensionDefaults {
+  struct Config {};
+  // Parses an extra config key into `c`; false: not one of the extension's keys.
+  static bool parse(Config&, const std::string&, const char*, const char*) { return false; }
+  static constexpr const char* kKeys = "";  // ", key, key" appended to the known keys
+  static size_t workspace_bytes(const Config&, const eg_graph_shape*) { return 0; }
+  static void before_forward(const Config&, const eg_forward_args*, int32_t) {}
+  static constexpr int32_t kCuSeqlensPadding = EG_PAD_REPEAT_LAST;
+  // true: each row looks its sequence up in cu_seqlens (assumes non-decreasing
+  // offsets all the way to the end) instead of walking the sequences.
+  static constexpr bool kRowsSearchSequence = false;
+};
+
+#ifdef TOY_EXTENSION
+#include TOY_EXTENSION
+#else
+using Extension = ExtensionDefaults;
+#endif
+
+struct Config {
+  int64_t hidden = 8;
+  int64_t patch = 14;
+  int64_t min_budget = 64;
+  int64_t max_budget = 4096;
+  int64_t local_min_tokens = 4;  // toy_dual: items below this skip the local path
+  int64_t local_min_budget = 0;  // toy_dual: the local path's minimum budget
+  int64_t max_frames_per_video = 8;
+  int64_t extra_kernels = 0;  // tiny launches per forward (launch-overhead benchmark)
+  bool check_padding = true;  // CPU: verify padded rows before computing
+  float bias = 0.5f;
+  std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
+  Extension::Config ext;
+};
+
+struct Instance {
+  Config cfg;
+  int32_t device = EG_DEVICE_CPU;
+  int32_t device_index = 0;
+  eg_model_info info{};
+  int64_t forwards = 0;
+};
+
+struct Item {
+  int64_t tokens = 0;
+  int64_t frames = 1;
+  bool video = false;
+  std::vector<float> x;  // tokens x hidden
+};
+
 // Values (tokens x hidden) one item may hold: 1 GiB of f32.
 constexpr int64_t kMaxItemValues = int64_t{1} << 28;
 constexpr int64_t kMaxBudget = int64_t{1} << 30;
-
-bool parse_bool(const char* key, const char* value) {
-  const std::string v = value;
-  if (v == "true" || v == "1") return true;
-  if (v == "false" || v == "0") return false;
-  fail(EG_ERR_INVALID_ARGUMENT,
-       std::string("config key '") + key + "': '" + value + "' is not a boolean (true/false)");
-}
 
 std::vector<int64_t> parse_int_list(const char* key, const char* value) {
   std::string s = value;
@@ -200,29 +234,20 @@ Config parse_config(const eg_create_params* p) {
       c.max_frames_per_video = parse_int(k, v);
     else if (key == "extra_kernels")
       c.extra_kernels = parse_int(k, v);
-    else if (key == "huge_workspace_from")
-      c.huge_workspace_from = parse_int(k, v);
-    else if (key == "workspace_per_token")
-      c.workspace_per_token = parse_int(k, v);
-    else if (key == "fail_forward_at")
-      c.fail_forward_at = parse_int(k, v);
-    else if (key == "illegal_sync")
-      c.illegal_sync = parse_bool(k, v);
     else if (key == "check_padding")
       c.check_padding = parse_bool(k, v);
     else if (key == "bias")
       c.bias = parse_float(k, v);
     else if (key == "capture_axis_keys")
       c.axis_keys = parse_int_list(k, v);
-    else
-      fail(
-          EG_ERR_INVALID_ARGUMENT,
-          "unknown config key '" + key +
-              "' for plugin " TOY_NAME
-              " (known: hidden, patch, min_budget, max_budget, local_min_tokens, local_min_budget, "
-              "max_frames_per_video, extra_kernels, huge_workspace_from, workspace_per_token, "
-              "fail_forward_at, "
-              "illegal_sync, check_padding, bias, capture_axis_keys)");
+    else if (!Extension::parse(c.ext, key, k, v))
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "unknown config key '" + key +
+               "' for plugin " TOY_NAME
+               " (known: hidden, patch, min_budget, max_budget, local_min_tokens, "
+               "local_min_budget, max_frames_per_video, extra_kernels, check_padding, bias, "
+               "capture_axis_keys" +
+               std::string(Extension::kKeys) + ")");
   }
   require_in_range("hidden", c.hidden, 1, 65536);
   require_in_range("patch", c.patch, 1, int64_t{1} << 20);
@@ -233,9 +258,6 @@ Config parse_config(const eg_create_params* p) {
   require_in_range("local_min_budget", c.local_min_budget, 0, kMaxBudget);
   require_in_range("max_frames_per_video", c.max_frames_per_video, 0, 65536);
   require_in_range("extra_kernels", c.extra_kernels, 0, int64_t{1} << 20);
-  require_in_range("huge_workspace_from", c.huge_workspace_from, 0, INT64_MAX);
-  require_in_range("workspace_per_token", c.workspace_per_token, 0, int64_t{1} << 30);
-  require_in_range("fail_forward_at", c.fail_forward_at, 0, INT64_MAX);
   for (int64_t key : c.axis_keys) require_in_range("capture_axis_keys", key, 1, 65536);
   return c;
 }
@@ -249,7 +271,7 @@ float draw(uint64_t seed, uint64_t a, uint64_t b) {
   return static_cast<float>(z >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
 }
 
-bool dual() {
+constexpr bool dual() {
 #ifdef TOY_DUAL_PATH
   return true;
 #else
@@ -257,11 +279,23 @@ bool dual() {
 #endif
 }
 
-// Tokens item `it` sends through `path`.
+// Rows item `it` sends through `path` (the unit of every path: "rows").
 int64_t path_tokens(const Instance& in, const Item& it, int32_t path) {
   if (!dual()) return it.tokens;
   if (path == 0) return 1;  // global: one summary row per item
   return it.tokens >= in.cfg.local_min_tokens ? it.tokens : 0;
+}
+
+// Whether a path's rows are per token (and so per frame): not toy_dual's global path.
+bool path_has_frames(int32_t path) {
+  return !(dual() && path == 0);
+}
+
+// Video frames item `it` sends through `path`: every frame of a video whose
+// rows go down the path; images count none (max_frames_per_batch bounds video frames).
+int64_t path_frames(const Instance& in, const Item& it, int32_t path) {
+  if (!it.video || !path_has_frames(path) || path_tokens(in, it, path) == 0) return 0;
+  return it.frames;
 }
 
 // Each graph's max sequences: the batch's item count.
@@ -269,8 +303,69 @@ int64_t max_seqs(const eg_graph_shape* s) {
   return std::max<int64_t>(s->max_batch_size, 1);
 }
 
+// Frames one batch may hold on this path: max_frames_per_batch, and no more than
+// the budget's rows (every frame has at least one row), which keeps the buffer
+// small when the bound is generous.
+int64_t frame_capacity(const eg_graph_shape* s) {
+  if (!path_has_frames(s->path)) return 0;
+  return std::clamp<int64_t>(s->max_frames_per_batch, 0, std::max<int64_t>(s->token_budget, 0));
+}
+
 float axis_scale(const eg_graph_shape* s) {
   return s->num_axis_keys > 0 ? static_cast<float>(s->axis_keys[0]) : 1.0f;
+}
+
+// Output "pooled" of a forward, or null when the runtime passes none (1.0).
+float* pooled_output(const eg_forward_args* a) {
+  if (!EG_HAS_FIELD(a->struct_size, eg_forward_args, num_outputs) || !a->outputs ||
+      a->num_outputs <= kPooled)
+    return nullptr;
+  return static_cast<float*>(a->outputs[kPooled].data);
+}
+
+// The CPU padding check: fails loudly when a padding logic was not applied.
+void check_padding_cpu(const Instance& in, const eg_forward_args* a, int64_t real_rows) {
+  const int64_t budget = a->shape.token_budget, hidden = in.cfg.hidden;
+  const float* x = static_cast<const float*>(a->buffers[kX].data);
+  const int32_t* cu = static_cast<const int32_t*>(a->buffers[kCuSeqlens].data);
+  const int32_t n = *static_cast<const int32_t*>(a->buffers[kNumSeqs].data);
+  const int32_t* seq_id = static_cast<const int32_t*>(a->buffers[kSeqId].data);
+  const int32_t* frames = static_cast<const int32_t*>(a->buffers[kFrames].data);
+  const int64_t cap = a->buffers[kCuSeqlens].shape[0];
+  const int64_t frame_cap = a->buffers[kFrames].shape[0];
+  if (Extension::kCuSeqlensPadding == EG_PAD_REPEAT_LAST)
+    for (int64_t k = 1; k < cap; ++k)
+      if (cu[k] < cu[k - 1])
+        fail(EG_ERR_INTERNAL, "padding check: cu_seqlens decreases at " + std::to_string(k) +
+                                  " (repeat-last padding missing)");
+  for (int64_t r = real_rows; r < budget; ++r) {
+    if (seq_id[r] != -1)
+      fail(EG_ERR_INTERNAL, "padding check: seq_id row " + std::to_string(r) +
+                                " is not -1 (callback padding missing)");
+    for (int64_t d = 0; d < hidden; ++d)
+      if (x[r * hidden + d] != 0.0f)
+        fail(EG_ERR_INTERNAL,
+             "padding check: x row " + std::to_string(r) + " is not zero (zero padding missing)");
+  }
+  for (int32_t s = 0; s < n; ++s)
+    for (int64_t r = cu[s]; r < cu[s + 1]; ++r)
+      if (seq_id[r] != s) fail(EG_ERR_INTERNAL, "padding check: seq_id disagrees with cu_seqlens");
+  for (int64_t f = 1; f < frame_cap; ++f)
+    if (frames[f] < frames[f - 1])
+      fail(EG_ERR_INTERNAL, "padding check: frame_first_row decreases at " + std::to_string(f) +
+                                " (repeat-last padding missing)");
+  if (frames[frame_cap - 1] != real_rows)
+    fail(EG_ERR_INTERNAL, "padding check: the last frame_first_row entry is " +
+                              std::to_string(frames[frame_cap - 1]) + ", not the batch's " +
+                              std::to_string(real_rows) + " rows (repeat-last padding missing)");
+}
+
+// The start row of the sequence holding row r, found by a search that is right
+// only while cu_seqlens never decreases: the last slot starting at or before r.
+int64_t search_sequence_start(const int32_t* cu, int64_t cap, int64_t r) {
+  for (int64_t k = cap - 1; k > 0; --k)
+    if (cu[k] <= r) return cu[k];
+  return cu[0];
 }
 
 void forward_cpu(const Instance& in, const eg_forward_args* a) {
@@ -278,44 +373,58 @@ void forward_cpu(const Instance& in, const eg_forward_args* a) {
   const float* x = static_cast<const float*>(a->buffers[kX].data);
   const int32_t* cu = static_cast<const int32_t*>(a->buffers[kCuSeqlens].data);
   const int32_t n = *static_cast<const int32_t*>(a->buffers[kNumSeqs].data);
-  const int32_t* seq_id = static_cast<const int32_t*>(a->buffers[kSeqId].data);
   const float bias = *static_cast<const float*>(a->buffers[kBias].data);
   float* out = static_cast<float*>(a->output.data);
   const int64_t cap = a->buffers[kCuSeqlens].shape[0];
   if (n < 0 || n + 1 > cap) fail(EG_ERR_INVALID_ARGUMENT, "num_seqs out of range");
   const int64_t real_rows = cu[n];
-  if (in.cfg.check_padding) {
-    for (int64_t k = 1; k < cap; ++k)
-      if (cu[k] < cu[k - 1])
-        fail(EG_ERR_INTERNAL, "padding check: cu_seqlens decreases at " + std::to_string(k) +
-                                  " (repeat-last padding missing)");
-    for (int64_t r = real_rows; r < budget; ++r) {
-      if (seq_id[r] != -1)
-        fail(EG_ERR_INTERNAL, "padding check: seq_id row " + std::to_string(r) +
-                                  " is not -1 (callback padding missing)");
-      for (int64_t d = 0; d < hidden; ++d)
-        if (x[r * hidden + d] != 0.0f)
-          fail(EG_ERR_INTERNAL,
-               "padding check: x row " + std::to_string(r) + " is not zero (zero padding missing)");
-    }
-    for (int32_t s = 0; s < n; ++s)
-      for (int64_t r = cu[s]; r < cu[s + 1]; ++r)
-        if (seq_id[r] != s)
-          fail(EG_ERR_INTERNAL, "padding check: seq_id disagrees with cu_seqlens");
-  }
+  if (real_rows < 0 || real_rows > budget)
+    fail(EG_ERR_INVALID_ARGUMENT, "cu_seqlens[num_seqs] out of range");
+  if (in.cfg.check_padding) check_padding_cpu(in, a, real_rows);
   const float scale = axis_scale(&a->shape);
+  const auto value = [&](float acc, int64_t r, int64_t start, int64_t d) {
+    return bias + scale * acc + 0.001f * static_cast<float>(r - start) +
+           0.01f * static_cast<float>(d);
+  };
   std::vector<float> acc(hidden);
-  for (int32_t s = 0; s < n; ++s) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t r = cu[s]; r < cu[s + 1]; ++r)
+  if (Extension::kRowsSearchSequence) {
+    int64_t start = -1;
+    for (int64_t r = 0; r < real_rows; ++r) {
+      const int64_t st = search_sequence_start(cu, cap, r);
+      if (st < 0 || st > r) fail(EG_ERR_INVALID_ARGUMENT, "cu_seqlens out of range");
+      if (st != start) {  // a new sequence: its prefix sum restarts at its first row
+        start = st;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t q = start; q < r; ++q)
+          for (int64_t d = 0; d < hidden; ++d) acc[d] += x[q * hidden + d];
+      }
       for (int64_t d = 0; d < hidden; ++d) {
         acc[d] += x[r * hidden + d];
-        out[r * hidden + d] = bias + scale * acc[d] + 0.001f * static_cast<float>(r - cu[s]) +
-                              0.01f * static_cast<float>(d);
+        out[r * hidden + d] = value(acc[d], r, start, d);
+      }
+    }
+  } else {
+    for (int32_t s = 0; s < n; ++s) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t r = cu[s]; r < cu[s + 1]; ++r)
+        for (int64_t d = 0; d < hidden; ++d) {
+          acc[d] += x[r * hidden + d];
+          out[r * hidden + d] = value(acc[d], r, cu[s], d);
+        }
+    }
+  }
+  for (int64_t r = real_rows; r < budget; ++r)
+    for (int64_t d = 0; d < hidden; ++d) out[r * hidden + d] = 0.0f;
+  if (float* pooled = pooled_output(a)) {
+    const int64_t slots = a->outputs[kPooled].shape[0];
+    for (int64_t s = 0; s < slots; ++s)
+      for (int64_t d = 0; d < hidden; ++d) {
+        float sum = 0.0f;
+        const int64_t start = s < n ? cu[s] : 0, end = s < n ? cu[s + 1] : 0;
+        for (int64_t r = start; r < end; ++r) sum += out[r * hidden + d];
+        pooled[s * hidden + d] = end > start ? sum / static_cast<float>(end - start) : 0.0f;
       }
   }
-  for (int64_t r = std::max<int64_t>(real_rows, 0); r < budget; ++r)
-    for (int64_t d = 0; d < hidden; ++d) out[r * hidden + d] = 0.0f;
   volatile float* ws = static_cast<float*>(a->workspace);
   for (int64_t k = 0; k < in.cfg.extra_kernels && ws; ++k) ws[k] = ws[k] + 1.0f;
 }
@@ -343,6 +452,25 @@ void copy_rows(const Instance& in, void* dst, const void* src, size_t bytes, voi
 #endif
 }
 
+// dst = the mean of `rows` rows of src (both on the instance's device).
+void mean_rows(const Instance& in, float* dst, const float* src, int64_t rows, void* stream) {
+  const int64_t hidden = in.cfg.hidden;
+  if (in.device == EG_DEVICE_CPU) {
+    for (int64_t d = 0; d < hidden; ++d) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) sum += src[r * hidden + d];
+      dst[d] = sum / static_cast<float>(rows);
+    }
+    return;
+  }
+#ifdef TOY_HAVE_CUDA
+  const int rc = toy::launch_mean_rows(src, rows, hidden, dst, stream);
+  if (rc != 0) fail(EG_ERR_DEVICE, std::string("toy pooled kernel: ") + toy::error_string(rc));
+#else
+  (void)stream;
+  fail(EG_ERR_UNSUPPORTED, "built without CUDA");
+#endif
+}
 #endif
 
 // ---------------------------------------------------------------- ABI functions
@@ -378,6 +506,7 @@ eg_status toy_create(const eg_create_params* p, eg_instance** out, eg_error* err
       mi.num_paths = 1;
       mi.paths[0] = {"default", 0, 0, 0};
     }
+    for (int32_t p = 0; p < mi.num_paths; ++p) mi.path_units[p] = "rows";
     if (!in->cfg.axis_keys.empty()) {
       mi.num_capture_axes = 1;
       mi.capture_axes[0].name = "frames";
@@ -386,10 +515,14 @@ eg_status toy_create(const eg_create_params* p, eg_instance** out, eg_error* err
     }
     mi.num_buffers = kNumBuffers;
     mi.buffers[kX] = {"x", EG_DTYPE_F32, EG_PAD_ZERO};
-    mi.buffers[kCuSeqlens] = {"cu_seqlens", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
+    mi.buffers[kCuSeqlens] = {"cu_seqlens", EG_DTYPE_I32, Extension::kCuSeqlensPadding};
     mi.buffers[kNumSeqs] = {"num_seqs", EG_DTYPE_I32, EG_PAD_ZERO};
     mi.buffers[kSeqId] = {"seq_id", EG_DTYPE_I32, EG_PAD_CALLBACK};
     mi.buffers[kBias] = {"bias", EG_DTYPE_F32, EG_PAD_ZERO};
+    mi.buffers[kFrames] = {"frame_first_row", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
+    mi.num_outputs = kNumOutputs;
+    mi.outputs[kRows] = {"rows", in->cfg.hidden, EG_DTYPE_F32, 0, 0};
+    mi.outputs[kPooled] = {"pooled", in->cfg.hidden, EG_DTYPE_F32, 0, 1};
     *out = reinterpret_cast<eg_instance*>(in.release());
   });
 }
@@ -398,8 +531,31 @@ void toy_destroy(eg_instance* instance) {
   delete reinterpret_cast<Instance*>(instance);
 }
 
+// Writes only the fields the runtime's struct_size covers: a 1.0 runtime's
+// eg_model_info ends before num_outputs.
 eg_status toy_model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
-  return guarded(err, [&] { *out = self(i).info; });
+  return guarded(err, [&] {
+    const eg_model_info& mi = self(i).info;
+    const size_t size = out->struct_size;
+    if (!EG_HAS_FIELD(size, eg_model_info, buffers))
+      fail(EG_ERR_INVALID_ARGUMENT, "eg_model_info.struct_size " + std::to_string(size) +
+                                        " is smaller than ABI 1.0's " +
+                                        std::to_string(EG_MODEL_INFO_V1_0_SIZE));
+    out->out_hidden_size = mi.out_hidden_size;
+    out->out_dtype = mi.out_dtype;
+    out->max_frames_per_video = mi.max_frames_per_video;
+    out->num_paths = mi.num_paths;
+    out->num_capture_axes = mi.num_capture_axes;
+    out->num_buffers = mi.num_buffers;
+    std::copy(std::begin(mi.paths), std::end(mi.paths), out->paths);
+    std::copy(std::begin(mi.capture_axes), std::end(mi.capture_axes), out->capture_axes);
+    std::copy(std::begin(mi.buffers), std::end(mi.buffers), out->buffers);
+    if (EG_HAS_FIELD(size, eg_model_info, num_outputs)) out->num_outputs = mi.num_outputs;
+    if (EG_HAS_FIELD(size, eg_model_info, outputs))
+      std::copy(std::begin(mi.outputs), std::end(mi.outputs), out->outputs);
+    if (EG_HAS_FIELD(size, eg_model_info, path_units))
+      std::copy(std::begin(mi.path_units), std::end(mi.path_units), out->path_units);
+  });
 }
 
 eg_status toy_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* err) {
@@ -412,6 +568,9 @@ eg_status toy_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* e
 eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
+    // Every field read here is ABI 1.0's; a runtime's eg_item_desc has at least those.
+    if (eg_host_struct_size(g_host, 0) < EG_FIELD_END(eg_item_desc, seed))
+      fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_desc is smaller than ABI 1.0's");
     if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
       fail(EG_ERR_INVALID_ARGUMENT, "item geometry must be positive, got " +
                                         std::to_string(d->height) + "x" + std::to_string(d->width) +
@@ -420,6 +579,7 @@ eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, 
       fail(EG_ERR_INVALID_ARGUMENT, "an image item has exactly one frame");
     auto it = std::make_unique<Item>();
     it->frames = d->frames;
+    it->video = d->modality == EG_MODALITY_VIDEO;
     const int64_t per_frame = std::max<int64_t>(
         1, checked_mul(d->height / in.cfg.patch, d->width / in.cfg.patch, "the item's tokens"));
     it->tokens = checked_mul(per_frame, d->frames, "the item's tokens");
@@ -454,20 +614,20 @@ const Item& item_of(const eg_item* i) {
   return *reinterpret_cast<const Item*>(i);
 }
 
+// Writes within the runtime's eg_item_spec size only (eg_host_struct_size).
 eg_status toy_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
     const Item& it = item_of(item);
-    *out = eg_item_spec{};
+    const size_t size = eg_host_struct_size(g_host, 1);
+    if (!EG_HAS_FIELD(size, eg_item_spec, path_tokens))
+      fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_spec is smaller than ABI 1.0's");
     out->input_size = it.tokens;
     out->frames = it.frames;
-    if (dual()) {
-      out->path_tokens[0] = path_tokens(in, it, 0);
-      out->path_tokens[1] = path_tokens(in, it, 1);
-      out->output_tokens = out->path_tokens[0] + out->path_tokens[1];
-    } else {
-      out->output_tokens = it.tokens;
-      out->path_tokens[0] = it.tokens;
+    out->output_tokens = 0;
+    for (int32_t p = 0; p < EG_MAX_PATHS; ++p) {
+      out->path_tokens[p] = p < in.info.num_paths ? path_tokens(in, it, p) : 0;
+      out->output_tokens += out->path_tokens[p];
     }
   });
 }
@@ -512,94 +672,119 @@ eg_status toy_buffer_shape(eg_instance* i, const eg_graph_shape* s, int32_t inde
         out->ndim = 1;
         out->shape[0] = 1;
         break;
+      case kFrames:
+        out->ndim = 1;
+        out->shape[0] = frame_capacity(s) + 1;
+        break;
       default: fail(EG_ERR_INVALID_ARGUMENT, "no buffer " + std::to_string(index));
     }
   });
 }
 
-eg_status toy_output_shape(eg_instance* i, const eg_graph_shape* s, eg_tensor* out, eg_error* err) {
+eg_status toy_output_shape_at(eg_instance* i, const eg_graph_shape* s, int32_t index,
+                              eg_tensor* out, eg_error* err) {
   return guarded(err, [&] {
+    if (index != kRows && index != kPooled)
+      fail(EG_ERR_INVALID_ARGUMENT, "no output " + std::to_string(index));
     *out = eg_tensor{};
     out->ndim = 2;
-    out->shape[0] = s->token_budget;
+    out->shape[0] = index == kRows ? s->token_budget : max_seqs(s);
     out->shape[1] = self(i).cfg.hidden;
   });
+}
+
+eg_status toy_output_shape(eg_instance* i, const eg_graph_shape* s, eg_tensor* out, eg_error* err) {
+  return toy_output_shape_at(i, s, kRows, out, err);
 }
 
 eg_status toy_workspace_size(eg_instance* i, const eg_graph_shape* s, size_t* bytes,
                              eg_error* err) {
   return guarded(err, [&] {
     const Config& c = self(i).cfg;
-    if (c.huge_workspace_from > 0 && s->token_budget >= c.huge_workspace_from)
-      *bytes = size_t{1} << 50;  // no machine has this: exercises out-of-memory handling
-    else
-      *bytes = static_cast<size_t>(c.extra_kernels + 1) * sizeof(float) +
-               static_cast<size_t>(
-                   checked_mul(c.workspace_per_token, s->token_budget, "the workspace size"));
+    *bytes = static_cast<size_t>(c.extra_kernels + 1) * sizeof(float) +
+             Extension::workspace_bytes(c.ext, s);
   });
 }
 
-// Host-side values for a batch: shared by capture (synthetic items) and replay.
-struct HostBatch {
-  std::vector<float> x;
-  std::vector<int32_t> cu{0};
-  std::vector<int32_t> seq_id;
+// One sequence of a batch as the staging writer sees it.
+struct Sequence {
+  const float* x;  // rows x hidden
+  int64_t rows;
+  int64_t frames;  // video frames on this path (0 for an image)
 };
 
-void append_sequence(HostBatch& b, const float* rows, int64_t nrows, int64_t hidden) {
-  const int32_t s = static_cast<int32_t>(b.cu.size()) - 1;
-  b.x.insert(b.x.end(), rows, rows + nrows * hidden);
-  for (int64_t r = 0; r < nrows; ++r) b.seq_id.push_back(s);
-  b.cu.push_back(b.cu.back() + static_cast<int32_t>(nrows));
+// Writes a batch into host staging, one path: the real rows, offsets, ids and
+// frame starts, with `rows` set for the runtime's padding. Shared by capture
+// (dummy sequences, and the bias) and replay (the batch's items; the bias keeps
+// its captured value).
+void write_staging(const Instance& in, const eg_graph_shape* s, const std::vector<Sequence>& seqs,
+                   bool write_bias, eg_replay_buffer* bufs, int32_t nb) {
+  if (nb != kNumBuffers)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "expected " + std::to_string(kNumBuffers) + " buffers, got " + std::to_string(nb));
+  const int64_t hidden = in.cfg.hidden;
+  float* x = static_cast<float*>(bufs[kX].staging.data);
+  int32_t* cu = static_cast<int32_t*>(bufs[kCuSeqlens].staging.data);
+  int32_t* seq_id = static_cast<int32_t*>(bufs[kSeqId].staging.data);
+  int32_t* frame_first_row = static_cast<int32_t*>(bufs[kFrames].staging.data);
+  const int64_t cap_rows = bufs[kX].staging.shape[0];
+  const int64_t cap_seqs = bufs[kCuSeqlens].staging.shape[0] - 1;
+  const int64_t cap_frames = bufs[kFrames].staging.shape[0] - 1;
+  int64_t frames = 0;
+  for (const Sequence& q : seqs) frames += q.frames;
+  if (frames > s->max_frames_per_batch || frames > cap_frames)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "batch has " + std::to_string(frames) + " video frames, more than max_frames_per_batch " +
+             std::to_string(s->max_frames_per_batch) + " (raise budgets.max_frames_per_batch)");
+  int32_t n = 0;
+  int64_t row = 0, frame = 0;
+  cu[0] = 0;
+  for (const Sequence& q : seqs) {
+    if (row + q.rows > cap_rows)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "batch needs more than the budget's " + std::to_string(cap_rows) + " rows");
+    if (n + 1 > cap_seqs) fail(EG_ERR_INVALID_ARGUMENT, "batch has more items than max_batch_size");
+    std::memcpy(x + row * hidden, q.x, static_cast<size_t>(q.rows * hidden) * sizeof(float));
+    for (int64_t r = 0; r < q.rows; ++r) seq_id[row + r] = n;
+    for (int64_t f = 0; f < q.frames; ++f)
+      frame_first_row[frame++] = static_cast<int32_t>(row + f * (q.rows / q.frames));
+    row += q.rows;
+    ++n;
+    cu[n] = static_cast<int32_t>(row);
+  }
+  frame_first_row[frame] = static_cast<int32_t>(row);  // repeat-last pads with it
+  *static_cast<int32_t*>(bufs[kNumSeqs].staging.data) = n;
+  bufs[kX].rows = row;
+  bufs[kCuSeqlens].rows = n + 1;
+  bufs[kNumSeqs].rows = 0;
+  bufs[kSeqId].rows = row;
+  bufs[kFrames].rows = frame + 1;
+  if (write_bias) {
+    *static_cast<float*>(bufs[kBias].staging.data) = in.cfg.bias;
+    bufs[kBias].rows = 1;
+  } else {
+    bufs[kBias].rows = -1;  // keeps the value set at capture
+  }
 }
 
-eg_status toy_prepare_capture_inputs(eg_instance* i, const eg_graph_shape* s,
-                                     const eg_tensor* buffers, int32_t nb, void* stream,
-                                     eg_error* err) {
+// Capture inputs, host-staged: max_batch_size sequences splitting the budget,
+// like a full batch. No device call: the runtime copies and pads.
+eg_status toy_prepare_capture_staging(eg_instance* i, const eg_graph_shape* s,
+                                      eg_replay_buffer* bufs, int32_t nb, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
-    if (nb != kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "expected 5 buffers");
-    const int64_t hidden = in.cfg.hidden, budget = s->token_budget;
-    // max_batch_size sequences splitting the budget, like a full batch.
+    const int64_t hidden = in.cfg.hidden, budget = std::max<int64_t>(s->token_budget, 0);
     const int64_t seqs = std::min<int64_t>(max_seqs(s), std::max<int64_t>(budget, 1));
-    HostBatch b;
-    std::vector<float> rows;
+    std::vector<float> x(static_cast<size_t>(checked_mul(budget, hidden, "the capture input")));
+    for (size_t k = 0; k < x.size(); ++k) x[k] = draw(1234, k / hidden, k % hidden);
+    std::vector<Sequence> batch;
+    int64_t row = 0;
     for (int64_t k = 0; k < seqs; ++k) {
       const int64_t n = budget / seqs + (k == seqs - 1 ? budget % seqs : 0);
-      rows.resize(static_cast<size_t>(n * hidden));
-      for (int64_t r = 0; r < n * hidden; ++r) rows[r] = draw(1234, k, r);
-      append_sequence(b, rows.data(), n, hidden);
+      batch.push_back({x.data() + row * hidden, n, 0});
+      row += n;
     }
-    const int64_t cap = max_seqs(s) + 1;
-    while (static_cast<int64_t>(b.cu.size()) < cap) b.cu.push_back(b.cu.back());
-    b.x.resize(static_cast<size_t>(budget * hidden), 0.0f);
-    b.seq_id.resize(static_cast<size_t>(budget), -1);
-    const int32_t n = static_cast<int32_t>(seqs);
-    const float bias = in.cfg.bias;
-    struct Copy {
-      void* dst;
-      const void* src;
-      size_t bytes;
-    } copies[] = {{buffers[kX].data, b.x.data(), b.x.size() * 4},
-                  {buffers[kCuSeqlens].data, b.cu.data(), b.cu.size() * 4},
-                  {buffers[kNumSeqs].data, &n, 4},
-                  {buffers[kSeqId].data, b.seq_id.data(), b.seq_id.size() * 4},
-                  {buffers[kBias].data, &bias, 4}};
-    for (const Copy& c : copies) {
-      if (in.device == EG_DEVICE_CPU) {
-        std::memcpy(c.dst, c.src, c.bytes);
-      } else {
-#ifdef TOY_HAVE_CUDA
-        // Synchronous: the host vectors die at return. Capture preparation is
-        // outside any graph, so this is allowed.
-        check_cuda(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice,
-                                   static_cast<cudaStream_t>(stream)),
-                   "capture input copy");
-        check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "capture input sync");
-#endif
-      }
-    }
-    (void)stream;
+    write_staging(in, s, batch, true, bufs, nb);
   });
 }
 
@@ -608,37 +793,13 @@ eg_status toy_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
                                      int32_t nb, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
-    if (nb != kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "expected 5 buffers");
-    const int64_t hidden = in.cfg.hidden;
-    float* x = static_cast<float*>(bufs[kX].staging.data);
-    int32_t* cu = static_cast<int32_t*>(bufs[kCuSeqlens].staging.data);
-    int32_t* seq_id = static_cast<int32_t*>(bufs[kSeqId].staging.data);
-    const int64_t cap_rows = bufs[kX].staging.shape[0];
-    const int64_t cap_seqs = bufs[kCuSeqlens].staging.shape[0] - 1;
-    int32_t seqs = 0;
-    int64_t row = 0;
-    cu[0] = 0;
+    std::vector<Sequence> batch;
     for (int64_t k = 0; k < n; ++k) {
       const Item& it = item_of(items[k]);
       const int64_t t = path_tokens(in, it, s->path);
-      if (t == 0) continue;
-      if (row + t > cap_rows)
-        fail(EG_ERR_INVALID_ARGUMENT,
-             "batch needs more than the budget's " + std::to_string(cap_rows) + " rows");
-      if (seqs + 1 > cap_seqs)
-        fail(EG_ERR_INVALID_ARGUMENT, "batch has more items than max_batch_size");
-      std::memcpy(x + row * hidden, it.x.data(), static_cast<size_t>(t * hidden) * 4);
-      for (int64_t r = 0; r < t; ++r) seq_id[row + r] = seqs;
-      row += t;
-      ++seqs;
-      cu[seqs] = static_cast<int32_t>(row);
+      if (t > 0) batch.push_back({it.x.data(), t, path_frames(in, it, s->path)});
     }
-    *static_cast<int32_t*>(bufs[kNumSeqs].staging.data) = seqs;
-    bufs[kX].rows = row;
-    bufs[kCuSeqlens].rows = seqs + 1;
-    bufs[kNumSeqs].rows = 0;
-    bufs[kSeqId].rows = row;
-    bufs[kBias].rows = -1;  // keeps the value set at capture
+    write_staging(in, s, batch, false, bufs, nb);
   });
 }
 
@@ -665,53 +826,73 @@ eg_status toy_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
   return guarded(err, [&] {
     Instance& in = self(i);
     ++in.forwards;
-    if (in.cfg.fail_forward_at > 0 && a->shape.token_budget == in.cfg.fail_forward_at)
-      fail(EG_ERR_INTERNAL,
-           "forward asked to fail at budget " + std::to_string(a->shape.token_budget));
-    if (a->num_buffers != kNumBuffers) fail(EG_ERR_INVALID_ARGUMENT, "expected 5 buffers");
+    Extension::before_forward(in.cfg.ext, a, in.device);
+    if (a->num_buffers != kNumBuffers)
+      fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(kNumBuffers) + " buffers");
     if (in.device == EG_DEVICE_CPU) {
       forward_cpu(in, a);
       return;
     }
 #ifdef TOY_HAVE_CUDA
-    if (in.cfg.illegal_sync) (void)toy::illegal_sync(a->stream);  // error ignored on purpose
     const int rc = toy::launch_forward(
         static_cast<const float*>(a->buffers[kX].data),
         static_cast<const int32_t*>(a->buffers[kCuSeqlens].data),
         static_cast<const int32_t*>(a->buffers[kNumSeqs].data),
         static_cast<const float*>(a->buffers[kBias].data), a->shape.token_budget, in.cfg.hidden,
         a->buffers[kCuSeqlens].shape[0] - 1, axis_scale(&a->shape),
-        static_cast<float*>(a->output.data), static_cast<int>(in.cfg.extra_kernels),
-        static_cast<float*>(a->workspace), a->stream);
+        static_cast<float*>(a->output.data), pooled_output(a),
+        static_cast<int>(in.cfg.extra_kernels), static_cast<float*>(a->workspace), a->stream);
     if (rc != 0) fail(EG_ERR_DEVICE, std::string("toy forward kernel: ") + toy::error_string(rc));
 #endif
   });
 }
 
 #ifdef TOY_DUAL_PATH
-// Item k's result: the global row k, then its local rows (if it used the local path).
+// Item k's "rows": the global row k, then its local rows (if it used the local path).
+void copy_primary(const Instance& in, const eg_tensor& global, const eg_tensor& local,
+                  const eg_item* const* items, int64_t n, const eg_tensor* results, void* stream) {
+  const size_t row_bytes = static_cast<size_t>(in.cfg.hidden) * sizeof(float);
+  int64_t local_row = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    char* dst = static_cast<char*>(results[k].data);
+    copy_rows(in, dst, static_cast<const char*>(global.data) + k * row_bytes, row_bytes, stream);
+    const int64_t t = path_tokens(in, item_of(items[k]), 1);
+    if (t > 0) {
+      if (!local.data) fail(EG_ERR_INTERNAL, "local path output missing");
+      copy_rows(in, dst + row_bytes, static_cast<const char*>(local.data) + local_row * row_bytes,
+                static_cast<size_t>(t) * row_bytes, stream);
+      local_row += t;
+    }
+  }
+}
+
+// ABI 1.0 post-processing (one output): kept for runtimes without postprocess_outputs.
 eg_status toy_postprocess(eg_instance* i, const eg_tensor* outputs, int32_t num_paths,
                           const eg_item* const* items, int64_t n, const eg_tensor* results,
                           void* stream, eg_error* err) {
   return guarded(err, [&] {
+    if (num_paths != 2) fail(EG_ERR_INVALID_ARGUMENT, "expected two path outputs");
+    copy_primary(self(i), outputs[0], outputs[1], items, n, results, stream);
+  });
+}
+
+// outputs[p * num_outputs + o], results[o * n + k]: "rows" as in toy_postprocess,
+// then each item's "pooled" row, the mean of its "rows" just written (stream order).
+eg_status toy_postprocess_outputs(eg_instance* i, const eg_tensor* outputs, int32_t num_paths,
+                                  int32_t num_outputs, const eg_item* const* items, int64_t n,
+                                  const eg_tensor* results, void* stream, eg_error* err) {
+  return guarded(err, [&] {
     const Instance& in = self(i);
     if (num_paths != 2) fail(EG_ERR_INVALID_ARGUMENT, "expected two path outputs");
-    const size_t row_bytes = static_cast<size_t>(in.cfg.hidden) * 4;
-    int64_t local_row = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      const Item& it = item_of(items[k]);
-      char* dst = static_cast<char*>(results[k].data);
-      copy_rows(in, dst, static_cast<const char*>(outputs[0].data) + k * row_bytes, row_bytes,
-                stream);
-      const int64_t t = path_tokens(in, it, 1);
-      if (t > 0) {
-        if (!outputs[1].data) fail(EG_ERR_INTERNAL, "local path output missing");
-        copy_rows(in, dst + row_bytes,
-                  static_cast<const char*>(outputs[1].data) + local_row * row_bytes,
-                  static_cast<size_t>(t) * row_bytes, stream);
-        local_row += t;
-      }
-    }
+    if (num_outputs != kNumOutputs)
+      fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(kNumOutputs) + " outputs, got " +
+                                        std::to_string(num_outputs));
+    copy_primary(in, outputs[0 * num_outputs + kRows], outputs[1 * num_outputs + kRows], items, n,
+                 results + kRows * n, stream);
+    for (int64_t k = 0; k < n; ++k)
+      mean_rows(in, static_cast<float*>(results[kPooled * n + k].data),
+                static_cast<const float*>(results[kRows * n + k].data),
+                results[kRows * n + k].shape[0], stream);
   });
 }
 #endif
@@ -741,7 +922,7 @@ const eg_plugin_api kApi = {
     /* .buffer_shape = */ toy_buffer_shape,
     /* .output_shape = */ toy_output_shape,
     /* .workspace_size = */ toy_workspace_size,
-    /* .prepare_capture_inputs = */ toy_prepare_capture_inputs,
+    /* .prepare_capture_inputs = */ nullptr,  // 1.1: prepare_capture_staging instead
     /* .prepare_replay_buffers = */ toy_prepare_replay_buffers,
     /* .pad_buffer = */ toy_pad_buffer,
     /* .forward = */ toy_forward,
@@ -752,6 +933,13 @@ const eg_plugin_api kApi = {
     /* .postprocess = */ nullptr,
 #endif
     /* .prepare_device = */ nullptr,
+    /* .prepare_capture_staging = */ toy_prepare_capture_staging,
+    /* .output_shape_at = */ toy_output_shape_at,
+#ifdef TOY_DUAL_PATH
+    /* .postprocess_outputs = */ toy_postprocess_outputs,
+#else
+    /* .postprocess_outputs = */ nullptr,  // the runtime's copy, for both outputs
+#endif
 };
 
 }  // namespace

@@ -43,7 +43,9 @@ void check_mode_schema(const nlohmann::json& m) {
                           "graph_misses",
                           "batches_graph",
                           "batches_eager",
+                          "batches_mixed",
                           "batches_eager_chosen",
+                          "paths",
                           "graphs",
                           "capture_s",
                           "graph_memory_bytes"}) {
@@ -67,6 +69,23 @@ void check_mode_schema(const nlohmann::json& m) {
   CHECK(m["padded_token_efficiency"].get<double>() >= 0);
   CHECK(m["padded_token_efficiency"].get<double>() <= 1);
   CHECK(m["graph_hits"].get<int64_t>() + m["graph_misses"].get<int64_t>() == 20);
+  // The toy's one path: its batches are the totals, every eager one has a reason.
+  REQUIRE(m["paths"].size() == 1);
+  const auto& p = m["paths"][0];
+  CHECK(p["name"] == "default");
+  CHECK(p["unit"].get<std::string>().size() > 0);
+  CHECK(p["batches_graph"] == m["batches_graph"]);
+  CHECK(p["batches_eager"] == m["batches_eager"]);
+  CHECK(m["batches_mixed"] == 0);
+  int64_t reasons = 0;
+  for (const char* key :
+       {"graphs_off", "too_large", "too_many_frames", "no_graph_for_axis_keys", "chosen_as_faster"}) {
+    CAPTURE(key);
+    REQUIRE(p["eager_reasons"].contains(key));
+    reasons += p["eager_reasons"][key].get<int64_t>();
+  }
+  CHECK(reasons == p["batches_eager"].get<int64_t>());
+  if (m["use_graphs"] == false) CHECK(p["eager_reasons"]["graphs_off"] == p["batches_eager"]);
 }
 
 }  // namespace
@@ -122,6 +141,8 @@ TEST_CASE("run writes a report with the documented schema and sane numbers") {
   REQUIRE(o.code == 0);
   CHECK(o.out.find("throughput") != std::string::npos);
   CHECK(o.out.find("latency p50") != std::string::npos);
+  CHECK(o.out.find("batches ") != std::string::npos);
+  CHECK(o.out.find("  path default (") != std::string::npos);
   const auto r = read_json(report);
   CHECK(r["schema"] == "encgraph.report/1");
   CHECK(r["command"] == "run");
@@ -131,6 +152,16 @@ TEST_CASE("run writes a report with the documented schema and sane numbers") {
   CHECK(r["plugin"]["name"] == "toy");
   CHECK(r["plugin"]["out_hidden_size"] == 8);
   CHECK(r["plugin"]["out_dtype"] == "f32");
+  // The toy's two outputs: its rows, and one pooled row per item.
+  REQUIRE(r["plugin"]["outputs"].size() == 2);
+  CHECK(r["plugin"]["outputs"][0]["name"] == "rows");
+  CHECK(r["plugin"]["outputs"][0]["width"] == 8);
+  CHECK(r["plugin"]["outputs"][0]["dtype"] == "f32");
+  CHECK(r["plugin"]["outputs"][0]["rows_per_item"] == 0);
+  CHECK(r["plugin"]["outputs"][1]["name"] == "pooled");
+  CHECK(r["plugin"]["outputs"][1]["rows_per_item"] == 1);
+  REQUIRE(r["plan"]["paths"].size() == 1);
+  CHECK(r["plan"]["paths"][0]["token_budgets"] == r["plan"]["token_budgets"]);
   CHECK(r["device"]["type"] == "cpu");
   CHECK_FALSE(r["device"]["name"].get<std::string>().empty());
   CHECK(r["plan"]["max_items_per_batch"] == 8);
@@ -175,7 +206,13 @@ TEST_CASE("bench runs graphs and eager side by side with equal outputs") {
   CHECK(r["results"][1]["graphs"] == 0);
   CHECK(r["results"][1]["batches_graph"] == 0);
   CHECK(r["comparison"]["max_abs_diff"] == 0.0);
+  CHECK(r["comparison"]["compared_items"] == 20);  // every request, not only the first
+  // Both outputs: every row of 8, and one pooled row of 8 per item.
+  CHECK(r["comparison"]["compared_values"].get<int64_t>() ==
+        r["results"][0]["tokens"].get<int64_t>() * 8 + 20 * 8);
   CHECK(r["comparison"]["speedup_items_per_s"].get<double>() > 0);
+  CHECK(o.out.find("batches mixed") != std::string::npos);
+  CHECK(o.out.find("  path default") != std::string::npos);
 }
 
 TEST_CASE("run writes embeddings for every item when output.embeddings is set") {
@@ -189,8 +226,12 @@ TEST_CASE("run writes embeddings for every item when output.embeddings is set") 
   std::string header(n, ' ');
   in.read(header.data(), static_cast<std::streamsize>(n));
   const auto h = nlohmann::json::parse(header);
-  CHECK(h.size() == 21);  // 20 items and the metadata
+  // 20 items of two outputs, and the metadata: "<id>" the first, "<id>/pooled" the second.
+  CHECK(h.size() == 41);
   CHECK(h.contains("synthetic/19"));
+  CHECK(h.contains("synthetic/19/pooled"));
+  CHECK(h["synthetic/19/pooled"]["shape"] == nlohmann::json({1, 8}));
+  CHECK(h["__metadata__"]["outputs"] == "rows,pooled");
 }
 
 TEST_CASE("check-config validates with the plugin's plan, or structurally") {

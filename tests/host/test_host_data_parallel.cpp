@@ -40,7 +40,7 @@ std::vector<std::string> toy_args(const std::vector<std::string>& extra) {
 }
 
 // Each item's rows, by id, as the engine computes them request by request.
-std::map<std::string, std::vector<float>> rows_by_id(Engine& engine,
+std::map<std::string, std::vector<float>> rows_by_id(encgraph::Engine& engine,
                                                      const std::vector<WorkItem>& work,
                                                      Measurement* measured = nullptr) {
   std::map<std::string, std::vector<float>> rows;
@@ -49,7 +49,7 @@ std::map<std::string, std::vector<float>> rows_by_id(Engine& engine,
   options.warmup_requests = 1;
   options.progress = false;
   const Measurement m = execute_workload(
-      engine, work, options, [&](const auto& items, const encgraph::Result& result, const auto&) {
+      engine, work, options, [&](const auto& items, const encgraph::Result& result) {
         REQUIRE(result.size() == items.size());
         for (size_t i = 0; i < items.size(); ++i) rows[items[i]->id] = result.item_as_float(i);
       });
@@ -158,40 +158,6 @@ TEST_CASE("bad runtime.data_parallel values name the key, where it was written, 
         "strings, got a string (quote each element: [\"a\", \"b\"])");
 }
 
-TEST_CASE("sum_stats adds every rank's counters and recomputes the rates") {
-  encgraph::Stats a, b;
-  a.token_budgets = {64, 128};
-  a.graph_hits = 3;
-  a.graph_misses = 1;
-  a.real_tokens = 100;
-  a.budget_tokens = 128;
-  a.num_graphs = 2;
-  a.batches_graph = 2;
-  a.batches_eager = 1;
-  a.capture_seconds = 0.5;
-  a.graph_memory_bytes = 1000;
-  b = a;
-  b.graph_hits = 1;
-  b.graph_misses = 3;
-  b.real_tokens = 28;
-  b.batches_eager_chosen = 4;
-  const encgraph::Stats s = sum_stats({a, b});
-  CHECK(s.token_budgets == std::vector<int64_t>{64, 128});
-  CHECK(s.graph_hits == 4);
-  CHECK(s.graph_misses == 4);
-  CHECK(s.hit_rate == doctest::Approx(0.5));
-  CHECK(s.real_tokens == 128);
-  CHECK(s.budget_tokens == 256);
-  CHECK(s.padded_token_efficiency == doctest::Approx(0.5));
-  CHECK(s.num_graphs == 4);
-  CHECK(s.batches_graph == 4);
-  CHECK(s.batches_eager == 2);
-  CHECK(s.batches_eager_chosen == 4);
-  CHECK(s.capture_seconds == doctest::Approx(1.0));
-  CHECK(s.graph_memory_bytes == 2000);
-  CHECK(sum_stats({}).hit_rate == 0.0);
-}
-
 TEST_CASE("a data-parallel engine's rows equal a single runtime's, item by item") {
   // configs/toy.toml's workload (images and videos), smaller.
   const HostConfig c = load_config(
@@ -211,9 +177,8 @@ TEST_CASE("a data-parallel engine's rows equal a single runtime's, item by item"
        {std::vector<std::string>{"cpu", "cpu"}, std::vector<std::string>{"cpu", "cpu", "cpu"}}) {
     CAPTURE(devices.size());
     auto dp = make_engine(c.runtime, devices);
-    REQUIRE(dp->data_parallel());
     CHECK(dp->world_size() == static_cast<int>(devices.size()));
-    CHECK(dp->device_names() == devices);
+    CHECK(rank_device_names(*dp) == devices);
     dp->capture();
     Measurement m;
     check_equal_rows(expected, rows_by_id(*dp, work, &m));
@@ -224,7 +189,8 @@ TEST_CASE("a data-parallel engine's rows equal a single runtime's, item by item"
     CHECK(m.requests == single_m.requests);
     CHECK(m.latencies.size() == static_cast<size_t>(m.requests));
     CHECK(m.stats.graph_hits + m.stats.graph_misses == m.items);  // warm-up excluded
-    CHECK(m.stats.num_graphs == static_cast<int64_t>(devices.size()) * single->stats().num_graphs);
+    // Every rank captures the same plan: the graph figures are one rank's.
+    CHECK(m.stats.num_graphs == single->stats().num_graphs);
     CHECK(m.stats.token_budgets == single->stats().token_budgets);
   }
 }
@@ -269,8 +235,9 @@ TEST_CASE("run with data_parallel reports the world size and the single run's to
   CHECK(m["items"] == 40);
   CHECK(m["requests"] == 4);  // 40 items in requests of 12
   CHECK(m["graph_hits"].get<int64_t>() + m["graph_misses"].get<int64_t>() == 40);
-  CHECK(m["graphs"] == 2 * s["graphs"].get<int64_t>());
-  CHECK(m["graph_memory_bytes"] == 2 * s["graph_memory_bytes"].get<int64_t>());
+  // The ranks capture the same plan: graphs and graph memory are one rank's.
+  CHECK(m["graphs"] == s["graphs"]);
+  CHECK(m["graph_memory_bytes"] == s["graph_memory_bytes"]);
   CHECK(m["padded_token_efficiency"].get<double>() > 0);
   CHECK(m["latency_ms"]["p50"].get<double>() > 0);
   CHECK(dp["config"]["digest"] != single["config"]["digest"]);
@@ -307,7 +274,7 @@ TEST_CASE("bench with data_parallel compares data-parallel graphs and eager") {
   }
   CHECK(graphs["tokens"] == eager["tokens"]);
   CHECK(graphs["graphs"].get<int64_t>() > 0);
-  CHECK(graphs["graphs"].get<int64_t>() % 3 == 0);  // every rank captured the same graphs
+  CHECK(graphs["graphs"] == r["plan"]["token_budgets"].size());  // one rank's graphs
   CHECK(eager["graphs"] == 0);
   CHECK(eager["batches_graph"] == 0);
   CHECK(r["comparison"]["max_abs_diff"] == 0.0);
@@ -319,7 +286,9 @@ TEST_CASE("bench with data_parallel compares data-parallel graphs and eager") {
   REQUIRE(table.code == 0);
   CHECK(table.out.find("bench: plugin toy on 3 data-parallel ranks (cpu, cpu, cpu), 40 items") !=
         std::string::npos);
-  CHECK(table.out.find("first request max |graphs - eager| = 0") != std::string::npos);
+  CHECK(table.out.find("max |graphs - eager| over 40 items, every output = 0") !=
+        std::string::npos);
+  CHECK(r["comparison"]["compared_items"] == 40);
 }
 
 TEST_CASE("data-parallel configuration errors exit 2 and name the key") {
@@ -374,7 +343,7 @@ TEST_CASE("embeddings written data parallel equal a single runtime's, tensor by 
     CHECK(got.floats(name) == rows);
     ++tensors;
   }
-  CHECK(tensors == 40);  // workload.count in toy_args
+  CHECK(tensors == 80);  // workload.count in toy_args, of the toy's two outputs
   CHECK(got.header.size() == expected.header.size());
   // encode takes the same path.
   o = run("encode", toy_args({"--set", two, "-o", (dir / "encoded.safetensors").string()}));

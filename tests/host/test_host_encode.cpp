@@ -3,6 +3,7 @@
 // safetensors file, one tensor per file, equal to running the same pixels
 // through the embedding API directly.
 #include "cli.hpp"
+#include "embeddings.hpp"
 #include "host_test_support.hpp"
 #include "safetensors_reader.hpp"
 #include "test_images.hpp"
@@ -18,8 +19,9 @@ using host_test::read_all;
 
 namespace {
 
-// The same file through the embedding API: decoded with stb, made from pixels.
-std::vector<float> direct(encgraph::Runtime& rt, const fs::path& p) {
+// Output o of the same file through the embedding API: decoded with stb, made
+// from pixels.
+std::vector<float> direct(encgraph::Runtime& rt, const fs::path& p, size_t o = 0) {
   int w = 0, h = 0, c = 0;
   unsigned char* px = stbi_load(p.c_str(), &w, &h, &c, 3);
   REQUIRE(px);
@@ -33,7 +35,7 @@ std::vector<float> direct(encgraph::Runtime& rt, const fs::path& p) {
   std::vector<encgraph::Item> items;
   items.push_back(rt.make_item(d));
   stbi_image_free(px);
-  return rt.execute(items).item_as_float(0);
+  return rt.execute(items).item_as_float(0, o);
 }
 
 }  // namespace
@@ -48,10 +50,14 @@ TEST_CASE("encode writes one tensor per PNG/JPEG file, equal to the embedding AP
       "encode", {"--config", config.string(), "-o", out.string(), png.string(), jpg.string()});
   INFO(o.log);
   REQUIRE(o.code == 0);
-  CHECK(o.out.find("wrote 2 embeddings (30 rows of 8, f32)") != std::string::npos);
+  CHECK(o.out.find("wrote 2 embeddings (30 rows of 8, f32; 'pooled': 2 rows of 8, f32)") !=
+        std::string::npos);
 
+  // Two items of the toy's two outputs ("<id>" the first, "<id>/pooled"), and the metadata.
   const auto st = host_test::read_safetensors(out);
-  CHECK(st.header.size() == 3);  // two tensors and the metadata
+  CHECK(st.header.size() == 5);
+  CHECK(st.header["__metadata__"]["outputs"] == "rows,pooled");
+  CHECK(st.header[png.string() + "/pooled"]["shape"] == nlohmann::json({1, 8}));
   CHECK(st.header["__metadata__"]["plugin"] == "toy");
   CHECK(st.header["__metadata__"]["config_digest"].get<std::string>().size() == 16);
   CHECK(st.header[png.string()]["shape"] == nlohmann::json({24, 8}));  // (56/14) x (84/14) rows
@@ -63,6 +69,8 @@ TEST_CASE("encode writes one tensor per PNG/JPEG file, equal to the embedding AP
   rt->capture();
   CHECK(st.floats(png.string()) == direct(*rt, png));
   CHECK(st.floats(jpg.string()) == direct(*rt, jpg));
+  CHECK(st.floats(png.string() + "/pooled") == direct(*rt, png, 1));
+  CHECK(st.floats(jpg.string() + "/pooled") == direct(*rt, jpg, 1));
 
   // The pixels matter: a synthetic item of the same geometry differs.
   eg_item_desc synthetic{};
@@ -228,4 +236,31 @@ TEST_CASE("encode writes the report and the embeddings together; the digest name
   CHECK(digest((dir / "a.png").string()) != digest((dir / "b.png").string()));
   CHECK(names(dir.path()) ==
         std::vector<std::string>{"a.png", "b.png", "c.toml", "e.st", "r.json"});
+}
+
+TEST_CASE("an id that is another item's output name is refused before anything runs") {
+  host_test::TempDir dir;
+  const fs::path config = dir.write("c.toml", host_test::toy_config());
+  const fs::path trace = dir.write("t.jsonl",
+                                   "{\"height\": 28, \"width\": 28, \"id\": \"a\"}\n"
+                                   "{\"height\": 28, \"width\": 28, \"id\": \"a/pooled\"}\n");
+  const fs::path out = dir / "e.safetensors";
+  const auto o = host_test::run(
+      "encode", {"-c", config.string(), "-o", out.string(), "--trace", trace.string()});
+  CHECK(o.code == 2);
+  CHECK(o.log.find("item 'a': its output 'pooled' would be stored as 'a/pooled', which is the id "
+                   "of another item") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // The rule itself: only names past the first output can collide.
+  const std::vector<encgraph::OutputSpec> one = {{"rows", 8, EG_DTYPE_F32, 0}};
+  const std::vector<encgraph::OutputSpec> two = {one[0], {"pooled", 8, EG_DTYPE_F32, 1}};
+  WorkItem a, b;
+  a.id = "a";
+  b.id = "a/pooled";
+  CHECK_NOTHROW(check_embedding_names({a, b}, one));
+  CHECK_THROWS_AS(check_embedding_names({a, b}, two), encgraph::Error);
+  b.id = "a/rows";  // the first output is the id itself: no clash
+  CHECK_NOTHROW(check_embedding_names({a, b}, two));
+  CHECK(embedding_name("x", two, 0) == "x");
+  CHECK(embedding_name("x", two, 1) == "x/pooled");
 }

@@ -40,6 +40,43 @@ TEST_CASE("statistics deltas subtract counters and recompute rates") {
   CHECK(d.num_graphs == 3);
 }
 
+TEST_CASE("statistics deltas subtract every path's counters and eager reasons") {
+  encgraph::Stats before, after;
+  encgraph::PathStats p;
+  p.name = "global";
+  p.unit = "patches";
+  p.graphs = 4;
+  p.batches_graph = 2;
+  p.batches_eager = 3;
+  p.eager_by_reason[static_cast<int>(encgraph::EagerReason::TooLarge)] = 3;
+  p.real_tokens = 10;
+  p.budget_tokens = 20;
+  before.paths = {p, p};
+  before.batches_mixed = 1;
+  after = before;
+  after.batches_mixed = 4;
+  after.paths[1].batches_graph = 7;
+  after.paths[1].batches_eager = 5;
+  after.paths[1].eager_by_reason[static_cast<int>(encgraph::EagerReason::TooLarge)] = 4;
+  after.paths[1].eager_by_reason[static_cast<int>(encgraph::EagerReason::ChosenFaster)] = 1;
+  after.paths[1].real_tokens = 30;
+  after.paths[1].budget_tokens = 60;
+  const auto d = stats_delta(after, before);
+  CHECK(d.batches_mixed == 3);
+  REQUIRE(d.paths.size() == 2);
+  CHECK(d.paths[0].batches_graph == 0);
+  CHECK(d.paths[0].batches_eager == 0);
+  CHECK(d.paths[1].name == "global");
+  CHECK(d.paths[1].unit == "patches");
+  CHECK(d.paths[1].graphs == 4);  // a capture fact: taken, not subtracted
+  CHECK(d.paths[1].batches_graph == 5);
+  CHECK(d.paths[1].batches_eager == 2);
+  CHECK(d.paths[1].eager_by_reason[static_cast<int>(encgraph::EagerReason::TooLarge)] == 1);
+  CHECK(d.paths[1].eager_by_reason[static_cast<int>(encgraph::EagerReason::ChosenFaster)] == 1);
+  CHECK(d.paths[1].real_tokens == 20);
+  CHECK(d.paths[1].budget_tokens == 40);
+}
+
 TEST_CASE("progress text shows items, rate and ETA") {
   CHECK(Progress::describe(10, 40, 2.0) == "10/40 items, 5.0 items/s, ETA 6s");
   CHECK(Progress::describe(40, 40, 2.0) == "40/40 items, 20.0 items/s");
@@ -49,8 +86,8 @@ TEST_CASE("progress text shows items, rate and ETA") {
 
 TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   const HostConfig c = load_config_text(host_test::toy_config(), "t.toml", {});
-  Engine engine(make_runtime(c.runtime));
-  engine.capture();
+  auto engine = make_engine(c.runtime, {});
+  engine->capture();
   WorkloadConfig w;
   w.count = 10;
   w.min_side = 28;
@@ -62,11 +99,13 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   o.warmup_requests = 2;
   o.progress = false;
   std::vector<size_t> request_sizes;
-  const Measurement m = execute_workload(
-      engine, work, o, [&](const auto& items, const auto& result, const auto& host) {
+  const Measurement m =
+      execute_workload(*engine, work, o, [&](const auto& items, const encgraph::Result& result) {
         request_sizes.push_back(items.size());
         CHECK(result.size() == items.size());
-        CHECK(host.size() == static_cast<size_t>(result.total_rows() * result.hidden_size() * 4));
+        CHECK(result.num_outputs() == 1);
+        CHECK(result.to_host().size() ==
+              static_cast<size_t>(result.total_rows() * result.hidden_size() * 4));
       });
   CHECK(request_sizes == std::vector<size_t>{4, 4, 2});
   CHECK(m.requests == 3);
@@ -76,7 +115,12 @@ TEST_CASE("a workload runs in requests; warm-up requests are not measured") {
   for (const auto& it : work) tokens += (it.height / 14) * (it.width / 14);  // the toy's count
   CHECK(m.tokens == tokens);
   CHECK(m.stats.graph_hits + m.stats.graph_misses == 10);  // warm-up excluded
-  CHECK(engine.stats().graph_hits + engine.stats().graph_misses == 18);
+  CHECK(engine->stats().graph_hits + engine->stats().graph_misses == 18);
+  // The toy has one path, in tokens; every batch of it replayed a graph.
+  REQUIRE(m.stats.paths.size() == 1);
+  CHECK(m.stats.paths[0].batches_graph == m.stats.batches_graph);
+  CHECK(m.stats.paths[0].batches_eager == m.stats.batches_eager);
+  CHECK(m.stats.batches_mixed == 0);
 }
 
 TEST_CASE("videos are refused when the plan allows no frames") {

@@ -2,7 +2,7 @@
  * plain C99 for plugins written in C. */
 #include "header_layout.h"
 
-#define EG_STORE(e) out[i++] = (size_t)(e);
+#define EG_STORE(e, v) out[i++] = (size_t)(e);
 
 void eg_layout_as_c(size_t* out) {
   size_t i = 0;

@@ -73,6 +73,10 @@ const std::vector<Broken>& broken_plugins() {
        "loader_huge_table",
        {"plugin table claims 2147418112 bytes", "a garbage size"}},
       {"missing_function", "loader_missing_function", {"required function 'forward' is NULL"}},
+      {"no_capture_inputs",
+       "loader_no_capture_inputs",
+       {"provide prepare_capture_staging (1.1) or prepare_capture_inputs",
+        "prepare_capture_inputs and prepare_capture_staging are both NULL"}},
       {"entry_throws",
        "loader_entry_throws",
        {"entry function threw an exception", "no exception may cross the C boundary"}},
@@ -678,6 +682,64 @@ TEST_CASE("the valid test plugin captures and runs on the CPU") {
       }
   }
   CHECK(runtime.stats().graph_hits == 2);
+}
+
+namespace {
+
+// Captures and runs items of 3 and 5 rows through the plugin in `scenario`; the
+// test plugin's rows are 2 x + 1 of its inputs.
+void check_runs(const std::string& scenario, const std::string& name) {
+  encgraph::RuntimeConfig cfg;
+  cfg.plugin = name;
+  cfg.plugin_dirs = {dir(scenario)};
+  cfg.device = "cpu";
+  encgraph::Runtime runtime(cfg);
+  runtime.capture();
+  REQUIRE(runtime.is_captured());
+  std::vector<encgraph::Item> items;
+  for (int64_t rows : {3, 5}) {
+    eg_item_desc desc{};
+    desc.modality = EG_MODALITY_IMAGE;
+    desc.height = rows;
+    desc.width = 1;
+    desc.frames = 1;
+    desc.seed = static_cast<uint64_t>(rows);
+    items.push_back(runtime.make_item(desc));
+  }
+  const encgraph::Result result = runtime.execute(items);
+  REQUIRE(result.size() == 2);
+  REQUIRE(result.num_outputs() == 1);
+  CHECK(result.output(0).name == "embeddings");
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t rows = i == 0 ? 3 : 5;
+    REQUIRE(result.rows(i) == rows);
+    const std::vector<float> v = result.item_as_float(i);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 4; ++c) {
+        const float x = static_cast<float>(rows) + static_cast<float>(r) + c / 10.0f;
+        CHECK(v[r * 4 + c] == doctest::Approx(2.0f * x + 1.0f));
+      }
+  }
+  CHECK(runtime.stats().graph_hits == 2);
+}
+
+}  // namespace
+
+TEST_CASE("a 1.0-size table loads and runs; the garbage past its size is never touched") {
+  const encgraph::LoadedPlugin p =
+      encgraph::load_plugin_file(plugin_file("v1_0_table", "loader_v1_0"));
+  CHECK(p.abi_minor == 0);
+  REQUIRE(p.api != nullptr);
+  CHECK(p.api->struct_size == EG_PLUGIN_API_V1_0_SIZE);
+  check_runs("v1_0_table", "loader_v1_0");
+}
+
+TEST_CASE("a 1.1 table with host-staged capture inputs needs no prepare_capture_inputs") {
+  const encgraph::LoadedPlugin p =
+      encgraph::load_plugin_file(plugin_file("staging", "loader_staging"));
+  REQUIRE(p.api != nullptr);
+  CHECK(!p.api->prepare_capture_inputs);
+  check_runs("staging", "loader_staging");
 }
 
 TEST_CASE("only the entry symbol is exported from a plugin built by encgraph_add_plugin") {

@@ -1,6 +1,6 @@
 #include "qwen_reference.hpp"
 
-#include <egk/safetensors.hpp>
+#include <encoder_kit/safetensors.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -117,10 +117,11 @@ Params random_params(const Config& c, uint64_t seed) {
 }
 
 void write_params(const Config& c, const Params& p, const std::filesystem::path& file) {
-  std::vector<egk::TensorToWrite> out;
+  std::vector<encoder_kit::TensorToWrite> out;
   for (const auto& [name, v] : p)
-    out.push_back(egk::f32_tensor(name, shape_of(c, name), std::vector<float>(v.begin(), v.end())));
-  egk::write_safetensors(file, out);
+    out.push_back(
+        encoder_kit::f32_tensor(name, shape_of(c, name), std::vector<float>(v.begin(), v.end())));
+  encoder_kit::write_safetensors(file, out);
 }
 
 std::vector<uint8_t> random_pixels(int64_t frames, int64_t height, int64_t width, uint64_t seed) {

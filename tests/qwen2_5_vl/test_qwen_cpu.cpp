@@ -1,6 +1,8 @@
 // The plugin's CPU path (f32) on a tiny tower against the float64 reference:
 // images, an odd-length video, window and full attention, batches through the
-// runtime with graphs and eagerly, and NaN-poisoned padding at the ABI level.
+// runtime with graphs and eagerly, and NaN-poisoned padding at the ABI level;
+// ABI 1.1: size-safe model info, path units, host-staged capture inputs, and
+// frames bounded per batch.
 #include "qwen_test_support.hpp"
 
 #include <encgraph/error.hpp>
@@ -82,6 +84,38 @@ void check_against_reference(const encgraph::Result& r, const std::vector<size_t
 
 using encgraph::test::message_of;
 
+// One instance of the plugin through its C table (the tiny model, its weights).
+struct AbiInstance {
+  encgraph::PluginRegistry registry{encgraph::test::plugin_dirs()};
+  const eg_plugin_api* api = registry.get("qwen2_5_vl").api;
+  eg_instance* inst = nullptr;
+  eg_error err{};
+
+  AbiInstance() {
+    const auto kv = qwen_ref::plugin_config(fixture().cfg);
+    std::vector<eg_config_entry> entries;
+    for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
+    eg_create_params p{};
+    p.struct_size = sizeof(p);
+    p.device = EG_DEVICE_CPU;
+    p.weights = fixture().weights.c_str();
+    p.config = entries.data();
+    p.num_config = static_cast<int64_t>(entries.size());
+    REQUIRE_MESSAGE(api->create(&p, &inst, &err) == EG_OK, err.message);
+  }
+  ~AbiInstance() {
+    if (inst) api->destroy(inst);
+  }
+  AbiInstance(const AbiInstance&) = delete;
+  AbiInstance& operator=(const AbiInstance&) = delete;
+  eg_model_info info() {
+    eg_model_info mi{};
+    mi.struct_size = sizeof(mi);
+    REQUIRE_MESSAGE(api->model_info(inst, &mi, &err) == EG_OK, err.message);
+    return mi;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("each item alone matches the float64 reference") {
@@ -155,6 +189,7 @@ TEST_CASE("NaN in padded rows, workspace and output never reaches real rows") {
     items.push_back(it);
   }
   eg_model_info info{};
+  info.struct_size = sizeof(info);
   REQUIRE(api->model_info(inst, &info, &err) == EG_OK);
   eg_graph_shape shape{};
   shape.token_budget = 32;
@@ -358,4 +393,145 @@ TEST_CASE("size keys are bounded, naming the key, before any product is formed")
                       {"window_size", "112"}};
   const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
   CHECK(msg.find("more than this machine's") != std::string::npos);
+}
+
+TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
+  AbiInstance a;
+  CHECK(a.api->abi_minor == 1);
+  CHECK(a.api->struct_size == EG_PLUGIN_API_V1_1_SIZE);
+  CHECK(!a.api->prepare_capture_inputs);  // host-staged capture instead
+  CHECK(static_cast<bool>(a.api->prepare_capture_staging));
+  // A 1.0-sized struct: nothing past its end is touched.
+  std::vector<uint8_t> bytes(sizeof(eg_model_info), 0xAB);
+  auto* small = reinterpret_cast<eg_model_info*>(bytes.data());
+  small->struct_size = EG_MODEL_INFO_V1_0_SIZE;
+  REQUIRE_MESSAGE(a.api->model_info(a.inst, small, &a.err) == EG_OK, a.err.message);
+  CHECK(small->num_paths == 1);
+  CHECK(small->out_hidden_size == fixture().cfg.out);
+  CHECK(std::all_of(bytes.begin() + EG_MODEL_INFO_V1_0_SIZE, bytes.end(),
+                    [](uint8_t b) { return b == 0xAB; }));
+  // A struct_size below 1.0's is refused, not overrun.
+  eg_model_info tiny{};
+  tiny.struct_size = 16;
+  CHECK(a.api->model_info(a.inst, &tiny, &a.err) == EG_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(a.err.message).find("struct_size") != std::string::npos);
+  // The full struct: the path's unit; budgets count merged tokens.
+  const eg_model_info mi = a.info();
+  REQUIRE(mi.path_units[0] != nullptr);
+  CHECK(std::string(mi.path_units[0]) == "merged tokens");
+  const Sample& s = fixture().samples[2];  // a 3-frame video
+  const eg_item_desc d = qwen_test::pixel_item(s.pixels, s.frames, s.height, s.width);
+  eg_item* it = nullptr;
+  REQUIRE(a.api->item_create(a.inst, &d, &it, &a.err) == EG_OK);
+  eg_item_spec spec{};
+  REQUIRE(a.api->item_spec(a.inst, it, &spec, &a.err) == EG_OK);
+  CHECK(spec.path_tokens[0] == spec.output_tokens);
+  CHECK(spec.input_size == 4 * spec.output_tokens);
+  CHECK(spec.frames == 3);
+  a.api->item_destroy(a.inst, it);
+}
+
+TEST_CASE("capture staging: valid tables in host staging, a finite warm-up forward") {
+  AbiInstance a;
+  const eg_model_info info = a.info();
+  eg_graph_shape shape{};
+  shape.token_budget = 64;
+  shape.max_batch_size = 4;
+  shape.max_frames_per_batch = 6;
+  const auto n = static_cast<size_t>(info.num_buffers);
+  std::vector<std::vector<uint8_t>> memory(n);
+  std::vector<eg_tensor> buffers(n);
+  std::vector<eg_replay_buffer> staging(n);
+  for (size_t b = 0; b < n; ++b) {
+    const int32_t bi = static_cast<int32_t>(b);
+    REQUIRE(a.api->buffer_shape(a.inst, &shape, bi, &buffers[b], &a.err) == EG_OK);
+    buffers[b].dtype = info.buffers[b].dtype;
+    buffers[b].device = EG_DEVICE_CPU;
+    size_t bytes = 4;
+    for (int d = 0; d < buffers[b].ndim; ++d) bytes *= static_cast<size_t>(buffers[b].shape[d]);
+    memory[b].assign(bytes, 0);  // the runtime hands over zeroed staging
+    buffers[b].data = memory[b].data();
+    staging[b].staging = buffers[b];
+    staging[b].rows = -2;  // must be overwritten
+  }
+  REQUIRE_MESSAGE(a.api->prepare_capture_staging(a.inst, &shape, staging.data(), info.num_buffers,
+                                                 &a.err) == EG_OK,
+                  a.err.message);
+  const int64_t patches = buffers[0].shape[0];
+  for (size_t b = 0; b < n; ++b) {
+    CAPTURE(info.buffers[b].name);
+    if (info.buffers[b].dtype != EG_DTYPE_I32) {
+      CHECK(staging[b].rows == -1);  // pixel and rotary rows stay zero
+      continue;
+    }
+    CHECK(staging[b].rows == buffers[b].shape[0]);  // every entry of a table
+    const auto* v = static_cast<const int32_t*>(buffers[b].data);
+    const std::string name = info.buffers[b].name;
+    if (name == "inverse_window_index") {
+      for (int64_t r = 0; r < buffers[b].shape[0]; ++r) CHECK(v[r] == r);
+    } else {
+      CHECK(v[0] == 0);
+      for (int64_t r = 1; r < buffers[b].shape[0]; ++r) {
+        CHECK(v[r] >= v[r - 1]);
+        CHECK(v[r] <= patches);
+      }
+      CHECK(v[buffers[b].shape[0] - 1] == patches);  // the warm-up covers every row
+    }
+  }
+  // The frame table is sized by max_frames_per_batch: 6 frames of at most 4
+  // items make at most (6 + 4) / 2 = 5 temporal sequences.
+  for (size_t b = 0; b < n; ++b)
+    if (std::string(info.buffers[b].name) == "cu_seqlens") CHECK(buffers[b].shape[0] == 5 + 1);
+  eg_tensor out{};
+  REQUIRE(a.api->output_shape(a.inst, &shape, &out, &a.err) == EG_OK);
+  std::vector<float> output(static_cast<size_t>(out.shape[0] * out.shape[1]),
+                            std::numeric_limits<float>::quiet_NaN());
+  size_t ws = 0;
+  REQUIRE(a.api->workspace_size(a.inst, &shape, &ws, &a.err) == EG_OK);
+  std::vector<float> workspace(ws / 4 + 64, std::numeric_limits<float>::quiet_NaN());
+  eg_forward_args args{};
+  args.shape = shape;
+  args.buffers = buffers.data();
+  args.num_buffers = info.num_buffers;
+  args.struct_size = sizeof(args);
+  args.output = out;
+  args.output.data = output.data();
+  args.outputs = &args.output;
+  args.num_outputs = 1;
+  args.workspace = workspace.data();
+  args.workspace_size = ws;
+  REQUIRE_MESSAGE(a.api->forward(a.inst, &args, &a.err) == EG_OK, a.err.message);
+  CHECK(qwen_test::all_finite(output));
+}
+
+TEST_CASE("many short videos in one request: frames bound each batch, replays equal eager") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  rc.budgets.token_budgets = {32, 64};
+  rc.budgets.max_items_per_batch = 8;
+  rc.budgets.max_frames_per_batch = 5;
+  rc.poison_memory = true;  // NaN output and workspace before every run
+  // Videos of 3 and 2 frames and images: 18 frames, so at least 4 batches.
+  const std::vector<size_t> order = {2, 5, 2, 0, 5, 1, 2, 5, 3};
+  int64_t frames = 0;
+  for (size_t k : order) frames += f.samples[k].frames;
+  REQUIRE(frames == 18);
+  encgraph::Runtime rt(rc);
+  CHECK(rt.plan().max_frames_per_batch == 5);
+  rt.capture();
+  const encgraph::Result r = rt.execute(make_items(rt, order));
+  check_against_reference(r, order);
+  const encgraph::Stats st = rt.stats();
+  CHECK(st.graph_hits == static_cast<int64_t>(order.size()));
+  CHECK(st.batches_eager == 0);
+  CHECK(st.batches_graph >= (frames + 4) / 5);
+  // Each item alone, eagerly, gives the rows its batch replay gave.
+  encgraph::RuntimeConfig eager = qwen_test::runtime_config(f.cfg, "cpu", f.weights);
+  eager.use_graphs = false;
+  encgraph::Runtime alone(eager);
+  for (size_t i = 0; i < order.size(); ++i) {
+    CAPTURE(i);
+    const encgraph::Result one = alone.execute(make_items(alone, {order[i]}));
+    CHECK(rel_error(r.item_as_float(i), one.item_as_float(0)) < 1e-5);
+  }
 }

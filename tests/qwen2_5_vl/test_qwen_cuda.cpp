@@ -155,6 +155,7 @@ TEST_CASE("NaN in padded pixel and rotary rows never reaches real rows (ABI)") {
     items.push_back(it);
   }
   eg_model_info info{};
+  info.struct_size = sizeof(info);
   REQUIRE(api->model_info(inst, &info, &err) == EG_OK);
   eg_graph_shape shape{};
   shape.token_budget = 256;

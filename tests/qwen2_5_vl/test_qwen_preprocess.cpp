@@ -1,13 +1,13 @@
 // The plugin's processor and layout against the released rules: smart_resize
 // sizes, the patch flattening order, resizing, and the window and capacity
-// bookkeeping of a batch.
+// bookkeeping of a batch (frames bounded by max_frames_per_batch).
 #include "qwen_batch.hpp"
 #include "qwen_layout.hpp"
 #include "qwen_preprocess.hpp"
 #include "qwen_reference.hpp"
 
-#include <egk/error.hpp>
-#include <egk/image_resize.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/image_resize.hpp>
 
 #include <doctest/doctest.h>
 
@@ -54,7 +54,7 @@ TEST_CASE("smart_resize follows the released processor's rule") {
     CHECK(h == c.out_h);
     CHECK(w == c.out_w);
   }
-  CHECK_THROWS_AS(qwen::smart_resize(10, 2001, 28, 3136, 12845056), egk::Error);
+  CHECK_THROWS_AS(qwen::smart_resize(10, 2001, 28, 3136, 12845056), encoder_kit::Error);
 }
 
 TEST_CASE("patch rows follow the processor's flattening order, time padding included") {
@@ -89,21 +89,22 @@ TEST_CASE("grey and RGBA pixels are read as RGB") {
   const auto a = qwen::patch_rows_from_pixels(o, rgb.data(), 1, 56, 56, 3);
   CHECK(qwen::patch_rows_from_pixels(o, grey.data(), 1, 56, 56, 1) == a);
   CHECK(qwen::patch_rows_from_pixels(o, rgba.data(), 1, 56, 56, 4) == a);
-  CHECK_THROWS_AS(qwen::patch_rows_from_pixels(o, rgb.data(), 1, 56, 56, 2), egk::Error);
+  CHECK_THROWS_AS(qwen::patch_rows_from_pixels(o, rgb.data(), 1, 56, 56, 2), encoder_kit::Error);
 }
 
 TEST_CASE("resizing keeps flat images flat and same-size images unchanged") {
   std::vector<uint8_t> flat(37 * 53 * 3, 200);
   for (auto [oh, ow] : {std::pair{28, 56}, std::pair{84, 112}, std::pair{37, 20}}) {
-    const auto out =
-        egk::image::resize(flat.data(), 37, 53, 3, oh, ow, egk::image::Filter::Bicubic);
+    const auto out = encoder_kit::image::resize(flat.data(), 37, 53, 3, oh, ow,
+                                                encoder_kit::image::Filter::Bicubic);
     REQUIRE(out.size() == static_cast<size_t>(oh * ow * 3));
     for (uint8_t v : out) CHECK(v == 200);
   }
   // A ramp shrunk by 2 averages neighbouring pairs (the filter widens when shrinking).
   std::vector<uint8_t> ramp(1 * 64);
   for (int x = 0; x < 64; ++x) ramp[x] = static_cast<uint8_t>(x * 4);
-  const auto half = egk::image::resize(ramp.data(), 1, 64, 1, 1, 32, egk::image::Filter::Bilinear);
+  const auto half = encoder_kit::image::resize(ramp.data(), 1, 64, 1, 1, 32,
+                                               encoder_kit::image::Filter::Bilinear);
   for (int x = 1; x < 31; ++x) CHECK(std::abs(int(half[x]) - (8 * x + 2)) <= 1);
   // An item whose size is not a multiple of 28 is resized to the processor's size.
   const qwen::Options o = tiny_options();
@@ -163,6 +164,37 @@ TEST_CASE("window and frame capacities bound every batch that fits the budget") 
   }
 }
 
+TEST_CASE("max_frames_per_batch bounds the frame table; every batch within it fits") {
+  qwen::Options o;  // the released tower: temporal patches of 2 frames
+  o.max_frames_per_video = 64;
+  std::mt19937_64 rng(5);
+  for (int64_t frames_per_batch : {1, 2, 5, 8, 17}) {
+    CAPTURE(frames_per_batch);
+    eg_graph_shape shape{};
+    shape.token_budget = 4096;
+    shape.max_batch_size = 16;
+    const int64_t unbounded = qwen::capacity_for(o, shape).frames;
+    shape.max_frames_per_batch = frames_per_batch;
+    const qwen::Capacity cap = qwen::capacity_for(o, shape);
+    // n items of f_i >= 1 frames: at most (F + n) / 2 temporal sequences.
+    CHECK(cap.frames == (frames_per_batch + std::min<int64_t>(16, frames_per_batch)) / 2);
+    CHECK(cap.frames < unbounded);
+    for (int trial = 0; trial < 300; ++trial) {
+      int64_t tokens = 0, frames = 0, sequences = 0, items = 0;
+      while (items < shape.max_batch_size) {  // many short videos and images
+        const int64_t f = 1 + static_cast<int64_t>(rng() % 4);
+        const qwen::Grid g = qwen::grid_for(o, 56, 56, f);
+        if (frames + f > frames_per_batch || tokens + g.patches() / 4 > shape.token_budget) break;
+        frames += f;
+        tokens += g.patches() / 4;
+        sequences += g.t;
+        ++items;
+      }
+      CHECK(sequences <= cap.frames);
+    }
+  }
+}
+
 TEST_CASE("a staged batch concatenates items and offsets their tables") {
   qwen::Options o = tiny_options();
   const auto a = qwen::make_item_data(o, {1, 4, 6}, 1, {});
@@ -185,7 +217,7 @@ TEST_CASE("a staged batch concatenates items and offsets their tables") {
   CHECK(inv[6] == 6);  // b's first token: the first unit after a's six
   // Too many items for the budget is an error, not an overflow.
   const auto big = qwen::make_item_data(o, {1, 8, 8}, 1, {});
-  CHECK_THROWS_AS(qwen::stage_batch(o, {&big, &big, &a}, t), egk::Error);
+  CHECK_THROWS_AS(qwen::stage_batch(o, {&big, &big, &a}, t), encoder_kit::Error);
 }
 
 TEST_CASE("frames are laid out longest first, tokens stay in batch order") {

@@ -1,6 +1,6 @@
 #include "siglip_reference.hpp"
 
-#include <egk/safetensors.hpp>
+#include <encoder_kit/safetensors.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -163,13 +163,13 @@ Params random_params(const Config& c, uint64_t seed) {
 
 void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
                   const std::string& prefix, const std::set<std::string>& skip) {
-  std::vector<egk::TensorToWrite> tensors;
+  std::vector<encoder_kit::TensorToWrite> tensors;
   for (const auto& [name, values] : p) {
     if (skip.count(name)) continue;
-    tensors.push_back(egk::f32_tensor(prefix + name, shape_of(c, name),
-                                      std::vector<float>(values.begin(), values.end())));
+    tensors.push_back(encoder_kit::f32_tensor(prefix + name, shape_of(c, name),
+                                              std::vector<float>(values.begin(), values.end())));
   }
-  egk::write_safetensors(file, tensors);
+  encoder_kit::write_safetensors(file, tensors);
 }
 
 Outputs forward(const Config& c, const Params& p, const std::vector<uint8_t>& rgb) {

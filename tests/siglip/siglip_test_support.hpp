@@ -11,7 +11,7 @@
 #include <encgraph/plugin_loader.hpp>
 #include <encgraph/runtime.hpp>
 
-#include <egk/numeric.hpp>
+#include <encoder_kit/numeric.hpp>
 
 #include <cstring>
 #include <functional>
@@ -66,6 +66,21 @@ inline std::vector<std::vector<float>> run(encgraph::RuntimeConfig rc,
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < items.size(); ++i) out.push_back(r.item_as_float(i));
   if (stats) *stats = rt.stats();
+  return out;
+}
+
+// Every output's rows of every item as float: [output][item].
+inline std::vector<std::vector<std::vector<float>>> run_outputs(
+    encgraph::RuntimeConfig rc, const std::vector<eg_item_desc>& descs, bool graphs) {
+  rc.use_graphs = graphs;
+  encgraph::Runtime rt(rc);
+  if (graphs) rt.capture();
+  std::vector<encgraph::Item> items;
+  for (const eg_item_desc& d : descs) items.push_back(rt.make_item(d));
+  const encgraph::Result r = rt.execute(items);
+  std::vector<std::vector<std::vector<float>>> out(r.num_outputs());
+  for (size_t o = 0; o < r.num_outputs(); ++o)
+    for (size_t i = 0; i < items.size(); ++i) out[o].push_back(r.item_as_float(i, o));
   return out;
 }
 
@@ -142,7 +157,7 @@ inline std::vector<std::vector<float>> forward_with_nan_padding(
       ok(api->buffer_shape(inst, &shape, b, &dev[b], &err));
       dev[b].dtype = info.buffers[b].dtype;
       dev[b].device = ops.device;
-      size_t bytes = egk::dtype_bytes(info.buffers[b].dtype);
+      size_t bytes = encoder_kit::dtype_bytes(info.buffers[b].dtype);
       for (int d = 0; d < dev[b].ndim; ++d) bytes *= static_cast<size_t>(dev[b].shape[d]);
       host[b].assign(bytes, 0xFF);
       dev[b].data = ops.alloc(bytes);
@@ -164,7 +179,7 @@ inline std::vector<std::vector<float>> forward_with_nan_padding(
     }
     eg_tensor out{};
     ok(api->output_shape(inst, &shape, &out, &err));
-    const size_t es = egk::dtype_bytes(info.out_dtype);
+    const size_t es = encoder_kit::dtype_bytes(info.out_dtype);
     const size_t out_bytes = static_cast<size_t>(out.shape[0] * out.shape[1]) * es;
     size_t ws = 0;
     ok(api->workspace_size(inst, &shape, &ws, &err));
@@ -196,7 +211,7 @@ inline std::vector<std::vector<float>> forward_with_nan_padding(
         } else {
           uint16_t h;
           std::memcpy(&h, src, 2);
-          f = egk::bf16_to_f32(h);
+          f = encoder_kit::bf16_to_f32(h);
         }
       }
       result.push_back(std::move(v));

@@ -2,13 +2,15 @@
 // every output mode (last hidden state, pooled, feature layers), batches
 // through captured graphs with padding and poisoned memory, NaN padding at the
 // ABI level, preprocessing (resize, grey, RGBA), checkpoint prefixes and
-// shards, and the configuration errors a user meets.
+// shards, and the configuration errors a user meets; ABI 1.1: both named
+// outputs from one forward, size-safe model info, host-staged capture inputs.
 #include "siglip_test_support.hpp"
 
-#include <egk/image_resize.hpp>
+#include <encoder_kit/image_resize.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -137,7 +139,7 @@ std::vector<uint8_t> staged_pixel_rows(const KeyValues& kv, const eg_item_desc& 
     REQUIRE(api->buffer_shape(inst, &shape, b, &t, &err) == EG_OK);
     t.dtype = info.buffers[b].dtype;
     t.device = EG_DEVICE_CPU;
-    size_t bytes = egk::dtype_bytes(info.buffers[b].dtype);
+    size_t bytes = encoder_kit::dtype_bytes(info.buffers[b].dtype);
     for (int d = 0; d < t.ndim; ++d) bytes *= static_cast<size_t>(t.shape[d]);
     host[b].assign(bytes, 0);
     t.data = host[b].data();
@@ -218,6 +220,174 @@ TEST_CASE("pooled output through graphs: budgets count images") {
   CHECK(st.graph_hits == 3);
 }
 
+TEST_CASE("outputs = [last_hidden_state, pooled]: one forward yields both") {
+  const siglip_ref::Config& c = fixture().cfg;
+  const std::vector<size_t> order = {3, 0, 4, 1, 2};  // batches of 4 and 1 (padded)
+  for (bool graphs : {false, true}) {
+    CAPTURE(graphs);
+    encgraph::RuntimeConfig rc =
+        config({{"outputs", "[\"last_hidden_state\", \"pooled\"]"}, {"max_budget_images", "4"}});
+    rc.use_graphs = graphs;
+    rc.poison_memory = true;  // NaN outputs and workspace before every run
+    encgraph::Runtime rt(rc);
+    REQUIRE(rt.outputs().size() == 2);
+    CHECK(rt.outputs()[0].name == "last_hidden_state");
+    CHECK(rt.outputs()[0].rows_per_item == 0);
+    CHECK(rt.outputs()[1].name == "pooled");
+    CHECK(rt.outputs()[1].rows_per_item == 1);
+    CHECK(rt.outputs()[1].width == c.hidden);
+    REQUIRE(rt.model_info().path_units[0] != nullptr);
+    CHECK(std::string(rt.model_info().path_units[0]) == "patch tokens");
+    CHECK(rt.plan().token_budgets ==
+          std::vector<int64_t>{c.tokens(), 2 * c.tokens(), 4 * c.tokens()});
+    if (graphs) rt.capture();
+    std::vector<encgraph::Item> items;
+    for (const eg_item_desc& d : descs(order)) items.push_back(rt.make_item(d));
+    const encgraph::Result r = rt.execute(items);
+    REQUIRE(r.num_outputs() == 2);
+    for (size_t i = 0; i < order.size(); ++i) {
+      CAPTURE(i);
+      const siglip_ref::Outputs& want = fixture().samples[order[i]].expected;
+      CHECK(r.rows(i, 0) == c.tokens());
+      CHECK(rel_error(r.item_as_float(i, 0), want.last_hidden_state) < kTolerance);
+      CHECK(r.rows(i, 1) == 1);
+      CHECK(rel_error(r.item_as_float(i, 1), want.pooled) < kTolerance);
+    }
+    if (graphs) {
+      const encgraph::Stats st = rt.stats();
+      CHECK(st.graph_hits == static_cast<int64_t>(order.size()));
+      CHECK(st.batches_eager == 0);
+    }
+  }
+}
+
+TEST_CASE("outputs = [pooled, last_hidden_state]: budgets count images, both match") {
+  const siglip_ref::Config& c = fixture().cfg;
+  encgraph::RuntimeConfig rc = config({{"outputs", "[pooled, last_hidden_state]"}});
+  rc.budgets.token_budgets = {4};
+  rc.budgets.max_items_per_batch = 4;
+  rc.poison_memory = true;
+  encgraph::Runtime rt(rc);
+  REQUIRE(rt.outputs().size() == 2);
+  CHECK(rt.outputs()[0].name == "pooled");
+  CHECK(rt.outputs()[1].rows_per_item == c.tokens());
+  CHECK(std::string(rt.model_info().path_units[0]) == "images");
+  rt.capture();
+  const std::vector<size_t> order = {1, 2, 4};  // 3 of 4 images: a padded sequence
+  std::vector<encgraph::Item> items;
+  for (const eg_item_desc& d : descs(order)) items.push_back(rt.make_item(d));
+  CHECK(items[0].spec().output_tokens == 1);
+  const encgraph::Result r = rt.execute(items);
+  for (size_t i = 0; i < order.size(); ++i) {
+    CAPTURE(i);
+    const siglip_ref::Outputs& want = fixture().samples[order[i]].expected;
+    CHECK(rel_error(r.item_as_float(i, 0), want.pooled) < kTolerance);
+    CHECK(rel_error(r.item_as_float(i, 1), want.last_hidden_state) < kTolerance);
+  }
+  CHECK(rt.stats().graph_hits == 3);
+}
+
+TEST_CASE("ABI 1.1: size-safe model info, output shapes, host-staged capture inputs") {
+  encgraph::PluginRegistry registry(encgraph::test::plugin_dirs());
+  const eg_plugin_api* api = registry.get("siglip").api;
+  CHECK(api->abi_minor == 1);
+  CHECK(!api->prepare_capture_inputs);
+  REQUIRE(static_cast<bool>(api->prepare_capture_staging));
+  REQUIRE(static_cast<bool>(api->output_shape_at));
+  const KeyValues kv =
+      with(siglip_ref::plugin_config(fixture().cfg), {{"outputs", "[last_hidden_state, pooled]"}});
+  std::vector<eg_config_entry> entries;
+  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
+  eg_create_params p{};
+  p.struct_size = sizeof(p);
+  p.device = EG_DEVICE_CPU;
+  p.weights = "random";
+  p.config = entries.data();
+  p.num_config = static_cast<int64_t>(entries.size());
+  eg_error err{};
+  eg_instance* inst = nullptr;
+  REQUIRE_MESSAGE(api->create(&p, &inst, &err) == EG_OK, err.message);
+  std::unique_ptr<eg_instance, void (*)(eg_instance*)> guard(inst, api->destroy);
+
+  // A 1.0-sized model info: the outputs past its end are not written.
+  std::vector<uint8_t> bytes(sizeof(eg_model_info), 0xAB);
+  auto* small = reinterpret_cast<eg_model_info*>(bytes.data());
+  small->struct_size = EG_MODEL_INFO_V1_0_SIZE;
+  REQUIRE(api->model_info(inst, small, &err) == EG_OK);
+  CHECK(small->num_buffers == 2);
+  CHECK(std::all_of(bytes.begin() + EG_MODEL_INFO_V1_0_SIZE, bytes.end(),
+                    [](uint8_t b) { return b == 0xAB; }));
+  eg_model_info info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(api->model_info(inst, &info, &err) == EG_OK);
+  REQUIRE(info.num_outputs == 2);
+  CHECK(std::string(info.outputs[1].name) == "pooled");
+
+  const int64_t t = fixture().cfg.tokens();
+  eg_graph_shape shape{};
+  shape.token_budget = 3 * t;
+  shape.max_batch_size = 3;
+  eg_tensor o0{}, o1{}, bad{};
+  REQUIRE(api->output_shape_at(inst, &shape, 0, &o0, &err) == EG_OK);
+  REQUIRE(api->output_shape_at(inst, &shape, 1, &o1, &err) == EG_OK);
+  CHECK(o0.shape[0] == 3 * t);
+  CHECK(o1.shape[0] == 3);
+  CHECK(o1.shape[1] == fixture().cfg.hidden);
+  CHECK(api->output_shape_at(inst, &shape, 2, &bad, &err) == EG_ERR_INVALID_ARGUMENT);
+
+  // Capture staging: the offsets in host memory, pixel rows left zero.
+  std::vector<std::vector<uint8_t>> memory(2);
+  std::vector<eg_tensor> buffers(2);
+  std::vector<eg_replay_buffer> staging(2);
+  for (int b = 0; b < 2; ++b) {
+    REQUIRE(api->buffer_shape(inst, &shape, b, &buffers[b], &err) == EG_OK);
+    buffers[b].dtype = info.buffers[b].dtype;
+    buffers[b].device = EG_DEVICE_CPU;
+    size_t n = 4;
+    for (int d = 0; d < buffers[b].ndim; ++d) n *= static_cast<size_t>(buffers[b].shape[d]);
+    memory[b].assign(n, 0);
+    buffers[b].data = memory[b].data();
+    staging[b].staging = buffers[b];
+    staging[b].rows = -2;
+  }
+  REQUIRE_MESSAGE(api->prepare_capture_staging(inst, &shape, staging.data(), 2, &err) == EG_OK,
+                  err.message);
+  CHECK(staging[0].rows == -1);
+  CHECK(staging[1].rows == 4);
+  const auto* cu = reinterpret_cast<const int32_t*>(memory[1].data());
+  CHECK(std::vector<int32_t>(cu, cu + 4) == std::vector<int32_t>{0, static_cast<int32_t>(t),
+                                                                 static_cast<int32_t>(2 * t),
+                                                                 static_cast<int32_t>(3 * t)});
+
+  // A forward whose arguments carry no outputs array cannot write "pooled":
+  // an error naming the output, not a silent skip.
+  std::vector<float> out0(static_cast<size_t>(o0.shape[0] * o0.shape[1]));
+  std::vector<float> out1(static_cast<size_t>(o1.shape[0] * o1.shape[1]), -7.0f);
+  size_t ws = 0;
+  REQUIRE(api->workspace_size(inst, &shape, &ws, &err) == EG_OK);
+  std::vector<float> workspace(ws / 4 + 64);
+  eg_forward_args args{};
+  args.shape = shape;
+  args.buffers = buffers.data();
+  args.num_buffers = 2;
+  args.output = o0;
+  args.output.data = out0.data();
+  args.workspace = workspace.data();
+  args.workspace_size = ws;
+  CHECK(api->forward(inst, &args, &err) == EG_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(err.message).find("output 1") != std::string::npos);
+  // With both outputs: the warm-up forward writes finite rows into each.
+  eg_tensor outs[2] = {args.output, o1};
+  outs[1].data = out1.data();
+  args.struct_size = sizeof(args);
+  args.outputs = outs;
+  args.num_outputs = 2;
+  REQUIRE_MESSAGE(api->forward(inst, &args, &err) == EG_OK, err.message);
+  CHECK(siglip_test::all_finite(out0));
+  CHECK(siglip_test::all_finite(out1));
+  CHECK(std::none_of(out1.begin(), out1.end(), [](float v) { return v == -7.0f; }));
+}
+
 TEST_CASE("NaN in padded pixel rows, output and workspace never reaches real rows (ABI)") {
   KeyValues kv = siglip_ref::plugin_config(fixture().cfg);
   kv.emplace_back("seed", "5");
@@ -242,8 +412,8 @@ TEST_CASE("preprocessing: bicubic resize to the model size, grey and RGBA inputs
   const siglip_ref::Config& c = fixture().cfg;
   const int64_t h = 50, w = 37;
   const std::vector<uint8_t> rgb = siglip_ref::random_pixels(h, w, 3, 77);
-  std::vector<uint8_t> resized =
-      egk::image::resize(rgb.data(), h, w, 3, c.image, c.image, egk::image::Filter::Bicubic);
+  std::vector<uint8_t> resized = encoder_kit::image::resize(rgb.data(), h, w, 3, c.image, c.image,
+                                                            encoder_kit::image::Filter::Bicubic);
   const siglip_ref::Outputs want = siglip_ref::forward(c, fixture().params, resized);
   std::vector<uint8_t> rgba, grey, grey_as_rgb;
   for (int64_t i = 0; i < h * w; ++i) {
@@ -366,6 +536,22 @@ TEST_CASE("configuration and item errors say what to fix") {
   CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"output", "cls"}}));
         }).find("output 'cls'") != std::string::npos);
+  CHECK(message_of([&] {
+          encgraph::Runtime rt(rc({{"output", "pooled"}, {"outputs", "[pooled]"}}));
+        }).find("both `output` and `outputs` are set") != std::string::npos);
+  CHECK(message_of([&] {
+          encgraph::Runtime rt(rc({{"outputs", "[pooled, pooler_output]"}}));
+        }).find("lists \"pooled\" twice") != std::string::npos);
+  CHECK(message_of([&] {
+          encgraph::Runtime rt(rc({{"outputs", "[]"}}));
+        }).find("outputs is empty") != std::string::npos);
+  CHECK(message_of([&] {
+          encgraph::Runtime rt(rc({{"outputs", "[last_hidden_state, cls]"}}));
+        }).find("outputs entry 'cls'") != std::string::npos);
+  CHECK(message_of([&] {
+          encgraph::Runtime rt(
+              rc({{"outputs", "[last_hidden_state, pooled]"}, {"feature_layer", "-2"}}));
+        }).find("cannot be combined with feature_layer") != std::string::npos);
   CHECK(message_of([&] {
           encgraph::Runtime rt(rc({{"image_size", "5"}}));
         }).find("image_size 5 is smaller than patch_size 6") != std::string::npos);

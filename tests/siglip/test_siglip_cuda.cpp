@@ -115,6 +115,23 @@ TEST_CASE("CUDA matches the CPU path on the same random weights, every output mo
   }
 }
 
+TEST_CASE("CUDA: both named outputs from one forward match the CPU path") {
+  const KeyValues kv = with(so400m(2), {{"outputs", "[last_hidden_state, pooled]"}});
+  const auto items = images(5, 40);  // with max_budget_images 4: a padded second batch
+  encgraph::RuntimeConfig cpu_rc = config(kv, "cpu");
+  const auto cpu = siglip_test::run_outputs(cpu_rc, items, false);
+  REQUIRE(cpu.size() == 2);
+  encgraph::RuntimeConfig rc = config(with(kv, {{"max_budget_images", "4"}}), "cuda");
+  rc.poison_memory = true;
+  for (bool graphs : {true, false}) {
+    CAPTURE(graphs);
+    const auto got = siglip_test::run_outputs(rc, items, graphs);
+    REQUIRE(got.size() == 2);
+    compare(got[0], cpu[0], kBf16Tolerance, "last_hidden_state vs cpu");
+    compare(got[1], cpu[1], kBf16Tolerance, "pooled vs cpu");
+  }
+}
+
 TEST_CASE("CUDA graph replays equal eager runs when batches pad") {
   encgraph::RuntimeConfig rc = config(with(so400m(4), {{"max_budget_images", "8"}}), "cuda");
   const auto items = images(19, 100);  // batches of 8, 8 and 3 (padded to 4 images)

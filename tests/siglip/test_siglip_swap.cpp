@@ -4,8 +4,8 @@
 // model's output shapes. Nothing is rebuilt between the two runs.
 #include "siglip_test_support.hpp"
 
-#include <egk/json.hpp>
-#include <egk/safetensors.hpp>
+#include <encoder_kit/json.hpp>
+#include <encoder_kit/safetensors.hpp>
 
 #include <doctest/doctest.h>
 
@@ -59,11 +59,11 @@ Run run_binary(const std::vector<std::string>& args) {
   return r;
 }
 
-egk::Json read_json(const fs::path& path) {
+encoder_kit::Json read_json(const fs::path& path) {
   std::ifstream in(path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  return egk::Json::parse(ss.str(), path.string());
+  return encoder_kit::Json::parse(ss.str(), path.string());
 }
 
 struct Model {
@@ -93,16 +93,16 @@ TEST_CASE("one encgraph binary runs SigLIP and Qwen2.5-VL, chosen by the config 
                     "--set", "output.embeddings=" + embeddings.string()});
     INFO(r.output);
     REQUIRE(r.code == 0);
-    const egk::Json j = read_json(report);
-    const egk::Json* plugin = j.find("plugin");
+    const encoder_kit::Json j = read_json(report);
+    const encoder_kit::Json* plugin = j.find("plugin");
     REQUIRE(plugin != nullptr);
     CHECK(plugin->find("name")->as_string("name") == m.plugin);
     CHECK(plugin->find("out_hidden_size")->as_int("out_hidden_size") == m.hidden);
-    const egk::SafetensorsFile file(embeddings);
+    const encoder_kit::SafetensorsFile file(embeddings);
     const std::vector<std::string> names = file.names();
     CHECK(names.size() == 6);
     for (const std::string& n : names) {
-      const egk::TensorRef* t = file.find(n);
+      const encoder_kit::TensorRef* t = file.find(n);
       REQUIRE(t != nullptr);
       REQUIRE(t->shape.size() == 2);
       CHECK(t->shape[1] == m.hidden);

@@ -55,6 +55,15 @@ std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, in
 // the list (same checks of its arguments).
 int64_t generated_budget_count(int64_t min_budget, int64_t max_budget, int64_t step = 0);
 
+// Checks everything about a request that needs no plugin: budgets positive and
+// at most kMaxTokenBudget, token_step in [0, kMaxTokenBudget] and not with a
+// list, max_items_per_batch in [0, kMaxTokenBudget] and at most the smallest
+// listed budget (when both are set), max_frames_per_batch in [0,
+// kMaxTokenBudget], and a listed plan within max_graphs. Throws encgraph::Error
+// (Config) with the message plan_budgets gives, naming the key first
+// ("budgets.<key> ..."); plan_budgets runs it first.
+void check_budget_request(const BudgetRequest& request);
+
 // Plans budgets from the request and the plugin's range [range_min, range_max]
 // (only consulted when the request leaves budgets or batch size open).
 // `capture_combinations` is the number of capture-axis key combinations the

@@ -1,11 +1,12 @@
 // Data parallelism over several devices of one process: items are balanced over
 // ranks by input size (largest first onto the least-loaded rank), each rank runs
 // its share through its own Runtime (same packing, graphs and eager fallback),
-// outputs are padded to the largest rank's row count, all-gathered (NCCL between
-// GPUs, an in-process exchange between CPU ranks), unpadded and returned in the
-// caller's order.
+// and every output's rows are gathered to the rank that asked, rank 0 (NCCL
+// send/receive between GPUs, an in-process copy between CPU ranks; no other
+// rank receives anything), unpadded and returned in the caller's order.
 #pragma once
 
+#include <encgraph/engine.hpp>
 #include <encgraph/load_balance.hpp>
 #include <encgraph/runtime.hpp>
 
@@ -17,39 +18,43 @@ namespace encgraph {
 
 class Communicator;
 
-// A request made ready for DataParallelRuntime::execute: each item made on the
-// rank that runs it, and the assignment. Making items runs the plugin's
-// preprocessing, so a caller timing execution can prepare first.
-struct DataParallelRequest {
-  std::vector<std::vector<Item>> rank_items;  // rank r's items, in assignment order
-  RankAssignment assignment;
-  std::vector<int64_t> tokens;  // output rows of each item, in the caller's order
-};
+// The request type of Engine, under its former name.
+using DataParallelRequest = Request;
 
-class DataParallelRuntime {
+class DataParallelRuntime : public Engine {
  public:
   // One rank per entry of `devices` ("cpu" or "cuda:N"; all CPU or all CUDA).
   DataParallelRuntime(const RuntimeConfig& config, const std::vector<std::string>& devices);
-  ~DataParallelRuntime();
+  ~DataParallelRuntime() override;
   DataParallelRuntime(const DataParallelRuntime&) = delete;
   DataParallelRuntime& operator=(const DataParallelRuntime&) = delete;
 
-  int world_size() const { return static_cast<int>(ranks_.size()); }
+  int world_size() const override { return static_cast<int>(ranks_.size()); }
   Runtime& rank(int r) { return *ranks_.at(r); }
+  const Runtime& front() const override { return *ranks_.front(); }
+  Runtime& front() override { return *ranks_.front(); }
 
-  void capture();
+  void capture() override;
+  bool is_captured() const override;
   // Rank 0 makes every item (its spec sizes the assignment), the other ranks
   // the items they run. The descriptions' pixels need only live through this.
   // labels[i], when given, names item i in errors (else "item i").
-  DataParallelRequest prepare(const std::vector<eg_item_desc>& items,
-                              const std::vector<std::string>& labels = {});
-  // Each rank runs its share; the rows are gathered onto rank 0's device and
-  // returned in the caller's order.
-  Result execute(const DataParallelRequest& request);
+  Request prepare(const std::vector<eg_item_desc>& items,
+                  const std::vector<std::string>& labels = {}) override;
+  // Each rank runs its share; every output's rows are gathered onto rank 0's
+  // device and returned in the caller's order.
+  Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
   // prepare() then execute().
   Result execute(const std::vector<eg_item_desc>& items);
+  // Every rank's statistics, summed (encgraph::accumulate).
+  Stats stats() const override;
+  void synchronize() override;
+
   // The assignment of the last execute() call.
   const RankAssignment& last_assignment() const { return assignment_; }
+  // Bytes the gathers have delivered into rank r's memory since construction
+  // (rank 0 receives every rank's rows; the others nothing).
+  int64_t bytes_received(int rank) const;
 
  private:
   std::vector<std::unique_ptr<Runtime>> ranks_;

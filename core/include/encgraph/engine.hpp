@@ -2,9 +2,9 @@
 // a single Runtime, or a DataParallelRuntime spreading each request over ranks.
 #pragma once
 
+#include <encgraph/plugin_api.h>
 #include <encgraph/item.hpp>
 #include <encgraph/load_balance.hpp>
-#include <encgraph/plugin_api.h>
 #include <encgraph/result.hpp>
 #include <encgraph/stats.hpp>
 

@@ -3,8 +3,8 @@
 // caller's order) in output o, valid while the Result lives.
 #pragma once
 
-#include <encgraph/output_spec.hpp>
 #include <encgraph/plugin_api.h>
+#include <encgraph/output_spec.hpp>
 
 #include <cstdint>
 #include <memory>

@@ -13,11 +13,11 @@
 // Runtime shares with DataParallelRuntime.
 #pragma once
 
+#include <encgraph/plugin_api.h>
 #include <encgraph/budget_plan.hpp>
 #include <encgraph/engine.hpp>
 #include <encgraph/item.hpp>
 #include <encgraph/output_spec.hpp>
-#include <encgraph/plugin_api.h>
 #include <encgraph/result.hpp>
 #include <encgraph/runtime_config.hpp>
 #include <encgraph/stats.hpp>

@@ -23,13 +23,13 @@ const char* eager_reason_name(EagerReason reason);
 
 struct PathStats {
   std::string name;
-  std::string unit;              // what the path's budgets count
-  int64_t graphs = 0;            // captured graphs of this path
-  int64_t batches_graph = 0;     // batches whose tokens on this path replayed a graph
-  int64_t batches_eager = 0;     // batches whose tokens on this path ran eagerly
+  std::string unit;           // what the path's budgets count
+  int64_t graphs = 0;         // captured graphs of this path
+  int64_t batches_graph = 0;  // batches whose tokens on this path replayed a graph
+  int64_t batches_eager = 0;  // batches whose tokens on this path ran eagerly
   std::array<int64_t, kNumEagerReasons> eager_by_reason{};  // indexed by EagerReason
-  int64_t real_tokens = 0;       // tokens sent through this path's graphs
-  int64_t budget_tokens = 0;     // budgets of those graphs
+  int64_t real_tokens = 0;    // tokens sent through this path's graphs
+  int64_t budget_tokens = 0;  // budgets of those graphs
 };
 
 struct Stats {
@@ -42,10 +42,10 @@ struct Stats {
   int64_t real_tokens = 0;               // all paths: tokens sent through graphs
   int64_t budget_tokens = 0;             // all paths: the budgets of those graphs
   double padded_token_efficiency = 0.0;  // real_tokens / budget_tokens
-  int64_t batches_graph = 0;         // every used path replayed
-  int64_t batches_eager = 0;         // no used path replayed
-  int64_t batches_mixed = 0;         // some paths replayed, some ran eagerly
-  int64_t batches_eager_chosen = 0;  // batches with a path run eagerly as faster
+  int64_t batches_graph = 0;             // every used path replayed
+  int64_t batches_eager = 0;             // no used path replayed
+  int64_t batches_mixed = 0;             // some paths replayed, some ran eagerly
+  int64_t batches_eager_chosen = 0;      // batches with a path run eagerly as faster
   double capture_seconds = 0.0;
   int64_t graph_memory_bytes = 0;  // buffers, outputs and workspace of the graphs
   std::vector<PathStats> paths;    // one per plugin path

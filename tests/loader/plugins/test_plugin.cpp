@@ -6,6 +6,10 @@
 //   TP_VERSION            plugin version (default "1.2.3")
 //   TP_ABI_MAJOR          abi_major in the table (default: this header's)
 //   TP_STRUCT_SIZE        struct_size in the table (default: sizeof(eg_plugin_api))
+//   TP_ABI_MINOR          abi_minor in the table (default: this header's)
+//   TP_GARBAGE_TAIL       the 1.1 entries hold garbage (a 1.0 table's struct_size ends before them)
+//   TP_STAGING            host-staged capture inputs (1.1), prepare_capture_inputs NULL
+//   TP_NO_CAPTURE_INPUTS  neither prepare_capture_inputs nor prepare_capture_staging
 //   TP_NO_FORWARD         the required `forward` is NULL
 //   TP_CREATE_THROWS      `create` lets a C++ exception escape
 //   TP_ENTRY_THROWS       the entry function lets a C++ exception escape
@@ -37,6 +41,9 @@
 #endif
 #ifndef TP_ABI_MAJOR
 #define TP_ABI_MAJOR EG_ABI_VERSION_MAJOR
+#endif
+#ifndef TP_ABI_MINOR
+#define TP_ABI_MINOR EG_ABI_VERSION_MINOR
 #endif
 #ifndef TP_STRUCT_SIZE
 #define TP_STRUCT_SIZE sizeof(eg_plugin_api)
@@ -194,9 +201,19 @@ eg_status tp_workspace_size(eg_instance*, const eg_graph_shape*, size_t* bytes, 
   return EG_OK;
 }
 
-eg_status tp_prepare_capture_inputs(eg_instance*, const eg_graph_shape* s, const eg_tensor* buffers,
-                                    int32_t, void*, eg_error*) {
+[[maybe_unused]] eg_status tp_prepare_capture_inputs(eg_instance*, const eg_graph_shape* s,
+                                                     const eg_tensor* buffers, int32_t, void*,
+                                                     eg_error*) {
   std::memset(buffers[0].data, 0, static_cast<size_t>(s->token_budget * kHidden) * 4);
+  return EG_OK;
+}
+
+// The host-staged variant: the rows the capture replays are zero (-1: the
+// runtime leaves the buffer zero).
+[[maybe_unused]] eg_status tp_prepare_capture_staging(eg_instance*, const eg_graph_shape*,
+                                                      eg_replay_buffer* bufs, int32_t n,
+                                                      eg_error*) {
+  for (int32_t b = 0; b < n; ++b) bufs[b].rows = -1;
   return EG_OK;
 }
 
@@ -227,7 +244,7 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
 
 [[maybe_unused]] const eg_plugin_api kApi = {
     /* .abi_major = */ TP_ABI_MAJOR,
-    /* .abi_minor = */ EG_ABI_VERSION_MINOR,
+    /* .abi_minor = */ TP_ABI_MINOR,
     /* .struct_size = */ TP_STRUCT_SIZE,
     /* .reserved = */ 0,
 #ifdef TP_NAME_GARBAGE
@@ -250,7 +267,11 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
     /* .buffer_shape = */ tp_buffer_shape,
     /* .output_shape = */ tp_output_shape,
     /* .workspace_size = */ tp_workspace_size,
+#if defined(TP_STAGING) || defined(TP_NO_CAPTURE_INPUTS)
+    /* .prepare_capture_inputs = */ nullptr,
+#else
     /* .prepare_capture_inputs = */ tp_prepare_capture_inputs,
+#endif
     /* .prepare_replay_buffers = */ tp_prepare_replay_buffers,
     /* .pad_buffer = */ nullptr,
 #ifdef TP_NO_FORWARD
@@ -261,6 +282,22 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
     /* .forward_eager = */ nullptr,
     /* .postprocess = */ nullptr,
     /* .prepare_device = */ nullptr,
+#if defined(TP_GARBAGE_TAIL)  // past a 1.0 struct_size: must never be read or called
+    /* .prepare_capture_staging = */
+    reinterpret_cast<decltype(eg_plugin_api::prepare_capture_staging)>(uintptr_t{24}),
+    /* .output_shape_at = */
+    reinterpret_cast<decltype(eg_plugin_api::output_shape_at)>(uintptr_t{24}),
+    /* .postprocess_outputs = */
+    reinterpret_cast<decltype(eg_plugin_api::postprocess_outputs)>(uintptr_t{24}),
+#elif defined(TP_STAGING)
+    /* .prepare_capture_staging = */ tp_prepare_capture_staging,
+    /* .output_shape_at = */ nullptr,
+    /* .postprocess_outputs = */ nullptr,
+#else
+    /* .prepare_capture_staging = */ nullptr,
+    /* .output_shape_at = */ nullptr,
+    /* .postprocess_outputs = */ nullptr,
+#endif
 };
 
 #if defined(TP_CTOR_ABORTS) || defined(TP_CTOR_EXITS)

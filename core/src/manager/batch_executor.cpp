@@ -1,0 +1,155 @@
+#include "batch_executor.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace encgraph {
+
+BatchExecutor::BatchExecutor(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin,
+                             const RuntimeConfig& config, Parts parts)
+    : backend_(std::move(backend)), plugin_(plugin), config_(config), parts_(parts) {}
+
+bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
+                                 const std::vector<int64_t>& axis_keys, ExecuteMode mode,
+                                 bool too_many_frames, CapturedGraph*& graph,
+                                 EagerReason& reason) const {
+  graph = nullptr;
+  if (mode == ExecuteMode::Eager || !config_.use_graphs || !parts_.cache.captured()) {
+    reason = EagerReason::GraphsOff;
+    return false;
+  }
+  if (too_many_frames) {
+    reason = EagerReason::TooManyFrames;
+    return false;
+  }
+  const std::optional<int64_t>& budget = batch.path_budget[path];
+  if (!budget || *budget <= 0) {
+    reason = EagerReason::TooLarge;
+    return false;
+  }
+  graph = parts_.cache.find(GraphKey{path, *budget, axis_keys});
+  if (!graph) {
+    reason = EagerReason::NoGraphForAxis;
+    return false;
+  }
+  if (config_.prefer_faster_path &&
+      parts_.cost.eager_expected_faster(parts_.cache, *graph, batch.path_tokens[path])) {
+    graph = nullptr;
+    reason = EagerReason::ChosenFaster;
+    return false;
+  }
+  return true;
+}
+
+Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode mode) {
+  const eg_model_info& info = plugin_.info();
+  const std::vector<OutputSpec>& specs = plugin_.outputs();
+  const size_t n = items.size();
+  const int num_paths = info.num_paths;
+  const size_t num_outputs = specs.size();
+  const BudgetPlan& plan = parts_.plan.budgets();
+
+  std::vector<int64_t> out_tokens(n), frames(n);
+  std::vector<std::vector<int64_t>> path_tokens(n, std::vector<int64_t>(num_paths));
+  std::vector<std::vector<int64_t>> rows(num_outputs, std::vector<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    if (!items[i] || !items[i]->get())
+      throw Error(ErrorKind::Input,
+                  "item " + std::to_string(i) + " is empty (moved-from or never made)");
+    const eg_item_spec& s = items[i]->spec();
+    if (s.output_tokens < 0)
+      throw Error(ErrorKind::Input, "item " + std::to_string(i) + " has negative output tokens");
+    if (s.frames < 0)
+      throw Error(ErrorKind::Input, "item " + std::to_string(i) + " of plugin '" + plugin_.name() +
+                                        "' has negative frames (" + std::to_string(s.frames) + ")");
+    out_tokens[i] = s.output_tokens;
+    frames[i] = s.frames;
+    for (int p = 0; p < num_paths; ++p) {
+      path_tokens[i][p] = path_tokens_of(plugin_, s, p);
+      if (path_tokens[i][p] < 0)
+        throw Error(ErrorKind::Input, "item " + std::to_string(i) + " has negative " +
+                                          parts_.plan.path_unit(p) + " on path '" +
+                                          parts_.plan.path_name(p) + "'");
+    }
+    for (size_t o = 0; o < num_outputs; ++o)
+      rows[o][i] = specs[o].rows_per_item > 0 ? specs[o].rows_per_item : s.output_tokens;
+  }
+
+  const std::vector<PackedBatch> batches =
+      pack_items(out_tokens, path_tokens, frames, parts_.cache.packing_budgets(),
+                 plan.max_batch_size, plan.max_frames_per_batch);
+  // Each batch's items are consecutive in every output: the default
+  // post-processing is then one copy per batch and output.
+  std::vector<std::vector<int64_t>> offsets(num_outputs, std::vector<int64_t>(n, 0));
+  {
+    std::vector<int64_t> next(num_outputs, 0);
+    for (const PackedBatch& batch : batches)
+      for (int64_t idx : batch.items)
+        for (size_t o = 0; o < num_outputs; ++o) {
+          offsets[o][idx] = next[o];
+          next[o] += rows[o][idx];
+        }
+  }
+  Result result(backend_, specs, rows, std::move(offsets));
+  if (n == 0) return result;
+
+  std::vector<const eg_item*> batch_items;
+  std::vector<const std::vector<int64_t>*> batch_tokens;
+  std::vector<eg_tensor> dst;
+  std::vector<int64_t> batch_rows(num_outputs);
+  std::vector<int64_t> axis_keys(info.num_capture_axes);
+  std::vector<const std::vector<eg_tensor>*> path_outputs(num_paths);
+  std::vector<PathRun> runs(num_paths);
+
+  for (const PackedBatch& batch : batches) {
+    const int64_t bn = static_cast<int64_t>(batch.items.size());
+    batch_items.clear();
+    batch_tokens.clear();
+    dst.assign(num_outputs * batch.items.size(), eg_tensor{});
+    std::fill(batch_rows.begin(), batch_rows.end(), 0);
+    for (size_t k = 0; k < batch.items.size(); ++k) {
+      const int64_t idx = batch.items[k];
+      batch_items.push_back(items[idx]->get());
+      batch_tokens.push_back(&path_tokens[idx]);
+      for (size_t o = 0; o < num_outputs; ++o) {
+        dst[o * batch.items.size() + k] = result.item(static_cast<size_t>(idx), o);
+        batch_rows[o] += rows[o][idx];
+      }
+    }
+    if (info.num_capture_axes > 0)
+      plugin_.call("select_axis_keys", [&](eg_error* e) {
+        return plugin_.api()->select_axis_keys(plugin_.handle(), batch_items.data(), bn,
+                                               axis_keys.data(), e);
+      });
+    const bool too_many_frames =
+        plan.max_frames_per_batch > 0 && batch.frames > plan.max_frames_per_batch;
+
+    for (int p = 0; p < num_paths; ++p) {
+      PathRun& run = runs[p];
+      run = PathRun{};
+      run.tokens = batch.path_tokens[p];
+      path_outputs[p] = nullptr;
+      if (run.tokens == 0) continue;
+      CapturedGraph* graph = nullptr;
+      if (choose_graph(p, batch, axis_keys, mode, too_many_frames, graph, run.reason)) {
+        parts_.cache.replay(*graph, batch_items);
+        path_outputs[p] = &graph->outputs;
+        run.replayed = true;
+        run.budget = graph->shape.token_budget;
+        continue;
+      }
+      if (spdlog::should_log(spdlog::level::debug))
+        spdlog::debug("'{}': {} items, {} {} on path '{}' run eagerly ({})", plugin_.name(), bn,
+                      run.tokens, parts_.plan.path_unit(p), parts_.plan.path_name(p),
+                      eager_reason_name(run.reason));
+      const eg_graph_shape shape =
+          parts_.plan.shape(p, run.tokens, axis_keys, too_many_frames ? batch.frames : 0);
+      path_outputs[p] = &parts_.eager.run(shape, batch_items);
+    }
+    parts_.postprocess.write(path_outputs, batch_items, dst, batch_rows);
+    parts_.stats.record_batch(runs, batch_tokens);
+  }
+  parts_.stats.maybe_log();
+  return result;
+}
+
+}  // namespace encgraph

@@ -1,0 +1,63 @@
+#include "cost_model.hpp"
+
+#include <algorithm>
+
+namespace encgraph {
+
+CostModel::CostModel(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin)
+    : backend_(std::move(backend)), plugin_(plugin) {}
+
+void CostModel::calibrate(CaptureCache& cache) {
+  const int num_paths = plugin_.info().num_paths;
+  eager_overhead_ms_.assign(num_paths, 0.0);
+  std::vector<int64_t> smallest(num_paths, 0);
+  for (auto& [key, g] : cache.graphs()) {
+    g.graph->replay();  // warm
+    double t[3];
+    for (double& v : t) v = backend_->time_ms([&] { g.graph->replay(); });
+    std::sort(t, t + 3);
+    g.replay_ms = t[1];
+    if (smallest[key.path] == 0 || key.budget < smallest[key.path]) smallest[key.path] = key.budget;
+  }
+  // Eager costs the same kernels plus launch gaps: time the forward called
+  // directly on the smallest graph's own buffers.
+  for (auto& [key, g] : cache.graphs()) {
+    if (key.budget != smallest[key.path]) continue;
+    auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
+    double t[3];
+    for (double& v : t)
+      v = backend_->time_ms([&] {
+        plugin_.call("eager forward (calibration)", &g.shape,
+                     [&](eg_error* e) { return fn(plugin_.handle(), &g.args, e); });
+      });
+    std::sort(t, t + 3);
+    eager_overhead_ms_[key.path] = std::max(0.0, t[1] - g.replay_ms);
+  }
+}
+
+bool CostModel::eager_expected_faster(const CaptureCache& cache, const CapturedGraph& graph,
+                                      int64_t tokens) const {
+  if (!calibrated()) return false;
+  // Replay times of this path's graphs with the same axis keys, by budget.
+  std::vector<std::pair<int64_t, double>> times;
+  for (const auto& [key, g] : cache.graphs())
+    if (key.path == graph.shape.path &&
+        std::equal(key.axis_keys.begin(), key.axis_keys.end(), graph.shape.axis_keys))
+      times.emplace_back(key.budget, g.replay_ms);
+  if (times.size() < 2) return false;
+  std::sort(times.begin(), times.end());
+  double estimate = times.front().second;
+  for (size_t i = 1; i < times.size(); ++i) {
+    if (tokens <= times[i].first) {
+      const auto [b0, t0] = times[i - 1];
+      const auto [b1, t1] = times[i];
+      estimate = tokens <= b0 ? t0 : t0 + (t1 - t0) * double(tokens - b0) / double(b1 - b0);
+      break;
+    }
+  }
+  estimate += eager_overhead_ms_[graph.shape.path];
+  // A clear margin: eager also pays buffer preparation the replay does not.
+  return estimate < 0.8 * graph.replay_ms;
+}
+
+}  // namespace encgraph

@@ -1,0 +1,109 @@
+// `encgraph verify`'s checks: a workload run through the graphs (memory
+// poisoned) against every item run alone eagerly, output by output and row by
+// row at a tolerance chosen by the output's dtype; the engine's statistics
+// checked against what each call must have counted; and, for a mismatch, the
+// failing request run again with one buffer's padding logic swapped at a time
+// (Runtime::override_padding) to name the buffer whose declared logic is wrong.
+#pragma once
+
+#include "workload.hpp"
+
+#include <encgraph/runtime.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace encgraph::host {
+
+// How far a graph's value may lie from the eager one: |graph - eager| <=
+// relative * max(1, the largest |eager| of the row). Batching reorders sums
+// (other GEMM blocking, other padding), so the error scales with the row's
+// magnitude; the floor of 1 makes it absolute for small rows.
+struct Tolerance {
+  double relative = 0.0;  // 0: exact (integer outputs)
+};
+// f32 1e-4, f16 5e-3, bf16 2e-2, f64 1e-9, integers exact.
+Tolerance tolerance_for(int32_t dtype);
+
+// The first value of one item's output that differs, with both values.
+struct ValueDifference {
+  int64_t row = 0;
+  int64_t column = 0;
+  double graph = 0.0;
+  double eager = 0.0;
+  double allowed = 0.0;  // the tolerance at that row
+  std::string why;       // "beyond the tolerance", "NaN in the graph's output only", ...
+};
+
+struct Comparison {
+  std::optional<ValueDifference> first;  // the first difference, if any
+  int64_t rows = 0;                      // rows compared
+  int64_t values = 0;                    // values compared
+  int64_t nonfinite_both = 0;            // NaN/Inf at the same place in both (counted, allowed)
+  double max_abs_diff = 0.0;             // over the finite pairs
+};
+
+// Compares one item's output (rows of `width` values, row-major) of a graph
+// run against its eager run. Rows counts that differ are a difference at the
+// first missing row; NaN or an infinity in one but not the other is one too.
+Comparison compare_output(const std::vector<float>& graph, const std::vector<float>& eager,
+                          int64_t width, Tolerance tolerance);
+
+// "zero", "repeat-last", "callback" (or the number).
+std::string padding_logic_name(int32_t logic);
+
+// What a Planned call over `items` items, or an Eager call over one item, must
+// have counted (the delta of stats() around the call); one line per broken
+// rule, empty when honest.
+std::vector<std::string> check_planned_stats(const Stats& delta, int64_t items);
+std::vector<std::string> check_eager_stats(const Stats& delta);
+
+struct VerifyOptions {
+  int64_t request_size = 16;
+  std::optional<double> tolerance;  // overrides tolerance_for every output
+};
+
+// One buffer's declared logic swapped for another, and whether the failing
+// request then matched.
+struct PaddingTrial {
+  std::string buffer;
+  int32_t declared = 0;
+  int32_t tried = 0;
+  bool matches = false;
+};
+
+struct Mismatch {
+  std::string item;    // the item's id
+  size_t request = 0;  // 0-based
+  size_t index = 0;    // in its request
+  size_t request_items = 0;
+  std::string output;
+  int32_t dtype = 0;
+  ValueDifference difference;
+  Stats request_stats;  // what the failing request's Planned call counted
+  std::vector<PaddingTrial> trials;
+};
+
+struct VerifyResult {
+  int64_t items = 0;
+  int64_t requests = 0;
+  size_t outputs = 0;
+  int64_t rows = 0;
+  int64_t values = 0;
+  int64_t nonfinite_both = 0;
+  double max_abs_diff = 0.0;
+  int64_t items_differing = 0;
+  Stats planned;  // the Planned calls' statistics, summed
+  std::optional<Mismatch> mismatch;
+  std::vector<std::string> stats_problems;  // the first few broken statistics rules
+  int64_t stats_problem_count = 0;
+};
+
+// Runs `work` on `runtime` (captured, memory poisoned, use_graphs on) and
+// compares; reports progress through the log.
+VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work,
+                             const VerifyOptions& options);
+
+}  // namespace encgraph::host

@@ -1,0 +1,352 @@
+// Variable-length attention, flash-attention style (FA2 structure): one block
+// per (sequence, block of query rows, head); each warp owns 16 query rows and
+// walks the sequence's keys in tiles of 64 with an online softmax, so scores
+// never leave registers. Q·K^T and P·V run on mma.sync m16n8k16 bf16 with fp32
+// accumulators; tiles arrive through cp.async, double-buffered, K and V in
+// separate groups so loads overlap the arithmetic even for one-tile windows.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane/4, t = lane%4):
+//   A 16x16: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+//   B 16x8:  b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+//   C 16x8:  c0,c1 (g, 2t..2t+1)  c2,c3 (g+8, 2t..2t+1)
+// The C layout of two neighbouring n8 tiles is the A layout of one k16 step,
+// which is how P goes from the softmax straight into P·V without shared memory.
+#include <encoder_kit/cuda/check.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <type_traits>
+
+namespace encoder_kit::cuda {
+namespace {
+
+constexpr int kBlockN = 64;  // keys per tile
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared; with valid == false nothing is read and the
+// destination is zero-filled (rows past the sequence, padded columns).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 2^x on the SFU; 2^-inf = 0, which masks dropped keys.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int kDPad, int kWarps>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(16 * kWarps + 4 * kBlockN) * (kDPad + 8) * sizeof(bf16);
+}
+
+// kDPad: head_dim rounded up to a multiple of 16 (zero columns in shared memory).
+// Shared rows are kDPad + 8 elements long: the 16-byte skew makes the eight row
+// addresses of every ldmatrix phase fall in distinct banks.
+// Up to head_dim 80 the kernel fits in 128 registers a thread; saying so keeps
+// 16 warps resident per multiprocessor (at 129+ the allocator drops a block).
+template <int kDPad, int kWarps>
+constexpr int min_blocks() {
+  return kDPad <= 80 ? 16 / kWarps : 1;
+}
+
+template <int kDPad, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
+    varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
+                            int m_blocks, int num_heads, int head_dim, float scale_log2,
+                            bf16* __restrict__ out) {
+  constexpr int kBlockM = 16 * kWarps;
+  constexpr int kThreads = 32 * kWarps;
+  constexpr int kStride = kDPad + 8;
+  constexpr int kChunks = kDPad / 8;  // 16-byte chunks per shared row
+  constexpr int kKSteps = kDPad / 16;
+  constexpr int kNTiles = kBlockN / 8;
+  constexpr int kDTiles = kDPad / 8;
+
+  const int seq = static_cast<int>(blockIdx.x) / m_blocks;
+  const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
+  const int head = static_cast<int>(blockIdx.y);
+  const int start = cu_seqlens[seq];
+  const int len = cu_seqlens[seq + 1] - start;
+  if (q0 >= len) return;  // padded sequence or past its end: the cheap exit
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* s_q = reinterpret_cast<bf16*>(smem_raw);
+  bf16* s_k = s_q + kBlockM * kStride;  // [2][kBlockN][kStride]
+  bf16* s_v = s_k + 2 * kBlockN * kStride;
+
+  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
+  const bf16* q_base =
+      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
+  const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
+  const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
+  const int valid_chunks = head_dim / 8;
+
+  auto load_tile = [&](bf16* dst, const bf16* base, int row0, int rows) {
+    for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+      const int r = i / kChunks;
+      const int c = i - r * kChunks;
+      const bool ok = row0 + r < len && c < valid_chunks;
+      const bf16* src = ok ? base + static_cast<int64_t>(row0 + r) * row_stride + c * 8 : base;
+      cp_async16(smem_addr(dst + r * kStride + c * 8), src, ok);
+    }
+  };
+
+  const int n_tiles = (len + kBlockN - 1) / kBlockN;
+  // K and V travel in separate cp.async groups, so Q·K^T and the softmax of a
+  // tile run while its V (and the next K) are still arriving. Groups in
+  // flight at the top of iteration `it`: [K_it], [V_it], oldest first.
+  load_tile(s_q, q_base, q0, kBlockM);
+  load_tile(s_k, k_base, 0, kBlockN);
+  cp_async_commit();
+  load_tile(s_v, v_base, 0, kBlockN);
+  cp_async_commit();
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int t = lane & 3;
+  // ldmatrix x4 row/column offsets of this lane (see the fragment notes above).
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+
+  uint32_t q_frag[kKSteps][4];
+  float o[kDTiles][4];
+#pragma unroll
+  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int buf = it & 1;
+    const bool more = it + 1 < n_tiles;
+    cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
+    __syncthreads();
+    if (it == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk)
+        ldmatrix_x4(q_frag[kk], smem_addr(s_q + (warp * 16 + a_row) * kStride + kk * 16 + a_col));
+    }
+    const bf16* k_tile = s_k + buf * kBlockN * kStride;
+    const bf16* v_tile = s_v + buf * kBlockN * kStride;
+
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+    float s[kNTiles][4];
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+      for (int p = 0; p < kNTiles / 2; ++p) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_addr(k_tile + (p * 16 + b_row) * kStride + kk * 16 + b_col));
+        mma_bf16(s[2 * p], q_frag[kk], b[0], b[1]);
+        mma_bf16(s[2 * p + 1], q_frag[kk], b[2], b[3]);
+      }
+    }
+
+    // The other K buffer was last read by the previous tile's Q·K^T, which
+    // every warp finished before the barrier above.
+    if (more) load_tile(s_k + (buf ^ 1) * kBlockN * kStride, k_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
+
+    // Online softmax in the log2 domain. Every tile holds at least one real
+    // key, so the new maximum is finite and no -inf - -inf appears.
+    const int key0 = it * kBlockN + 2 * t;
+    float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool real = key0 + j * 8 + (e & 1) < len;
+        s[j][e] = real ? s[j][e] * scale_log2 : -INFINITY;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float alpha = fast_exp2(row_max[r] - tile_max[r]);
+      row_max[r] = tile_max[r];
+      row_sum[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kDTiles; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = fast_exp2(s[j][e] - row_max[e >> 1]);
+        row_sum[e >> 1] += s[j][e];
+      }
+    }
+
+    cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+    __syncthreads();
+
+    // O += P V, P re-packed from the accumulators as bf16 A fragments.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                             pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < kDTiles / 2; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, smem_addr(v_tile + (kk * 16 + a_row) * kStride + dp * 16 + a_col));
+        mma_bf16(o[2 * dp], a, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+    // The other V buffer was last read by the previous tile's P·V, finished
+    // by every warp before the barrier above.
+    if (more) load_tile(s_v + (buf ^ 1) * kBlockN * kStride, v_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();
+  }
+
+  // Normalise and stage the warp's 16 rows in its own rows of s_q (only this
+  // warp ever read them), then write whole 16-byte chunks of real rows.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = 1.0f / l;
+  }
+  bf16* stage = s_q + warp * 16 * kStride;
+  const int g = lane >> 2;
+#pragma unroll
+  for (int j = 0; j < kDTiles; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
+        __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
+    *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
+        __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
+  }
+  __syncwarp();
+  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
+  for (int i = lane; i < 16 * valid_chunks; i += 32) {
+    const int r = i / valid_chunks;
+    const int c = i - r * valid_chunks;
+    const int row = q0 + warp * 16 + r;
+    if (row < len)
+      *reinterpret_cast<uint4*>(out + static_cast<int64_t>(start + row) * out_stride +
+                                static_cast<int64_t>(head) * head_dim + c * 8) =
+          *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
+  }
+}
+
+template <int kDPad, int kWarps>
+int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
+           int head_dim, float scale, bf16* out, cudaStream_t stream) {
+  constexpr int kBlockM = 16 * kWarps;
+  constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
+  // Above 48 KiB a kernel must opt in, once per instantiation and device: the
+  // attribute belongs to the device current when it is set, and one process
+  // runs on several (data parallel). Not a stream operation, so also legal
+  // while a graph is being captured.
+  static std::mutex opted_mutex;
+  static std::set<int> opted;  // device indices
+  int device = 0;
+  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(opted_mutex);
+    if (!opted.count(device)) {
+      ENCODER_KIT_CUDA_TRY(cudaFuncSetAttribute(varlen_attention_kernel<kDPad, kWarps>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(kSmem)));
+      opted.insert(device);
+    }
+  }
+  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
+  ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
+  const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
+  varlen_attention_kernel<kDPad, kWarps><<<grid, kWarps * 32, kSmem, stream>>>(
+      qkv, cu_seqlens, m_blocks, num_heads, head_dim, scale * 1.4426950408889634f, out);
+  ENCODER_KIT_LAUNCH_CHECK();
+  return 0;
+}
+
+}  // namespace
+
+int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+                          int num_heads, int head_dim, float scale, bf16* out,
+                          cudaStream_t stream) {
+  // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
+  // use 8 warps so each K/V tile brought into shared memory serves 128 queries.
+  return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                             head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
+}
+
+namespace detail {
+
+int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+                                int warps, cudaStream_t stream) {
+  ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
+  ENCODER_KIT_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
+  ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
+  ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
+  ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
+  if (max_seqs == 0 || max_seqlen == 0) return 0;
+  auto go = [&](auto dpad) {
+    constexpr int d = decltype(dpad)::value;
+    return warps == 8 ? launch<d, 8>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream)
+                      : launch<d, 4>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream);
+  };
+  if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (head_dim <= 96) return go(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{});
+}
+
+}  // namespace detail
+}  // namespace encoder_kit::cuda

@@ -1,0 +1,314 @@
+// GemmPlan: row-major C[m,n] = A[m,k] · W[n,k]^T through cuBLASLt, which is
+// column-major. A row-major [r,c] matrix is a column-major [c,r] one, so the
+// product is computed as C^T[n,m] = W[n,k] · A^T[k,m]: cuBLASLt's "A" operand
+// is W (stored k x n, transposed), its "B" is A (k x m), D is n x m with ld n,
+// and the bias runs along D's rows, i.e. along n as a Linear layer wants.
+//
+// Descriptors and layouts are built per call in stack storage
+// (cublasLt*Init on the opaque structs): no allocation, nothing shared between
+// threads. Only the algorithm choice is cached, per row count m.
+#include <encoder_kit/cuda/check.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace encoder_kit::cuda {
+
+namespace detail {
+namespace {
+thread_local std::string g_last_detail;
+}  // namespace
+
+int record_failure(int code, const char* expr, const char* file, int line) {
+  g_last_detail = std::string(expr) + " at " + file + ":" + std::to_string(line);
+  return code;
+}
+}  // namespace detail
+
+const char* last_error_detail() {
+  return detail::g_last_detail.c_str();
+}
+
+const char* error_string(int code) {
+  if (code == 0) return "no error";
+  if (code >= kCublasErrorBase)
+    return cublasLtGetStatusString(static_cast<cublasStatus_t>(code - kCublasErrorBase));
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+namespace {
+
+constexpr int kMaxCachedM = 4096;  // past this, eager calls re-query instead of growing
+
+struct Choice {
+  int64_t m;
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+};
+
+// The per-call objects, in stack storage.
+struct Problem {
+  cublasLtMatmulDescOpaque_t desc_storage;
+  cublasLtMatrixLayoutOpaque_t w_storage, a_storage, c_storage;
+  cublasLtMatmulDesc_t desc() { return &desc_storage; }
+  cublasLtMatrixLayout_t w() { return &w_storage; }
+  cublasLtMatrixLayout_t a() { return &a_storage; }
+  cublasLtMatrixLayout_t c() { return &c_storage; }
+};
+
+cublasLtEpilogue_t lt_epilogue(GemmPlan::Epilogue ep) {
+  switch (ep) {
+    case GemmPlan::Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmPlan::Epilogue::BiasGeluTanh:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;  // cuBLASLt's GELU is the tanh form
+    case GemmPlan::Epilogue::Bias:
+    case GemmPlan::Epilogue::BiasGelu:  // erf GELU: a separate pass after the product
+      break;
+  }
+  return CUBLASLT_EPILOGUE_BIAS;
+}
+
+}  // namespace
+
+struct GemmPlan::Impl {
+  int64_t m_max = 0, n = 0, k = 0;
+  Epilogue ep = Epilogue::None;
+  bool residual = false;
+  cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
+  cublasLtMatmulPreference_t pref = nullptr;
+  mutable std::mutex mu;
+  mutable std::vector<Choice> cache;
+
+  ~Impl() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    if (query_handle != nullptr) cublasLtDestroy(query_handle);
+  }
+
+  int build(Problem& p, int64_t m, const bf16* bias) const {
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescInit(p.desc(), CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_w = CUBLAS_OP_T, trans_a = CUBLAS_OP_N;
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_TRANSA,
+                                                          &trans_w, sizeof(trans_w)));
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_TRANSB,
+                                                          &trans_a, sizeof(trans_a)));
+    const cublasLtEpilogue_t epi = lt_epilogue(ep);
+    ENCODER_KIT_CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+      const int32_t bias_type = CUDA_R_16BF;
+      ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
+          p.desc(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+      if (bias != nullptr)
+        ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
+            p.desc(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatrixLayoutInit(p.w(), CUDA_R_16BF, static_cast<uint64_t>(k),
+                                                    static_cast<uint64_t>(n), k));
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatrixLayoutInit(p.a(), CUDA_R_16BF, static_cast<uint64_t>(k),
+                                                    static_cast<uint64_t>(m), k));
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatrixLayoutInit(p.c(), CUDA_R_16BF, static_cast<uint64_t>(n),
+                                                    static_cast<uint64_t>(m), n));
+    return 0;
+  }
+
+  // cuBLASLt's proposals for m, best first.
+  int candidates(int64_t m, int wanted, std::vector<cublasLtMatmulHeuristicResult_t>& out) const {
+    Problem p;
+    if (const int rc = build(p, m, nullptr)) return rc;
+    out.assign(static_cast<size_t>(wanted), cublasLtMatmulHeuristicResult_t{});
+    int found = 0;
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(
+        query_handle, p.desc(), p.w(), p.a(), p.c(), p.c(), pref, wanted, out.data(), &found));
+    out.resize(static_cast<size_t>(found));
+    ENCODER_KIT_REQUIRE(found > 0);  // no algorithm for this shape / alignment
+    return 0;
+  }
+
+  // The algorithm for m: cached, else the heuristic's first (cached if room).
+  int choose(int64_t m, Choice& choice) const {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const Choice& c : cache)
+        if (c.m == m) {
+          choice = c;
+          return 0;
+        }
+    }
+    std::vector<cublasLtMatmulHeuristicResult_t> found;
+    if (const int rc = candidates(m, 1, found)) return rc;
+    choice = Choice{m, found[0].algo, found[0].workspaceSize};
+    remember(choice);
+    return 0;
+  }
+
+  void remember(const Choice& choice) const {
+    std::lock_guard<std::mutex> lock(mu);
+    for (Choice& c : cache)
+      if (c.m == choice.m) {
+        c = choice;
+        return;
+      }
+    if (cache.size() < kMaxCachedM) cache.push_back(choice);
+  }
+
+  int matmul(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo, const bf16* A,
+             const bf16* W, const bf16* bias, const bf16* residual, bf16* C, int64_t m,
+             void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+    Problem p;
+    if (const int rc = build(p, m, bias)) return rc;
+    const float alpha = 1.0f, beta = residual != nullptr ? 1.0f : 0.0f;
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmul(handle, p.desc(), &alpha, W, p.w(), A, p.a(), &beta,
+                                          residual != nullptr ? residual : C, p.c(), C, p.c(),
+                                          &algo, workspace, workspace_bytes, stream));
+    if (ep == Epilogue::BiasGelu) return gelu_bf16(C, C, m * n, false, stream);
+    return 0;
+  }
+
+  int check_args(const bf16* A, const bf16* W, const bf16* bias, const bf16* residual,
+                 const bf16* C, int64_t m) const {
+    ENCODER_KIT_REQUIRE(m >= 0 && m <= m_max);
+    ENCODER_KIT_REQUIRE(A != nullptr && W != nullptr && C != nullptr);
+    ENCODER_KIT_REQUIRE((ep == Epilogue::None) == (bias == nullptr));
+    ENCODER_KIT_REQUIRE(residual_ok(residual));
+    // The heuristic was asked for 16-byte alignment; less would fail in cuBLASLt.
+    ENCODER_KIT_REQUIRE(detail::aligned16(A) && detail::aligned16(W) && detail::aligned16(C));
+    ENCODER_KIT_REQUIRE(bias == nullptr || detail::aligned16(bias));
+    ENCODER_KIT_REQUIRE(residual == nullptr || detail::aligned16(residual));
+    return 0;
+  }
+  bool residual_ok(const bf16* r) const { return residual == (r != nullptr); }
+};
+
+size_t GemmPlan::workspace_bytes() {
+  return size_t{32} << 20;
+}
+
+GemmPlan::GemmPlan() = default;
+GemmPlan::~GemmPlan() = default;
+GemmPlan::GemmPlan(GemmPlan&&) noexcept = default;
+GemmPlan& GemmPlan::operator=(GemmPlan&&) noexcept = default;
+
+int64_t GemmPlan::m_max() const {
+  return impl_ ? impl_->m_max : 0;
+}
+int64_t GemmPlan::n() const {
+  return impl_ ? impl_->n : 0;
+}
+int64_t GemmPlan::k() const {
+  return impl_ ? impl_->k : 0;
+}
+
+int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual) {
+  ENCODER_KIT_REQUIRE(m_max > 0 && n > 0 && k > 0);
+  ENCODER_KIT_REQUIRE(
+      !(add_residual && (ep == Epilogue::BiasGelu || ep == Epilogue::BiasGeluTanh)));
+  auto impl = std::make_unique<Impl>();
+  impl->m_max = m_max;
+  impl->n = n;
+  impl->k = k;
+  impl->ep = ep;
+  impl->residual = add_residual;
+  ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
+  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
+  const uint64_t ws = workspace_bytes();
+  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+      impl->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t align = 16;
+  for (const auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ENCODER_KIT_CUBLAS_TRY(
+        cublasLtMatmulPreferenceSetAttribute(impl->pref, attr, &align, sizeof(align)));
+  // Fails here, not at the first run, when cuBLASLt has nothing for the shape.
+  Choice choice{};
+  if (const int rc = impl->choose(m_max, choice)) return rc;
+  impl_ = std::move(impl);
+  return 0;
+}
+
+int GemmPlan::prepare(int64_t m) {
+  ENCODER_KIT_REQUIRE(impl_ != nullptr);
+  ENCODER_KIT_REQUIRE(m > 0 && m <= impl_->m_max);
+  Choice choice{};
+  return impl_->choose(m, choice);
+}
+
+int GemmPlan::run(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
+                  const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
+                  cudaStream_t stream) const {
+  ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr);
+  if (const int rc = impl_->check_args(A, W, bias, residual, C, m)) return rc;
+  if (m == 0) return 0;
+  Choice choice{};
+  if (const int rc = impl_->choose(m, choice)) return rc;
+  ENCODER_KIT_REQUIRE(choice.workspace <= workspace_bytes && (choice.workspace == 0 || workspace));
+  return impl_->matmul(handle, choice.algo, A, W, bias, residual, C, m, workspace, workspace_bytes,
+                       stream);
+}
+
+int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
+                   const bf16* residual, bf16* C, int64_t m, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream, int max_candidates) {
+  ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr && max_candidates > 0);
+  if (const int rc = impl_->check_args(A, W, bias, residual, C, m)) return rc;
+  if (m == 0) return 0;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  ENCODER_KIT_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
+  ENCODER_KIT_REQUIRE(capturing == cudaStreamCaptureStatusNone);
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  if (const int rc = impl_->candidates(m, max_candidates, found)) return rc;
+
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  ENCODER_KIT_CUDA_TRY(cudaEventCreate(&ev[0]));
+  if (const cudaError_t e = cudaEventCreate(&ev[1]); e != cudaSuccess) {
+    cudaEventDestroy(ev[0]);
+    return detail::record_failure(static_cast<int>(e), "cudaEventCreate", __FILE__, __LINE__);
+  }
+  // Rounds interleave the candidates so that clock and power drift during the
+  // search hits all of them alike; each keeps its best batch.
+  constexpr int kRounds = 4, kRuns = 5;
+  const size_t count = found.size();
+  std::vector<float> best_ms(count, -1.0f);  // -1: unusable
+  auto once = [&](size_t i) {
+    return impl_->matmul(handle, found[i].algo, A, W, bias, residual, C, m, workspace,
+                         workspace_bytes, stream);
+  };
+  int rc = 0;
+  for (size_t i = 0; i < count; ++i)  // a proposal that fails to run is skipped
+    if (found[i].workspaceSize <= workspace_bytes && once(i) == 0) best_ms[i] = 0.0f;
+  for (int round = 0; round < kRounds && rc == 0; ++round) {
+    for (size_t i = 0; i < count && rc == 0; ++i) {
+      if (best_ms[i] < 0.0f) continue;
+      rc = static_cast<int>(cudaEventRecord(ev[0], stream));
+      for (int r = 0; r < kRuns && rc == 0; ++r) rc = once(i);
+      if (rc == 0) rc = static_cast<int>(cudaEventRecord(ev[1], stream));
+      if (rc == 0) rc = static_cast<int>(cudaEventSynchronize(ev[1]));
+      float ms = 0.0f;
+      if (rc == 0) rc = static_cast<int>(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+      if (rc == 0 && (round == 0 || ms < best_ms[i])) best_ms[i] = ms;
+    }
+  }
+  cudaEventDestroy(ev[0]);
+  cudaEventDestroy(ev[1]);
+  if (rc != 0) return detail::record_failure(rc, "timing a candidate", __FILE__, __LINE__);
+  int best = -1;
+  for (size_t i = 0; i < count; ++i)
+    if (best_ms[i] >= 0.0f && (best < 0 || best_ms[i] < best_ms[static_cast<size_t>(best)]))
+      best = static_cast<int>(i);
+  ENCODER_KIT_REQUIRE(best >= 0);  // every proposal failed
+  // The heuristic's own first choice stays unless another is clearly faster:
+  // a timing win of a few percent in a short search is often noise.
+  if (best != 0 && best_ms[0] >= 0.0f && best_ms[static_cast<size_t>(best)] > 0.95f * best_ms[0])
+    best = 0;
+  impl_->remember(Choice{m, found[static_cast<size_t>(best)].algo,
+                         found[static_cast<size_t>(best)].workspaceSize});
+  return 0;
+}
+
+}  // namespace encoder_kit::cuda

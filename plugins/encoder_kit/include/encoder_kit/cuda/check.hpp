@@ -1,0 +1,52 @@
+// Error plumbing shared by the kernel sources: every failure returns a code and
+// leaves the failing expression, file and line for last_error_detail().
+#pragma once
+
+#include "kernels.hpp"
+
+#include <cstdint>
+
+namespace encoder_kit::cuda::detail {
+
+// Records "expr at file:line" for this thread and returns code unchanged.
+int record_failure(int code, const char* expr, const char* file, int line);
+
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+// varlen_attention_bf16 with the block width forced (4 or 8 warps of 16 query
+// rows): the public entry picks by max_seqlen; the benchmark compares both.
+int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+                                int warps, cudaStream_t stream);
+
+}  // namespace encoder_kit::cuda::detail
+
+#define ENCODER_KIT_CUDA_TRY(expr)                                                              \
+  do {                                                                                          \
+    const cudaError_t encoder_kit_status_ = (expr);                                             \
+    if (encoder_kit_status_ != cudaSuccess)                                                     \
+      return ::encoder_kit::cuda::detail::record_failure(static_cast<int>(encoder_kit_status_), \
+                                                         #expr, __FILE__, __LINE__);            \
+  } while (0)
+
+#define ENCODER_KIT_CUBLAS_TRY(expr)                                                            \
+  do {                                                                                          \
+    const cublasStatus_t encoder_kit_status_ = (expr);                                          \
+    if (encoder_kit_status_ != CUBLAS_STATUS_SUCCESS)                                           \
+      return ::encoder_kit::cuda::detail::record_failure(                                       \
+          ::encoder_kit::cuda::kCublasErrorBase + static_cast<int>(encoder_kit_status_), #expr, \
+          __FILE__, __LINE__);                                                                  \
+  } while (0)
+
+// A bad argument is reported as cudaErrorInvalidValue naming the broken rule.
+#define ENCODER_KIT_REQUIRE(cond)                                                                 \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      return ::encoder_kit::cuda::detail::record_failure(static_cast<int>(cudaErrorInvalidValue), \
+                                                         #cond, __FILE__, __LINE__);              \
+  } while (0)
+
+// After a launch: a bad configuration shows up here, not at the <<< >>>.
+#define ENCODER_KIT_LAUNCH_CHECK() ENCODER_KIT_CUDA_TRY(cudaGetLastError())

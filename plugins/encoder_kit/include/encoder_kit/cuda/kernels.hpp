@@ -1,0 +1,160 @@
+// CUDA kernels the vision-tower plugins share (Qwen2.5-VL now, SigLIP later).
+//
+// Conventions, for every function below:
+//  - bf16 storage, fp32 arithmetic inside, row-major tensors;
+//  - the stream comes last; nothing allocates, synchronises or reads device
+//    memory on the host, so every call can be recorded into a CUDA graph
+//    (GemmPlan::initialize and GemmPlan::tune are the exceptions: call them outside
+//    capture);
+//  - the return value is 0 on success, a cudaError_t (1..9999) for a CUDA
+//    failure or a bad argument (cudaErrorInvalidValue), or
+//    kCublasErrorBase + cublasStatus_t for a cuBLASLt failure; error_string()
+//    names any of them;
+//  - vector paths need 16-byte aligned pointers and row lengths that are a
+//    multiple of 8 elements; other shapes take slower scalar paths (the
+//    attention kernel and rotary have stricter rules, stated there).
+// Plain C++: this header is included by .cpp files compiled by the host compiler.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace encoder_kit::cuda {
+
+using bf16 = __nv_bfloat16;
+
+inline constexpr int kCublasErrorBase = 10000;
+
+// Name and description of a code returned by this library ("no error" for 0).
+const char* error_string(int code);
+
+// "expression at file:line" of the latest failure this thread saw in this
+// library (empty when none): which argument rule or CUDA call failed.
+const char* last_error_detail();
+
+// ---------------------------------------------------------------------------
+// Matrix products through cuBLASLt: C[m,n] = act(A[m,k] · W[n,k]^T + bias[n])
+// (+ residual[m,n]), W as a PyTorch Linear stores its weight.
+class GemmPlan {
+ public:
+  enum class Epilogue {
+    None,          // C = A·W^T
+    Bias,          // C = A·W^T + bias
+    BiasGelu,      // C = gelu_erf(A·W^T + bias): Bias epilogue, then gelu_bf16 in place
+    BiasGeluTanh,  // C = gelu_tanh(A·W^T + bias): fused into cuBLASLt's epilogue
+  };
+
+  // Workspace run() wants (cuBLAS's recommendation for Hopper); pass at least this.
+  static size_t workspace_bytes();
+
+  GemmPlan();
+  ~GemmPlan();
+  GemmPlan(GemmPlan&&) noexcept;
+  GemmPlan& operator=(GemmPlan&&) noexcept;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+
+  // Fixes the problem (n, k, epilogue, residual) and picks the algorithm for
+  // m_max (heuristic queries use a private cuBLASLt handle made here). add_residual computes C =
+  // A·W^T + bias + residual (beta = 1; residual may alias C); it cannot be combined with a GELU
+  // epilogue. Needs a current CUDA device; call outside graph capture.
+  int initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual);
+
+  // Picks (and caches) the algorithm for one row count ahead of time. run()
+  // does the same lazily for an m it has not seen; that is a host-only query,
+  // safe inside capture, but costs some microseconds the first time.
+  int prepare(int64_t m);
+
+  // Times up to max_candidates of cuBLASLt's proposals for this m on the given
+  // buffers and keeps the fastest for m. Synchronises the stream: call it
+  // outside capture (e.g. during the warm-up run). Buffers as for run().
+  int tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
+           const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
+           cudaStream_t stream, int max_candidates = 8);
+
+  // 0 < m <= m_max (m == 0 does nothing). bias is required by the Bias*
+  // epilogues, residual by add_residual plans; all pointers 16-byte aligned.
+  int run(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
+          const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
+          cudaStream_t stream) const;
+
+  int64_t m_max() const;
+  int64_t n() const;
+  int64_t k() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------
+// Normalisations, one row at a time over `cols` values.
+
+// Qwen2RMSNorm as transformers computes it:
+// y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))).
+int rms_norm_bf16(const bf16* x, const bf16* w, bf16* y, int64_t rows, int64_t cols, float eps,
+                  cudaStream_t stream);
+
+// torch.nn.LayerNorm: y = (x - mean) * rsqrt(var + eps) * w + b (b may be null).
+int layer_norm_bf16(const bf16* x, const bf16* w, const bf16* b, bf16* y, int64_t rows,
+                    int64_t cols, float eps, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Element-wise.
+
+// y[r,c] = silu(gate[r,c]) * up[r,c] for c < cols, each operand with its own
+// leading dimension (in elements), so a fused [gate | up] GEMM output of width
+// 2*I is read as gate = C, up = C + I, ld_gate = ld_up = 2*I. silu(gate) is
+// rounded to bf16 before the product, as the bf16 PyTorch module does.
+int silu_mul_bf16(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_up, bf16* y,
+                  int64_t ld_y, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// y = gelu(x) over n values (exact erf form, or the tanh approximation);
+// y may equal x.
+int gelu_bf16(const bf16* x, bf16* y, int64_t n, bool tanh_approximation, cudaStream_t stream);
+
+// y = a + b over n values (y may equal a or b).
+int add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, cudaStream_t stream);
+
+// dst[r,:] = src[index[r],:] for r < rows (index on the device, int32); a
+// negative index writes a zero row. Window reordering and its inverse.
+// src and dst must not overlap.
+int gather_rows_bf16(const bf16* src, const int32_t* index, bf16* dst, int64_t rows, int64_t cols,
+                     cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Rotary position embedding, in place, on the q and k parts of a packed
+// qkv[tokens, 3, num_heads, head_dim] (v untouched). Qwen2.5-VL's vision
+// rotary (transformers' apply_rotary_pos_emb_vision): with h = head_dim/2,
+//   out[d]     = x[d]     * cos[t,d] - x[d + h] * sin[t,d]
+//   out[d + h] = x[d + h] * cos[t,d] + x[d]     * sin[t,d]      (d < h)
+// i.e. rotate_half over the whole head with cos/sin of width head_dim made of
+// two equal halves. cos/sin are fp32; only their first h columns of each row
+// are read, at row stride cs_stride (in floats): pass h for a compact
+// [tokens, head_dim/2] table (the model's `freqs`), or head_dim for the
+// duplicated [tokens, head_dim] table transformers builds. head_dim even.
+int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const float* cos,
+                const float* sin, int64_t cs_stride, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Variable-length attention over a packed qkv[tokens, 3, num_heads, head_dim]:
+// sequence s covers tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 and attends to
+// itself only (no causal mask); out[t, h*head_dim + d] = softmax(q k^T * scale) v.
+//  - cu_seqlens: device int32[max_seqs + 1], non-decreasing, padded by
+//    repeating the last value (zero-length sequences cost one early exit);
+//  - max_seqlen: an upper bound on every sequence length, fixed at capture;
+//    query blocks beyond a sequence's end exit at once;
+//  - head_dim: a multiple of 8, at most 128 (64, 72, 80, 96, 128 all fine;
+//    internally padded to 64/80/96/128);
+//  - rows of `out` outside every sequence are not written.
+// Flash-attention style: online softmax in fp32, tensor cores (mma.sync bf16),
+// no scores in memory. qkv and out 16-byte aligned.
+int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+                          int num_heads, int head_dim, float scale, bf16* out, cudaStream_t stream);
+
+}  // namespace encoder_kit::cuda

@@ -1,0 +1,154 @@
+// Plugin configuration: typed keys, bounds that name the key, checked size
+// arithmetic, and config_json read safely.
+#include "kit_test_support.hpp"
+
+#include <encoder_kit/checked.hpp>
+#include <encoder_kit/config.hpp>
+#include <encoder_kit/config_json.hpp>
+
+#include <sys/stat.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kit_test::contains;
+using kit_test::failure_of;
+
+struct Table {
+  std::vector<std::pair<std::string, std::string>> kv;
+  std::vector<eg_config_entry> entries;
+  encoder_kit::ConfigReader reader() {
+    entries.clear();
+    for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
+    return encoder_kit::ConfigReader(entries.data(), static_cast<int64_t>(entries.size()), "p");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("checked products and sums: random operands agree with 128-bit arithmetic") {
+  for (int i = 0; i < 2000; ++i) {
+    const int bits_a = static_cast<int>(kit_test::uniform(0, 62));
+    const int bits_b = static_cast<int>(kit_test::uniform(0, 62));
+    const int64_t a = kit_test::uniform(-(int64_t{1} << bits_a), int64_t{1} << bits_a);
+    const int64_t b = kit_test::uniform(-(int64_t{1} << bits_b), int64_t{1} << bits_b);
+    CAPTURE(a);
+    CAPTURE(b);
+    const __int128 p = static_cast<__int128>(a) * b, s = static_cast<__int128>(a) + b;
+    const bool p_fits =
+        p >= std::numeric_limits<int64_t>::min() && p <= std::numeric_limits<int64_t>::max();
+    const bool s_fits =
+        s >= std::numeric_limits<int64_t>::min() && s <= std::numeric_limits<int64_t>::max();
+    int64_t product = 0, sum = 0;
+    const kit_test::Failure fp =
+        failure_of([&] { product = encoder_kit::checked_mul(a, b, "rows"); });
+    CHECK(fp.thrown == !p_fits);
+    if (fp.thrown) {
+      CHECK(fp.status == EG_ERR_INVALID_ARGUMENT);
+      CHECK(contains(fp.message, "rows overflows 64 bits"));
+    } else {
+      CHECK(product == p);
+    }
+    const kit_test::Failure fs = failure_of([&] { sum = encoder_kit::checked_add(a, b, "rows"); });
+    CHECK(fs.thrown == !s_fits);
+    if (!fs.thrown) CHECK(sum == s);
+  }
+  CHECK(encoder_kit::checked_product({3, 5, 7}, "x") == 105);
+  CHECK(failure_of([] {
+          encoder_kit::checked_product({int64_t{1} << 62, 2, 1}, "patch values");
+        }).thrown);
+}
+
+TEST_CASE("bounds name the plugin, the key, the value and the range") {
+  for (int i = 0; i < 100; ++i) {
+    const int64_t lo = kit_test::uniform(-1000, 1000), hi = lo + kit_test::uniform(0, 1000);
+    const int64_t v = kit_test::uniform(lo - 100, hi + 100);
+    const kit_test::Failure f =
+        failure_of([&] { encoder_kit::require_in_range("qwen2_5_vl", "patch_size", v, lo, hi); });
+    CHECK(f.thrown == (v < lo || v > hi));
+    if (f.thrown)
+      CHECK(f.message == "qwen2_5_vl: patch_size = " + std::to_string(v) + " is outside [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+}
+
+TEST_CASE("typed keys refuse what they cannot read, naming the key") {
+  Table t;
+  t.kv = {{"a", "4611686018427387904"},
+          {"b", "99999999999999999999"},
+          {"c", "1e300"},
+          {"d", "nan"},
+          {"e", "inf"},
+          {"f", "0.5"},
+          {"g", "yes"}};
+  encoder_kit::ConfigReader r = t.reader();
+  CHECK(r.get_int("a", 0) == int64_t{1} << 62);
+  CHECK(contains(failure_of([&] { r.get_int("b", 0); }).message,
+                 "key 'b': '99999999999999999999' is not an integer"));
+  CHECK(contains(failure_of([&] { r.get_int("c", 0); }).message, "is not an integer"));
+  CHECK(contains(failure_of([&] { r.get_double("d", 0); }).message,
+                 "key 'd': 'nan' is not a finite number"));
+  CHECK(contains(failure_of([&] { r.get_double("e", 0); }).message, "not a finite number"));
+  CHECK(r.get_double("f", 0) == 0.5);
+  CHECK(contains(failure_of([&] { r.get_bool("g", false); }).message, "is not a boolean"));
+}
+
+TEST_CASE("check_finite defaults to true and reads a boolean") {
+  Table t;
+  encoder_kit::ConfigReader none = t.reader();
+  CHECK(encoder_kit::read_check_finite(none));
+  t.kv = {{"check_finite", "false"}};
+  encoder_kit::ConfigReader r = t.reader();
+  CHECK_FALSE(encoder_kit::read_check_finite(r));
+  CHECK_NOTHROW(r.reject_unknown());  // the key counts as understood
+  t.kv = {{"check_finite", "maybe"}};
+  encoder_kit::ConfigReader bad = t.reader();
+  CHECK(contains(failure_of([&] { encoder_kit::read_check_finite(bad); }).message, "check_finite"));
+}
+
+TEST_CASE("dtypes the device does not compute in are a config error") {
+  Table t;
+  t.kv = {{"dtype", "bf16"}};
+  encoder_kit::ConfigReader r = t.reader();
+  const kit_test::Failure f =
+      failure_of([&] { encoder_kit::read_compute_dtype(r, EG_DEVICE_CPU); });
+  CHECK(f.status == EG_ERR_INVALID_ARGUMENT);  // the CLI's exit 2
+  CHECK(contains(f.message, "set dtype = \"f32\""));
+}
+
+TEST_CASE("config_json: special files, non-objects and non-integers name the key and file") {
+  kit_test::TempDir dir("kit-cfg");
+  const auto p = dir.path() / "config.json";
+  auto error = [&](const std::filesystem::path& path) {
+    const kit_test::Failure f =
+        failure_of([&] { encoder_kit::VisionConfigJson(path.string(), "qwen2_5_vl"); });
+    CHECK(f.thrown);
+    CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+    CHECK(contains(f.message, "qwen2_5_vl: [plugin.config] config_json '" + path.string() + "'"));
+    return f.message;
+  };
+  CHECK(contains(error("/dev/zero"), "is a character device"));
+  CHECK(contains(error(dir.path()), "is a directory"));
+  CHECK(contains(error(dir.path() / "none.json"), "does not exist"));
+  const auto fifo = dir.path() / "fifo.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(contains(error(fifo), "is a FIFO"));
+  kit_test::write_file(p, "[1, 2]");
+  CHECK(contains(error(p), "is not a JSON object"));
+  kit_test::write_file(p, "{\"vision_config\": 3}");
+  CHECK(contains(error(p), "vision_config is not an object"));
+  kit_test::write_file(p, "{\"vision_config\": {\"depth\": 4}} x");
+  CHECK(contains(error(p), "trailing characters"));
+
+  kit_test::write_file(p, "{\"vision_config\": {\"depth\": 1e300, \"patch_size\": 14}}");
+  const encoder_kit::VisionConfigJson v(p.string(), "qwen2_5_vl");
+  int64_t patch = 0, depth = 7;
+  v.read_int("patch_size", patch);
+  CHECK(patch == 14);
+  const kit_test::Failure f = failure_of([&] { v.read_int("depth", depth); });
+  CHECK(contains(f.message, "vision_config.depth must be an integer within 64 bits, got 1e300"));
+  CHECK(depth == 7);  // left as it was
+}

@@ -1,0 +1,158 @@
+// varlen_attention_bf16 against a float64 softmax(q k^T * scale) v per
+// sequence and head: uneven lengths, zero-length sequences in the middle and
+// as padding, a max_seqlen above the real maximum, both block widths, head
+// dims 64/72/80/96/128, and NaN in every token row no sequence covers (the
+// kernel must never read them, nor write those rows of out).
+#include "gpu_test_util.hpp"
+
+#include <algorithm>
+
+using namespace encoder_kit_test;
+namespace k = encoder_kit::cuda;
+
+namespace {
+
+struct AttnCase {
+  int heads, head_dim;
+  std::vector<int> lens;  // real sequences, zero lengths allowed
+  int padded_seqs;        // extra zero-length slots (cu_seqlens repeats its last value)
+  int max_seqlen;         // bound passed to the kernel, >= every length
+  float q_scale;          // > 1 sharpens the softmax: tests the running-max rescaling
+  int tail_rows;          // token rows after the last sequence (NaN-poisoned)
+};
+
+void run_case(const AttnCase& ac) {
+  const int H = ac.heads, D = ac.head_dim;
+  std::vector<int32_t> cu{0};
+  for (int l : ac.lens) cu.push_back(cu.back() + l);
+  for (int i = 0; i < ac.padded_seqs; ++i) cu.push_back(cu.back());
+  const int max_seqs = static_cast<int>(cu.size()) - 1;
+  const int64_t covered = cu.back();
+  const int64_t tokens = covered + ac.tail_rows;
+  const int64_t row = int64_t{3} * H * D;
+
+  auto qkv = random_bf16(static_cast<size_t>(tokens * row));
+  for (int64_t t = 0; t < covered; ++t)  // sharpen q
+    for (int64_t i = 0; i < int64_t{H} * D; ++i)
+      qkv[t * row + i] = to_bf(to_f(qkv[t * row + i]) * ac.q_scale);
+  for (int64_t t = covered; t < tokens; ++t)
+    for (int64_t i = 0; i < row; ++i) qkv[t * row + i] = to_bf(NAN);
+
+  DeviceBuffer<bf16> dqkv(qkv.size()), dout(static_cast<size_t>(tokens * H * D));
+  DeviceBuffer<int32_t> dcu(cu.size());
+  dqkv.upload(qkv);
+  dcu.upload(cu);
+  dout.poison();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  CHECK_OK(k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                                    dout.get(), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = dout.download();
+
+  // ref and, per element, the weighted mean of |v|: the size of the terms the
+  // softmax sums. Short sequences with cancelling terms have small results
+  // but errors (P rounded to bf16) on the scale of those terms.
+  std::vector<double> ref(got.size(), 0.0), magnitude(got.size(), 0.0);
+  const auto x = to_double(qkv);
+  std::vector<double> p;
+  for (int s = 0; s < max_seqs; ++s) {
+    const int64_t b = cu[s], len = cu[s + 1] - cu[s];
+    p.resize(static_cast<size_t>(len));
+    for (int h = 0; h < H; ++h)
+      for (int64_t i = 0; i < len; ++i) {
+        const double* q = &x[(b + i) * row + h * D];
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < len; ++j) {
+          const double* kv = &x[(b + j) * row + (H + h) * D];
+          double dot = 0.0;
+          for (int d = 0; d < D; ++d) dot += q[d] * kv[d];
+          p[j] = dot * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0.0;
+        for (auto& v : p) sum += (v = std::exp(v - mx));
+        double* o = &ref[(b + i) * H * D + h * D];
+        double* mag = &magnitude[(b + i) * H * D + h * D];
+        for (int64_t j = 0; j < len; ++j) {
+          const double* v = &x[(b + j) * row + (2 * H + h) * D];
+          for (int d = 0; d < D; ++d) {
+            o[d] += p[j] / sum * v[d];
+            mag[d] += p[j] / sum * std::fabs(v[d]);
+          }
+        }
+      }
+  }
+  const size_t real = static_cast<size_t>(covered * H * D);
+  // Outputs are averages of N(0,1) values: absolute tolerance on their scale.
+  if (real > 0)
+    CHECK_CLOSE(compare(
+                    got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
+                    [&](size_t i) { return i < real; }, &magnitude),
+                1e-2);
+  size_t written_tail = 0;
+  for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
+  CHECK(written_tail == 0);
+}
+
+}  // namespace
+
+GPU_TEST_CASE("varlen attention, head_dim 80 (Qwen), uneven and empty sequences") {
+  require_gpu();
+  // Longer than one 128-row block and one 64-key tile; a 0 in the middle.
+  run_case({3, 80, {64, 17, 1, 0, 130, 200}, 3, 256, 1.0f, 5});
+  run_case({2, 80, {300}, 1, 300, 4.0f, 0});
+}
+
+GPU_TEST_CASE("varlen attention runs on every device of the process") {
+  require_gpu();
+  // The kernels opt in to more than 48 KiB of shared memory per device: the
+  // same instantiations must launch on a second GPU after the first (data
+  // parallel). One GPU: device 0 only.
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  for (int device = 0; device < count; ++device) {
+    CAPTURE(device);
+    REQUIRE(cudaSetDevice(device) == cudaSuccess);
+    run_case({4, 80, {64, 33, 0, 64}, 2, 64, 1.0f, 2});  // 4-warp blocks
+    run_case({2, 80, {200, 5}, 1, 200, 1.0f, 0});        // 8-warp blocks
+    run_case({2, 72, {129}, 0, 129, 1.0f, 1});
+  }
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+}
+
+GPU_TEST_CASE("varlen attention, head_dim 80, window sequences (4-warp blocks)") {
+  require_gpu();
+  run_case({16, 80, {64, 48, 64, 0, 64, 7}, 4, 64, 2.0f, 3});
+}
+
+GPU_TEST_CASE("varlen attention, head_dim 72 (SigLIP so400m) and 64") {
+  require_gpu();
+  run_case({2, 72, {729, 3}, 0, 729, 1.0f, 2});
+  run_case({3, 64, {64, 64, 64}, 2, 64, 1.0f, 0});
+  run_case({2, 64, {65, 129}, 1, 192, 3.0f, 1});
+}
+
+GPU_TEST_CASE("varlen attention, head_dim 96, 128 and 40 (padded internally)") {
+  require_gpu();
+  run_case({2, 96, {100, 37}, 1, 128, 1.0f, 1});
+  run_case({2, 128, {100, 37, 0}, 1, 160, 2.0f, 1});
+  run_case({2, 128, {50, 64}, 1, 64, 1.0f, 0});
+  run_case({2, 96, {64, 9}, 0, 64, 1.0f, 0});
+  run_case({2, 40, {70, 5}, 0, 70, 1.0f, 0});
+}
+
+GPU_TEST_CASE("varlen attention: all sequences empty writes nothing") {
+  require_gpu();
+  run_case({2, 80, {0, 0}, 2, 64, 1.0f, 4});
+}
+
+GPU_TEST_CASE("varlen attention rejects unsupported head dims") {
+  require_gpu();
+  DeviceBuffer<bf16> buf(1024);
+  DeviceBuffer<int32_t> cu(2);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 84, 1.0f, buf.get(), nullptr) ==
+        bad);
+  CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 136, 1.0f, buf.get(), nullptr) ==
+        bad);
+}

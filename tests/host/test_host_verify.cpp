@@ -1,0 +1,244 @@
+// `encgraph verify`: the comparison at a dtype's tolerance (NaN and infinities
+// in one mode only, rows counts), the statistics rules, and the command end to
+// end: the shipped toy config passes, the test plugin whose cu_seqlens is
+// zero-padded where repeat-last is needed fails with the buffer named, bad
+// input exits 2.
+#include "host_test_support.hpp"
+#include "verify.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+using namespace encgraph::host;
+using host_test::run;
+
+namespace {
+
+std::vector<std::string> toy_args(const std::vector<std::string>& extra,
+                                  const std::string& config = "configs/toy.toml") {
+  std::vector<std::string> args = {
+      "--config", std::string(EG_HOST_SOURCE_DIR) + "/" + config,
+      "--set",    "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]",
+      "--set",    "runtime.log_level=\"warn\"",
+      "--set",    "workload.count=24",
+      "--set",    "workload.request_size=8"};
+  for (const auto& e : extra) args.push_back(e);
+  return args;
+}
+
+bool plugin_built(const std::string& name) {
+  return std::filesystem::exists(host_test::plugin_dir() + "/libencgraph_" + name + ".so");
+}
+
+encgraph::Stats one_path_stats() {
+  encgraph::Stats s;
+  s.paths.resize(1);
+  s.paths[0].name = "default";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("tolerances follow the output's dtype") {
+  CHECK(tolerance_for(EG_DTYPE_F32).relative == doctest::Approx(1e-4));
+  CHECK(tolerance_for(EG_DTYPE_F16).relative == doctest::Approx(5e-3));
+  CHECK(tolerance_for(EG_DTYPE_BF16).relative == doctest::Approx(2e-2));
+  CHECK(tolerance_for(EG_DTYPE_F64).relative < 1e-6);
+  CHECK(tolerance_for(EG_DTYPE_I32).relative == 0.0);
+}
+
+TEST_CASE("outputs compare at the tolerance scaled by the row's magnitude") {
+  const Tolerance t{1e-4};
+  // Two rows of 3: a small row (scale 1) and a large one (scale 1000).
+  const std::vector<float> eager = {0.5f, -0.25f, 0.0f, 1000.0f, 2.0f, -3.0f};
+  std::vector<float> graph = eager;
+  graph[1] += 5e-5f;   // within 1e-4 of a row scaled 1
+  graph[4] += 0.05f;   // within 1e-4 x 1000 = 0.1
+  Comparison c = compare_output(graph, eager, 3, t);
+  CHECK_FALSE(c.first);
+  CHECK(c.rows == 2);
+  CHECK(c.values == 6);
+  CHECK(c.max_abs_diff == doctest::Approx(0.05).epsilon(1e-3));
+
+  graph[2] = 3e-4f;  // beyond 1e-4 in the small row
+  c = compare_output(graph, eager, 3, t);
+  REQUIRE(c.first);
+  CHECK(c.first->row == 0);
+  CHECK(c.first->column == 2);
+  CHECK(c.first->graph == doctest::Approx(3e-4));
+  CHECK(c.first->eager == 0.0);
+  CHECK(c.first->why == "beyond the tolerance");
+
+  graph = eager;
+  graph[4] += 0.2f;  // beyond 0.1 in the large row
+  c = compare_output(graph, eager, 3, t);
+  REQUIRE(c.first);
+  CHECK(c.first->row == 1);
+  CHECK(c.first->column == 1);
+  CHECK(c.first->allowed == doctest::Approx(0.1));
+}
+
+TEST_CASE("NaN or an infinity in one mode only is a difference; in both it is not") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> eager = {1.0f, 2.0f, nan, 4.0f};
+  std::vector<float> graph = {1.0f, 2.0f, nan, 4.0f};
+  Comparison c = compare_output(graph, eager, 2, {1e-4});
+  CHECK_FALSE(c.first);
+  CHECK(c.nonfinite_both == 1);
+
+  graph[0] = nan;  // unwritten (poisoned) row in the graph only
+  c = compare_output(graph, eager, 2, {1e-4});
+  REQUIRE(c.first);
+  CHECK(c.first->row == 0);
+  CHECK(c.first->column == 0);
+  CHECK(c.first->why == "NaN in the graph's output only");
+
+  graph = {1.0f, 2.0f, 3.0f, 4.0f};
+  c = compare_output(graph, eager, 2, {1e-4});
+  REQUIRE(c.first);
+  CHECK(c.first->row == 1);
+  CHECK(c.first->why == "NaN in the eager output only");
+
+  graph = {1.0f, inf, nan, 4.0f};
+  c = compare_output(graph, eager, 2, {1e-4});
+  REQUIRE(c.first);
+  CHECK(c.first->column == 1);
+  CHECK(c.first->why == "an infinity in the graph's output only");
+}
+
+TEST_CASE("a rows count that differs is a difference at the first missing row") {
+  const std::vector<float> eager = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> graph = {1, 2, 3, 4};
+  const Comparison c = compare_output(graph, eager, 2, {1e-4});
+  REQUIRE(c.first);
+  CHECK(c.first->row == 2);
+  CHECK(c.first->why == "the graph gives 2 rows, the eager run 3");
+  // Integer outputs compare exactly.
+  CHECK(compare_output({1, 2}, {1, 2}, 2, {0.0}).first == std::nullopt);
+  CHECK(compare_output({1, 3}, {1, 2}, 2, {0.0}).first);
+}
+
+TEST_CASE("padding logics have names") {
+  CHECK(padding_logic_name(EG_PAD_ZERO) == "zero");
+  CHECK(padding_logic_name(EG_PAD_REPEAT_LAST) == "repeat-last");
+  CHECK(padding_logic_name(EG_PAD_CALLBACK) == "callback");
+  CHECK(padding_logic_name(7) == "logic 7");
+}
+
+TEST_CASE("statistics rules: honest counts pass, the issue's lies are caught") {
+  encgraph::Stats d = one_path_stats();
+  d.graph_hits = 24;
+  d.batches_graph = 3;
+  d.paths[0].batches_graph = 3;
+  d.real_tokens = d.paths[0].real_tokens = 100;
+  d.budget_tokens = d.paths[0].budget_tokens = 128;
+  CHECK(check_planned_stats(d, 24).empty());
+
+  // Hits counted once per replayed path: 34 hits for 24 items.
+  encgraph::Stats twice = d;
+  twice.graph_hits = 34;
+  CHECK_FALSE(check_planned_stats(twice, 24).empty());
+  // A batch whose second path ran eagerly reported as a graph batch with no reason.
+  encgraph::Stats dual = d;
+  dual.paths.resize(2);
+  dual.paths[1].name = "local";
+  dual.paths[1].batches_eager = 1;
+  const auto problems = check_planned_stats(dual, 24);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems[0].find("path 'local': eager reasons sum to 0, batches_eager 1") !=
+        std::string::npos);
+  // Mixed batches with one path.
+  encgraph::Stats mixed = d;
+  mixed.batches_mixed = 1;
+  CHECK_FALSE(check_planned_stats(mixed, 24).empty());
+
+  encgraph::Stats e = one_path_stats();
+  e.graph_misses = 1;
+  e.batches_eager = 1;
+  e.paths[0].batches_eager = 1;
+  e.paths[0].eager_by_reason[static_cast<int>(encgraph::EagerReason::GraphsOff)] = 1;
+  CHECK(check_eager_stats(e).empty());
+  encgraph::Stats wrong_reason = e;
+  wrong_reason.paths[0].eager_by_reason = {};
+  wrong_reason.paths[0].eager_by_reason[static_cast<int>(encgraph::EagerReason::TooLarge)] = 1;
+  CHECK_FALSE(check_eager_stats(wrong_reason).empty());
+  encgraph::Stats hit = e;
+  hit.graph_hits = 1;
+  hit.graph_misses = 0;
+  CHECK_FALSE(check_eager_stats(hit).empty());
+}
+
+TEST_CASE("verify passes the shipped toy config and reports its counts") {
+  const auto o = run("verify", toy_args({}));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("verify: plugin toy ") == 0);
+  CHECK(o.out.find("memory poisoned") != std::string::npos);
+  CHECK(o.out.find("OK: 24 items, 2 outputs (rows, pooled), ") != std::string::npos);
+  CHECK(o.out.find("graph hit rate 100.0%") != std::string::npos);
+  CHECK(o.out.find("buffers (padding logic): ") != std::string::npos);
+  CHECK(o.out.find("cu_seqlens (repeat-last)") != std::string::npos);
+  CHECK(o.out.find("statistics: consistent") != std::string::npos);
+}
+
+TEST_CASE("verify captures graphs even when the config turns them off; data parallel uses rank 0") {
+  auto o = run("verify", toy_args({"--set", "runtime.use_graphs=false"}));
+  INFO(o.out);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("graph hit rate 100.0%") != std::string::npos);
+  o = run("verify", toy_args({"--set", "runtime.data_parallel=[\"cpu\", \"cpu\"]"}));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("OK: 24 items") != std::string::npos);
+}
+
+TEST_CASE("verify passes the two-path toy") {
+  if (!plugin_built("toy_dual")) return;
+  const auto o = run("verify", toy_args({}, "configs/toy_dual.toml"));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("OK: 24 items") != std::string::npos);
+  CHECK(o.out.find("statistics: consistent") != std::string::npos);
+}
+
+TEST_CASE("verify catches a plugin that zero-pads cu_seqlens and names the buffer") {
+  if (!plugin_built("toy_badpad")) {
+    MESSAGE("toy_badpad is not built: skipped");
+    return;
+  }
+  const auto o = run("verify", toy_args({"--set", "plugin.name=\"toy_badpad\""}));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("MISMATCH: item 'synthetic/") == 0);
+  CHECK(o.out.find("output 'rows' (f32), row ") != std::string::npos);
+  CHECK(o.out.find("cu_seqlens (zero)") != std::string::npos);
+  CHECK(o.out.find("buffer 'cu_seqlens' is declared zero padding; with repeat-last padding the "
+                   "batch matches: the plugin's padding logic is probably wrong") !=
+        std::string::npos);
+  CHECK(o.out.find("buffer 'x' is declared") == std::string::npos);
+}
+
+TEST_CASE("verify's bad input exits 2 with the fix") {
+  auto o = run("verify", toy_args({"--tolerance", "-1"}));
+  CHECK(o.code == 2);
+  CHECK(o.log.find("--tolerance -1: the tolerance must be a finite number >= 0") !=
+        std::string::npos);
+  o = run("verify", toy_args({"--set", "workload.count=0"}));
+  CHECK(o.code == 2);
+  CHECK(o.log.find("verify needs at least one item") != std::string::npos);
+  o = run("verify", {"--set", "workload.count=3"});
+  CHECK(o.code == 2);
+  o = run("verify", toy_args({"--set", "plugin.name=\"no_such_plugin\""}));
+  CHECK(o.code == 2);
+  o = run("verify", {"--help"});
+  CHECK(o.code == 0);
+  CHECK(o.out.find("--tolerance") != std::string::npos);
+}

@@ -1,0 +1,81 @@
+"""`encgraph verify` against bad input and a plugin bug: a bad --tolerance, no
+or a broken config, an empty or unrunnable workload, a rejected plugin config
+(all exit 2, naming the argument or key); the test plugin whose cu_seqlens is
+zero-padded where repeat-last is needed (exit 1, the buffer and both logics
+named). verify writes nothing: every config here names a report and
+embeddings, which must not appear."""
+import re
+
+from hostile_support import Case, toy_config
+
+SMALL = ("[workload]\ncount = 6\nmin_side = 28\nmax_side = 84\nrequest_size = 3\n"
+         "[output]\nreport = \"r.json\"\nembeddings = \"e.safetensors\"\n")
+CFG = toy_config(SMALL)
+Q = re.escape
+
+
+def verify(*extra, config="c.toml"):
+    return ["verify", "-c", config] + list(extra)
+
+
+def sets(*values):
+    argv = []
+    for v in values:
+        argv += ["--set", v]
+    return argv
+
+
+def case(name, args, message, exit=2, files=None, timeout=60.0):
+    return Case(name="verify/" + name, files=files if files is not None else {"c.toml": CFG},
+                args=args, exit=exit, message=message, timeout=timeout)
+
+
+CASES = [
+    # ---- what verify is for ----
+    case("toy-matches", verify(), [r"\nOK: 6 items, 2 outputs \(rows, pooled\)",
+                                   r"statistics: consistent"], exit=0),
+    case("badpad-caught", verify(*sets('plugin.name="toy_badpad"', "workload.count=12")),
+         [r"MISMATCH: item 'synthetic/\d+'", r"cu_seqlens \(zero\)",
+          Q("buffer 'cu_seqlens' is declared zero padding; with repeat-last padding the batch "
+            "matches: the plugin's padding logic is probably wrong")], exit=1),
+    case("badpad-loose-tolerance-still-caught",
+         verify("--tolerance", "1e-2", *sets('plugin.name="toy_badpad"', "workload.count=12")),
+         [r"MISMATCH", r"buffer 'cu_seqlens' is declared zero padding"], exit=1),
+    case("graphs-off-in-config", verify(*sets("runtime.use_graphs=false")),
+         [r"verify captures graphs although runtime.use_graphs = false", r"graph hit rate 100\.0%"],
+         exit=0),
+    case("data-parallel-first-rank", verify(*sets('runtime.data_parallel=["cpu", "cpu"]')),
+         [r"verify runs on the first rank's device \(cpu\) alone", r"\nOK: 6 items"], exit=0),
+    # ---- bad arguments ----
+    case("tolerance-negative", verify("--tolerance", "-1"),
+         Q("--tolerance -1: the tolerance must be a finite number >= 0")),
+    case("tolerance-nan", verify("--tolerance", "nan"),
+         r"--tolerance nan: the tolerance must be a finite number"),
+    case("tolerance-inf", verify("--tolerance", "inf"),
+         r"--tolerance inf: the tolerance must be a finite number"),
+    case("tolerance-text", verify("--tolerance", "tight"),
+         r"encgraph verify: the argument \('tight'\) for option '--tolerance' is invalid"),
+    case("tolerance-missing-value", verify("--tolerance"),
+         r"encgraph verify: the required argument for option '--tolerance' is missing"),
+    case("unknown-option", verify("--frobnicate"),
+         r"encgraph verify: unrecognised option '--frobnicate'"),
+    case("stray-argument", verify("extra.png"), r"encgraph verify: .*extra\.png"),
+    case("no-config", ["verify"], Q("encgraph verify: --config FILE is required")),
+    case("missing-config", verify(config="absent.toml"), r"absent\.toml"),
+    case("config-is-folder", verify(config="."), r"is a (folder|directory)"),
+    # ---- bad configs and workloads ----
+    case("empty-workload", verify(*sets("workload.count=0")), r"verify needs at least one item"),
+    case("unknown-plugin", verify(*sets('plugin.name="no_such_plugin"')), r"no_such_plugin"),
+    case("plugin-config-rejected", verify(*sets("plugin.config.hidden=-3")),
+         Q("[plugin.config] or plugin.weights rejected")),
+    case("unknown-key", verify(*sets("runtime.poison=true")),
+         r"unknown key 'runtime\.poison'.*did you mean 'poison_memory'\?"),
+    case("videos-without-frames",
+         verify(*sets("workload.video_fraction=1.0", "budgets.video=false")),
+         r"video items but the plan allows no frames"),
+    case("missing-trace", verify(*sets('workload.kind="trace"', 'workload.trace="none.jsonl"')),
+         r"none\.jsonl"),
+    case("budget-below-batch",
+         verify(*sets("budgets.token_budgets=[4, 64]", "budgets.max_items_per_batch=8")),
+         r"budgets\.max_items_per_batch \(8\) must be <= the smallest token budget \(4\)"),
+]
