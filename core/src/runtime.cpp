@@ -36,7 +36,6 @@ DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
 
 }  // namespace
 
-
 Runtime::Runtime(const RuntimeConfig& config) {
   if (config.plugin.empty()) throw_config("no plugin named: set plugin.name");
   PluginRegistry registry(config.plugin_dirs);

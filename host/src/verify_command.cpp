@@ -50,8 +50,8 @@ std::string tolerance_text(const std::vector<OutputSpec>& outputs, const VerifyO
 }
 
 std::string batches_text(const Stats& s) {
-  return std::to_string(s.batches_graph) + " replayed graphs, " + std::to_string(s.batches_eager) +
-         " ran eagerly, " + std::to_string(s.batches_mixed) + " mixed";
+  return std::to_string(s.batches_graph) + " graph, " + std::to_string(s.batches_eager) +
+         " eager, " + std::to_string(s.batches_mixed) + " mixed";
 }
 
 void print_buffers(std::ostream& out, const Runtime& runtime) {
@@ -80,7 +80,7 @@ void print_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResul
   out << "\n";
   out << "  " << r.items_differing << " of " << r.items << " items differ; the failing request's "
       << m.request_items << " items (requests of " << request_size
-      << "): " << batches_text(m.request_stats) << "\n";
+      << ") ran in batches: " << batches_text(m.request_stats) << "\n";
   print_buffers(out, runtime);
   out << "diagnosis (the failing request run again through its graphs, one buffer's padding "
          "logic swapped at a time):\n";

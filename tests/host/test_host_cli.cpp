@@ -78,8 +78,8 @@ void check_mode_schema(const nlohmann::json& m) {
   CHECK(p["batches_eager"] == m["batches_eager"]);
   CHECK(m["batches_mixed"] == 0);
   int64_t reasons = 0;
-  for (const char* key :
-       {"graphs_off", "too_large", "too_many_frames", "no_graph_for_axis_keys", "chosen_as_faster"}) {
+  for (const char* key : {"graphs_off", "too_large", "too_many_frames", "no_graph_for_axis_keys",
+                          "chosen_as_faster"}) {
     CAPTURE(key);
     REQUIRE(p["eager_reasons"].contains(key));
     reasons += p["eager_reasons"][key].get<int64_t>();

@@ -48,11 +48,12 @@ std::map<std::string, std::vector<float>> rows_by_id(encgraph::Engine& engine,
   options.request_size = 7;  // requests of uneven shares over the ranks
   options.warmup_requests = 1;
   options.progress = false;
-  const Measurement m = execute_workload(
-      engine, work, options, [&](const auto& items, const encgraph::Result& result) {
-        REQUIRE(result.size() == items.size());
-        for (size_t i = 0; i < items.size(); ++i) rows[items[i]->id] = result.item_as_float(i);
-      });
+  const Measurement m = execute_workload(engine, work, options,
+                                         [&](const auto& items, const encgraph::Result& result) {
+                                           REQUIRE(result.size() == items.size());
+                                           for (size_t i = 0; i < items.size(); ++i)
+                                             rows[items[i]->id] = result.item_as_float(i);
+                                         });
   if (measured) *measured = m;
   return rows;
 }

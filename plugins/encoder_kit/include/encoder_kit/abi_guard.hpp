@@ -1,38 +1,25 @@
 // The wrapper every exported plugin function body runs in: no exception may
-// cross the C boundary, so each is caught here and becomes a status + message.
+// cross the C boundary, so each is caught and becomes a status + message. It is
+// the plugin SDK's guard (an encoder_kit::Error keeps its status; bad_alloc is
+// out of memory; anything else internal).
 #pragma once
 
 #include <encoder_kit/error.hpp>
 
-#include <cstdio>
-#include <exception>
-#include <new>
+#include <encgraph/sdk/error.hpp>
+
 #include <string>
+#include <utility>
 
 namespace encoder_kit {
 
 inline void set_error(eg_error* err, const std::string& message) {
-  if (err) std::snprintf(err->message, sizeof(err->message), "%s", message.c_str());
+  encgraph::sdk::write_error(err, message.c_str());
 }
 
 template <class Fn>
 eg_status guarded(eg_error* err, Fn&& fn) noexcept {
-  try {
-    fn();
-    return EG_OK;
-  } catch (const Error& e) {
-    set_error(err, e.what());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    set_error(err, "out of host memory");
-    return EG_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_error(err, e.what());
-    return EG_ERR_INTERNAL;
-  } catch (...) {
-    set_error(err, "unknown exception");
-    return EG_ERR_INTERNAL;
-  }
+  return encgraph::sdk::guard(err, std::forward<Fn>(fn));
 }
 
 }  // namespace encoder_kit

@@ -1,27 +1,21 @@
 // The kit's one exception type: a message for the user plus the ABI status the
-// plugin returns for it. Thrown anywhere in the kit and in plugins; turned into
-// an eg_status by encoder_kit::guarded() at the C boundary.
+// plugin returns for it. It is the plugin SDK's (encgraph::sdk::Failure), so
+// kit code, SDK code and the plugins throw and catch one type, and
+// encoder_kit::guarded() (sdk::guard) turns it into an eg_status at the C
+// boundary.
 #pragma once
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/sdk/error.hpp>
 
-#include <stdexcept>
 #include <string>
 
 namespace encoder_kit {
 
-class Error : public std::runtime_error {
- public:
-  Error(eg_status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
-  eg_status status() const noexcept { return status_; }
-
- private:
-  eg_status status_;
-};
+using Error = encgraph::sdk::Failure;
 
 [[noreturn]] inline void fail(eg_status status, const std::string& message) {
-  throw Error(status, message);
+  encgraph::sdk::fail(status, message);
 }
 
 }  // namespace encoder_kit

@@ -9,6 +9,7 @@
 #include <encoder_kit/numeric.hpp>
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/sdk/model_info.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -53,15 +54,14 @@ inline size_t tensor_bytes(const eg_tensor& t) {
 
 // Writes `info` into the runtime's model info only up to the struct_size the
 // runtime set (a 1.0 runtime's struct ends before the 1.1 fields), never by
-// assigning the whole struct.
+// assigning the whole struct (sdk::write_model_info); a struct_size below
+// 1.0's is the runtime's bug, refused rather than half written.
 inline void write_model_info(const eg_model_info& info, eg_model_info* out) {
-  const size_t n = std::min<size_t>(out->struct_size, sizeof(info));
-  if (n < EG_MODEL_INFO_V1_0_SIZE)
+  if (out->struct_size < EG_MODEL_INFO_V1_0_SIZE)
     fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_model_info struct_size " +
                                       std::to_string(out->struct_size) + " is below ABI 1.0's " +
                                       std::to_string(EG_MODEL_INFO_V1_0_SIZE));
-  std::memcpy(static_cast<void*>(out), &info, n);
-  out->struct_size = static_cast<uint32_t>(n);
+  encgraph::sdk::write_model_info(out, info);
 }
 
 // Writes `spec` into the runtime's item spec only up to the size the host
