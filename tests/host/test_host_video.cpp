@@ -108,7 +108,8 @@ TEST_CASE("toy: a video of PNG frames is encoded like the same pixels through th
   INFO(o.log);
   REQUIRE(o.code == 0);
   INFO(o.out);
-  CHECK(o.out.find("wrote 3 embeddings (42 rows of 600, f32)") != std::string::npos);
+  CHECK(o.out.find("wrote 3 embeddings (42 rows of 600, f32; 'pooled': 3 rows of 600, f32)") !=
+        std::string::npos);
   const auto st = host_test::read_safetensors(out);
   CHECK(st.header["clip-a"]["shape"] == nlohmann::json({24, 600}));
   CHECK(st.header["clip-b"]["shape"] == nlohmann::json({12, 600}));  // 2 x 2 x 3 frames
