@@ -41,7 +41,9 @@ std::optional<int> parse_command_line(const std::string& command, const std::str
   try {
     po::command_line_parser parser(args);
     parser.options(opts);
-    if (positional) parser.positional(*positional);
+    // Without positional arguments of its own, a command refuses any.
+    const po::positional_options_description none;
+    parser.positional(positional ? *positional : none);
     po::store(parser.run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {

@@ -138,13 +138,14 @@ int verify_command(const std::vector<std::string>& args) {
   rc.poison_memory = true;  // rows nobody wrote read as NaN in one mode
   // Every batch that fits a graph replays it: an eager choice would hide the graph.
   rc.prefer_faster_path = false;
-  if (!rc.use_graphs) spdlog::info("verify captures graphs although runtime.use_graphs = false");
+  std::vector<std::string> notes;
+  if (!rc.use_graphs) notes.push_back("captures graphs although runtime.use_graphs = false");
   rc.use_graphs = true;
   if (!config.data_parallel.empty()) {
     // Every rank runs the same graphs; padding overrides are one runtime's.
     rc.device = config.data_parallel.front();
-    spdlog::info("runtime.data_parallel: verify runs on the first rank's device ({}) alone",
-                 rc.device);
+    notes.push_back("runtime.data_parallel: runs on the first rank's device (" + rc.device +
+                    ") alone");
   }
   auto runtime = make_runtime(rc);
   check_workload_supported(*runtime, work);
@@ -155,6 +156,7 @@ int verify_command(const std::vector<std::string>& args) {
             << options.request_size << ", budgets " << list(plan.token_budgets)
             << ", memory poisoned\n";
   std::cout << "  tolerance: " << tolerance_text(runtime->outputs(), options) << "\n";
+  for (const std::string& note : notes) std::cout << "  note: " << note << "\n";
 
   const VerifyResult r = verify_workload(*runtime, work, options);
   int rc_exit = kExitOk;

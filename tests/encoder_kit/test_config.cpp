@@ -1,5 +1,5 @@
-// Plugin configuration: typed keys, bounds that name the key, checked size
-// arithmetic, and config_json read safely.
+// Plugin configuration: typed keys (string lists included), bounds that name
+// the key, checked size arithmetic, and config_json read safely.
 #include "kit_test_support.hpp"
 
 #include <encoder_kit/checked.hpp>
@@ -94,6 +94,26 @@ TEST_CASE("typed keys refuse what they cannot read, naming the key") {
   CHECK(contains(failure_of([&] { r.get_double("e", 0); }).message, "not a finite number"));
   CHECK(r.get_double("f", 0) == 0.5);
   CHECK(contains(failure_of([&] { r.get_bool("g", false); }).message, "is not a boolean"));
+}
+
+TEST_CASE("string lists: the host's rendering of a TOML array, quotes, empties") {
+  using V = std::vector<std::string>;
+  CHECK(encoder_kit::parse_string_list("k", "[last_hidden_state, pooled]") ==
+        V{"last_hidden_state", "pooled"});
+  CHECK(encoder_kit::parse_string_list("k", "[\"a\", 'b']") == V{"a", "b"});
+  CHECK(encoder_kit::parse_string_list("k", "one") == V{"one"});
+  CHECK(encoder_kit::parse_string_list("k", " [ ] ").empty());
+  CHECK(encoder_kit::parse_string_list("k", "").empty());
+  const auto f = failure_of([] { encoder_kit::parse_string_list("key 'outputs'", "[a, , b]"); });
+  CHECK(f.thrown);
+  CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(f.message, "key 'outputs': '[a, , b]' has an empty element"));
+  Table t;
+  t.kv = {{"names", "[x, y]"}};
+  encoder_kit::ConfigReader r = t.reader();
+  CHECK(r.get_string_list("names", {}) == V{"x", "y"});
+  CHECK(r.get_string_list("absent", {"d"}) == V{"d"});
+  r.reject_unknown();  // both keys were asked for
 }
 
 TEST_CASE("check_finite defaults to true and reads a boolean") {

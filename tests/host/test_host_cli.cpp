@@ -91,7 +91,7 @@ void check_mode_schema(const nlohmann::json& m) {
 }  // namespace
 
 TEST_CASE("--help prints each command's options and exits 0") {
-  for (const char* command : {"run", "bench", "encode", "check-config", "plugins"}) {
+  for (const char* command : {"run", "bench", "encode", "check-config", "verify", "plugins"}) {
     CAPTURE(command);
     const auto o = run(command, {"--help"});
     CHECK(o.code == 0);
@@ -99,6 +99,7 @@ TEST_CASE("--help prints each command's options and exits 0") {
     if (std::string(command) != "plugins") CHECK(o.out.find("--set") != std::string::npos);
   }
   CHECK(run("run", {"--help"}).out.find("usage: encgraph run --config FILE") == 0);
+  CHECK(std::string(encgraph::host::usage_text()).find("  verify ") != std::string::npos);
 }
 
 TEST_CASE("usage errors exit 2") {
@@ -108,6 +109,12 @@ TEST_CASE("usage errors exit 2") {
   CHECK(run("run", {"--config", "x.toml", "--bogus"}).code == 2);
   CHECK(run("bench", {"--config", "a.toml", "extra"}).code == 2);
   CHECK(run("check-config", {}).code == 2);
+  // A command without positional arguments refuses a stray one, even with a good config.
+  host_test::TempDir dir;
+  const auto cfg = dir.write("c.toml", host_test::toy_config(kWorkload));
+  const auto stray = run("run", {"--config", cfg.string(), "stray.png"});
+  CHECK(stray.code == 2);
+  CHECK(stray.out.empty());
 }
 
 TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
@@ -213,6 +220,48 @@ TEST_CASE("bench runs graphs and eager side by side with equal outputs") {
   CHECK(r["comparison"]["speedup_items_per_s"].get<double>() > 0);
   CHECK(o.out.find("batches mixed") != std::string::npos);
   CHECK(o.out.find("  path default") != std::string::npos);
+}
+
+TEST_CASE("the report counts each path's batches and why they ran eagerly") {
+  // toy_dual: the local path's rows outgrow the budgets the global path fits.
+  const auto o = run(
+      "run", {"--config", std::string(EG_HOST_SOURCE_DIR) + "/configs/toy_dual.toml", "--set",
+              "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]", "--set",
+              "runtime.log_level=\"warn\"", "--set", "runtime.prefer_faster_path=false", "--set",
+              "budgets.token_budgets=[16, 32, 64]", "--set", "budgets.max_items_per_batch=8",
+              "--set", "workload.count=48", "--set", "output.report=\"\"", "--json"});
+  INFO(o.log);
+  REQUIRE(o.code == 0);
+  const auto r = nlohmann::json::parse(o.out);
+  REQUIRE(r["plan"]["paths"].size() == 2);
+  CHECK(r["plan"]["paths"][0]["name"] == "global");
+  CHECK(r["plan"]["paths"][1]["name"] == "local");
+  CHECK(r["plan"]["paths"][1]["unit"] == "rows");
+  const auto& m = r["results"][0];
+  REQUIRE(m["paths"].size() == 2);
+  const auto& global = m["paths"][0];
+  const auto& local = m["paths"][1];
+  CHECK(m["batches_mixed"].get<int64_t>() > 0);
+  CHECK(global["batches_eager"] == 0);
+  CHECK(local["eager_reasons"]["too_large"].get<int64_t>() > 0);
+  CHECK(local["eager_reasons"]["too_large"] == local["batches_eager"]);
+  CHECK(local["eager_reasons"]["chosen_as_faster"] == 0);
+  // Every batch sends a global row; a mixed one replayed global, ran local eagerly.
+  CHECK(global["batches_graph"].get<int64_t>() ==
+        m["batches_graph"].get<int64_t>() + m["batches_mixed"].get<int64_t>());
+  CHECK(m["graph_hits"].get<int64_t>() + m["graph_misses"].get<int64_t>() == 48);
+  CHECK(m["hit_rate"].get<double>() < 1.0);  // an item is a hit only if every path replayed
+
+  const auto text = run(
+      "run", {"--config", std::string(EG_HOST_SOURCE_DIR) + "/configs/toy_dual.toml", "--set",
+              "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]", "--set",
+              "runtime.log_level=\"warn\"", "--set", "runtime.prefer_faster_path=false", "--set",
+              "budgets.token_budgets=[16, 32, 64]", "--set", "budgets.max_items_per_batch=8",
+              "--set", "workload.count=48", "--set", "output.report=\"\""});
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("  path local (rows): 3 graphs, batches ") != std::string::npos);
+  CHECK(text.out.find(" eager (too large ") != std::string::npos);
+  CHECK(text.out.find("outputs rows (32, f32), pooled (32, f32)") != std::string::npos);
 }
 
 TEST_CASE("run writes embeddings for every item when output.embeddings is set") {

@@ -208,6 +208,20 @@ TEST_CASE("verify passes the two-path toy") {
   CHECK(o.out.find("statistics: consistent") != std::string::npos);
 }
 
+TEST_CASE("verify checks mixed batches: the two-path toy whose local path outgrows its budgets") {
+  if (!plugin_built("toy_dual")) return;
+  const auto o = run("verify", toy_args({"--set", "budgets.token_budgets=[16, 32, 64]", "--set",
+                                         "budgets.max_items_per_batch=8"},
+                                        "configs/toy_dual.toml"));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("OK: 24 items") != std::string::npos);
+  CHECK(o.out.find(" mixed\n") != std::string::npos);
+  CHECK(o.out.find(", 0 mixed\n") == std::string::npos);  // some batches were mixed
+  CHECK(o.out.find("statistics: consistent") != std::string::npos);
+}
+
 TEST_CASE("verify catches a plugin that zero-pads cu_seqlens and names the buffer") {
   if (!plugin_built("toy_badpad")) {
     MESSAGE("toy_badpad is not built: skipped");

@@ -1,7 +1,9 @@
 // Host-side helpers of the model plugins' CUDA paths: workspace carving and
-// turning failed CUDA calls into encoder_kit::Error. Header-only, and only for targets
-// that link the plugin kit (encgraph_encoder_kit, for encoder_kit/error.hpp) besides
-// encgraph_encoder_kit_cuda; the kernel sources report through check.hpp instead.
+// turning failed CUDA calls into encoder_kit::Error. Header-only, and only for
+// targets that link the plugin kit (encgraph_encoder_kit, for
+// encoder_kit/error.hpp) besides encgraph_encoder_kit_cuda; the kernel sources
+// report through check.hpp instead. No copy helpers: capture inputs are
+// host-staged (ABI 1.1), so a plugin's capture path holds no device copies.
 #pragma once
 
 #include "kernels.hpp"
@@ -35,19 +37,6 @@ inline void throw_on_cuda_error(const char* who, cudaError_t e, const char* what
   if (e != cudaSuccess)
     encoder_kit::fail(e == cudaErrorMemoryAllocation ? EG_ERR_OUT_OF_MEMORY : EG_ERR_DEVICE,
                       std::string(who) + ": " + what + ": " + cudaGetErrorString(e));
-}
-
-// Host-to-device copy on `stream`, waited for (capture preparation only).
-inline void upload_sync(const char* who, void* dst, const void* src, size_t bytes,
-                        cudaStream_t stream) {
-  throw_on_cuda_error(who, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
-                      "capture input copy");
-  throw_on_cuda_error(who, cudaStreamSynchronize(stream), "capture input copy");
-}
-
-// Stream-ordered memset to zero.
-inline void zero_async(const char* who, void* dst, size_t bytes, cudaStream_t stream) {
-  throw_on_cuda_error(who, cudaMemsetAsync(dst, 0, bytes, stream), "zeroing a buffer");
 }
 
 }  // namespace encoder_kit::cuda
