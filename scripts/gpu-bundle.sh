@@ -16,6 +16,10 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/plugins"
 cp -P "$build"/core/libencgraph.so* "$bundle/lib/"
 cp "$build"/plugins/libencgraph_*.so "$bundle/plugins/"
+# Test-only plugins (toy_faults, toy_badpad, the ABI 1.0 plugin) that the GPU
+# suites load by name; the loader's deliberately broken ones stay behind.
+find "$build/tests/plugins" "$build/tests/abi_compat" -name 'libencgraph_*.so' \
+  -exec cp {} "$bundle/plugins/" \; 2>/dev/null || true
 cp "$build/host/encgraph" "$bundle/bin/"
 # Test and benchmark executables (ELF files with the executable bit).
 find "$build/tests" "$build/bench" -maxdepth 3 -type f -perm -u+x 2>/dev/null |

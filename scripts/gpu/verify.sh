@@ -21,7 +21,7 @@ for cfg in configs/qwen2_5_vl.toml configs/siglip.toml; do
   "$exe" verify -c "$cfg" --set workload.count=24 --set workload.request_size=8 >"$log" 2>&1 || rc=$?
   dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   cat "$log"
-  line=$(grep -m1 -E '^(OK|MISMATCH|verify)' "$log" | cut -c1-120 || true)
+  line=$(grep -m1 -E '^(OK|MISMATCH|STATISTICS)' "$log" | cut -c1-120 || true)
   if [[ $rc == 0 ]]; then
     echo "| $name | ok | $dt | $line |" >>"$table"
   else
