@@ -171,6 +171,7 @@ struct Config {
   int64_t max_frames_per_video = 8;
   int64_t extra_kernels = 0;  // tiny launches per forward (launch-overhead benchmark)
   bool check_padding = true;  // CPU: verify padded rows before computing
+  bool pooled = true;         // declare output "pooled" (off: one output, as a 1.0 model)
   float bias = 0.5f;
   std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
   Extension::Config ext;
@@ -236,6 +237,8 @@ Config parse_config(const eg_create_params* p) {
       c.extra_kernels = parse_int(k, v);
     else if (key == "check_padding")
       c.check_padding = parse_bool(k, v);
+    else if (key == "pooled")
+      c.pooled = parse_bool(k, v);
     else if (key == "bias")
       c.bias = parse_float(k, v);
     else if (key == "capture_axis_keys")
@@ -245,8 +248,8 @@ Config parse_config(const eg_create_params* p) {
            "unknown config key '" + key +
                "' for plugin " TOY_NAME
                " (known: hidden, patch, min_budget, max_budget, local_min_tokens, "
-               "local_min_budget, max_frames_per_video, extra_kernels, check_padding, bias, "
-               "capture_axis_keys" +
+               "local_min_budget, max_frames_per_video, extra_kernels, check_padding, pooled, "
+               "bias, capture_axis_keys" +
                std::string(Extension::kKeys) + ")");
   }
   require_in_range("hidden", c.hidden, 1, 65536);
@@ -520,7 +523,7 @@ eg_status toy_create(const eg_create_params* p, eg_instance** out, eg_error* err
     mi.buffers[kSeqId] = {"seq_id", EG_DTYPE_I32, EG_PAD_CALLBACK};
     mi.buffers[kBias] = {"bias", EG_DTYPE_F32, EG_PAD_ZERO};
     mi.buffers[kFrames] = {"frame_first_row", EG_DTYPE_I32, EG_PAD_REPEAT_LAST};
-    mi.num_outputs = kNumOutputs;
+    mi.num_outputs = in->cfg.pooled ? kNumOutputs : 1;
     mi.outputs[kRows] = {"rows", in->cfg.hidden, EG_DTYPE_F32, 0, 0};
     mi.outputs[kPooled] = {"pooled", in->cfg.hidden, EG_DTYPE_F32, 0, 1};
     *out = reinterpret_cast<eg_instance*>(in.release());
@@ -884,12 +887,12 @@ eg_status toy_postprocess_outputs(eg_instance* i, const eg_tensor* outputs, int3
   return guarded(err, [&] {
     const Instance& in = self(i);
     if (num_paths != 2) fail(EG_ERR_INVALID_ARGUMENT, "expected two path outputs");
-    if (num_outputs != kNumOutputs)
-      fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(kNumOutputs) + " outputs, got " +
-                                        std::to_string(num_outputs));
+    if (num_outputs != in.info.num_outputs)
+      fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(in.info.num_outputs) +
+                                        " outputs, got " + std::to_string(num_outputs));
     copy_primary(in, outputs[0 * num_outputs + kRows], outputs[1 * num_outputs + kRows], items, n,
                  results + kRows * n, stream);
-    for (int64_t k = 0; k < n; ++k)
+    for (int64_t k = 0; num_outputs > kPooled && k < n; ++k)
       mean_rows(in, static_cast<float*>(results[kPooled * n + k].data),
                 static_cast<const float*>(results[kRows * n + k].data),
                 results[kRows * n + k].shape[0], stream);
