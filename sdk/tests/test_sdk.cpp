@@ -59,9 +59,9 @@ TEST_CASE("guard maps every exception to a status and a message") {
   CHECK(std::string(err.message) == "boom");
   CHECK(sdk::guard(&err, [] { throw 42; }) == EG_ERR_INTERNAL);
   CHECK(contains(err.message, "unknown exception"));
-  // A Failure cannot claim success, nor a status the ABI does not define.
+  // A Failure cannot claim success. (A status outside the enum cannot be made
+  // without undefined behaviour in C++, so it is not tested here.)
   CHECK(sdk::guard(&err, [] { sdk::fail(EG_OK, "x"); }) == EG_ERR_INTERNAL);
-  CHECK(sdk::guard(&err, [] { sdk::fail(static_cast<eg_status>(99), "x"); }) == EG_ERR_INTERNAL);
   CHECK(sdk::guard(nullptr, [] { sdk::invalid("no err"); }) == EG_ERR_INVALID_ARGUMENT);
 }
 

@@ -41,6 +41,10 @@ std::string WeightSource::description() const {
   return store_ ? store_->description() : "random weights (seed " + std::to_string(seed_) + ")";
 }
 
+bool WeightSource::contains(const std::string& name) const {
+  return !store_ || store_->contains(name);
+}
+
 std::vector<float> WeightSource::load(const std::string& name, const std::vector<int64_t>& shape,
                                       const RandomInit& init) const {
   if (store_) return read_as_f32(store_->get(name), shape, check_finite_);

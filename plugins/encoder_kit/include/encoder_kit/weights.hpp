@@ -47,6 +47,10 @@ class WeightSource {
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& shape,
                           const RandomInit& init) const;
 
+  // Whether a checkpoint holds tensor `name` (random weights hold every name):
+  // lets a plugin detect which naming layout a checkpoint uses.
+  bool contains(const std::string& name) const;
+
  private:
   std::unique_ptr<TensorStore> store_;
   uint64_t seed_ = 0;

@@ -1,0 +1,167 @@
+#include "qwen3_config.hpp"
+
+#include <encoder_kit/config.hpp>
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace qwen3 {
+namespace {
+
+using encoder_kit::fail;
+
+constexpr int64_t kMaxPixels = int64_t{1} << 32;
+constexpr int64_t kMaxBudget = int64_t{1} << 24;
+
+void read_config_json(const std::string& path, VisionConfig& c) {
+  const encoder_kit::VisionConfigJson v(path, "qwen3_vl");
+  v.read_int("depth", c.depth);
+  v.read_int("hidden_size", c.hidden_size);
+  v.read_int("num_heads", c.num_heads);
+  v.read_int("intermediate_size", c.intermediate_size);
+  v.read_int("out_hidden_size", c.out_hidden_size);
+  v.read_int("patch_size", c.patch_size);
+  v.read_int("temporal_patch_size", c.temporal_patch_size);
+  v.read_int("spatial_merge_size", c.spatial_merge_size);
+  v.read_int("in_channels", c.in_channels);
+  v.read_int("num_position_embeddings", c.num_position_embeddings);
+  if (const encoder_kit::Json* j = v.find("deepstack_visual_indexes")) {
+    c.deepstack_visual_indexes.clear();
+    for (const encoder_kit::Json& e : j->as_array(v.where() + "deepstack_visual_indexes"))
+      c.deepstack_visual_indexes.push_back(e.as_int("deepstack_visual_indexes entry"));
+  }
+  if (const encoder_kit::Json* j = v.find("hidden_act")) {
+    const std::string act = j->as_string("vision_config.hidden_act");
+    if (act != "gelu_pytorch_tanh")
+      fail(EG_ERR_INVALID_ARGUMENT, v.where() + "hidden_act is '" + act +
+                                        "'; the Qwen3-VL tower this plugin implements uses "
+                                        "'gelu_pytorch_tanh'");
+  }
+}
+
+}  // namespace
+
+int64_t VisionConfig::pos_grid() const {
+  return static_cast<int64_t>(
+      std::llround(std::sqrt(static_cast<double>(num_position_embeddings))));
+}
+
+int64_t VisionConfig::deepstack_slot(int64_t layer) const {
+  // deepstack_features is appended in layer order.
+  int64_t slot = 0;
+  bool found = false;
+  for (int64_t l : deepstack_visual_indexes) {
+    if (l == layer) found = true;
+    if (l < layer) ++slot;
+  }
+  return found ? slot : -1;
+}
+
+int64_t VisionConfig::deepstack_merger(int64_t slot) const {
+  std::vector<int64_t> sorted = deepstack_visual_indexes;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t layer = sorted[static_cast<size_t>(slot)];
+  return std::find(deepstack_visual_indexes.begin(), deepstack_visual_indexes.end(), layer) -
+         deepstack_visual_indexes.begin();
+}
+
+void VisionConfig::validate() const {
+  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    encoder_kit::require_in_range("qwen3_vl", name, v, lo, hi);
+  };
+  range("depth", depth, 1, 1024);
+  range("hidden_size", hidden_size, 1, 65536);
+  range("num_heads", num_heads, 1, 1024);
+  range("intermediate_size", intermediate_size, 1, 262144);
+  range("out_hidden_size", out_hidden_size, 1, 65536);
+  range("patch_size", patch_size, 1, 512);
+  range("temporal_patch_size", temporal_patch_size, 1, 16);
+  range("spatial_merge_size", spatial_merge_size, 1, 16);
+  range("num_position_embeddings", num_position_embeddings, 1, int64_t{1} << 20);
+  if (hidden_size % num_heads != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: hidden_size " + std::to_string(hidden_size) +
+                                      " is not a multiple of num_heads " +
+                                      std::to_string(num_heads));
+  if (head_dim() % 4 != 0)
+    fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "qwen3_vl: head_dim " + std::to_string(head_dim()) +
+            " must be a multiple of 4 (2-D rotary: half the dims, split between rows and columns)");
+  if (pos_grid() * pos_grid() != num_position_embeddings)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: num_position_embeddings " +
+                                      std::to_string(num_position_embeddings) +
+                                      " must be a square (the learned grid is N x N)");
+  if (in_channels != 3)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: in_channels must be 3 (RGB), got " + std::to_string(in_channels));
+  if (num_deepstack() + 1 > EG_MAX_OUTPUTS)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: " + std::to_string(num_deepstack()) +
+                                      " deepstack_visual_indexes give more than the ABI's " +
+                                      std::to_string(EG_MAX_OUTPUTS) + " outputs");
+  for (size_t i = 0; i < deepstack_visual_indexes.size(); ++i) {
+    const int64_t b = deepstack_visual_indexes[i];
+    if (b < 0 || b >= depth)
+      fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: deepstack_visual_indexes entry " +
+                                        std::to_string(b) +
+                                        " is outside [0, depth=" + std::to_string(depth) + ")");
+    for (size_t j = 0; j < i; ++j)
+      if (deepstack_visual_indexes[j] == b)
+        fail(EG_ERR_INVALID_ARGUMENT,
+             "qwen3_vl: deepstack_visual_indexes lists block " + std::to_string(b) + " twice");
+  }
+}
+
+Options parse_options(const eg_create_params* p) {
+  Options o;
+  encoder_kit::ConfigReader r(p->config, p->num_config, "qwen3_vl");
+  VisionConfig& m = o.model;
+  if (auto path = r.get("config_json")) read_config_json(*path, m);
+  m.depth = r.get_int("depth", m.depth);
+  m.hidden_size = r.get_int("hidden_size", m.hidden_size);
+  m.num_heads = r.get_int("num_heads", m.num_heads);
+  m.intermediate_size = r.get_int("intermediate_size", m.intermediate_size);
+  m.out_hidden_size = r.get_int("out_hidden_size", m.out_hidden_size);
+  m.patch_size = r.get_int("patch_size", m.patch_size);
+  m.temporal_patch_size = r.get_int("temporal_patch_size", m.temporal_patch_size);
+  m.spatial_merge_size = r.get_int("spatial_merge_size", m.spatial_merge_size);
+  m.in_channels = r.get_int("in_channels", m.in_channels);
+  m.num_position_embeddings = r.get_int("num_position_embeddings", m.num_position_embeddings);
+  m.deepstack_visual_indexes =
+      r.get_int_list("deepstack_visual_indexes", m.deepstack_visual_indexes);
+  m.validate();
+
+  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
+  auto pixels = [&](const char* lo_key, int64_t& lo, const char* hi_key, int64_t& hi) {
+    lo = r.get_int(lo_key, lo);
+    hi = r.get_int(hi_key, hi);
+    encoder_kit::require_in_range("qwen3_vl", lo_key, lo, 1, kMaxPixels);
+    encoder_kit::require_in_range("qwen3_vl", hi_key, hi, lo, kMaxPixels);
+  };
+  pixels("min_pixels", o.min_pixels, "max_pixels", o.max_pixels);
+  pixels("video_min_pixels", o.video_min_pixels, "video_max_pixels", o.video_max_pixels);
+  const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
+  o.min_budget = r.get_int("min_budget", o.min_budget);
+  o.max_budget =
+      r.get_int("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
+  encoder_kit::require_in_range("qwen3_vl", "min_budget", o.min_budget, 1, kMaxBudget);
+  encoder_kit::require_in_range("qwen3_vl", "max_budget", o.max_budget, o.min_budget, kMaxBudget);
+  if (o.max_budget * m.merge_unit() > std::numeric_limits<int32_t>::max())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: max_budget " + std::to_string(o.max_budget) + " x spatial_merge_size^2 " +
+             std::to_string(m.merge_unit()) +
+             " patch rows per graph overflow the int32 sequence offsets: lower max_budget");
+  o.max_frames_per_video = r.get_int("max_frames_per_video", o.max_frames_per_video);
+  encoder_kit::require_in_range("qwen3_vl", "max_frames_per_video", o.max_frames_per_video, 1,
+                                65536);
+  o.check_finite = encoder_kit::read_check_finite(r);
+  o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
+  r.reject_unknown();
+  return o;
+}
+
+}  // namespace qwen3

@@ -1,0 +1,105 @@
+// The qwen3_vl plugin's configuration and processor rules: every released
+// size's config.json (tests/qwen3_vl/fixtures, their vision_config values)
+// loads with its own dimensions; the video processor's resize; torch's
+// linspace and the position-embedding corners.
+#include "qwen3_config.hpp"
+#include "qwen3_layout.hpp"
+#include "qwen3_preprocess.hpp"
+#include "qwen3_weights.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+qwen3::Options parse(const std::vector<std::pair<std::string, std::string>>& kv) {
+  std::vector<eg_config_entry> entries;
+  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
+  eg_create_params p{};
+  p.struct_size = sizeof(p);
+  p.device = EG_DEVICE_CPU;
+  p.config = entries.data();
+  p.num_config = static_cast<int64_t>(entries.size());
+  return qwen3::parse_options(&p);
+}
+
+}  // namespace
+
+TEST_CASE("every released size's config.json gives its vision dimensions") {
+  struct Size {
+    const char* file;
+    int64_t depth, hidden, inter, out;
+    std::vector<int64_t> deepstack;
+  };
+  const std::vector<Size> sizes = {
+      {"Qwen3-VL-2B-Instruct", 24, 1024, 4096, 2048, {5, 11, 17}},
+      {"Qwen3-VL-4B-Instruct", 24, 1024, 4096, 2560, {5, 11, 17}},
+      {"Qwen3-VL-8B-Instruct", 27, 1152, 4304, 4096, {8, 16, 24}},
+      {"Qwen3-VL-32B-Instruct", 27, 1152, 4304, 5120, {8, 16, 24}},
+      {"Qwen3-VL-30B-A3B-Instruct", 27, 1152, 4304, 2048, {8, 16, 24}},
+      {"Qwen3-VL-235B-A22B-Instruct", 27, 1152, 4304, 4096, {8, 16, 24}},
+  };
+  for (const Size& s : sizes) {
+    CAPTURE(s.file);
+    const qwen3::Options o =
+        parse({{"config_json", std::string(QWEN3_FIXTURES) + "/" + s.file + ".json"}});
+    const qwen3::VisionConfig& c = o.model;
+    CHECK(c.depth == s.depth);
+    CHECK(c.hidden_size == s.hidden);
+    CHECK(c.intermediate_size == s.inter);
+    CHECK(c.out_hidden_size == s.out);
+    CHECK(c.deepstack_visual_indexes == s.deepstack);
+    CHECK(c.num_heads == 16);
+    CHECK(c.pos_grid() == 48);
+    CHECK(c.resize_factor() == 32);
+    CHECK(qwen3::parameter_count(c) > 300'000'000);
+  }
+}
+
+TEST_CASE("deepstack outputs follow layer order; mergers follow the config list") {
+  const qwen3::Options o = parse({{"depth", "6"}, {"deepstack_visual_indexes", "[4, 1, 3]"}});
+  const qwen3::VisionConfig& c = o.model;
+  CHECK(c.deepstack_slot(1) == 0);
+  CHECK(c.deepstack_slot(3) == 1);
+  CHECK(c.deepstack_slot(4) == 2);
+  CHECK(c.deepstack_slot(2) == -1);
+  CHECK(c.deepstack_merger(0) == 1);
+  CHECK(c.deepstack_merger(2) == 0);
+  CHECK_THROWS(parse({{"depth", "4"}, {"deepstack_visual_indexes", "[4]"}}));
+  CHECK_THROWS(parse({{"num_position_embeddings", "2300"}}));
+}
+
+TEST_CASE("the video processor's resize counts every frame") {
+  // 16 frames of 360x640 under 32*32*768 pixels in all: beta = sqrt(16*360*640/786432).
+  const auto [h, w] = qwen3::smart_resize_video(16, 360, 640, 2, 32, 131072, 786432);
+  CHECK(h == 160);
+  CHECK(w == 288);
+  // Under min_pixels: scaled up with ceil.
+  const auto [h2, w2] = qwen3::smart_resize_video(2, 64, 64, 2, 32, 131072, 786432);
+  CHECK(h2 == 256);
+  CHECK(w2 == 256);
+  CHECK_THROWS(qwen3::smart_resize_video(1, 64, 64, 2, 32, 131072, 786432));
+  // Images: one frame's pixels.
+  const auto [h3, w3] = qwen3::smart_resize(360, 640, 32, 65536, 16777216);
+  CHECK(h3 == 352);
+  CHECK(w3 == 640);
+}
+
+TEST_CASE("linspace and the position-embedding corners") {
+  const std::vector<float> v = qwen3::linspace_f32(47.0f, 4);
+  CHECK(v[0] == 0.0f);
+  CHECK(v[3] == 47.0f);
+  CHECK(v[1] == doctest::Approx(47.0 / 3));
+  qwen3::VisionConfig c;
+  const qwen3::Grid g{1, 2, 2};
+  std::vector<int32_t> index(16);
+  std::vector<float> weight(16);
+  qwen3::pos_embed_tables(c, g, index.data(), weight.data());
+  // A 2x2 grid maps to the table's four corners, each with full weight.
+  CHECK(index[0] == 0);
+  CHECK(weight[0] == 1.0f);
+  CHECK(index[4 * 3] == 47 * 48 + 47);
+  CHECK(weight[4 * 3] == doctest::Approx(1.0f));
+}
