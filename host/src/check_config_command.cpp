@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 namespace encgraph::host {
@@ -143,6 +144,17 @@ int check_config_command(const std::vector<std::string>& args) {
   RuntimeConfig probe = rt;
   probe.device = "cpu";
   probe.weights = "random";
+  // A checkpoint folder's sizes come from its config.json: the probe draws
+  // random weights of those sizes instead of loading the folder's tensors.
+  std::error_code ec;
+  const std::filesystem::path folder_config = std::filesystem::path(rt.weights) / "config.json";
+  const bool names_config =
+      std::any_of(probe.plugin_config.begin(), probe.plugin_config.end(),
+                  [](const auto& kv) { return kv.first == "config_json"; });
+  if (!rt.weights.empty() && rt.weights != "random" &&
+      std::filesystem::is_directory(rt.weights, ec) &&
+      std::filesystem::is_regular_file(folder_config, ec) && !names_config)
+    probe.plugin_config.emplace_back("config_json", folder_config.string());
   auto runtime = make_runtime(probe);
   check_workload_supported(*runtime, work);
   print_plan(runtime->plan());

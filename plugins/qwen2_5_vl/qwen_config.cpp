@@ -21,6 +21,7 @@ constexpr int64_t kMaxBudget = int64_t{1} << 24;
 // The vision_config of a Qwen2.5-VL config.json (or a bare vision config).
 void read_config_json(const std::string& path, VisionConfig& c) {
   const encoder_kit::VisionConfigJson v(path, "qwen2_5_vl");
+  v.require_model_type("qwen2_5_vl", {"qwen2_5_vl"});
   v.read_int("depth", c.depth);
   v.read_int("hidden_size", c.hidden_size);
   v.read_int("num_heads", c.num_heads);
@@ -45,6 +46,35 @@ void read_config_json(const std::string& path, VisionConfig& c) {
            "config_json '" + path + "': vision_config.hidden_act is '" + act +
                "'; the Qwen2.5-VL tower this plugin implements uses 'silu'");
   }
+}
+
+// The folder's preprocessor_config.json: its pixel bounds become the
+// defaults (keys override them); its sizes must be the tower's, and its
+// normalisation and resampling the ones the plugin implements.
+void read_preprocessor(const std::string& path, const VisionConfig& m, Options& o) {
+  const encoder_kit::PreprocessorJson j(path, "qwen2_5_vl");
+  // Older files say min_pixels/max_pixels; newer ones size.shortest_edge/longest_edge.
+  j.read_int("size", o.min_pixels, "shortest_edge");
+  j.read_int("size", o.max_pixels, "longest_edge");
+  j.read_int("min_pixels", o.min_pixels);
+  j.read_int("max_pixels", o.max_pixels);
+  const std::string vc = "the tower's vision_config.";
+  auto agree = [&](const char* key, const char* config_key, int64_t value) {
+    int64_t v = value;
+    if (j.read_int(key, v))
+      encoder_kit::require_agree("qwen2_5_vl", vc + config_key + " (config.json or keys)", value,
+                                 j.where() + key, v);
+  };
+  agree("patch_size", "patch_size", m.patch_size);
+  agree("temporal_patch_size", "temporal_patch_size", m.temporal_patch_size);
+  agree("merge_size", "spatial_merge_size", m.spatial_merge_size);
+  j.require_floats("qwen2_5_vl", "image_mean", {0.48145466, 0.4578275, 0.40821073});
+  j.require_floats("qwen2_5_vl", "image_std", {0.26862954, 0.26130258, 0.27577711});
+  int64_t resample = 3;  // PIL's BICUBIC, the processor's default
+  if (j.read_int("resample", resample) && resample != 3)
+    fail(EG_ERR_UNSUPPORTED, "qwen2_5_vl: " + j.where() + "resample is " +
+                                 std::to_string(resample) +
+                                 "; this plugin resizes bicubic only (PIL resample 3)");
 }
 
 }  // namespace
@@ -95,19 +125,43 @@ Options parse_options(const eg_create_params* p) {
   Options o;
   encoder_kit::ConfigReader r(p->config, p->num_config, "qwen2_5_vl");
   VisionConfig& m = o.model;
-  if (auto path = r.get("config_json")) read_config_json(*path, m);
-  m.depth = r.get_int("depth", m.depth);
-  m.hidden_size = r.get_int("hidden_size", m.hidden_size);
-  m.num_heads = r.get_int("num_heads", m.num_heads);
-  m.intermediate_size = r.get_int("intermediate_size", m.intermediate_size);
-  m.out_hidden_size = r.get_int("out_hidden_size", m.out_hidden_size);
-  m.patch_size = r.get_int("patch_size", m.patch_size);
-  m.temporal_patch_size = r.get_int("temporal_patch_size", m.temporal_patch_size);
-  m.spatial_merge_size = r.get_int("spatial_merge_size", m.spatial_merge_size);
-  m.window_size = r.get_int("window_size", m.window_size);
-  m.in_channels = r.get_int("in_channels", m.in_channels);
-  m.fullatt_block_indexes = r.get_int_list("fullatt_block_indexes", m.fullatt_block_indexes);
+  // A checkpoint folder as plugin.weights brings its config.json (unless
+  // config_json names another) and preprocessor_config.json.
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  const auto named = r.get("config_json");
+  const bool folder_config = !named && !folder.config.empty();
+  o.config_path = named ? *named : folder.config;
+  if (named || folder_config) read_config_json(o.config_path, m);
+  // Keys override config_json; a key that contradicts the folder's own
+  // config.json is an error (the weights beside it have its sizes).
+  auto dim = [&](const char* key, int64_t& v) {
+    const int64_t t = r.get_int(key, v);
+    if (folder_config && r.has(key))
+      encoder_kit::require_agree("qwen2_5_vl",
+                                 "config.json '" + folder.config + "' vision_config." + key, v,
+                                 std::string("[plugin.config] ") + key, t);
+    v = t;
+  };
+  dim("depth", m.depth);
+  dim("hidden_size", m.hidden_size);
+  dim("num_heads", m.num_heads);
+  dim("intermediate_size", m.intermediate_size);
+  dim("out_hidden_size", m.out_hidden_size);
+  dim("patch_size", m.patch_size);
+  dim("temporal_patch_size", m.temporal_patch_size);
+  dim("spatial_merge_size", m.spatial_merge_size);
+  dim("window_size", m.window_size);
+  dim("in_channels", m.in_channels);
+  const std::vector<int64_t> fullatt =
+      r.get_int_list("fullatt_block_indexes", m.fullatt_block_indexes);
+  if (folder_config && fullatt != m.fullatt_block_indexes)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: [plugin.config] fullatt_block_indexes contradicts config.json '" +
+             folder.config +
+             "' vision_config.fullatt_block_indexes: they must agree (remove the key)");
+  m.fullatt_block_indexes = fullatt;
   m.validate();
+  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, o);
 
   o.dtype = encoder_kit::read_compute_dtype(r, p->device);
 

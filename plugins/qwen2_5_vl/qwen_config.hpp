@@ -51,6 +51,9 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
 struct Options {
   VisionConfig model;
+  // The config.json the tower's sizes came from (config_json, or the one in
+  // the checkpoint folder plugin.weights names), or "" for keys and defaults.
+  std::string config_path;
   Dtype dtype = Dtype::F32;
   int64_t min_pixels = 56 * 56;          // the released preprocessor_config.json
   int64_t max_pixels = 28 * 28 * 16384;  // idem (12845056)

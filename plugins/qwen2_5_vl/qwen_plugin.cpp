@@ -24,7 +24,8 @@
 // (CUDA: time product algorithms while capturing; default true), check_finite
 // (default true: NaN/Inf weights are an error). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
-// directory / index json, or "random".
+// directory / index json, or "random". A checkpoint directory's config.json
+// and preprocessor_config.json configure the tower (docs/config.md).
 #include "qwen_batch.hpp"
 #include "qwen_config.hpp"
 #include "qwen_cpu_forward.hpp"
@@ -34,6 +35,7 @@
 
 #include <encoder_kit/abi_guard.hpp>
 #include <encoder_kit/checked.hpp>
+#include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/plugin_abi.hpp>
 
@@ -98,7 +100,8 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
     const encoder_kit::WeightSource source(weights, in->opt.seed, in->opt.check_finite);
     log(EG_LOG_INFO, "loading " + source.description() + " (depth " + std::to_string(c.depth) +
                          ", hidden " + std::to_string(c.hidden_size) + ")");
-    qwen::Weights w = qwen::load_weights(c, source);
+    qwen::Weights w = encoder_kit::naming_config_on_failure(
+        in->opt.config_path, [&] { return qwen::load_weights(c, source); });
     if (in->device == EG_DEVICE_CPU) {
       in->cpu_weights = std::move(w);
     } else {

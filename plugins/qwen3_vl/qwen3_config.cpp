@@ -19,6 +19,7 @@ constexpr int64_t kMaxBudget = int64_t{1} << 24;
 
 void read_config_json(const std::string& path, VisionConfig& c) {
   const encoder_kit::VisionConfigJson v(path, "qwen3_vl");
+  v.require_model_type("qwen3_vl", {"qwen3_vl", "qwen3_vl_moe"});
   v.read_int("depth", c.depth);
   v.read_int("hidden_size", c.hidden_size);
   v.read_int("num_heads", c.num_heads);
@@ -41,6 +42,33 @@ void read_config_json(const std::string& path, VisionConfig& c) {
                                         "'; the Qwen3-VL tower this plugin implements uses "
                                         "'gelu_pytorch_tanh'");
   }
+}
+
+// The folder's preprocessor_config.json: its pixel bounds become the image
+// defaults (keys override them); its sizes must be the tower's, and its
+// normalisation and resampling the ones the plugin implements.
+void read_preprocessor(const std::string& path, const VisionConfig& m, Options& o) {
+  const encoder_kit::PreprocessorJson j(path, "qwen3_vl");
+  j.read_int("size", o.min_pixels, "shortest_edge");
+  j.read_int("size", o.max_pixels, "longest_edge");
+  j.read_int("min_pixels", o.min_pixels);
+  j.read_int("max_pixels", o.max_pixels);
+  const std::string vc = "the tower's vision_config.";
+  auto agree = [&](const char* key, const char* config_key, int64_t value) {
+    int64_t v = value;
+    if (j.read_int(key, v))
+      encoder_kit::require_agree("qwen3_vl", vc + config_key + " (config.json or keys)", value,
+                                 j.where() + key, v);
+  };
+  agree("patch_size", "patch_size", m.patch_size);
+  agree("temporal_patch_size", "temporal_patch_size", m.temporal_patch_size);
+  agree("merge_size", "spatial_merge_size", m.spatial_merge_size);
+  j.require_floats("qwen3_vl", "image_mean", {0.5, 0.5, 0.5});
+  j.require_floats("qwen3_vl", "image_std", {0.5, 0.5, 0.5});
+  int64_t resample = 3;  // PIL's BICUBIC, the processor's default
+  if (j.read_int("resample", resample) && resample != 3)
+    fail(EG_ERR_UNSUPPORTED, "qwen3_vl: " + j.where() + "resample is " + std::to_string(resample) +
+                                 "; this plugin resizes bicubic only (PIL resample 3)");
 }
 
 }  // namespace
@@ -119,20 +147,43 @@ Options parse_options(const eg_create_params* p) {
   Options o;
   encoder_kit::ConfigReader r(p->config, p->num_config, "qwen3_vl");
   VisionConfig& m = o.model;
-  if (auto path = r.get("config_json")) read_config_json(*path, m);
-  m.depth = r.get_int("depth", m.depth);
-  m.hidden_size = r.get_int("hidden_size", m.hidden_size);
-  m.num_heads = r.get_int("num_heads", m.num_heads);
-  m.intermediate_size = r.get_int("intermediate_size", m.intermediate_size);
-  m.out_hidden_size = r.get_int("out_hidden_size", m.out_hidden_size);
-  m.patch_size = r.get_int("patch_size", m.patch_size);
-  m.temporal_patch_size = r.get_int("temporal_patch_size", m.temporal_patch_size);
-  m.spatial_merge_size = r.get_int("spatial_merge_size", m.spatial_merge_size);
-  m.in_channels = r.get_int("in_channels", m.in_channels);
-  m.num_position_embeddings = r.get_int("num_position_embeddings", m.num_position_embeddings);
-  m.deepstack_visual_indexes =
+  // A checkpoint folder as plugin.weights brings its config.json (unless
+  // config_json names another) and preprocessor_config.json.
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  const auto named = r.get("config_json");
+  const bool folder_config = !named && !folder.config.empty();
+  o.config_path = named ? *named : folder.config;
+  if (named || folder_config) read_config_json(o.config_path, m);
+  // Keys override config_json; a key that contradicts the folder's own
+  // config.json is an error (the weights beside it have its sizes).
+  auto dim = [&](const char* key, int64_t& v) {
+    const int64_t t = r.get_int(key, v);
+    if (folder_config && r.has(key))
+      encoder_kit::require_agree("qwen3_vl",
+                                 "config.json '" + folder.config + "' vision_config." + key, v,
+                                 std::string("[plugin.config] ") + key, t);
+    v = t;
+  };
+  dim("depth", m.depth);
+  dim("hidden_size", m.hidden_size);
+  dim("num_heads", m.num_heads);
+  dim("intermediate_size", m.intermediate_size);
+  dim("out_hidden_size", m.out_hidden_size);
+  dim("patch_size", m.patch_size);
+  dim("temporal_patch_size", m.temporal_patch_size);
+  dim("spatial_merge_size", m.spatial_merge_size);
+  dim("in_channels", m.in_channels);
+  dim("num_position_embeddings", m.num_position_embeddings);
+  const std::vector<int64_t> deepstack =
       r.get_int_list("deepstack_visual_indexes", m.deepstack_visual_indexes);
+  if (folder_config && deepstack != m.deepstack_visual_indexes)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: [plugin.config] deepstack_visual_indexes contradicts config.json '" +
+             folder.config +
+             "' vision_config.deepstack_visual_indexes: they must agree (remove the key)");
+  m.deepstack_visual_indexes = deepstack;
   m.validate();
+  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, o);
 
   o.dtype = encoder_kit::read_compute_dtype(r, p->device);
   auto pixels = [&](const char* lo_key, int64_t& lo, const char* hi_key, int64_t& hi) {

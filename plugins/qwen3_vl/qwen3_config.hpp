@@ -54,6 +54,9 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
 struct Options {
   VisionConfig model;
+  // The config.json the tower's sizes came from (config_json, or the one in
+  // the checkpoint folder plugin.weights names), or "" for keys and defaults.
+  std::string config_path;
   Dtype dtype = Dtype::F32;
   // Images: the released preprocessor_config.json's size (shortest_edge /
   // longest_edge), checked in docs/models/qwen3_vl.md.

@@ -39,6 +39,7 @@
 
 #include <encoder_kit/abi_guard.hpp>
 #include <encoder_kit/checked.hpp>
+#include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/plugin_abi.hpp>
 
@@ -106,7 +107,8 @@ eg_status q3_create(const eg_create_params* p, eg_instance** out, eg_error* err)
 #endif
     const std::string weights = p->weights ? p->weights : "random";
     const encoder_kit::WeightSource source(weights, in->opt.seed, in->opt.check_finite);
-    qwen3::Weights w = qwen3::load_weights(c, source);
+    qwen3::Weights w = encoder_kit::naming_config_on_failure(
+        in->opt.config_path, [&] { return qwen3::load_weights(c, source); });
     log(EG_LOG_INFO,
         "loaded " + source.description() +
             (source.is_random() ? std::string() : " (tensors under '" + w.prefix + "')") +

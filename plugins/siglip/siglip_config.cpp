@@ -18,6 +18,7 @@ using encoder_kit::fail;
 // SiglipVisionConfig. Returns whether the file says the tower has its head.
 bool read_config_json(const std::string& path, VisionConfig& c) {
   const encoder_kit::VisionConfigJson v(path, "siglip");
+  v.require_model_type("siglip", {"siglip", "siglip_vision_model"});
   const std::string& where = v.where();
   v.read_int("hidden_size", c.hidden_size);
   v.read_int("num_hidden_layers", c.num_hidden_layers);
@@ -36,6 +37,28 @@ bool read_config_json(const std::string& path, VisionConfig& c) {
   }
   const encoder_kit::Json* head = v.find("vision_use_head");
   return !head || head->as_bool(where + "vision_use_head");
+}
+
+// The folder's preprocessor_config.json: its size must be the tower's
+// image_size and its normalisation the plugin's; returns its resampling as
+// the `resample` key spells it (the key overrides it).
+std::string read_preprocessor(const std::string& path, const VisionConfig& m) {
+  const encoder_kit::PreprocessorJson j(path, "siglip");
+  for (const char* side : {"height", "width"}) {
+    int64_t v = m.image_size;
+    if (j.read_int("size", v, side))
+      encoder_kit::require_agree("siglip", "the tower's vision_config.image_size", m.image_size,
+                                 j.where() + "size." + side, v);
+  }
+  j.require_floats("siglip", "image_mean", {0.5, 0.5, 0.5});
+  j.require_floats("siglip", "image_std", {0.5, 0.5, 0.5});
+  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC (the processor's default)
+  j.read_int("resample", resample);
+  if (resample == 2) return "bilinear";
+  if (resample != 3)
+    fail(EG_ERR_UNSUPPORTED, "siglip: " + j.where() + "resample is " + std::to_string(resample) +
+                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
+  return "bicubic";
 }
 
 Output parse_output(const std::string& key, const std::string& text) {
@@ -121,14 +144,30 @@ Options parse_options(const eg_create_params* p) {
   encoder_kit::ConfigReader r(p->config, p->num_config, "siglip");
   VisionConfig& m = o.model;
   bool has_head = true;
-  if (auto path = r.get("config_json")) has_head = read_config_json(*path, m);
-  m.hidden_size = r.get_int("hidden_size", m.hidden_size);
-  m.num_hidden_layers = r.get_int("num_hidden_layers", m.num_hidden_layers);
-  m.num_attention_heads = r.get_int("num_attention_heads", m.num_attention_heads);
-  m.intermediate_size = r.get_int("intermediate_size", m.intermediate_size);
-  m.image_size = r.get_int("image_size", m.image_size);
-  m.patch_size = r.get_int("patch_size", m.patch_size);
-  m.num_channels = r.get_int("num_channels", m.num_channels);
+  // A checkpoint folder as plugin.weights brings its config.json (unless
+  // config_json names another) and preprocessor_config.json.
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  const auto named = r.get("config_json");
+  const bool folder_config = !named && !folder.config.empty();
+  o.config_path = named ? *named : folder.config;
+  if (named || folder_config) has_head = read_config_json(o.config_path, m);
+  // Keys override config_json; a key that contradicts the folder's own
+  // config.json is an error (the weights beside it have its sizes).
+  auto dim = [&](const char* key, int64_t& v) {
+    const int64_t t = r.get_int(key, v);
+    if (folder_config && r.has(key))
+      encoder_kit::require_agree("siglip",
+                                 "config.json '" + folder.config + "' vision_config." + key, v,
+                                 std::string("[plugin.config] ") + key, t);
+    v = t;
+  };
+  dim("hidden_size", m.hidden_size);
+  dim("num_hidden_layers", m.num_hidden_layers);
+  dim("num_attention_heads", m.num_attention_heads);
+  dim("intermediate_size", m.intermediate_size);
+  dim("image_size", m.image_size);
+  dim("patch_size", m.patch_size);
+  dim("num_channels", m.num_channels);
   m.layer_norm_eps = static_cast<float>(r.get_double("layer_norm_eps", m.layer_norm_eps));
   m.validate();
 
@@ -165,7 +204,9 @@ Options parse_options(const eg_create_params* p) {
              " tokens per image overflow the int32 sequence offsets: lower max_budget_images "
              "(or image_size)");
   o.check_finite = encoder_kit::read_check_finite(r);
-  const std::string resample = r.get_string("resample", "bicubic");
+  const std::string resample = r.get_string(
+      "resample",
+      folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m));
   if (resample != "bicubic" && resample != "bilinear")
     fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: resample '" + resample + "' is not \"bicubic\" or \"bilinear\"");

@@ -54,6 +54,9 @@ using Dtype = encoder_kit::ComputeDtype;
 
 struct Options {
   VisionConfig model;
+  // The config.json the tower's sizes came from (config_json, or the one in
+  // the checkpoint folder plugin.weights names), or "" for keys and defaults.
+  std::string config_path;
   // What one forward writes, in declared order; outputs[0] is the primary
   // output, whose rows the budgets count (`output = "..."` gives one,
   // `outputs = ["...", "..."]` several).

@@ -41,6 +41,7 @@
 #include "siglip_weights.hpp"
 
 #include <encoder_kit/abi_guard.hpp>
+#include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/plugin_abi.hpp>
 
@@ -124,7 +125,8 @@ eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* 
                          " of " + std::to_string(c.num_hidden_layers) + " layers, hidden " +
                          std::to_string(c.hidden_size) + ", " +
                          std::to_string(c.tokens_per_image()) + " tokens per image)");
-    siglip::Weights w = siglip::load_weights(o, source);
+    siglip::Weights w = encoder_kit::naming_config_on_failure(
+        o.config_path, [&] { return siglip::load_weights(o, source); });
     if (in->device == EG_DEVICE_CPU) {
       in->cpu_weights = std::move(w);
     } else {

@@ -7,19 +7,25 @@
 #include "qwen3_preprocess.hpp"
 #include "qwen3_weights.hpp"
 
+#include "../plugin_test_support.hpp"
+
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 namespace {
 
-qwen3::Options parse(const std::vector<std::pair<std::string, std::string>>& kv) {
+qwen3::Options parse(const std::vector<std::pair<std::string, std::string>>& kv,
+                     const char* weights = nullptr) {
   std::vector<eg_config_entry> entries;
   for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
   eg_create_params p{};
   p.struct_size = sizeof(p);
   p.device = EG_DEVICE_CPU;
+  p.weights = weights;
   p.config = entries.data();
   p.num_config = static_cast<int64_t>(entries.size());
   return qwen3::parse_options(&p);
@@ -102,4 +108,38 @@ TEST_CASE("linspace and the position-embedding corners") {
   CHECK(weight[0] == 1.0f);
   CHECK(index[4 * 3] == 47 * 48 + 47);
   CHECK(weight[4 * 3] == doctest::Approx(1.0f));
+}
+
+// A checkpoint folder (the 8B fixture's config.json and the released
+// preprocessor_config.json) as plugin.weights configures the tower alone.
+TEST_CASE("a checkpoint folder alone gives the dimensions; keys may not contradict it") {
+  namespace fs = std::filesystem;
+  encgraph::test::TempDir dir("qwen3-folder");
+  const std::string fixtures = QWEN3_FIXTURES;
+  fs::copy_file(fixtures + "/Qwen3-VL-8B-Instruct.json", dir.path() / "config.json");
+  fs::copy_file(fixtures + "/preprocessor_config.json", dir.path() / "preprocessor_config.json");
+  const std::string folder = dir.path().string();
+  const qwen3::Options o = parse({}, folder.c_str());
+  CHECK(o.config_path == (dir.path() / "config.json").string());
+  CHECK(o.model.depth == 27);
+  CHECK(o.model.out_hidden_size == 4096);
+  CHECK(o.min_pixels == 65536);
+  CHECK(o.max_pixels == 16777216);
+  CHECK(parse({{"max_pixels", "1048576"}}, folder.c_str()).max_pixels == 1048576);
+
+  auto error = [&](const std::vector<std::pair<std::string, std::string>>& kv) {
+    return encgraph::test::message_of([&] { parse(kv, folder.c_str()); });
+  };
+  std::string msg = error({{"hidden_size", "1024"}});
+  CHECK(msg.find("config.json' vision_config.hidden_size = 1152") != std::string::npos);
+  CHECK(msg.find("[plugin.config] hidden_size = 1024") != std::string::npos);
+
+  std::ofstream(dir.path() / "preprocessor_config.json") << R"({"patch_size": 14})";
+  msg = error({});
+  CHECK(msg.find("preprocessor_config.json' patch_size = 14") != std::string::npos);
+
+  std::ofstream(dir.path() / "config.json")
+      << R"({"model_type": "qwen2_5_vl", "vision_config": {}})";
+  msg = error({});
+  CHECK(msg.find("model_type 'qwen2_5_vl'") != std::string::npos);
 }

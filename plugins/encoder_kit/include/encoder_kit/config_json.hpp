@@ -3,10 +3,14 @@
 // Errors name the file and the key, so a bad checkpoint config is easy to find.
 #pragma once
 
+#include <encoder_kit/error.hpp>
 #include <encoder_kit/json.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace encoder_kit {
 
@@ -24,11 +28,74 @@ class VisionConfigJson {
   const Json* find(const char* key) const { return section_.find(key); }
   // Sets dst to the key's integer; leaves it when the key is absent.
   void read_int(const char* key, int64_t& dst) const;
+  // The file's model_type (top level; else vision_config's), or "" when absent.
+  const std::string& model_type() const { return model_type_; }
+  // Throws Error(INVALID_ARGUMENT) naming the file when its top-level or
+  // vision_config model_type is set and in neither case one of `accepted`.
+  void require_model_type(const std::string& plugin,
+                          std::initializer_list<const char*> accepted) const;
 
  private:
   std::string path_;
   std::string where_;
   Json section_;
+  std::string model_type_;
+  std::string vision_model_type_;
 };
+
+// ---- checkpoint folders: `plugin.weights = "<folder>"` alone configures the tower
+
+// The files a checkpoint folder holds beside its weights; empty strings when
+// `weights` is null, "random", not a directory, or the file is absent.
+struct CheckpointFolder {
+  std::string config;        // <folder>/config.json
+  std::string preprocessor;  // <folder>/preprocessor_config.json
+};
+CheckpointFolder checkpoint_folder(const char* weights);
+
+// A Hugging Face preprocessor_config.json (a JSON object). Errors name the file.
+class PreprocessorJson {
+ public:
+  // Throws Error(INVALID_ARGUMENT) naming the file when it is unreadable, not
+  // JSON or not an object.
+  PreprocessorJson(const std::string& path, const std::string& plugin);
+  const std::string& path() const { return path_; }
+  // "preprocessor_config '<path>' ": what errors put before a key.
+  const std::string& where() const { return where_; }
+  // `key`, or `key.sub` inside an object (e.g. "size", "shortest_edge"), or nullptr.
+  const Json* find(const char* key, const char* sub = nullptr) const;
+  // The integer at key (or key.sub), when present.
+  bool read_int(const char* key, int64_t& dst, const char* sub = nullptr) const;
+  // Throws Error(UNSUPPORTED) naming the file when `key` is present and is not
+  // the list `expected` (within 1e-6 each): the plugin's normalisation is fixed.
+  void require_floats(const std::string& plugin, const char* key,
+                      const std::vector<double>& expected) const;
+
+ private:
+  std::string path_;
+  std::string plugin_;
+  std::string where_;
+  Json doc_;
+};
+
+// A size the folder's file fixes (file_what: "config.json '<p>' vision_config.depth")
+// and a [plugin.config] key that sets it too must agree: throws
+// Error(INVALID_ARGUMENT) naming both when they differ.
+void require_agree(const std::string& plugin, const std::string& file_what, int64_t file_value,
+                   const std::string& other_what, int64_t other_value);
+
+// Runs fn (a weight load); a failure from it gets "(sizes from <config_path>...)"
+// appended, so a checkpoint that contradicts its config names the config file.
+// config_path empty: fn runs as is.
+template <class Fn>
+decltype(auto) naming_config_on_failure(const std::string& config_path, Fn&& fn) {
+  if (config_path.empty()) return std::forward<Fn>(fn)();
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const Error& e) {
+    fail(e.status(), std::string(e.what()) + " (the tower's sizes come from '" + config_path +
+                         "': check that it is this checkpoint's config)");
+  }
+}
 
 }  // namespace encoder_kit
