@@ -148,9 +148,8 @@ int check_config_command(const std::vector<std::string>& args) {
   // random weights of those sizes instead of loading the folder's tensors.
   std::error_code ec;
   const std::filesystem::path folder_config = std::filesystem::path(rt.weights) / "config.json";
-  const bool names_config =
-      std::any_of(probe.plugin_config.begin(), probe.plugin_config.end(),
-                  [](const auto& kv) { return kv.first == "config_json"; });
+  const bool names_config = std::any_of(probe.plugin_config.begin(), probe.plugin_config.end(),
+                                        [](const auto& kv) { return kv.first == "config_json"; });
   if (!rt.weights.empty() && rt.weights != "random" &&
       std::filesystem::is_directory(rt.weights, ec) &&
       std::filesystem::is_regular_file(folder_config, ec) && !names_config)
