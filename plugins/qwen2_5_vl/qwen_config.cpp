@@ -134,32 +134,19 @@ Options parse_options(const eg_create_params* p) {
   if (named || folder_config) read_config_json(o.config_path, m);
   // Keys override config_json; a key that contradicts the folder's own
   // config.json is an error (the weights beside it have its sizes).
-  auto dim = [&](const char* key, int64_t& v) {
-    const int64_t t = r.get_int(key, v);
-    if (folder_config && r.has(key))
-      encoder_kit::require_agree("qwen2_5_vl",
-                                 "config.json '" + folder.config + "' vision_config." + key, v,
-                                 std::string("[plugin.config] ") + key, t);
-    v = t;
-  };
-  dim("depth", m.depth);
-  dim("hidden_size", m.hidden_size);
-  dim("num_heads", m.num_heads);
-  dim("intermediate_size", m.intermediate_size);
-  dim("out_hidden_size", m.out_hidden_size);
-  dim("patch_size", m.patch_size);
-  dim("temporal_patch_size", m.temporal_patch_size);
-  dim("spatial_merge_size", m.spatial_merge_size);
-  dim("window_size", m.window_size);
-  dim("in_channels", m.in_channels);
-  const std::vector<int64_t> fullatt =
-      r.get_int_list("fullatt_block_indexes", m.fullatt_block_indexes);
-  if (folder_config && fullatt != m.fullatt_block_indexes)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "qwen2_5_vl: [plugin.config] fullatt_block_indexes contradicts config.json '" +
-             folder.config +
-             "' vision_config.fullatt_block_indexes: they must agree (remove the key)");
-  m.fullatt_block_indexes = fullatt;
+  const encoder_kit::FolderKeys keys(r, "qwen2_5_vl",
+                                     folder_config ? folder.config : std::string());
+  keys.dim("depth", m.depth);
+  keys.dim("hidden_size", m.hidden_size);
+  keys.dim("num_heads", m.num_heads);
+  keys.dim("intermediate_size", m.intermediate_size);
+  keys.dim("out_hidden_size", m.out_hidden_size);
+  keys.dim("patch_size", m.patch_size);
+  keys.dim("temporal_patch_size", m.temporal_patch_size);
+  keys.dim("spatial_merge_size", m.spatial_merge_size);
+  keys.dim("window_size", m.window_size);
+  keys.dim("in_channels", m.in_channels);
+  keys.int_list("fullatt_block_indexes", m.fullatt_block_indexes);
   m.validate();
   if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, o);
 

@@ -153,21 +153,14 @@ Options parse_options(const eg_create_params* p) {
   if (named || folder_config) has_head = read_config_json(o.config_path, m);
   // Keys override config_json; a key that contradicts the folder's own
   // config.json is an error (the weights beside it have its sizes).
-  auto dim = [&](const char* key, int64_t& v) {
-    const int64_t t = r.get_int(key, v);
-    if (folder_config && r.has(key))
-      encoder_kit::require_agree("siglip",
-                                 "config.json '" + folder.config + "' vision_config." + key, v,
-                                 std::string("[plugin.config] ") + key, t);
-    v = t;
-  };
-  dim("hidden_size", m.hidden_size);
-  dim("num_hidden_layers", m.num_hidden_layers);
-  dim("num_attention_heads", m.num_attention_heads);
-  dim("intermediate_size", m.intermediate_size);
-  dim("image_size", m.image_size);
-  dim("patch_size", m.patch_size);
-  dim("num_channels", m.num_channels);
+  const encoder_kit::FolderKeys keys(r, "siglip", folder_config ? folder.config : std::string());
+  keys.dim("hidden_size", m.hidden_size);
+  keys.dim("num_hidden_layers", m.num_hidden_layers);
+  keys.dim("num_attention_heads", m.num_attention_heads);
+  keys.dim("intermediate_size", m.intermediate_size);
+  keys.dim("image_size", m.image_size);
+  keys.dim("patch_size", m.patch_size);
+  keys.dim("num_channels", m.num_channels);
   m.layer_norm_eps = static_cast<float>(r.get_double("layer_norm_eps", m.layer_norm_eps));
   m.validate();
 

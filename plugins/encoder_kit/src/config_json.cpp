@@ -114,4 +114,21 @@ void require_agree(const std::string& plugin, const std::string& file_what, int6
                                     "preprocessor files of one checkpoint)");
 }
 
+void FolderKeys::dim(const char* key, int64_t& value) const {
+  const int64_t set = reader_.get_int(key, value);
+  if (!folder_config_.empty() && reader_.has(key))
+    require_agree(plugin_, "config.json '" + folder_config_ + "' vision_config." + key, value,
+                  std::string("[plugin.config] ") + key, set);
+  value = set;
+}
+
+void FolderKeys::int_list(const char* key, std::vector<int64_t>& value) const {
+  std::vector<int64_t> set = reader_.get_int_list(key, value);
+  if (!folder_config_.empty() && set != value)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         plugin_ + ": [plugin.config] " + key + " contradicts config.json '" + folder_config_ +
+             "' vision_config." + key + ": they must agree (remove the key)");
+  value = std::move(set);
+}
+
 }  // namespace encoder_kit

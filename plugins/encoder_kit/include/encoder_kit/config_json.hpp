@@ -3,6 +3,7 @@
 // Errors name the file and the key, so a bad checkpoint config is easy to find.
 #pragma once
 
+#include <encoder_kit/config.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/json.hpp>
 
@@ -83,6 +84,24 @@ class PreprocessorJson {
 // Error(INVALID_ARGUMENT) naming both when they differ.
 void require_agree(const std::string& plugin, const std::string& file_what, int64_t file_value,
                    const std::string& other_what, int64_t other_value);
+
+// The [plugin.config] keys that may also come from a checkpoint folder's
+// config.json: a key overrides the value read from the file, except that a key
+// contradicting the folder's OWN config.json (folder_config non-empty: the
+// weights beside it have its sizes) is an error naming both. With no folder
+// config (empty), keys simply override.
+class FolderKeys {
+ public:
+  FolderKeys(ConfigReader& reader, std::string plugin, std::string folder_config)
+      : reader_(reader), plugin_(std::move(plugin)), folder_config_(std::move(folder_config)) {}
+  void dim(const char* key, int64_t& value) const;
+  void int_list(const char* key, std::vector<int64_t>& value) const;
+
+ private:
+  ConfigReader& reader_;
+  std::string plugin_;
+  std::string folder_config_;
+};
 
 // Runs fn (a weight load); a failure from it gets "(sizes from <config_path>...)"
 // appended, so a checkpoint that contradicts its config names the config file.
