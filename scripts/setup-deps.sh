@@ -8,6 +8,9 @@ packages=(
   libboost-dev libboost-program-options-dev
   libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev
   libstb-dev libopenblas-dev nlohmann-json3-dev
+  # image decoding as Pillow does it (libjpeg-turbo, libpng), and Pillow
+  # itself for tests/host/pillow_decode (run with /usr/bin/python3)
+  libjpeg62-turbo-dev libturbojpeg0-dev libpng-dev zlib1g-dev python3-pil
   # scripts/test: the hostile-input suite; the sanitizer build and libFuzzer
   # (clang 16: C++20 lambdas capturing structured bindings, which clang 14,
   # Debian 12's default, rejects); llvm-symbolizer for readable reports

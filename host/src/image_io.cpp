@@ -3,9 +3,11 @@
 #include "input_files.hpp"
 #include "toml_util.hpp"
 
+#include "image_decoders.hpp"
+
 #include <encgraph/error.hpp>
 
-#include <stb/stb_image.h>
+#include <zlib.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,8 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace encgraph::host {
@@ -61,6 +64,9 @@ uint32_t be16(const uint8_t* p) {
   return (uint32_t{p[0]} << 8) | p[1];
 }
 
+// The most EXIF data read for its orientation (a JPEG segment holds 64 KiB).
+constexpr uint32_t kMaxExif = 1 << 20;
+
 const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
 // A known format other than PNG and JPEG by its first bytes, or "".
@@ -103,19 +109,28 @@ ImageInfo png_header(File& in, const std::filesystem::path& file) {
     fail(file, "is a damaged PNG: colour type " + std::to_string(type) + " with bit depth " +
                    std::to_string(depth) + " does not exist");
   int32_t channels = type == 0 ? 1 : type == 4 ? 2 : type == 6 ? 4 : 3;
-  if (type == 3) {
-    // A palette with a transparency chunk decodes to RGBA: look for tRNS
-    // before the image data (skipping each chunk's data and CRC).
-    uint8_t chunk[8];
-    in.skip(4);  // IHDR's CRC
-    while (in.read(chunk, 8)) {
-      if (std::memcmp(chunk + 4, "tRNS", 4) == 0) channels = 4;
-      if (std::memcmp(chunk + 4, "IDAT", 4) == 0 || std::memcmp(chunk + 4, "IEND", 4) == 0 ||
-          channels == 4 || !in.skip(static_cast<long>(be32(chunk)) + 4))
-        break;
+  // The chunks before the image data: a palette with a transparency chunk
+  // is stored as RGBA, and eXIf holds the orientation Pillow applies (one
+  // after the image data is not read: see docs/config.md).
+  int orientation = 1;
+  bool exif_seen = false;
+  uint8_t chunk[8];
+  in.skip(4);  // IHDR's CRC
+  while (in.read(chunk, 8)) {
+    const uint32_t length = be32(chunk);
+    if (std::memcmp(chunk + 4, "IDAT", 4) == 0 || std::memcmp(chunk + 4, "IEND", 4) == 0) break;
+    if (type == 3 && std::memcmp(chunk + 4, "tRNS", 4) == 0) channels = 4;
+    if (!exif_seen && std::memcmp(chunk + 4, "eXIf", 4) == 0 && length <= kMaxExif) {
+      exif_seen = true;
+      std::vector<uint8_t> exif(length);
+      if (!in.read(exif.data(), exif.size())) break;
+      orientation = detail::exif_orientation(exif.data(), exif.size());
+      if (!in.skip(4)) break;
+    } else if (!in.skip(static_cast<long>(length) + 4)) {
+      break;
     }
   }
-  return {static_cast<int64_t>(height), static_cast<int64_t>(width), channels};
+  return {static_cast<int64_t>(height), static_cast<int64_t>(width), channels, orientation};
 }
 
 ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
@@ -124,28 +139,65 @@ ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
   const auto truncated = [&]() {
     fail(file, "is truncated: it ends before its JPEG frame header (SOF); the file is damaged");
   };
+  // The segments up to the first scan are read: Pillow takes the orientation
+  // from the first APP1 "Exif" segment there, before or after the frame header.
+  ImageInfo info;
+  bool have_frame = false, exif_seen = false;
+  const auto ended = [&]() {
+    if (have_frame) return;
+    truncated();
+  };
   uint8_t b[8];
   if (!in.read(b, 2)) truncated();  // FF D8, already sniffed
   while (true) {
-    if (!in.read(b, 1)) truncated();
-    if (b[0] != 0xFF)
+    if (!in.read(b, 1)) {
+      ended();
+      return info;
+    }
+    if (b[0] != 0xFF) {
+      if (have_frame) return info;  // the decoder reports it
       fail(file,
            "is a damaged JPEG: a segment does not start with a marker (0xFF) before the "
            "frame header");
+    }
     do {
-      if (!in.read(b, 1)) truncated();
+      if (!in.read(b, 1)) {
+        ended();
+        return info;
+      }
     } while (b[0] == 0xFF);
     const int marker = b[0];
     if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // no length
+    if (have_frame && (marker == 0xD9 || marker == 0xDA || marker == 0xD8)) return info;
     if (marker == 0xD9 || marker == 0xDA || marker == 0xD8)
       fail(file, "is a damaged JPEG: it has no frame header (SOF) before its image data");
-    if (!in.read(b, 2)) truncated();
+    if (!in.read(b, 2)) {
+      ended();
+      return info;
+    }
     const uint32_t length = be16(b);
+    if (length < 2 && have_frame) return info;
     if (length < 2) fail(file, "is a damaged JPEG: a segment has length " + std::to_string(length));
     const bool sof =
         marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-    if (!sof) {
-      if (!in.skip(static_cast<long>(length) - 2)) truncated();
+    if (marker == 0xE1 && !exif_seen && length >= 7) {
+      std::vector<uint8_t> data(length - 2);
+      if (!in.read(data.data(), data.size())) {
+        ended();
+        return info;
+      }
+      // Pillow keeps the first APP1 starting "Exif\0" (even if unusable).
+      if (std::memcmp(data.data(), "Exif\0", 5) == 0) {
+        exif_seen = true;
+        info.orientation = detail::exif_orientation(data.data(), data.size());
+      }
+      continue;
+    }
+    if (!sof || have_frame) {
+      if (!in.skip(static_cast<long>(length) - 2)) {
+        ended();
+        return info;
+      }
       continue;
     }
     if (marker > 0xC2)
@@ -170,12 +222,18 @@ ImageInfo jpeg_header(File& in, const std::filesystem::path& file) {
     if (components != 1 && components != 3 && components != 4)
       fail(file, "is a damaged JPEG: its frame header gives " + std::to_string(components) +
                      " colour components (1, 3 or 4 are possible)");
-    return {static_cast<int64_t>(height), static_cast<int64_t>(width), components == 1 ? 1 : 3};
+    info.height = height;
+    info.width = width;
+    info.channels = components == 1 ? 1 : 3;
+    have_frame = true;
+    if (!in.skip(static_cast<long>(length) - 8)) return info;
   }
 }
 
 struct Header {
-  ImageInfo info;
+  ImageInfo info;  // as displayed: the EXIF orientation applied
+  int64_t stored_height = 0;
+  int64_t stored_width = 0;
   bool jpeg = false;
 };
 
@@ -207,14 +265,15 @@ Header read_header(File& in, const std::filesystem::path& file, int64_t max_pixe
                    " pixels (limits.max_image_pixels sets it); shrink the image or raise the "
                    "limit");
   std::rewind(in.f);
-  return {info, jpeg};
+  Header header{info, info.height, info.width, jpeg};
+  if (info.orientation >= 5) std::swap(header.info.height, header.info.width);
+  return header;
 }
 
-// Whether a JPEG's data reaches its end-of-image marker. stb decodes a JPEG
-// cut short without complaint (the missing rows grey), so the cut is found
-// here: after the first scan header (SOS), where a thumbnail's EOI cannot be,
-// EOI (FF D9) must follow; inside scan data FF is always followed by 00 or a
-// restart marker.
+// Whether a JPEG's data reaches its end-of-image marker. libjpeg decodes a
+// JPEG cut short with only a warning (the missing rows grey; Pillow refuses it), so the cut is
+// found here: after the first scan header (SOS), where a thumbnail's EOI cannot be, EOI (FF D9)
+// must follow; inside scan data FF is always followed by 00 or a restart marker.
 bool jpeg_complete(const std::vector<uint8_t>& b) {
   size_t i = 2;
   while (i + 4 <= b.size()) {
@@ -259,20 +318,20 @@ uint64_t png_raw_bytes(uint64_t width, uint64_t height, int depth, int type, boo
   return total;
 }
 
-// stb inflates a PNG's image data into a buffer it grows without bound, so a
-// few MB of zeros behind a 28x28 header cost GBs and seconds. The data is
-// inflated here first into a buffer of the size the header allows (only when
-// it could inflate past that at all: zlib expands at most 1032-fold).
+// A few MB of zeros behind a 28x28 header would cost seconds of inflating
+// (and, in decoders that grow their buffer, GBs). The data is inflated here
+// first, up to the size the header allows (only when it could inflate past
+// that at all: zlib expands at most 1032-fold).
 void check_png_inflated_size(const std::vector<uint8_t>& b, const std::filesystem::path& file) {
-  if (b.size() < 33) return;  // stb reports a short file
+  if (b.size() < 33) return;  // the decoder reports a short file
   const uint64_t raw = png_raw_bytes(be32(&b[16]), be32(&b[20]), b[24], b[25], b[28] != 0);
-  std::vector<char> idat;
+  std::vector<uint8_t> idat;
   // Every chunk whose length and type are there is checked, also one whose
   // data or CRC the file cuts short.
   for (size_t at = 8; at + 8 <= b.size();) {
     const uint64_t length = be32(&b[at]);
     if (std::memcmp(&b[at + 4], "IEND", 4) == 0) break;  // what follows is not read
-    // stb would grow its buffer to the claimed length before finding the end.
+    // Named here, with the chunk and its claimed length.
     const uint64_t left = b.size() - at - 8;  // after the length and type
     if (length + 4 > left) {
       std::string type;
@@ -292,14 +351,26 @@ void check_png_inflated_size(const std::vector<uint8_t>& b, const std::filesyste
   // Some slack for encoders that write a little too much.
   const uint64_t allowed = raw + raw / 8 + 1024;
   if (idat.empty() || idat.size() * uint64_t{1032} <= allowed ||
-      allowed > static_cast<uint64_t>(std::numeric_limits<int>::max()) ||
-      idat.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+      idat.size() > std::numeric_limits<uInt>::max())
     return;
-  std::vector<char> out(allowed);
-  const int n = stbi_zlib_decode_buffer(out.data(), static_cast<int>(out.size()), idat.data(),
-                                        static_cast<int>(idat.size()));
-  const char* reason = stbi_failure_reason();
-  if (n < 0 && reason && std::string(reason) == "output buffer limit")
+  // Inflated through a small buffer, counting: nothing of the claimed size
+  // is allocated. A data error is left to the decoder, which names it.
+  z_stream zs{};
+  if (inflateInit(&zs) != Z_OK) return;
+  zs.next_in = reinterpret_cast<Bytef*>(idat.data());
+  zs.avail_in = static_cast<uInt>(idat.size());
+  std::vector<Bytef> scratch(1 << 16);
+  uint64_t total = 0;
+  int ret = Z_OK;
+  while (ret == Z_OK && total <= allowed) {
+    zs.next_out = scratch.data();
+    zs.avail_out = static_cast<uInt>(scratch.size());
+    ret = inflate(&zs, Z_NO_FLUSH);
+    total += scratch.size() - zs.avail_out;
+    if (ret == Z_OK && zs.avail_out != 0 && zs.avail_in == 0) break;  // all input used
+  }
+  inflateEnd(&zs);
+  if (total > allowed)
     fail(file, "is a damaged PNG: its " + std::to_string(idat.size()) +
                    " bytes of compressed image data inflate to more than the " +
                    std::to_string(raw) + " bytes its header's " + std::to_string(be32(&b[16])) +
@@ -343,33 +414,27 @@ DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
          "is truncated: its JPEG data ends before the end-of-image marker; the file is "
          "damaged");
   if (!header.jpeg) check_png_inflated_size(bytes, file);
-  int w = 0, h = 0, c = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> data(
-      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 3),
-      stbi_image_free);
-  if (!data) {
-    // The format was sniffed, so stb went straight to its decoder: its reason
-    // is about this file, except for its own size bounds and memory.
-    const std::string reason = stbi_failure_reason() ? stbi_failure_reason() : "unknown reason";
-    if (reason == "too large")
-      fail(file, "is " + size_text(info.width, info.height) +
-                     ", more than the image decoder handles (at most 16777216 pixels a side and "
-                     "about 1 GiB decoded); shrink the image");
-    if (reason == "outofmem")
-      throw Error(ErrorKind::Device, "image '" + printable(file.string()) + "' (" +
-                                         size_text(info.width, info.height) +
-                                         ") cannot be decoded: out of memory; free memory or lower "
-                                         "limits.max_image_pixels");
-    fail(file, "cannot be decoded (" + reason + "); the file is damaged or truncated");
+  detail::Rgb rgb;
+  std::string reason;
+  try {
+    reason = header.jpeg ? detail::decode_jpeg(bytes.data(), bytes.size(), rgb)
+                         : detail::decode_png(bytes.data(), bytes.size(), rgb);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::Device, "image '" + printable(file.string()) + "' (" +
+                                       size_text(info.width, info.height) +
+                                       ") cannot be decoded: out of memory; free memory or lower "
+                                       "limits.max_image_pixels");
   }
-  if (h != info.height || w != info.width)
-    fail(file, "decoded to " + size_text(w, h) + " pixels but its header says " +
-                   size_text(info.width, info.height) + "; the file is damaged");
+  if (!reason.empty())
+    fail(file, "cannot be decoded (" + reason + "); the file is damaged or truncated");
+  if (rgb.height != header.stored_height || rgb.width != header.stored_width)
+    fail(file, "decoded to " + size_text(rgb.width, rgb.height) + " pixels but its header says " +
+                   size_text(header.stored_width, header.stored_height) + "; the file is damaged");
+  detail::apply_orientation(rgb, info.orientation);
   DecodedImage img;
-  img.height = h;
-  img.width = w;
-  img.pixels.resize(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
-  std::memcpy(img.pixels.data(), data.get(), img.pixels.size());
+  img.height = rgb.height;
+  img.width = rgb.width;
+  img.pixels = std::move(rgb.pixels);
   return img;
 }
 

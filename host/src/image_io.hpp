@@ -1,8 +1,10 @@
 // Reading PNG and JPEG files: the format is recognised by its signature and
 // the geometry read from the header by this module (so that every error says
 // what is really wrong with the file, and a huge image is refused before a
-// byte of it is decoded); the pixels are decoded by stb_image (Debian's
-// libstb) as 8-bit RGB. Other formats (GIF, BMP, PGM, ...) are refused.
+// byte of it is decoded); the pixels are decoded by libjpeg-turbo and libpng
+// to the same 8-bit RGB bytes as Pillow's Image.open(f).convert("RGB"), with
+// the EXIF orientation applied as transformers' load_image applies it
+// (image_decoders.hpp). Other formats (GIF, BMP, PGM, ...) are refused.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +14,10 @@
 namespace encgraph::host {
 
 struct ImageInfo {
-  int64_t height = 0;
+  int64_t height = 0;  // as displayed: after the EXIF orientation
   int64_t width = 0;
-  int32_t channels = 0;  // as stored in the file (1 grey, 2 grey+alpha, 3 RGB, 4 RGBA)
+  int32_t channels = 0;     // as stored in the file (1 grey, 2 grey+alpha, 3 RGB, 4 RGBA)
+  int32_t orientation = 1;  // EXIF orientation 1..8 (1: none, 5..8 swap the sides)
 };
 
 // One image, or a video's frames in one buffer: the layout eg_item_desc's

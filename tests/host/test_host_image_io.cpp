@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -200,12 +201,26 @@ extern "C" unsigned char* stbi_zlib_compress(unsigned char* data, int data_len, 
 
 namespace {
 
-// A PNG of `w` x `h` RGB pixels whose image data is `raw` compressed (stb
-// does not check CRCs, so they are left 0).
+// The CRC libpng checks on a chunk starting at `at` (its length field).
+void fix_crc(std::string& s, size_t at) {
+  const size_t length = (size_t{static_cast<unsigned char>(s[at])} << 24) |
+                        (size_t{static_cast<unsigned char>(s[at + 1])} << 16) |
+                        (size_t{static_cast<unsigned char>(s[at + 2])} << 8) |
+                        static_cast<unsigned char>(s[at + 3]);
+  const uLong crc =
+      crc32(0, reinterpret_cast<const Bytef*>(s.data() + at + 4), static_cast<uInt>(length + 4));
+  for (int i = 0; i < 4; ++i)
+    s[at + 8 + length + static_cast<size_t>(i)] = static_cast<char>((crc >> (24 - 8 * i)) & 0xFF);
+}
+
+// A PNG of `w` x `h` pixels (RGB, or grey: colour type `type`) whose image
+// data is `raw` compressed, with correct CRCs.
 std::string png_with_data(uint32_t w, uint32_t h, const std::vector<unsigned char>& raw,
-                          bool interlaced = false) {
-  std::string s = png_header(w, h);
+                          bool interlaced = false, int type = 2) {
+  std::string s = png_header(w, h, 8, type);
   if (interlaced) s[8 + 8 + 12] = 1;
+  fix_crc(s, 8);
+  const size_t idat = s.size();
   int n = 0;
   unsigned char* z = stbi_zlib_compress(const_cast<unsigned char*>(raw.data()),
                                         static_cast<int>(raw.size()), &n, 8);
@@ -218,15 +233,18 @@ std::string png_with_data(uint32_t w, uint32_t h, const std::vector<unsigned cha
   s.append(reinterpret_cast<const char*>(z), static_cast<size_t>(n));
   be(0);
   std::free(z);
+  fix_crc(s, idat);
+  const size_t iend = s.size();
   be(0);
   s += "IEND";
   be(0);
+  fix_crc(s, iend);
   return s;
 }
 
 }  // namespace
 
-TEST_CASE("a PNG whose data inflates far past its header's size is refused before stb holds it") {
+TEST_CASE("a PNG whose data inflates far past its header's size is refused before decoding") {
   host_test::TempDir dir;
   // 28x28 RGB needs 28 * (1 + 84) bytes; 8 MiB of zeros compress to a few KB.
   std::ofstream(dir / "bomb.png", std::ios::binary)
@@ -253,14 +271,96 @@ TEST_CASE("a PNG whose data inflates far past its header's size is refused befor
   CHECK(decode_image(dir / "flat-interlaced.png", kLimit).height == 511);
 }
 
-TEST_CASE("an image past the decoder's own bounds says so, not that it is damaged") {
+TEST_CASE("a long side is no problem for the decoder: only limits.max_image_pixels bounds it") {
   host_test::TempDir dir;
-  // 2^24 + 1 grey pixels in one row: within limits.max_image_pixels, over stb's side limit.
+  // 2^24 + 1 grey pixels in one row (over libpng's default side limit).
   const uint32_t wide = (1u << 24) + 1;
-  std::string s = png_with_data(wide, 1, std::vector<unsigned char>(1 + size_t{wide}));
-  s[8 + 8 + 9] = 0;  // colour type grey
-  std::ofstream(dir / "wide.png", std::ios::binary) << s;
-  const std::string m = decode_error(dir / "wide.png");
-  CHECK(m.find("is 16777217x1, more than the image decoder handles") != std::string::npos);
-  CHECK(m.find("damaged") == std::string::npos);
+  std::vector<unsigned char> raw(1 + size_t{wide});
+  raw[1 + 5] = 200;
+  std::ofstream(dir / "wide.png", std::ios::binary)
+      << png_with_data(wide, 1, raw, false, /*type=*/0);
+  const DecodedImage img = decode_image(dir / "wide.png", kLimit);
+  CHECK(img.width == wide);
+  CHECK(img.height == 1);
+  REQUIRE(img.pixels.size() == size_t{wide} * 3);
+  CHECK(img.pixels[15] == 200);  // grey becomes R = G = B
+  CHECK(img.pixels[17] == 200);
+  CHECK(img.pixels[18] == 0);
+}
+
+namespace {
+
+// A TIFF-structured EXIF block whose IFD0 holds only an orientation.
+std::string exif_block(int orientation, bool little) {
+  std::string t = little ? std::string("II*\0\x08\0\0\0", 8) : std::string("MM\0*\0\0\0\x08", 8);
+  const auto u16 = [&](unsigned v) {
+    const char a = static_cast<char>(v & 0xFF), b = static_cast<char>(v >> 8);
+    t += little ? std::string{a, b} : std::string{b, a};
+  };
+  u16(1);       // one entry
+  u16(0x0112);  // Orientation
+  u16(3);       // SHORT
+  // The count (a LONG), then the value left-aligned in its 4 bytes.
+  if (little)
+    u16(1), u16(0), u16(static_cast<unsigned>(orientation)), u16(0);
+  else
+    u16(0), u16(1), u16(static_cast<unsigned>(orientation)), u16(0);
+  t.append(4, '\0');  // no next IFD
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the EXIF orientation is applied as Pillow's exif_transpose applies it") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "plain.jpg", 16, 8, 0, true);
+  const std::string jpg = bytes_of(dir / "plain.jpg");
+  const DecodedImage plain = decode_image(dir / "plain.jpg", kLimit);
+  const auto px = [](const DecodedImage& img, int64_t x, int64_t y) {
+    const size_t at = static_cast<size_t>((y * img.width + x) * 3);
+    return std::vector<uint8_t>(img.pixels.begin() + static_cast<std::ptrdiff_t>(at),
+                                img.pixels.begin() + static_cast<std::ptrdiff_t>(at + 3));
+  };
+  for (const bool little : {true, false}) {
+    CAPTURE(little);
+    // An APP1 segment right after SOI.
+    const std::string exif = "Exif" + std::string(2, '\0') + exif_block(6, little);
+    std::string rotated = jpg.substr(0, 2) + "\xff\xe1";
+    rotated += static_cast<char>((exif.size() + 2) >> 8);
+    rotated += static_cast<char>((exif.size() + 2) & 0xFF);
+    rotated += exif + jpg.substr(2);
+    std::ofstream(dir / "r6.jpg", std::ios::binary) << rotated;
+    const ImageInfo info = probe_image(dir / "r6.jpg", kLimit);
+    CHECK(info.orientation == 6);
+    CHECK(info.width == 8);  // the sides as displayed
+    CHECK(info.height == 16);
+    const DecodedImage img = decode_image(dir / "r6.jpg", kLimit, &info);
+    REQUIRE(img.width == 8);
+    REQUIRE(img.height == 16);
+    // Rotated 90 degrees clockwise: the top-left pixel was the bottom-left.
+    CHECK(px(img, 0, 0) == px(plain, 0, 7));
+    CHECK(px(img, 7, 0) == px(plain, 0, 0));
+    CHECK(px(img, 7, 15) == px(plain, 15, 0));
+  }
+  // A PNG's eXIf chunk, before the image data.
+  host_test::write_gradient(dir / "plain.png", 6, 4);
+  std::string png = bytes_of(dir / "plain.png");
+  const std::string block = exif_block(3, true);
+  std::string chunk;
+  for (int i = 3; i >= 0; --i) chunk += static_cast<char>((block.size() >> (8 * i)) & 0xFF);
+  chunk += "eXIf" + block + std::string(4, '\0');
+  png.insert(8 + 25, chunk);
+  fix_crc(png, 8 + 25);
+  std::ofstream(dir / "r3.png", std::ios::binary) << png;
+  const DecodedImage p = decode_image(dir / "plain.png", kLimit);
+  const DecodedImage r = decode_image(dir / "r3.png", kLimit);
+  REQUIRE(r.width == 6);
+  CHECK(px(r, 0, 0) == px(p, 5, 3));
+  CHECK(px(r, 5, 3) == px(p, 0, 0));
+  // An orientation out of range changes nothing.
+  std::string odd = png;
+  odd[8 + 25 + 8 + 18] = 9;
+  fix_crc(odd, 8 + 25);
+  std::ofstream(dir / "r9.png", std::ios::binary) << odd;
+  CHECK(decode_image(dir / "r9.png", kLimit).pixels == p.pixels);
 }
