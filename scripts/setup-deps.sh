@@ -15,6 +15,11 @@ packages=(
   # (clang 16: C++20 lambdas capturing structured bindings, which clang 14,
   # Debian 12's default, rejects); llvm-symbolizer for readable reports
   python3 clang-16 libclang-rt-16-dev llvm
+  # video files (issue 13): FFmpeg's libraries decode MP4/WebM/MKV, and the
+  # tests encode their own small clips with them
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+  # the Python module (issue 14): pybind11, and its CPU tests under pytest
+  python3-dev pybind11-dev python3-pytest python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 #include "qwen_batch.hpp"
 
+#include <encoder_kit/capture_values.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
@@ -116,9 +117,10 @@ CaptureTables capture_tables(const VisionConfig& c, const Capacity& cap) {
   CaptureTables t;
   t.cu_frames.assign(static_cast<size_t>(cap.frames + 1), 0);
   t.cu_windows.assign(static_cast<size_t>(cap.windows + 1), 0);
-  // Frames as long as a real frame may be, windows as long as a real window,
-  // both until the rows run out; repeat-last padding after that.
-  const int64_t frame = std::max<int64_t>(cap.max_frame_patches, c.merge_unit());
+  // Typical frames covering the rows (see capture_values.hpp), windows as
+  // long as a real window until the rows run out.
+  const int64_t frame = encoder_kit::capture_sequence_patches(cap.max_frame_patches, cap.patches,
+                                                              cap.frames, c.merge_unit());
   const int64_t window = std::max<int64_t>(cap.max_window_patches, c.merge_unit());
   for (int64_t s = 1; s <= cap.frames; ++s)
     t.cu_frames[s] = static_cast<int32_t>(std::min(cap.patches, t.cu_frames[s - 1] + frame));

@@ -44,12 +44,14 @@ Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src
                               ", intermediate_size " + std::to_string(c.intermediate_size) + ")");
   const int64_t d = c.hidden_size, inter = c.intermediate_size, merged = d * c.merge_unit();
   Weights w;
-  w.patch_embed = src.load("visual.patch_embed.proj.weight",
+  // "visual." as released, "model.visual." as transformers >= 4.52 saves it.
+  const std::string v = src.qwen_visual_prefix();
+  w.patch_embed = src.load(v + "patch_embed.proj.weight",
                            {d, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size},
                            matrix(c.patch_dim()));
   w.blocks.resize(static_cast<size_t>(c.depth));
   for (int64_t i = 0; i < c.depth; ++i) {
-    const std::string p = "visual.blocks." + std::to_string(i) + ".";
+    const std::string p = v + "blocks." + std::to_string(i) + ".";
     BlockWeights& b = w.blocks[static_cast<size_t>(i)];
     b.norm1 = src.load(p + "norm1.weight", {d}, kNorm);
     b.norm2 = src.load(p + "norm2.weight", {d}, kNorm);
@@ -64,11 +66,11 @@ Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src
     b.down_w = src.load(p + "mlp.down_proj.weight", {d, inter}, matrix(inter));
     b.down_b = src.load(p + "mlp.down_proj.bias", {d}, kBias);
   }
-  w.ln_q = src.load("visual.merger.ln_q.weight", {d}, kNorm);
-  w.mlp0_w = src.load("visual.merger.mlp.0.weight", {merged, merged}, matrix(merged));
-  w.mlp0_b = src.load("visual.merger.mlp.0.bias", {merged}, kBias);
-  w.mlp2_w = src.load("visual.merger.mlp.2.weight", {c.out_hidden_size, merged}, matrix(merged));
-  w.mlp2_b = src.load("visual.merger.mlp.2.bias", {c.out_hidden_size}, kBias);
+  w.ln_q = src.load(v + "merger.ln_q.weight", {d}, kNorm);
+  w.mlp0_w = src.load(v + "merger.mlp.0.weight", {merged, merged}, matrix(merged));
+  w.mlp0_b = src.load(v + "merger.mlp.0.bias", {merged}, kBias);
+  w.mlp2_w = src.load(v + "merger.mlp.2.weight", {c.out_hidden_size, merged}, matrix(merged));
+  w.mlp2_b = src.load(v + "merger.mlp.2.bias", {c.out_hidden_size}, kBias);
   return w;
 }
 

@@ -1,5 +1,6 @@
 #include "qwen3_batch.hpp"
 
+#include <encoder_kit/capture_values.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
@@ -96,7 +97,9 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
 CaptureTables capture_tables(const VisionConfig& c, const Capacity& cap) {
   CaptureTables t;
   t.cu_seqlens.assign(static_cast<size_t>(cap.frames + 1), 0);
-  const int64_t frame = std::max<int64_t>(cap.max_frame_patches, c.merge_unit());
+  // Typical frames, not one over the whole budget (see capture_values.hpp).
+  const int64_t frame = encoder_kit::capture_sequence_patches(cap.max_frame_patches, cap.patches,
+                                                              cap.frames, c.merge_unit());
   for (int64_t s = 1; s <= cap.frames; ++s)
     t.cu_seqlens[static_cast<size_t>(s)] = static_cast<int32_t>(
         std::min(cap.patches, t.cu_seqlens[static_cast<size_t>(s - 1)] + frame));

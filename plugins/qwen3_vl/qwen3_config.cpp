@@ -44,15 +44,10 @@ void read_config_json(const std::string& path, VisionConfig& c) {
   }
 }
 
-// The folder's preprocessor_config.json: its pixel bounds become the image
-// defaults (keys override them); its sizes must be the tower's, and its
-// normalisation and resampling the ones the plugin implements.
-void read_preprocessor(const std::string& path, const VisionConfig& m, Options& o) {
-  const encoder_kit::PreprocessorJson j(path, "qwen3_vl");
-  j.read_int("size", o.min_pixels, "shortest_edge");
-  j.read_int("size", o.max_pixels, "longest_edge");
-  j.read_int("min_pixels", o.min_pixels);
-  j.read_int("max_pixels", o.max_pixels);
+// What preprocessor_config.json and video_preprocessor_config.json share:
+// their sizes must be the tower's, and their normalisation and resampling the
+// ones the plugin implements.
+void check_processor_agrees(const encoder_kit::PreprocessorJson& j, const VisionConfig& m) {
   const std::string vc = "the tower's vision_config.";
   auto agree = [&](const char* key, const char* config_key, int64_t value) {
     int64_t v = value;
@@ -69,6 +64,27 @@ void read_preprocessor(const std::string& path, const VisionConfig& m, Options& 
   if (j.read_int("resample", resample) && resample != 3)
     fail(EG_ERR_UNSUPPORTED, "qwen3_vl: " + j.where() + "resample is " + std::to_string(resample) +
                                  "; this plugin resizes bicubic only (PIL resample 3)");
+}
+
+// The folder's preprocessor_config.json: its pixel bounds become the image
+// defaults (keys override them).
+void read_preprocessor(const std::string& path, const VisionConfig& m, Options& o) {
+  const encoder_kit::PreprocessorJson j(path, "qwen3_vl");
+  j.read_int("size", o.min_pixels, "shortest_edge");
+  j.read_int("size", o.max_pixels, "longest_edge");
+  j.read_int("min_pixels", o.min_pixels);
+  j.read_int("max_pixels", o.max_pixels);
+  check_processor_agrees(j, m);
+}
+
+// The folder's video_preprocessor_config.json: Qwen3VLVideoProcessor's size
+// bounds all frames of a video together; they become the video defaults
+// (video_min_pixels / video_max_pixels override them).
+void read_video_preprocessor(const std::string& path, const VisionConfig& m, Options& o) {
+  const encoder_kit::PreprocessorJson j(path, "qwen3_vl");
+  j.read_int("size", o.video_min_pixels, "shortest_edge");
+  j.read_int("size", o.video_max_pixels, "longest_edge");
+  check_processor_agrees(j, m);
 }
 
 }  // namespace
@@ -170,6 +186,7 @@ Options parse_options(const eg_create_params* p) {
   keys.int_list("deepstack_visual_indexes", m.deepstack_visual_indexes);
   m.validate();
   if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, o);
+  if (!folder.video_preprocessor.empty()) read_video_preprocessor(folder.video_preprocessor, m, o);
 
   o.dtype = encoder_kit::read_compute_dtype(r, p->device);
   auto pixels = [&](const char* lo_key, int64_t& lo, const char* hi_key, int64_t& hi) {

@@ -54,12 +54,6 @@ int64_t parameter_count(const VisionConfig& c) {
               mul({c.num_deepstack(), add({mul({2, merged}), merger})})});
 }
 
-std::string detect_prefix(const encoder_kit::WeightSource& source) {
-  if (!source.is_random() && source.contains("model.visual.patch_embed.proj.weight"))
-    return "model.visual.";
-  return "visual.";
-}
-
 Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src) {
   encoder_kit::require_weights_fit(
       parameter_count(c), "qwen3_vl: the tower (depth " + std::to_string(c.depth) +
@@ -67,7 +61,7 @@ Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src
                               ", intermediate_size " + std::to_string(c.intermediate_size) + ")");
   const int64_t d = c.hidden_size, inter = c.intermediate_size;
   Weights w;
-  w.prefix = detect_prefix(src);
+  w.prefix = src.qwen_visual_prefix();
   const std::string& v = w.prefix;
   w.patch_embed_w = src.load(v + "patch_embed.proj.weight",
                              {d, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size},

@@ -40,10 +40,6 @@ struct Weights {
 
 int64_t parameter_count(const VisionConfig& c);
 
-// The checkpoint's naming layout: "model.visual." when it holds
-// model.visual.patch_embed.proj.weight, else "visual.".
-std::string detect_prefix(const encoder_kit::WeightSource& source);
-
 // Random weights: matrices N(0, 1/fan_in), biases N(0, 0.02^2), norm weights
 // N(1, 0.1^2), norm biases N(0, 0.1^2), pos_embed N(0, 0.5^2): every parameter
 // matters, so tests notice a wrong one.

@@ -116,11 +116,12 @@ Params random_params(const Config& c, uint64_t seed) {
   return p;
 }
 
-void write_params(const Config& c, const Params& p, const std::filesystem::path& file) {
+void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
+                  const std::string& name_prefix) {
   std::vector<encoder_kit::TensorToWrite> out;
   for (const auto& [name, v] : p)
-    out.push_back(
-        encoder_kit::f32_tensor(name, shape_of(c, name), std::vector<float>(v.begin(), v.end())));
+    out.push_back(encoder_kit::f32_tensor(name_prefix + name, shape_of(c, name),
+                                          std::vector<float>(v.begin(), v.end())));
   encoder_kit::write_safetensors(file, out);
 }
 

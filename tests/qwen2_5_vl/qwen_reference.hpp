@@ -28,7 +28,10 @@ std::vector<std::pair<std::string, std::string>> plugin_config(const Config& c);
 using Params = std::map<std::string, std::vector<double>>;
 Params random_params(const Config& c, uint64_t seed);
 // Writes them as an F32 safetensors file with their checkpoint shapes.
-void write_params(const Config& c, const Params& p, const std::filesystem::path& file);
+// `name_prefix` goes before every name ("model." gives transformers >= 4.52's
+// "model.visual." layout).
+void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
+                  const std::string& name_prefix = "");
 
 struct Input {
   int64_t t, h, w;           // grid in patches

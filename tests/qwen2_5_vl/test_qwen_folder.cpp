@@ -205,3 +205,29 @@ TEST_CASE("a checkpoint folder alone runs as its explicit keys do") {
   CHECK(has(msg, "mlp.gate_proj.weight"));
   CHECK(has(msg, (dir.path() / "config.json").string()));
 }
+
+// transformers >= 4.52 saves Qwen2_5_VLForConditionalGeneration with the
+// tower under "model.visual."; the released checkpoints use "visual.".
+TEST_CASE("a checkpoint saved with model.visual. names runs as the released names do") {
+  const qwen_ref::Config cfg;
+  const qwen_ref::Params params = qwen_ref::random_params(cfg, 91);
+  qwen_test::TempDir dir("qwen-nested");
+  qwen_ref::write_params(cfg, params, dir.path() / "released.safetensors");
+  qwen_ref::write_params(cfg, params, dir.path() / "nested.safetensors", "model.");
+
+  std::vector<uint8_t> pixels(56 * 56 * 3);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 53) % 247);
+  auto run = [&](const std::string& weights) {
+    encgraph::RuntimeConfig rc = qwen_test::runtime_config(cfg, "cpu", weights);
+    rc.use_graphs = false;
+    encgraph::Runtime rt(rc);
+    std::vector<encgraph::Item> items;
+    items.push_back(rt.make_item(qwen_test::pixel_item(pixels, 1, 56, 56)));
+    return rt.execute(std::move(items)).item_as_float(0);
+  };
+  const std::vector<float> released = run((dir.path() / "released.safetensors").string());
+  const std::vector<float> saved = run((dir.path() / "nested.safetensors").string());
+  REQUIRE(!released.empty());
+  REQUIRE(saved.size() == released.size());
+  CHECK(qwen_test::rel_error(saved, std::vector<double>(released.begin(), released.end())) < 1e-6);
+}

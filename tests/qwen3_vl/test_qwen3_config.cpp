@@ -143,3 +143,34 @@ TEST_CASE("a checkpoint folder alone gives the dimensions; keys may not contradi
   msg = error({});
   CHECK(msg.find("model_type 'qwen2_5_vl'") != std::string::npos);
 }
+
+// A folder's video_preprocessor_config.json (Qwen3VLVideoProcessor's own file)
+// bounds the pixels of all frames of a video; keys override it, and its sizes
+// must be the tower's.
+TEST_CASE("a checkpoint folder's video_preprocessor_config.json sets the video pixel bounds") {
+  namespace fs = std::filesystem;
+  encgraph::test::TempDir dir("qwen3-video-folder");
+  const std::string fixtures = QWEN3_FIXTURES;
+  fs::copy_file(fixtures + "/Qwen3-VL-8B-Instruct.json", dir.path() / "config.json");
+  const std::string folder = dir.path().string();
+  const qwen3::Options defaults = parse({}, folder.c_str());
+  std::ofstream(dir.path() / "video_preprocessor_config.json")
+      << R"({"size": {"shortest_edge": 8192, "longest_edge": 3145728}, "patch_size": 16,
+             "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5, 0.5, 0.5],
+             "image_std": [0.5, 0.5, 0.5]})";
+  const qwen3::Options o = parse({}, folder.c_str());
+  CHECK(o.video_min_pixels == 8192);
+  CHECK(o.video_max_pixels == 3145728);
+  CHECK(o.video_max_pixels != defaults.video_max_pixels);
+  // Images keep their own bounds.
+  CHECK(o.max_pixels == defaults.max_pixels);
+  CHECK(parse({{"video_max_pixels", "1048576"}}, folder.c_str()).video_max_pixels == 1048576);
+
+  std::ofstream(dir.path() / "video_preprocessor_config.json") << R"({"temporal_patch_size": 4})";
+  const std::string msg = encgraph::test::message_of([&] { parse({}, folder.c_str()); });
+  CHECK(msg.find("video_preprocessor_config.json' temporal_patch_size = 4") != std::string::npos);
+
+  std::ofstream(dir.path() / "video_preprocessor_config.json") << "{not json";
+  const std::string bad = encgraph::test::message_of([&] { parse({}, folder.c_str()); });
+  CHECK(bad.find("video_preprocessor_config.json") != std::string::npos);
+}

@@ -56,14 +56,18 @@ CheckpointFolder checkpoint_folder(const char* weights) {
   if (fs::is_regular_file(dir / "config.json", ec)) f.config = (dir / "config.json").string();
   if (fs::is_regular_file(dir / "preprocessor_config.json", ec))
     f.preprocessor = (dir / "preprocessor_config.json").string();
+  if (fs::is_regular_file(dir / "video_preprocessor_config.json", ec))
+    f.video_preprocessor = (dir / "video_preprocessor_config.json").string();
   return f;
 }
 
 PreprocessorJson::PreprocessorJson(const std::string& path, const std::string& plugin)
     : path_(path), plugin_(plugin), where_("preprocessor_config '" + path + "' ") {
-  const std::string key = plugin + ": preprocessor_config.json";
+  // preprocessor_config.json or video_preprocessor_config.json: name the one read.
+  const std::string name = std::filesystem::path(path).filename().string();
+  const std::string key = plugin + ": " + name;
   const std::string text =
-      read_text_input(path, key, "fix or remove the checkpoint folder's preprocessor_config.json");
+      read_text_input(path, key, "fix or remove the checkpoint folder's " + name);
   doc_ = Json::parse(text, key + " '" + path + "'");
   if (!doc_.is_object())
     fail(EG_ERR_INVALID_ARGUMENT, key + " '" + path + "' is not a JSON object");

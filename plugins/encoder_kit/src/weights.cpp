@@ -72,4 +72,9 @@ std::vector<float> WeightSource::load(const std::string& name, const std::vector
   return out;
 }
 
+std::string WeightSource::qwen_visual_prefix() const {
+  if (!is_random() && contains("model.visual.patch_embed.proj.weight")) return "model.visual.";
+  return "visual.";
+}
+
 }  // namespace encoder_kit

@@ -51,6 +51,9 @@ class VisionConfigJson {
 struct CheckpointFolder {
   std::string config;        // <folder>/config.json
   std::string preprocessor;  // <folder>/preprocessor_config.json
+  // <folder>/video_preprocessor_config.json (transformers' video processors
+  // save their own file; Qwen3-VL's released folders have one)
+  std::string video_preprocessor;
 };
 CheckpointFolder checkpoint_folder(const char* weights);
 

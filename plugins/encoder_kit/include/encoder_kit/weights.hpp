@@ -51,6 +51,11 @@ class WeightSource {
   // lets a plugin detect which naming layout a checkpoint uses.
   bool contains(const std::string& name) const;
 
+  // The vision tower's prefix in a Qwen-VL checkpoint: "model.visual." where
+  // transformers >= 4.52 saved the nested layout (probe: its patch
+  // embedding), else the released "visual." (random weights too).
+  std::string qwen_visual_prefix() const;
+
  private:
   std::unique_ptr<TensorStore> store_;
   uint64_t seed_ = 0;
