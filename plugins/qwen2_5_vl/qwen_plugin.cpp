@@ -186,7 +186,11 @@ eg_status qwen_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out,
            "qwen2_5_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
                std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
                " pixels per frame, above max_pixels = " + std::to_string(o.max_pixels) +
-               " (min_pixels is too close to max_pixels)");
+               ": the resize keeps each side a multiple of " +
+               std::to_string(o.model.resize_factor()) +
+               " and never below it, so a very thin item (or min_pixels close to max_pixels) "
+               "can exceed max_pixels; raise it to at least " +
+               std::to_string(frame_units * unit_pixels) + " to accept it");
     const std::vector<float> rows =
         d->pixels ? qwen::patch_rows_from_pixels(o, d->pixels, d->frames, d->height, d->width,
                                                  d->channels)

@@ -199,9 +199,19 @@ Options parse_options(const eg_create_params* p) {
   pixels("video_min_pixels", o.video_min_pixels, "video_max_pixels", o.video_max_pixels);
   const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
   o.min_budget = r.get_int("min_budget", o.min_budget);
+  const auto max_budget_key = r.get("max_budget");
   o.max_budget =
       r.get_int("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
   encoder_kit::require_in_range("qwen3_vl", "min_budget", o.min_budget, 1, kMaxBudget);
+  // Without the key the largest budget is the tokens of a max_pixels image:
+  // name what made it, not a key the user never set.
+  if (!max_budget_key && o.max_budget < o.min_budget)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: a max_pixels image (" + std::to_string(o.max_pixels) +
+                                      " pixels at " + std::to_string(m.resize_factor()) + " x " +
+                                      std::to_string(m.resize_factor()) +
+                                      " pixels per token) gives " + std::to_string(o.max_budget) +
+                                      " tokens, below min_budget " + std::to_string(o.min_budget) +
+                                      ": raise max_pixels or lower min_budget");
   encoder_kit::require_in_range("qwen3_vl", "max_budget", o.max_budget, o.min_budget, kMaxBudget);
   if (o.max_budget * m.merge_unit() > std::numeric_limits<int32_t>::max())
     fail(EG_ERR_INVALID_ARGUMENT,
@@ -209,8 +219,9 @@ Options parse_options(const eg_create_params* p) {
              std::to_string(m.merge_unit()) +
              " patch rows per graph overflow the int32 sequence offsets: lower max_budget");
   o.max_frames_per_video = r.get_int("max_frames_per_video", o.max_frames_per_video);
-  encoder_kit::require_in_range("qwen3_vl", "max_frames_per_video", o.max_frames_per_video, 1,
-                                65536);
+  // A video holds at least one temporal patch of frames (fewer are refused).
+  encoder_kit::require_in_range("qwen3_vl", "max_frames_per_video", o.max_frames_per_video,
+                                m.temporal_patch_size, 65536);
   o.check_finite = encoder_kit::read_check_finite(r);
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);

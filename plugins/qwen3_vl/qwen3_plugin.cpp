@@ -202,8 +202,13 @@ eg_status q3_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, e
       fail(EG_ERR_INVALID_ARGUMENT,
            "qwen3_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
                std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
-               " pixels per frame, above what max_pixels / video_max_pixels allow (min_pixels "
-               "is too close to max_pixels)");
+               " pixels per frame, above what max_pixels / video_max_pixels allow: the resize "
+               "keeps each side a multiple of " +
+               std::to_string(o.model.resize_factor()) +
+               " and never below it, so a very thin item (or min_pixels close to max_pixels) "
+               "can exceed the bound; raise max_pixels (video_max_pixels for videos) to at "
+               "least " +
+               std::to_string(frame_units * unit_pixels) + " to accept it");
     const std::vector<float> rows =
         d->pixels ? qwen3::patch_rows_from_pixels(o, video, d->pixels, d->frames, d->height,
                                                   d->width, d->channels)
