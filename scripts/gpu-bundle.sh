@@ -6,6 +6,15 @@
 #                       need (Boost program_options, spdlog, fmt, toml++, BLAS…)
 #   gpu-bundle/plugins  every plugin
 # CUDA, cuBLAS and NCCL are taken from the GPU machine's /usr/local/cuda.
+#
+# Video files: encgraph loads FFmpeg's libraries (libavformat, libavcodec,
+# libavutil, libswscale) only when it reads a video file, and the GPU machine
+# has none of them. With their dependencies they are ~140 MiB (~41 MiB
+# xz-compressed), too much beside the test executables, so they travel only
+# in a video bundle: ENCGRAPH_BUNDLE_VIDEO=1 adds them (every library over
+# 256 KiB xz-compressed) and leaves the test executables out (bin/ holds
+# encgraph and the benchmarks). Without it, a video file on the GPU machine
+# is an error naming the missing library; images and frame files work.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENCGRAPH_BUILD_DIR:-$root/build}
@@ -21,15 +30,32 @@ cp "$build"/plugins/libencgraph_*.so "$bundle/plugins/"
 find "$build/tests/plugins" "$build/tests/abi_compat" -name 'libencgraph_*.so' \
   -exec cp {} "$bundle/plugins/" \; 2>/dev/null || true
 cp "$build/host/encgraph" "$bundle/bin/"
-# Test and benchmark executables (ELF files with the executable bit).
-find "$build/tests" "$build/bench" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
+video=${ENCGRAPH_BUNDLE_VIDEO:-0}
+# Test and benchmark executables (ELF files with the executable bit). The
+# suite that encodes its own test videos links FFmpeg's encoders: it stays
+# behind (it runs on the CPU).
+bin_dirs=("$build/bench")
+[[ $video == 1 ]] || bin_dirs+=("$build/tests")
+find "${bin_dirs[@]}" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
   while read -r f; do
+    [[ $(basename "$f") == test_host_video_file ]] && continue
     if head -c 4 "$f" | grep -q ELF; then cp "$f" "$bundle/bin/"; fi
   done
+# FFmpeg's libraries, dlopen'ed by encgraph (so ldd does not list them).
+ffmpeg_libs=()
+if [[ $video == 1 ]]; then
+  for lib in libavformat libavcodec libavutil libswscale; do
+    path=$(pkg-config --variable=libdir "$lib")/$lib.so
+    soname=$(objdump -p "$(readlink -f "$path")" | awk '/SONAME/{print $2}')
+    cp -L "$(dirname "$path")/$soname" "$bundle/lib/$soname"
+    ffmpeg_libs+=("$bundle/lib/$soname")
+  done
+fi
 # Shared libraries the GPU machine lacks: everything ldd resolves outside the C
 # runtime, the C++ runtime and CUDA.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia|libencgraph)'
-for elf in "$bundle"/bin/* "$bundle"/lib/libencgraph.so "$bundle"/plugins/*.so; do
+for elf in "$bundle"/bin/* "$bundle"/lib/libencgraph.so "$bundle"/plugins/*.so \
+  "${ffmpeg_libs[@]}"; do
   ldd "$elf" 2>/dev/null | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue
@@ -37,8 +63,18 @@ done | sort -u | while read -r name path; do
 done
 # The device tool carries at most 64 MiB: large libraries travel xz-compressed
 # (OpenBLAS: 36 MB -> 4 MB); scripts/gpu-unpack.sh restores them there.
-find "$bundle/lib" -type f -size +4M | while read -r f; do
+# A video bundle compresses every library over 256 KiB: FFmpeg's dependencies
+# are many mid-sized ones.
+min_size=+4M
+[[ $video == 1 ]] && min_size=+256k
+find "$bundle/lib" -type f -size "$min_size" ! -name '*.xz' | while read -r f; do
   xz -T0 -6 "$f"  # writes f.xz, removes f
 done
 # Python helpers for reference checks travel with the tree (scripts/gpu/).
 du -sh "$bundle"
+# The device tool's limit: a larger bundle would not travel.
+size_kib=$(du -sk "$bundle" | cut -f1)
+if ((size_kib > 64 * 1024)); then
+  echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB, over the 64 MiB the device tool carries" >&2
+  exit 1
+fi

@@ -38,6 +38,7 @@ std::vector<NamedFile> command_inputs(const HostConfig& config, const std::vecto
     inputs.push_back({"trace", config.workload.trace});
   for (const WorkItem& w : work) {
     if (!w.file.empty()) inputs.push_back({"image", w.file});
+    if (!w.video_file.empty()) inputs.push_back({"video", w.video_file});
     for (const auto& f : w.frame_files) inputs.push_back({"frame of video '" + w.id + "'", f});
   }
   return inputs;

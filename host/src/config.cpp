@@ -483,6 +483,40 @@ void read_workload(const Reader& r, HostConfig& c, ConfigUse use) {
   check_min(r, "workload.warmup_requests", w.warmup_requests, 0);
 }
 
+// [video]: the sampling settings; the folder's and the family's defaults are
+// applied when a video file is read (video_sampling.cpp).
+void read_video(const Reader& r, HostConfig& c) {
+  VideoConfig& v = c.workload.video;
+  r.get("video.sampling", v.sampling);
+  if (v.sampling != "auto" && v.sampling != "qwen2_5_vl" && v.sampling != "qwen3_vl")
+    r.fail("video.sampling", "\"" + printable(v.sampling) +
+                                 "\" is not a sampling rule; use \"auto\", \"qwen2_5_vl\" or "
+                                 "\"qwen3_vl\"");
+  if (r.node("video.fps")) {
+    double fps = 0.0;
+    r.get("video.fps", fps);
+    if (!(fps > 0.0) || fps > 1e6)
+      r.fail("video.fps", "must be a positive number of frames per second (at most 1e6), got " +
+                              std::to_string(fps));
+    v.fps = fps;
+  }
+  const std::pair<const char*, std::optional<int64_t>*> counts[] = {
+      {"video.min_frames", &v.min_frames}, {"video.max_frames", &v.max_frames}};
+  for (const auto& [key, dst] : counts) {
+    if (!r.node(key)) continue;
+    int64_t frames = 0;
+    r.get(key, frames);
+    check_min(r, key, frames, 1);
+    check_max(r, key, frames, int64_t{1} << 20);
+    *dst = frames;
+  }
+  if (v.min_frames && v.max_frames && *v.max_frames < *v.min_frames)
+    r.fail("video.max_frames", "must be >= video.min_frames (" + std::to_string(*v.min_frames) +
+                                   "), got " + std::to_string(*v.max_frames));
+  v.plugin = c.runtime.plugin;
+  v.weights = c.runtime.weights;
+}
+
 HostConfig resolve(toml::table& root, const std::string& src,
                    const std::vector<std::string>& overrides, ConfigUse use) {
   for (const auto& o : overrides) apply_override(root, o);
@@ -496,6 +530,7 @@ HostConfig resolve(toml::table& root, const std::string& src,
   read_plugin(reader, root, c);
   read_budgets(reader, c);
   read_workload(reader, c, use);
+  read_video(reader, c);
   reader.get("output.embeddings", c.output.embeddings);
   reader.get("output.report", c.output.report);
   c.digest = config_digest(c);
@@ -615,6 +650,12 @@ std::string canonical_config(const HostConfig& c) {
   } else {
     kv["workload.files"] = list(w.files);
   }
+  // Video keys only when set, so that the digests of configs without them stay
+  // as they were.
+  if (w.video.sampling != "auto") kv["video.sampling"] = w.video.sampling;
+  if (w.video.fps) kv["video.fps"] = std::to_string(*w.video.fps);
+  if (w.video.min_frames) kv["video.min_frames"] = std::to_string(*w.video.min_frames);
+  if (w.video.max_frames) kv["video.max_frames"] = std::to_string(*w.video.max_frames);
   kv["workload.request_size"] = std::to_string(w.request_size);
   kv["workload.warmup_requests"] = std::to_string(w.warmup_requests);
   // Limits only when changed, so that the digests of configs without them stay

@@ -10,11 +10,27 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace encgraph::host {
+
+// [video]: how frames are sampled from a video file (docs/media.md). Unset
+// keys come from the checkpoint folder's video_preprocessor_config.json (or
+// preprocessor_config.json) when plugin.weights is a folder, else from the
+// plugin family's processor defaults.
+struct VideoConfig {
+  std::string sampling = "auto";  // auto | qwen2_5_vl | qwen3_vl
+  std::optional<double> fps;
+  std::optional<int64_t> min_frames;
+  std::optional<int64_t> max_frames;
+  // Copied from plugin.name and plugin.weights: the family's rule and the
+  // checkpoint folder are picked from them.
+  std::string plugin;
+  std::string weights;
+};
 
 struct WorkloadConfig {
   std::string kind = "synthetic";  // synthetic | trace | files
@@ -30,6 +46,7 @@ struct WorkloadConfig {
   std::vector<std::string> files;
   int64_t request_size = 16;
   int64_t warmup_requests = 1;
+  VideoConfig video;  // sampling of video files (traces' "video", encode's files)
 };
 
 struct OutputConfig {

@@ -57,7 +57,7 @@ const std::vector<KeySpec>& config_schema() {
       {"workload.frames", KeyType::Integer, "4", "synthetic: frames of each video"},
       {"workload.trace", KeyType::String, "\"\"", "trace: the JSONL file, one item per line"},
       {"workload.files", KeyType::StringArray, "[]",
-       "files: image paths or glob patterns (PNG, JPEG)"},
+       "files: image or video paths or glob patterns (PNG, JPEG; MP4, MOV, MKV, WebM)"},
       {"workload.request_size", KeyType::Integer, "16",
        "items per execute() call; latency is measured per call"},
       {"workload.warmup_requests", KeyType::Integer, "1",
@@ -65,6 +65,15 @@ const std::vector<KeySpec>& config_schema() {
       {"output.embeddings", KeyType::String, "\"\"",
        "safetensors file receiving every item's embeddings"},
       {"output.report", KeyType::String, "\"\"", "JSON report file"},
+      {"video.sampling", KeyType::String, "\"auto\"",
+       "frame sampling rule for video files: \"auto\" (by plugin.name: qwen3* samples as "
+       "Qwen3-VL, any other as Qwen2.5-VL), \"qwen2_5_vl\" or \"qwen3_vl\""},
+      {"video.fps", KeyType::Float, "unset",
+       "frames sampled per second of video; unset: the checkpoint folder's, else 2.0"},
+      {"video.min_frames", KeyType::Integer, "unset",
+       "fewest frames sampled from a video; unset: the checkpoint folder's, else 4"},
+      {"video.max_frames", KeyType::Integer, "unset",
+       "most frames sampled from a video; unset: the checkpoint folder's, else 768"},
       {"limits.max_graphs", KeyType::Integer, "256",
        "most graphs one plan may capture (budgets x paths x capture-axis key combinations)"},
       {"limits.max_items", KeyType::Integer, "1000000",
@@ -101,8 +110,8 @@ std::string_view type_phrase(KeyType type) {
 }
 
 const std::vector<std::string_view>& config_sections() {
-  static const std::vector<std::string_view> sections = {"runtime",  "plugin", "budgets",
-                                                         "workload", "output", "limits"};
+  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets", "workload",
+                                                         "output",  "video",  "limits"};
   return sections;
 }
 

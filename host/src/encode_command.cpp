@@ -1,7 +1,9 @@
-// `encgraph encode`: decode image files (PNG, JPEG), hand their pixels to the
-// plugin's preprocessing, run them, and write one safetensors tensor per file,
-// named by the file's path. `--trace` encodes a JSONL trace instead (images,
-// and videos given as frame files: one tensor per video, named by its id).
+// `encgraph encode`: decode image files (PNG, JPEG) and video files (MP4, MKV,
+// WebM: the frames the model family's processor samples), hand their pixels
+// to the plugin's preprocessing, run them, and write one safetensors tensor
+// per file, named by the file's path. `--trace` encodes a JSONL trace instead
+// (images, and videos given as video files or frame files: one tensor per
+// video, named by its id).
 // Without either the config's workload is encoded.
 #include "cli.hpp"
 #include "command_outputs.hpp"
@@ -20,7 +22,7 @@ namespace encgraph::host {
 int encode_command(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: encgraph encode --config FILE [--set KEY=VALUE]... [-o FILE] [--report FILE] "
-      "[--trace FILE | IMAGE...]";
+      "[--trace FILE | FILE...]";
   po::options_description opts("encgraph encode options");
   add_config_options(opts);
   opts.add_options()("output,o", po::value<std::string>()->value_name("FILE"),
@@ -28,9 +30,10 @@ int encode_command(const std::vector<std::string>& args) {
                      "required)")("report", po::value<std::string>()->value_name("FILE"),
                                   "write the JSON report here (overrides output.report)")(
       "trace", po::value<std::string>()->value_name("FILE"),
-      "a JSONL trace to encode (images and videos of frame files; sets workload.kind = "
-      "\"trace\")")("files", po::value<std::vector<std::string>>()->composing(),
-                    "image files or glob patterns (also given without --files)");
+      "a JSONL trace to encode (images, video files and videos of frame files; sets "
+      "workload.kind = \"trace\")")("files", po::value<std::vector<std::string>>()->composing(),
+                                    "image or video files, or glob patterns (also given without "
+                                    "--files)");
   po::positional_options_description positional;
   positional.add("files", -1);
   po::variables_map vm;
@@ -38,8 +41,8 @@ int encode_command(const std::vector<std::string>& args) {
 
   if (vm.count("trace") && vm.count("files"))
     throw_config(
-        "encode takes image files or --trace FILE, not both (list the images in the "
-        "trace as {\"file\": ...} lines)");
+        "encode takes image files or --trace FILE, not both (list the images and videos in "
+        "the trace as {\"file\": ...} and {\"video\": ...} lines)");
   // Encoding files once is the point, so no warm-up unless the user asks (their
   // --set comes later and wins).
   ConfigUse use;
@@ -87,6 +90,7 @@ int encode_command(const std::vector<std::string>& args) {
     input.config = &config;
     describe_engine(*engine, input);
     input.workload_items = static_cast<int64_t>(work.size());
+    input.work = &work;
     input.modes.push_back(
         {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
     report = stage_report(config.output.report, make_report(input));

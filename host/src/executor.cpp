@@ -2,6 +2,7 @@
 
 #include "image_io.hpp"
 #include "progress.hpp"
+#include "video_file.hpp"
 #include "video_frames.hpp"
 
 #include <encgraph/data_parallel.hpp>
@@ -36,7 +37,7 @@ eg_item_desc describe(const WorkItem& w) {
 // Whether the item's values come from files (an image, or a video's frames)
 // rather than from its seed.
 bool has_files(const WorkItem& w) {
-  return !w.file.empty() || !w.frame_files.empty();
+  return !w.file.empty() || !w.frame_files.empty() || !w.video_file.empty();
 }
 
 // The item's pixels: its image file, or its frame files one after the other.
@@ -45,6 +46,7 @@ bool has_files(const WorkItem& w) {
 DecodedImage decode_files(const WorkItem& w) {
   const ImageInfo expected{w.height, w.width, 0};
   constexpr int64_t kProbed = std::numeric_limits<int64_t>::max();
+  if (!w.video_file.empty()) return decode_video_frames(w.video_file, w.frame_indices, expected);
   return w.file.empty() ? decode_frames(w.frame_files, kProbed, &expected)
                         : decode_image(w.file, kProbed, &expected);
 }
@@ -52,6 +54,9 @@ DecodedImage decode_files(const WorkItem& w) {
 // What a plugin error about a file item names: "image 'a.png'", or "video
 // 'clip' (4 frames, 'clip/0001.png' ...)".
 std::string source_of(const WorkItem& w) {
+  if (!w.video_file.empty())
+    return "video '" + w.video_file + "' (" + std::to_string(w.frames) + " frames sampled of " +
+           std::to_string(w.video_total_frames) + ")";
   if (w.frame_files.empty()) return "image '" + w.file + "'";
   return "video '" + w.id + "' (" + std::to_string(w.frame_files.size()) + " frames, '" +
          w.frame_files.front() + "' ...)";

@@ -146,6 +146,21 @@ nlohmann::json mode_json(const ModeResult& mode) {
   };
 }
 
+nlohmann::json video_items_json(const std::vector<WorkItem>& work) {
+  nlohmann::json videos = nlohmann::json::array();
+  for (const WorkItem& w : work)
+    if (!w.video_file.empty())
+      videos.push_back({{"id", w.id},
+                        {"file", w.video_file},
+                        {"total_frames", w.video_total_frames},
+                        {"fps", w.video_fps},
+                        {"height", w.height},
+                        {"width", w.width},
+                        {"sampling", w.sampling},
+                        {"frame_indices", w.frame_indices}});
+  return videos;
+}
+
 nlohmann::json make_report(const ReportInput& in) {
   const HostConfig& c = *in.config;
   nlohmann::json modes = nlohmann::json::array();
@@ -182,6 +197,10 @@ nlohmann::json make_report(const ReportInput& in) {
         {"warmup_requests", c.workload.warmup_requests}}},
       {"results", modes},
   };
+  if (in.work) {
+    nlohmann::json videos = video_items_json(*in.work);
+    if (!videos.empty()) report["workload"]["videos"] = std::move(videos);
+  }
   if (!in.data_parallel_devices.empty())
     report["data_parallel"] = {{"world_size", in.data_parallel_devices.size()},
                                {"devices", in.data_parallel_devices}};

@@ -65,7 +65,14 @@ struct ReportInput {
   int64_t workload_items = 0;
   std::vector<ModeResult> modes;
   std::optional<OutputComparison> comparison;  // bench: graphs vs eager, every request
+  // The workload, when the command has one: its video files are listed in the
+  // report's workload.videos (file, frame count and rate, sampled indices).
+  const std::vector<WorkItem>* work = nullptr;
 };
+
+// One entry per video-file item: {"id", "file", "total_frames", "fps",
+// "sampling", "frame_indices"}; an empty array when there is none.
+nlohmann::json video_items_json(const std::vector<WorkItem>& work);
 
 // Facts of a runtime (plugin, device, plan, output) copied into `input`.
 void describe_runtime(const Runtime& runtime, ReportInput& input);

@@ -190,9 +190,48 @@ void check_id(const std::string& id) {
                       " holds a control character; ids name tensors: use printable characters"};
 }
 
+// The id and seed a line gives, checked.
+void read_id_and_seed(const nlohmann::json& obj, WorkItem& it);
+
+// {"video": "clip.mp4"}: a video file, its frames sampled by the family's
+// rule. The geometry and frame count come from the file: given beside it,
+// they must agree with it.
+WorkItem parse_video_line(const nlohmann::json& obj, int64_t number,
+                          const std::filesystem::path& base_dir, const LimitsConfig& limits,
+                          const VideoConfig& video) {
+  for (const char* other : {"file", "frames_files", "frames_glob"})
+    if (obj.contains(other))
+      throw LineError{std::string("'video' is a video file and '") + other +
+                      "' another input; give one of them per line"};
+  if (obj.contains("modality") && obj["modality"] != "video")
+    throw LineError{
+        "'video' is a video file; set \"modality\": \"video\" or leave 'modality' "
+        "out, got " +
+        shown(obj["modality"])};
+  if (!obj["video"].is_string() || obj["video"].get<std::string>().empty())
+    throw LineError{"'video' must be a video file's path (MP4, MKV or WebM), got " +
+                    shown(obj["video"])};
+  const std::string path = resolve(obj["video"].get<std::string>(), base_dir).string();
+  WorkItem it;
+  try {
+    it = video_file_item(path, video, limits);
+  } catch (const Error& e) {
+    throw LineError{e.what()};
+  }
+  check_geometry(obj, ImageInfo{it.height, it.width, 3}, "the video's");
+  if (obj.contains("frames") && positive(obj, "frames") != it.frames)
+    throw LineError{"'frames' = " + obj["frames"].dump() + " but the video's sampling gives " +
+                    std::to_string(it.frames) + " frames (" + it.sampling +
+                    "); drop 'frames' or set [video] fps, min_frames and max_frames"};
+  it.id = "trace/" + std::to_string(number);
+  it.seed = static_cast<uint64_t>(number);
+  read_id_and_seed(obj, it);
+  return it;
+}
+
 // `number` names the item and seeds its values unless the line says otherwise.
 WorkItem parse_line(const std::string& line, int64_t number, const std::filesystem::path& base_dir,
-                    const LimitsConfig& limits) {
+                    const LimitsConfig& limits, const VideoConfig& video) {
   // JSON text is UTF-8; nlohmann's message for a stray byte does not say so.
   if (!is_valid_utf8(line))
     throw LineError{"the line is not valid UTF-8 ('" + printable(line.substr(0, 80)) +
@@ -201,15 +240,16 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
   const nlohmann::json obj = parse_object(line);
   if (!obj.is_object())
     throw LineError{"expected a JSON object, got " + std::string(obj.type_name())};
-  static const char* const known[] = {"modality",     "height",      "width", "frames", "file",
-                                      "frames_files", "frames_glob", "id",    "seed"};
+  static const char* const known[] = {"modality", "height", "width", "frames",       "file",
+                                      "video",    "id",     "seed",  "frames_files", "frames_glob"};
   for (const auto& [key, value] : obj.items()) {
     (void)value;
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       throw LineError{"unknown field '" + printable(abbreviated(key)) +
-                      "' (known: modality, height, width, frames, file, frames_files, "
+                      "' (known: modality, height, width, frames, file, video, frames_files, "
                       "frames_glob, id, seed)"};
   }
+  if (obj.contains("video")) return parse_video_line(obj, number, base_dir, limits, video);
   // Frame files make a video, so 'modality' may be left out.
   const bool has_frames = obj.contains("frames_files") || obj.contains("frames_glob");
   if (has_frames && obj.contains("file"))
@@ -274,6 +314,11 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
                       std::to_string(limits.max_image_pixels) +
                       " pixels per image or frame (limits.max_image_pixels sets it)"};
   }
+  read_id_and_seed(obj, it);
+  return it;
+}
+
+void read_id_and_seed(const nlohmann::json& obj, WorkItem& it) {
   if (obj.contains("id")) {
     if (!obj["id"].is_string()) throw LineError{"'id' must be a string, got " + shown(obj["id"])};
     it.id = obj["id"].get<std::string>();
@@ -286,7 +331,6 @@ WorkItem parse_line(const std::string& line, int64_t number, const std::filesyst
       throw LineError{"'seed' must be a non-negative integer, got " + shown(obj["seed"])};
     it.seed = seed.is_number_unsigned() ? seed.get<uint64_t>() : 0;
   }
-  return it;
 }
 
 // " (id \"clip\")" when a failing line gives an id, so that the message
@@ -302,8 +346,8 @@ std::string id_note(const std::string& line) {
 }  // namespace
 
 std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
-                                  const std::filesystem::path& base_dir,
-                                  const LimitsConfig& limits) {
+                                  const std::filesystem::path& base_dir, const LimitsConfig& limits,
+                                  const VideoConfig& video) {
   std::vector<WorkItem> items;
   std::map<std::string, int64_t> line_of_id;  // each id's line, to name both of a pair
   std::string line;
@@ -313,7 +357,7 @@ std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
       if (static_cast<int64_t>(items.size()) >= limits.max_items)
         throw LineError{"the trace holds more than " + std::to_string(limits.max_items) +
                         " items (limits.max_items sets the limit; split the trace or raise it)"};
-      WorkItem it = parse_line(line, number, base_dir, limits);
+      WorkItem it = parse_line(line, number, base_dir, limits, video);
       const auto [at, fresh] = line_of_id.emplace(it.id, number);
       if (!fresh)
         throw LineError{"id " + shown(nlohmann::json(it.id)) + " is already the id of line " +
@@ -329,10 +373,11 @@ std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
   return items;
 }
 
-std::vector<WorkItem> read_trace(const std::filesystem::path& file, const LimitsConfig& limits) {
+std::vector<WorkItem> read_trace(const std::filesystem::path& file, const LimitsConfig& limits,
+                                 const VideoConfig& video) {
   // A regular file only (a FIFO would block, /dev/zero never end), capped.
   std::istringstream in(read_text_input(file, "trace", limits.max_text_bytes));
-  return parse_trace(in, file.string(), file.parent_path(), limits);
+  return parse_trace(in, file.string(), file.parent_path(), limits, video);
 }
 
 }  // namespace encgraph::host

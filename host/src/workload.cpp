@@ -4,12 +4,15 @@
 #include "image_io.hpp"
 #include "input_files.hpp"
 #include "toml_util.hpp"
+#include "video_file.hpp"
+#include "video_sampling.hpp"
 
 #include <encgraph/error.hpp>
 
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace encgraph::host {
 namespace {
@@ -84,8 +87,41 @@ std::vector<WorkItem> synthetic_workload(const WorkloadConfig& c) {
   return items;
 }
 
+WorkItem video_file_item(const std::string& path, const VideoConfig& video,
+                         const LimitsConfig& limits) {
+  const VideoInfo info = probe_video(path, limits.max_image_pixels);
+  const SamplingParams params = sampling_params(video);
+  WorkItem it;
+  try {
+    it.frame_indices = sample_frame_indices(params, info.total_frames, info.fps);
+  } catch (const Error& e) {
+    throw Error(e.kind(), "video '" + printable(path) + "': " + e.what());
+  }
+  const auto sampled = static_cast<int64_t>(it.frame_indices.size());
+  if (sampled > limits.max_frames_per_video)
+    throw Error(ErrorKind::Input,
+                "video '" + printable(path) + "': " + std::to_string(sampled) +
+                    " frames sampled (of " + std::to_string(info.total_frames) +
+                    "), over the limit of " + std::to_string(limits.max_frames_per_video) +
+                    " frames per video (limits.max_frames_per_video sets it; lower "
+                    "video.max_frames or video.fps, or raise the limit)");
+  it.modality = EG_MODALITY_VIDEO;
+  it.video_file = path;
+  it.height = info.height;
+  it.width = info.width;
+  it.frames = sampled;
+  it.video_total_frames = info.total_frames;
+  it.video_fps = info.fps;
+  std::ostringstream fps;  // "2", "1.5": the shortest form
+  fps << params.fps;
+  it.sampling = rule_name(params.rule) + " (fps " + fps.str() + ", frames " +
+                std::to_string(params.min_frames) + ".." + std::to_string(params.max_frames) +
+                "; " + params.origin + ")";
+  return it;
+}
+
 std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns,
-                                    const LimitsConfig& limits) {
+                                    const LimitsConfig& limits, const VideoConfig& video) {
   std::vector<WorkItem> items;
   for (const auto& pattern : patterns)
     for (const auto& path : expand(pattern)) {
@@ -95,6 +131,12 @@ std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns,
                         " image files (limits.max_items sets the limit; raise it or encode the "
                         "files in several runs)");
       check_file_id(path);
+      if (is_video_file(path)) {
+        WorkItem it = video_file_item(path, video, limits);
+        it.id = path;
+        items.push_back(std::move(it));
+        continue;
+      }
       const ImageInfo info = probe_image(path, limits.max_image_pixels);
       WorkItem it;
       it.id = path;
@@ -131,9 +173,9 @@ std::vector<WorkItem> build_workload(const WorkloadConfig& c, const LimitsConfig
   if (c.kind == "synthetic") {
     items = synthetic_workload(c);
   } else if (c.kind == "trace") {
-    items = read_trace(c.trace, limits);
+    items = read_trace(c.trace, limits, c.video);
   } else if (c.kind == "files") {
-    items = file_workload(c.files, limits);
+    items = file_workload(c.files, limits, c.video);
   } else {
     throw_config("workload.kind: unknown kind \"" + c.kind + "\"");
   }
@@ -151,7 +193,7 @@ void require_items(const std::vector<WorkItem>& work, const WorkloadConfig& c,
     where = "the trace '" + printable(c.trace) +
             "' is empty or holds only blank lines; give it one JSON object per item";
   else
-    where = "no image files were given; name PNG or JPEG files";
+    where = "no files were given; name PNG or JPEG images or MP4, MKV or WebM videos";
   throw Error(ErrorKind::Input, command +
                                     " needs at least one item, and the workload holds none (" +
                                     where + "); nothing was written");

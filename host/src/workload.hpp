@@ -25,8 +25,22 @@ struct WorkItem {
   // A video's frames, one image file each, in order; decoded when the item is
   // made (holding every video's pixels from the start would not fit memory).
   std::vector<std::string> frame_files;
-  uint64_t seed = 0;  // synthetic values, when neither `file` nor `frame_files` is set
+  // A video file (MP4, MKV, WebM): the frames at `frame_indices`, sampled by
+  // the model family's rule when the workload was read, are decoded when the
+  // item is made. `frames` is their count.
+  std::string video_file;
+  std::vector<int64_t> frame_indices;
+  int64_t video_total_frames = 0;  // the stream's frames
+  double video_fps = 0.0;          // the stream's average frame rate
+  std::string sampling;            // the rule and where its values came from
+  uint64_t seed = 0;               // synthetic values, when no file is set
 };
+
+// One video item from a video file: probed (limits.max_image_pixels per
+// frame), its frames sampled by `video`'s rule, their count within
+// limits.max_frames_per_video. Errors (kind Input) name the file.
+WorkItem video_file_item(const std::string& path, const VideoConfig& video,
+                         const LimitsConfig& limits);
 
 // The configured workload (synthetic, trace or files), every item within
 // `limits` (items, frames per video, pixels per image, request size): an
@@ -53,17 +67,23 @@ std::vector<WorkItem> synthetic_workload(const WorkloadConfig& config);
 // Input) name the file and line. Relative files and patterns are resolved
 // against the trace's folder. The file must be a regular file of at most
 // limits.max_text_bytes.
+// {"video": "clip.mp4"} is a video file (video_file_item), sampled by `video`.
 std::vector<WorkItem> read_trace(const std::filesystem::path& file,
-                                 const LimitsConfig& limits = LimitsConfig{});
+                                 const LimitsConfig& limits = LimitsConfig{},
+                                 const VideoConfig& video = VideoConfig{});
 std::vector<WorkItem> parse_trace(std::istream& in, const std::string& name,
                                   const std::filesystem::path& base_dir,
-                                  const LimitsConfig& limits = LimitsConfig{});
+                                  const LimitsConfig& limits = LimitsConfig{},
+                                  const VideoConfig& video = VideoConfig{});
 
-// Image files from paths or glob patterns, in the order given (each pattern's
-// matches sorted); the geometry is read from each file's header. A file's path
-// is its id: one that is not UTF-8 (safetensors names are) is refused.
+// Image and video files from paths or glob patterns, in the order given (each
+// pattern's matches sorted); the geometry is read from each file's header. A
+// video file (is_video_file: its extension or signature) is one video item.
+// A file's path is its id: one that is not UTF-8 (safetensors names are) is
+// refused.
 std::vector<WorkItem> file_workload(const std::vector<std::string>& patterns,
-                                    const LimitsConfig& limits = LimitsConfig{});
+                                    const LimitsConfig& limits = LimitsConfig{},
+                                    const VideoConfig& video = VideoConfig{});
 
 // Tensor names must be unique: repeated ids get "#2", "#3", ... appended (a
 // file named twice in a files workload; trace ids are checked when read).
