@@ -488,10 +488,11 @@ void read_workload(const Reader& r, HostConfig& c, ConfigUse use) {
 void read_video(const Reader& r, HostConfig& c) {
   VideoConfig& v = c.workload.video;
   r.get("video.sampling", v.sampling);
-  if (v.sampling != "auto" && v.sampling != "qwen2_5_vl" && v.sampling != "qwen3_vl")
+  if (v.sampling != "auto" && v.sampling != "qwen2_5_vl" && v.sampling != "qwen3_vl" &&
+      v.sampling != "qwen2_5_vl_transformers")
     r.fail("video.sampling", "\"" + printable(v.sampling) +
-                                 "\" is not a sampling rule; use \"auto\", \"qwen2_5_vl\" or "
-                                 "\"qwen3_vl\"");
+                                 "\" is not a sampling rule; use \"auto\", \"qwen2_5_vl\", "
+                                 "\"qwen2_5_vl_transformers\" or \"qwen3_vl\"");
   if (r.node("video.fps")) {
     double fps = 0.0;
     r.get("video.fps", fps);

@@ -67,7 +67,9 @@ const std::vector<KeySpec>& config_schema() {
       {"output.report", KeyType::String, "\"\"", "JSON report file"},
       {"video.sampling", KeyType::String, "\"auto\"",
        "frame sampling rule for video files: \"auto\" (by plugin.name: qwen3* samples as "
-       "Qwen3-VL, any other as Qwen2.5-VL), \"qwen2_5_vl\" or \"qwen3_vl\""},
+       "Qwen3-VL, any other as Qwen2.5-VL with qwen-vl-utils' indices), \"qwen2_5_vl\", "
+       "\"qwen2_5_vl_transformers\" (transformers' Qwen2VLVideoProcessor with "
+       "do_sample_frames: arange indices) or \"qwen3_vl\""},
       {"video.fps", KeyType::Float, "unset",
        "frames sampled per second of video; unset: the checkpoint folder's, else 2.0"},
       {"video.min_frames", KeyType::Integer, "unset",

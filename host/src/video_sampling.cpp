@@ -92,9 +92,35 @@ void apply_folder(const fs::path& file, SamplingParams& p, bool set_fps, bool se
 
 }  // namespace
 
+// torch.arange(0, total, total / n).int(): the step in double (Python's
+// division), the element count ceil(total / step) as torch computes it, each
+// value start + i * step cast to float32 (torch's default dtype) and then
+// truncated. The count can exceed n when total / step rounds up; torch then
+// samples that many frames too.
+namespace {
+
+std::vector<int64_t> arange_truncated(int64_t total, int64_t n) {
+  const double step = static_cast<double>(total) / static_cast<double>(n);
+  const auto count = static_cast<int64_t>(std::ceil(static_cast<double>(total) / step));
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const auto value = static_cast<float>(static_cast<double>(i) * step);
+    out.push_back(std::min<int64_t>(static_cast<int64_t>(value), total - 1));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string rule_name(SamplingRule rule) {
-  return rule == SamplingRule::Qwen3Vl ? "transformers Qwen3VLVideoProcessor.sample_frames"
-                                       : "qwen-vl-utils smart_nframes";
+  switch (rule) {
+    case SamplingRule::Qwen3Vl: return "transformers Qwen3VLVideoProcessor.sample_frames";
+    case SamplingRule::TransformersQwen2Vl:
+      return "transformers Qwen2VLVideoProcessor.sample_frames";
+    case SamplingRule::QwenVlUtils: break;
+  }
+  return "qwen-vl-utils smart_nframes";
 }
 
 SamplingParams sampling_params(const VideoConfig& c) {
@@ -102,6 +128,7 @@ SamplingParams sampling_params(const VideoConfig& c) {
   const bool qwen3 =
       c.sampling == "qwen3_vl" || (c.sampling == "auto" && c.plugin.rfind("qwen3", 0) == 0);
   p.rule = qwen3 ? SamplingRule::Qwen3Vl : SamplingRule::QwenVlUtils;
+  if (c.sampling == "qwen2_5_vl_transformers") p.rule = SamplingRule::TransformersQwen2Vl;
   // Both families' defaults are the same numbers (FPS 2, 4 to 768 frames,
   // temporal patch 2).
   p.origin = qwen3 ? "qwen3_vl defaults" : "qwen2_5_vl defaults";
@@ -136,7 +163,10 @@ std::vector<int64_t> sample_frame_indices(const SamplingParams& p, int64_t total
   // down to the factor; n = total / fps * sample_fps clamped to them and to
   // total, then down to the factor; it must lie in [factor, total].
   const auto f = static_cast<double>(p.frame_factor);
-  const double min_f = std::ceil(static_cast<double>(p.min_frames) / f) * f;
+  // Transformers' Qwen2VLVideoProcessor takes min_frames as given.
+  const double min_f = p.rule == SamplingRule::TransformersQwen2Vl
+                           ? static_cast<double>(p.min_frames)
+                           : std::ceil(static_cast<double>(p.min_frames) / f) * f;
   const double max_f = std::floor(static_cast<double>(p.max_frames) / f) * f;
   double n = t / video_fps * p.fps;
   n = std::min(std::min(std::max(n, min_f), max_f), t);
@@ -148,6 +178,7 @@ std::vector<int64_t> sample_frame_indices(const SamplingParams& p, int64_t total
                     std::to_string(p.frame_factor) +
                     " (the temporal patch size); give a longer video, or a single frame as an "
                     "image");
+  if (p.rule == SamplingRule::TransformersQwen2Vl) return arange_truncated(total, frames);
   return linspace_rounded(total - 1, frames);
 }
 

@@ -7,6 +7,11 @@
 //   smart_nframes, _read_video_*). Transformers' Qwen2VLVideoProcessor
 //   leaves do_sample_frames off by default and expects frames sampled so.
 // - qwen3_vl: transformers' Qwen3VLVideoProcessor.sample_frames.
+// - qwen2_5_vl_transformers (asked for by name): transformers'
+//   Qwen2VLVideoProcessor.sample_frames, what its processor does with
+//   do_sample_frames=True: the same count rule as qwen-vl-utils but indices
+//   arange(0, total, total / n) truncated, not linspace rounded (16 frames at
+//   8 fps: [0, 4, 8, 12] against qwen-vl-utils' [0, 5, 10, 15]).
 #pragma once
 
 #include "config.hpp"
@@ -18,8 +23,9 @@
 namespace encgraph::host {
 
 enum class SamplingRule {
-  QwenVlUtils,  // nframes by fps, clamped, floored to the frame factor
-  Qwen3Vl,      // nframes by fps, truncated, clamped, no factor
+  QwenVlUtils,          // nframes by fps, clamped, floored to the frame factor
+  Qwen3Vl,              // nframes by fps, truncated, clamped, no factor
+  TransformersQwen2Vl,  // QwenVlUtils' count, arange indices
 };
 
 struct SamplingParams {

@@ -115,14 +115,17 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
   // Patch embedding (a Conv3d with stride == kernel: one product, with bias),
   // plus the bilinearly interpolated learned position embedding.
   k::linear(pixels, p, c.patch_dim(), w.patch_embed_w.data(), w.patch_embed_b.data(), d, a.x);
-  for (int64_t r = 0; r < p; ++r) {
-    float* x = a.x + r * d;
-    for (int64_t corner = 0; corner < 4; ++corner) {
-      const float wt = pos_weight[r * 4 + corner];
-      const float* e = w.pos_embed.data() + static_cast<int64_t>(pos_index[r * 4 + corner]) * d;
-      for (int64_t j = 0; j < d; ++j) x[j] += wt * e[j];
+  // One row per task, corners in order: the same sums on any thread count.
+  k::pool().parallel_for(p, std::max<int64_t>(1, 4096 / d), [&](int64_t rb, int64_t re, int) {
+    for (int64_t r = rb; r < re; ++r) {
+      float* x = a.x + r * d;
+      for (int64_t corner = 0; corner < 4; ++corner) {
+        const float wt = pos_weight[r * 4 + corner];
+        const float* e = w.pos_embed.data() + static_cast<int64_t>(pos_index[r * 4 + corner]) * d;
+        for (int64_t j = 0; j < d; ++j) x[j] += wt * e[j];
+      }
     }
-  }
+  });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t i = 0; i < c.depth; ++i) {
     const BlockWeights& b = w.blocks[static_cast<size_t>(i)];

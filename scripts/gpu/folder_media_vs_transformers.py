@@ -468,12 +468,20 @@ def expected_grid(item):
 
 
 # ---------------------------------------------------------------- encgraph
+VIDEO_SAMPLING = "qwen2_5_vl_transformers"  # set by --video-sampling
+
+
 def write_toml(path, folder, device, dtype, budgets=None):
     # The folder alone: sizes, pixel bounds and normalisation come from its files.
     # Budgets only when asked (the stub: the CPU cannot warm up 16384-token graphs).
+    # Video frames sampled as the reference here samples them: transformers'
+    # Qwen2VLVideoProcessor with do_sample_frames=True (encgraph's default is
+    # qwen-vl-utils' rule; the @ours_idx row covers that one).
     with open(path, "w") as fh:
         fh.write(f'[runtime]\ndevice = "{device}"\n\n[plugin]\nname = "qwen2_5_vl"\n'
                  f'weights = "{folder}"\n\n[plugin.config]\ndtype = "{dtype}"\n')
+        if VIDEO_SAMPLING:
+            fh.write(f'\n[video]\nsampling = "{VIDEO_SAMPLING}"\n')
         if budgets:
             fh.write(f"\n[budgets]\ntoken_budgets = [{', '.join(map(str, budgets))}]\n"
                      f"max_items_per_batch = {min(16, min(budgets))}\n")
@@ -730,6 +738,8 @@ def main():
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "/tmp/folder_media_out"))
     ap.add_argument("--work", help="scratch folder (default: a new temporary one)")
     ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--video-sampling", default="qwen2_5_vl_transformers",
+                    help="video.sampling for encgraph (\"\" leaves it to the plugin's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--video-tool", default=os.environ.get("ENCGRAPH_VIDEO_TOOL"),
@@ -739,6 +749,8 @@ def main():
     ap.add_argument("--stub", action="store_true",
                     help="no torch: numpy folder at tiny sizes, encode on the CPU, rows checked")
     args = ap.parse_args()
+    global VIDEO_SAMPLING
+    VIDEO_SAMPLING = args.video_sampling
     if not args.encgraph:
         if not args.bundle:
             ap.error("give --bundle or --encgraph")

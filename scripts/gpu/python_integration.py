@@ -106,13 +106,31 @@ def visual_of(model):
     return getattr(inner, "visual", None) or model.visual
 
 
+def token_types(ids):
+    """mm_token_type_ids as transformers 5's processor makes them: 1 at image
+    tokens, 0 elsewhere (5.x's get_rope_index and forward need them)."""
+    return (ids == IMAGE_TOKEN).to(torch.int32)
+
+
 def rope_index(model, ids, grid, mask):
+    import inspect
     for owner in (getattr(model, "model", None), model):
         fn = getattr(owner, "get_rope_index", None)
         if fn is not None:
-            return fn(input_ids=ids, image_grid_thw=grid, video_grid_thw=None,
-                      attention_mask=mask)[0]
+            kw = dict(input_ids=ids, image_grid_thw=grid, video_grid_thw=None,
+                      attention_mask=mask)
+            if "mm_token_type_ids" in inspect.signature(fn).parameters:
+                kw["mm_token_type_ids"] = token_types(ids)
+            return fn(**kw)[0]
     raise RuntimeError("this transformers' Qwen2.5-VL has no get_rope_index")
+
+
+def forward_kwargs(model, ids):
+    """mm_token_type_ids for a forward that takes it (transformers 5.x)."""
+    import inspect
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        return {"mm_token_type_ids": token_types(ids)}
+    return {}
 
 
 def tower_rows(model, pixel_values, grid, rows, width):
@@ -180,9 +198,9 @@ def main():
     pv = inputs["pixel_values"].to("cuda")
     with torch.no_grad():
         r16 = model16(input_ids=ids, attention_mask=mask, pixel_values=pv.to(torch.bfloat16),
-                      image_grid_thw=grid).logits.float()
+                      image_grid_thw=grid, **forward_kwargs(model16, ids)).logits.float()
         r32 = ref32(input_ids=ids, attention_mask=mask, pixel_values=pv.float(),
-                    image_grid_thw=grid).logits.float()
+                    image_grid_thw=grid, **forward_kwargs(ref32, ids)).logits.float()
     tf16_rows = tower_rows(model16, pv.to(torch.bfloat16), grid, n, width)
     tf32_rows = tower_rows(ref32, pv.float(), grid, n, width)
 

@@ -277,6 +277,30 @@ TEST_CASE("qwen3-vl sampling: Qwen3VLVideoProcessor.sample_frames (no factor, ha
                              158, 174, 189, 205, 221, 237, 253, 268, 284, 300});
 }
 
+// transformers' Qwen2VLVideoProcessor.sample_frames (do_sample_frames=True):
+// qwen-vl-utils' count, indices torch.arange(0, total, total / n).int().
+TEST_CASE("qwen2.5-vl transformers sampling: arange indices, truncated") {
+  const auto p = rule(SamplingRule::TransformersQwen2Vl);
+  // The GPU comparison's clip: 16 frames at 8 fps -> 4 frames.
+  CHECK(sample_frame_indices(p, 16, 8.0) == std::vector<int64_t>{0, 4, 8, 12});
+  CHECK(sample_frame_indices(rule(SamplingRule::QwenVlUtils), 16, 8.0) ==
+        std::vector<int64_t>{0, 5, 10, 15});
+  CHECK(sample_frame_indices(p, 60, 30.0) == std::vector<int64_t>{0, 15, 30, 45});
+  // 7 frames at 1 fps wants 14: max floor(7 / 2) * 2 = 6; step 7/6.
+  CHECK(sample_frame_indices(p, 7, 1.0) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  const auto twenty = sample_frame_indices(p, 300, 30.0);
+  REQUIRE(twenty.size() == 20);
+  CHECK(twenty[1] == 15);
+  CHECK(twenty.back() == 285);
+  // min_frames is taken as given (qwen-vl-utils rounds it up to the factor):
+  // 5 wanted 2 -> max(2, 5) = 5 -> floor to 4.
+  CHECK(sample_frame_indices(rule(SamplingRule::TransformersQwen2Vl, 2.0, 5), 20, 20.0).size() ==
+        4);
+  CHECK(sample_frame_indices(rule(SamplingRule::QwenVlUtils, 2.0, 5), 20, 20.0).size() == 6);
+  CHECK(input_error([&] { sample_frame_indices(p, 1, 30.0); }).find("at least 2") !=
+        std::string::npos);
+}
+
 TEST_CASE("sampling settings: [video] keys, then the checkpoint folder, then the family") {
   VideoConfig v;
   v.plugin = "qwen2_5_vl";

@@ -6,15 +6,20 @@
 //
 // Descriptors and layouts are built per call in stack storage
 // (cublasLt*Init on the opaque structs): no allocation, nothing shared between
-// threads. Only the algorithm choice is cached, per row count m.
+// threads. Only the algorithm choice is cached, per row count m; tune()'s
+// choices can also persist across processes in a TuningCache.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/tuning_cache.hpp>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +79,48 @@ cublasLtEpilogue_t lt_epilogue(GemmPlan::Epilogue ep) {
   return CUBLASLT_EPILOGUE_BIAS;
 }
 
+const char* epilogue_name(GemmPlan::Epilogue ep) {
+  switch (ep) {
+    case GemmPlan::Epilogue::None: return "none";
+    case GemmPlan::Epilogue::Bias: return "bias";
+    case GemmPlan::Epilogue::BiasGelu: return "bias+gelu";
+    case GemmPlan::Epilogue::BiasGeluTanh: return "bias+gelutanh";
+  }
+  return "?";
+}
+
+// A choice as the tuning cache stores it: the algorithm's opaque words in hex,
+// then its workspace size ("<128 hex>:<bytes>").
+std::string encode_choice(const cublasLtMatmulAlgo_t& algo, size_t workspace) {
+  std::string out;
+  char buf[17];
+  for (const uint64_t word : algo.data) {
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(word));
+    out += buf;
+  }
+  return out + ":" + std::to_string(workspace);
+}
+
+bool decode_choice(const std::string& text, cublasLtMatmulAlgo_t& algo, size_t& workspace) {
+  constexpr size_t kWords = sizeof(algo.data) / sizeof(algo.data[0]);
+  if (text.size() < kWords * 16 + 2 || text[kWords * 16] != ':') return false;
+  for (size_t w = 0; w < kWords; ++w) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 16; ++i) {
+      const char c = text[w * 16 + i];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0) return false;
+      v = v << 4 | static_cast<uint64_t>(d);
+    }
+    algo.data[w] = v;
+  }
+  const std::string ws = text.substr(kWords * 16 + 1);
+  if (ws.empty() || ws.size() > 15 || ws.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  workspace = static_cast<size_t>(std::stoull(ws));
+  return true;
+}
+
 }  // namespace
 
 struct GemmPlan::Impl {
@@ -84,6 +131,34 @@ struct GemmPlan::Impl {
   cublasLtMatmulPreference_t pref = nullptr;
   mutable std::mutex mu;
   mutable std::vector<Choice> cache;
+  std::shared_ptr<TuningCache> tuning;  // persistent choices, shared with other plans
+  int64_t timed = 0, from_cache = 0;
+
+  // Everything a stored algorithm depends on besides the device and versions.
+  std::string problem_key(int64_t m, size_t workspace_bytes) const {
+    return "gemm:m=" + std::to_string(m) + ",n=" + std::to_string(n) + ",k=" + std::to_string(k) +
+           ",a=bf16,w=bf16,c=bf16,acc=f32,op=TN,ep=" + epilogue_name(ep) +
+           ",res=" + (residual ? "1" : "0") + ",ws=" + std::to_string(workspace_bytes) +
+           ",align=16";
+  }
+
+  // The cached choice for m when cuBLASLt still accepts it for this problem.
+  bool cached_choice(int64_t m, size_t workspace_bytes, Choice& out) const {
+    const std::optional<std::string> text = tuning->find(problem_key(m, workspace_bytes));
+    if (!text) return false;
+    cublasLtMatmulAlgo_t algo{};
+    size_t ws = 0;
+    if (!decode_choice(*text, algo, ws) || ws > workspace_bytes) return false;
+    Problem p;
+    if (build(p, m, nullptr) != 0) return false;
+    cublasLtMatmulHeuristicResult_t result{};
+    if (cublasLtMatmulAlgoCheck(query_handle, p.desc(), p.w(), p.a(), p.c(), p.c(), &algo,
+                                &result) != CUBLAS_STATUS_SUCCESS ||
+        result.workspaceSize > workspace_bytes)
+      return false;
+    out = Choice{m, algo, std::max(ws, result.workspaceSize)};
+    return true;
+  }
 
   ~Impl() {
     if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
@@ -204,6 +279,23 @@ int64_t GemmPlan::k() const {
   return impl_ ? impl_->k : 0;
 }
 
+void GemmPlan::set_tuning_cache(std::shared_ptr<TuningCache> cache) {
+  if (impl_) impl_->tuning = std::move(cache);
+}
+int64_t GemmPlan::tunings_timed() const {
+  return impl_ ? impl_->timed : 0;
+}
+int64_t GemmPlan::tunings_from_cache() const {
+  return impl_ ? impl_->from_cache : 0;
+}
+std::string GemmPlan::choice_for(int64_t m) const {
+  if (!impl_) return {};
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const Choice& c : impl_->cache)
+    if (c.m == m) return encode_choice(c.algo, c.workspace);
+  return {};
+}
+
 int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual) {
   ENCODER_KIT_REQUIRE(m_max > 0 && n > 0 && k > 0);
   ENCODER_KIT_REQUIRE(
@@ -261,6 +353,14 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   ENCODER_KIT_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
   ENCODER_KIT_REQUIRE(capturing == cudaStreamCaptureStatusNone);
+  if (impl_->tuning) {
+    Choice cached{};
+    if (impl_->cached_choice(m, workspace_bytes, cached)) {
+      impl_->remember(cached);
+      ++impl_->from_cache;
+      return 0;
+    }
+  }
   std::vector<cublasLtMatmulHeuristicResult_t> found;
   if (const int rc = impl_->candidates(m, max_candidates, found)) return rc;
 
@@ -306,8 +406,14 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
   // a timing win of a few percent in a short search is often noise.
   if (best != 0 && best_ms[0] >= 0.0f && best_ms[static_cast<size_t>(best)] > 0.95f * best_ms[0])
     best = 0;
-  impl_->remember(Choice{m, found[static_cast<size_t>(best)].algo,
-                         found[static_cast<size_t>(best)].workspaceSize});
+  const Choice pick{m, found[static_cast<size_t>(best)].algo,
+                    found[static_cast<size_t>(best)].workspaceSize};
+  impl_->remember(pick);
+  ++impl_->timed;
+  // A stale entry that failed the check above is overwritten here.
+  if (impl_->tuning)
+    impl_->tuning->put(impl_->problem_key(m, workspace_bytes),
+                       encode_choice(pick.algo, pick.workspace));
   return 0;
 }
 

@@ -1,12 +1,38 @@
 // fp32 CPU kernels the plugins' CPU path (CI and reference) is built from.
-// Matrix products go through BLAS (cblas_sgemm); the rest are plain loops.
+// Matrix products go through BLAS (cblas_sgemm); the other passes run on the
+// process's one ThreadPool (cpu::pool()), split by rows, sequences and heads.
+// Every output element is computed by one task with the same arithmetic
+// whatever the thread count, so results do not depend on it.
 // Layouts are row-major; a Linear weight is [out, in] as in torch.nn.Linear.
 #pragma once
+
+#include <encoder_kit/thread_pool.hpp>
 
 #include <cstddef>
 #include <cstdint>
 
 namespace encoder_kit::cpu {
+
+// The process's pool, started on first use with default_cpu_threads(). On
+// start it sets OpenBLAS to the same thread count unless OPENBLAS_NUM_THREADS,
+// GOTO_NUM_THREADS or OMP_NUM_THREADS says otherwise.
+ThreadPool& pool();
+
+// Replaces the pool by one of `threads` threads (tests and benchmarks; no
+// kernel may be running). Workspaces sized by attention_scratch_floats before
+// the change may then be too small: varlen_attention fails on them.
+void set_threads(int threads);
+
+// While alive, BLAS calls run single-threaded (nesting and concurrent scopes
+// are counted; the last one out restores the count). Pool tasks that call
+// BLAS hold one, so OpenBLAS's threads do not compete with the pool's.
+class SerialBlas {
+ public:
+  SerialBlas();
+  ~SerialBlas();
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+};
 
 // y[rows, out] = x[rows, in] * w^T + bias (bias may be null). With
 // `accumulate`, the product is added to y instead (a fused residual add).
@@ -32,7 +58,8 @@ void silu_mul(float* gate, const float* up, size_t n);  // gate = silu(gate) * u
 void rotary_half(float* x, int64_t rows, int64_t ld, int64_t heads, int64_t head_dim,
                  const float* cos, const float* sin);
 
-// Floats of scratch varlen_attention needs for sequences up to max_seqlen.
+// Floats of scratch varlen_attention needs for sequences up to max_seqlen:
+// one block of scores per pool thread, so it scales with pool().size().
 size_t attention_scratch_floats(int64_t max_seqlen);
 
 // Non-causal attention within each sequence [cu[s], cu[s+1]) for s < num_seqs

@@ -23,6 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+namespace encoder_kit {
+class TuningCache;  // encoder_kit/tuning_cache.hpp
+}  // namespace encoder_kit
 
 namespace encoder_kit::cuda {
 
@@ -76,6 +81,18 @@ class GemmPlan {
   int tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
            const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
            cudaStream_t stream, int max_candidates = 8);
+
+  // Makes tune() look its choice up in `cache` first (see
+  // encoder_kit/cuda/tuning_cache.hpp): a stored algorithm that
+  // cublasLtMatmulAlgoCheck still accepts is taken without timing; otherwise
+  // tune() times as usual and stores its pick (the caller saves the cache).
+  // Call after initialize(), which forgets it; nullptr turns it off.
+  void set_tuning_cache(std::shared_ptr<TuningCache> cache);
+  // tune() calls since initialize() that timed candidates / took a cached choice.
+  int64_t tunings_timed() const;
+  int64_t tunings_from_cache() const;
+  // The algorithm chosen for m in the cache's encoding ("" when none yet).
+  std::string choice_for(int64_t m) const;
 
   // 0 < m <= m_max (m == 0 does nothing). bias is required by the Bias*
   // epilogues, residual by add_residual plans; all pointers 16-byte aligned.

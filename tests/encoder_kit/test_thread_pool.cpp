@@ -1,0 +1,215 @@
+// The CPU thread pool (every chunk once, exceptions rethrown on the caller,
+// nested calls inline, ENCGRAPH_CPU_THREADS) and the fp32 CPU kernels run on
+// it: the same bits on 1 and on N threads, attention against a float64
+// reference, a scratch sized for fewer threads refused.
+#include "kit_test_support.hpp"
+
+#include <encoder_kit/cpu_kernels.hpp>
+#include <encoder_kit/thread_pool.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace k = encoder_kit::cpu;
+using encoder_kit::ThreadPool;
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Every kernel that runs on the pool, on fixed inputs; returns all outputs
+// end to end.
+std::vector<float> run_kernels() {
+  const int64_t rows = 300, dim = 96, heads = 3, hd = 32;
+  const std::vector<int32_t> cu = {0, 70, 70, 200, 300};  // an empty sequence too
+  std::vector<float> x = random_floats(static_cast<size_t>(rows * dim), 1);
+  const std::vector<float> w = random_floats(static_cast<size_t>(dim), 2);
+  const std::vector<float> b = random_floats(static_cast<size_t>(dim), 3);
+  std::vector<float> out;
+  auto keep = [&](const std::vector<float>& v) { out.insert(out.end(), v.begin(), v.end()); };
+
+  std::vector<float> y(x.size());
+  k::rms_norm(x.data(), rows, dim, w.data(), 1e-6f, y.data());
+  keep(y);
+  k::layer_norm(x.data(), rows, dim, w.data(), b.data(), 1e-6f, y.data());
+  keep(y);
+  for (auto* fn : {&k::gelu_erf, &k::gelu_tanh, &k::silu}) {
+    std::vector<float> t = x;
+    fn(t.data(), t.size());
+    keep(t);
+  }
+  std::vector<float> gate = random_floats(100000, 4);  // several chunks
+  const std::vector<float> up = random_floats(gate.size(), 5);
+  k::silu_mul(gate.data(), up.data(), gate.size());
+  keep(gate);
+
+  // qkv [rows, 3 * heads * hd], rotary on q and k, then attention.
+  const int64_t d = heads * hd;
+  std::vector<float> qkv = random_floats(static_cast<size_t>(rows * 3 * d), 6);
+  const std::vector<float> cs = random_floats(static_cast<size_t>(rows * hd / 2), 7);
+  const std::vector<float> sn = random_floats(cs.size(), 8);
+  k::rotary_half(qkv.data(), rows, 3 * d, heads, hd, cs.data(), sn.data());
+  k::rotary_half(qkv.data() + d, rows, 3 * d, heads, hd, cs.data(), sn.data());
+  keep(qkv);
+  std::vector<float> att(static_cast<size_t>(rows * d), 0.0f);
+  std::vector<float> scratch(k::attention_scratch_floats(130));
+  k::varlen_attention(qkv.data(), qkv.data() + d, qkv.data() + 2 * d, 3 * d, att.data(), d,
+                      cu.data(), 4, heads, hd, 0.2f, scratch.data(), scratch.size());
+  keep(att);
+  std::vector<float> lin(static_cast<size_t>(rows * dim));
+  k::linear(x.data(), rows, dim, x.data(), b.data(), dim, lin.data());  // bias add on the pool
+  keep(lin);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for runs every chunk once, on slots below size()") {
+  ThreadPool pool(4);
+  CHECK(pool.size() == 4);
+  for (const int64_t grain : {1, 3, 7, 1000}) {
+    std::vector<std::atomic<int>> seen(997);
+    std::atomic<bool> bad_slot{false};
+    pool.parallel_for(997, grain, [&](int64_t b, int64_t e, int slot) {
+      if (slot < 0 || slot >= 4 || e - b > grain) bad_slot = true;
+      for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)]++;
+    });
+    CHECK_FALSE(bad_slot.load());
+    for (auto& s : seen) CHECK(s.load() == 1);
+  }
+  pool.parallel_for(0, 1, [](int64_t, int64_t, int) { FAIL("no chunk for n = 0"); });
+}
+
+TEST_CASE("an exception in a chunk is rethrown on the caller and the pool stays usable") {
+  ThreadPool pool(3);
+  CHECK_THROWS_WITH_AS(pool.parallel_for(100, 1,
+                                         [](int64_t b, int64_t, int) {
+                                           if (b == 42) throw std::runtime_error("chunk 42");
+                                         }),
+                       "chunk 42", std::runtime_error);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  CHECK(sum.load() == 4950);
+}
+
+TEST_CASE("parallel_for from inside a chunk runs inline, without deadlock") {
+  ThreadPool pool(2);
+  std::atomic<int64_t> count{0};
+  pool.parallel_for(8, 1, [&](int64_t, int64_t, int outer) {
+    pool.parallel_for(10, 2, [&](int64_t b, int64_t e, int inner) {
+      CHECK(inner == outer);  // same thread, same scratch slot
+      count += e - b;
+    });
+  });
+  CHECK(count.load() == 80);
+}
+
+TEST_CASE("a pool of one runs on the caller; pools start and stop cleanly") {
+  for (int i = 0; i < 20; ++i) {
+    ThreadPool pool(1 + i % 5);
+    int64_t n = 0;
+    if (pool.size() == 1)
+      pool.parallel_for(5, 1, [&](int64_t b, int64_t e, int) { n += e - b; });  // no race: inline
+    else
+      pool.parallel_for(5, 1, [](int64_t, int64_t, int) {});
+    if (pool.size() == 1) CHECK(n == 5);
+  }
+  CHECK(ThreadPool(0).size() == 1);
+}
+
+TEST_CASE("ENCGRAPH_CPU_THREADS sets the default thread count") {
+  setenv("ENCGRAPH_CPU_THREADS", "3", 1);
+  CHECK(encoder_kit::default_cpu_threads() == 3);
+  setenv("ENCGRAPH_CPU_THREADS", "zero", 1);  // ignored: the machine's count
+  CHECK(encoder_kit::default_cpu_threads() >= 1);
+  unsetenv("ENCGRAPH_CPU_THREADS");
+  CHECK(encoder_kit::default_cpu_threads() >= 1);
+}
+
+TEST_CASE("kernels give the same bits on 1 and on N threads") {
+  // Bit equality is legitimate here, unlike against a reference: each output
+  // element is computed by one task with the same operations in the same
+  // order whatever the thread count; only which thread runs it changes.
+  k::set_threads(1);
+  const std::vector<float> one = run_kernels();
+  for (const int n : {2, 5}) {
+    k::set_threads(n);
+    const std::vector<float> many = run_kernels();
+    REQUIRE(many.size() == one.size());
+    size_t first_diff = one.size();
+    for (size_t i = 0; i < one.size() && first_diff == one.size(); ++i)
+      if (std::memcmp(&many[i], &one[i], sizeof(float)) != 0) first_diff = i;
+    INFO("threads ", n, ": first differing float ", first_diff, " of ", one.size());
+    CHECK(first_diff == one.size());
+  }
+  k::set_threads(encoder_kit::default_cpu_threads());
+}
+
+TEST_CASE("varlen_attention matches a float64 reference on several threads") {
+  k::set_threads(3);
+  const int64_t heads = 2, hd = 16, d = heads * hd;
+  const std::vector<int32_t> cu = {0, 65, 200};
+  const int64_t rows = cu.back();
+  const std::vector<float> qkv = random_floats(static_cast<size_t>(rows * 3 * d), 9);
+  std::vector<float> out(static_cast<size_t>(rows * d));
+  std::vector<float> scratch(k::attention_scratch_floats(135));
+  const float scale = 0.25f;
+  k::varlen_attention(qkv.data(), qkv.data() + d, qkv.data() + 2 * d, 3 * d, out.data(), d,
+                      cu.data(), 2, heads, hd, scale, scratch.data(), scratch.size());
+  double worst = 0.0;
+  for (size_t s = 0; s + 1 < cu.size(); ++s)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = cu[s]; i < cu[s + 1]; ++i) {
+        std::vector<double> p;
+        double m = -1e300, sum = 0.0;
+        for (int64_t j = cu[s]; j < cu[s + 1]; ++j) {
+          double dot = 0.0;
+          for (int64_t e = 0; e < hd; ++e)
+            dot += static_cast<double>(qkv[static_cast<size_t>(i * 3 * d + h * hd + e)]) *
+                   qkv[static_cast<size_t>(j * 3 * d + d + h * hd + e)];
+          p.push_back(dot * scale);
+          m = std::max(m, p.back());
+        }
+        for (double& v : p) sum += (v = std::exp(v - m));
+        for (int64_t e = 0; e < hd; ++e) {
+          double ref = 0.0;
+          for (int64_t j = cu[s]; j < cu[s + 1]; ++j)
+            ref += p[static_cast<size_t>(j - cu[s])] / sum *
+                   qkv[static_cast<size_t>(j * 3 * d + 2 * d + h * hd + e)];
+          worst = std::max(worst, std::abs(ref - out[static_cast<size_t>(i * d + h * hd + e)]));
+        }
+      }
+  CHECK(worst < 1e-5);
+  k::set_threads(encoder_kit::default_cpu_threads());
+}
+
+TEST_CASE("a scratch sized for fewer threads is refused, not overrun") {
+  k::set_threads(1);
+  std::vector<float> scratch(k::attention_scratch_floats(64));
+  k::set_threads(4);
+  const std::vector<int32_t> cu = {0, 64};
+  std::vector<float> qkv(64 * 3 * 8, 0.5f), out(64 * 8);
+  const kit_test::Failure f = kit_test::failure_of([&] {
+    k::varlen_attention(qkv.data(), qkv.data() + 8, qkv.data() + 16, 24, out.data(), 8, cu.data(),
+                        1, 1, 8, 1.0f, scratch.data(), scratch.size());
+  });
+  CHECK(f.thrown);
+  CHECK(kit_test::contains(f.message, "exceeds the scratch"));
+  k::set_threads(encoder_kit::default_cpu_threads());
+}
