@@ -66,6 +66,10 @@ struct Options {
   // cuBLASLt's first heuristic choice is used: reproducible across instances
   // (timed picks can differ from run to run, and so can the last bits).
   bool tune_gemm = true;
+  // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
+  // library versions and shapes): a folder, "off", or "" for the default
+  // ($ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
+  std::string tuning_cache;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment); `device` picks

@@ -4,12 +4,14 @@
 
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -89,6 +91,8 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
+  // tune()'s choices across processes (the default cache folder); null: off.
+  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
@@ -176,6 +180,8 @@ struct CudaModel::Impl {
     check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger.mlp.0");
     check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
           "planning merger.mlp.2");
+    for (k::GemmPlan* g : {&patch, &qkv, &proj, &gate_up, &down, &merge1, &merge2})
+      g->set_tuning_cache(gemm_cache);
     planned_patches = patches;
     tuned.clear();
   }
@@ -217,6 +223,11 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE, std::string("qwen2_5_vl CUDA: cublasLtCreate: ") +
                                          cublasLtGetStatusString(st));
+  // Warnings go to stderr: the host's logger does not reach the model yet.
+  impl_->gemm_cache = k::open_gemm_tuning_cache(
+      device_index, encoder_kit::tuning_cache_dir(""), [](const std::string& message) {
+        std::fprintf(stderr, "qwen2_5_vl: warning: %s\n", message.c_str());
+      });
   impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 
@@ -260,6 +271,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   if (tune && !in_capture && !m.tuned.count(p)) {
     m.tune(a, pixels, p, tokens, gemm_ws, s);
     m.tuned.insert(p);
+    if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
   }
 
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),

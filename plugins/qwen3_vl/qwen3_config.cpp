@@ -225,6 +225,7 @@ Options parse_options(const eg_create_params* p) {
   o.check_finite = encoder_kit::read_check_finite(r);
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
   r.reject_unknown();
   return o;
 }

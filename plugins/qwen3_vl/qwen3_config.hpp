@@ -71,6 +71,10 @@ struct Options {
   uint64_t seed = 0;
   bool check_finite = true;
   bool tune_gemm = true;  // CUDA: time the products' algorithms in each capture's warm-up
+  // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
+  // library versions and shapes): a folder, "off", or "" for the default
+  // ($ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
+  std::string tuning_cache;
 };
 
 Options parse_options(const eg_create_params* params);

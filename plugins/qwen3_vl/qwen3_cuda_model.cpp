@@ -5,6 +5,7 @@
 
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -95,6 +97,8 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
+  // tune()'s choices across processes (the default cache folder); null: off.
+  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
@@ -190,6 +194,8 @@ struct CudaModel::Impl {
           "planning merger.linear_fc1");
     check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
           "planning merger.linear_fc2");
+    for (k::GemmPlan* g : {&patch, &qkv, &proj, &fc1, &fc2, &merge1, &merge2})
+      g->set_tuning_cache(gemm_cache);
     planned_patches = patches;
     tuned.clear();
   }
@@ -259,6 +265,11 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,
                       std::string("qwen3_vl CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+  // Warnings go to stderr: the host's logger does not reach the model yet.
+  impl_->gemm_cache = k::open_gemm_tuning_cache(
+      device_index, encoder_kit::tuning_cache_dir(""), [](const std::string& message) {
+        std::fprintf(stderr, "qwen3_vl: warning: %s\n", message.c_str());
+      });
   impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 
@@ -308,6 +319,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
   if (tune && !in_capture && !m.tuned.count(p)) {
     m.tune(a, pixels, p, tokens, gemm_ws, s);
     m.tuned.insert(p);
+    if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
   }
 
   // Patch embedding (Conv3d with stride = kernel: one product with bias),

@@ -3,6 +3,10 @@
 
 #include <cblas.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -34,10 +38,6 @@ void match_blas_threads(int threads) {
   if (!blas_threads_from_env()) openblas_set_num_threads(threads);
 }
 
-std::mutex g_blas_mutex;
-int g_serial_depth = 0;
-int g_saved_blas_threads = 1;
-
 // Rows per chunk for a row-wise pass over rows of `dim` floats.
 int64_t row_grain(int64_t dim) {
   return std::max<int64_t>(1, kElemGrain / std::max<int64_t>(dim, 1));
@@ -56,6 +56,139 @@ void for_elems(size_t n, Fn&& fn) {
     for (auto i = static_cast<size_t>(b); i < static_cast<size_t>(e); ++i) fn(i);
   });
 }
+
+// One attention block: nq query rows against len keys of one head. The
+// products are done here rather than in BLAS so that pool tasks never call
+// BLAS (see thread_pool.hpp) and each output's arithmetic is fixed by the
+// block alone, not by a library's threading.
+struct AttentionBlock {
+  const float* q;  // [nq, hd], row stride ld_in
+  const float* k;  // [len, hd], row stride ld_in
+  const float* v;  // [len, hd], row stride ld_in
+  float* out;      // [nq, hd], row stride ld_out
+  int64_t ld_in, ld_out, nq, len, hd;
+  float scale;
+  float* scores;  // [nq, len]
+};
+
+void softmax_rows(const AttentionBlock& b) {
+  for (int64_t i = 0; i < b.nq; ++i) {
+    float* row = b.scores + i * b.len;
+    const float m = *std::max_element(row, row + b.len);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < b.len; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < b.len; ++j) row[j] *= inv;
+  }
+}
+
+void attention_block_scalar(const AttentionBlock& b) {
+  for (int64_t i = 0; i < b.nq; ++i)
+    for (int64_t j = 0; j < b.len; ++j) {
+      float dot = 0.0f;
+      for (int64_t e = 0; e < b.hd; ++e) dot += b.q[i * b.ld_in + e] * b.k[j * b.ld_in + e];
+      b.scores[i * b.len + j] = dot * b.scale;
+    }
+  softmax_rows(b);
+  for (int64_t i = 0; i < b.nq; ++i) {
+    float* o = b.out + i * b.ld_out;
+    std::fill(o, o + b.hd, 0.0f);
+    for (int64_t j = 0; j < b.len; ++j) {
+      const float p = b.scores[i * b.len + j];
+      for (int64_t e = 0; e < b.hd; ++e) o[e] += p * b.v[j * b.ld_in + e];
+    }
+  }
+}
+
+bool has_avx2_fma() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define EK_AVX2 __attribute__((target("avx2,fma")))
+
+// Lanes [0, n) of 8 set (n clamped to [0, 8]).
+EK_AVX2 inline __m256i lane_mask(int64_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))), idx);
+}
+
+EK_AVX2 inline float hsum(__m256 x) {
+  const __m128 lo = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  const __m128 h = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+// Tiles of 4 queries x 4 keys (dot products along hd, 16 accumulators), then
+// 4 queries x 16 outputs (8 accumulators) along the keys. Rows and keys past
+// the end are clamped to the last valid one and their results dropped.
+EK_AVX2 void attention_block_avx2(const AttentionBlock& b) {
+  const int64_t hd = b.hd, full = hd / 8 * 8;
+  const __m256i tail = lane_mask(hd - full);
+  for (int64_t i0 = 0; i0 < b.nq; i0 += 4) {
+    const float* qr[4];
+    for (int r = 0; r < 4; ++r) qr[r] = b.q + std::min<int64_t>(i0 + r, b.nq - 1) * b.ld_in;
+    for (int64_t j0 = 0; j0 < b.len; j0 += 4) {
+      const float* kr[4];
+      for (int c = 0; c < 4; ++c) kr[c] = b.k + std::min<int64_t>(j0 + c, b.len - 1) * b.ld_in;
+      __m256 acc[4][4];
+      for (auto& row : acc)
+        for (auto& a : row) a = _mm256_setzero_ps();
+      for (int64_t e = 0; e < hd; e += 8) {
+        __m256 qv[4], kv[4];
+        if (e < full) {
+          for (int r = 0; r < 4; ++r) qv[r] = _mm256_loadu_ps(qr[r] + e);
+          for (int c = 0; c < 4; ++c) kv[c] = _mm256_loadu_ps(kr[c] + e);
+        } else {
+          for (int r = 0; r < 4; ++r) qv[r] = _mm256_maskload_ps(qr[r] + e, tail);
+          for (int c = 0; c < 4; ++c) kv[c] = _mm256_maskload_ps(kr[c] + e, tail);
+        }
+        for (int r = 0; r < 4; ++r)
+          for (int c = 0; c < 4; ++c) acc[r][c] = _mm256_fmadd_ps(qv[r], kv[c], acc[r][c]);
+      }
+      for (int r = 0; r < 4 && i0 + r < b.nq; ++r)
+        for (int c = 0; c < 4 && j0 + c < b.len; ++c)
+          b.scores[(i0 + r) * b.len + j0 + c] = hsum(acc[r][c]) * b.scale;
+    }
+  }
+  softmax_rows(b);
+  for (int64_t i0 = 0; i0 < b.nq; i0 += 4) {
+    const float* pr[4];
+    for (int r = 0; r < 4; ++r) pr[r] = b.scores + std::min<int64_t>(i0 + r, b.nq - 1) * b.len;
+    for (int64_t c0 = 0; c0 < hd; c0 += 16) {
+      const __m256i m0 = lane_mask(hd - c0), m1 = lane_mask(hd - c0 - 8);
+      __m256 acc[4][2];
+      for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+      const float* vp = b.v + c0;
+      for (int64_t j = 0; j < b.len; ++j, vp += b.ld_in) {
+        const __m256 v0 = _mm256_maskload_ps(vp, m0), v1 = _mm256_maskload_ps(vp + 8, m1);
+        for (int r = 0; r < 4; ++r) {
+          const __m256 p = _mm256_broadcast_ss(pr[r] + j);
+          acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(p, v1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < 4 && i0 + r < b.nq; ++r) {
+        float* o = b.out + (i0 + r) * b.ld_out + c0;
+        _mm256_maskstore_ps(o, m0, acc[r][0]);
+        _mm256_maskstore_ps(o + 8, m1, acc[r][1]);
+      }
+    }
+  }
+}
+#else
+void attention_block_avx2(const AttentionBlock& b) {
+  attention_block_scalar(b);
+}
+#endif
 }  // namespace
 
 ThreadPool& pool() {
@@ -72,20 +205,6 @@ void set_threads(int threads) {
   g_pool.reset();  // joins the old workers first
   g_pool = std::make_unique<ThreadPool>(threads);
   match_blas_threads(g_pool->size());
-}
-
-SerialBlas::SerialBlas() {
-  std::lock_guard<std::mutex> lock(g_blas_mutex);
-  if (g_serial_depth++ == 0) {
-    g_saved_blas_threads = openblas_get_num_threads();
-    if (g_saved_blas_threads != 1) openblas_set_num_threads(1);
-  }
-}
-
-SerialBlas::~SerialBlas() {
-  std::lock_guard<std::mutex> lock(g_blas_mutex);
-  if (--g_serial_depth == 0 && g_saved_blas_threads != 1)
-    openblas_set_num_threads(g_saved_blas_threads);
 }
 
 void linear(const float* x, int64_t rows, int64_t in, const float* w, const float* bias,
@@ -192,8 +311,7 @@ void varlen_attention(const float* q, const float* k, const float* v, int64_t ld
   }
   const int64_t units = first.back();
   if (units == 0) return;
-  // The products inside the tasks stay on their task's thread.
-  SerialBlas serial;
+  const bool vec = has_avx2_fma();
   const int64_t grain = std::max<int64_t>(1, units / (static_cast<int64_t>(tp.size()) * 8));
   tp.parallel_for(units, grain, [&](int64_t ub, int64_t ue, int slot) {
     float* sc = scratch + static_cast<size_t>(slot) * per_thread;
@@ -204,29 +322,21 @@ void varlen_attention(const float* q, const float* k, const float* v, int64_t ld
       const int64_t h = (u - first[static_cast<size_t>(s)]) / blocks;
       const int64_t q0 = (u - first[static_cast<size_t>(s)]) % blocks * kQueryBlock;
       const int64_t nq = std::min(kQueryBlock, len - q0);
-      const float* kh = k + start * ld_in + h * head_dim;
-      const float* vh = v + start * ld_in + h * head_dim;
-      const float* qh = q + (start + q0) * ld_in + h * head_dim;
-      float* oh = out + (start + q0) * ld_out + h * head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
-                  static_cast<int>(len), static_cast<int>(head_dim), scale, qh,
-                  static_cast<int>(ld_in), kh, static_cast<int>(ld_in), 0.0f, sc,
-                  static_cast<int>(len));
-      for (int64_t i = 0; i < nq; ++i) {
-        float* row = sc + i * len;
-        const float m = *std::max_element(row, row + len);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < len; ++j) {
-          row[j] = std::exp(row[j] - m);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < len; ++j) row[j] *= inv;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq),
-                  static_cast<int>(head_dim), static_cast<int>(len), 1.0f, sc,
-                  static_cast<int>(len), vh, static_cast<int>(ld_in), 0.0f, oh,
-                  static_cast<int>(ld_out));
+      const AttentionBlock b{q + (start + q0) * ld_in + h * head_dim,
+                             k + start * ld_in + h * head_dim,
+                             v + start * ld_in + h * head_dim,
+                             out + (start + q0) * ld_out + h * head_dim,
+                             ld_in,
+                             ld_out,
+                             nq,
+                             len,
+                             head_dim,
+                             scale,
+                             sc};
+      if (vec)
+        attention_block_avx2(b);
+      else
+        attention_block_scalar(b);
     }
   });
 }

@@ -23,17 +23,6 @@ ThreadPool& pool();
 // the change may then be too small: varlen_attention fails on them.
 void set_threads(int threads);
 
-// While alive, BLAS calls run single-threaded (nesting and concurrent scopes
-// are counted; the last one out restores the count). Pool tasks that call
-// BLAS hold one, so OpenBLAS's threads do not compete with the pool's.
-class SerialBlas {
- public:
-  SerialBlas();
-  ~SerialBlas();
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-};
-
 // y[rows, out] = x[rows, in] * w^T + bias (bias may be null). With
 // `accumulate`, the product is added to y instead (a fused residual add).
 void linear(const float* x, int64_t rows, int64_t in, const float* w, const float* bias,

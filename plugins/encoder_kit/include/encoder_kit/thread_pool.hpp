@@ -4,8 +4,8 @@
 // The threading rule of the CPU path (see docs/architecture.md):
 // - BLAS products are called from the caller's thread while the pool is idle,
 //   with OpenBLAS set to the pool's thread count (cpu::pool() does that);
-// - inside pool tasks BLAS runs single-threaded (cpu::SerialBlas), so the two
-//   never oversubscribe the cores.
+// - pool tasks never call BLAS (attention has its own products), so the two
+//   never run at once and never oversubscribe the cores.
 #pragma once
 
 #include <atomic>
