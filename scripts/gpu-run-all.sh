@@ -17,6 +17,10 @@ export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead
 ENCGRAPH_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 export ENCGRAPH_REQUIRE_GPUS  # suites needing more GPUs than this skip (77)
 export NCCL_NVLS_ENABLE=0
+# Tuned GEMM choices go to a fresh cache folder per call, not the machine's
+# ~/.cache (scripts/gpu/capture_bench.sh makes its own to time cold and warm).
+ENCGRAPH_CACHE_DIR=${ENCGRAPH_CACHE_DIR:-$(mktemp -d /tmp/encgraph-cache.XXXX)}
+export ENCGRAPH_CACHE_DIR
 filter=${1:-.}
 nvidia-smi -L | tee "$out/gpu.txt"
 

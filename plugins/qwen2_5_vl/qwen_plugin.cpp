@@ -21,7 +21,8 @@
 // spatial_merge_size, window_size, fullatt_block_indexes, in_channels (each
 // overrides config_json), dtype (f32 on the CPU, bf16 on CUDA), min_pixels,
 // max_pixels, min_budget, max_budget, max_frames_per_video, seed, tune_gemm
-// (CUDA: time product algorithms while capturing; default true), check_finite
+// (CUDA: time product algorithms while capturing; default true), tuning_cache
+// (CUDA: the folder tuned choices persist in, or "off"; docs/config.md), check_finite
 // (default true: NaN/Inf weights are an error). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory / index json, or "random". A checkpoint directory's config.json
@@ -106,8 +107,10 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
       in->cpu_weights = std::move(w);
     } else {
 #ifdef QWEN_HAVE_CUDA
-      in->cuda = std::make_unique<qwen::CudaModel>(c, w, in->device_index,
-                                                   in->opt.max_budget * c.merge_unit());
+      in->cuda = std::make_unique<qwen::CudaModel>(
+          c, w, in->device_index, in->opt.max_budget * c.merge_unit(),
+          in->opt.tune_gemm ? in->opt.tuning_cache : std::string("off"),
+          [](const std::string& message) { log(EG_LOG_WARN, message); });
 #endif
     }
     eg_model_info& mi = in->info;

@@ -97,7 +97,7 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
-  // tune()'s choices across processes (the default cache folder); null: off.
+  // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
@@ -245,7 +245,8 @@ struct CudaModel::Impl {
   }
 };
 
-CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches)
+CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
+                     const std::string& tuning_cache, std::function<void(const std::string&)> warn)
     : impl_(std::make_unique<Impl>()) {
   impl_->c = c;
   impl_->device = device_index;
@@ -265,11 +266,12 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,
                       std::string("qwen3_vl CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
-  // Warnings go to stderr: the host's logger does not reach the model yet.
+  if (!warn)
+    warn = [](const std::string& message) {
+      std::fprintf(stderr, "qwen3_vl: warning: %s\n", message.c_str());
+    };
   impl_->gemm_cache = k::open_gemm_tuning_cache(
-      device_index, encoder_kit::tuning_cache_dir(""), [](const std::string& message) {
-        std::fprintf(stderr, "qwen3_vl: warning: %s\n", message.c_str());
-      });
+      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
   impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 

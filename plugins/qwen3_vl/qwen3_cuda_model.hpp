@@ -14,7 +14,9 @@
 #include <encgraph/plugin_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace qwen3 {
 
@@ -23,7 +25,12 @@ class CudaModel {
   // Uploads the weights as bf16 to device `device_index` and plans the matrix
   // products for up to `max_patches` rows (more are planned on demand,
   // outside capture).
-  CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches);
+  // `tuning_cache` is the plugin key of that name (a folder, "off", or "" for the
+  // default folder; see encoder_kit/tuning_cache.hpp); `warn` gets the cache's
+  // warnings (stderr when empty).
+  CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
+            const std::string& tuning_cache = "",
+            std::function<void(const std::string&)> warn = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;

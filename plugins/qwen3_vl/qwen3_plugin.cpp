@@ -119,8 +119,10 @@ eg_status q3_create(const eg_create_params* p, eg_instance** out, eg_error* err)
       in->cpu_weights = std::move(w);
     } else {
 #ifdef QWEN3_HAVE_CUDA
-      in->cuda = std::make_unique<qwen3::CudaModel>(c, w, in->device_index,
-                                                    in->opt.max_budget * c.merge_unit());
+      in->cuda = std::make_unique<qwen3::CudaModel>(
+          c, w, in->device_index, in->opt.max_budget * c.merge_unit(),
+          in->opt.tune_gemm ? in->opt.tuning_cache : std::string("off"),
+          [](const std::string& message) { log(EG_LOG_WARN, message); });
 #endif
     }
     eg_model_info& mi = in->info;

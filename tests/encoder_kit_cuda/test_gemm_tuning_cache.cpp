@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -118,13 +119,12 @@ GPU_TEST_CASE("GemmPlan: cached algorithms are taken without timing and give the
   ScratchDir dir;
   std::vector<std::string> warnings;
   std::vector<Outcome> first;
-  std::vector<Inputs> inputs;
-  inputs.reserve(kProblems.size());
+  std::vector<std::unique_ptr<Inputs>> inputs;  // DeviceBuffer does not move
   {
     auto cache = open_cache(dir.path, warnings);
     for (const Problem& p : kProblems) {
-      inputs.emplace_back(p);
-      first.push_back(tune_and_run(p, inputs.back(), cache));
+      inputs.push_back(std::make_unique<Inputs>(p));
+      first.push_back(tune_and_run(p, *inputs.back(), cache));
       CHECK(first.back().timed == 1);
       CHECK(first.back().from_cache == 0);
       CHECK_FALSE(first.back().choice.empty());
@@ -136,7 +136,7 @@ GPU_TEST_CASE("GemmPlan: cached algorithms are taken without timing and give the
   CHECK(cache->size() == kProblems.size());
   for (size_t i = 0; i < kProblems.size(); ++i) {
     CAPTURE(i);
-    const Outcome again = tune_and_run(kProblems[i], inputs[i], cache);
+    const Outcome again = tune_and_run(kProblems[i], *inputs[i], cache);
     CHECK(again.timed == 0);
     CHECK(again.from_cache == 1);
     CHECK(again.choice == first[i].choice);
