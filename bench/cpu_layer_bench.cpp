@@ -67,7 +67,11 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
     for (auto& x : a) x = _mm512_fmadd_ps(x, m, c);
   __m512 s = a[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  float sum = 0.0f;
+  for (const float x : lanes) sum += x;
+  return sum;
 }
 #endif
 
@@ -164,7 +168,7 @@ Block make_block(int64_t n, int64_t window) {
   const int64_t w = window > 0 ? window : n;
   for (int64_t s = 0; s < n; s += w) b.cu.push_back(static_cast<int32_t>(s));
   b.cu.push_back(static_cast<int32_t>(n));
-  b.scratch.resize(k::attention_scratch_floats(std::min(w, n)));
+  b.scratch.resize(k::attention_scratch_floats(std::min(w, n), b.hd));
   return b;
 }
 

@@ -45,7 +45,7 @@ Activations carve(const VisionConfig& c, const Capacity& cap, float* base) {
   a.up = take(p * inter);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size));
   a.scratch_floats = encoder_kit::cpu::attention_scratch_floats(
-      std::max(cap.max_frame_patches, cap.max_window_patches));
+      std::max(cap.max_frame_patches, cap.max_window_patches), c.head_dim());
   a.scratch = take(a.scratch_floats);
   a.total_floats = off;
   return a;

@@ -43,7 +43,8 @@ Activations carve(const VisionConfig& c, const Capacity& cap, float* base) {
   a.attn = take(p * d);
   a.mlp = take(p * static_cast<size_t>(c.intermediate_size));
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size));
-  a.scratch_floats = encoder_kit::cpu::attention_scratch_floats(cap.max_frame_patches);
+  a.scratch_floats =
+      encoder_kit::cpu::attention_scratch_floats(cap.max_frame_patches, c.head_dim());
   a.scratch = take(a.scratch_floats);
   a.total_floats = off;
   return a;

@@ -40,7 +40,7 @@ Activations carve(const Options& o, const Capacity& cap, float* base) {
   a.qkv = take(3 * r * d);
   a.attn = take(r * d);
   a.mlp = take(r * inter);
-  a.scratch_floats = k::attention_scratch_floats(o.model.tokens_per_image());
+  a.scratch_floats = k::attention_scratch_floats(o.model.tokens_per_image(), o.model.head_dim());
   a.scratch = take(a.scratch_floats);
   a.total_floats = off;
   return a;

@@ -66,7 +66,7 @@ std::vector<float> run_kernels() {
   k::rotary_half(qkv.data() + d, rows, 3 * d, heads, hd, cs.data(), sn.data());
   keep(qkv);
   std::vector<float> att(static_cast<size_t>(rows * d), 0.0f);
-  std::vector<float> scratch(k::attention_scratch_floats(130));
+  std::vector<float> scratch(k::attention_scratch_floats(130, hd));
   k::varlen_attention(qkv.data(), qkv.data() + d, qkv.data() + 2 * d, 3 * d, att.data(), d,
                       cu.data(), 4, heads, hd, 0.2f, scratch.data(), scratch.size());
   keep(att);
@@ -176,7 +176,7 @@ TEST_CASE("varlen_attention matches a float64 reference on several threads") {
     const std::vector<float> qkv =
         random_floats(static_cast<size_t>(rows * 3 * d), static_cast<uint32_t>(hd));
     std::vector<float> out(static_cast<size_t>(rows * d));
-    std::vector<float> scratch(k::attention_scratch_floats(135));
+    std::vector<float> scratch(k::attention_scratch_floats(135, hd));
     const float scale = 0.25f;
     k::varlen_attention(qkv.data(), qkv.data() + d, qkv.data() + 2 * d, 3 * d, out.data(), d,
                         cu.data(), 3, heads, hd, scale, scratch.data(), scratch.size());
@@ -210,7 +210,7 @@ TEST_CASE("varlen_attention matches a float64 reference on several threads") {
 
 TEST_CASE("a scratch sized for fewer threads is refused, not overrun") {
   k::set_threads(1);
-  std::vector<float> scratch(k::attention_scratch_floats(64));
+  std::vector<float> scratch(k::attention_scratch_floats(64, 8));
   k::set_threads(4);
   const std::vector<int32_t> cu = {0, 64};
   std::vector<float> qkv(64 * 3 * 8, 0.5f), out(64 * 8);
@@ -219,6 +219,6 @@ TEST_CASE("a scratch sized for fewer threads is refused, not overrun") {
                         1, 1, 8, 1.0f, scratch.data(), scratch.size());
   });
   CHECK(f.thrown);
-  CHECK(kit_test::contains(f.message, "exceeds the scratch"));
+  CHECK(kit_test::contains(f.message, "floats of scratch per thread"));
   k::set_threads(encoder_kit::default_cpu_threads());
 }

@@ -47,9 +47,10 @@ void silu_mul(float* gate, const float* up, size_t n);  // gate = silu(gate) * u
 void rotary_half(float* x, int64_t rows, int64_t ld, int64_t heads, int64_t head_dim,
                  const float* cos, const float* sin);
 
-// Floats of scratch varlen_attention needs for sequences up to max_seqlen:
-// one block of scores per pool thread, so it scales with pool().size().
-size_t attention_scratch_floats(int64_t max_seqlen);
+// Floats of scratch varlen_attention needs for sequences up to max_seqlen
+// with heads of head_dim: per pool thread, a block of scores and the head's
+// keys and values packed; so it scales with pool().size().
+size_t attention_scratch_floats(int64_t max_seqlen, int64_t head_dim);
 
 // Non-causal attention within each sequence [cu[s], cu[s+1]) for s < num_seqs
 // (empty sequences are skipped; rows outside every sequence are not written).
