@@ -146,13 +146,14 @@ struct ExtensionDefaults {
   struct Config {};
   // Parses an extra config key into `c`; false: not one of the extension's keys.
   static bool parse(Config&, const std::string&, const char*, const char*) { return false; }
-  static constexpr const char* kKeys = "";  // ", key, key" appended to the known keys
+  [[maybe_unused]] static constexpr const char* kKeys =
+      "";  // ", key, key" appended to the known keys
   static size_t workspace_bytes(const Config&, const eg_graph_shape*) { return 0; }
   static void before_forward(const Config&, const eg_forward_args*, int32_t) {}
-  static constexpr int32_t kCuSeqlensPadding = EG_PAD_REPEAT_LAST;
+  [[maybe_unused]] static constexpr int32_t kCuSeqlensPadding = EG_PAD_REPEAT_LAST;
   // true: each row looks its sequence up in cu_seqlens (assumes non-decreasing
   // offsets all the way to the end) instead of walking the sequences.
-  static constexpr bool kRowsSearchSequence = false;
+  [[maybe_unused]] static constexpr bool kRowsSearchSequence = false;
 };
 
 #ifdef TOY_EXTENSION
