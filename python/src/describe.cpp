@@ -1,5 +1,7 @@
 #include "describe.hpp"
 
+#include "tensor.hpp"
+
 #include <cli.hpp>
 
 #include <encgraph/plugin_loader.hpp>
@@ -26,19 +28,6 @@ py::list split_names(const std::string& names) {
     start = end + 1;
   }
   return out;
-}
-
-std::string dtype_word(int32_t dtype) {
-  switch (dtype) {
-    case EG_DTYPE_F32: return "float32";
-    case EG_DTYPE_F16: return "float16";
-    case EG_DTYPE_BF16: return "bfloat16";
-    case EG_DTYPE_F64: return "float64";
-    case EG_DTYPE_I32: return "int32";
-    case EG_DTYPE_I64: return "int64";
-    case EG_DTYPE_U8: return "uint8";
-    default: return "unknown";
-  }
 }
 
 }  // namespace
@@ -103,7 +92,7 @@ py::dict describe_model(const Runtime& runtime) {
   d["plugin_version"] = runtime.plugin_version();
   d["device"] = runtime.device_name();
   d["out_hidden_size"] = info.out_hidden_size;
-  d["out_dtype"] = dtype_word(info.out_dtype);
+  d["out_dtype"] = dtype_name(info.out_dtype);
   d["max_frames_per_video"] = info.max_frames_per_video;
   py::list modalities;
   if (runtime.supports_modality(EG_MODALITY_IMAGE)) modalities.append("image");
@@ -114,7 +103,7 @@ py::dict describe_model(const Runtime& runtime) {
     py::dict od;
     od["name"] = o.name;
     od["width"] = o.width;
-    od["dtype"] = dtype_word(o.dtype);
+    od["dtype"] = dtype_name(o.dtype);
     od["rows_per_item"] = o.rows_per_item;
     outputs.append(od);
   }

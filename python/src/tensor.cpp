@@ -25,19 +25,6 @@ size_t element_size(int32_t dtype) {
   }
 }
 
-const char* dtype_text(int32_t dtype) {
-  switch (dtype) {
-    case EG_DTYPE_F32: return "float32";
-    case EG_DTYPE_F16: return "float16";
-    case EG_DTYPE_BF16: return "bfloat16";
-    case EG_DTYPE_F64: return "float64";
-    case EG_DTYPE_I32: return "int32";
-    case EG_DTYPE_I64: return "int64";
-    case EG_DTYPE_U8: return "uint8";
-    default: return "unknown";
-  }
-}
-
 dl::DLDataType dl_dtype(int32_t dtype) {
   switch (dtype) {
     case EG_DTYPE_F32: return {dl::kDLFloat, 32, 1};
@@ -104,12 +91,25 @@ py::object numpy_copy(int32_t dtype, int64_t rows, int64_t width, const uint8_t*
     }
     return out;
   }
-  py::array out(py::dtype(dtype_text(dtype)), shape);
+  py::array out(py::dtype(dtype_name(dtype)), shape);
   if (n) std::memcpy(out.mutable_data(), src, n * element_size(dtype));
   return out;
 }
 
 }  // namespace
+
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case EG_DTYPE_F32: return "float32";
+    case EG_DTYPE_F16: return "float16";
+    case EG_DTYPE_BF16: return "bfloat16";
+    case EG_DTYPE_F64: return "float64";
+    case EG_DTYPE_I32: return "int32";
+    case EG_DTYPE_I64: return "int64";
+    case EG_DTYPE_U8: return "uint8";
+    default: return "unknown";
+  }
+}
 
 py::tuple OutputTensor::shape() const {
   const eg_tensor t = result_->result.item(item_, output_);
@@ -117,7 +117,7 @@ py::tuple OutputTensor::shape() const {
 }
 
 std::string OutputTensor::dtype() const {
-  return dtype_text(result_->result.dtype(output_));
+  return dtype_name(result_->result.dtype(output_));
 }
 
 std::string OutputTensor::device() const {

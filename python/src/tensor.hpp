@@ -13,6 +13,9 @@
 
 namespace encgraph::python {
 
+// numpy's name of an ABI dtype ("float32", "bfloat16", ...; "unknown").
+const char* dtype_name(int32_t dtype);
+
 // One encode() request's Result and the CUDA ordinal it lives on (a Result
 // knows its device type only).
 struct HeldResult {
