@@ -1,6 +1,7 @@
 // The façade's plugin-facing rules, with an in-process fake plugin table: model
-// info normalised (1.0 and 1.1) and validated, 1.1 table entries read only
-// inside the table's struct_size, item specs checked; the loader's rule on
+// info normalised (1.0 and 1.1) and validated, 1.1 and 1.2 table entries read
+// only inside the table's struct_size, item specs checked, specs from a
+// description (1.2, or a synthetic item before it); the loader's rule on
 // prepare_capture_inputs / prepare_capture_staging; statistics summed.
 #include "plugin_instance.hpp"
 #include "plugin_probe.hpp"
@@ -13,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -25,6 +27,10 @@ struct Fake {
   eg_model_info info{};
   eg_item_spec spec{};
   int creates = 0, destroys = 0, items = 0, item_destroys = 0;
+  eg_status item_status = EG_OK;  // what item_create and item_spec_for_desc return
+  eg_item_spec desc_spec{};       // what item_spec_for_desc writes
+  int spec_for_desc_calls = 0;
+  const uint8_t* last_pixels = nullptr;  // desc->pixels of the last item_create / spec call
 };
 Fake g;
 int g_instance_tag = 0;
@@ -48,9 +54,27 @@ eg_status fake_budget_range(eg_instance*, int64_t* lo, int64_t* hi, eg_error*) {
   *hi = 64;
   return EG_OK;
 }
-eg_status fake_item_create(eg_instance*, const eg_item_desc*, eg_item** out, eg_error*) {
+eg_status fake_item_create(eg_instance*, const eg_item_desc* d, eg_item** out, eg_error* err) {
+  g.last_pixels = d->pixels;
+  if (g.item_status != EG_OK) {
+    std::snprintf(err->message, sizeof(err->message), "height %lld is refused",
+                  static_cast<long long>(d->height));
+    return g.item_status;
+  }
   ++g.items;
   *out = reinterpret_cast<eg_item*>(&g_instance_tag);
+  return EG_OK;
+}
+eg_status fake_spec_for_desc(eg_instance*, const eg_item_desc* d, eg_item_spec* out,
+                             eg_error* err) {
+  ++g.spec_for_desc_calls;
+  g.last_pixels = d->pixels;
+  if (g.item_status != EG_OK) {
+    std::snprintf(err->message, sizeof(err->message), "height %lld is refused",
+                  static_cast<long long>(d->height));
+    return g.item_status;
+  }
+  *out = g.desc_spec;
   return EG_OK;
 }
 void fake_item_destroy(eg_instance*, eg_item*) {
@@ -117,6 +141,8 @@ eg_plugin_api fake_table(uint32_t minor, uint32_t size) {
   api.prepare_capture_staging = fake_staging;
   api.output_shape_at = fake_shape;
   api.postprocess_outputs = fake_postprocess_outputs;
+  // The 1.2 entry, likewise.
+  api.item_spec_for_desc = fake_spec_for_desc;
   return api;
 }
 
@@ -193,6 +219,7 @@ TEST_CASE("a 1.0 table's 1.1 model-info fields are ignored and its one output is
   CHECK_FALSE(present(instance.prepare_capture_staging()));
   CHECK_FALSE(present(instance.output_shape_at()));
   CHECK_FALSE(present(instance.postprocess_outputs()));
+  CHECK_FALSE(present(instance.item_spec_for_desc()));
   CHECK_FALSE(instance.writes_path_tokens());
 }
 
@@ -218,6 +245,7 @@ TEST_CASE("a 1.1 table: declared outputs and units are kept, NULL ones normalise
     CHECK(same(instance.prepare_capture_staging(), fake_staging));
     CHECK(same(instance.output_shape_at(), fake_shape));
     CHECK(same(instance.postprocess_outputs(), fake_postprocess_outputs));
+    CHECK_FALSE(present(instance.item_spec_for_desc()));  // past a 1.1 table's size
     CHECK(instance.writes_path_tokens());
   }
   SUBCASE("several outputs and a unit") {
@@ -363,6 +391,117 @@ TEST_CASE("make_item: specs are zeroed, 1.0 path tokens filled in, bad specs ref
   CHECK(g.items == g.item_destroys);
 }
 
+TEST_CASE("spec_for: a 1.2 table's item_spec_for_desc, normalised, no item made") {
+  reset_scenario();
+  const uint8_t pixel = 7;
+  eg_item_desc desc{};
+  desc.frames = 1;
+  desc.height = 28;
+  desc.pixels = &pixel;
+  g.desc_spec = g.spec;
+  g.desc_spec.path_tokens[0] = 4;
+  g.desc_spec.path_tokens[3] = 9;  // past num_paths: zeroed as make_item's
+  const eg_plugin_api api = fake_table(2, EG_PLUGIN_API_V1_2_SIZE);
+  PluginInstance instance(loaded(api), EG_DEVICE_CPU, 0, "", {});
+  REQUIRE(same(instance.item_spec_for_desc(), fake_spec_for_desc));
+  const eg_item_spec spec = instance.spec_for(desc);
+  CHECK(g.spec_for_desc_calls == 1);
+  CHECK(g.items == 0);
+  CHECK(g.last_pixels == nullptr);  // the pixels are never the plugin's to read here
+  CHECK(spec.input_size == 4);
+  CHECK(spec.output_tokens == 4);
+  CHECK(spec.path_tokens[0] == 4);
+  CHECK(spec.path_tokens[3] == 0);
+
+  SUBCASE("its spec is checked as item_spec's, naming the call") {
+    g.desc_spec.frames = 0;
+    std::string message;
+    try {
+      instance.spec_for(desc);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Plugin);
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(contains(message, "plugin 'fake': item_spec_for_desc gave frames = 0"));
+  }
+}
+
+TEST_CASE("spec_for: without the 1.2 entry, a synthetic item's spec (pixels NULL), destroyed") {
+  reset_scenario();
+  const uint8_t pixel = 7;
+  eg_item_desc desc{};
+  desc.frames = 1;
+  desc.pixels = &pixel;
+  SUBCASE("1.1 table") {
+    const eg_plugin_api api = fake_table(1, EG_PLUGIN_API_V1_1_SIZE);
+    PluginInstance instance(loaded(api), EG_DEVICE_CPU, 0, "", {});
+    g.spec.path_tokens[0] = 4;
+    const eg_item_spec spec = instance.spec_for(desc);
+    CHECK(spec.path_tokens[0] == 4);
+  }
+  SUBCASE("1.0 table: path_tokens[0] from output_tokens, as make_item's") {
+    const eg_plugin_api api = fake_table(0, EG_PLUGIN_API_V1_0_SIZE);
+    PluginInstance instance(loaded(api), EG_DEVICE_CPU, 0, "", {});
+    const eg_item_spec spec = instance.spec_for(desc);
+    CHECK(spec.path_tokens[0] == 4);
+  }
+  SUBCASE("1.2 table leaving the entry NULL") {
+    eg_plugin_api api = fake_table(2, EG_PLUGIN_API_V1_2_SIZE);
+    api.item_spec_for_desc = nullptr;
+    PluginInstance instance(loaded(api), EG_DEVICE_CPU, 0, "", {});
+    g.spec.path_tokens[0] = 4;
+    CHECK(instance.spec_for(desc).path_tokens[0] == 4);
+  }
+  CHECK(g.spec_for_desc_calls == 0);
+  CHECK(g.items == 1);
+  CHECK(g.item_destroys == 1);
+  CHECK(g.last_pixels == nullptr);
+}
+
+TEST_CASE("spec_for fails as make_item does: the same ErrorKind and message shape") {
+  for (eg_status status : {EG_ERR_INVALID_ARGUMENT, EG_ERR_NOT_FOUND, EG_ERR_OUT_OF_MEMORY,
+                           EG_ERR_UNSUPPORTED, EG_ERR_INTERNAL}) {
+    for (uint32_t minor : {1u, 2u}) {
+      CAPTURE(status);
+      CAPTURE(minor);
+      reset_scenario();
+      g.item_status = status;
+      const eg_plugin_api api =
+          fake_table(minor, minor == 2 ? EG_PLUGIN_API_V1_2_SIZE : EG_PLUGIN_API_V1_1_SIZE);
+      PluginInstance instance(loaded(api), EG_DEVICE_CPU, 0, "", {});
+      eg_item_desc desc{};
+      desc.frames = 1;
+      desc.height = -5;
+      ErrorKind made_kind{}, asked_kind{};
+      std::string made, asked;
+      try {
+        eg_item_spec spec{};
+        instance.make_item(desc, spec);
+      } catch (const Error& e) {
+        made_kind = e.kind();
+        made = e.what();
+      }
+      try {
+        instance.spec_for(desc);
+      } catch (const Error& e) {
+        asked_kind = e.kind();
+        asked = e.what();
+      }
+      CAPTURE(made);
+      CAPTURE(asked);
+      REQUIRE_FALSE(made.empty());
+      REQUIRE_FALSE(asked.empty());
+      CHECK(asked_kind == made_kind);
+      CHECK(contains(asked, "plugin 'fake': "));
+      CHECK(contains(asked, "height -5 is refused"));
+      // The call named: the plugin's entry, or item_create for the fallback.
+      CHECK(contains(asked, minor == 2 ? "item_spec_for_desc failed (" : "item_create failed ("));
+      CHECK(g.items == g.item_destroys);
+    }
+  }
+}
+
 namespace {
 
 // A table whose last byte ends a readable page, the next page unmapped: reading
@@ -396,6 +535,26 @@ TEST_CASE("loader: a 1.0-size table is read only inside its size and accepted") 
   const TableFacts facts = read_table(table.get());  // faults if it reads past 192 bytes
   CHECK(facts.null_functions.empty());
   CHECK(table_problem(facts) == "");
+}
+
+TEST_CASE("a 1.1-size table is accepted and its missing 1.2 entry never read") {
+  reset_scenario();
+  g.spec.path_tokens[0] = 4;
+  const GuardedTable table(fake_table(1, EG_PLUGIN_API_V1_1_SIZE), EG_PLUGIN_API_V1_1_SIZE);
+  CHECK(table_problem(read_table(table.get())) == "");  // faults if read past 216 bytes
+  PluginInstance instance(loaded(*table.get()), EG_DEVICE_CPU, 0, "", {});
+  CHECK_FALSE(present(instance.item_spec_for_desc()));
+  eg_item_desc desc{};
+  desc.frames = 1;
+  CHECK(instance.spec_for(desc).input_size == 4);  // the synthetic item's
+}
+
+TEST_CASE("a 1.2-size table is accepted, its entry read") {
+  reset_scenario();
+  const GuardedTable table(fake_table(2, EG_PLUGIN_API_V1_2_SIZE), EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(table_problem(read_table(table.get())) == "");
+  PluginInstance instance(loaded(*table.get()), EG_DEVICE_CPU, 0, "", {});
+  CHECK(same(instance.item_spec_for_desc(), fake_spec_for_desc));
 }
 
 TEST_CASE("loader: prepare_capture_inputs may be NULL only when prepare_capture_staging is set") {

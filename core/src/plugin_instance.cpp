@@ -115,6 +115,38 @@ decltype(eg_plugin_api::postprocess_outputs) PluginInstance::postprocess_outputs
              : nullptr;
 }
 
+decltype(eg_plugin_api::item_spec_for_desc) PluginInstance::item_spec_for_desc() const {
+  return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, item_spec_for_desc)
+             ? api_->item_spec_for_desc
+             : nullptr;
+}
+
+void PluginInstance::normalise_spec(eg_item_spec& spec, const char* call) const {
+  // A 1.0 plugin's one path counts output rows; a 1.1 plugin says its unit.
+  if (info_.num_paths == 1 && !writes_path_tokens()) spec.path_tokens[0] = spec.output_tokens;
+  for (int p = info_.num_paths; p < EG_MAX_PATHS; ++p) spec.path_tokens[p] = 0;
+  const std::string who = "plugin '" + name_ + "': " + call;
+  if (spec.frames < 1)
+    throw_plugin(who + " gave frames = " + std::to_string(spec.frames) +
+                 "; an item has at least one frame (1 for an image)");
+  if (spec.output_tokens < 0 || spec.input_size < 0)
+    throw_plugin(who + " gave a negative size (output_tokens " +
+                 std::to_string(spec.output_tokens) + ", input_size " +
+                 std::to_string(spec.input_size) + ")");
+  for (int p = 0; p < info_.num_paths; ++p)
+    if (spec.path_tokens[p] < 0)
+      throw_plugin(who + " gave path_tokens[" + std::to_string(p) +
+                   "] = " + std::to_string(spec.path_tokens[p]) + " for path '" +
+                   (info_.paths[p].name ? info_.paths[p].name : "?") + "' (" + info_.path_units[p] +
+                   "); counts are >= 0");
+  int64_t sent = 0;
+  for (int p = 0; p < info_.num_paths; ++p) sent += spec.path_tokens[p];
+  if (sent == 0 && spec.output_tokens > 0)
+    throw_plugin(who + " gave " + std::to_string(spec.output_tokens) +
+                 " output rows but no path_tokens; an ABI 1.1 plugin writes path_tokens[p] "
+                 "for every path, one path included (in the path's unit)");
+}
+
 eg_item* PluginInstance::make_item(const eg_item_desc& desc, eg_item_spec& spec) const {
   eg_item* item = nullptr;
   call("item_create", [&](eg_error* e) { return api_->item_create(handle_, &desc, &item, e); });
@@ -122,34 +154,26 @@ eg_item* PluginInstance::make_item(const eg_item_desc& desc, eg_item_spec& spec)
   try {
     spec = eg_item_spec{};
     call("item_spec", [&](eg_error* e) { return api_->item_spec(handle_, item, &spec, e); });
-    // A 1.0 plugin's one path counts output rows; a 1.1 plugin says its unit.
-    if (info_.num_paths == 1 && !writes_path_tokens()) spec.path_tokens[0] = spec.output_tokens;
-    for (int p = info_.num_paths; p < EG_MAX_PATHS; ++p) spec.path_tokens[p] = 0;
-    const std::string who = "plugin '" + name_ + "': item_spec";
-    if (spec.frames < 1)
-      throw_plugin(who + " gave frames = " + std::to_string(spec.frames) +
-                   "; an item has at least one frame (1 for an image)");
-    if (spec.output_tokens < 0 || spec.input_size < 0)
-      throw_plugin(who + " gave a negative size (output_tokens " +
-                   std::to_string(spec.output_tokens) + ", input_size " +
-                   std::to_string(spec.input_size) + ")");
-    for (int p = 0; p < info_.num_paths; ++p)
-      if (spec.path_tokens[p] < 0)
-        throw_plugin(who + " gave path_tokens[" + std::to_string(p) +
-                     "] = " + std::to_string(spec.path_tokens[p]) + " for path '" +
-                     (info_.paths[p].name ? info_.paths[p].name : "?") + "' (" +
-                     info_.path_units[p] + "); counts are >= 0");
-    int64_t sent = 0;
-    for (int p = 0; p < info_.num_paths; ++p) sent += spec.path_tokens[p];
-    if (sent == 0 && spec.output_tokens > 0)
-      throw_plugin(who + " gave " + std::to_string(spec.output_tokens) +
-                   " output rows but no path_tokens; an ABI 1.1 plugin writes path_tokens[p] "
-                   "for every path, one path included (in the path's unit)");
+    normalise_spec(spec, "item_spec");
   } catch (...) {
     api_->item_destroy(handle_, item);
     throw;
   }
   return item;
+}
+
+eg_item_spec PluginInstance::spec_for(const eg_item_desc& desc) const {
+  eg_item_desc geometry = desc;
+  geometry.pixels = nullptr;  // the spec depends on the geometry alone
+  eg_item_spec spec{};
+  if (auto fn = item_spec_for_desc()) {
+    call("item_spec_for_desc", [&](eg_error* e) { return fn(handle_, &geometry, &spec, e); });
+    normalise_spec(spec, "item_spec_for_desc");
+    return spec;
+  }
+  // No 1.2 entry: a synthetic item of the same geometry has the same spec.
+  api_->item_destroy(handle_, make_item(geometry, spec));
+  return spec;
 }
 
 }  // namespace encgraph

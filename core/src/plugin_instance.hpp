@@ -49,6 +49,8 @@ class PluginInstance {
   decltype(eg_plugin_api::prepare_capture_staging) prepare_capture_staging() const;
   decltype(eg_plugin_api::output_shape_at) output_shape_at() const;
   decltype(eg_plugin_api::postprocess_outputs) postprocess_outputs() const;
+  // The 1.2 entry; nullptr for a shorter table (1.0, 1.1) or a plugin leaving it NULL.
+  decltype(eg_plugin_api::item_spec_for_desc) item_spec_for_desc() const;
   // Whether the plugin counts path_tokens itself for one path (1.1), rather
   // than the runtime using output_tokens (1.0).
   bool writes_path_tokens() const { return abi_minor() >= 1; }
@@ -57,6 +59,11 @@ class PluginInstance {
   // path_tokens[0] set to output_tokens), checked: frames >= 1, no negative
   // size. The caller owns the returned item (destroy it through api()).
   eg_item* make_item(const eg_item_desc& desc, eg_item_spec& spec) const;
+  // The spec make_item would give an item of `desc` (its pixels ignored),
+  // without keeping an item: the plugin's item_spec_for_desc (1.2), normalised
+  // and checked as make_item's spec, or else a synthetic item's spec (pixels
+  // NULL) made and destroyed. Failures as make_item's (ErrorKind, message).
+  eg_item_spec spec_for(const eg_item_desc& desc) const;
 
   // Runs fn(eg_error*) -> eg_status; throws on failure naming the call `what`
   // (and the graph `shape`, when given). Messages are only built on failure: this
@@ -85,6 +92,8 @@ class PluginInstance {
     return shape ? std::string(what) + " for " + describe_shape(*shape) : std::string(what);
   }
   [[noreturn]] void fail(const std::string& what, eg_status status, eg_error& err) const;
+  // make_item's normalisation and checks of a spec the plugin's `call` wrote.
+  void normalise_spec(eg_item_spec& spec, const char* call) const;
   const eg_plugin_api* api_;
   eg_instance* handle_ = nullptr;
   std::string name_;

@@ -57,6 +57,14 @@ Item Runtime::make_item(const eg_item_desc& desc) {
   return Item(instance_, item, spec);
 }
 
+eg_item_spec Runtime::spec_for(const eg_item_desc& desc) {
+  backend_->make_current();  // the fallback makes an item on the instance's device
+  return instance_->spec_for(desc);
+}
+bool Runtime::has_spec_for_desc() const {
+  return instance_->item_spec_for_desc() != nullptr;
+}
+
 void Runtime::capture() {
   backend_->make_current();
   manager_->capture();

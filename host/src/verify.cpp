@@ -92,6 +92,19 @@ std::string count(const char* what, int64_t value) {
   return std::string(what) + " " + std::to_string(value);
 }
 
+// A work item's geometry as the plugin sees it, before any file is decoded:
+// the workload probed every file's size (and decoding checks it is unchanged).
+eg_item_desc geometry_of(const WorkItem& w) {
+  eg_item_desc desc{};
+  desc.modality = w.modality;
+  desc.channels = 3;
+  desc.height = w.height;
+  desc.width = w.width;
+  desc.frames = w.frames;
+  desc.seed = w.seed;
+  return desc;
+}
+
 }  // namespace
 
 Tolerance tolerance_for(int32_t dtype) {
@@ -225,6 +238,49 @@ std::vector<std::string> check_eager_stats(const Stats& d) {
   return p;
 }
 
+std::string geometry_text(const eg_item_desc& d) {
+  const std::string size = std::to_string(d.height) + "x" + std::to_string(d.width);
+  if (d.modality == EG_MODALITY_IMAGE && d.frames == 1) return "image " + size;
+  const std::string what = d.modality == EG_MODALITY_VIDEO ? "video"
+                           : d.modality == EG_MODALITY_IMAGE
+                               ? "image"
+                               : "modality " + std::to_string(d.modality);
+  return what + " " + std::to_string(d.frames) + " frames of " + size;
+}
+
+std::string spec_text(const eg_item_spec& s, int num_paths) {
+  std::string out = "input_size " + std::to_string(s.input_size) + ", output_tokens " +
+                    std::to_string(s.output_tokens) + ", frames " + std::to_string(s.frames) +
+                    ", path_tokens [";
+  for (int p = 0; p < num_paths && p < EG_MAX_PATHS; ++p)
+    out += (p ? ", " : "") + std::to_string(s.path_tokens[p]);
+  return out + "]";
+}
+
+bool same_spec(const eg_item_spec& a, const eg_item_spec& b, int num_paths) {
+  if (a.input_size != b.input_size || a.output_tokens != b.output_tokens || a.frames != b.frames)
+    return false;
+  for (int p = 0; p < num_paths && p < EG_MAX_PATHS; ++p)
+    if (a.path_tokens[p] != b.path_tokens[p]) return false;
+  return true;
+}
+
+std::optional<SpecMismatch> check_spec(Runtime& runtime, const std::string& item,
+                                       const eg_item_desc& desc, const eg_item_spec& made) {
+  SpecMismatch m;
+  m.item = item;
+  m.desc = desc;
+  m.desc.pixels = nullptr;
+  m.made = made;
+  try {
+    m.asked = runtime.spec_for(m.desc);
+    if (same_spec(m.asked, made, runtime.model_info().num_paths)) return std::nullopt;
+  } catch (const Error& e) {
+    m.error = e.what();
+  }
+  return m;
+}
+
 VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work,
                              const VerifyOptions& options) {
   VerifyResult result;
@@ -238,7 +294,13 @@ VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work
   for (size_t first = 0, r = 0; first < work.size(); first += request_size, ++r) {
     const size_t last = std::min(work.size(), first + request_size);
     std::vector<Item> items;
-    for (size_t i = first; i < last; ++i) items.push_back(make_item(runtime, work[i]));
+    for (size_t i = first; i < last; ++i) {
+      items.push_back(make_item(runtime, work[i]));
+      auto spec = check_spec(runtime, work[i].id, geometry_of(work[i]), items.back().spec());
+      if (!spec) continue;
+      ++result.spec_mismatches;
+      if (!result.spec_mismatch) result.spec_mismatch = std::move(spec);
+    }
     const int64_t n = static_cast<int64_t>(items.size());
 
     const Stats before = runtime.stats();

@@ -3,7 +3,9 @@
 // row at a tolerance chosen by the output's dtype; the engine's statistics
 // checked against what each call must have counted; and, for a mismatch, the
 // failing request run again with one buffer's padding logic swapped at a time
-// (Runtime::override_padding) to name the buffer whose declared logic is wrong.
+// (Runtime::override_padding) to name the buffer whose declared logic is wrong;
+// and every item's spec asked for before it was made (Runtime::spec_for)
+// against the spec of the item made.
 #pragma once
 
 #include "workload.hpp"
@@ -86,6 +88,30 @@ struct Mismatch {
   std::vector<PaddingTrial> trials;
 };
 
+// An item whose spec, asked for before the item existed (Runtime::spec_for:
+// the plugin's item_spec_for_desc, ABI 1.2, else a synthetic item's), is not
+// the spec of the item made: data-parallel ranks would balance on a wrong size.
+struct SpecMismatch {
+  std::string item;      // the item's id
+  eg_item_desc desc{};   // its geometry (pixels NULL)
+  eg_item_spec made{};   // item_spec of the item item_create made
+  eg_item_spec asked{};  // what spec_for gave (unset when it failed)
+  std::string error;     // spec_for's error, when it failed where item_create did not
+};
+
+// "image 448x448" / "video 4 frames of 224x336" (with the modality's number
+// when unknown).
+std::string geometry_text(const eg_item_desc& desc);
+// "input_size 1024, output_tokens 256, frames 1, path_tokens [256]" (the
+// first `num_paths` path counts).
+std::string spec_text(const eg_item_spec& spec, int num_paths);
+// Whether two specs agree on every field the runtime reads.
+bool same_spec(const eg_item_spec& a, const eg_item_spec& b, int num_paths);
+// The spec `runtime` promises for `desc` before making it, against `made`;
+// nullopt when they agree.
+std::optional<SpecMismatch> check_spec(Runtime& runtime, const std::string& item,
+                                       const eg_item_desc& desc, const eg_item_spec& made);
+
 struct VerifyResult {
   int64_t items = 0;
   int64_t requests = 0;
@@ -99,6 +125,8 @@ struct VerifyResult {
   std::optional<Mismatch> mismatch;
   std::vector<std::string> stats_problems;  // the first few broken statistics rules
   int64_t stats_problem_count = 0;
+  std::optional<SpecMismatch> spec_mismatch;  // the first item whose spec_for differs
+  int64_t spec_mismatches = 0;                // items whose spec_for differs
 };
 
 // Runs `work` on `runtime` (captured, memory poisoned, use_graphs on) and

@@ -2,9 +2,10 @@
 // alone eagerly, memory poisoned, compared row by row (verify.hpp); prints OK
 // with the counts, or the first item, output, row and column that differ with
 // the padding logic of every buffer and which swapped logic makes the batch
-// match. Exit 0 when everything matches, 1 for a mismatch or dishonest
-// statistics (a plugin or runtime bug), 2 for a bad config or input. Writes
-// nothing.
+// match; and whether every item's spec, asked for before it was made, is the
+// made item's. Exit 0 when everything matches, 1 for a mismatch, a spec
+// mismatch or dishonest statistics (a plugin or runtime bug), 2 for a bad
+// config or input. Writes nothing.
 #include "cli.hpp"
 #include "commands.hpp"
 #include "verify.hpp"
@@ -104,6 +105,28 @@ void print_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResul
            "difference comes from batching several items, not from a graph\n";
 }
 
+// An item's spec asked for before it existed differs from the made item's: a
+// plugin bug that would balance data-parallel ranks on wrong sizes.
+void print_spec_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResult& r) {
+  const SpecMismatch& m = *r.spec_mismatch;
+  const int paths = runtime.model_info().num_paths;
+  const std::string source = runtime.has_spec_for_desc()
+                                 ? "item_spec_for_desc"
+                                 : "a synthetic item's spec (the plugin has no "
+                                   "item_spec_for_desc, ABI 1.2)";
+  out << "SPEC MISMATCH: plugin '" << runtime.plugin_name() << "', item '" << m.item << "' ("
+      << geometry_text(m.desc) << "): ";
+  if (!m.error.empty())
+    out << source << " failed where item_create succeeded: " << m.error << "\n";
+  else
+    out << source << " gives " << spec_text(m.asked, paths) << "; the item item_create made has "
+        << spec_text(m.made, paths) << "\n";
+  out << "  " << r.spec_mismatches << " of " << r.items
+      << " items differ; the spec from an item's description must equal the made item's, as "
+         "data-parallel ranks balance on it before decoding (fix the plugin: compute both from "
+         "one function of the geometry)\n";
+}
+
 }  // namespace
 
 int verify_command(const std::vector<std::string>& args) {
@@ -181,6 +204,14 @@ int verify_command(const std::vector<std::string>& args) {
     std::cout << "  warning: " << r.nonfinite_both
               << " values are NaN or infinite in both modes (rows the plugin never writes read "
                  "as NaN under poisoned memory)\n";
+  if (r.spec_mismatch) {
+    print_spec_mismatch(std::cout, *runtime, r);
+    rc_exit = kExitFailure;
+  } else {
+    std::cout << "  specs: "
+              << (runtime->has_spec_for_desc() ? "item_spec_for_desc" : "a synthetic item")
+              << " gave every item's spec before it was made\n";
+  }
   if (r.stats_problem_count > 0) {
     std::cout << "STATISTICS: " << r.stats_problem_count
               << " counts broke the rules of Stats (core/include/encgraph/stats.hpp):\n";

@@ -150,50 +150,68 @@ eg_status qwen_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* 
 
 // ---------------------------------------------------------------- items
 
+// The grid an item of this description gets, after every check item_create
+// makes on its geometry: item_create and item_spec_for_desc both take it from
+// here, so the spec promised before decoding is the spec of the item made.
+qwen::Grid checked_grid(const qwen::Options& o, const eg_item_desc* d) {
+  if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: item geometry must be positive, got " +
+                                      std::to_string(d->height) + "x" + std::to_string(d->width) +
+                                      "x" + std::to_string(d->frames));
+  if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: an image has exactly one frame, got " + std::to_string(d->frames));
+  if (d->modality != EG_MODALITY_IMAGE && d->modality != EG_MODALITY_VIDEO)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: unknown modality " + std::to_string(d->modality));
+  if (d->frames > o.max_frames_per_video)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: video of " + std::to_string(d->frames) +
+             " frames exceeds max_frames_per_video = " + std::to_string(o.max_frames_per_video));
+  if (d->height > qwen::kMaxSide || d->width > qwen::kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: item of " + std::to_string(d->height) + "x" +
+                                      std::to_string(d->width) + " has a side over " +
+                                      std::to_string(qwen::kMaxSide) + " pixels");
+  const qwen::Grid g = qwen::grid_for(o, d->height, d->width, d->frames);
+  // Patch values of the item (patches x patch_dim), bounded so that its
+  // arrays and the int32 offsets of its sequences stay sound.
+  const int64_t values = encoder_kit::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
+                                                      "qwen2_5_vl: the item's patch values");
+  if (values > qwen::kMaxItemValues)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
+             " x " + std::to_string(d->frames) + " frames needs " + std::to_string(values) +
+             " patch values, over the plugin's limit of " + std::to_string(qwen::kMaxItemValues) +
+             ": lower max_pixels or max_frames_per_video");
+  const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
+  const int64_t frame_units = g.h * g.w / o.model.merge_unit();
+  if (frame_units > std::max<int64_t>(o.max_pixels / unit_pixels, 1))
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen2_5_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
+             std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
+             " pixels per frame, above max_pixels = " + std::to_string(o.max_pixels) +
+             ": the resize keeps each side a multiple of " +
+             std::to_string(o.model.resize_factor()) +
+             " and never below it, so a very thin item (or min_pixels close to max_pixels) "
+             "can exceed max_pixels; raise it to at least " +
+             std::to_string(frame_units * unit_pixels) + " to accept it");
+  return g;
+}
+
+// The spec of an item of grid `g` and `frames` decoded frames.
+eg_item_spec spec_of(const qwen::Options& o, const qwen::Grid& g, int64_t frames) {
+  eg_item_spec spec{};
+  spec.input_size = g.patches();
+  spec.output_tokens = g.patches() / o.model.merge_unit();
+  spec.frames = frames;
+  spec.path_tokens[0] = spec.output_tokens;  // the path's unit: merged tokens
+  return spec;
+}
+
 eg_status qwen_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
   return guarded(err, [&] {
-    const Instance& in = self(i);
-    const qwen::Options& o = in.opt;
-    if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: item geometry must be positive, got " +
-                                        std::to_string(d->height) + "x" + std::to_string(d->width) +
-                                        "x" + std::to_string(d->frames));
-    if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen2_5_vl: an image has exactly one frame, got " + std::to_string(d->frames));
-    if (d->modality != EG_MODALITY_IMAGE && d->modality != EG_MODALITY_VIDEO)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: unknown modality " + std::to_string(d->modality));
-    if (d->frames > o.max_frames_per_video)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen2_5_vl: video of " + std::to_string(d->frames) +
-               " frames exceeds max_frames_per_video = " + std::to_string(o.max_frames_per_video));
-    if (d->height > qwen::kMaxSide || d->width > qwen::kMaxSide)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: item of " + std::to_string(d->height) + "x" +
-                                        std::to_string(d->width) + " has a side over " +
-                                        std::to_string(qwen::kMaxSide) + " pixels");
-    const qwen::Grid g = qwen::grid_for(o, d->height, d->width, d->frames);
-    // Patch values of the item (patches x patch_dim), bounded so that its
-    // arrays and the int32 offsets of its sequences stay sound.
-    const int64_t values = encoder_kit::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
-                                                        "qwen2_5_vl: the item's patch values");
-    if (values > qwen::kMaxItemValues)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen2_5_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
-               " x " + std::to_string(d->frames) + " frames needs " + std::to_string(values) +
-               " patch values, over the plugin's limit of " + std::to_string(qwen::kMaxItemValues) +
-               ": lower max_pixels or max_frames_per_video");
-    const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
-    const int64_t frame_units = g.h * g.w / o.model.merge_unit();
-    if (frame_units > std::max<int64_t>(o.max_pixels / unit_pixels, 1))
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen2_5_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
-               std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
-               " pixels per frame, above max_pixels = " + std::to_string(o.max_pixels) +
-               ": the resize keeps each side a multiple of " +
-               std::to_string(o.model.resize_factor()) +
-               " and never below it, so a very thin item (or min_pixels close to max_pixels) "
-               "can exceed max_pixels; raise it to at least " +
-               std::to_string(frame_units * unit_pixels) + " to accept it");
+    const qwen::Options& o = self(i).opt;
+    const qwen::Grid g = checked_grid(o, d);
+    // The channel count matters only for pixels (checked while reading them).
     const std::vector<float> rows =
         d->pixels ? qwen::patch_rows_from_pixels(o, d->pixels, d->frames, d->height, d->width,
                                                  d->channels)
@@ -210,12 +228,16 @@ void qwen_item_destroy(eg_instance*, eg_item* item) {
 eg_status qwen_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
     const qwen::ItemData& it = item_of(item);
-    eg_item_spec spec{};
-    spec.input_size = it.grid.patches();
-    spec.output_tokens = it.tokens(self(i).opt.model);
-    spec.frames = it.frames;
-    spec.path_tokens[0] = spec.output_tokens;  // the path's unit: merged tokens
-    encoder_kit::write_item_spec(g_host, spec, out);
+    encoder_kit::write_item_spec(g_host, spec_of(self(i).opt, it.grid, it.frames), out);
+  });
+}
+
+// 1.2: the spec before any pixels exist (data-parallel balancing).
+eg_status qwen_item_spec_for_desc(eg_instance* i, const eg_item_desc* d, eg_item_spec* out,
+                                  eg_error* err) {
+  return guarded(err, [&] {
+    const qwen::Options& o = self(i).opt;
+    encoder_kit::write_item_spec(g_host, spec_of(o, checked_grid(o, d), d->frames), out);
   });
 }
 
@@ -395,6 +417,7 @@ const eg_plugin_api kApi = {
     /* .prepare_capture_staging = */ qwen_prepare_capture_staging,
     /* .output_shape_at = */ nullptr,
     /* .postprocess_outputs = */ nullptr,
+    /* .item_spec_for_desc = */ qwen_item_spec_for_desc,
 };
 
 }  // namespace

@@ -166,51 +166,69 @@ eg_status q3_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* er
 
 // ---------------------------------------------------------------- items
 
+// The grid an item of this description gets, after every check item_create
+// makes on its geometry: item_create and item_spec_for_desc both take it from
+// here, so the spec promised before decoding is the spec of the item made.
+qwen3::Grid checked_grid(const qwen3::Options& o, const eg_item_desc* d) {
+  if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: item geometry must be positive, got " +
+                                      std::to_string(d->height) + "x" + std::to_string(d->width) +
+                                      "x" + std::to_string(d->frames));
+  if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: an image has exactly one frame, got " + std::to_string(d->frames));
+  if (d->modality != EG_MODALITY_IMAGE && d->modality != EG_MODALITY_VIDEO)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: unknown modality " + std::to_string(d->modality));
+  if (d->frames > o.max_frames_per_video)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: video of " + std::to_string(d->frames) +
+             " frames exceeds max_frames_per_video = " + std::to_string(o.max_frames_per_video));
+  if (d->height > qwen3::kMaxSide || d->width > qwen3::kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: item of " + std::to_string(d->height) + "x" +
+                                      std::to_string(d->width) + " has a side over " +
+                                      std::to_string(qwen3::kMaxSide) + " pixels");
+  const bool video = d->modality == EG_MODALITY_VIDEO;
+  const qwen3::Grid g = qwen3::grid_for(o, video, d->height, d->width, d->frames);
+  const int64_t values = encoder_kit::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
+                                                      "qwen3_vl: the item's patch values");
+  if (values > qwen3::kMaxItemValues)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) + " x " +
+             std::to_string(d->frames) + " frames needs " + std::to_string(values) +
+             " patch values, over the plugin's limit of " + std::to_string(qwen3::kMaxItemValues) +
+             ": lower max_pixels, video_max_pixels or max_frames_per_video");
+  const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
+  const int64_t frame_units = g.h * g.w / o.model.merge_unit();
+  if (frame_units > qwen3::max_frame_units(o))
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "qwen3_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
+             std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
+             " pixels per frame, above what max_pixels / video_max_pixels allow: the resize "
+             "keeps each side a multiple of " +
+             std::to_string(o.model.resize_factor()) +
+             " and never below it, so a very thin item (or min_pixels close to max_pixels) "
+             "can exceed the bound; raise max_pixels (video_max_pixels for videos) to at "
+             "least " +
+             std::to_string(frame_units * unit_pixels) + " to accept it");
+  return g;
+}
+
+// The spec of an item of grid `g` and `frames` decoded frames.
+eg_item_spec spec_of(const qwen3::Options& o, const qwen3::Grid& g, int64_t frames) {
+  eg_item_spec spec{};
+  spec.input_size = g.patches();
+  spec.output_tokens = g.patches() / o.model.merge_unit();
+  spec.frames = frames;
+  spec.path_tokens[0] = spec.output_tokens;  // the path's unit: merged tokens
+  return spec;
+}
+
 eg_status q3_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
   return guarded(err, [&] {
-    const Instance& in = self(i);
-    const qwen3::Options& o = in.opt;
-    if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: item geometry must be positive, got " +
-                                        std::to_string(d->height) + "x" + std::to_string(d->width) +
-                                        "x" + std::to_string(d->frames));
-    if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen3_vl: an image has exactly one frame, got " + std::to_string(d->frames));
-    if (d->modality != EG_MODALITY_IMAGE && d->modality != EG_MODALITY_VIDEO)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: unknown modality " + std::to_string(d->modality));
-    if (d->frames > o.max_frames_per_video)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen3_vl: video of " + std::to_string(d->frames) +
-               " frames exceeds max_frames_per_video = " + std::to_string(o.max_frames_per_video));
-    if (d->height > qwen3::kMaxSide || d->width > qwen3::kMaxSide)
-      fail(EG_ERR_INVALID_ARGUMENT, "qwen3_vl: item of " + std::to_string(d->height) + "x" +
-                                        std::to_string(d->width) + " has a side over " +
-                                        std::to_string(qwen3::kMaxSide) + " pixels");
+    const qwen3::Options& o = self(i).opt;
+    const qwen3::Grid g = checked_grid(o, d);
     const bool video = d->modality == EG_MODALITY_VIDEO;
-    const qwen3::Grid g = qwen3::grid_for(o, video, d->height, d->width, d->frames);
-    const int64_t values = encoder_kit::checked_product({g.t, g.h, g.w, o.model.patch_dim()},
-                                                        "qwen3_vl: the item's patch values");
-    if (values > qwen3::kMaxItemValues)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen3_vl: item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
-               " x " + std::to_string(d->frames) + " frames needs " + std::to_string(values) +
-               " patch values, over the plugin's limit of " +
-               std::to_string(qwen3::kMaxItemValues) +
-               ": lower max_pixels, video_max_pixels or max_frames_per_video");
-    const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
-    const int64_t frame_units = g.h * g.w / o.model.merge_unit();
-    if (frame_units > qwen3::max_frame_units(o))
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "qwen3_vl: the processor's resize gives this " + std::to_string(d->height) + "x" +
-               std::to_string(d->width) + " item " + std::to_string(frame_units * unit_pixels) +
-               " pixels per frame, above what max_pixels / video_max_pixels allow: the resize "
-               "keeps each side a multiple of " +
-               std::to_string(o.model.resize_factor()) +
-               " and never below it, so a very thin item (or min_pixels close to max_pixels) "
-               "can exceed the bound; raise max_pixels (video_max_pixels for videos) to at "
-               "least " +
-               std::to_string(frame_units * unit_pixels) + " to accept it");
+    // The channel count matters only for pixels (checked while reading them).
     const std::vector<float> rows =
         d->pixels ? qwen3::patch_rows_from_pixels(o, video, d->pixels, d->frames, d->height,
                                                   d->width, d->channels)
@@ -227,12 +245,16 @@ void q3_item_destroy(eg_instance*, eg_item* item) {
 eg_status q3_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
     const qwen3::ItemData& it = item_of(item);
-    eg_item_spec spec{};
-    spec.input_size = it.grid.patches();
-    spec.output_tokens = it.tokens(self(i).opt.model);
-    spec.frames = it.frames;
-    spec.path_tokens[0] = spec.output_tokens;  // the path's unit: merged tokens
-    encoder_kit::write_item_spec(g_host, spec, out);
+    encoder_kit::write_item_spec(g_host, spec_of(self(i).opt, it.grid, it.frames), out);
+  });
+}
+
+// 1.2: the spec before any pixels exist (data-parallel balancing).
+eg_status q3_item_spec_for_desc(eg_instance* i, const eg_item_desc* d, eg_item_spec* out,
+                                eg_error* err) {
+  return guarded(err, [&] {
+    const qwen3::Options& o = self(i).opt;
+    encoder_kit::write_item_spec(g_host, spec_of(o, checked_grid(o, d), d->frames), out);
   });
 }
 
@@ -426,6 +448,7 @@ const eg_plugin_api kApi = {
     /* .prepare_capture_staging = */ q3_prepare_capture_staging,
     /* .output_shape_at = */ q3_output_shape_at,
     /* .postprocess_outputs = */ nullptr,
+    /* .item_spec_for_desc = */ q3_item_spec_for_desc,
 };
 
 }  // namespace

@@ -172,22 +172,39 @@ eg_status siglip_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error
 
 // ---------------------------------------------------------------- items
 
+// Every check item_create makes on an item's geometry: item_create and
+// item_spec_for_desc both run it, so they accept and refuse the same items.
+void check_geometry(const eg_item_desc* d) {
+  if (d->modality != EG_MODALITY_IMAGE)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: only images are supported (modality " + std::to_string(d->modality) + ")");
+  if (d->frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: an image has exactly one frame, got " + std::to_string(d->frames));
+  if (d->height <= 0 || d->width <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: image size must be positive, got " +
+                                      std::to_string(d->height) + "x" + std::to_string(d->width));
+  if (d->height > siglip::kMaxSide || d->width > siglip::kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: image of " + std::to_string(d->height) + "x" +
+                                      std::to_string(d->width) + " has a side over " +
+                                      std::to_string(siglip::kMaxSide) + " pixels");
+}
+
+// Every image is resized to the model's square: one spec for all.
+eg_item_spec image_spec(const siglip::Options& o) {
+  eg_item_spec spec{};
+  spec.input_size = o.model.tokens_per_image();
+  spec.output_tokens = o.rows_per_image();
+  spec.frames = 1;
+  spec.path_tokens[0] = spec.output_tokens;  // the path's unit: patch tokens or images
+  return spec;
+}
+
 eg_status siglip_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
   return guarded(err, [&] {
     const siglip::Options& o = self(i).opt;
-    if (d->modality != EG_MODALITY_IMAGE)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "siglip: only images are supported (modality " + std::to_string(d->modality) + ")");
-    if (d->frames != 1)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "siglip: an image has exactly one frame, got " + std::to_string(d->frames));
-    if (d->height <= 0 || d->width <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT, "siglip: image size must be positive, got " +
-                                        std::to_string(d->height) + "x" + std::to_string(d->width));
-    if (d->height > siglip::kMaxSide || d->width > siglip::kMaxSide)
-      fail(EG_ERR_INVALID_ARGUMENT, "siglip: image of " + std::to_string(d->height) + "x" +
-                                        std::to_string(d->width) + " has a side over " +
-                                        std::to_string(siglip::kMaxSide) + " pixels");
+    check_geometry(d);
+    // The channel count matters only for pixels (checked while reading them).
     const std::vector<float> rows =
         d->pixels ? siglip::patch_rows_from_pixels(o, d->pixels, d->height, d->width, d->channels)
                   : siglip::synthetic_patch_rows(o, d->seed);
@@ -201,14 +218,15 @@ void siglip_item_destroy(eg_instance*, eg_item* item) {
 }
 
 eg_status siglip_item_spec(eg_instance* i, const eg_item*, eg_item_spec* out, eg_error* err) {
+  return guarded(err, [&] { encoder_kit::write_item_spec(g_host, image_spec(self(i).opt), out); });
+}
+
+// 1.2: the spec before any pixels exist (data-parallel balancing).
+eg_status siglip_item_spec_for_desc(eg_instance* i, const eg_item_desc* d, eg_item_spec* out,
+                                    eg_error* err) {
   return guarded(err, [&] {
-    const siglip::Options& o = self(i).opt;
-    eg_item_spec spec{};
-    spec.input_size = o.model.tokens_per_image();
-    spec.output_tokens = o.rows_per_image();
-    spec.frames = 1;
-    spec.path_tokens[0] = spec.output_tokens;  // the path's unit: patch tokens or images
-    encoder_kit::write_item_spec(g_host, spec, out);
+    check_geometry(d);
+    encoder_kit::write_item_spec(g_host, image_spec(self(i).opt), out);
   });
 }
 
@@ -372,6 +390,7 @@ const eg_plugin_api kApi = {
     /* .prepare_capture_staging = */ siglip_prepare_capture_staging,
     /* .output_shape_at = */ siglip_output_shape_at,
     /* .postprocess_outputs = */ nullptr,
+    /* .item_spec_for_desc = */ siglip_item_spec_for_desc,
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The toy plugin (ABI 1.1): a small, deliberately position-dependent "encoder"
+// The toy plugin (ABI 1.2): a small, deliberately position-dependent "encoder"
 // that exercises every part of the ABI the budget-graph manager uses, so that a
 // wrong order, a wrong slice, a missing padding step or padding leaking into a
 // real item changes the result. Built twice from this file: "toy" (one path,
@@ -150,10 +150,15 @@ struct ExtensionDefaults {
       "";  // ", key, key" appended to the known keys
   static size_t workspace_bytes(const Config&, const eg_graph_shape*) { return 0; }
   static void before_forward(const Config&, const eg_forward_args*, int32_t) {}
+  // Changes what item_spec_for_desc says (a fault: it must equal item_spec).
+  static void after_spec_for_desc(const Config&, eg_item_spec*) {}
   [[maybe_unused]] static constexpr int32_t kCuSeqlensPadding = EG_PAD_REPEAT_LAST;
   // true: each row looks its sequence up in cu_seqlens (assumes non-decreasing
   // offsets all the way to the end) instead of walking the sequences.
   [[maybe_unused]] static constexpr bool kRowsSearchSequence = false;
+  // true: the table is an ABI 1.1 one (216 bytes, no item_spec_for_desc), so
+  // the runtime's fallback for older plugins stays tested.
+  [[maybe_unused]] static constexpr bool kV1_1Table = false;
 };
 
 #ifdef TOY_EXTENSION
@@ -569,33 +574,41 @@ eg_status toy_budget_range(eg_instance* i, int64_t* lo, int64_t* hi, eg_error* e
   });
 }
 
+// The item a description makes, its values not drawn yet, after every check
+// on its geometry: item_create and item_spec_for_desc both start here, so the
+// spec promised before decoding is the spec of the item made.
+std::unique_ptr<Item> checked_item(const Instance& in, const eg_item_desc* d) {
+  // Every field read here is ABI 1.0's; a runtime's eg_item_desc has at least those.
+  if (eg_host_struct_size(g_host, 0) < EG_FIELD_END(eg_item_desc, seed))
+    fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_desc is smaller than ABI 1.0's");
+  if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "item geometry must be positive, got " +
+                                      std::to_string(d->height) + "x" + std::to_string(d->width) +
+                                      "x" + std::to_string(d->frames));
+  if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT, "an image item has exactly one frame");
+  auto it = std::make_unique<Item>();
+  it->frames = d->frames;
+  it->video = d->modality == EG_MODALITY_VIDEO;
+  const int64_t per_frame = std::max<int64_t>(
+      1, checked_mul(d->height / in.cfg.patch, d->width / in.cfg.patch, "the item's tokens"));
+  it->tokens = checked_mul(per_frame, d->frames, "the item's tokens");
+  const int64_t values = checked_mul(it->tokens, in.cfg.hidden, "the item's values");
+  if (values > kMaxItemValues)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         TOY_NAME ": item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
+             " x " + std::to_string(d->frames) + " frames has " + std::to_string(it->tokens) +
+             " tokens of " + std::to_string(in.cfg.hidden) + " values, over the limit of " +
+             std::to_string(kMaxItemValues) + " values per item (raise patch)");
+  return it;
+}
+
 eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
   return guarded(err, [&] {
     const Instance& in = self(i);
-    // Every field read here is ABI 1.0's; a runtime's eg_item_desc has at least those.
-    if (eg_host_struct_size(g_host, 0) < EG_FIELD_END(eg_item_desc, seed))
-      fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_desc is smaller than ABI 1.0's");
-    if (d->height <= 0 || d->width <= 0 || d->frames <= 0)
-      fail(EG_ERR_INVALID_ARGUMENT, "item geometry must be positive, got " +
-                                        std::to_string(d->height) + "x" + std::to_string(d->width) +
-                                        "x" + std::to_string(d->frames));
-    if (d->modality == EG_MODALITY_IMAGE && d->frames != 1)
-      fail(EG_ERR_INVALID_ARGUMENT, "an image item has exactly one frame");
-    auto it = std::make_unique<Item>();
-    it->frames = d->frames;
-    it->video = d->modality == EG_MODALITY_VIDEO;
-    const int64_t per_frame = std::max<int64_t>(
-        1, checked_mul(d->height / in.cfg.patch, d->width / in.cfg.patch, "the item's tokens"));
-    it->tokens = checked_mul(per_frame, d->frames, "the item's tokens");
+    auto it = checked_item(in, d);
     const int64_t h = in.cfg.hidden;
-    const int64_t values = checked_mul(it->tokens, h, "the item's values");
-    if (values > kMaxItemValues)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           TOY_NAME ": item of " + std::to_string(d->height) + "x" + std::to_string(d->width) +
-               " x " + std::to_string(d->frames) + " frames has " + std::to_string(it->tokens) +
-               " tokens of " + std::to_string(h) + " values, over the limit of " +
-               std::to_string(kMaxItemValues) + " values per item (raise patch)");
-    it->x.resize(static_cast<size_t>(values));
+    it->x.resize(static_cast<size_t>(it->tokens * h));
     const size_t npix =
         d->pixels ? static_cast<size_t>(checked_mul(
                         checked_mul(d->frames, d->height, "the item's pixels"),
@@ -619,20 +632,29 @@ const Item& item_of(const eg_item* i) {
 }
 
 // Writes within the runtime's eg_item_spec size only (eg_host_struct_size).
+void write_spec(const Instance& in, const Item& it, eg_item_spec* out) {
+  const size_t size = eg_host_struct_size(g_host, 1);
+  if (!EG_HAS_FIELD(size, eg_item_spec, path_tokens))
+    fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_spec is smaller than ABI 1.0's");
+  out->input_size = it.tokens;
+  out->frames = it.frames;
+  out->output_tokens = 0;
+  for (int32_t p = 0; p < EG_MAX_PATHS; ++p) {
+    out->path_tokens[p] = p < in.info.num_paths ? path_tokens(in, it, p) : 0;
+    out->output_tokens += out->path_tokens[p];
+  }
+}
+
 eg_status toy_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
+  return guarded(err, [&] { write_spec(self(i), item_of(item), out); });
+}
+
+// 1.2: the spec before any pixels exist (data-parallel balancing).
+[[maybe_unused]] eg_status toy_item_spec_for_desc(eg_instance* i, const eg_item_desc* d,
+                                                  eg_item_spec* out, eg_error* err) {
   return guarded(err, [&] {
-    const Instance& in = self(i);
-    const Item& it = item_of(item);
-    const size_t size = eg_host_struct_size(g_host, 1);
-    if (!EG_HAS_FIELD(size, eg_item_spec, path_tokens))
-      fail(EG_ERR_INVALID_ARGUMENT, "the runtime's eg_item_spec is smaller than ABI 1.0's");
-    out->input_size = it.tokens;
-    out->frames = it.frames;
-    out->output_tokens = 0;
-    for (int32_t p = 0; p < EG_MAX_PATHS; ++p) {
-      out->path_tokens[p] = p < in.info.num_paths ? path_tokens(in, it, p) : 0;
-      out->output_tokens += out->path_tokens[p];
-    }
+    write_spec(self(i), *checked_item(self(i), d), out);
+    Extension::after_spec_for_desc(self(i).cfg.ext, out);
   });
 }
 
@@ -903,8 +925,8 @@ eg_status toy_postprocess_outputs(eg_instance* i, const eg_tensor* outputs, int3
 
 const eg_plugin_api kApi = {
     /* .abi_major = */ EG_ABI_VERSION_MAJOR,
-    /* .abi_minor = */ EG_ABI_VERSION_MINOR,
-    /* .struct_size = */ sizeof(eg_plugin_api),
+    /* .abi_minor = */ Extension::kV1_1Table ? 1u : EG_ABI_VERSION_MINOR,
+    /* .struct_size = */ Extension::kV1_1Table ? EG_PLUGIN_API_V1_1_SIZE : sizeof(eg_plugin_api),
     /* .reserved = */ 0,
     /* .name = */ TOY_NAME,
     /* .version = */ "1.0.0",
@@ -944,6 +966,7 @@ const eg_plugin_api kApi = {
 #else
     /* .postprocess_outputs = */ nullptr,  // the runtime's copy, for both outputs
 #endif
+    /* .item_spec_for_desc = */ Extension::kV1_1Table ? nullptr : toy_item_spec_for_desc,
 };
 
 }  // namespace

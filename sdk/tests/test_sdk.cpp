@@ -271,6 +271,16 @@ struct Tiny {
   sdk::ModelInfo info;
 };
 
+// Tiny with the 1.2 entry: the spec from the description, the same geometry rule.
+struct TinyForDesc : Tiny {
+  static constexpr sdk::Identity identity{"tiny_for_desc", "0.1", "test model", EG_MODALITY_IMAGE,
+                                          EG_DEVICE_CPU};
+  using Tiny::Tiny;
+  sdk::ItemSpec item_spec_for_desc(const eg_item_desc& d) const {
+    return item_spec(item_create(d));
+  }
+};
+
 void no_log(void*, int32_t, const char*, const char*) {}
 
 }  // namespace
@@ -294,8 +304,9 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   CHECK(api == sdk::entry<Tiny>(&host));  // one static table
   CHECK(api->abi_major == EG_ABI_VERSION_MAJOR);
   CHECK(api->abi_minor == EG_ABI_VERSION_MINOR);
-  CHECK(api->struct_size == EG_PLUGIN_API_V1_1_SIZE);
+  CHECK(api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
   CHECK(std::string(api->name) == "tiny");
+  CHECK((api->item_spec_for_desc == nullptr));  // Tiny has none: the runtime's synthetic item
   CHECK((api->prepare_capture_staging != nullptr));
   CHECK((api->prepare_capture_inputs == nullptr));
   CHECK((api->postprocess_outputs == nullptr));  // Tiny has none: the runtime copies
@@ -358,5 +369,35 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   CHECK(reinterpret_cast<Tiny*>(inst)->forwards_seen_outputs == 1);
 
   api->item_destroy(inst, item);
+  api->destroy(inst);
+}
+
+TEST_CASE("the table builder: item_spec_for_desc when the model has it (ABI 1.2)") {
+  eg_host_api host{};
+  host.abi_major = 1;
+  host.abi_minor = EG_ABI_VERSION_MINOR;
+  host.struct_size = sizeof(eg_host_api);
+  host.log = no_log;
+  host.item_desc_size = sizeof(eg_item_desc);
+  host.item_spec_size = sizeof(eg_item_spec);
+  const eg_plugin_api* api = sdk::entry<TinyForDesc>(&host);
+  REQUIRE(api != nullptr);
+  REQUIRE((api->item_spec_for_desc != nullptr));
+  eg_create_params p{};
+  p.struct_size = sizeof(p);
+  p.device = EG_DEVICE_CPU;
+  eg_instance* inst = nullptr;
+  eg_error err{};
+  REQUIRE(api->create(&p, &inst, &err) == EG_OK);
+  eg_item_desc d{};
+  d.height = 7;
+  eg_item_spec spec{};
+  CHECK(api->item_spec_for_desc(inst, &d, &spec, &err) == EG_OK);
+  CHECK(spec.input_size == 7);
+  CHECK(spec.path_tokens[0] == 7);
+  d.height = -1;  // refused as item_create refuses it
+  CHECK(api->item_spec_for_desc(inst, &d, &spec, &err) == EG_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(err.message) == "height must be positive");
+  CHECK(api->item_spec_for_desc(inst, nullptr, &spec, &err) == EG_ERR_INVALID_ARGUMENT);
   api->destroy(inst);
 }

@@ -1,5 +1,5 @@
 // ABI 1.0 compatibility: abi10_plugin.c, compiled against the frozen v1.0
-// header, in this (1.1) runtime. The 1.0 path: device-filled capture inputs
+// header, in this (1.2) runtime. The 1.0 path: device-filled capture inputs
 // (prepare_capture_inputs), one output "embeddings", output_tokens as the path's
 // tokens, a whole-struct `*out = info` model_info copy. Graph replays, eager
 // runs and results are checked against patch_means_reference.hpp.
@@ -76,7 +76,7 @@ encgraph::Stats run_and_check(encgraph::RuntimeConfig cfg, size_t count,
 
 }  // namespace
 
-TEST_CASE("the 1.0 plugin loads in the 1.1 runtime as a 1.0 plugin") {
+TEST_CASE("the 1.0 plugin loads in the 1.2 runtime as a 1.0 plugin") {
   const encgraph::LoadedPlugin p = encgraph::load_plugin_file(kDir / "libencgraph_abi10.so");
   CHECK(p.name == "abi10");
   CHECK(p.abi_major == 1);
@@ -95,6 +95,20 @@ TEST_CASE("its description is normalised: one output, 'embeddings', a unit for i
   CHECK(info.num_paths == 1);
   CHECK(info.out_hidden_size == 4);
   REQUIRE(info.path_units[0] != nullptr);
+}
+
+TEST_CASE("spec_for (ABI 1.2) gives a 1.0 plugin's item spec from a synthetic item") {
+  encgraph::Runtime rt(config());
+  for (const patch_means::Image& im : images()) {
+    const eg_item_desc d = desc(im);
+    const encgraph::Item item = rt.make_item(d);
+    const eg_item_spec spec = rt.spec_for(d);
+    CHECK(spec.input_size == item.spec().input_size);
+    CHECK(spec.output_tokens == item.spec().output_tokens);
+    CHECK(spec.frames == item.spec().frames);
+    CHECK(spec.path_tokens[0] == spec.output_tokens);  // 1.0: the path counts output rows
+  }
+  CHECK_FALSE(rt.has_spec_for_desc());
 }
 
 TEST_CASE("graph replays give the reference values, every item a hit") {

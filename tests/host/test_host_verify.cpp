@@ -1,7 +1,8 @@
 // `encgraph verify`: the comparison at a dtype's tolerance (NaN and infinities
 // in one mode only, rows counts), the statistics rules, and the command end to
 // end: the shipped toy config passes, the test plugin whose cu_seqlens is
-// zero-padded where repeat-last is needed fails with the buffer named, bad
+// zero-padded where repeat-last is needed fails with the buffer named, a
+// plugin whose spec from a description differs from its item's is caught, bad
 // input exits 2.
 #include "host_test_support.hpp"
 #include "verify.hpp"
@@ -241,6 +242,71 @@ TEST_CASE("verify catches a plugin that zero-pads cu_seqlens and names the buffe
                    "batch matches: the plugin's padding logic is probably wrong") !=
         std::string::npos);
   CHECK(o.out.find("buffer 'x' is declared") == std::string::npos);
+}
+
+TEST_CASE("spec texts: geometry and every field the runtime reads") {
+  eg_item_desc d{};
+  d.modality = EG_MODALITY_IMAGE;
+  d.height = 448;
+  d.width = 336;
+  d.frames = 1;
+  CHECK(geometry_text(d) == "image 448x336");
+  d.modality = EG_MODALITY_VIDEO;
+  d.frames = 4;
+  CHECK(geometry_text(d) == "video 4 frames of 448x336");
+  eg_item_spec a{};
+  a.input_size = 1024;
+  a.output_tokens = 256;
+  a.frames = 1;
+  a.path_tokens[0] = 256;
+  a.path_tokens[1] = 3;
+  CHECK(spec_text(a, 1) == "input_size 1024, output_tokens 256, frames 1, path_tokens [256]");
+  CHECK(spec_text(a, 2) == "input_size 1024, output_tokens 256, frames 1, path_tokens [256, 3]");
+  eg_item_spec b = a;
+  CHECK(same_spec(a, b, 2));
+  b.path_tokens[1] = 4;
+  CHECK(same_spec(a, b, 1));  // paths past num_paths are not the runtime's
+  CHECK_FALSE(same_spec(a, b, 2));
+  b = a;
+  b.input_size += 1;
+  CHECK_FALSE(same_spec(a, b, 1));
+}
+
+TEST_CASE("verify reports the spec check: item_spec_for_desc, or a 1.1 plugin's synthetic item") {
+  auto o = run("verify", toy_args({}));
+  INFO(o.out);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("  specs: item_spec_for_desc gave every item's spec before it was made\n") !=
+        std::string::npos);
+  if (!plugin_built("toy_v1_1")) return;
+  o = run("verify", toy_args({"--set", "plugin.name=\"toy_v1_1\""}));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("  specs: a synthetic item gave every item's spec before it was made\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("verify catches an item_spec_for_desc that differs from item_spec, or fails") {
+  if (!plugin_built("toy_faults")) return;
+  auto o = run("verify", toy_args({"--set", "plugin.name=\"toy_faults\"", "--set",
+                                   "plugin.config.spec_for_desc_skew=5"}));
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("\nSPEC MISMATCH: plugin 'toy_faults', item 'synthetic/") != std::string::npos);
+  CHECK(o.out.find("): item_spec_for_desc gives input_size ") != std::string::npos);
+  CHECK(o.out.find("; the item item_create made has input_size ") != std::string::npos);
+  CHECK(o.out.find("  24 of 24 items differ; the spec from an item's description must equal") !=
+        std::string::npos);
+  CHECK(o.out.find("OK: 24 items") != std::string::npos);  // the rows themselves match
+  o = run("verify", toy_args({"--set", "plugin.name=\"toy_faults\"", "--set",
+                              "plugin.config.fail_spec_for_desc=true"}));
+  INFO(o.out);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("item_spec_for_desc failed where item_create succeeded: plugin 'toy_faults': "
+                   "item_spec_for_desc failed (invalid argument): item_spec_for_desc asked to "
+                   "fail") != std::string::npos);
 }
 
 TEST_CASE("verify's bad input exits 2 with the fix") {

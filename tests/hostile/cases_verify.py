@@ -2,7 +2,8 @@
 or a broken config, an empty or unrunnable workload, a rejected plugin config
 (all exit 2, naming the argument or key); the test plugin whose cu_seqlens is
 zero-padded where repeat-last is needed (exit 1, the buffer and both logics
-named). verify writes nothing: every config here names a report and
+named); a plugin whose item_spec_for_desc (ABI 1.2) differs from item_spec or
+fails (exit 1, the plugin, the item's geometry and both specs named). verify writes nothing: every config here names a report and
 embeddings, which must not appear."""
 import re
 
@@ -93,4 +94,23 @@ CASES = [
     case("budget-below-batch",
          verify(*sets("budgets.token_budgets=[4, 64]", "budgets.max_items_per_batch=8")),
          r"budgets\.max_items_per_batch \(8\) must be <= the smallest token budget \(4\)"),
+    # ---- ABI 1.2: the spec from an item's description against the made item's ----
+    case("spec-for-desc-agrees", verify(),
+         r"  specs: item_spec_for_desc gave every item's spec before it was made\n", exit=0),
+    case("spec-for-desc-synthetic-fallback", verify(*sets('plugin.name="toy_v1_1"')),
+         [r"verify: plugin toy_v1_1 ", r"\nOK: 6 items",
+          r"  specs: a synthetic item gave every item's spec before it was made\n"], exit=0),
+    case("spec-for-desc-skewed", verify(*sets('plugin.name="toy_faults"',
+                                              "plugin.config.spec_for_desc_skew=2")),
+         [r"\nSPEC MISMATCH: plugin 'toy_faults', item 'synthetic/\d+' \((image|video) ",
+          r"item_spec_for_desc gives input_size \d+, output_tokens \d+, frames \d+, "
+          r"path_tokens \[\d+\]; the item item_create made has input_size \d+",
+          r"6 of 6 items differ"], exit=1),
+    case("spec-for-desc-fails", verify(*sets('plugin.name="toy_faults"',
+                                             "plugin.config.fail_spec_for_desc=true")),
+         Q("item_spec_for_desc failed where item_create succeeded: plugin 'toy_faults': "
+           "item_spec_for_desc failed (invalid argument)"), exit=1),
+    case("spec-for-desc-skew-negative", verify(*sets('plugin.name="toy_faults"',
+                                                     "plugin.config.spec_for_desc_skew=-1")),
+         r"'spec_for_desc_skew' = -1 is outside"),
 ]

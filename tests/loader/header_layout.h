@@ -1,6 +1,6 @@
 /* The layout of the ABI header as one compiler sees it: every struct's size and
  * the offset of every field, the header's constants and its size helpers, each
- * with the value ABI 1.1 freezes. header_check_c.c records them compiled as
+ * with the value ABI 1.2 freezes. header_check_c.c records them compiled as
  * C99, header_check_cxx.cpp as C++; the test compares both with the frozen
  * values, so a header that C and C++ read differently, or a released field
  * that moves, fails. */
@@ -115,7 +115,7 @@
   X(sizeof(eg_replay_buffer), 80) \
   X(offsetof(eg_replay_buffer, staging), 0) \
   X(offsetof(eg_replay_buffer, rows), 72) \
-  X(sizeof(eg_plugin_api), 216) \
+  X(sizeof(eg_plugin_api), 224) \
   X(offsetof(eg_plugin_api, abi_major), 0) \
   X(offsetof(eg_plugin_api, abi_minor), 4) \
   X(offsetof(eg_plugin_api, struct_size), 8) \
@@ -146,8 +146,9 @@
   X(offsetof(eg_plugin_api, prepare_capture_staging), 192) \
   X(offsetof(eg_plugin_api, output_shape_at), 200) \
   X(offsetof(eg_plugin_api, postprocess_outputs), 208) \
+  X(offsetof(eg_plugin_api, item_spec_for_desc), 216) \
   X(EG_ABI_VERSION_MAJOR, 1) \
-  X(EG_ABI_VERSION_MINOR, 1) \
+  X(EG_ABI_VERSION_MINOR, 2) \
   X(EG_MAX_DIMS, 6) \
   X(EG_MAX_PATHS, 4) \
   X(EG_MAX_CAPTURE_AXES, 4) \
@@ -156,6 +157,7 @@
   X(EG_MAX_OUTPUTS, 8) \
   X(EG_PLUGIN_API_V1_0_SIZE, 192) \
   X(EG_PLUGIN_API_V1_1_SIZE, 216) \
+  X(EG_PLUGIN_API_V1_2_SIZE, 224) \
   X(EG_HOST_API_V1_0_SIZE, 32) \
   X(EG_MODEL_INFO_V1_0_SIZE, 488) \
   X(EG_FORWARD_ARGS_V1_0_SIZE, 176) \
@@ -170,6 +172,7 @@
   X(EG_LOG_ERROR, 4) \
   X(EG_FIELD_END(eg_plugin_api, prepare_device), 192) \
   X(EG_FIELD_END(eg_plugin_api, postprocess_outputs), 216) \
+  X(EG_FIELD_END(eg_plugin_api, item_spec_for_desc), 224) \
   X(EG_FIELD_END(eg_host_api, log), 32) \
   X(EG_FIELD_END(eg_model_info, buffers), 488) \
   X(EG_FIELD_END(eg_forward_args, stream), 176) \
@@ -178,6 +181,8 @@
   X(EG_HAS_FIELD(200, eg_plugin_api, prepare_capture_staging), 1) \
   X(EG_HAS_FIELD(200, eg_plugin_api, output_shape_at), 0) \
   X(EG_HAS_FIELD(216, eg_plugin_api, postprocess_outputs), 1) \
+  X(EG_HAS_FIELD(216, eg_plugin_api, item_spec_for_desc), 0) \
+  X(EG_HAS_FIELD(224, eg_plugin_api, item_spec_for_desc), 1) \
   X(EG_HAS_FIELD(32, eg_host_api, item_desc_size), 0) \
   X(EG_HAS_FIELD(40, eg_host_api, item_spec_size), 1)
 /* clang-format on */

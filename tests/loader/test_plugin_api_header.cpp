@@ -1,6 +1,6 @@
 // The ABI header compiles as C99 and as C++ (the strict flags are on the
 // loader_header_check library); both languages agree on every layout value and
-// both equal the values ABI 1.1 freezes; the size helpers read the right bytes.
+// both equal the values ABI 1.2 freezes; the size helpers read the right bytes.
 #include "header_layout.h"
 
 #include <doctest/doctest.h>
@@ -56,7 +56,8 @@ TEST_CASE("the layout list covers every struct of the header") {
 TEST_CASE("the minor sizes end where their fields end") {
   CHECK(EG_FIELD_END(eg_plugin_api, prepare_device) == EG_PLUGIN_API_V1_0_SIZE);
   CHECK(EG_FIELD_END(eg_plugin_api, postprocess_outputs) == EG_PLUGIN_API_V1_1_SIZE);
-  CHECK(sizeof(eg_plugin_api) == EG_PLUGIN_API_V1_1_SIZE);
+  CHECK(EG_FIELD_END(eg_plugin_api, item_spec_for_desc) == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(sizeof(eg_plugin_api) == EG_PLUGIN_API_V1_2_SIZE);
   CHECK(EG_FIELD_END(eg_host_api, log) == EG_HOST_API_V1_0_SIZE);
   CHECK(offsetof(eg_model_info, num_outputs) == EG_MODEL_INFO_V1_0_SIZE);
   CHECK(offsetof(eg_forward_args, outputs) == EG_FORWARD_ARGS_V1_0_SIZE);
@@ -70,6 +71,8 @@ TEST_CASE("EG_HAS_FIELD: a field exists only when the size covers all of it") {
   CHECK_FALSE(EG_HAS_FIELD(EG_PLUGIN_API_V1_0_SIZE + 7, eg_plugin_api, prepare_capture_staging));
   CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_0_SIZE + 8, eg_plugin_api, prepare_capture_staging));
   CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_1_SIZE, eg_plugin_api, postprocess_outputs));
+  CHECK_FALSE(EG_HAS_FIELD(EG_PLUGIN_API_V1_1_SIZE, eg_plugin_api, item_spec_for_desc));
+  CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_2_SIZE, eg_plugin_api, item_spec_for_desc));
   CHECK_FALSE(EG_HAS_FIELD(0, eg_host_api, abi_major));
   CHECK(EG_HAS_FIELD(4u, eg_host_api, abi_major));
 }

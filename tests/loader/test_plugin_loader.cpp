@@ -668,6 +668,11 @@ TEST_CASE("the valid test plugin captures and runs on the CPU") {
     desc.frames = 1;
     desc.seed = static_cast<uint64_t>(rows);
     items.push_back(runtime.make_item(desc));
+    // Before 1.2 the spec comes from a synthetic item: no table entry is read.
+    const eg_item_spec spec = runtime.spec_for(desc);
+    CHECK(spec.output_tokens == items.back().spec().output_tokens);
+    CHECK(spec.path_tokens[0] == items.back().spec().path_tokens[0]);
+    CHECK(spec.input_size == items.back().spec().input_size);
   }
   const encgraph::Result result = runtime.execute(items);
   REQUIRE(result.size() == 2);
@@ -705,6 +710,11 @@ void check_runs(const std::string& scenario, const std::string& name) {
     desc.frames = 1;
     desc.seed = static_cast<uint64_t>(rows);
     items.push_back(runtime.make_item(desc));
+    // Before 1.2 the spec comes from a synthetic item: no table entry is read.
+    const eg_item_spec spec = runtime.spec_for(desc);
+    CHECK(spec.output_tokens == items.back().spec().output_tokens);
+    CHECK(spec.path_tokens[0] == items.back().spec().path_tokens[0]);
+    CHECK(spec.input_size == items.back().spec().input_size);
   }
   const encgraph::Result result = runtime.execute(items);
   REQUIRE(result.size() == 2);
@@ -732,6 +742,15 @@ TEST_CASE("a 1.0-size table loads and runs; the garbage past its size is never t
   REQUIRE(p.api != nullptr);
   CHECK(p.api->struct_size == EG_PLUGIN_API_V1_0_SIZE);
   check_runs("v1_0_table", "loader_v1_0");
+}
+
+TEST_CASE("a 1.1-size table loads and runs; the 1.2 entry past its size is never touched") {
+  const encgraph::LoadedPlugin p =
+      encgraph::load_plugin_file(plugin_file("v1_1_table", "loader_v1_1"));
+  CHECK(p.abi_minor == 1);
+  REQUIRE(p.api != nullptr);
+  CHECK(p.api->struct_size == EG_PLUGIN_API_V1_1_SIZE);
+  check_runs("v1_1_table", "loader_v1_1");
 }
 
 TEST_CASE("a 1.1 table with host-staged capture inputs needs no prepare_capture_inputs") {

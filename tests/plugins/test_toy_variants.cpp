@@ -1,8 +1,11 @@
-// The toy plugins at ABI 1.1, through their plugin table (size-safe writes,
-// host-staged capture, frame buffers) and through the C++ API (the "pooled"
-// output), and the test-only variants: toy_faults carries the fault switches
-// the shipped toy no longer accepts; toy_badpad pads cu_seqlens with zeros,
-// which gives 100% graph hits and wrong rows that only repeat-last fixes.
+// The toy plugins at ABI 1.2, through their plugin table (size-safe writes,
+// host-staged capture, frame buffers, specs from descriptions) and through the
+// C++ API (the "pooled" output, Runtime::spec_for), and the test-only variants:
+// toy_faults carries the fault switches the shipped toy no longer accepts;
+// toy_badpad pads cu_seqlens with zeros, which gives 100% graph hits and wrong
+// rows that only repeat-last fixes; toy_v1_1 keeps an ABI 1.1 table (no
+// item_spec_for_desc), so the runtime's fallback runs.
+#include "spec_for_checks.hpp"
 #include "test_support.hpp"
 
 #include <encgraph/plugin_api.h>
@@ -110,12 +113,14 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("the toys are ABI 1.1 tables with host-staged capture and named outputs") {
-  for (const char* name : {"toy", "toy_dual", "toy_faults", "toy_badpad"}) {
+TEST_CASE("the toys are ABI 1.2 tables with host-staged capture and named outputs") {
+  for (const char* name : {"toy", "toy_dual", "toy_faults", "toy_badpad", "toy_v1_1"}) {
     CAPTURE(name);
     const eg_plugin_api* api = table(name);
-    CHECK(api->abi_minor == 1);
-    CHECK(api->struct_size == EG_PLUGIN_API_V1_1_SIZE);
+    const bool v1_1 = std::string(name) == "toy_v1_1";
+    CHECK(api->abi_minor == (v1_1 ? 1u : EG_ABI_VERSION_MINOR));
+    CHECK(api->struct_size == (v1_1 ? EG_PLUGIN_API_V1_1_SIZE : EG_PLUGIN_API_V1_2_SIZE));
+    if (!v1_1) CHECK((api->item_spec_for_desc != nullptr));
     CHECK((api->prepare_capture_inputs == nullptr));  // no device code on the capture path
     CHECK((api->prepare_capture_staging != nullptr));
     CHECK((api->output_shape_at != nullptr));
@@ -182,6 +187,84 @@ TEST_CASE("item_spec writes path_tokens for every path, within eg_item_spec") {
     CHECK(untouched);
     d.api->item_destroy(d.inst, it);
   }
+}
+
+TEST_CASE("item_spec_for_desc writes what item_spec writes, within eg_item_spec, pixels unread") {
+  for (const char* name : {"toy", "toy_dual"}) {
+    CAPTURE(name);
+    Direct d(name);
+    for (const eg_item_desc& desc :
+         {image(14 * 3, 14 * 4, 1), video(29, 57, 3, 2), image(5, 9, 3)}) {
+      eg_item* it = d.item(desc);
+      eg_item_spec made{};
+      REQUIRE(d.api->item_spec(d.inst, it, &made, &d.err) == EG_OK);
+      d.api->item_destroy(d.inst, it);
+      unsigned char raw[sizeof(eg_item_spec) + 16];
+      std::memset(raw, 0xCD, sizeof(raw));
+      auto* asked = reinterpret_cast<eg_item_spec*>(raw);
+      eg_item_desc no_pixels = desc;
+      no_pixels.pixels = reinterpret_cast<const uint8_t*>(uintptr_t{8});  // never dereferenced
+      REQUIRE(d.api->item_spec_for_desc(d.inst, &no_pixels, asked, &d.err) == EG_OK);
+      CHECK(std::memcmp(asked, &made, sizeof(made)) == 0);
+      bool untouched = true;
+      for (size_t k = sizeof(eg_item_spec); k < sizeof(raw); ++k) untouched &= raw[k] == 0xCD;
+      CHECK(untouched);
+    }
+    eg_item_spec spec{};
+    const eg_item_desc bad = image(0, 14, 1);
+    CHECK(d.api->item_spec_for_desc(d.inst, &bad, &spec, &d.err) == EG_ERR_INVALID_ARGUMENT);
+    CHECK(contains(d.err.message, "item geometry must be positive, got 0x14x1"));
+  }
+}
+
+TEST_CASE("spec_for equals make_item's spec for random geometries (toy, toy_dual)") {
+  for (const char* name : {"toy", "toy_dual"}) {
+    CAPTURE(name);
+    RuntimeConfig c = toy_config("cpu", name);
+    if (std::string(name) == "toy_dual") set(c, "local_min_tokens", "20");  // both path choices
+    Runtime rt(c);
+    CHECK(rt.has_spec_for_desc());
+    const SpecForTally t = check_spec_for(rt, 11, 120);
+    CHECK(t.agreed > 60);
+    CHECK(t.refused > 5);
+  }
+}
+
+TEST_CASE("a 1.1 plugin without item_spec_for_desc: spec_for makes a synthetic item") {
+  Runtime rt(toy_config("cpu", "toy_v1_1"));
+  CHECK_FALSE(rt.has_spec_for_desc());
+  const SpecForTally t = check_spec_for(rt, 12, 80);
+  CHECK(t.agreed > 40);
+  CHECK(t.refused > 3);
+  // And it still runs: its rows equal the shipped toy's (1.2) for the same items.
+  Runtime toy(toy_config("cpu"));
+  std::vector<Item> a, b;
+  for (const eg_item_desc& desc : {image(28, 42, 1), video(28, 28, 3, 2)}) {
+    a.push_back(rt.make_item(desc));
+    b.push_back(toy.make_item(desc));
+    CHECK(spec_string(rt.spec_for(desc)) == spec_string(a.back().spec()));
+  }
+  rt.capture();
+  toy.capture();
+  const Result ra = rt.execute(a), rb = toy.execute(b);
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(max_abs_diff(ra.item_as_float(i), rb.item_as_float(i)) < 1e-5f);
+  const std::string msg = error_of([&] { rt.spec_for(image(-3, 14, 1)); });
+  CHECK(contains(msg, "plugin 'toy_v1_1': item_create failed (invalid argument)"));
+}
+
+TEST_CASE("toy_faults' spec switches make item_spec_for_desc lie or fail (verify's targets)") {
+  RuntimeConfig c = toy_config("cpu", "toy_faults");
+  set(c, "spec_for_desc_skew", "3");
+  Runtime skewed(c);
+  const eg_item_desc d = image(28, 28, 1);
+  CHECK(skewed.spec_for(d).input_size == skewed.make_item(d).spec().input_size + 3);
+  c = toy_config("cpu", "toy_faults");
+  set(c, "fail_spec_for_desc", "true");
+  Runtime failing(c);
+  CHECK(contains(error_of([&] { failing.spec_for(d); }),
+                 "plugin 'toy_faults': item_spec_for_desc failed (invalid argument): "
+                 "item_spec_for_desc asked to fail"));
 }
 
 TEST_CASE("frame buffers are sized from max_frames_per_batch; more frames are refused") {

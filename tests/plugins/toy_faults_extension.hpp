@@ -10,6 +10,8 @@ struct Extension : ExtensionDefaults {
     int64_t workspace_per_token = 0;  // extra scratch bytes per budget token (memory tests)
     int64_t fail_forward_at = 0;      // forward fails at this budget
     bool illegal_sync = false;        // forward synchronises the device (illegal in capture)
+    int64_t spec_for_desc_skew = 0;   // added to item_spec_for_desc's input_size (a lie)
+    bool fail_spec_for_desc = false;  // item_spec_for_desc fails where item_create does not
   };
 
   static bool parse(Config& c, const std::string& key, const char* k, const char* v) {
@@ -24,6 +26,11 @@ struct Extension : ExtensionDefaults {
       require_in_range(k, c.fail_forward_at, 0, INT64_MAX);
     } else if (key == "illegal_sync") {
       c.illegal_sync = parse_bool(k, v);
+    } else if (key == "spec_for_desc_skew") {
+      c.spec_for_desc_skew = parse_int(k, v);
+      require_in_range(k, c.spec_for_desc_skew, 0, int64_t{1} << 30);
+    } else if (key == "fail_spec_for_desc") {
+      c.fail_spec_for_desc = parse_bool(k, v);
     } else {
       return false;
     }
@@ -31,7 +38,14 @@ struct Extension : ExtensionDefaults {
   }
 
   static constexpr const char* kKeys =
-      ", huge_workspace_from, workspace_per_token, fail_forward_at, illegal_sync";
+      ", huge_workspace_from, workspace_per_token, fail_forward_at, illegal_sync, "
+      "spec_for_desc_skew, fail_spec_for_desc";
+
+  static void after_spec_for_desc(const Config& c, eg_item_spec* spec) {
+    if (c.fail_spec_for_desc)
+      fail(EG_ERR_INVALID_ARGUMENT, "item_spec_for_desc asked to fail (fail_spec_for_desc)");
+    spec->input_size += c.spec_for_desc_skew;
+  }
 
   static size_t workspace_bytes(const Config& c, const eg_graph_shape* s) {
     if (c.huge_workspace_from > 0 && s->token_budget >= c.huge_workspace_from)

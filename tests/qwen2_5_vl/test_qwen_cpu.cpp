@@ -2,7 +2,8 @@
 // images, an odd-length video, window and full attention, batches through the
 // runtime with graphs and eagerly, and NaN-poisoned padding at the ABI level;
 // ABI 1.1: size-safe model info, path units, host-staged capture inputs, and
-// frames bounded per batch.
+// frames bounded per batch; ABI 1.2: specs from descriptions (spec_for).
+#include "../spec_for_checks.hpp"
 #include "qwen_test_support.hpp"
 
 #include <encgraph/error.hpp>
@@ -397,8 +398,8 @@ TEST_CASE("size keys are bounded, naming the key, before any product is formed")
 
 TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
   AbiInstance a;
-  CHECK(a.api->abi_minor == 1);
-  CHECK(a.api->struct_size == EG_PLUGIN_API_V1_1_SIZE);
+  CHECK(a.api->abi_minor == EG_ABI_VERSION_MINOR);
+  CHECK(a.api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
   CHECK(!a.api->prepare_capture_inputs);  // host-staged capture instead
   CHECK(static_cast<bool>(a.api->prepare_capture_staging));
   // A 1.0-sized struct: nothing past its end is touched.
@@ -429,6 +430,25 @@ TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and pat
   CHECK(spec.input_size == 4 * spec.output_tokens);
   CHECK(spec.frames == 3);
   a.api->item_destroy(a.inst, it);
+}
+
+TEST_CASE("ABI 1.2: spec_for equals make_item's spec for random images and videos") {
+  // Pixels through item_create, none through item_spec_for_desc: the resize,
+  // the temporal grid and every refusal must agree.
+  encgraph::Runtime rt(qwen_test::runtime_config(qwen_ref::Config{}, "cpu", "random"));
+  CHECK(rt.has_spec_for_desc());
+  encgraph::test::SpecForRange range;
+  range.max_side = 180;
+  const encgraph::test::SpecForTally t = encgraph::test::check_spec_for(rt, 25, 60, range);
+  CHECK(t.agreed > 30);
+  CHECK(t.refused > 3);
+  // A very thin image: the processor's aspect-ratio limit refuses it in both.
+  const eg_item_desc thin = encgraph::test::image(10, 5000, 1);
+  const std::string made = message_of([&] { rt.make_item(thin); });
+  const std::string asked = message_of([&] { rt.spec_for(thin); });
+  CHECK(asked.find("plugin 'qwen2_5_vl': item_spec_for_desc failed (invalid argument)") !=
+        std::string::npos);
+  CHECK(made.substr(made.find("): ")) == asked.substr(asked.find("): ")));
 }
 
 TEST_CASE("capture staging: valid tables in host staging, a finite warm-up forward") {

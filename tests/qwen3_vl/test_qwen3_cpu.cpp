@@ -2,8 +2,10 @@
 // reference: images of odd grids, videos with an odd frame count, all four
 // outputs (pooler_output and three deepstack features, merger order not the
 // layer order), batches through captured graphs and eagerly, a
-// `model.visual.` checkpoint, and NaN-poisoned padding at the ABI level.
+// `model.visual.` checkpoint, NaN-poisoned padding at the ABI level, and
+// specs from descriptions (ABI 1.2).
 #include "../plugin_test_support.hpp"
+#include "../spec_for_checks.hpp"
 #include "../test_support.hpp"
 #include "qwen3_reference.hpp"
 
@@ -256,6 +258,18 @@ TEST_CASE("NaN in padded rows, workspace and outputs never reaches real rows") {
   for (eg_item* it : items) api->item_destroy(inst, it);
 }
 
+TEST_CASE("ABI 1.2: spec_for equals make_item's spec for random images and videos") {
+  // Pixels through item_create, none through item_spec_for_desc: both resize
+  // rules (images, videos), the temporal grid and every refusal must agree.
+  encgraph::Runtime rt(runtime_config("random"));
+  CHECK(rt.has_spec_for_desc());
+  encgraph::test::SpecForRange range;
+  range.max_side = 180;
+  const encgraph::test::SpecForTally t = encgraph::test::check_spec_for(rt, 31, 60, range);
+  CHECK(t.agreed > 25);
+  CHECK(t.refused > 3);  // bad geometries and one-frame videos
+}
+
 TEST_CASE("a one-frame video is refused as the video processor refuses it") {
   encgraph::Runtime rt(runtime_config(fixture().weights));
   Sample s = fixture().samples[0];
@@ -263,4 +277,8 @@ TEST_CASE("a one-frame video is refused as the video processor refuses it") {
   d.modality = EG_MODALITY_VIDEO;
   const std::string msg = encgraph::test::message_of([&] { rt.make_item(d); });
   CHECK(msg.find("at least temporal_patch_size") != std::string::npos);
+  const std::string asked = encgraph::test::message_of([&] { rt.spec_for(d); });
+  CHECK(asked.find("plugin 'qwen3_vl': item_spec_for_desc failed (invalid argument)") !=
+        std::string::npos);
+  CHECK(asked.find("at least temporal_patch_size") != std::string::npos);
 }

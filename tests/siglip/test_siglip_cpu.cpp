@@ -3,7 +3,9 @@
 // through captured graphs with padding and poisoned memory, NaN padding at the
 // ABI level, preprocessing (resize, grey, RGBA), checkpoint prefixes and
 // shards, and the configuration errors a user meets; ABI 1.1: both named
-// outputs from one forward, size-safe model info, host-staged capture inputs.
+// outputs from one forward, size-safe model info, host-staged capture inputs,
+// specs from descriptions (ABI 1.2).
+#include "../spec_for_checks.hpp"
 #include "siglip_test_support.hpp"
 
 #include <encoder_kit/image_resize.hpp>
@@ -290,7 +292,8 @@ TEST_CASE("outputs = [pooled, last_hidden_state]: budgets count images, both mat
 TEST_CASE("ABI 1.1: size-safe model info, output shapes, host-staged capture inputs") {
   encgraph::PluginRegistry registry(encgraph::test::plugin_dirs());
   const eg_plugin_api* api = registry.get("siglip").api;
-  CHECK(api->abi_minor == 1);
+  CHECK(api->abi_minor == EG_ABI_VERSION_MINOR);
+  CHECK(api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
   CHECK(!api->prepare_capture_inputs);
   REQUIRE(static_cast<bool>(api->prepare_capture_staging));
   REQUIRE(static_cast<bool>(api->output_shape_at));
@@ -386,6 +389,20 @@ TEST_CASE("ABI 1.1: size-safe model info, output shapes, host-staged capture inp
   CHECK(siglip_test::all_finite(out0));
   CHECK(siglip_test::all_finite(out1));
   CHECK(std::none_of(out1.begin(), out1.end(), [](float v) { return v == -7.0f; }));
+}
+
+TEST_CASE("ABI 1.2: spec_for equals make_item's spec for random images; videos refused alike") {
+  for (const KeyValues& extra :
+       {KeyValues{}, KeyValues{{"outputs", "[pooled, last_hidden_state]"}}}) {
+    CAPTURE(extra.size());
+    encgraph::Runtime rt(config(extra));
+    CHECK(rt.has_spec_for_desc());
+    encgraph::test::SpecForRange range;
+    range.max_side = 120;
+    const encgraph::test::SpecForTally t = encgraph::test::check_spec_for(rt, 41, 50, range);
+    CHECK(t.agreed > 15);
+    CHECK(t.refused > 15);  // every video, and the bad geometries
+  }
 }
 
 TEST_CASE("NaN in padded pixel rows, output and workspace never reaches real rows (ABI)") {

@@ -41,6 +41,15 @@ class Runtime : public Engine {
 
   // Decoded pixels or a synthetic geometry in; a plugin item out.
   Item make_item(const eg_item_desc& desc);
+  // The spec make_item(desc).spec() would have, without making the item or
+  // reading desc.pixels (the plugin's item_spec_for_desc, ABI 1.2, else a
+  // synthetic item's): balances items over ranks before pixels are decoded.
+  // Fails as make_item would on the geometry (same ErrorKind, the plugin named).
+  // Used from one thread at a time, as make_item.
+  eg_item_spec spec_for(const eg_item_desc& desc);
+  // Whether spec_for asks the plugin (item_spec_for_desc) rather than making a
+  // synthetic item.
+  bool has_spec_for_desc() const;
 
   void capture() override;
   bool is_captured() const override;

@@ -1,5 +1,5 @@
 /*
- * encgraph plugin ABI, version 1.1 (1.0 plugins load and run unchanged).
+ * encgraph plugin ABI, version 1.2 (1.0 and 1.1 plugins load and run unchanged).
  *
  * A plugin is a shared library that exports exactly one C symbol,
  * `encgraph_plugin_entry` (see EG_PLUGIN_ENTRY_SYMBOL). The runtime calls it with
@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define EG_ABI_VERSION_MAJOR 1u
-#define EG_ABI_VERSION_MINOR 1u
+#define EG_ABI_VERSION_MINOR 2u
 
 /* The one symbol a plugin exports. */
 #define EG_PLUGIN_ENTRY_SYMBOL "encgraph_plugin_entry"
@@ -388,6 +388,18 @@ typedef struct eg_plugin_api {
                                    int32_t num_paths, int32_t num_outputs,
                                    const eg_item* const* items, int64_t num_items,
                                    const eg_tensor* results, void* stream, eg_error* err);
+
+  /* ---- 1.2 (optional; a table shorter than EG_PLUGIN_API_V1_2_SIZE lacks it) ---- */
+
+  /* (optional) The spec item_create would give an item of this description,
+   * without making it: desc->pixels is ignored (may be NULL); geometry, modality,
+   * frames and channels count. Lets the runtime balance items over ranks before
+   * any pixels are decoded. Must equal item_spec of the item item_create makes
+   * from the same description, and fail where item_create would fail on the
+   * geometry. NULL: the runtime makes a synthetic item (pixels NULL) and reads
+   * its spec. */
+  eg_status (*item_spec_for_desc)(eg_instance* instance, const eg_item_desc* desc,
+                                  eg_item_spec* out, eg_error* err);
 } eg_plugin_api;
 
 /* The entry point's type. Returns NULL (after logging through `host`) when the
@@ -442,13 +454,19 @@ EG_STATIC_ASSERT(offsetof(eg_model_info, outputs) == 496, "eg_model_info v1.1 is
 EG_STATIC_ASSERT(sizeof(eg_model_info) == 784, "eg_model_info v1.1 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_forward_args, outputs) == 176, "eg_forward_args v1.1 is frozen");
 EG_STATIC_ASSERT(sizeof(eg_forward_args) == 192, "eg_forward_args v1.1 is frozen");
-EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 216, "eg_plugin_api v1.1 is frozen");
+EG_STATIC_ASSERT(offsetof(eg_plugin_api, postprocess_outputs) == 208,
+                 "eg_plugin_api v1.1 is frozen");
+/* v1.2 */
+EG_STATIC_ASSERT(offsetof(eg_plugin_api, item_spec_for_desc) == 216,
+                 "eg_plugin_api v1.2 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 224, "eg_plugin_api v1.2 is frozen");
 #endif
 
 /* Offsets just past the last field of each minor. V1_0 is the smallest table a
  * v1 runtime accepts; later minors add fields after it. */
 #define EG_PLUGIN_API_V1_0_SIZE 192u
 #define EG_PLUGIN_API_V1_1_SIZE 216u
+#define EG_PLUGIN_API_V1_2_SIZE 224u
 #define EG_HOST_API_V1_0_SIZE 32u
 #define EG_MODEL_INFO_V1_0_SIZE 488u
 #define EG_FORWARD_ARGS_V1_0_SIZE 176u

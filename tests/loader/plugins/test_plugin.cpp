@@ -298,6 +298,12 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
     /* .output_shape_at = */ nullptr,
     /* .postprocess_outputs = */ nullptr,
 #endif
+#if defined(TP_GARBAGE_TAIL) || defined(TP_GARBAGE_1_2)  // past a 1.0 / 1.1 struct_size
+    /* .item_spec_for_desc = */
+    reinterpret_cast<decltype(eg_plugin_api::item_spec_for_desc)>(uintptr_t{24}),
+#else
+    /* .item_spec_for_desc = */ nullptr,
+#endif
 };
 
 #if defined(TP_CTOR_ABORTS) || defined(TP_CTOR_EXITS)

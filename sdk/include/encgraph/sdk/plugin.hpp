@@ -23,9 +23,13 @@
 //   void forward_eager(const sdk::ForwardArgs&)                   [forward]
 //   void postprocess_outputs(const sdk::PostprocessArgs<Item>&)   [the runtime's copy]
 //   void prepare_device(void* stream)
+//   sdk::ItemSpec item_spec_for_desc(const eg_item_desc&) const
+//       [the runtime makes a synthetic item and reads its spec] (1.2: the spec
+//       item_create would give, its pixels ignored; must equal it and fail
+//       where item_create fails on the geometry)
 //
-// An SDK plugin is an ABI 1.1 plugin (host-staged capture): its entry declines
-// a 1.0 runtime, logging why.
+// An SDK plugin is an ABI 1.2 table that needs a 1.1 runtime at least
+// (host-staged capture): its entry declines a 1.0 runtime, logging why.
 #pragma once
 
 #include <encgraph/sdk/config.hpp>
@@ -229,6 +233,10 @@ template <class M, class = void>
 struct has_prepare_device : std::false_type {};
 template <class M>
 struct has_prepare_device<M, std::void_t<decltype(&M::prepare_device)>> : std::true_type {};
+template <class M, class = void>
+struct has_spec_for_desc : std::false_type {};
+template <class M>
+struct has_spec_for_desc<M, std::void_t<decltype(&M::item_spec_for_desc)>> : std::true_type {};
 
 // One C function per table slot; each runs the model's member inside guard().
 template <class M>
@@ -284,6 +292,14 @@ struct Thunks {
       need(it, "item_spec: item");
       need(out, "item_spec: out");
       write_item_spec(out, self(i).item_spec(item(it)));
+    });
+  }
+  static eg_status spec_for_desc(eg_instance* i, const eg_item_desc* desc, eg_item_spec* out,
+                                 eg_error* err) {
+    return guard(err, [&] {
+      need(desc, "item_spec_for_desc: desc");
+      need(out, "item_spec_for_desc: out");
+      write_item_spec(out, self(i).item_spec_for_desc(read_item_desc(desc)));
     });
   }
   static eg_status select_axis_keys(eg_instance* i, const eg_item* const* items, int64_t n,
@@ -420,6 +436,7 @@ eg_plugin_api make_table() {
   if constexpr (has_forward_eager<M>::value) t.forward_eager = &T::forward_eager;
   if constexpr (has_postprocess<M>::value) t.postprocess_outputs = &T::postprocess;
   if constexpr (has_prepare_device<M>::value) t.prepare_device = &T::prepare_device;
+  if constexpr (has_spec_for_desc<M>::value) t.item_spec_for_desc = &T::spec_for_desc;
   return t;
 }
 
