@@ -1,0 +1,520 @@
+#include "dsocr2_cuda_model.hpp"
+
+#include "dsocr2_cpu_forward.hpp"
+#include "dsocr2_kernels.hpp"
+
+#include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/cuda/tuning_cache.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dsocr2 {
+namespace {
+
+namespace k = encoder_kit::cuda;
+using k::align_up;
+using k::bf16;
+using Epilogue = k::GemmPlan::Epilogue;
+
+constexpr const char* kWho = "deepseek_ocr2 CUDA";  // leads every error message
+constexpr float kEps = 1e-6f;
+
+void check(int rc, const char* what) {
+  k::throw_on_kit_failure(kWho, rc, what);
+}
+
+void check_cuda(cudaError_t e, const char* what) {
+  k::throw_on_cuda_error(kWho, e, what);
+}
+
+// The sizes of one view of `side` pixels through the tower.
+struct Dims {
+  int64_t g = 0, gg = 0;   // patch grid
+  int64_t win_rows = 0;    // rows of a windowed layer: per^2 windows of win^2 (with padding)
+  int64_t g2 = 0, g4 = 0;  // after the stride-2 convolutions
+  int64_t n = 0, L = 0;    // image tokens (= queries) and the encoder's sequence
+
+  Dims(const ModelConfig& m, int64_t side) {
+    g = m.grid(side);
+    gg = g * g;
+    const int64_t per = (g + m.window_size - 1) / m.window_size;
+    win_rows = std::max(per * per * m.window_size * m.window_size, gg);
+    g2 = (g - 1) / 2 + 1;
+    g4 = (g2 - 1) / 2 + 1;
+    n = g4 * g4;
+    L = 2 * n;
+  }
+};
+
+struct DeviceSamLayer {
+  const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
+  const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *lin1_w, *lin1_b, *lin2_w, *lin2_b;
+};
+
+struct DeviceEncoderLayer {
+  const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *o_w, *gate_up_w, *down_w;
+};
+
+// Tables that depend on the view size (dsocr2::view_tables), per path.
+struct DeviceTables {
+  int64_t side = 0;
+  const bf16* pos = nullptr;                   // [gg, D]
+  std::vector<const float*> rel_h, rel_w;      // per SAM layer [2 win - 1, hd]
+  const float *cos = nullptr, *sin = nullptr;  // [L, hd / 2]
+  const bf16* queries = nullptr;               // [n, E]
+};
+
+// Activations of one forward, carved from the runtime's workspace.
+struct Activations {
+  bf16 *x, *normed, *win, *qkv, *attn, *mlp;
+  float *bias_h, *bias_w;
+  bf16 *y1, *y2, *cols, *d1, *d2;
+  bf16 *seq, *hn, *eqkv, *eo, *gu, *act, *qrows, *qn;
+  void* gemm_ws;
+  size_t total;
+};
+
+Activations carve(const ModelConfig& m, int64_t side, int64_t views, char* base) {
+  const Dims d(m, side);
+  const size_t V = static_cast<size_t>(views);
+  const size_t D = static_cast<size_t>(m.sam_hidden_size), C = static_cast<size_t>(m.neck_channels);
+  const size_t c1 = static_cast<size_t>(m.downsample_channels[0]);
+  const size_t E = static_cast<size_t>(m.encoder_hidden());
+  const size_t ehd = static_cast<size_t>(m.encoder_head_dim());
+  const size_t qkv_w = static_cast<size_t>(m.encoder_heads + 2 * m.encoder_kv_heads) * ehd;
+  const size_t I = static_cast<size_t>(m.encoder_intermediate_size);
+  const size_t gg = static_cast<size_t>(d.gg), ra = static_cast<size_t>(d.win_rows);
+  const size_t g2 = static_cast<size_t>(d.g2 * d.g2), n = static_cast<size_t>(d.n);
+  const size_t L = static_cast<size_t>(d.L);
+  const size_t patch_k = static_cast<size_t>(3 * m.patch_size * m.patch_size);
+  const size_t grid_max = static_cast<size_t>(std::max(d.g, m.window_size));
+  Activations a{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* p = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return p;
+  };
+  auto bf = [&](size_t elems) { return reinterpret_cast<bf16*>(take(elems * 2)); };
+  a.x = bf(V * gg * D);
+  a.normed = bf(V * gg * std::max(D, patch_k));  // also the patch embedding's im2col rows
+  a.win = bf(V * ra * D);
+  a.qkv = bf(V * ra * 3 * D);
+  a.attn = bf(V * ra * D);
+  a.mlp = bf(V * gg * static_cast<size_t>(m.sam_mlp_dim));
+  const size_t bias = V * ra * static_cast<size_t>(m.sam_heads) * grid_max;
+  a.bias_h = reinterpret_cast<float*>(take(bias * 4));
+  a.bias_w = reinterpret_cast<float*>(take(bias * 4));
+  a.y1 = bf(V * gg * C);
+  a.y2 = bf(V * gg * C);
+  a.cols = bf(V * std::max(gg * 9 * C, static_cast<size_t>(d.g4 * d.g4) * 9 * c1));
+  a.d1 = bf(V * g2 * c1);
+  a.d2 = bf(V * n * E);
+  a.seq = bf(V * L * E);
+  a.hn = bf(V * L * E);
+  a.eqkv = bf(V * L * qkv_w);
+  a.eo = bf(V * L * static_cast<size_t>(m.encoder_heads) * ehd);
+  a.gu = bf(V * L * 2 * I);
+  a.act = bf(V * L * I);
+  a.qrows = bf(V * n * E);
+  a.qn = bf(V * n * E);
+  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
+  a.total = off;
+  return a;
+}
+
+// OIHW 3x3 kernels as [cout, 3, 3, cin]: the im2col rows' (ky, kx, c) order.
+std::vector<float> conv3x3_rows(const std::vector<float>& w, int64_t cout, int64_t cin) {
+  std::vector<float> r(w.size());
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t c = 0; c < cin; ++c)
+      for (int64_t tap = 0; tap < 9; ++tap)
+        r[static_cast<size_t>((o * 9 + tap) * cin + c)] =
+            w[static_cast<size_t>((o * cin + c) * 9 + tap)];
+  return r;
+}
+
+std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
+  std::vector<float> r;
+  for (const auto* p : parts) r.insert(r.end(), p->begin(), p->end());
+  return r;
+}
+
+}  // namespace
+
+struct CudaModel::Impl {
+  ModelConfig m;
+  int device = 0;
+  void* weights = nullptr;  // one allocation for every parameter and table
+  const bf16 *patch_w = nullptr, *patch_b = nullptr;
+  std::vector<DeviceSamLayer> sam;
+  const bf16 *neck1_w = nullptr, *neck_ln1_w = nullptr, *neck_ln1_b = nullptr;
+  const bf16 *neck2_w = nullptr, *neck_ln2_w = nullptr, *neck_ln2_b = nullptr;
+  const bf16 *down1_w = nullptr, *down2_w = nullptr;
+  std::vector<DeviceEncoderLayer> enc;
+  const bf16 *enc_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr, *separator = nullptr;
+  DeviceTables global, local;
+  cublasLtHandle_t handle = nullptr;
+  k::GemmPlan patch, sam_qkv, sam_proj, lin1, lin2, neck1, neck2, down1, down2;
+  k::GemmPlan enc_qkv, enc_o, enc_gate_up, enc_down, projector;
+  int64_t planned_budget = 0;
+  std::set<std::pair<const k::GemmPlan*, int64_t>> tuned;
+  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
+
+  ~Impl() {
+    if (handle) cublasLtDestroy(handle);
+    if (weights) {
+      const cudaError_t e = cudaFree(weights);
+      if (e != cudaSuccess)
+        std::fprintf(stderr, "deepseek_ocr2: freeing weights: %s\n", cudaGetErrorString(e));
+    }
+  }
+
+  const DeviceTables& tables(int64_t side) const {
+    if (side == m.global_size) return global;
+    if (side == m.tile_size) return local;
+    encoder_kit::fail(EG_ERR_INTERNAL, std::string(kWho) + ": no tables for views of " +
+                                           std::to_string(side) + " pixels");
+  }
+
+  void upload(const Weights& w) {
+    // Every tensor laid out in one host image (bf16 or fp32), then one copy.
+    struct Entry {
+      const void** dst;
+      std::vector<float> values;
+      bool f32;
+    };
+    std::vector<Entry> plan;
+    auto bf = [&](const bf16** dst, std::vector<float> v) {
+      plan.push_back({reinterpret_cast<const void**>(dst), std::move(v), false});
+    };
+    auto f32 = [&](const float** dst, std::vector<float> v) {
+      plan.push_back({reinterpret_cast<const void**>(dst), std::move(v), true});
+    };
+    const int64_t D = m.sam_hidden_size, C = m.neck_channels, c1 = m.downsample_channels[0];
+    const int64_t E = m.encoder_hidden();
+    bf(&patch_w, w.patch_w);
+    bf(&patch_b, w.patch_b);
+    sam.resize(w.sam.size());
+    for (size_t i = 0; i < w.sam.size(); ++i) {
+      const SamLayerWeights& l = w.sam[i];
+      DeviceSamLayer& d = sam[i];
+      bf(&d.norm1_w, l.norm1_w);
+      bf(&d.norm1_b, l.norm1_b);
+      bf(&d.norm2_w, l.norm2_w);
+      bf(&d.norm2_b, l.norm2_b);
+      bf(&d.qkv_w, l.qkv_w);
+      bf(&d.qkv_b, l.qkv_b);
+      bf(&d.proj_w, l.proj_w);
+      bf(&d.proj_b, l.proj_b);
+      bf(&d.lin1_w, l.lin1_w);
+      bf(&d.lin1_b, l.lin1_b);
+      bf(&d.lin2_w, l.lin2_w);
+      bf(&d.lin2_b, l.lin2_b);
+    }
+    bf(&neck1_w, w.neck1_w);
+    bf(&neck_ln1_w, w.neck_ln1_w);
+    bf(&neck_ln1_b, w.neck_ln1_b);
+    bf(&neck2_w, conv3x3_rows(w.neck2_w, C, C));
+    bf(&neck_ln2_w, w.neck_ln2_w);
+    bf(&neck_ln2_b, w.neck_ln2_b);
+    bf(&down1_w, conv3x3_rows(w.down1_w, c1, C));
+    bf(&down2_w, conv3x3_rows(w.down2_w, E, c1));
+    enc.resize(w.encoder.size());
+    for (size_t i = 0; i < w.encoder.size(); ++i) {
+      const EncoderLayerWeights& l = w.encoder[i];
+      DeviceEncoderLayer& d = enc[i];
+      bf(&d.norm1, l.norm1);
+      bf(&d.norm2, l.norm2);
+      // q, k and v in one product: rows [q heads | k heads | v heads].
+      bf(&d.qkv_w, concat({&l.q_w, &l.k_w, &l.v_w}));
+      bf(&d.qkv_b, concat({&l.q_b, &l.k_b, &l.v_b}));
+      bf(&d.o_w, l.o_w);
+      bf(&d.gate_up_w, concat({&l.gate_w, &l.up_w}));  // [gate | up] columns of one product
+      bf(&d.down_w, l.down_w);
+    }
+    bf(&enc_norm, w.encoder_norm);
+    bf(&proj_w, w.proj_w);
+    bf(&proj_b, w.proj_b);
+    bf(&separator, w.view_separator);
+    for (DeviceTables* t : {&global, &local}) {
+      t->side = t == &global ? m.global_size : m.tile_size;
+      ViewTables vt = view_tables(m, w, t->side);
+      bf(&t->pos, std::move(vt.pos));
+      t->rel_h.assign(vt.rel_h.size(), nullptr);
+      t->rel_w.assign(vt.rel_w.size(), nullptr);
+      for (size_t l = 0; l < vt.rel_h.size(); ++l) {
+        f32(&t->rel_h[l], std::move(vt.rel_h[l]));
+        f32(&t->rel_w[l], std::move(vt.rel_w[l]));
+      }
+      f32(&t->cos, std::move(vt.cos));
+      f32(&t->sin, std::move(vt.sin));
+      bf(&t->queries, t == &global ? w.query_global : w.query_local);
+    }
+    (void)D;
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const Entry& e : plan) {
+      offsets.push_back(total);
+      total += align_up(e.values.size() * (e.f32 ? 4 : 2));
+    }
+    std::vector<unsigned char> host(total, 0);
+    for (size_t t = 0; t < plan.size(); ++t) {
+      unsigned char* out = host.data() + offsets[t];
+      if (plan[t].f32) {
+        std::memcpy(out, plan[t].values.data(), plan[t].values.size() * 4);
+      } else {
+        auto* o = reinterpret_cast<uint16_t*>(out);
+        for (float f : plan[t].values) *o++ = encoder_kit::f32_to_bf16(f);
+      }
+    }
+    check_cuda(cudaMalloc(&weights, total), "allocating the weights");
+    check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
+               "uploading the weights");
+    for (size_t t = 0; t < plan.size(); ++t)
+      *plan[t].dst = static_cast<const void*>(static_cast<char*>(weights) + offsets[t]);
+  }
+
+  // Products planned for graphs of up to `budget` query tokens on either path.
+  void plan_products(int64_t budget) {
+    const int64_t D = m.sam_hidden_size, C = m.neck_channels, c1 = m.downsample_channels[0];
+    const int64_t E = m.encoder_hidden(), hd = m.encoder_head_dim(),
+                  I = m.encoder_intermediate_size;
+    const int64_t qkv_n = (m.encoder_heads + 2 * m.encoder_kv_heads) * hd;
+    // The largest row count of each product over both paths.
+    int64_t gg = 1, wr = 1, g2 = 1, n = 1, L = 1;
+    for (int64_t side : {m.global_size, m.tile_size}) {
+      const Dims d(m, side);
+      const int64_t v = std::max<int64_t>(budget / m.view_tokens(side), 1);
+      gg = std::max(gg, v * d.gg);
+      wr = std::max(wr, v * d.win_rows);
+      g2 = std::max(g2, v * d.g2 * d.g2);
+      n = std::max(n, v * d.n);
+      L = std::max(L, v * d.L);
+    }
+    check(patch.initialize(gg, D, 3 * m.patch_size * m.patch_size, Epilogue::Bias, false),
+          "planning patch_embed");
+    check(sam_qkv.initialize(wr, 3 * D, D, Epilogue::Bias, false), "planning attn.qkv");
+    check(sam_proj.initialize(wr, D, D, Epilogue::Bias, false), "planning attn.proj");
+    check(lin1.initialize(gg, m.sam_mlp_dim, D, Epilogue::BiasGelu, false), "planning mlp.lin1");
+    check(lin2.initialize(gg, D, m.sam_mlp_dim, Epilogue::Bias, true), "planning mlp.lin2");
+    check(neck1.initialize(gg, C, D, Epilogue::None, false), "planning neck conv1");
+    check(neck2.initialize(gg, C, 9 * C, Epilogue::None, false), "planning neck conv2");
+    check(down1.initialize(g2, c1, 9 * C, Epilogue::None, false), "planning downsample conv1");
+    check(down2.initialize(n, E, 9 * c1, Epilogue::None, false), "planning downsample conv2");
+    check(enc_qkv.initialize(L, qkv_n, E, Epilogue::Bias, false), "planning encoder q/k/v_proj");
+    check(enc_o.initialize(L, E, m.encoder_heads * hd, Epilogue::None, true),
+          "planning encoder o_proj");
+    check(enc_gate_up.initialize(L, 2 * I, E, Epilogue::None, false),
+          "planning encoder gate/up_proj");
+    check(enc_down.initialize(L, E, I, Epilogue::None, true), "planning encoder down_proj");
+    check(projector.initialize(n, m.text_hidden_size, E, Epilogue::Bias, false),
+          "planning multi_modal_projector");
+    for (k::GemmPlan* p : {&patch, &sam_qkv, &sam_proj, &lin1, &lin2, &neck1, &neck2, &down1,
+                           &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector})
+      p->set_tuning_cache(gemm_cache);
+    planned_budget = budget;
+    tuned.clear();
+  }
+};
+
+CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, int64_t max_budget,
+                     const std::string& tuning_cache, std::function<void(const std::string&)> warn)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->m = m;
+  impl_->device = device_index;
+  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  for (const auto& [name, hd] : {std::pair<const char*, int64_t>{"SAM", m.sam_head_dim()},
+                                 {"encoder", m.encoder_head_dim()}})
+    if (hd % 8 != 0 || hd > 64)
+      encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
+                        std::string(kWho) + ": the attention kernel needs the " + name +
+                            " head_dim a multiple of 8 up to 64, got " + std::to_string(hd));
+  impl_->upload(w);
+  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    encoder_kit::fail(EG_ERR_DEVICE,
+                      std::string(kWho) + ": cublasLtCreate: " + cublasLtGetStatusString(st));
+  if (!warn)
+    warn = [](const std::string& message) {
+      std::fprintf(stderr, "deepseek_ocr2: warning: %s\n", message.c_str());
+    };
+  impl_->gemm_cache = k::open_gemm_tuning_cache(
+      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
+  impl_->plan_products(std::max<int64_t>(max_budget, 1));
+}
+
+CudaModel::~CudaModel() = default;
+
+size_t CudaModel::workspace_bytes(int64_t side, int64_t views) const {
+  return carve(impl_->m, side, std::max<int64_t>(views, 0), nullptr).total;
+}
+
+const void* CudaModel::view_separator() const {
+  return impl_->separator;
+}
+
+void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
+                        const int32_t* view_count, void* out, void* workspace,
+                        size_t workspace_size, void* stream, bool tune) {
+  Impl& I = *impl_;
+  const ModelConfig& m = I.m;
+  auto s = static_cast<cudaStream_t>(stream);
+  const DeviceTables& t = I.tables(side);
+  const Dims d(m, side);
+  const Activations a = carve(m, side, views, static_cast<char*>(workspace));
+  if (a.total > workspace_size)
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      std::string(kWho) + ": workspace of " + std::to_string(workspace_size) +
+                          " bytes is too small (" + std::to_string(a.total) + " needed)");
+  if (views <= 0) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
+  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  const int64_t budget = views * m.view_tokens(side);
+  if (budget > I.planned_budget) {
+    if (in_capture)
+      encoder_kit::fail(EG_ERR_INTERNAL, std::string(kWho) + ": a graph of " +
+                                             std::to_string(budget) +
+                                             " tokens was captured without its warm-up run");
+    I.plan_products(budget);
+  }
+  const bool tuning = tune && !in_capture;
+  const size_t ws = k::GemmPlan::workspace_bytes();
+  // One product; on the warm-up run its algorithm is timed first (for a
+  // residual product into `scratch`, so that C is not accumulated twice).
+  auto gemm = [&](k::GemmPlan& p, const bf16* A, const bf16* W, const bf16* bias,
+                  const bf16* residual, bf16* C, int64_t rows, bf16* scratch, const char* what) {
+    if (tuning && I.tuned.insert({&p, rows}).second)
+      check(p.tune(I.handle, A, W, bias, residual, residual ? scratch : C, rows, a.gemm_ws, ws, s),
+            what);
+    check(p.run(I.handle, A, W, bias, residual, C, rows, a.gemm_ws, ws, s), what);
+  };
+
+  const int64_t V = views, D = m.sam_hidden_size, g = d.g, gg = d.gg;
+  const int heads = static_cast<int>(m.sam_heads), hd = static_cast<int>(m.sam_head_dim());
+  const auto* pixels = static_cast<const bf16*>(pixels_ptr);
+
+  // Patch embedding (Conv2d with stride = kernel: im2col + one product), then
+  // the position table of this view size.
+  check(cuda::patch_im2col_bf16(pixels, V, static_cast<int>(side), static_cast<int>(m.patch_size),
+                                a.normed, s),
+        "patch_embed im2col");
+  gemm(I.patch, a.normed, I.patch_w, I.patch_b, nullptr, a.x, V * gg, nullptr, "patch_embed");
+  check(cuda::add_periodic_rows_bf16(a.x, t.pos, V * gg, gg, D, s), "pos_embed");
+
+  for (int64_t l = 0; l < m.sam_layers; ++l) {
+    const DeviceSamLayer& L = I.sam[static_cast<size_t>(l)];
+    const int win = static_cast<int>(m.is_global_layer(l) ? g : m.window_size);
+    const int64_t per = (g + win - 1) / win, seqs = V * per * per;
+    const int64_t rows = seqs * win * win;
+    check(k::layer_norm_bf16(a.x, L.norm1_w, L.norm1_b, a.normed, V * gg, D, kEps, s), "norm1");
+    check(cuda::window_partition_bf16(a.normed, a.win, V, static_cast<int>(g), win, D, s),
+          "window_partition");
+    gemm(I.sam_qkv, a.win, L.qkv_w, L.qkv_b, nullptr, a.qkv, rows, nullptr, "attn.qkv");
+    check(
+        cuda::rel_pos_bias(a.qkv, 3 * D, rows, heads, hd, win, win, t.rel_h[static_cast<size_t>(l)],
+                           t.rel_w[static_cast<size_t>(l)], a.bias_h, a.bias_w, s),
+        "rel_pos");
+    cuda::AttentionArgs at;
+    at.q = a.qkv;
+    at.k = a.qkv + D;
+    at.v = a.qkv + 2 * D;
+    at.q_stride = at.kv_stride = 3 * D;
+    at.out = a.attn;
+    at.out_stride = D;
+    at.heads = heads;
+    at.head_dim = hd;
+    at.seq_len = win * win;
+    at.bias_h = a.bias_h;
+    at.bias_w = a.bias_w;
+    at.hn = at.wn = win;
+    at.view_count = view_count;
+    at.seqs_per_view = static_cast<int>(per * per);
+    at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    check(cuda::attention_bf16(at, seqs, s), "SAM attention");
+    gemm(I.sam_proj, a.attn, L.proj_w, L.proj_b, nullptr, a.win, rows, nullptr, "attn.proj");
+    check(cuda::window_unpartition_add_bf16(a.x, a.win, V, static_cast<int>(g), win, D, s),
+          "window_unpartition");
+    check(k::layer_norm_bf16(a.x, L.norm2_w, L.norm2_b, a.normed, V * gg, D, kEps, s), "norm2");
+    gemm(I.lin1, a.normed, L.lin1_w, L.lin1_b, nullptr, a.mlp, V * gg, nullptr, "mlp.lin1");
+    gemm(I.lin2, a.mlp, L.lin2_w, L.lin2_b, a.x, a.x, V * gg, a.normed, "mlp.lin2");
+  }
+
+  // Neck and downsampling, channels-last (LayerNorm2d = LayerNorm per position).
+  const int64_t C = m.neck_channels, c1 = m.downsample_channels[0], E = m.encoder_hidden();
+  gemm(I.neck1, a.x, I.neck1_w, nullptr, nullptr, a.y1, V * gg, nullptr, "neck conv1");
+  check(k::layer_norm_bf16(a.y1, I.neck_ln1_w, I.neck_ln1_b, a.y2, V * gg, C, kEps, s),
+        "neck layer_norm1");
+  check(cuda::conv3x3_im2col_bf16(a.y2, V, static_cast<int>(g), static_cast<int>(g),
+                                  static_cast<int>(C), 1, a.cols, s),
+        "neck conv2 im2col");
+  gemm(I.neck2, a.cols, I.neck2_w, nullptr, nullptr, a.y1, V * gg, nullptr, "neck conv2");
+  check(k::layer_norm_bf16(a.y1, I.neck_ln2_w, I.neck_ln2_b, a.y2, V * gg, C, kEps, s),
+        "neck layer_norm2");
+  check(cuda::conv3x3_im2col_bf16(a.y2, V, static_cast<int>(g), static_cast<int>(g),
+                                  static_cast<int>(C), 2, a.cols, s),
+        "downsample conv1 im2col");
+  gemm(I.down1, a.cols, I.down1_w, nullptr, nullptr, a.d1, V * d.g2 * d.g2, nullptr,
+       "downsample conv1");
+  check(cuda::conv3x3_im2col_bf16(a.d1, V, static_cast<int>(d.g2), static_cast<int>(d.g2),
+                                  static_cast<int>(c1), 2, a.cols, s),
+        "downsample conv2 im2col");
+  gemm(I.down2, a.cols, I.down2_w, nullptr, nullptr, a.d2, V * d.n, nullptr, "downsample conv2");
+
+  // The encoder over [n image tokens | n learned queries] per view.
+  const int64_t n = d.n, Ls = d.L, ehd = m.encoder_head_dim();
+  const int eh = static_cast<int>(m.encoder_heads), kvh = static_cast<int>(m.encoder_kv_heads);
+  const int64_t qkv_n = (eh + 2 * kvh) * ehd, inter = m.encoder_intermediate_size;
+  check(cuda::copy_view_rows_bf16(a.d2, n, 0, a.seq, Ls, 0, n, V, E, s), "image tokens");
+  check(cuda::copy_view_rows_bf16(t.queries, 0, 0, a.seq, Ls, n, n, V, E, s), "queries");
+  for (const DeviceEncoderLayer& L : I.enc) {
+    check(k::rms_norm_bf16(a.seq, L.norm1, a.hn, V * Ls, E, kEps, s), "input_layernorm");
+    gemm(I.enc_qkv, a.hn, L.qkv_w, L.qkv_b, nullptr, a.eqkv, V * Ls, nullptr, "q/k/v_proj");
+    check(cuda::rotary_rows_bf16(a.eqkv, qkv_n, V * Ls, static_cast<int>(Ls), eh + kvh,
+                                 static_cast<int>(ehd), t.cos, t.sin, s),
+          "rotary");
+    cuda::AttentionArgs at;
+    at.q = a.eqkv;
+    at.k = a.eqkv + eh * ehd;
+    at.v = a.eqkv + (eh + kvh) * ehd;
+    at.q_stride = at.kv_stride = qkv_n;
+    at.out = a.eo;
+    at.out_stride = eh * ehd;
+    at.heads = eh;
+    at.group = eh / kvh;
+    at.head_dim = static_cast<int>(ehd);
+    at.seq_len = static_cast<int>(Ls);
+    at.prefix = static_cast<int>(n);
+    at.view_count = view_count;
+    at.seqs_per_view = 1;
+    at.scale = 1.0f / std::sqrt(static_cast<float>(ehd));
+    check(cuda::attention_bf16(at, V, s), "encoder attention");
+    gemm(I.enc_o, a.eo, L.o_w, nullptr, a.seq, a.seq, V * Ls, a.hn, "o_proj");
+    check(k::rms_norm_bf16(a.seq, L.norm2, a.hn, V * Ls, E, kEps, s), "post_attention_layernorm");
+    gemm(I.enc_gate_up, a.hn, L.gate_up_w, nullptr, nullptr, a.gu, V * Ls, nullptr, "gate/up_proj");
+    check(
+        k::silu_mul_bf16(a.gu, 2 * inter, a.gu + inter, 2 * inter, a.act, inter, V * Ls, inter, s),
+        "silu");
+    gemm(I.enc_down, a.act, L.down_w, nullptr, a.seq, a.seq, V * Ls, a.hn, "down_proj");
+  }
+  // The query rows only, the final norm, the projector.
+  check(cuda::copy_view_rows_bf16(a.seq, Ls, n, a.qrows, n, 0, n, V, E, s), "query rows");
+  check(k::rms_norm_bf16(a.qrows, I.enc_norm, a.qn, V * n, E, kEps, s), "norm");
+  gemm(I.projector, a.qn, I.proj_w, I.proj_b, nullptr, static_cast<bf16*>(out), V * n, nullptr,
+       "multi_modal_projector");
+
+  if (tuning && I.gemm_cache) I.gemm_cache->save();  // never fatal: warns once
+}
+
+}  // namespace dsocr2
