@@ -24,6 +24,12 @@ bundle=${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/plugins"
 cp -P "$build"/core/libencgraph.so* "$bundle/lib/"
+# MPI support (opened under mpirun) and the Open MPI runtime it needs, which
+# the GPU machine lacks (scripts/gpu/mpi_env.sh relocates it there).
+if [[ -f $build/core/libencgraph_mpi.so ]]; then
+  cp "$build/core/libencgraph_mpi.so" "$bundle/lib/"
+  bash "$root/scripts/gpu-bundle-mpi.sh" "$bundle"
+fi
 cp "$build"/plugins/libencgraph_*.so "$bundle/plugins/"
 # Test-only plugins (toy_faults, toy_badpad, the ABI 1.0 plugin) that the GPU
 # suites load by name; the loader's deliberately broken ones stay behind.

@@ -20,6 +20,9 @@ packages=(
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   # the Python module (issue 14): pybind11, and its CPU tests under pytest
   python3-dev pybind11-dev python3-pytest python3-numpy
+  # multi-process data parallelism (issue 16): Open MPI launches and connects
+  # the ranks (mpirun), and carries rows between CPU ranks
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

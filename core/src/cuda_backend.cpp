@@ -309,13 +309,17 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
   return std::make_shared<CudaBackend>(device_index);
 }
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
+}
+
+bool cuda_device_available() {
+  return cuda_device_count() > 0;
 }
 
 }  // namespace encgraph

@@ -12,6 +12,10 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int) {
               "\"cpu\" ranks in runtime.data_parallel) or rebuild with the CUDA toolkit installed");
 }
 
+int cuda_device_count() {
+  return 0;
+}
+
 bool cuda_device_available() {
   return false;
 }

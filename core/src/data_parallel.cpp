@@ -1,5 +1,6 @@
 #include "communicator.hpp"
 #include "device_backend.hpp"
+#include "rank_block.hpp"
 
 #include <encgraph/data_parallel.hpp>
 #include <encgraph/error.hpp>
@@ -21,37 +22,6 @@ int cuda_index(const std::string& device) {
   }
   throw_config("data parallel device \"" + device + "\" is not \"cpu\" or \"cuda:N\"");
 }
-
-// A rank's stream-ordered allocation, freed on scope exit: a
-// rank that throws must not strand the other ranks' blocks in the result pool,
-// which keeps its memory for the life of the process.
-class RankBlock {
- public:
-  RankBlock() = default;
-  RankBlock(DeviceBackend& backend, size_t bytes, const char* what)
-      : backend_(&backend), p_(backend.alloc_async(std::max<size_t>(bytes, 1), what)) {}
-  RankBlock(RankBlock&& o) noexcept : backend_(o.backend_), p_(std::exchange(o.p_, nullptr)) {}
-  RankBlock& operator=(RankBlock&& o) noexcept {
-    if (this != &o) {
-      reset();
-      backend_ = o.backend_;
-      p_ = std::exchange(o.p_, nullptr);
-    }
-    return *this;
-  }
-  RankBlock(const RankBlock&) = delete;
-  RankBlock& operator=(const RankBlock&) = delete;
-  ~RankBlock() { reset(); }
-
-  char* get() const { return static_cast<char*>(p_); }
-
- private:
-  void reset() noexcept {
-    if (p_) backend_->free_async(std::exchange(p_, nullptr));  // device-scoped, noexcept
-  }
-  DeviceBackend* backend_ = nullptr;
-  void* p_ = nullptr;
-};
 
 // Runs fn(rank) on one thread per rank and rethrows the first failure.
 void on_every_rank(int ranks, const std::function<void(int)>& fn) {
@@ -158,6 +128,49 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
       request.rank_items[r].push_back(make(r, static_cast<size_t>(i)));
   });
   return request;
+}
+
+Request DataParallelRuntime::prepare_lazy(const std::vector<eg_item_desc>& descs,
+                                          const std::vector<std::string>& labels,
+                                          const PixelLoader& load) {
+  auto label = [&](size_t i) {
+    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
+  };
+  const int world = world_size();
+  Request request;
+  request.rank_items.resize(world);
+  // The assignment from the items' geometry alone: no rank decodes a file it
+  // does not run, and the ranks load and make their items in parallel.
+  std::vector<int64_t> input_sizes;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    try {
+      const eg_item_spec spec = ranks_[0]->spec_for(descs[i]);
+      input_sizes.push_back(spec.input_size);
+      request.tokens.push_back(spec.output_tokens);
+    } catch (const Error& e) {
+      throw Error(e.kind(), label(i) + ": " + e.what());
+    }
+  }
+  request.assignment = balance_by_input_size(input_sizes, world);
+  on_every_rank(world, [&](int r) {
+    for (int64_t i : request.assignment.rank_items(r)) {
+      const size_t k = static_cast<size_t>(i);
+      eg_item_desc desc = descs[k];
+      try {
+        const std::shared_ptr<const void> pixels = load(k, desc);
+        request.rank_items[r].push_back(ranks_[r]->make_item(desc));
+      } catch (const Error& e) {
+        throw Error(e.kind(), label(k) + ": " + e.what());
+      }
+    }
+  });
+  return request;
+}
+
+std::vector<std::string> DataParallelRuntime::device_names() const {
+  std::vector<std::string> names;
+  for (const auto& rank : ranks_) names.push_back(rank->device_name());
+  return names;
 }
 
 Result DataParallelRuntime::execute(const std::vector<eg_item_desc>& descs) {

@@ -67,6 +67,8 @@ std::shared_ptr<DeviceBackend> make_cpu_backend();
 std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index);
 // Whether a CUDA device is present and usable (false when built without CUDA).
 bool cuda_device_available();
+// CUDA devices this process sees (0 without CUDA).
+int cuda_device_count();
 
 size_t dtype_size(int32_t dtype);
 const char* dtype_name(int32_t dtype);

@@ -1,10 +1,9 @@
 #include "communicator.hpp"
 #include "cuda_check.hpp"
+#include "nccl_library.hpp"
 
 #include <encgraph/error.hpp>
 
-#include <dlfcn.h>
-#include <nccl.h>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -12,52 +11,6 @@
 
 namespace encgraph {
 namespace {
-
-// NCCL is opened on first use rather than linked: a process that never runs
-// data parallel starts on machines whose NCCL is elsewhere or missing.
-struct Nccl {
-  decltype(&::ncclCommInitAll) comm_init_all = nullptr;
-  decltype(&::ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&::ncclSend) send = nullptr;
-  decltype(&::ncclRecv) recv = nullptr;
-  decltype(&::ncclGroupStart) group_start = nullptr;
-  decltype(&::ncclGroupEnd) group_end = nullptr;
-  decltype(&::ncclGetErrorString) error_string = nullptr;
-};
-
-const Nccl& nccl() {
-  static const Nccl loaded = [] {
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-      throw Error(ErrorKind::Device, std::string("data parallel over CUDA needs NCCL: ") +
-                                         dlerror() + " (add its folder to LD_LIBRARY_PATH)");
-    Nccl n;
-    n.comm_init_all = reinterpret_cast<decltype(n.comm_init_all)>(dlsym(lib, "ncclCommInitAll"));
-    n.comm_destroy = reinterpret_cast<decltype(n.comm_destroy)>(dlsym(lib, "ncclCommDestroy"));
-    n.send = reinterpret_cast<decltype(n.send)>(dlsym(lib, "ncclSend"));
-    n.recv = reinterpret_cast<decltype(n.recv)>(dlsym(lib, "ncclRecv"));
-    n.group_start = reinterpret_cast<decltype(n.group_start)>(dlsym(lib, "ncclGroupStart"));
-    n.group_end = reinterpret_cast<decltype(n.group_end)>(dlsym(lib, "ncclGroupEnd"));
-    n.error_string = reinterpret_cast<decltype(n.error_string)>(dlsym(lib, "ncclGetErrorString"));
-    if (!n.comm_init_all || !n.comm_destroy || !n.send || !n.recv || !n.group_start ||
-        !n.group_end || !n.error_string)
-      throw Error(ErrorKind::Device,
-                  "libnccl lacks one of ncclCommInitAll, ncclSend, ncclRecv, ncclGroupStart/End "
-                  "(NCCL 2.7 or later is needed); point LD_LIBRARY_PATH at a newer NCCL");
-    return n;
-  }();
-  return loaded;
-}
-
-#define EG_NCCL_CHECK(expr)                                                                      \
-  do {                                                                                           \
-    const ncclResult_t eg_nccl_status_ = (expr);                                                 \
-    if (eg_nccl_status_ != ncclSuccess)                                                          \
-      throw Error(ErrorKind::Device, std::string("NCCL error ") +                                \
-                                         nccl().error_string(eg_nccl_status_) + " in " + #expr + \
-                                         " at " + __FILE__ + ":" + std::to_string(__LINE__));    \
-  } while (0)
 
 class NcclCommunicator final : public Communicator {
  public:

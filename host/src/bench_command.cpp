@@ -6,6 +6,7 @@
 #include "cli.hpp"
 #include "command_outputs.hpp"
 #include "commands.hpp"
+#include "job.hpp"
 #include "report.hpp"
 
 #include <spdlog/fmt/ranges.h>
@@ -73,10 +74,11 @@ int bench_command(const std::vector<std::string>& args) {
         "bench does not write embeddings; output.embeddings is ignored (use run or encode)");
     config.output.embeddings.clear();  // nor is it checked as an output
   }
-  check_output_targets(config);
+  join_job(config);  // a multi-process job: rank 0 alone checks and writes outputs
+  on_output_rank("checking outputs", [&] { check_output_targets(config); });
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   require_items(work, config.workload, "bench");
-  check_outputs_against_inputs(config, work);
+  on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
 
   ReportInput input;
   input.command = "bench";
@@ -98,6 +100,7 @@ int bench_command(const std::vector<std::string>& args) {
   describe_engine(*engines[0], input);
   engines[0]->capture();
   options.label = "bench graphs + eager";
+  options.progress = is_output_rank();
   spdlog::info("{}: {} items on {}", options.label, work.size(),
                fmt::join(rank_device_names(*engines[0]), ", "));
   // Every measured request's outputs of the two modes are compared once both
@@ -121,6 +124,7 @@ int bench_command(const std::vector<std::string>& args) {
   input.comparison = comparison;
 
   const auto report = make_report(input);
+  if (!is_output_rank()) return kExitOk;  // rank 0 writes and prints
   if (!config.output.report.empty()) {
     write_report(config.output.report, report);
     spdlog::info("wrote the report to {}", config.output.report);

@@ -1,9 +1,11 @@
 #include "cli.hpp"
+#include "job.hpp"
 
 #include "commands.hpp"
 
 #include <encgraph/plugin_api.h>
 #include <encgraph/data_parallel.hpp>
+#include <encgraph/distributed_runtime.hpp>
 #include <encgraph/error.hpp>
 
 #include <spdlog/spdlog.h>
@@ -89,6 +91,22 @@ std::unique_ptr<Runtime> make_runtime(const RuntimeConfig& config) {
 
 std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
                                     const std::vector<std::string>& data_parallel) {
+  if (const std::shared_ptr<ProcessGroup> job = current_job()) {
+    if (!data_parallel.empty())
+      throw_config(
+          "runtime.data_parallel (one process driving several devices) cannot be "
+          "combined with a multi-process launch (" +
+          job->launcher() +
+          "): drop runtime.data_parallel, each process takes the device of its local "
+          "rank (runtime.device), or run alone with distributed.launch = \"off\"");
+    try {
+      return std::make_unique<DistributedRuntime>(config, job);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Input)
+        throw_config("[plugin.config] or plugin.weights rejected: " + std::string(e.what()));
+      throw;
+    }
+  }
   if (data_parallel.empty()) return make_runtime(config);
   try {
     return std::make_unique<DataParallelRuntime>(config, data_parallel);

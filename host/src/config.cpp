@@ -355,6 +355,21 @@ void read_data_parallel(const Reader& r, HostConfig& c) {
                "runtime.device (or set it to \"auto\"), or drop runtime.data_parallel");
 }
 
+// runtime.distributed: which launch to join and how long to wait for a rank.
+void read_distributed(const Reader& r, HostConfig& c) {
+  DistributedConfig& d = c.distributed;
+  r.get("distributed.launch", d.launch);
+  if (d.launch != "auto" && d.launch != "mpi" && d.launch != "env" && d.launch != "off")
+    r.fail("distributed.launch",
+           "\"" + printable(d.launch) + "\" is not one of \"auto\", \"mpi\", \"env\", \"off\"");
+  r.get("distributed.id_file", d.id_file);
+  r.get("distributed.job_id", d.job_id);
+  r.get("distributed.timeout_s", d.timeout_s);
+  if (!(d.timeout_s > 0.0) || d.timeout_s > 86400.0 * 7)
+    r.fail("distributed.timeout_s", "must be a positive number of seconds (at most a week), got " +
+                                        std::to_string(d.timeout_s));
+}
+
 void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
   RuntimeConfig& rt = c.runtime;
   r.get("plugin.name", rt.plugin);
@@ -528,6 +543,7 @@ HostConfig resolve(toml::table& root, const std::string& src,
   read_limits(reader, c);  // first: the other sections are checked against them
   read_runtime(reader, c);
   read_data_parallel(reader, c);
+  read_distributed(reader, c);
   read_plugin(reader, root, c);
   read_budgets(reader, c);
   read_workload(reader, c, use);

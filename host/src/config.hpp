@@ -5,6 +5,7 @@
 // written (file:line:column, or the --set argument).
 #pragma once
 
+#include <encgraph/process_group.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <array>
@@ -75,6 +76,8 @@ struct HostConfig {
   // "cuda:N"), run through a DataParallelRuntime. Empty: one Runtime on
   // runtime.device. Kept out of RuntimeConfig, which is the core's, per rank.
   std::vector<std::string> data_parallel;
+  // runtime.distributed: joining a multi-process job (mpirun, or RANK/WORLD_SIZE).
+  DistributedConfig distributed;
   std::string log_level = "info";
   WorkloadConfig workload;
   OutputConfig output;

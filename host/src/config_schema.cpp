@@ -10,6 +10,16 @@ const std::vector<KeySpec>& config_schema() {
       {"runtime.data_parallel", KeyType::StringArray, "[]",
        "data parallel: one rank per device, all \"cpu\" or all \"cuda:N\", at least two; "
        "empty: one runtime on runtime.device"},
+      {"distributed.launch", KeyType::String, "\"auto\"",
+       "multi-process data parallelism: \"auto\" joins the job mpirun (or RANK/WORLD_SIZE) "
+       "started, \"mpi\" or \"env\" require that launch, \"off\" runs alone"},
+      {"distributed.id_file", KeyType::String, "\"\"",
+       "RANK/WORLD_SIZE launch: a file every rank sees, where rank 0 leaves its NCCL id"},
+      {"distributed.job_id", KeyType::String, "\"\"",
+       "RANK/WORLD_SIZE launch: ties the id file to this job; empty: ENCGRAPH_JOB_ID, "
+       "SLURM_JOB_ID or TORCHELASTIC_RUN_ID"},
+      {"distributed.timeout_s", KeyType::Float, "300",
+       "the longest any rank waits for another before the job stops with an error"},
       {"runtime.log_level", KeyType::String, "\"info\"",
        "trace, debug, info, warn, error, critical or off"},
       {"runtime.plugin_dirs", KeyType::StringArray, "[]",
@@ -112,8 +122,8 @@ std::string_view type_phrase(KeyType type) {
 }
 
 const std::vector<std::string_view>& config_sections() {
-  static const std::vector<std::string_view> sections = {"runtime", "plugin", "budgets", "workload",
-                                                         "output",  "video",  "limits"};
+  static const std::vector<std::string_view> sections = {
+      "runtime", "plugin", "budgets", "workload", "output", "video", "limits", "distributed"};
   return sections;
 }
 

@@ -1,4 +1,5 @@
 #include "commands.hpp"
+#include "job.hpp"
 
 #include <encgraph/error.hpp>
 
@@ -48,27 +49,36 @@ const char* usage_text() {
 
 int run_subcommand(const std::string& command, const std::vector<std::string>& args) {
   try {
-    if (command == "run") return run_command(args);
-    if (command == "bench") return bench_command(args);
-    if (command == "encode") return encode_command(args);
-    if (command == "check-config") return check_config_command(args);
-    if (command == "verify") return verify_command(args);
-    if (command == "plugins") return plugins_command(args);
+    int rc = -1;
+    if (command == "run") rc = run_command(args);
+    if (command == "bench") rc = bench_command(args);
+    if (command == "encode") rc = encode_command(args);
+    if (command == "check-config") rc = check_config_command(args);
+    if (command == "verify") rc = verify_command(args);
+    if (command == "plugins") rc = plugins_command(args);
+    if (rc >= 0) {
+      leave_job();
+      return rc;
+    }
   } catch (const Error& e) {
     spdlog::error("{}", e.what());
+    leave_job_after_failure(e);  // the other ranks of a job learn of it
     // Bad input (a setting, a file, an item) is the user's to fix: 2. A plugin,
     // device or internal failure: 1.
     return e.kind() == ErrorKind::Config || e.kind() == ErrorKind::Input ? kExitUsage
                                                                          : kExitFailure;
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc& e) {
     report_out_of_memory(command, "");
+    leave_job_after_failure(e);
     return kExitFailure;
   } catch (const std::length_error& e) {
     // A container asked for more than it can hold: a size computed from input.
     report_out_of_memory(command, " (a size too large for memory: " + std::string(e.what()) + ")");
+    leave_job_after_failure(e);
     return kExitFailure;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
+    leave_job_after_failure(e);
     return kExitFailure;
   }
   std::cerr << "encgraph: unknown command '" << command << "'\n" << usage_text();

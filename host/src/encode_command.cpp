@@ -9,6 +9,7 @@
 #include "command_outputs.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
+#include "job.hpp"
 #include "report.hpp"
 
 #include <encgraph/error.hpp>
@@ -65,21 +66,27 @@ int encode_command(const std::vector<std::string>& args) {
 
   // Every check on the outputs and the inputs before the model is loaded, so
   // that a bad path costs seconds, not a run.
-  check_output_targets(config);
+  join_job(config);  // a multi-process job: rank 0 alone checks and writes outputs
+  on_output_rank("checking outputs", [&] { check_output_targets(config); });
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   require_items(work, config.workload, "encode");
-  check_outputs_against_inputs(config, work);
+  on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   check_workload_supported(front, work);
   check_embedding_names(work, front.outputs());
   if (config.runtime.use_graphs) engine->capture();
-  EmbeddingSink sink(config.output.embeddings, front, config);
+  std::unique_ptr<EmbeddingSink> sink;
+  if (is_output_rank())
+    sink = std::make_unique<EmbeddingSink>(config.output.embeddings, front, config);
   ExecOptions options;
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "encode";
-  Measurement m = execute_workload(*engine, work, options, sink.consumer());
+  options.progress = is_output_rank();
+  Measurement m =
+      execute_workload(*engine, work, options, sink ? sink->consumer() : ResultConsumer{});
+  if (!sink) return kExitOk;  // rank 0 writes
 
   // The report is staged first: a report that cannot be written leaves the
   // old embeddings in place too.
@@ -95,8 +102,8 @@ int encode_command(const std::vector<std::string>& args) {
         {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
     report = stage_report(config.output.report, make_report(input));
   }
-  const size_t n = sink.finish();
-  std::cout << "wrote " << n << " embeddings (" << sink.describe() << ") to "
+  const size_t n = sink->finish();
+  std::cout << "wrote " << n << " embeddings (" << sink->describe() << ") to "
             << config.output.embeddings << "\n";
   if (report) {
     report->commit();

@@ -5,7 +5,6 @@
 #include "video_file.hpp"
 #include "video_frames.hpp"
 
-#include <encgraph/data_parallel.hpp>
 #include <encgraph/error.hpp>
 
 #include <algorithm>
@@ -83,11 +82,7 @@ void recompute_rates(Stats& s) {
 }  // namespace
 
 std::vector<std::string> rank_device_names(Engine& engine) {
-  auto* ranks = dynamic_cast<DataParallelRuntime*>(&engine);
-  if (!ranks) return {engine.front().device_name()};
-  std::vector<std::string> names;
-  for (int r = 0; r < ranks->world_size(); ++r) names.push_back(ranks->rank(r).device_name());
-  return names;
+  return engine.device_names();
 }
 
 Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work) {
@@ -106,24 +101,22 @@ Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work
     }
     return request;
   }
-  // The descriptions point into the decoded pixels, which only need to live
-  // until the ranks have made their items (the reserve keeps them in place).
-  // All of a request's decoded files are held at once: rank 0 makes every
-  // item before the others make theirs (docs/config.md, data parallelism).
-  std::vector<DecodedImage> images;
-  images.reserve(work.size());
+  // Items are assigned to ranks from their geometry; each rank decodes only
+  // the files of the items it makes (a rank of a multi-process job: only its
+  // own), holding each one's pixels until that item is made.
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
   for (const WorkItem* w : work) {
-    eg_item_desc desc = describe(*w);
-    if (has_files(*w)) {
-      images.push_back(decode_files(*w));
-      attach_pixels(desc, images.back());
-    }
-    descs.push_back(desc);
+    descs.push_back(describe(*w));
     labels.push_back(has_files(*w) ? source_of(*w) : "item '" + w->id + "'");
   }
-  return engine.prepare(descs, labels);
+  return engine.prepare_lazy(descs, labels,
+                             [&](size_t i, eg_item_desc& desc) -> std::shared_ptr<const void> {
+                               if (!has_files(*work[i])) return nullptr;
+                               auto pixels = std::make_shared<DecodedImage>(decode_files(*work[i]));
+                               attach_pixels(desc, *pixels);
+                               return pixels;
+                             });
 }
 
 Item make_item(Runtime& runtime, const WorkItem& w) {

@@ -35,9 +35,9 @@ struct Measurement {
 std::vector<std::string> rank_device_names(Engine& engine);
 
 // Decodes a request's files (images, video frames) and makes its plugin items
-// on the ranks that run them: the part of a request that is not timed. One
-// Runtime makes the items one at a time, so that only one item's decoded
-// pixels are held at once.
+// on the ranks that run them: the part of a request that is not timed. Items
+// are made one at a time per rank, so that only one item's decoded pixels per
+// rank are held at once; a process decodes only the files of its own items.
 Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work);
 
 // A request's items (workload order) and the call's Result (item i of the

@@ -6,6 +6,7 @@
 #include "command_outputs.hpp"
 #include "commands.hpp"
 #include "embeddings.hpp"
+#include "job.hpp"
 #include "report.hpp"
 
 #include <spdlog/fmt/ranges.h>
@@ -33,11 +34,14 @@ int run_command(const std::vector<std::string>& args) {
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
 
+  // A multi-process job (mpirun): every rank runs this; rank 0 alone checks
+  // and writes the outputs.
+  join_job(config);
   // Outputs and inputs checked before the model is loaded (command_outputs.hpp).
-  check_output_targets(config);
+  on_output_rank("checking outputs", [&] { check_output_targets(config); });
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   require_items(work, config.workload, "run");
-  check_outputs_against_inputs(config, work);
+  on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
   auto engine = make_engine(config.runtime, config.data_parallel);
   const Runtime& front = engine->front();
   spdlog::info("running {} items on {} with plugin '{}'", work.size(),
@@ -47,12 +51,13 @@ int run_command(const std::vector<std::string>& args) {
   if (config.runtime.use_graphs) engine->capture();
 
   std::unique_ptr<EmbeddingSink> sink;
-  if (!config.output.embeddings.empty())
+  if (!config.output.embeddings.empty() && is_output_rank())
     sink = std::make_unique<EmbeddingSink>(config.output.embeddings, front, config);
   ExecOptions options;
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;
   options.label = "run";
+  options.progress = is_output_rank();
   Measurement m =
       execute_workload(*engine, work, options, sink ? sink->consumer() : ResultConsumer{});
 
@@ -64,6 +69,7 @@ int run_command(const std::vector<std::string>& args) {
   input.modes.push_back(
       {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
   const auto report = make_report(input);
+  if (!is_output_rank()) return kExitOk;  // rank 0 writes and prints
   // Staged before the embeddings replace anything: both outputs or neither.
   std::unique_ptr<StagedFile> staged_report;
   if (!config.output.report.empty()) staged_report = stage_report(config.output.report, report);

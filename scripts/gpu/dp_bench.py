@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Data parallel on the Qwen2.5-VL-7B tower: `encgraph bench` (graphs and eager)
-on one GPU and with runtime.data_parallel over every GPU of the machine, on
-qwen_bench.py's mixed and 1344 workloads. Exits 77 (skipped) with fewer than
-two GPUs. Making items (preprocessing) is outside the timed calls in both.
+on one GPU, with runtime.data_parallel over every GPU of the machine in one
+process, and as one process per GPU under mpirun (the Open MPI runtime the
+bundle carries, scripts/gpu/mpi_env.sh), on qwen_bench.py's mixed and 1344
+workloads. Exits 77 (skipped) with fewer than two GPUs. Making items
+(preprocessing) is outside the timed calls in every case.
 
 usage: dp_bench.py --bundle gpu-bundle --out-dir DIR
 """
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("--only", default="mixed,1344")
     ap.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                      "configs", "qwen2_5_vl_bench.toml"))
+    ap.add_argument("--mpirun", default=os.environ.get("ENCGRAPH_MPIRUN", ""),
+                    help="the mpirun command line (without -np) for the multi-process runs")
     ap.add_argument("--ranks", default="",
                     help="devices of the ranks, e.g. cpu,cpu (default: every GPU)")
     args = ap.parse_args()
@@ -38,7 +42,7 @@ def main():
     ranks = "[" + ", ".join(f'"{d}"' for d in devices) + "]"
     rows = [f"Qwen2.5-VL-7B tower, bf16, {gpus} ranks ({', '.join(devices)}), "
             f"{torch.cuda.get_device_name()}", "",
-            "| workload | system | images/s | tokens/s | p50 ms | p99 ms | speed-up over 1 rank |",
+            "| workload | system | images/s | tokens/s | p50 ms | p99 ms | speed-up over 1 GPU |",
             "|---|---|---|---|---|---|---|"]
     loads = {k: v for k, v in qwen_bench.workloads().items() if k in args.only.split(",")}
     for name, items in loads.items():
@@ -52,8 +56,15 @@ def main():
         dp = qwen_bench.run_encgraph(args.bundle, config, trace, args.out_dir,
                                      name + f"-{gpus}gpu", qwen_bench.REQUEST,
                                      ("--set", f"runtime.data_parallel={ranks}"))
+        runs = [("1 GPU", single), (f"1 process, {gpus} GPUs", dp)]
+        if args.mpirun:
+            mp = qwen_bench.run_encgraph(
+                args.bundle, config, trace, args.out_dir, name + f"-{gpus}proc",
+                qwen_bench.REQUEST, ("--set", 'runtime.device="cuda:{local_rank}"'),
+                launcher=(*args.mpirun.split(), "-np", str(gpus)))
+            runs.append((f"{gpus} processes (mpirun)", mp))
         base = single["encgraph graphs"]["seconds"]
-        for label, res in (("1 rank", single), (f"{gpus} ranks", dp)):
+        for label, res in runs:
             for system, r in res.items():
                 rows.append(f"| {name} | {label} {system} | {r['items'] / r['seconds']:.1f} | "
                             f"{tokens / r['seconds']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "

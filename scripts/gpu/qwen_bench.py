@@ -99,9 +99,10 @@ def matmul_peak():
     return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
 
 
-def run_encgraph(bundle, config, trace, out_dir, name, request, extra=()):
+def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=()):
+    """`launcher`: a command the encgraph command line follows (mpirun -np N ...)."""
     report = os.path.join(out_dir, f"qwen-bench-{name}.json")
-    cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
+    cmd = [*launcher, os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
            "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
            "--set", f"workload.request_size={request}", "--report", report, *extra]
     t0 = time.time()

@@ -379,8 +379,10 @@ TEST_CASE("a data-parallel item the plugin rejects is named in the error") {
               "runtime.data_parallel=[\"cpu\", \"cpu\"]", "--set", "workload.video_fraction=1.0",
               "--set", "workload.frames=6", "--set", "output.report=\"\""});
   CHECK(o.code != 0);
-  CHECK(o.log.find("item 'synthetic/0': plugin 'qwen2_5_vl': item_create failed") !=
-        std::string::npos);
+  // Named whichever call refuses it first: its spec from the geometry
+  // (item_spec_for_desc) or item_create.
+  CHECK(o.log.find("item 'synthetic/0': plugin 'qwen2_5_vl': item_") != std::string::npos);
+  CHECK(o.log.find("max_frames_per_video") != std::string::npos);
 }
 
 TEST_CASE(

@@ -41,6 +41,11 @@ class DataParallelRuntime : public Engine {
   // labels[i], when given, names item i in errors (else "item i").
   Request prepare(const std::vector<eg_item_desc>& items,
                   const std::vector<std::string>& labels = {}) override;
+  // Items assigned from their geometry, each loaded and made by the rank that
+  // runs it, the ranks in parallel.
+  Request prepare_lazy(const std::vector<eg_item_desc>& items,
+                       const std::vector<std::string>& labels, const PixelLoader& load) override;
+  std::vector<std::string> device_names() const override;
   // Each rank runs its share; every output's rows are gathered onto rank 0's
   // device and returned in the caller's order.
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;

@@ -8,6 +8,8 @@
 #include <encgraph/result.hpp>
 #include <encgraph/stats.hpp>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,10 @@ enum class ExecuteMode {
   Eager,    // every batch eagerly at its exact size (verify's reference)
 };
 
+// Attaches item i's pixels to `desc` (decoding its files) just before the
+// item is made; what it returns keeps them alive until then.
+using PixelLoader = std::function<std::shared_ptr<const void>(size_t i, eg_item_desc& desc)>;
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -39,6 +45,13 @@ class Engine {
   // given, names item i in errors (else "item i").
   virtual Request prepare(const std::vector<eg_item_desc>& items,
                           const std::vector<std::string>& labels = {}) = 0;
+  // Like prepare, with pixels from `load`, called only for the items this
+  // process makes: items are assigned to ranks from their geometry (the
+  // plugin's item_spec_for_desc), so a rank decodes only its own files.
+  // `items` give the geometry; their pixels may be null. By default every
+  // item is loaded, then prepare() runs.
+  virtual Request prepare_lazy(const std::vector<eg_item_desc>& items,
+                               const std::vector<std::string>& labels, const PixelLoader& load);
   // Runs a request; the result is on the device of the rank that asked (rank
   // 0 of a DataParallelRuntime), items in the caller's order.
   virtual Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) = 0;
@@ -50,6 +63,11 @@ class Engine {
   virtual Runtime& front() = 0;
   // Waits for all work every rank has enqueued.
   virtual void synchronize() = 0;
+  // This process's rank in a multi-process job (0 otherwise). Only rank 0's
+  // execute() returns rows; other ranks get a result of no items.
+  virtual int process_rank() const { return 0; }
+  // Every rank's device name, in rank order.
+  virtual std::vector<std::string> device_names() const;
 };
 
 }  // namespace encgraph

@@ -1,0 +1,20 @@
+// Engine's defaults: one process, every item loaded before it is made.
+#include <encgraph/engine.hpp>
+#include <encgraph/runtime.hpp>
+
+namespace encgraph {
+
+Request Engine::prepare_lazy(const std::vector<eg_item_desc>& items,
+                             const std::vector<std::string>& labels, const PixelLoader& load) {
+  std::vector<eg_item_desc> descs = items;
+  std::vector<std::shared_ptr<const void>> held;
+  held.reserve(descs.size());
+  for (size_t i = 0; i < descs.size(); ++i) held.push_back(load(i, descs[i]));
+  return prepare(descs, labels);
+}
+
+std::vector<std::string> Engine::device_names() const {
+  return {front().device_name()};
+}
+
+}  // namespace encgraph
