@@ -44,7 +44,7 @@ bin_dirs=("$build/bench")
 [[ $video == 1 ]] || bin_dirs+=("$build/tests")
 find "${bin_dirs[@]}" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
   while read -r f; do
-    [[ $(basename "$f") == test_host_video_file ]] && continue
+    case $(basename "$f") in test_host_video_file | test_host_mpirun) continue ;; esac
     if head -c 4 "$f" | grep -q ELF; then cp "$f" "$bundle/bin/"; fi
   done
 # FFmpeg's libraries, dlopen'ed by encgraph (so ldd does not list them).

@@ -17,7 +17,9 @@ struct DeviceChoice {
 
 DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
   if (device == "cpu") return {EG_DEVICE_CPU, 0};
-  if (device == "cuda") return {EG_DEVICE_CUDA, 0};
+  // "cuda:{local_rank}" picks each process's GPU in a multi-process job
+  // (DistributedRuntime resolves it); a process running alone is local rank 0.
+  if (device == "cuda" || device == "cuda:{local_rank}") return {EG_DEVICE_CUDA, 0};
   if (device.rfind("cuda:", 0) == 0) {
     try {
       size_t used = 0;

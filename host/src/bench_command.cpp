@@ -84,6 +84,7 @@ int bench_command(const std::vector<std::string>& args) {
   input.command = "bench";
   input.config = &config;
   input.workload_items = static_cast<int64_t>(work.size());
+  input.work = &work;  // a video file's sampled frame indices
   ExecOptions options;
   options.request_size = config.workload.request_size;
   options.warmup_requests = config.workload.warmup_requests;

@@ -582,9 +582,10 @@ std::string line_excerpt(std::string_view text, toml::source_index line) {
 
 void check_device_string(const std::string& device, const std::string& where) {
   if (device == "auto" || device == "cpu" || device == "cuda") return;
-  if (is_numbered_cuda(device)) return;
+  if (is_numbered_cuda(device) || device == "cuda:{local_rank}") return;
   throw_config(where + ": \"" + printable(device) +
-               "\" is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+               "\" is not a device; use \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or "
+               "\"cuda:{local_rank}\" (each process of a multi-process job its own GPU)");
 }
 
 const std::string& execution_device(const HostConfig& config) {

@@ -66,6 +66,7 @@ int run_command(const std::vector<std::string>& args) {
   input.config = &config;
   describe_engine(*engine, input);
   input.workload_items = static_cast<int64_t>(work.size());
+  input.work = &work;  // a video file's sampled frame indices
   input.modes.push_back(
       {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
   const auto report = make_report(input);

@@ -149,7 +149,10 @@ def image_processor():
             log(f"note: {module}: {e}")
             continue
         for name in dir(mod):
-            if name.startswith("DeepseekOcr2ImageProcessor"):
+            cls = getattr(mod, name)
+            # The processor classes only (not the ...Kwargs TypedDict beside them).
+            if name.startswith("DeepseekOcr2ImageProcessor") and isinstance(cls, type) and \
+                    callable(getattr(cls, "preprocess", None)):
                 try:
                     proc = getattr(mod, name)()
                     log(f"processor: {module}.{name}")
@@ -177,7 +180,11 @@ def run_reference(model, pv, local, n, dtype):
             pixel_values=pv.to(device="cuda", dtype=dtype),
             pixel_values_local=None if local is None else local.to(device="cuda", dtype=dtype),
             num_local_patches=n if local is not None else None, return_dict=True)
-    return out.pooler_output.float().cpu()
+    feats = out.pooler_output
+    # transformers 5.17 returns one tensor per image (a list); one image here.
+    if isinstance(feats, (list, tuple)):
+        feats = torch.cat([f.reshape(-1, f.shape[-1]) for f in feats], dim=0)
+    return feats.float().cpu()
 
 
 def write_trace(work, pixels):

@@ -23,8 +23,9 @@ else
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
   export OMPI_MCA_mca_base_component_show_load_errors=0
   export OMPI_MCA_osc=^ucx
+  export PMIX_MCA_pcompress_base_silence_warning=1
   # Root in a container: Open MPI refuses root unless told.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  ENCGRAPH_MPIRUN="$_eg_usr/bin/mpirun --oversubscribe -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x ENCGRAPH_PLUGIN_PATH -x ENCGRAPH_CACHE_DIR -x NCCL_NVLS_ENABLE -x PATH"
+  ENCGRAPH_MPIRUN="$_eg_usr/bin/mpirun --oversubscribe -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_pcompress_base_silence_warning -x ENCGRAPH_PLUGIN_PATH -x ENCGRAPH_CACHE_DIR -x NCCL_NVLS_ENABLE -x PATH"
 fi
 export ENCGRAPH_MPIRUN

@@ -235,8 +235,8 @@ TEST_CASE("bad values name the key and explain the fix") {
   };
   const std::vector<Case> cases = {
       {"[runtime]\ndevice = \"gpu\"\n",
-       "t.toml:4:10: runtime.device: \"gpu\" is not a device; use \"auto\", \"cpu\", \"cuda\" or "
-       "\"cuda:N\""},
+       "t.toml:4:10: runtime.device: \"gpu\" is not a device; use \"auto\", \"cpu\", \"cuda\", "
+       "\"cuda:N\" or \"cuda:{local_rank}\""},
       {"[runtime]\ndevice = \"cuda:x\"\n", "\"cuda:x\" is not a device"},
       {"[runtime]\ndevice = \"cuda:\"\n", "\"cuda:\" is not a device"},
       {"[runtime]\nlog_level = \"loud\"\n",

@@ -16,11 +16,13 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 namespace encgraph {
@@ -217,13 +219,19 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Finalized(&finalized);
     if (finalized) return;
     // MPI_Finalize waits for every rank; a rank stuck elsewhere must not keep
-    // this process alive past the timeout.
+    // this process alive past the timeout. The watchdog stands down once it
+    // returns (a program embedding encgraph goes on running).
     const double grace = std::min(timeout_s_, 30.0);
-    std::thread([grace] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(grace));
-      _exit(1);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([grace, done] {
+      const PollDeadline deadline(grace);
+      while (!done->load()) {
+        if (deadline.passed()) _exit(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }).detach();
     MPI_Finalize();
+    done->store(true);
   }
 
  private:
