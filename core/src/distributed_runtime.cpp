@@ -159,42 +159,49 @@ DistributedRuntime::DistributedRuntime(const RuntimeConfig& config,
   mine.device = rank_device(config.device, group_->local_rank(), cuda_device_count());
   const bool cuda = mine.device != "cpu";
   prepare_rank_device(*group_, config.device);
+  // Before any model is loaded: no two ranks of a host on one GPU, and all
+  // ranks CPU or all CUDA.
+  const std::string kind = cuda ? "cuda" : "cpu";
+  const auto places = group_->exchange(join_fields({host_name(), mine.device, kind}), "start-up");
+  std::map<std::string, int> seen;
+  for (size_t r = 0; r < places.size(); ++r) {
+    const auto f = split_fields(places[r]);
+    const auto f0 = split_fields(places[0]);
+    if (f.size() != 3 || f0.size() != 3)
+      throw Error(ErrorKind::Internal, "rank " + std::to_string(r) + " sent a malformed hello");
+    if (f[2] != f0[2])
+      throw_config("rank " + std::to_string(r) + " runs on " + f[2] + " but rank 0 on " + f0[2] +
+                   ": the ranks of a job must all be CPU or all CUDA (runtime.device)");
+    if (f[2] == "cuda") {
+      const auto [it, fresh] = seen.emplace(f[0] + " " + f[1], static_cast<int>(r));
+      if (!fresh)
+        throw_config("ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+                     " both use " + f[1] + " on host " + f[0] +
+                     ": give each process its own GPU (runtime.device = \"cuda:{local_rank}\")");
+    }
+  }
   try {
     local_ = std::make_unique<Runtime>(mine);
   } catch (const Error& e) {
     throw Error(e.kind(), "rank " + std::to_string(group_->rank()) + " on \"" + mine.device +
                               "\": " + e.what());
   }
-  // Every rank must run the same plugin on the same kind of device, and no
-  // two ranks of a host may share a GPU.
-  const std::string kind = local_->device_type() == EG_DEVICE_CUDA ? "cuda" : "cpu";
-  const auto all =
-      group_->exchange(join_fields({local_->plugin_name(), local_->plugin_version(), kind,
-                                    host_name(), mine.device, local_->device_name()}),
-                       "start-up");
-  std::map<std::string, int> seen;
+  // Every rank must run the same plugin build.
+  const auto all = group_->exchange(
+      join_fields({local_->plugin_name(), local_->plugin_version(), local_->device_name()}),
+      "start-up (plugin)");
+  const auto f0 = split_fields(all[0]);
   for (size_t r = 0; r < all.size(); ++r) {
     const auto f = split_fields(all[r]);
-    if (f.size() != 6)
+    if (f.size() != 3 || f0.size() != 3)
       throw Error(ErrorKind::Internal, "rank " + std::to_string(r) + " sent a malformed hello");
-    const auto f0 = split_fields(all[0]);
     if (f[0] != f0[0] || f[1] != f0[1])
       throw_config("rank " + std::to_string(r) + " runs plugin '" + f[0] + "' " + f[1] +
                    " but rank 0 runs '" + f0[0] + "' " + f0[1] +
                    ": every rank must load the same plugin build (same plugin.name and "
                    "plugin_dirs)");
-    if (f[2] != f0[2])
-      throw_config("rank " + std::to_string(r) + " runs on " + f[2] + " but rank 0 on " + f0[2] +
-                   ": the ranks of a job must all be CPU or all CUDA (runtime.device)");
-    if (f[2] == "cuda") {
-      const auto [it, fresh] = seen.emplace(f[3] + " " + f[4], static_cast<int>(r));
-      if (!fresh)
-        throw_config("ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
-                     " both use " + f[4] + " on host " + f[3] +
-                     ": give each process its own GPU (runtime.device = \"cuda:{local_rank}\")");
-    }
-    device_names_.push_back(group_->size() > 1 && f[3] != host_name() ? f[5] + " on " + f[3]
-                                                                      : f[5]);
+    const std::string host = split_fields(places[r])[0];
+    device_names_.push_back(host != host_name() ? f[2] + " on " + host : f[2]);
   }
   if (cuda) {
     const std::string id =
@@ -344,11 +351,18 @@ Result DistributedRuntime::execute(const Request& request, ExecuteMode mode) {
   }
   RankBlock recv;
   if (me == kRoot) recv = RankBlock(backend, total, "data-parallel gather");
-  if (nccl_) {
-    nccl_->gather(send.get(), recv.get(), block, kRoot, backend.stream(), step + " (rows)");
-  } else {
-    backend.synchronize();  // the CPU backend's copies are done; nothing is queued
-    group_->gather_host(send.get(), recv.get(), block, kRoot, step + " (rows)");
+  try {
+    if (nccl_) {
+      nccl_->gather(send.get(), recv.get(), block, kRoot, backend.stream(), step + " (rows)");
+    } else {
+      backend.synchronize();  // the CPU backend's copies are done; nothing is queued
+      group_->gather_host(send.get(), recv.get(), block, kRoot, step + " (rows)");
+    }
+  } catch (...) {
+    // A transfer left pending (another rank failed) may still touch them.
+    send.release();
+    recv.release();
+    throw;
   }
   if (me != kRoot)
     return Result(local_->backend(), outputs, std::vector<std::vector<int64_t>>(num_outputs),

@@ -29,6 +29,9 @@ class RankBlock {
   ~RankBlock() { reset(); }
 
   char* get() const { return static_cast<char*>(p_); }
+  // Gives the memory up without freeing it: a transfer that failed may still
+  // write into it (the process is about to end).
+  void release() noexcept { p_ = nullptr; }
 
  private:
   void reset() noexcept {

@@ -125,15 +125,18 @@ int bench_command(const std::vector<std::string>& args) {
   input.comparison = comparison;
 
   const auto report = make_report(input);
-  if (!is_output_rank()) return kExitOk;  // rank 0 writes and prints
-  if (!config.output.report.empty()) {
-    write_report(config.output.report, report);
-    spdlog::info("wrote the report to {}", config.output.report);
-  }
-  if (vm.count("json"))
-    std::cout << report_text(report);
-  else
-    print_bench_table(std::cout, input);
+  // Rank 0 writes and prints; the others wait for it (a failure to write
+  // reaches every rank).
+  on_output_rank("writing the report", [&] {
+    if (!config.output.report.empty()) {
+      write_report(config.output.report, report);
+      spdlog::info("wrote the report to {}", config.output.report);
+    }
+    if (vm.count("json"))
+      std::cout << report_text(report);
+    else
+      print_bench_table(std::cout, input);
+  });
   return kExitOk;
 }
 

@@ -101,6 +101,8 @@ std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
           "rank (runtime.device), or run alone with distributed.launch = \"off\"");
     try {
       return std::make_unique<DistributedRuntime>(config, job);
+    } catch (const PeerFailure&) {
+      throw;  // another rank's error, already announced by it
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::Input)
         throw_config("[plugin.config] or plugin.weights rejected: " + std::string(e.what()));

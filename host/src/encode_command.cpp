@@ -86,29 +86,31 @@ int encode_command(const std::vector<std::string>& args) {
   options.progress = is_output_rank();
   Measurement m =
       execute_workload(*engine, work, options, sink ? sink->consumer() : ResultConsumer{});
-  if (!sink) return kExitOk;  // rank 0 writes
-
-  // The report is staged first: a report that cannot be written leaves the
-  // old embeddings in place too.
-  std::unique_ptr<StagedFile> report;
-  if (!config.output.report.empty()) {
-    ReportInput input;
-    input.command = "encode";
-    input.config = &config;
-    describe_engine(*engine, input);
-    input.workload_items = static_cast<int64_t>(work.size());
-    input.work = &work;
-    input.modes.push_back(
-        {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
-    report = stage_report(config.output.report, make_report(input));
-  }
-  const size_t n = sink->finish();
-  std::cout << "wrote " << n << " embeddings (" << sink->describe() << ") to "
-            << config.output.embeddings << "\n";
-  if (report) {
-    report->commit();
-    spdlog::info("wrote the report to {}", config.output.report);
-  }
+  // Rank 0 writes; the others wait for it, so that a failure to write
+  // reaches every rank and no rank leaves the job while rank 0 writes.
+  on_output_rank("writing the outputs", [&] {
+    // The report is staged first: a report that cannot be written leaves the
+    // old embeddings in place too.
+    std::unique_ptr<StagedFile> report;
+    if (!config.output.report.empty()) {
+      ReportInput input;
+      input.command = "encode";
+      input.config = &config;
+      describe_engine(*engine, input);
+      input.workload_items = static_cast<int64_t>(work.size());
+      input.work = &work;
+      input.modes.push_back({config.runtime.use_graphs ? "graphs" : "eager",
+                             config.runtime.use_graphs, std::move(m)});
+      report = stage_report(config.output.report, make_report(input));
+    }
+    const size_t n = sink->finish();
+    std::cout << "wrote " << n << " embeddings (" << sink->describe() << ") to "
+              << config.output.embeddings << "\n";
+    if (report) {
+      report->commit();
+      spdlog::info("wrote the report to {}", config.output.report);
+    }
+  });
   return kExitOk;
 }
 

@@ -19,6 +19,9 @@ std::shared_ptr<ProcessGroup> join_job(const HostConfig& config) {
   job() = join_process_group(config.distributed);
   if (job()) {
     prepare_rank_device(*job(), config.runtime.device);  // before the first message
+    // Every rank reached here: from now on a failure anywhere reaches all of
+    // them (a launch from RANK/WORLD_SIZE connects at this first message).
+    job()->exchange("joined", "joining the job");
     const std::string prefix = "[rank " + std::to_string(job()->rank()) + "] ";
     spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] " + prefix + "%v");
     // The other ranks' progress and info lines repeat rank 0's: warnings only.
@@ -50,15 +53,16 @@ void leave_job_after_failure(const std::exception& failure) noexcept {
   const std::shared_ptr<ProcessGroup> group = job();
   if (!group) return;
   if (dynamic_cast<const GroupTimeout*>(&failure)) group->abort_job(1);
-  if (!dynamic_cast<const PeerFailure*>(&failure)) {
-    const auto* error = dynamic_cast<const Error*>(&failure);
+  const auto* error = dynamic_cast<const Error*>(&failure);
+  if (!dynamic_cast<const PeerFailure*>(&failure))
     group->announce_failure(error ? error->kind() : ErrorKind::Internal, failure.what());
-  }
-  group->finish();
+  const bool usage =
+      error && (error->kind() == ErrorKind::Config || error->kind() == ErrorKind::Input);
+  group->finish(usage ? 2 : 1);  // the exit code the command returns (dispatch.cpp)
 }
 
 void leave_job() noexcept {
-  if (const std::shared_ptr<ProcessGroup> group = job()) group->finish();
+  if (const std::shared_ptr<ProcessGroup> group = job()) group->finish(0);
 }
 
 }  // namespace encgraph::host

@@ -70,22 +70,25 @@ int run_command(const std::vector<std::string>& args) {
   input.modes.push_back(
       {config.runtime.use_graphs ? "graphs" : "eager", config.runtime.use_graphs, std::move(m)});
   const auto report = make_report(input);
-  if (!is_output_rank()) return kExitOk;  // rank 0 writes and prints
-  // Staged before the embeddings replace anything: both outputs or neither.
-  std::unique_ptr<StagedFile> staged_report;
-  if (!config.output.report.empty()) staged_report = stage_report(config.output.report, report);
-  if (sink) {
-    const size_t n = sink->finish();
-    spdlog::info("wrote {} embeddings ({}) to {}", n, sink->describe(), config.output.embeddings);
-  }
-  if (staged_report) {
-    staged_report->commit();
-    spdlog::info("wrote the report to {}", config.output.report);
-  }
-  if (vm.count("json"))
-    std::cout << report_text(report);
-  else
-    print_summary(std::cout, input);
+  // Rank 0 writes and prints; the others wait for it, so that a failure to
+  // write reaches every rank and no rank leaves the job while rank 0 writes.
+  on_output_rank("writing the outputs", [&] {
+    // Staged before the embeddings replace anything: both outputs or neither.
+    std::unique_ptr<StagedFile> staged_report;
+    if (!config.output.report.empty()) staged_report = stage_report(config.output.report, report);
+    if (sink) {
+      const size_t n = sink->finish();
+      spdlog::info("wrote {} embeddings ({}) to {}", n, sink->describe(), config.output.embeddings);
+    }
+    if (staged_report) {
+      staged_report->commit();
+      spdlog::info("wrote the report to {}", config.output.report);
+    }
+    if (vm.count("json"))
+      std::cout << report_text(report);
+    else
+      print_summary(std::cout, input);
+  });
   return kExitOk;
 }
 

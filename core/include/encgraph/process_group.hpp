@@ -104,8 +104,9 @@ class ProcessGroup {
   virtual std::string share_nccl_id(const std::function<std::string()>& make,
                                     const std::string& what) = 0;
   // Leaves the job after the command (MPI_Finalize), bounded by the timeout
-  // so that a stuck peer cannot hold this process. Never throws.
-  virtual void finish() noexcept = 0;
+  // so that a stuck peer cannot hold this process: past it, the process ends
+  // with `exit_code` (the command's). Never throws.
+  virtual void finish(int exit_code) noexcept = 0;
   // For environment launch, whose control messages travel over NCCL: the CUDA
   // device this rank uses. No effect under mpirun.
   virtual void set_device(int /*cuda_index*/) {}

@@ -30,7 +30,7 @@ class EnvProcessGroup final : public ProcessGroup {
         device_(local_rank),
         started_(now_seconds()) {}
 
-  ~EnvProcessGroup() override { finish(); }
+  ~EnvProcessGroup() override { finish(0); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -73,8 +73,15 @@ class EnvProcessGroup final : public ProcessGroup {
   void announce_failure(ErrorKind kind, const std::string& message) noexcept override {
     if (config_.id_file.empty()) return;
     try {
-      std::ofstream out(failure_file(rank_), std::ios::trunc);
-      out << tag() << "\n" << encode_failure(kind, message.substr(0, 4000));
+      // Written whole, then renamed into place: a reader polling over a
+      // network filesystem never sees half a notice.
+      const std::string final_name = failure_file(rank_);
+      const std::string temp = final_name + ".tmp";
+      {
+        std::ofstream out(temp, std::ios::trunc);
+        out << tag() << "\n" << encode_failure(kind, message.substr(0, 4000));
+      }
+      std::rename(temp.c_str(), final_name.c_str());
     } catch (...) {
     }
   }
@@ -87,6 +94,7 @@ class EnvProcessGroup final : public ProcessGroup {
     last_check_ = now;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
+      check_early_failure(r);  // failed before it joined
       std::ifstream in(failure_file(r));
       if (!in) continue;
       std::string first;
@@ -100,6 +108,8 @@ class EnvProcessGroup final : public ProcessGroup {
 
   [[noreturn]] void abort_job(int exit_code) noexcept override {
     // No launcher to stop the others: they see the failure file or time out.
+    // The id file must not outlive the job (a rerun could read a dead id).
+    if (rank_ == 0 && !id_.empty()) remove_id_file(config_.id_file, id_);
     _exit(exit_code);
   }
 
@@ -110,7 +120,7 @@ class EnvProcessGroup final : public ProcessGroup {
     return exchange(id, what).front();
   }
 
-  void finish() noexcept override {
+  void finish(int /*exit_code*/) noexcept override {
     if (finished_) return;
     finished_ = true;
     control_.reset();
@@ -128,22 +138,40 @@ class EnvProcessGroup final : public ProcessGroup {
           "file on a filesystem every rank sees, where rank 0 leaves its NCCL id");
     if (rank_ == 0) {
       id_ = NcclGroup::unique_id();
-      for (int r = 0; r < size_; ++r) std::filesystem::remove(failure_file(r));
       publish_id_file(config_.id_file, config_.job_id, size_, id_);
     } else {
       // Without a job id, a file written well before this process started is stale.
       id_ = wait_id_file(config_.id_file, config_.job_id, size_, config_.timeout_s, rank_,
-                         started_ - 60.0);
+                         started_ - 60.0, [this] { check_early_failure(0); });
     }
     control_ = std::make_unique<NcclGroup>(id_, rank_, size_, device_, config_.timeout_s, this,
                                            "joining the job");
   }
+
+  // Rank r's failure before it joined (its notice's tag has no id yet),
+  // written since this process started: thrown.
+  void check_early_failure(int r) const {
+    struct stat st {};
+    if (::stat(failure_file(r).c_str(), &st) != 0 ||
+        static_cast<double>(st.st_mtime) < started_ - 60.0)
+      return;
+    std::ifstream in(failure_file(r));
+    std::string first;
+    std::getline(in, first);
+    if (first != early_tag()) return;
+    std::stringstream rest;
+    rest << in.rdbuf();
+    throw decode_failure(r, rest.str());
+  }
+
+  std::string early_tag() const { return "job " + config_.job_id + " id -"; }
 
   std::string failure_file(int r) const {
     return config_.id_file + ".rank" + std::to_string(r) + ".failed";
   }
   // Ties a failure file to this job's id.
   std::string tag() const {
+    if (id_.empty()) return early_tag();
     static const char* digits = "0123456789abcdef";
     std::string t = "job " + config_.job_id + " id ";
     for (size_t i = 0; i < std::min<size_t>(id_.size(), 16); ++i) {

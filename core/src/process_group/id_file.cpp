@@ -101,10 +101,12 @@ void publish_id_file(const std::string& path, const std::string& job_id, int wor
 }
 
 std::string wait_id_file(const std::string& path, const std::string& job_id, int world_size,
-                         double timeout_s, int rank, double not_before) {
+                         double timeout_s, int rank, double not_before,
+                         const std::function<void()>& poll) {
   const PollDeadline deadline(timeout_s);
   std::string seen = "no file";
   for (;;) {
+    if (poll) poll();
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
       if (!S_ISREG(st.st_mode)) {

@@ -4,6 +4,7 @@
 // not mistaken for this job's.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace encgraph {
@@ -18,8 +19,10 @@ void publish_id_file(const std::string& path, const std::string& job_id, int wor
 // its id. Without a job id, a file older than `not_before` (seconds since the
 // epoch; this process's start less a margin) is taken as stale. Throws
 // GroupTimeout naming the file, what it held instead, and the key.
+// `poll` runs at every check (it may throw: rank 0 announced a failure).
 std::string wait_id_file(const std::string& path, const std::string& job_id, int world_size,
-                         double timeout_s, int rank, double not_before);
+                         double timeout_s, int rank, double not_before,
+                         const std::function<void()>& poll = {});
 
 // Removes the file if it still holds `id` (rank 0, when the job ends).
 void remove_id_file(const std::string& path, const std::string& id) noexcept;

@@ -81,7 +81,7 @@ class MpiProcessGroup final : public ProcessGroup {
     post_notice_receive();
   }
 
-  ~MpiProcessGroup() override { finish(); }
+  ~MpiProcessGroup() override { finish(0); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -90,12 +90,15 @@ class MpiProcessGroup final : public ProcessGroup {
   double timeout_s() const override { return timeout_s_; }
 
   std::vector<std::string> exchange(const std::string& mine_in, const std::string& what) override {
-    const std::string mine = mine_in.substr(0, kMaxControlBytes);
+    control_mine_ = mine_in.substr(0, kMaxControlBytes);  // the group's: a send may outlive a throw
+    const std::string& mine = control_mine_;
     std::vector<std::string> all(static_cast<size_t>(size_));
     if (rank_ == 0) {
-      // One receive per other rank, then one combined answer to each.
-      std::vector<std::vector<char>> in(static_cast<size_t>(size_),
-                                        std::vector<char>(kMaxControlBytes));
+      // One receive per other rank, then one combined answer to each. The
+      // buffers are the group's: a wait that throws (a failure notice) leaves
+      // receives posted, which may still be written into later.
+      std::vector<std::vector<char>>& in = control_in_;
+      in.assign(static_cast<size_t>(size_), std::vector<char>(kMaxControlBytes));
       std::vector<MPI_Request> reqs(static_cast<size_t>(size_), MPI_REQUEST_NULL);
       for (int r = 1; r < size_; ++r)
         EG_MPI_CHECK(MPI_Irecv(in[static_cast<size_t>(r)].data(),
@@ -110,7 +113,8 @@ class MpiProcessGroup final : public ProcessGroup {
         all[static_cast<size_t>(r)].assign(in[static_cast<size_t>(r)].data(),
                                            static_cast<size_t>(count));
       }
-      const std::vector<char> answer = pack(all);
+      control_out_ = pack(all);
+      const std::vector<char>& answer = control_out_;
       std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL);
       for (int r = 1; r < size_; ++r)
         EG_MPI_CHECK(MPI_Isend(answer.data(), static_cast<int>(answer.size()), MPI_BYTE, r,
@@ -121,7 +125,8 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Request send = MPI_REQUEST_NULL;
     EG_MPI_CHECK(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, 0, kTagControl,
                            MPI_COMM_WORLD, &send));
-    std::vector<char> answer(static_cast<size_t>(size_) * (kMaxControlBytes + 8));
+    std::vector<char>& answer = control_answer_;  // the group's, as above
+    answer.assign(static_cast<size_t>(size_) * (kMaxControlBytes + 8), 0);
     MPI_Request recv = MPI_REQUEST_NULL;
     EG_MPI_CHECK(MPI_Irecv(answer.data(), static_cast<int>(answer.size()), MPI_BYTE, 0, kTagAnswer,
                            MPI_COMM_WORLD, &recv));
@@ -163,7 +168,9 @@ class MpiProcessGroup final : public ProcessGroup {
   void announce_failure(ErrorKind kind, const std::string& message) noexcept override {
     if (finished_) return;
     try {
-      const std::string text = encode_failure(kind, message).substr(0, kNoticeBytes);
+      // The group's: a send still pending after the grace below reads it later.
+      notice_out_ = encode_failure(kind, message).substr(0, kNoticeBytes);
+      const std::string& text = notice_out_;
       std::vector<MPI_Request> sends;
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
@@ -208,7 +215,7 @@ class MpiProcessGroup final : public ProcessGroup {
     return exchange(id, what).front();
   }
 
-  void finish() noexcept override {
+  void finish(int exit_code) noexcept override {
     if (finished_) return;
     finished_ = true;
     if (notice_req_ != MPI_REQUEST_NULL) {
@@ -218,15 +225,16 @@ class MpiProcessGroup final : public ProcessGroup {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    // MPI_Finalize waits for every rank; a rank stuck elsewhere must not keep
+    // MPI_Finalize waits for every rank (one still loading a model, or
+    // writing the outputs, may take long); one stuck elsewhere must not keep
     // this process alive past the timeout. The watchdog stands down once it
     // returns (a program embedding encgraph goes on running).
-    const double grace = std::min(timeout_s_, 30.0);
+    const double grace = timeout_s_;
     auto done = std::make_shared<std::atomic<bool>>(false);
-    std::thread([grace, done] {
+    std::thread([grace, done, exit_code] {
       const PollDeadline deadline(grace);
       while (!done->load()) {
-        if (deadline.passed()) _exit(1);
+        if (deadline.passed()) _exit(exit_code);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }).detach();
@@ -301,6 +309,10 @@ class MpiProcessGroup final : public ProcessGroup {
 
   double timeout_s_;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
+  // Control message buffers, kept by the group: see exchange().
+  std::vector<std::vector<char>> control_in_;
+  std::vector<char> control_answer_, control_out_;
+  std::string control_mine_, notice_out_;
   std::vector<char> notice_;
   MPI_Request notice_req_ = MPI_REQUEST_NULL;
   bool finished_ = false;

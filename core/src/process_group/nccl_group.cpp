@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <exception>
 
 namespace encgraph {
 
@@ -99,7 +100,11 @@ NcclGroup::~NcclGroup() {
   if (!s_) return;
   if (s_->staging) cudaFree(s_->staging);
   if (s_->own) cudaStreamDestroy(s_->own);
-  if (s_->comm && !s_->broken) {
+  if (s_->comm && !s_->broken && std::uncaught_exceptions() > 0) {
+    // Torn down by a failure: peers may be mid-transfer with us, and
+    // ncclCommDestroy would wait for them; abort returns at once.
+    s_->abort();
+  } else if (s_->comm && !s_->broken) {
     const ncclResult_t st = nccl().comm_destroy(s_->comm);
     if (st != ncclSuccess && st != ncclInProgress)
       spdlog::error("ncclCommDestroy: {}", nccl().error_string(st));
