@@ -140,10 +140,15 @@ def main():
                      "--embeddings", out], stdout=log, stderr=subprocess.STDOUT, env=env,
                     start_new_session=True))
         time.sleep(40)  # start-up, capture, into the run
-        victims = subprocess.run(["pgrep", "-f", f"--embeddings {out}"], capture_output=True,
-                                 text=True).stdout.split()
-        victims = [int(v) for v in victims if int(v) not in [j.pid for j in jobs]] or \
-            [j.pid for j in jobs]
+        # "--" ends pgrep's options: the pattern itself starts with dashes.
+        victims = subprocess.run(["pgrep", "-f", "--", f"--embeddings {out}"],
+                                 capture_output=True, text=True).stdout.split()
+        victims = [int(v) for v in victims if int(v) not in [j.pid for j in jobs]]
+        if launch == "env":
+            victims = victims or [j.pid for j in jobs]  # the ranks are the jobs
+        check(len(victims) == 2, f"{launch}: both ranks found ({victims})")
+        if not victims:
+            continue
         os.kill(max(victims), signal.SIGKILL)
         t0 = time.time()
         codes = []
@@ -153,11 +158,13 @@ def main():
             except subprocess.TimeoutExpired:
                 os.killpg(j.pid, signal.SIGKILL)
                 codes.append("hung")
-        survivors = [c for c in codes if c != -9]
+        logs = open(log_path).read() if launch == "mpirun" else ""
         check("hung" not in codes and all(c != 0 for c in codes) and not os.path.exists(out),
               f"{launch}: a rank killed mid-run ends the job in {time.time() - t0:.1f} s "
               f"(exit codes {codes}), no output")
-        del survivors
+        if launch == "mpirun":
+            check(-9 not in codes and "signal 9" in logs,
+                  "mpirun: it outlives the killed rank and names it ('signal 9')")
     print("\n".join(["", "== mp_check ==", f"{len(failures)} failure(s)", *failures]))
     return 1 if failures else 0
 
