@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 namespace encgraph {
@@ -59,7 +58,9 @@ Parsed parse(const std::string& text) {
   if (!std::getline(in, magic) || magic != kMagic) return p;
   if (!std::getline(in, job_line) || job_line.rfind("job ", 0) != 0) return p;
   if (!std::getline(in, world_line) || world_line.rfind("world ", 0) != 0) return p;
-  if (!std::getline(in, id_line) || !unhex(id_line, p.id) || p.id.empty()) return p;
+  // The writer ends the id line with a newline: a copy cut short anywhere,
+  // even between two hex digits, must not pass for a shorter id.
+  if (!std::getline(in, id_line) || in.eof() || !unhex(id_line, p.id) || p.id.empty()) return p;
   p.job = job_line.substr(4);
   try {
     p.world = std::stoi(world_line.substr(6));
@@ -68,6 +69,31 @@ Parsed parse(const std::string& text) {
   }
   p.ok = true;
   return p;
+}
+
+// The first 4096 bytes of the file at `path` and its time, read without
+// blocking: a FIFO or a device at the path must not hold a wait bounded by
+// distributed.timeout_s (nor rank 0's exit). Returns "" or what is there instead.
+std::string read_head(const std::string& path, std::string& text, double& mtime) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return errno == ENOENT || errno == ENOTDIR
+               ? "no file"
+               : std::string("a file it cannot read (") + std::strerror(errno) + ")";
+  std::string found;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    found = "not a regular file";
+  } else {
+    text.clear();
+    char buffer[4096];
+    ssize_t n = 0;
+    while (text.size() < sizeof buffer && (n = ::read(fd, buffer, sizeof buffer - text.size())) > 0)
+      text.append(buffer, static_cast<size_t>(n));
+    mtime = static_cast<double>(st.st_mtime);
+  }
+  ::close(fd);
+  return found;
 }
 
 std::string contents(const std::string& job_id, int world, const std::string& id) {
@@ -104,32 +130,26 @@ std::string wait_id_file(const std::string& path, const std::string& job_id, int
                          double timeout_s, int rank, double not_before,
                          const std::function<void()>& poll) {
   const PollDeadline deadline(timeout_s);
-  std::string seen = "no file";
   for (;;) {
     if (poll) poll();
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
-      if (!S_ISREG(st.st_mode)) {
-        seen = "not a regular file";
+    std::string text;
+    double mtime = 0.0;
+    std::string seen = read_head(path, text, mtime);
+    if (seen.empty()) {
+      const Parsed p = parse(text);
+      if (!p.ok) {
+        seen = "a file that is not an encgraph id file";
+      } else if (p.job != job_id) {
+        seen = "the id of job '" + p.job + "', not of job '" + job_id + "'";
+      } else if (job_id.empty() && mtime < not_before) {
+        seen = "a file older than this process (left by an earlier job?)";
+      } else if (p.world != world_size) {
+        throw_config("rank " + std::to_string(rank) + ": " + kKey + " '" + path +
+                     "' holds the id of a job of " + std::to_string(p.world) +
+                     " ranks, but WORLD_SIZE is " + std::to_string(world_size) +
+                     ": every rank must be started with the same WORLD_SIZE");
       } else {
-        std::ifstream in(path, std::ios::binary);
-        std::stringstream buffer;
-        buffer << in.rdbuf();
-        const Parsed p = parse(buffer.str().substr(0, 4096));
-        if (!p.ok) {
-          seen = "a file that is not an encgraph id file";
-        } else if (p.job != job_id) {
-          seen = "the id of job '" + p.job + "', not of job '" + job_id + "'";
-        } else if (job_id.empty() && static_cast<double>(st.st_mtime) < not_before) {
-          seen = "a file older than this process (left by an earlier job?)";
-        } else if (p.world != world_size) {
-          throw_config("rank " + std::to_string(rank) + ": " + kKey + " '" + path +
-                       "' holds the id of a job of " + std::to_string(p.world) +
-                       " ranks, but WORLD_SIZE is " + std::to_string(world_size) +
-                       ": every rank must be started with the same WORLD_SIZE");
-        } else {
-          return p.id;
-        }
+        return p.id;
       }
     }
     if (deadline.passed())
@@ -145,11 +165,10 @@ std::string wait_id_file(const std::string& path, const std::string& job_id, int
 
 void remove_id_file(const std::string& path, const std::string& id) noexcept {
   try {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return;
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const Parsed p = parse(buffer.str().substr(0, 4096));
+    std::string text;
+    double mtime = 0.0;
+    if (!read_head(path, text, mtime).empty()) return;
+    const Parsed p = parse(text);
     if (p.ok && p.id == id) std::filesystem::remove(path);
   } catch (...) {
   }
