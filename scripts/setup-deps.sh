@@ -23,6 +23,9 @@ packages=(
   # multi-process data parallelism (issue 16): Open MPI launches and connects
   # the ranks (mpirun), and carries rows between CPU ranks
   libopenmpi-dev openmpi-bin
+  # docs/benchmarks.md's plots (scripts/plot_benchmarks.py, issue 15) and
+  # their ctest entry
+  python3-matplotlib
 )
 missing=()
 for p in "${packages[@]}"; do
