@@ -69,7 +69,7 @@ struct DeviceEncoderLayer {
 struct DeviceTables {
   int64_t side = 0;
   const bf16* pos = nullptr;                   // [gg, D]
-  std::vector<const float*> rel_h, rel_w;      // per SAM layer [2 win - 1, hd]
+  std::vector<const bf16*> rel_h, rel_w;       // per SAM layer [2 win - 1 (padded to 8), hd]
   const float *cos = nullptr, *sin = nullptr;  // [L, hd / 2]
   const bf16* queries = nullptr;               // [n, E]
 };
@@ -77,7 +77,6 @@ struct DeviceTables {
 // Activations of one forward, carved from the runtime's workspace.
 struct Activations {
   bf16 *x, *normed, *win, *qkv, *attn, *mlp;
-  float *bias_h, *bias_w;
   bf16 *y1, *y2, *cols, *d1, *d2;
   bf16 *seq, *hn, *eqkv, *eo, *gu, *act, *qrows, *qn;
   void* gemm_ws;
@@ -97,7 +96,6 @@ Activations carve(const ModelConfig& m, int64_t side, int64_t views, char* base)
   const size_t g2 = static_cast<size_t>(d.g2 * d.g2), n = static_cast<size_t>(d.n);
   const size_t L = static_cast<size_t>(d.L);
   const size_t patch_k = static_cast<size_t>(3 * m.patch_size * m.patch_size);
-  const size_t grid_max = static_cast<size_t>(std::max(d.g, m.window_size));
   Activations a{};
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -112,9 +110,6 @@ Activations carve(const ModelConfig& m, int64_t side, int64_t views, char* base)
   a.qkv = bf(V * ra * 3 * D);
   a.attn = bf(V * ra * D);
   a.mlp = bf(V * gg * static_cast<size_t>(m.sam_mlp_dim));
-  const size_t bias = V * ra * static_cast<size_t>(m.sam_heads) * grid_max;
-  a.bias_h = reinterpret_cast<float*>(take(bias * 4));
-  a.bias_w = reinterpret_cast<float*>(take(bias * 4));
   a.y1 = bf(V * gg * C);
   a.y2 = bf(V * gg * C);
   a.cols = bf(V * std::max(gg * 9 * C, static_cast<size_t>(d.g4 * d.g4) * 9 * c1));
@@ -142,6 +137,14 @@ std::vector<float> conv3x3_rows(const std::vector<float>& w, int64_t cout, int64
         r[static_cast<size_t>((o * 9 + tap) * cin + c)] =
             w[static_cast<size_t>((o * cin + c) * 9 + tap)];
   return r;
+}
+
+// A relative-position table [rows, hd] with zero rows up to a multiple of 8
+// (the attention kernel reads it in 8-row tiles).
+std::vector<float> pad_rows8(std::vector<float> table, int64_t hd) {
+  const size_t rows = table.size() / static_cast<size_t>(hd);
+  table.resize((rows + 7) / 8 * 8 * static_cast<size_t>(hd), 0.0f);
+  return table;
 }
 
 std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
@@ -254,8 +257,8 @@ struct CudaModel::Impl {
       t->rel_h.assign(vt.rel_h.size(), nullptr);
       t->rel_w.assign(vt.rel_w.size(), nullptr);
       for (size_t l = 0; l < vt.rel_h.size(); ++l) {
-        f32(&t->rel_h[l], std::move(vt.rel_h[l]));
-        f32(&t->rel_w[l], std::move(vt.rel_w[l]));
+        bf(&t->rel_h[l], pad_rows8(std::move(vt.rel_h[l]), m.sam_head_dim()));
+        bf(&t->rel_w[l], pad_rows8(std::move(vt.rel_w[l]), m.sam_head_dim()));
       }
       f32(&t->cos, std::move(vt.cos));
       f32(&t->sin, std::move(vt.sin));
@@ -340,6 +343,15 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
       encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                         std::string(kWho) + ": the attention kernel needs the " + name +
                             " head_dim a multiple of 8 up to 64, got " + std::to_string(hd));
+  for (int64_t side : {m.global_size, m.tile_size})
+    if (std::max(m.grid(side), m.window_size) > cuda::kMaxRelGrid)
+      encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                        std::string(kWho) + ": views of " + std::to_string(side) +
+                            " pixels make a " + std::to_string(m.grid(side)) +
+                            "-patch grid; the attention kernel's " +
+                            "relative-position bias allows grids and windows up to " +
+                            std::to_string(cuda::kMaxRelGrid) +
+                            " (lower global_size / tile_size or raise patch_size)");
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -422,10 +434,6 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
     check(cuda::window_partition_bf16(a.normed, a.win, V, static_cast<int>(g), win, D, s),
           "window_partition");
     gemm(I.sam_qkv, a.win, L.qkv_w, L.qkv_b, nullptr, a.qkv, rows, nullptr, "attn.qkv");
-    check(
-        cuda::rel_pos_bias(a.qkv, 3 * D, rows, heads, hd, win, win, t.rel_h[static_cast<size_t>(l)],
-                           t.rel_w[static_cast<size_t>(l)], a.bias_h, a.bias_w, s),
-        "rel_pos");
     cuda::AttentionArgs at;
     at.q = a.qkv;
     at.k = a.qkv + D;
@@ -436,8 +444,8 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
     at.heads = heads;
     at.head_dim = hd;
     at.seq_len = win * win;
-    at.bias_h = a.bias_h;
-    at.bias_w = a.bias_w;
+    at.rel_h = t.rel_h[static_cast<size_t>(l)];
+    at.rel_w = t.rel_w[static_cast<size_t>(l)];
     at.hn = at.wn = win;
     at.view_count = view_count;
     at.seqs_per_view = static_cast<int>(per * per);

@@ -173,33 +173,7 @@ __global__ void copy_view_rows_kernel(const bf16* __restrict__ src, int64_t src_
   }
 }
 
-// ---------------------------------------------------------------- rel-pos, rotary
-
-__global__ void rel_pos_bias_kernel(const bf16* __restrict__ q, int64_t q_stride, int64_t rows,
-                                    int heads, int hd, int hn, int wn,
-                                    const float* __restrict__ rel_h,
-                                    const float* __restrict__ rel_w, float* __restrict__ bias_h,
-                                    float* __restrict__ bias_w) {
-  const int terms = hn + wn;
-  const int64_t n = rows * heads * terms;
-  DSOCR2_GRID_LOOP(i, n) {
-    const int j = static_cast<int>(i % terms);
-    const int64_t rh = i / terms;  // r * heads + head
-    const int head = static_cast<int>(rh % heads);
-    const int64_t r = rh / heads;
-    const int cell = static_cast<int>(r % (static_cast<int64_t>(hn) * wn));
-    const int qy = cell / wn, qx = cell % wn;
-    const float* table = j < hn ? rel_h + static_cast<int64_t>(qy - j + hn - 1) * hd
-                                : rel_w + static_cast<int64_t>(qx - (j - hn) + wn - 1) * hd;
-    const bf16* qr = q + r * q_stride + static_cast<int64_t>(head) * hd;
-    float s = 0.0f;
-    for (int c = 0; c < hd; ++c) s = fmaf(__bfloat162float(qr[c]), table[c], s);
-    if (j < hn)
-      bias_h[rh * hn + j] = s;
-    else
-      bias_w[rh * wn + (j - hn)] = s;
-  }
-}
+// ---------------------------------------------------------------- rotary
 
 __global__ void rotary_rows_kernel(bf16* __restrict__ x, int64_t row_stride, int64_t rows,
                                    int period, int heads, int hd, const float* __restrict__ cos_t,
@@ -269,14 +243,82 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-constexpr size_t attention_smem_bytes() {
-  return static_cast<size_t>(16 * kAttnWarps + 4 * kBlockN) * (kDPad + 8) * sizeof(bf16);
+// The relative-position products are kept in shared memory as bf16, as
+// transformers' bf16 model computes them: in fp32 they took twice the space,
+// which left two blocks per multiprocessor instead of three and made the
+// global-attention layers 20% slower (dsocr2_profile, H200).
+using PElem = bf16;
+__device__ __forceinline__ float to_float(bf16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float2 load_pair(const bf16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+__device__ __forceinline__ void store(bf16* p, float v) {
+  *p = __float2bfloat16(v);
+}
+
+// Columns of a warp's relative-position products: the table's rows (2n - 1,
+// padded to a multiple of 8 with zero rows) plus 4, so that the 8 rows a warp
+// reads at once fall in different banks.
+__host__ __device__ constexpr int rel_stride(int n) {
+  return (2 * n - 1 + 7) / 8 * 8 + 4;
+}
+
+// The Q tile or, once its rows are in registers, each warp's products
+// q . rel_h and q . rel_w (16 rows each), then two K and two V tiles.
+__host__ __device__ constexpr size_t attention_front_bytes(bool bias, int hn, int wn) {
+  const size_t q = static_cast<size_t>(16 * kAttnWarps) * (kDPad + 8) * sizeof(bf16);
+  const size_t p = bias ? static_cast<size_t>(kAttnWarps) * 16 *
+                              static_cast<size_t>(rel_stride(hn) + rel_stride(wn)) * sizeof(PElem)
+                        : 0;
+  return ((q > p ? q : p) + 15) / 16 * 16;
+}
+size_t attention_smem_bytes(bool bias, int hn, int wn) {
+  return attention_front_bytes(bias, hn, wn) +
+         static_cast<size_t>(4 * kBlockN) * (kDPad + 8) * sizeof(bf16);
+}
+
+// out[r][shift_r + j] = log2(e) * q_r . rel[j] for this warp's 16 query rows r
+// and the table's rows j < cols (a multiple of 8), on the tensor cores: A is the
+// warp's query fragments, B the table read straight from global memory (it is
+// small and shared by every block, so it stays in L1/L2).
+template <int kKSteps>
+__device__ __forceinline__ void rel_products(const uint32_t (&q_frag)[kKSteps][4],
+                                             const bf16* __restrict__ rel, int cols, int hd,
+                                             PElem* out, int stride, int g, int t, int shift0,
+                                             int shift1) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  for (int n0 = 0; n0 < cols; n0 += 8) {
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const bf16* row = rel + static_cast<int64_t>(n0 + g) * hd;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int k0 = kk * 16 + 2 * t;
+      const uint32_t b0 = k0 < hd ? *reinterpret_cast<const uint32_t*>(row + k0) : 0u;
+      const uint32_t b1 = k0 + 8 < hd ? *reinterpret_cast<const uint32_t*>(row + k0 + 8) : 0u;
+      mma_bf16(c, q_frag[kk], b0, b1);
+    }
+    PElem* r0 = out + g * stride + shift0 + n0 + 2 * t;
+    PElem* r1 = out + (g + 8) * stride + shift1 + n0 + 2 * t;
+    store(r0, c[0] * kLog2e);
+    store(r0 + 1, c[1] * kLog2e);
+    store(r1, c[2] * kLog2e);
+    store(r1 + 1, c[3] * kLog2e);
+  }
 }
 
 // One block per (sequence, 16 * kAttnWarps query rows, head); see the kit's
 // attention.cu for the fragment layouts. What differs: the key range a block
 // walks (`key_end`: the prefix mask lets image rows stop at the prefix), the
-// per-element mask, and the bias added in the log2 domain.
+// per-element mask, and the SAM's decomposed relative-position bias
+// (kBias > 0): each warp first computes its rows' products with the two tables
+// (get_decomposed_rel_pos's rel_h and rel_w, before the gather) into shared
+// memory; a logit then adds P_h[row][qy - ky + hn - 1] + P_w[row][qx - kx + wn - 1].
+// kBias == 2 (wn even): keys 2i and 2i + 1 share a grid row, so one P_h read
+// and one 4-byte P_w read serve both. P_w[row] is stored one element later when
+// qx - kx + wn - 1 is even for even kx, which makes that pair 4-byte aligned.
+template <int kBias>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     attention_kernel(const AttentionArgs a, int m_blocks, float scale_log2) {
   constexpr int kBlockM = 16 * kAttnWarps;
@@ -286,7 +328,6 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   constexpr int kKSteps = kDPad / 16;
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kDTiles = kDPad / 8;
-  constexpr float kLog2e = 1.4426950408889634f;
 
   const int64_t seq = static_cast<int64_t>(blockIdx.x) / m_blocks;
   const int q0 = static_cast<int>(static_cast<int64_t>(blockIdx.x) - seq * m_blocks) * kBlockM;
@@ -301,7 +342,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* s_q = reinterpret_cast<bf16*>(smem_raw);
-  bf16* s_k = s_q + kBlockM * kStride;
+  bf16* s_k = reinterpret_cast<bf16*>(smem_raw + attention_front_bytes(kBias > 0, a.hn, a.wn));
   bf16* s_v = s_k + 2 * kBlockN * kStride;
 
   const int hd = a.head_dim;
@@ -339,16 +380,26 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   // This thread's two query rows (within the sequence) and their key limits.
   const int rows_of[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   int limit[2];
-  const float* bh_row[2] = {nullptr, nullptr};
-  const float* bw_row[2] = {nullptr, nullptr};
+  // The bias: this thread's two rows of the warp's products and the offsets
+  // qy + hn - 1, qx + wn - 1 of its two query cells (rows past the sequence
+  // read as cell 0; their results are dropped).
+  const int sh = kBias ? rel_stride(a.hn) : 0, sw = kBias ? rel_stride(a.wn) : 0;
+  PElem* p_h = reinterpret_cast<PElem*>(smem_raw) + warp * 16 * (sh + sw);  // over s_q
+  PElem* p_w = p_h + 16 * sh;
+  const PElem* ph_row[2] = {p_h + g * sh, p_h + (g + 8) * sh};
+  const PElem* pw_row[2] = {p_w + g * sw, p_w + (g + 8) * sw};
+  int oy[2] = {0, 0}, ox[2] = {0, 0}, shift[2] = {0, 0};
+  const float inv_wn = kBias ? 1.0f / static_cast<float>(a.wn) : 0.0f;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = rows_of[r];
     limit[r] = a.prefix > 0 ? min(key_end, row < a.prefix ? a.prefix : row + 1) : key_end;
-    if (a.bias_h != nullptr && row < len) {
-      const int64_t rh = (start + row) * a.heads + head;
-      bh_row[r] = a.bias_h + rh * a.hn;
-      bw_row[r] = a.bias_w + rh * a.wn;
+    if (kBias) {
+      const int cell = row < len ? row : 0;
+      const int qy = cell / a.wn;
+      oy[r] = qy + a.hn - 1;
+      ox[r] = cell - qy * a.wn + a.wn - 1;
+      shift[r] = kBias == 2 && (ox[r] & 1) == 0 ? 1 : 0;
     }
   }
 
@@ -368,6 +419,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
         ldmatrix_x4(q_frag[kk], smem_addr(s_q + (warp * 16 + a_row) * kStride + kk * 16 + a_col));
+      if (kBias) {
+        __syncthreads();  // every warp has its Q rows: the products go over s_q
+        rel_products(q_frag, a.rel_h, sh - 4, hd, p_h, sh, g, t, 0, 0);
+        rel_products(q_frag, a.rel_w, sw - 4, hd, p_w, sw, g, t, shift[0], shift[1]);
+        __syncwarp();  // each warp reads only its own rows
+      }
     }
     const bf16* k_tile = s_k + buf * kBlockN * kStride;
     const bf16* v_tile = s_v + buf * kBlockN * kStride;
@@ -397,16 +454,47 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     float tile_max[2] = {row_max[0], row_max[1]};
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j) {
+      if constexpr (kBias == 2) {
+        // Keys `key` (even) and key + 1: one grid row, cells kx and kx + 1.
+        // key / wn without an integer division: (key + 0.5) / wn is at least
+        // 0.5 / wn from an integer, far above fp32's error for these sizes.
+        const int key = key0 + j * 8;
+        const int ky = __float2int_rz((static_cast<float>(key) + 0.5f) * inv_wn);
+        const int kx = key - ky * a.wn;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const int key = key0 + j * 8 + (e & 1);
-        const bool real = key < limit[r];
-        float v = s[j][e] * scale_log2;
-        if (real && bh_row[r] != nullptr)
-          v += (bh_row[r][key / a.wn] + bw_row[r][key % a.wn]) * kLog2e;
-        s[j][e] = real ? v : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+        for (int r = 0; r < 2; ++r) {
+          const bool real0 = key < limit[r], real1 = key + 1 < limit[r];
+          float b0 = 0.0f, b1 = 0.0f;
+          if (real0) {
+            const float h = to_float(ph_row[r][oy[r] - ky]);
+            const float2 w = load_pair(pw_row[r] + ox[r] - kx - 1 + shift[r]);
+            b0 = h + w.y;  // P_w[ox - kx]
+            b1 = h + w.x;  // P_w[ox - kx - 1]
+          }
+          s[j][2 * r] = real0 ? fmaf(s[j][2 * r], scale_log2, b0) : -INFINITY;
+          s[j][2 * r + 1] = real1 ? fmaf(s[j][2 * r + 1], scale_log2, b1) : -INFINITY;
+          tile_max[r] = fmaxf(tile_max[r], fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key = key0 + j * 8 + c;
+          int ky = 0, kx = 0;
+          if (kBias) {
+            ky = __float2int_rz((static_cast<float>(key) + 0.5f) * inv_wn);
+            kx = key - ky * a.wn;
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int e = 2 * r + c;
+            const bool real = key < limit[r];
+            float v = s[j][e] * scale_log2;
+            if (kBias && real)
+              v += to_float(ph_row[r][oy[r] - ky]) + to_float(pw_row[r][ox[r] - kx]);
+            s[j][e] = real ? v : -INFINITY;
+            tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+          }
+        }
       }
     }
 #pragma unroll
@@ -462,6 +550,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     inv[r] = 1.0f / l;
   }
+  if (kBias) __syncthreads();  // no warp reads the products any more
   bf16* stage = s_q + warp * 16 * kStride;
 #pragma unroll
   for (int j = 0; j < kDTiles; ++j) {
@@ -549,21 +638,6 @@ int window_unpartition_add_bf16(bf16* x, const bf16* w, int64_t views, int g, in
   return 0;
 }
 
-int rel_pos_bias(const bf16* q, int64_t q_stride, int64_t rows, int heads, int head_dim, int hn,
-                 int wn, const float* rel_h, const float* rel_w, float* bias_h, float* bias_w,
-                 cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(q != nullptr && rel_h != nullptr && rel_w != nullptr);
-  ENCODER_KIT_REQUIRE(bias_h != nullptr && bias_w != nullptr);
-  ENCODER_KIT_REQUIRE(rows >= 0 && heads > 0 && head_dim > 0 && hn > 0 && wn > 0);
-  ENCODER_KIT_REQUIRE(q_stride >= static_cast<int64_t>(heads) * head_dim);
-  const int64_t n = rows * heads * (hn + wn);
-  if (n == 0) return 0;
-  rel_pos_bias_kernel<<<blocks_for(n), kThreads, 0, stream>>>(q, q_stride, rows, heads, head_dim,
-                                                              hn, wn, rel_h, rel_w, bias_h, bias_w);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
-}
-
 int conv3x3_im2col_bf16(const bf16* x, int64_t views, int h, int w, int cin, int stride, bf16* cols,
                         cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(x != nullptr && cols != nullptr && x != cols);
@@ -619,19 +693,43 @@ int attention_bf16(const AttentionArgs& a, int64_t num_seqs, cudaStream_t stream
   ENCODER_KIT_REQUIRE(a.head_dim > 0 && a.head_dim % 8 == 0 && a.head_dim <= kDPad);
   ENCODER_KIT_REQUIRE(a.heads > 0 && a.heads <= 65535 && a.group > 0 && a.heads % a.group == 0);
   ENCODER_KIT_REQUIRE(a.seq_len >= 0 && a.prefix >= 0 && a.prefix <= a.seq_len);
-  ENCODER_KIT_REQUIRE((a.bias_h == nullptr) == (a.bias_w == nullptr));
-  ENCODER_KIT_REQUIRE(a.bias_h == nullptr ||
-                      (a.hn > 0 && a.wn > 0 && static_cast<int64_t>(a.hn) * a.wn == a.seq_len));
+  ENCODER_KIT_REQUIRE((a.rel_h == nullptr) == (a.rel_w == nullptr));
+  const bool bias = a.rel_h != nullptr;
+  ENCODER_KIT_REQUIRE(!bias ||
+                      (a.hn > 0 && a.wn > 0 && a.hn <= kMaxRelGrid && a.wn <= kMaxRelGrid &&
+                       static_cast<int64_t>(a.hn) * a.wn == a.seq_len));
+  ENCODER_KIT_REQUIRE(!bias || (aligned16(a.rel_h) && aligned16(a.rel_w)));
+  ENCODER_KIT_REQUIRE(!bias || a.prefix == 0);  // a pair of keys shares its mask
   ENCODER_KIT_REQUIRE(a.seqs_per_view > 0 && num_seqs >= 0);
   if (num_seqs == 0 || a.seq_len == 0) return 0;
   constexpr int kBlockM = 16 * kAttnWarps;
-  constexpr size_t kSmem = attention_smem_bytes();
-  static_assert(kSmem <= 48 * 1024, "no opt-in needed below 48 KiB of shared memory");
+  const size_t smem = attention_smem_bytes(bias, a.hn, a.wn);
+  // Above 48 KiB a kernel must opt in; once per process, for the largest size
+  // kMaxRelGrid allows (an attribute, not a stream operation: safe while a
+  // graph is being captured).
+  static const cudaError_t opted = [] {
+    const int most = static_cast<int>(attention_smem_bytes(true, kMaxRelGrid, kMaxRelGrid));
+    cudaError_t e = cudaFuncSetAttribute(attention_kernel<0>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(attention_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               most);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(attention_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               most);
+    return e;
+  }();
+  if (opted != cudaSuccess) return static_cast<int>(opted);
   const int m_blocks = (a.seq_len + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(num_seqs * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(num_seqs * m_blocks), static_cast<unsigned>(a.heads));
-  attention_kernel<<<grid, kAttnWarps * 32, kSmem, stream>>>(a, m_blocks,
-                                                             a.scale * 1.4426950408889634f);
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  if (bias && a.wn % 2 == 0)
+    attention_kernel<2><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
+  else if (bias)
+    attention_kernel<1><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
+  else
+    attention_kernel<0><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }

@@ -1,8 +1,7 @@
 // The CUDA kernels DeepSeek-OCR-2's vision side needs beyond the shared kit
 // (plugins/encoder_kit/cuda): the SAM's patch and 3x3 convolutions as im2col
-// for cuBLASLt products, window partitioning, the decomposed relative-position
-// terms, one attention kernel for both the SAM (additive rel-pos bias) and the
-// Qwen2-style encoder (GQA, image/query mask), the encoder's rotary and row
+// for cuBLASLt products, window partitioning, one attention kernel for both the SAM (additive
+// rel-pos bias) and the Qwen2-style encoder (GQA, image/query mask), the encoder's rotary and row
 // copies between per-view layouts.
 // Conventions as in the kit's kernels.hpp: bf16 storage, fp32 arithmetic,
 // row-major tensors, stream last, graph-safe (no allocation, no sync, no host
@@ -42,16 +41,6 @@ int window_partition_bf16(const bf16* x, bf16* out, int64_t views, int g, int wi
 int window_unpartition_add_bf16(bf16* x, const bf16* w, int64_t views, int g, int win, int64_t cols,
                                 cudaStream_t stream);
 
-// get_decomposed_rel_pos's two terms for rows laid out as hn x wn grids
-// (row r is cell i = r % (hn * wn), qy = i / wn, qx = i % wn), per head, with
-// the unscaled query q[r, head * head_dim + c] (row stride q_stride):
-//   bias_h[(r * heads + head) * hn + ky] = q . rel_h[qy - ky + hn - 1]
-//   bias_w[(r * heads + head) * wn + kx] = q . rel_w[qx - kx + wn - 1]
-// rel_h [2 hn - 1, head_dim], rel_w [2 wn - 1, head_dim] fp32 (already resized).
-int rel_pos_bias(const bf16* q, int64_t q_stride, int64_t rows, int heads, int head_dim, int hn,
-                 int wn, const float* rel_h, const float* rel_w, float* bias_h, float* bias_w,
-                 cudaStream_t stream);
-
 // Conv2d(cin, ., 3, stride, pad 1) input rows on channels-last maps x
 // [views, h, w, cin] -> cols [views * ho * wo, 9 * cin] in (ky, kx, c) order
 // (the weight permuted to [cout, 3, 3, cin] on upload); ho = (h - 1) / stride + 1.
@@ -76,13 +65,18 @@ int rotary_rows_bf16(bf16* x, int64_t row_stride, int64_t rows, int period, int 
 // head h / group. out[row, h * head_dim + d] = softmax(scale q.k + bias) v.
 //  - prefix > 0 (the encoder's mask): query row i sees keys j < prefix when
 //    i < prefix, else keys j <= i; prefix == 0: every key of the sequence.
-//  - bias_h / bias_w (both or neither, from rel_pos_bias): the SAM's
-//    decomposed relative positions over an hn x wn grid of the sequence,
-//    added to key j's logit as bias_h[.., j / wn] + bias_w[.., j % wn].
+//  - rel_h / rel_w (both or neither): the SAM's decomposed relative
+//    positions over the sequence as an hn x wn grid (hn, wn <= kMaxRelGrid).
+//    The tables are get_rel_pos's, already resized: bf16 [2 hn - 1, head_dim]
+//    and [2 wn - 1, head_dim], their rows zero-padded to a multiple of 8.
+//    Query cell (qy, qx) and key cell (ky, kx) add the unscaled
+//    q . rel_h[qy - ky + hn - 1] + q . rel_w[qx - kx + wn - 1] to the logit,
+//    computed inside the kernel (nothing is materialised in global memory).
 //  - view_count (device int32, may be null): sequences at or past
 //    view_count * seqs_per_view are padding and skipped (their rows unwritten).
 // head_dim a multiple of 8 up to 64; q/k/v/out and their row strides 16-byte
 // aligned (strides multiples of 8 elements).
+constexpr int kMaxRelGrid = 128;  // bounds the shared memory of the bias products
 struct AttentionArgs {
   const bf16 *q = nullptr, *k = nullptr, *v = nullptr;
   int64_t q_stride = 0, kv_stride = 0;
@@ -91,7 +85,7 @@ struct AttentionArgs {
   int heads = 0, group = 1, head_dim = 0;
   int seq_len = 0;
   int prefix = 0;
-  const float *bias_h = nullptr, *bias_w = nullptr;
+  const bf16 *rel_h = nullptr, *rel_w = nullptr;
   int hn = 0, wn = 0;
   const int32_t* view_count = nullptr;
   int seqs_per_view = 1;

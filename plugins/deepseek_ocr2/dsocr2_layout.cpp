@@ -1,9 +1,11 @@
 #include "dsocr2_layout.hpp"
 
+#include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 namespace dsocr2 {
 
@@ -21,9 +23,28 @@ int64_t view_capacity(const ModelConfig& m, int32_t path, int64_t token_budget) 
   return std::max<int64_t>(token_budget, 0) / view_tokens(m, path);
 }
 
+void ItemData::to_bf16() {
+  auto convert = [](std::vector<float>& from, std::vector<uint16_t>& to) {
+    to.resize(from.size());
+    for (size_t k = 0; k < from.size(); ++k) to[k] = encoder_kit::f32_to_bf16(from[k]);
+    std::vector<float>().swap(from);
+  };
+  convert(views.global, global_bf16);
+  convert(views.crops, crops_bf16);
+}
+
 int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const ItemData*>& items,
                     void* pixels, int64_t capacity, bool bf16) {
   const int64_t side = view_side(m, path), per_view = 3 * side * side;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  // The copies first, then run on the pool's threads: a request of pages is
+  // hundreds of MB, which one thread copies into pinned memory far slower
+  // than the device then reads it.
+  struct Copy {
+    const void* src;
+    size_t offset, bytes;  // in the staging buffer
+  };
+  std::vector<Copy> copies;
   int64_t views = 0;
   for (const ItemData* it : items) {
     const int64_t n = path == kGlobal ? 1 : it->views.num_crops;
@@ -32,15 +53,39 @@ int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const 
                         "deepseek_ocr2: the batch has more than " + std::to_string(capacity) +
                             (path == kGlobal ? " global views" : " local crops") +
                             ", the graph's capacity");
-    const float* src = path == kGlobal ? it->views.global.data() : it->views.crops.data();
+    const void* src = nullptr;
+    size_t have = 0;
     if (bf16) {
-      uint16_t* dst = static_cast<uint16_t*>(pixels) + views * per_view;
-      for (int64_t k = 0; k < n * per_view; ++k) dst[k] = encoder_kit::f32_to_bf16(src[k]);
+      const std::vector<uint16_t>& v = path == kGlobal ? it->global_bf16 : it->crops_bf16;
+      src = v.data();
+      have = v.size();
     } else {
-      std::copy_n(src, n * per_view, static_cast<float*>(pixels) + views * per_view);
+      const std::vector<float>& v = path == kGlobal ? it->views.global : it->views.crops;
+      src = v.data();
+      have = v.size();
     }
+    if (static_cast<int64_t>(have) != n * per_view)
+      encoder_kit::fail(EG_ERR_INTERNAL, std::string("deepseek_ocr2: an item's ") +
+                                             (bf16 ? "bf16 " : "") + "views were not made");
+    if (n > 0)
+      copies.push_back({src, static_cast<size_t>(views * per_view) * elem,
+                        static_cast<size_t>(n * per_view) * elem});
     views += n;
   }
+  constexpr size_t kPiece = size_t{4} << 20;  // bytes per task
+  std::vector<Copy> pieces;
+  for (const Copy& c : copies)
+    for (size_t at = 0; at < c.bytes; at += kPiece)
+      pieces.push_back(
+          {static_cast<const char*>(c.src) + at, c.offset + at, std::min(kPiece, c.bytes - at)});
+  char* dst = static_cast<char*>(pixels);
+  encoder_kit::cpu::pool().parallel_for(static_cast<int64_t>(pieces.size()), 1,
+                                        [&](int64_t b, int64_t e, int) {
+                                          for (int64_t k = b; k < e; ++k) {
+                                            const Copy& p = pieces[static_cast<size_t>(k)];
+                                            std::memcpy(dst + p.offset, p.src, p.bytes);
+                                          }
+                                        });
   return views;
 }
 

@@ -23,6 +23,10 @@ enum Buffer : int32_t {
 // The item a plugin keeps: its preprocessed views.
 struct ItemData {
   Views views;
+  // With bf16 staging (CUDA) the views are converted once, when the item is
+  // made, and the float copies dropped: staging a batch is then a copy.
+  std::vector<uint16_t> global_bf16, crops_bf16;
+  void to_bf16();
   int64_t output_rows(const ModelConfig& m) const {
     return views.num_crops * m.local_tokens() + m.global_tokens() + 1;
   }

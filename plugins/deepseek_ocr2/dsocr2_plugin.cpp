@@ -188,6 +188,7 @@ eg_status ds_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, e
     auto item = std::make_unique<dsocr2::ItemData>();
     item->views = d->pixels ? dsocr2::preprocess(m, d->pixels, d->height, d->width, d->channels)
                             : dsocr2::synthetic_views(m, d->height, d->width, d->seed);
+    if (self(i).opt.dtype == dsocr2::Dtype::BF16) item->to_bf16();
     *out = reinterpret_cast<eg_item*>(item.release());
   });
 }

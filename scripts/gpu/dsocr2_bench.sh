@@ -8,4 +8,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 bundle=$(cd "$1" && pwd)
 logs=$2
 mkdir -p "$logs"
-python3 "$here/dsocr2_bench.py" --bundle "$bundle" --out-dir "$logs" "${@:3}"
+# DSOCR2_BENCH_ARGS: extra options, e.g. "--only a4_150,mixed --skip-transformers".
+# shellcheck disable=SC2086
+python3 "$here/dsocr2_bench.py" --bundle "$bundle" --out-dir "$logs" "${@:3}" ${DSOCR2_BENCH_ARGS:-}
