@@ -168,7 +168,7 @@ struct CudaModel::Impl {
   const bf16 *enc_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr, *separator = nullptr;
   DeviceTables global, local;
   cublasLtHandle_t handle = nullptr;
-  k::GemmPlan patch, sam_qkv, sam_proj, lin1, lin2, neck1, neck2, down1, down2;
+  k::GemmPlan patch, sam_qkv, sam_proj, sam_proj_res, lin1, lin2, neck1, neck2, down1, down2;
   k::GemmPlan enc_qkv, enc_o, enc_gate_up, enc_down, projector;
   int64_t planned_budget = 0;
   std::set<std::pair<const k::GemmPlan*, int64_t>> tuned;
@@ -309,6 +309,7 @@ struct CudaModel::Impl {
           "planning patch_embed");
     check(sam_qkv.initialize(wr, 3 * D, D, Epilogue::Bias, false), "planning attn.qkv");
     check(sam_proj.initialize(wr, D, D, Epilogue::Bias, false), "planning attn.proj");
+    check(sam_proj_res.initialize(gg, D, D, Epilogue::Bias, true), "planning attn.proj");
     check(lin1.initialize(gg, m.sam_mlp_dim, D, Epilogue::BiasGelu, false), "planning mlp.lin1");
     check(lin2.initialize(gg, D, m.sam_mlp_dim, Epilogue::Bias, true), "planning mlp.lin2");
     check(neck1.initialize(gg, C, D, Epilogue::None, false), "planning neck conv1");
@@ -323,8 +324,8 @@ struct CudaModel::Impl {
     check(enc_down.initialize(L, E, I, Epilogue::None, true), "planning encoder down_proj");
     check(projector.initialize(n, m.text_hidden_size, E, Epilogue::Bias, false),
           "planning multi_modal_projector");
-    for (k::GemmPlan* p : {&patch, &sam_qkv, &sam_proj, &lin1, &lin2, &neck1, &neck2, &down1,
-                           &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector})
+    for (k::GemmPlan* p : {&patch, &sam_qkv, &sam_proj, &sam_proj_res, &lin1, &lin2, &neck1, &neck2,
+                           &down1, &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector})
       p->set_tuning_cache(gemm_cache);
     planned_budget = budget;
     tuned.clear();
@@ -431,9 +432,14 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
     const int64_t per = (g + win - 1) / win, seqs = V * per * per;
     const int64_t rows = seqs * win * win;
     check(k::layer_norm_bf16(a.x, L.norm1_w, L.norm1_b, a.normed, V * gg, D, kEps, s), "norm1");
-    check(cuda::window_partition_bf16(a.normed, a.win, V, static_cast<int>(g), win, D, s),
-          "window_partition");
-    gemm(I.sam_qkv, a.win, L.qkv_w, L.qkv_b, nullptr, a.qkv, rows, nullptr, "attn.qkv");
+    // A global layer's "window" is the whole view: its partition is the
+    // identity, and the projection adds the residual itself.
+    const bool whole = win == g;
+    if (!whole)
+      check(cuda::window_partition_bf16(a.normed, a.win, V, static_cast<int>(g), win, D, s),
+            "window_partition");
+    gemm(I.sam_qkv, whole ? a.normed : a.win, L.qkv_w, L.qkv_b, nullptr, a.qkv, rows, nullptr,
+         "attn.qkv");
     cuda::AttentionArgs at;
     at.q = a.qkv;
     at.k = a.qkv + D;
@@ -451,9 +457,13 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
     at.seqs_per_view = static_cast<int>(per * per);
     at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     check(cuda::attention_bf16(at, seqs, s), "SAM attention");
-    gemm(I.sam_proj, a.attn, L.proj_w, L.proj_b, nullptr, a.win, rows, nullptr, "attn.proj");
-    check(cuda::window_unpartition_add_bf16(a.x, a.win, V, static_cast<int>(g), win, D, s),
-          "window_unpartition");
+    if (whole) {
+      gemm(I.sam_proj_res, a.attn, L.proj_w, L.proj_b, a.x, a.x, rows, a.win, "attn.proj");
+    } else {
+      gemm(I.sam_proj, a.attn, L.proj_w, L.proj_b, nullptr, a.win, rows, nullptr, "attn.proj");
+      check(cuda::window_unpartition_add_bf16(a.x, a.win, V, static_cast<int>(g), win, D, s),
+            "window_unpartition");
+    }
     check(k::layer_norm_bf16(a.x, L.norm2_w, L.norm2_b, a.normed, V * gg, D, kEps, s), "norm2");
     gemm(I.lin1, a.normed, L.lin1_w, L.lin1_b, nullptr, a.mlp, V * gg, nullptr, "mlp.lin1");
     gemm(I.lin2, a.mlp, L.lin2_w, L.lin2_b, a.x, a.x, V * gg, a.normed, "mlp.lin2");

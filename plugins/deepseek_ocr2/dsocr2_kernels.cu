@@ -13,6 +13,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace dsocr2::cuda {
 namespace {
@@ -704,29 +707,39 @@ int attention_bf16(const AttentionArgs& a, int64_t num_seqs, cudaStream_t stream
   if (num_seqs == 0 || a.seq_len == 0) return 0;
   constexpr int kBlockM = 16 * kAttnWarps;
   const size_t smem = attention_smem_bytes(bias, a.hn, a.wn);
-  // Above 48 KiB a kernel must opt in; once per process, for the largest size
-  // kMaxRelGrid allows (an attribute, not a stream operation: safe while a
-  // graph is being captured).
-  static const cudaError_t opted = [] {
-    const int most = static_cast<int>(attention_smem_bytes(true, kMaxRelGrid, kMaxRelGrid));
-    cudaError_t e = cudaFuncSetAttribute(attention_kernel<0>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, most);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(attention_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               most);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(attention_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               most);
-    return e;
-  }();
-  if (opted != cudaSuccess) return static_cast<int>(opted);
+  const int mode = !bias ? 0 : (a.wn % 2 == 0 ? 2 : 1);
+  const void* kernel = mode == 2   ? reinterpret_cast<const void*>(attention_kernel<2>)
+                       : mode == 1 ? reinterpret_cast<const void*>(attention_kernel<1>)
+                                   : reinterpret_cast<const void*>(attention_kernel<0>);
+  // Above 48 KiB a kernel must opt in, per kernel and device (the attribute
+  // belongs to the device current when it is set, and one process may run on
+  // several), up to what this launch needs: a GPU with less shared memory per
+  // block still runs the smaller grids. Not a stream operation, so legal while
+  // a graph is being captured.
+  static std::mutex opted_mutex;
+  static std::map<std::pair<int, int>, size_t> opted;  // (device, mode) -> bytes
+  int device = 0;
+  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(opted_mutex);
+    size_t& have = opted[{device, mode}];
+    if (smem > have) {
+      int limit = 0;
+      ENCODER_KIT_CUDA_TRY(
+          cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+      ENCODER_KIT_REQUIRE(smem <= static_cast<size_t>(limit));  // hn, wn too large for this GPU
+      ENCODER_KIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(smem)));
+      have = smem;
+    }
+  }
   const int m_blocks = (a.seq_len + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(num_seqs * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(num_seqs * m_blocks), static_cast<unsigned>(a.heads));
   const float scale_log2 = a.scale * 1.4426950408889634f;
-  if (bias && a.wn % 2 == 0)
+  if (mode == 2)
     attention_kernel<2><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
-  else if (bias)
+  else if (mode == 1)
     attention_kernel<1><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
   else
     attention_kernel<0><<<grid, kAttnWarps * 32, smem, stream>>>(a, m_blocks, scale_log2);
