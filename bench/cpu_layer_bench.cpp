@@ -10,7 +10,12 @@
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/thread_pool.hpp>
 
+#include <cblas.h>
+
+#include <encgraph/blas_kernels.hpp>
+
 #include <sched.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -228,6 +233,12 @@ int64_t arg(int argc, char** argv, const char* name, int64_t fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The kernels OpenBLAS gets under encgraph (blas_kernels.hpp): it is linked
+  // here, so it read OPENBLAS_CORETYPE before main; start again with it set.
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && encgraph::choose_blas_kernels() != nullptr) {
+    execv("/proc/self/exe", argv);
+    std::perror("cpu_layer_bench: re-executing with OPENBLAS_CORETYPE set");
+  }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::puts("cpu_layer_bench [--patches N=1024] [--window W=0] [--runs R=5] [--threads T]");
@@ -239,6 +250,9 @@ int main(int argc, char** argv) {
   const int64_t threads = arg(argc, argv, "--threads", 0);
   if (threads > 0) k::set_threads(static_cast<int>(threads));
   const int pool_threads = k::pool().size();
+  // Which OpenBLAS kernels run the products: a DYNAMIC_ARCH build picks them
+  // from CPUID, which a virtual machine may mask (OPENBLAS_CORETYPE overrides).
+  std::printf("OpenBLAS: %s; kernels for %s\n", openblas_get_config(), openblas_get_corename());
 
   Block b = make_block(n, window);
   double warm[3] = {0, 0, 0};

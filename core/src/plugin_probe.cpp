@@ -1,5 +1,6 @@
 #include "plugin_probe.hpp"
 
+#include <encgraph/blas_kernels.hpp>
 #include <encgraph/error.hpp>
 
 #include <dlfcn.h>
@@ -233,6 +234,7 @@ EnteredPlugin enter_plugin(const fs::path& file, const eg_host_api* host,
     return out;
   };
   if (on_stage) on_stage(ProbeStage::dlopen);
+  choose_blas_kernels();  // before a plugin brings OpenBLAS in (blas_kernels.hpp)
   out.handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!out.handle) {
     const char* why = ::dlerror();

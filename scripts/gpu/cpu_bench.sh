@@ -8,7 +8,14 @@ set -euo pipefail
 bundle=$(cd "$1" && pwd)
 logs=$2
 mkdir -p "$logs"
+lscpu | grep -E "Model name|Flags" | cut -c1-400 | tee "$logs/cpu_lscpu.txt"
 "$bundle/bin/cpu_layer_bench" --patches 1024 --runs 5 | tee "$logs/cpu_layer_bench.txt"
+# OpenBLAS picks its kernels from CPUID; under a VM that may be a weaker set.
+# The same block with the kernels forced (a set the CPU lacks dies: SIGILL).
+for core in ${CPU_BENCH_CORETYPES:-SkylakeX Haswell Zen}; do
+  echo "== OPENBLAS_CORETYPE=$core"
+  OPENBLAS_CORETYPE=$core "$bundle/bin/cpu_layer_bench" --patches 1024 --runs 3 || true
+done 2>&1 | tee "$logs/cpu_layer_bench_coretypes.txt"
 config=$logs/cpu_depth8.toml
 cat >"$config" <<TOML
 [runtime]
