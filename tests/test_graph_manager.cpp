@@ -2,8 +2,8 @@
 // random mixes, padding logics, unset buffers, stats, clear/recapture, capture
 // axes, dual paths, eager fallback, and every error path; ABI 1.1 host-staged
 // capture inputs (and the 1.0 device path), named outputs, frames as a budget
-// axis, path units, honest statistics, eager mode, padding overrides and
-// poisoned staging.
+// axis, path units, honest statistics, eager mode, padding overrides,
+// poisoned staging, and the phases of capture and the calibration's timing.
 #include "device_backend.hpp"
 #include "graph_manager.hpp"
 #include "manager_checks.hpp"
@@ -863,4 +863,65 @@ TEST_CASE("poison_memory: rows a plugin claims but does not write show as NaN") 
       CHECK_FALSE(std::isnan(rows[0]));
     }
   }
+}
+
+// ---------------------------------------------------------------- capture phases (issue 15)
+
+TEST_CASE("capture phases: recorded, non-negative, summing to capture_seconds, logged") {
+  LogCapture log;
+  RuntimeConfig cfg = toy_config("cpu");
+  set(cfg, "hidden", "64");
+  cfg.budgets.token_budgets = {64, 512};
+  cfg.budgets.max_items_per_batch = 4;
+  for (const bool calibrate : {true, false}) {
+    CAPTURE(calibrate);
+    cfg.prefer_faster_path = calibrate;
+    Runtime rt(cfg);
+    rt.capture();
+    const Stats s = rt.stats();
+    const CapturePhases& p = s.capture_phases;
+    double sum = 0.0;
+    for (const double v :
+         {p.prepare_device, p.warmup, p.capture, p.instantiate, p.calibrate, p.other}) {
+      CHECK(v >= 0.0);
+      sum += v;
+    }
+    CHECK(s.capture_seconds > 0.0);
+    CHECK(sum <= s.capture_seconds + 1e-6);
+    CHECK(sum >= s.capture_seconds - 1e-6);  // `other` is the remainder
+    CHECK(p.warmup > 0.0);                   // one forward per graph before its capture
+    CHECK(p.capture > 0.0);                  // the CPU backend's capture runs the forward
+    CHECK(p.instantiate == 0.0);             // nothing to instantiate on the CPU
+    CHECK((p.calibrate > 0.0) == calibrate);
+    CHECK(log.saw("captured 2 graphs", "warm-up"));
+    CHECK(log.saw("captured 2 graphs", calibrate ? "calibrate" : "other"));
+  }
+}
+
+TEST_CASE("calibration timing: one timed run when long, else the median of 3 more") {
+  // `times` are what successive runs take (ms); `runs` counts them.
+  auto timer = [](std::vector<double> times, int& runs) {
+    return [times = std::move(times), &runs] { return times.at(static_cast<size_t>(runs++)); };
+  };
+  int runs = 0;
+  // Long: one run, no warm-up unless asked for.
+  CHECK(calibration_time_ms(timer({30.0, 1.0, 1.0, 1.0}, runs), false) == doctest::Approx(30.0));
+  CHECK(runs == 1);
+  runs = 0;
+  CHECK(calibration_time_ms(timer({kShortRunMs, 1.0, 1.0, 1.0}, runs), false) ==
+        doctest::Approx(kShortRunMs));
+  CHECK(runs == 1);
+  runs = 0;
+  // A warm-up (its first-run costs) is not counted.
+  CHECK(calibration_time_ms(timer({90.0, 30.0, 1.0, 1.0, 1.0}, runs), true) ==
+        doctest::Approx(30.0));
+  CHECK(runs == 2);
+  runs = 0;
+  // Short: launch jitter matters; the first run was the warm-up, and the
+  // median of three more ignores one outlier.
+  CHECK(calibration_time_ms(timer({0.5, 5.0, 0.4, 0.45}, runs), false) == doctest::Approx(0.45));
+  CHECK(runs == 4);
+  runs = 0;
+  CHECK(calibration_time_ms(timer({3.0, 0.5, 0.3, 1.9, 0.2}, runs), true) == doctest::Approx(0.3));
+  CHECK(runs == 5);
 }

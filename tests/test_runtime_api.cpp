@@ -608,6 +608,7 @@ TEST_CASE("accumulate sums counts, recomputes rates and keeps one rank's plan") 
   a.budget_tokens = 100;
   a.batches_graph = 2;
   a.capture_seconds = 1.5;
+  a.capture_phases.warmup = 1.0;
   a.paths = {PathStats{"default", "patches", 4, 2, 1, {}, 50, 100}};
   a.paths[0].eager_by_reason[static_cast<int>(EagerReason::TooLarge)] = 1;
   b.graph_hits = 1;
@@ -618,6 +619,8 @@ TEST_CASE("accumulate sums counts, recomputes rates and keeps one rank's plan") 
   b.batches_eager = 3;
   b.batches_mixed = 1;
   b.capture_seconds = 2.0;
+  b.capture_phases.warmup = 0.5;
+  b.capture_phases.calibrate = 1.5;
   b.paths = {PathStats{"default", "patches", 4, 0, 3, {}, 30, 60}};
   b.paths[0].eager_by_reason[static_cast<int>(EagerReason::TooLarge)] = 2;
   Stats sum;
@@ -633,6 +636,9 @@ TEST_CASE("accumulate sums counts, recomputes rates and keeps one rank's plan") 
   CHECK(sum.batches_eager == 3);
   CHECK(sum.batches_mixed == 1);
   CHECK(sum.capture_seconds == doctest::Approx(2.0));
+  // The phases of the capture reported: the slower rank's, not a mix.
+  CHECK(sum.capture_phases.warmup == doctest::Approx(0.5));
+  CHECK(sum.capture_phases.calibrate == doctest::Approx(1.5));
   REQUIRE(sum.paths.size() == 1);
   CHECK(sum.paths[0].unit == "patches");
   CHECK(sum.paths[0].graphs == 4);

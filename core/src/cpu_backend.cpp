@@ -53,9 +53,15 @@ class CpuBackend final : public DeviceBackend {
   void mark_staging_consumed(int) override {}
   void wait_staging_free(int) override {}
 
-  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
-                                         const std::string&) override {
-    body();  // the capture run does real work, as a CUDA capture would record it
+  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body, const std::string&,
+                                         CaptureTimes* times) override {
+    // The capture run does real work, as a CUDA capture would record it;
+    // there is nothing to instantiate.
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    if (times)
+      times->record_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return std::make_unique<CpuGraph>(body);
   }
   double time_ms(const std::function<void()>& enqueue) override {

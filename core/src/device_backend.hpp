@@ -52,10 +52,16 @@ class DeviceBackend {
   virtual void mark_staging_consumed(int slot) = 0;
   virtual void wait_staging_free(int slot) = 0;
 
+  // Host seconds one capture() spent recording and instantiating.
+  struct CaptureTimes {
+    double record_s = 0.0;       // running `body` under capture
+    double instantiate_s = 0.0;  // building the replayable graph
+  };
   // Records `body` (which enqueues work on stream()) into a graph. `what` names
-  // the graph for errors.
+  // the graph for errors. Adds its host time to `times` when given.
   virtual std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body,
-                                                 const std::string& what) = 0;
+                                                 const std::string& what,
+                                                 CaptureTimes* times = nullptr) = 0;
 
   // Milliseconds the device spends on the work `enqueue` puts on stream()
   // (device events on CUDA, the wall clock on the CPU). Synchronises.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace encgraph {
@@ -56,20 +57,39 @@ void GraphManager::prepare_device_once() {
 }
 
 void GraphManager::capture() {
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const auto start = Clock::now();
   cost_.reset();
   stats_.on_clear();
+  // Host wall clock per phase; no synchronisation is added for the sake of
+  // timing (see CapturePhases for what each phase includes).
+  auto t = Clock::now();
   prepare_device_once();
+  const double prepare_s = since(t);
   cache_.capture();
-  if (config_.prefer_faster_path) cost_.calibrate(cache_);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CapturePhases phases = cache_.phases();
+  phases.prepare_device = prepare_s;
+  if (config_.prefer_faster_path) {
+    t = Clock::now();
+    cost_.calibrate(cache_);
+    phases.calibrate = since(t);
+  }
+  const double seconds = since(start);
+  phases.other = std::max(0.0, seconds - phases.prepare_device - phases.warmup - phases.capture -
+                                   phases.instantiate - phases.calibrate);
   std::vector<int64_t> per_path;
   for (int p = 0; p < plan_.num_paths(); ++p) per_path.push_back(cache_.graphs_of_path(p));
-  stats_.on_capture(per_path, static_cast<int64_t>(cache_.memory_bytes()), seconds);
-  spdlog::info("captured {} graphs for '{}' on {} in {:.3f} s, {:.1f} MiB of graph memory",
-               cache_.graphs().size(), plugin_.name(), backend_->name(), seconds,
-               static_cast<double>(cache_.memory_bytes()) / 1048576.0);
+  stats_.on_capture(per_path, static_cast<int64_t>(cache_.memory_bytes()), seconds, phases);
+  spdlog::info(
+      "captured {} graphs for '{}' on {} in {:.3f} s (prepare_device {:.3f}, warm-up {:.3f}, "
+      "capture {:.3f}, instantiate {:.3f}, calibrate {:.3f}, other {:.3f}), {:.1f} MiB of graph "
+      "memory",
+      cache_.graphs().size(), plugin_.name(), backend_->name(), seconds, phases.prepare_device,
+      phases.warmup, phases.capture, phases.instantiate, phases.calibrate, phases.other,
+      static_cast<double>(cache_.memory_bytes()) / 1048576.0);
 }
 
 void GraphManager::clear() {

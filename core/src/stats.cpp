@@ -49,7 +49,9 @@ void accumulate(Stats& a, const Stats& b) {
   a.batches_eager += b.batches_eager;
   a.batches_mixed += b.batches_mixed;
   a.batches_eager_chosen += b.batches_eager_chosen;
-  // Capture figures are each rank's own (ranks capture the same plan): the largest.
+  // Capture figures are each rank's own (ranks capture the same plan): the
+  // largest, with the phases of that same rank's capture.
+  if (b.capture_seconds > a.capture_seconds) a.capture_phases = b.capture_phases;
   a.capture_seconds = std::max(a.capture_seconds, b.capture_seconds);
   a.graph_memory_bytes = std::max(a.graph_memory_bytes, b.graph_memory_bytes);
   if (a.paths.size() < b.paths.size()) a.paths.resize(b.paths.size());

@@ -92,6 +92,12 @@ nlohmann::json path_json(const PathStats& p) {
           {"budget_tokens", p.budget_tokens}};
 }
 
+// The split of capture_s (seconds; they sum to it).
+nlohmann::json capture_phases_json(const CapturePhases& c) {
+  return {{"prepare_device", c.prepare_device}, {"warmup", c.warmup},       {"capture", c.capture},
+          {"instantiate", c.instantiate},       {"calibrate", c.calibrate}, {"other", c.other}};
+}
+
 // "too large 2, chosen as faster 1" (the nonzero reasons), or "" when none.
 std::string reasons_text(const nlohmann::json& reasons) {
   std::string s;
@@ -141,6 +147,7 @@ nlohmann::json mode_json(const ModeResult& mode) {
       {"batches_eager_chosen", s.batches_eager_chosen},
       {"graphs", s.num_graphs},
       {"capture_s", s.capture_seconds},
+      {"capture_phases_s", capture_phases_json(s.capture_phases)},
       {"graph_memory_bytes", s.graph_memory_bytes},
       {"paths", paths},
   };

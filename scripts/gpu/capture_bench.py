@@ -8,8 +8,10 @@ workload: the run itself is not what is measured) in a fresh cache folder
   warm  - the same folder: every choice comes from the cache;
   untuned - tune_gemm = false, for reference (cuBLASLt's first heuristic).
 Prints each run's capture seconds (the report's capture_s), graph count and
-wall time, the cache file's entries, and a table last (also written to
-<out-dir>/capture_bench.table). Standard library only.
+wall time, where the capture time went (the report's capture_phases_s), the
+cache file's entries, and a table last (also written to
+<out-dir>/capture_bench.table), followed by the phases per run. Standard
+library only.
 """
 import argparse
 import glob
@@ -45,8 +47,19 @@ def run(bundle, config, out_dir, name, cache_dir, extra):
         raise RuntimeError(f"{name}: no mode captured graphs")
     best = max(modes, key=lambda m: m["capture_s"])
     warnings = [l for l in proc.stderr.splitlines() if "tuning cache" in l]
+    phases = best.get("capture_phases_s", {})  # absent in reports of older builds
+    log(f"{name}: capture {best['capture_s']:.2f} s = {phases_text(phases)}")
     return dict(capture_s=best["capture_s"], graphs=best["graphs"], wall_s=wall,
-                warnings=warnings)
+                warnings=warnings, phases=phases)
+
+
+PHASES = ("prepare_device", "warmup", "capture", "instantiate", "calibrate", "other")
+
+
+def phases_text(phases):
+    if not phases:
+        return "no capture_phases_s in the report"
+    return ", ".join(f"{p} {phases.get(p, 0.0):.2f}" for p in PHASES)
 
 
 def cache_entries(cache_dir):
@@ -93,6 +106,13 @@ def main():
         lines.append(f"{label:<28} {r['graphs']:>6} {r['capture_s']:>10.2f} {r['wall_s']:>10.1f}")
     lines.append(f"cache: {entries} entries; target: warm capture <= 3 s -> "
                  f"{'met' if rows[1][1]['capture_s'] <= 3.0 else 'NOT met'}")
+    lines.append("")
+    lines.append("capture phases, s (the report's capture_phases_s)")
+    lines.append(f"{'run':<28} " + " ".join(f"{p:>14}" for p in PHASES))
+    for label, r in rows:
+        if r["phases"]:
+            lines.append(f"{label:<28} " +
+                         " ".join(f"{r['phases'].get(p, 0.0):>14.2f}" for p in PHASES))
     table = "\n".join(lines)
     with open(os.path.join(args.out_dir, "capture_bench.table"), "w") as fh:
         fh.write(table + "\n")

@@ -48,10 +48,23 @@ void check_mode_schema(const nlohmann::json& m) {
                           "paths",
                           "graphs",
                           "capture_s",
+                          "capture_phases_s",
                           "graph_memory_bytes"}) {
     CAPTURE(key);
     CHECK(m.contains(key));
   }
+  // The phases of capture_s: each non-negative, together capture_s.
+  double phases = 0.0;
+  for (const char* key :
+       {"prepare_device", "warmup", "capture", "instantiate", "calibrate", "other"}) {
+    CAPTURE(key);
+    REQUIRE(m["capture_phases_s"].contains(key));
+    CHECK(m["capture_phases_s"][key].get<double>() >= 0.0);
+    phases += m["capture_phases_s"][key].get<double>();
+  }
+  CHECK(m["capture_phases_s"].size() == 6);
+  CHECK(phases <= m["capture_s"].get<double>() + 1e-6);
+  CHECK(phases >= m["capture_s"].get<double>() - 1e-6);
   CHECK(m["items"] == 20);
   CHECK(m["requests"] == 3);  // 20 items in requests of 8
   CHECK(m["videos"].get<int>() > 0);
@@ -183,6 +196,7 @@ TEST_CASE("run writes a report with the documented schema and sane numbers") {
   CHECK(m["hit_rate"] == 1.0);  // every toy batch fits the largest budget
   CHECK(m["graph_memory_bytes"].get<int64_t>() > 0);
   CHECK(m["capture_s"].get<double>() > 0);
+  CHECK(m["capture_phases_s"]["warmup"].get<double>() > 0);  // a forward per graph ran
   CHECK_FALSE(r.contains("comparison"));
 
   // --json prints the same document on stdout.
@@ -211,6 +225,7 @@ TEST_CASE("bench runs graphs and eager side by side with equal outputs") {
   CHECK(r["results"][1]["mode"] == "eager");
   CHECK(r["results"][1]["hit_rate"] == 0.0);
   CHECK(r["results"][1]["graphs"] == 0);
+  CHECK(r["results"][1]["capture_phases_s"]["warmup"] == 0.0);  // eager: nothing captured
   CHECK(r["results"][1]["batches_graph"] == 0);
   CHECK(r["comparison"]["max_abs_diff"] == 0.0);
   CHECK(r["comparison"]["compared_items"] == 20);  // every request, not only the first

@@ -32,6 +32,21 @@ struct PathStats {
   int64_t budget_tokens = 0;  // budgets of those graphs
 };
 
+// Where the last capture's time went, in seconds of host wall clock (they sum
+// to capture_seconds; `other` is the remainder). Device work is counted where
+// the manager already waits for it: the warm-up ends with a device sync and the
+// calibration's timings synchronise; recording a CUDA capture and
+// instantiating it are host work (no kernels run; the graph's upload to the
+// device is queued at instantiation and runs asynchronously).
+struct CapturePhases {
+  double prepare_device = 0.0;  // the plugin's prepare_device (the first capture only)
+  double warmup = 0.0;          // each graph's warm-up forward before its capture, with the sync
+  double capture = 0.0;         // recording the forward into a graph (a real run on the CPU)
+  double instantiate = 0.0;     // building the executable graph and queueing its upload
+  double calibrate = 0.0;       // the cost model: timed replays and eager forwards
+  double other = 0.0;  // allocating arenas and buffers, staging the capture inputs, the rest
+};
+
 struct Stats {
   // An item is a hit only when every path it sends tokens through replayed.
   int64_t graph_hits = 0;
@@ -47,6 +62,7 @@ struct Stats {
   int64_t batches_mixed = 0;             // some paths replayed, some ran eagerly
   int64_t batches_eager_chosen = 0;      // batches with a path run eagerly as faster
   double capture_seconds = 0.0;
+  CapturePhases capture_phases;    // the split of capture_seconds
   int64_t graph_memory_bytes = 0;  // buffers, outputs and workspace of the graphs
   std::vector<PathStats> paths;    // one per plugin path
 };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace encgraph {
 namespace {
@@ -106,6 +107,7 @@ bool CaptureCache::allocate_shared(std::vector<eg_graph_shape>& shapes) {
 
 void CaptureCache::capture() {
   if (captured_) clear();
+  phases_ = CapturePhases{};
   std::vector<eg_graph_shape> shapes = plan_.planned_graphs();
   if (shapes.size() > kGraphCountWarning)
     spdlog::warn("capturing {} graphs for '{}': {}; each costs capture time and memory",
@@ -177,10 +179,19 @@ void CaptureCache::capture_one(const eg_graph_shape& shape) {
       plugin->call("forward", &args->shape,
                    [&](eg_error* e) { return plugin->api()->forward(plugin->handle(), args, e); });
     };
-    forward();  // warm-up outside the capture: lazy initialisation happens here
+    // Warm-up outside the capture: lazy initialisation (GEMM tuning) happens
+    // here. Timed up to the sync that was already there, so it counts the
+    // device work too.
+    const auto warmup_start = std::chrono::steady_clock::now();
+    forward();
     backend_->synchronize();
-    c.graph = backend_->capture(forward,
-                                "graph " + describe_shape(shape) + " of '" + plugin_.name() + "'");
+    phases_.warmup +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
+    DeviceBackend::CaptureTimes times;
+    c.graph = backend_->capture(
+        forward, "graph " + describe_shape(shape) + " of '" + plugin_.name() + "'", &times);
+    phases_.capture += times.record_s;
+    phases_.instantiate += times.instantiate_s;
   } catch (...) {
     backend_->free(memory);
     graph_memory_ -= block.bytes;

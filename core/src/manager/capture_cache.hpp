@@ -12,6 +12,7 @@
 #include "staging.hpp"
 
 #include <encgraph/runtime_config.hpp>
+#include <encgraph/stats.hpp>
 
 #include <map>
 #include <memory>
@@ -53,6 +54,9 @@ class CaptureCache {
   const std::vector<std::vector<int64_t>>& packing_budgets() const { return packing_budgets_; }
   // Arenas and workspace, staging excluded, plus every graph's buffers.
   size_t memory_bytes() const { return graph_memory_; }
+  // The last capture()'s warm-up, capture and instantiate seconds (the other
+  // phases are the manager's).
+  const CapturePhases& phases() const { return phases_; }
 
   // Fills `graph`'s buffers with the batch (alternating staging slots, so the
   // next batch's staging overlaps this replay) and replays it; its outputs
@@ -72,6 +76,7 @@ class CaptureCache {
   Staging& staging_;
 
   bool captured_ = false;
+  CapturePhases phases_;
   std::map<GraphKey, CapturedGraph> graphs_;
   std::vector<std::vector<void*>> arena_;         // [path][output]
   std::vector<std::vector<size_t>> arena_bytes_;  // [path][output]

@@ -8,10 +8,19 @@
 #include "../plugin_instance.hpp"
 #include "capture_cache.hpp"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 namespace encgraph {
+
+// Below this, one run is short enough for launch jitter to matter.
+inline constexpr double kShortRunMs = 2.0;
+
+// The calibration's timing of one run: `time_once` runs it and returns its
+// milliseconds. A warm-up run first when asked, then one timed run; when that
+// is shorter than kShortRunMs, the median of three more.
+double calibration_time_ms(const std::function<double()>& time_once, bool warm_up);
 
 class CostModel {
  public:

@@ -60,7 +60,7 @@ void StatsRecorder::record_batch(const std::vector<PathRun>& paths,
 }
 
 void StatsRecorder::on_capture(const std::vector<int64_t>& graphs_per_path, int64_t memory_bytes,
-                               double seconds) {
+                               double seconds, const CapturePhases& phases) {
   stats_.num_graphs = 0;
   for (size_t p = 0; p < graphs_per_path.size(); ++p) {
     stats_.paths[p].graphs = graphs_per_path[p];
@@ -68,6 +68,7 @@ void StatsRecorder::on_capture(const std::vector<int64_t>& graphs_per_path, int6
   }
   stats_.graph_memory_bytes = memory_bytes;
   stats_.capture_seconds = seconds;
+  stats_.capture_phases = phases;
 }
 
 void StatsRecorder::on_clear() {

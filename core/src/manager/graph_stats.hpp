@@ -28,8 +28,8 @@ class StatsRecorder {
   // `item_tokens[k][p]`: what the batch's item k sends through path p.
   void record_batch(const std::vector<PathRun>& paths,
                     const std::vector<const std::vector<int64_t>*>& item_tokens);
-  void on_capture(const std::vector<int64_t>& graphs_per_path, int64_t memory_bytes,
-                  double seconds);
+  void on_capture(const std::vector<int64_t>& graphs_per_path, int64_t memory_bytes, double seconds,
+                  const CapturePhases& phases);
   void on_clear();
   // Logs the hit rate once per log_interval items (debug level).
   void maybe_log();
