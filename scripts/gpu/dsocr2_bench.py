@@ -25,11 +25,15 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (deepseek_ocr2_config, encgraph_results, latency_result,  # noqa: E402
+                          log, log_versions, matmul_peak, random_bf16_model,
+                          run_encgraph_bench, time_requests, write_jsonl, write_table)
 
 D, SAM_LAYERS, MLP, WIN, GLOBAL_LAYERS, C, C1 = 768, 12, 3072, 14, 4, 256, 512
 E, ENC_LAYERS, KV_DIM, INTER, H = 896, 24, 128, 4864, 1280
@@ -64,10 +68,6 @@ warmup_requests = 1
 
 SIZES = {"a4_150": (1754, 1240), "a4_200": (2339, 1654), "receipt": (2000, 576),
          "slide": (1080, 1920), "screenshot": (400, 640)}
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def workloads():
@@ -119,81 +119,15 @@ def item_flops(item):
     return view_flops(GLOBAL) + crops(item["height"], item["width"]) * view_flops(TILE)
 
 
-def matmul_peak():
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    for _ in range(5):
-        a @ b
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            a @ b
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 10 / 1e3)
-    times.sort()
-    return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
-
-
 def run_encgraph(bundle, config, trace, out_dir, name):
     report = os.path.join(out_dir, f"dsocr2-bench-{name}.json")
-    cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
-           "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
-           "--set", f"workload.request_size={REQUEST}", "--report", report]
-    t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    log(proc.stdout[-3000:], proc.stderr[-3000:])
-    if proc.returncode != 0:
-        raise RuntimeError(f"encgraph bench failed ({proc.returncode}) on {name}")
-    log(f"  encgraph {name}: {time.time() - t0:.0f} s including capture")
-    with open(report) as fh:
-        rep = json.load(fh)
-    out = {}
-    for mode in rep["results"]:
-        eff = mode["padded_token_efficiency"] if mode["batches_graph"] else None
-        per_path = mode.get("paths") or mode.get("path_stats")
-        if per_path and mode["batches_graph"]:
-            try:
-                eff = ", ".join(f"{p.get('name', i)} {100 * p['padded_token_efficiency']:.1f}%"
-                                for i, p in enumerate(per_path))
-            except Exception:  # an unexpected shape: keep the overall figure
-                pass
-        out["encgraph " + mode["mode"]] = dict(
-            seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
-            efficiency=eff, items=mode["items"],
-            note=f"{mode['batches_graph']} graph / {mode['batches_eager']} eager batches")
-    return out
+    rep = run_encgraph_bench(bundle, config, trace, report, name, REQUEST)
+    return encgraph_results(rep, per_path=True)
 
 
 def build_transformers():
-    from transformers.models.deepseek_ocr2.configuration_deepseek_ocr2 import DeepseekOcr2Config
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2Model
-    vision = dict(
-        sam_config=dict(hidden_size=D, num_hidden_layers=SAM_LAYERS, num_attention_heads=12,
-                        window_size=WIN, global_attn_indexes=[2, 5, 8, 11], output_channels=C,
-                        downsample_channels=[C1, E]),
-        encoder_config=dict(hidden_size=E, intermediate_size=INTER, num_hidden_layers=ENC_LAYERS,
-                            num_attention_heads=14, num_key_value_heads=2, vocab_size=16,
-                            max_position_embeddings=8192,
-                            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
-    text = dict(hidden_size=H, num_hidden_layers=1, num_attention_heads=10, intermediate_size=256,
-                vocab_size=256, n_routed_experts=2, n_shared_experts=1, moe_intermediate_size=64,
-                num_experts_per_tok=1, mlp_layer_types=["dense"])
-    cfg = DeepseekOcr2Config(vision_config=vision, text_config=text)
-    for c in (cfg, cfg.vision_config, cfg.vision_config.sam_config,
-              cfg.vision_config.encoder_config, cfg.text_config):
-        try:
-            c._attn_implementation = "sdpa"
-        except Exception:
-            pass
-    with torch.device("cuda"):
-        model = DeepseekOcr2Model(cfg).to(torch.bfloat16).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.02)
-    return model
+    return random_bf16_model(DeepseekOcr2Model, deepseek_ocr2_config("sdpa"))
 
 
 def run_transformers(model, items):
@@ -207,22 +141,15 @@ def run_transformers(model, items):
         local = (torch.randn(sum(n), 3, TILE, TILE, generator=gen).to(torch.bfloat16).pin_memory()
                  if sum(n) else None)
         requests.append((pv.pin_memory(), local, n))
-    latencies = []
-    with torch.no_grad():
-        for i, (pv, local, n) in enumerate([requests[0]] + requests):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            model.get_image_features(
-                pixel_values=pv.to("cuda", non_blocking=True),
-                pixel_values_local=None if local is None else local.to("cuda", non_blocking=True),
-                num_local_patches=n if local is not None else None)
-            torch.cuda.synchronize()
-            if i > 0:
-                latencies.append(time.perf_counter() - t0)
-    ms = sorted(x * 1e3 for x in latencies)
-    pct = lambda q: ms[min(len(ms) - 1, max(0, -(-q * len(ms) // 100) - 1))]
-    return dict(seconds=sum(latencies), p50=pct(50), p99=pct(99), efficiency=None,
-                items=len(items), note=f"{len(latencies)} forwards")
+
+    def forward(request):
+        pv, local, n = request
+        model.get_image_features(
+            pixel_values=pv.to("cuda", non_blocking=True),
+            pixel_values_local=None if local is None else local.to("cuda", non_blocking=True),
+            num_local_patches=n if local is not None else None)
+
+    return latency_result(time_requests(requests, forward), len(items))
 
 
 def main():
@@ -232,9 +159,7 @@ def main():
     ap.add_argument("--only", default="a4_150,a4_200,receipt,slide,screenshot,mixed")
     ap.add_argument("--skip-transformers", action="store_true")
     args = ap.parse_args()
-    import transformers
-    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.cuda.get_device_name()}")
+    log_versions()
     os.makedirs(args.out_dir, exist_ok=True)
     bundle = os.path.abspath(args.bundle)
     config = os.path.join(os.path.abspath(args.out_dir), "dsocr2_bench.toml")
@@ -247,9 +172,7 @@ def main():
     results = {}
     for name, items in loads.items():
         trace = os.path.join(os.path.abspath(args.out_dir), f"dsocr2-bench-{name}.jsonl")
-        with open(trace, "w") as fh:
-            for it in items:
-                fh.write(json.dumps(it) + "\n")
+        write_jsonl(trace, items)
         try:
             results[name] = run_encgraph(bundle, config, trace, args.out_dir, name)
         except Exception as e:  # keep the other workloads and systems
@@ -283,10 +206,7 @@ def main():
                          f"{100 * tf / peak:.0f}% | {ratio} | {r['note']} |")
         g, e = results[name].get("encgraph graphs"), results[name].get("encgraph eager")
         ok &= g is not None and e is not None
-    table = "\n".join(lines)
-    log("\n" + table)
-    with open(os.path.join(args.out_dir, "dsocr2_bench.table"), "w") as fh:
-        fh.write(table + "\n")
+    write_table(args.out_dir, "dsocr2_bench.table", lines)
     with open(os.path.join(args.out_dir, "dsocr2-bench.json"), "w") as fh:
         json.dump(results, fh, indent=1)
     return 0 if ok else 1

@@ -27,16 +27,16 @@ import argparse
 import copy
 import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
-import time
-import zlib
 
 import torch
 
-ACCURACY_SLACK = 1.10
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (ACCURACY_SLACK, deepseek_ocr2_config, exit_code, log,  # noqa: E402
+                          log_versions, rel, run_encgraph_encode, verdict, write_png,
+                          write_table)
+
 # (name, height, width)
 ITEMS = [
     ("A4 150dpi 1754x1240", 1754, 1240),
@@ -44,26 +44,6 @@ ITEMS = [
     ("slide 1080x1920", 1080, 1920),
     ("screenshot 400x640", 400, 640),
 ]
-
-
-def log(*a):
-    print(*a, flush=True)
-
-
-def write_png(path, rgb):
-    """rgb: [H, W, 3] uint8 tensor -> an 8-bit RGB PNG (standard library only)."""
-    h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].contiguous().numpy().tobytes() for y in range(h))
-
-    def chunk(kind, data):
-        c = struct.pack(">I", len(data)) + kind + data
-        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    with open(path, "wb") as fh:
-        fh.write(b"\x89PNG\r\n\x1a\n")
-        fh.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)))
-        fh.write(chunk(b"IDAT", zlib.compress(raw, 6)))
-        fh.write(chunk(b"IEND", b""))
 
 
 def document_page(h, w, gen):
@@ -88,26 +68,8 @@ def document_page(h, w, gen):
 
 
 def build_models(seed):
-    from transformers.models.deepseek_ocr2.configuration_deepseek_ocr2 import DeepseekOcr2Config
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2Model
-    vision = dict(
-        sam_config=dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                        window_size=14, global_attn_indexes=[2, 5, 8, 11], output_channels=256,
-                        downsample_channels=[512, 896]),
-        encoder_config=dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                            num_attention_heads=14, num_key_value_heads=2, vocab_size=16,
-                            max_position_embeddings=8192,
-                            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
-    text = dict(hidden_size=1280, num_hidden_layers=1, num_attention_heads=10,
-                intermediate_size=256, vocab_size=256, n_routed_experts=2, n_shared_experts=1,
-                moe_intermediate_size=64, num_experts_per_tok=1, mlp_layer_types=["dense"])
-    cfg = DeepseekOcr2Config(vision_config=vision, text_config=text)
-    for c in (cfg, cfg.vision_config, cfg.vision_config.sam_config,
-              cfg.vision_config.encoder_config, cfg.text_config):
-        try:
-            c._attn_implementation = "sdpa"
-        except Exception:  # some config classes guard the attribute
-            pass
+    cfg = deepseek_ocr2_config("sdpa")
     model = DeepseekOcr2Model(cfg).eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -217,22 +179,10 @@ max_items_per_batch = 4
 
 
 def run_ours(bundle, config, trace, out_path, sets=()):
-    cmd = [os.path.join(bundle, "bin", "encgraph"), "encode", "--config", config,
-           "--trace", trace, "-o", out_path]
-    for s in sets:
-        cmd += ["--set", s]
-    t0 = time.time()
-    subprocess.run(cmd, check=True)
-    log(f"  encgraph {' '.join(sets) or 'graphs'}: {time.time() - t0:.1f} s")
+    run_encgraph_encode(bundle, config, trace, out_path, sets)
     from safetensors.torch import load_file
     return {int(k.split("/")[0][4:]): v.float() for k, v in load_file(out_path).items()
             if "/" not in k}
-
-
-def rel(a, b):
-    if a is None or b is None or a.shape != b.shape:
-        return float("nan")
-    return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 def main():
@@ -243,9 +193,7 @@ def main():
     ap.add_argument("--informational", action="store_true",
                     help="report only: exit 0 whatever the errors")
     args = ap.parse_args()
-    import transformers
-    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.cuda.get_device_name()}")
+    tf_version = log_versions()
     bundle = os.path.abspath(args.bundle)
     work = tempfile.mkdtemp(prefix="dsocr2_vs_tf_")
     ref16, ref32 = build_models(args.seed)
@@ -270,7 +218,7 @@ def main():
     eager = run_ours(bundle, config, trace, os.path.join(work, "e.safetensors"),
                      ["runtime.use_graphs=false"])
 
-    lines = [f"deepseek_ocr2 vs transformers {transformers.__version__} (released vision sizes, "
+    lines = [f"deepseek_ocr2 vs transformers {tf_version} (released vision sizes, "
              f"random bf16 weights, transformers' names); rel = ||a-b||/||b||",
              f"{'image':22} {'crops':>5} {'rows':>5} {'graphs/hf16':>11} {'eager/hf16':>10} "
              f"{'graphs/hf32':>11} {'eager/hf32':>10} {'hf16/hf32':>9} {'ratio':>6}"]
@@ -286,15 +234,10 @@ def main():
         ok &= good
         lines.append(f"{name:22} {crops:5d} {r16.shape[0]:5d} {e[0]:11.2e} {e[1]:10.2e} "
                      f"{e[2]:11.2e} {e[3]:10.2e} {e[4]:9.2e} {ratio:6.3f}{'' if good else '  <-'}")
-    verdict = "PASS" if ok else ("over target (informational)" if args.informational else "FAIL")
     lines.append(f"worst (ours vs fp32) / (transformers bf16 vs fp32): {worst_ratio:.3f} "
-                 f"(judged: <= {ACCURACY_SLACK}): {verdict}")
-    table = "\n".join(lines)
-    log("\n" + table)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "dsocr2_vs_transformers.table"), "w") as fh:
-        fh.write(table + "\n")
-    return 0 if ok or args.informational else 1
+                 f"(judged: <= {ACCURACY_SLACK}): {verdict(ok, args.informational)}")
+    write_table(args.out_dir, "dsocr2_vs_transformers.table", lines)
+    return exit_code(ok, args.informational)
 
 
 if __name__ == "__main__":

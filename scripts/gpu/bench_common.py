@@ -1,0 +1,238 @@
+"""Helpers shared by the GPU benchmark and comparison scripts in scripts/gpu.
+
+The scripts run as `python3 scripts/gpu/<name>.py` and import this module from
+their own folder. torch and transformers are imported inside the functions
+that need them, so that the pure helpers (percentiles, report parsing, tables)
+can be checked on a machine without them.
+"""
+import json
+import os
+import struct
+import subprocess
+import time
+import zlib
+
+# ours-vs-fp32 may be at most this times transformers' own bf16-vs-fp32.
+ACCURACY_SLACK = 1.10
+
+
+def log(*a):
+    """print(), flushed at once so that logs interleave with the subprocesses' output."""
+    print(*a, flush=True)
+
+
+def log_versions():
+    """Logs torch's and transformers' versions and the GPU's name; returns transformers' version."""
+    import torch
+    import transformers
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.cuda.get_device_name()}")
+    return transformers.__version__
+
+
+# --- timing -------------------------------------------------------------------------------
+
+def matmul_peak(n=8192):
+    """The bf16 matrix-product rate in TFLOP/s: the median of 10 timings of 10 n^3 products."""
+    import torch
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        a @ b
+    times = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            a @ b
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 10 / 1e3)
+    times.sort()
+    return 2 * n ** 3 / times[len(times) // 2] / 1e12
+
+
+def percentile(sorted_values, q):
+    """The nearest-rank q-th percentile (q in 0..100) of an ascending, non-empty list."""
+    n = len(sorted_values)
+    return sorted_values[min(n - 1, max(0, -(-q * n // 100) - 1))]
+
+
+def time_requests(requests, forward):
+    """Seconds of forward(request) per request, each between two device synchronisations;
+    the first request runs once more before them as warm-up (not timed)."""
+    import torch
+    latencies = []
+    with torch.no_grad():
+        for i, request in enumerate([requests[0]] + requests):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            forward(request)
+            torch.cuda.synchronize()
+            if i > 0:
+                latencies.append(time.perf_counter() - t0)
+    return latencies
+
+
+def latency_result(latencies, items):
+    """A results-table entry from per-forward seconds (the shape encgraph_results gives)."""
+    ms = sorted(x * 1e3 for x in latencies)
+    return dict(seconds=sum(latencies), p50=percentile(ms, 50), p99=percentile(ms, 99),
+                efficiency=None, items=items, note=f"{len(latencies)} forwards")
+
+
+# --- encgraph runs ------------------------------------------------------------------------
+
+def write_jsonl(path, items):
+    """One JSON object a line: the trace format `encgraph bench` and `encode` read."""
+    with open(path, "w") as fh:
+        for it in items:
+            fh.write(json.dumps(it) + "\n")
+
+
+def run_encgraph_bench(bundle, config, trace, report, name, request, extra=(), launcher=()):
+    """Runs `encgraph bench` on a trace with requests of `request` items, logs the tail of its
+    output and its time, and returns the parsed JSON report. `launcher`: a command the encgraph
+    command line follows (mpirun -np N ...). Raises RuntimeError when it fails."""
+    cmd = [*launcher, os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
+           "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
+           "--set", f"workload.request_size={request}", "--report", report, *extra]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log(proc.stdout[-3000:], proc.stderr[-3000:])
+    if proc.returncode != 0:
+        raise RuntimeError(f"encgraph bench failed ({proc.returncode}) on {name}")
+    log(f"  encgraph {name}: {time.time() - t0:.0f} s including capture")
+    with open(report) as fh:
+        return json.load(fh)
+
+
+def padded_efficiency(mode, per_path=False):
+    """A bench mode's padded-token efficiency (None without graph batches); with per_path,
+    "name 97.1%, ..." per path when the report has them."""
+    eff = mode["padded_token_efficiency"] if mode["batches_graph"] else None
+    paths = mode.get("paths") or mode.get("path_stats")
+    if per_path and paths and mode["batches_graph"]:
+        try:
+            eff = ", ".join(f"{p.get('name', i)} {100 * p['padded_token_efficiency']:.1f}%"
+                            for i, p in enumerate(paths))
+        except Exception:  # an unexpected shape: keep the overall figure
+            pass
+    return eff
+
+
+def encgraph_results(report, per_path=False, chosen=False):
+    """{"encgraph <mode>": results-table entry} from an `encgraph bench` report; `chosen` adds
+    how many eager batches the runtime chose to the note."""
+    out = {}
+    for mode in report["results"]:
+        note = f"{mode['batches_graph']} graph / {mode['batches_eager']} eager batches"
+        if chosen:
+            note += f" ({mode['batches_eager_chosen']} chosen)"
+        out["encgraph " + mode["mode"]] = dict(
+            seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
+            efficiency=padded_efficiency(mode, per_path), items=mode["items"], note=note)
+    return out
+
+
+def run_encgraph_encode(bundle, config, trace, out_path, sets=()):
+    """Runs `encgraph encode` on a trace into out_path (safetensors) with --set overrides and
+    logs its time; raises CalledProcessError when it fails."""
+    cmd = [os.path.join(bundle, "bin", "encgraph"), "encode", "--config", config,
+           "--trace", trace, "-o", out_path]
+    for s in sets:
+        cmd += ["--set", s]
+    t0 = time.time()
+    subprocess.run(cmd, check=True)
+    log(f"  encgraph {' '.join(sets) or 'graphs'}: {time.time() - t0:.1f} s")
+
+
+# --- transformers references --------------------------------------------------------------
+
+def set_attn_implementation(configs, attn="sdpa"):
+    """Sets _attn_implementation on every config (some config classes guard the attribute)."""
+    for c in configs:
+        try:
+            c._attn_implementation = attn
+        except Exception:
+            pass
+
+
+def random_bf16_model(model_cls, cfg):
+    """model_cls(cfg) built on the GPU in bf16, eval mode, every parameter N(0, 0.02^2)."""
+    import torch
+    with torch.device("cuda"):
+        model = model_cls(cfg).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    return model
+
+
+def deepseek_ocr2_config(attn="sdpa"):
+    """transformers' DeepseekOcr2Config with the released vision sizes (SAM ViT-B 768 x 12,
+    window 14, global layers 2/5/8/11, neck 256, downsample [512, 896]; Qwen2-style encoder
+    24 x 896, 14/2 heads, MLP 4864, rope theta 1e6; projector to 1280) and a one-layer
+    language model that get_image_features never runs."""
+    from transformers.models.deepseek_ocr2.configuration_deepseek_ocr2 import DeepseekOcr2Config
+    vision = dict(
+        sam_config=dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        window_size=14, global_attn_indexes=[2, 5, 8, 11], output_channels=256,
+                        downsample_channels=[512, 896]),
+        encoder_config=dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                            num_attention_heads=14, num_key_value_heads=2, vocab_size=16,
+                            max_position_embeddings=8192,
+                            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}))
+    text = dict(hidden_size=1280, num_hidden_layers=1, num_attention_heads=10,
+                intermediate_size=256, vocab_size=256, n_routed_experts=2, n_shared_experts=1,
+                moe_intermediate_size=64, num_experts_per_tok=1, mlp_layer_types=["dense"])
+    cfg = DeepseekOcr2Config(vision_config=vision, text_config=text)
+    set_attn_implementation((cfg, cfg.vision_config, cfg.vision_config.sam_config,
+                             cfg.vision_config.encoder_config, cfg.text_config), attn)
+    return cfg
+
+
+# --- comparisons --------------------------------------------------------------------------
+
+def write_png(path, rgb):
+    """rgb: [H, W, 3] uint8 tensor -> an 8-bit RGB PNG (standard library only)."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[y].contiguous().numpy().tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        c = struct.pack(">I", len(data)) + kind + data
+        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    with open(path, "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n")
+        fh.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)))
+        fh.write(chunk(b"IDAT", zlib.compress(raw, 6)))
+        fh.write(chunk(b"IEND", b""))
+
+
+def rel(a, b):
+    """||a - b|| / ||b|| in float64; NaN when either is missing or the shapes differ."""
+    if a is None or b is None or a.shape != b.shape:
+        return float("nan")
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def verdict(ok, informational):
+    """The comparison's last word: PASS, or FAIL (informational: 'over target')."""
+    return "PASS" if ok else ("over target (informational)" if informational else "FAIL")
+
+
+def exit_code(ok, informational):
+    """0 when the comparison passed or is informational, else 1."""
+    return 0 if ok or informational else 1
+
+
+def write_table(out_dir, name, lines):
+    """Joins the table lines, logs them after a blank line and writes out_dir/name (the folder
+    made if missing); returns the table text."""
+    table = "\n".join(lines)
+    log("\n" + table)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, name), "w") as fh:
+        fh.write(table + "\n")
+    return table
