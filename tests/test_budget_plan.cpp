@@ -1,6 +1,7 @@
 // Budget planning: the three sources, the power-of-two generator, the
-// max_batch_size <= smallest budget invariant, per-path lists, frame limits and
-// the bound on the number of graphs (counted before any list is built).
+// max_batch_size <= smallest budget invariant, per-path lists (the plugin's
+// minimums and the user's budgets.paths), frame limits and the bound on the
+// number of graphs (counted before any list is built).
 #include <encgraph/budget_plan.hpp>
 #include <encgraph/error.hpp>
 
@@ -336,4 +337,185 @@ TEST_CASE("check_budget_request leaves what needs the plugin to plan_budgets") {
   r.token_step = 1;  // graphs counted from the plugin's range only
   CHECK(request_error(r).empty());
   CHECK(config_error(r, 16, 4096).find("limits.max_graphs") != std::string::npos);
+}
+
+namespace {
+// DeepSeek-OCR-2's shape: 256 tokens a global view, 144 a local crop (none for small images).
+const std::vector<PathBudgetSpec> kDualPaths = {{"global", 0, false}, {"local", 0, true}};
+}  // namespace
+
+TEST_CASE("budgets.paths: a path's own list replaces the global budgets for that path only") {
+  BudgetRequest r;
+  r.token_budgets = {1024, 256, 512};
+  r.max_items_per_batch = 4;
+  r.paths["local"].token_budgets = {576, 144, 288, 144};
+  const BudgetPlan p = plan_budgets(r, 1, 1, 1, kDualPaths);
+  CHECK(p.token_budgets == V{256, 512, 1024});
+  REQUIRE(p.path_budgets.size() == 2);
+  CHECK(p.path_budgets[0] == V{256, 512, 1024});
+  CHECK(p.path_budgets[1] == V{0, 144, 288, 576});  // sorted, unique, 0 first (allow_zero)
+  CHECK(planned_graph_count(p) == 6);
+  CHECK(graph_count_factors(p, r) ==
+        "3 budgets (budgets.token_budgets), 6 graphs over 2 paths (own budgets: "
+        "budgets.paths.local)");
+
+  // One path of its own: the global list stays the plan's, the path takes its own.
+  BudgetRequest one;
+  one.token_budgets = {64};
+  one.paths["default"].token_budgets = {100, 50};
+  const BudgetPlan q = plan_budgets(one, 16, 1024, 1, kOnePath);
+  CHECK(q.token_budgets == V{64});
+  CHECK(q.path_budgets == std::vector<V>{{50, 100}});
+  CHECK(planned_graph_count(q) == 2);
+  CHECK(graph_count_factors(q, one) ==
+        "1 budgets (budgets.token_budgets), 2 graphs over 1 path (own budgets: "
+        "budgets.paths.default)");
+}
+
+TEST_CASE("budgets.paths: a path's own token_step generates from its minimum to the largest") {
+  // The plugin's minimums: 256 a global view, 144 a crop; the local path steps by 144.
+  const std::vector<PathBudgetSpec> ds = {{"global", 256, false}, {"local", 144, true}};
+  BudgetRequest r;
+  r.paths["local"].token_step = 144;
+  const BudgetPlan p = plan_budgets(r, 256, 8192, 1, ds);
+  CHECK(p.path_budgets[0] == V{256, 512, 1024, 2048, 4096, 8192});
+  const V& local = p.path_budgets[1];
+  REQUIRE(local.size() == 58);  // 0, 144 x 1..56, 8192
+  CHECK(local[0] == 0);
+  for (size_t i = 1; i + 1 < local.size(); ++i) CHECK(local[i] == 144 * static_cast<int64_t>(i));
+  CHECK(local.back() == 8192);
+  // 48 crops fill a budget exactly instead of padding to 8192.
+  CHECK(*smallest_fitting_budget(local, 48 * 144) == 6912);
+
+  // A path without a minimum starts at the global list's smallest budget.
+  BudgetRequest listed;
+  listed.token_budgets = {64, 1024};
+  listed.paths["local"].token_step = 256;
+  const BudgetPlan q = plan_budgets(listed, 16, 4096, 1, kDualPaths);
+  CHECK(q.path_budgets[0] == V{64, 1024});
+  CHECK(q.path_budgets[1] == V{0, 64, 128, 256, 512, 768, 1024});
+
+  // A path whose minimum lies above the largest budget may list its own budgets.
+  const std::vector<PathBudgetSpec> big = {{"global", 0, false}, {"local", 2048, false}};
+  CHECK(config_error(listed, 16, 4096, big) ==
+        "path 'local' declares minimum budget 2048 outside (0, 1024], the largest budget; raise "
+        "the largest budget or list the path's budgets in budgets.paths.local.token_budgets");
+  listed.paths["local"] = PathBudgetRequest{{2048, 4096}, 0};
+  CHECK(plan_budgets(listed, 16, 4096, 1, big).path_budgets[1] == V{2048, 4096});
+}
+
+TEST_CASE("budgets.paths: a name the plugin lacks is an error naming the key and its paths") {
+  BudgetRequest r;
+  r.paths["lokal"].token_budgets = {144};
+  CHECK(config_error(r, 64, 1024, kDualPaths) ==
+        "budgets.paths.lokal: the plugin has no path 'lokal' (its paths: 'global', 'local'); "
+        "name one of them, or remove budgets.paths.lokal");
+  CHECK(config_error(r, 64, 1024) ==
+        "budgets.paths.lokal: the plugin has no path 'lokal' (its paths: 'default'); name one "
+        "of them, or remove budgets.paths.lokal");
+  // Known only with the plugin: the request alone is fine.
+  CHECK(request_error(r).empty());
+}
+
+TEST_CASE("budgets.paths: invalid lists get the global list's checks, naming the path's key") {
+  auto both = [](const BudgetRequest& r, const std::string& expected) {
+    const std::string alone = request_error(r);
+    CAPTURE(alone);
+    CHECK(alone.find(expected) == 0);
+    CHECK(config_error(r, 16, 4096, kDualPaths) == alone);
+  };
+  BudgetRequest r;
+  SUBCASE("empty") {
+    r.paths["local"] = {};
+    both(r,
+         "budgets.paths.local gives no budgets (token_budgets is empty and token_step is 0): "
+         "list the path's budgets in budgets.paths.local.token_budgets, set "
+         "budgets.paths.local.token_step, or remove budgets.paths.local");
+  }
+  SUBCASE("not positive") {
+    r.paths["local"].token_budgets = {144, 0, -3};
+    both(r, "budgets.paths.local.token_budgets must all be positive, got [-3, 0, 144]");
+  }
+  SUBCASE("above the largest budget encgraph plans") {
+    r.paths["global"].token_budgets = {256, kMaxTokenBudget + 1};
+    both(r,
+         "budgets.paths.global.token_budgets: 1073741825 exceeds the largest token budget "
+         "encgraph plans, 1073741824; list smaller budgets");
+  }
+  SUBCASE("steps") {
+    r.paths["local"].token_step = -1;
+    both(r, "budgets.paths.local.token_step must be >= 0");
+    r.paths["local"].token_step = kMaxTokenBudget + 1;
+    both(r, "budgets.paths.local.token_step (1073741825) exceeds");
+    r.paths["local"] = PathBudgetRequest{{144}, 144};
+    both(r,
+         "budgets.paths.local.token_step (144) shapes generated budgets, but "
+         "budgets.paths.local.token_budgets lists them ([144]); remove one of the two");
+  }
+  SUBCASE("below the path's minimum (known with the plugin)") {
+    const std::vector<PathBudgetSpec> ds = {{"global", 256, false}, {"local", 144, true}};
+    r.paths["local"].token_budgets = {100, 288};
+    CHECK(request_error(r).empty());
+    CHECK(config_error(r, 256, 1024, ds) ==
+          "budgets.paths.local.token_budgets: 100 is below the path's minimum budget, 144 (the "
+          "plugin declares it: a smaller graph holds nothing); list budgets >= 144");
+  }
+}
+
+TEST_CASE("budgets.paths: max_graphs counts the per-path lists, not an unused global list") {
+  BudgetRequest r;
+  r.token_budgets = {64, 128};
+  r.max_items_per_batch = 1;
+  r.paths["local"].token_budgets = {8, 16, 24, 32, 40, 48, 56, 64, 72, 80};
+  r.max_graphs = 12;
+  CHECK(planned_graph_count(plan_budgets(r, 1, 2, 1, kDualPaths)) == 12);
+  r.max_graphs = 11;
+  std::string msg = config_error(r, 1, 2, kDualPaths);
+  CHECK(msg.find("the plan would capture 12 graphs, more than limits.max_graphs (11): "
+                 "budgets.token_budgets lists 2 budgets; budgets.paths.local.token_budgets "
+                 "lists 10 budgets; the plugin's 2 paths take 2 + 10. Fix: list fewer budgets "
+                 "in budgets.paths.local.token_budgets, list fewer budgets in "
+                 "budgets.token_budgets, or raise limits.max_graphs") == 0);
+  // Lists longer than the limit fail without the plugin too.
+  r.max_graphs = 9;
+  msg = request_error(r);
+  CHECK(msg.find("the plan would capture at least 10 graphs, more than limits.max_graphs (9): "
+                 "budgets.paths.local.token_budgets lists 10 budgets") == 0);
+  CHECK(config_error(r, 1, 2, kDualPaths) == msg);
+
+  // Every path its own list: the global list (longer than the limit) serves none.
+  BudgetRequest own;
+  for (int64_t b = 1; b <= 10; ++b) own.token_budgets.push_back(64 * b);
+  own.paths["global"].token_budgets = {256, 512};
+  own.paths["local"].token_budgets = {144, 288};
+  own.max_graphs = 4;
+  CHECK(request_error(own).empty());
+  CHECK(planned_graph_count(plan_budgets(own, 64, 1024, 1, kDualPaths)) == 4);
+  own.max_graphs = 3;
+  CHECK(request_error(own).find("the plan would capture at least 4 graphs") == 0);
+
+  // A per-path step is counted before its list is built.
+  BudgetRequest step;
+  step.paths["local"].token_step = 1;
+  msg = config_error(step, 64, 8192, kDualPaths);
+  CHECK(msg.find("the plan would capture 8137 graphs, more than limits.max_graphs (256): "
+                 "doubling from 64 to the largest budget, 8192, gives 8 budgets; "
+                 "budgets.paths.local.token_step = 1 generates 8129 budgets; the plugin's 2 "
+                 "paths take 8 + 8129") == 0);
+  CHECK(msg.find("raise budgets.paths.local.token_step, ") != std::string::npos);
+  // No global step fits: the per-path list alone is over the limit.
+  CHECK(msg.find("raise budgets.token_step (") == std::string::npos);
+  // Times the capture axes' combinations.
+  BudgetRequest axes;
+  axes.token_budgets = {64};
+  axes.paths["local"].token_budgets = {8, 16};
+  axes.max_graphs = 8;
+  CHECK(planned_graph_count(plan_budgets(axes, 1, 64, 1, kDualPaths, 2), 2) == 6);
+  try {
+    plan_budgets(axes, 1, 64, 1, kDualPaths, 3);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("the plan would capture 9 graphs") == 0);
+    CHECK(std::string(e.what()).find("times 3 capture-axis key combinations") != std::string::npos);
+  }
 }

@@ -55,18 +55,44 @@ struct GlobalBudgets {
   bool generated() const { return max > 0; }
 };
 
-// Graphs per path (zero budgets are not captured) for a given token step.
-std::vector<int64_t> path_graph_counts(const GlobalBudgets& global, size_t explicit_count,
-                                       int64_t max_budget, int64_t step,
+// What every path's list is made from, resolved once for counting and building.
+struct PathInputs {
+  GlobalBudgets global;
+  size_t listed = 0;       // the global list's size when it is listed
+  int64_t smallest = 0;    // the smallest global budget
+  int64_t max_budget = 0;  // the largest global budget
+  // Per path: its own request (budgets.paths.<name>), or null for the global budgets.
+  std::vector<const PathBudgetRequest*> own;
+};
+
+std::string path_key(const std::string& name) {
+  return "budgets.paths." + name;
+}
+
+// Where a path with its own generated budgets starts: its minimum, else the
+// global list's smallest.
+int64_t own_generated_min(const PathBudgetSpec& path, const PathInputs& in) {
+  return path.min_token_budget > 0 ? path.min_token_budget : in.smallest;
+}
+
+// Graphs of one path (its zero budget is not captured) for a global token step.
+int64_t path_graph_count(const PathBudgetSpec& path, const PathBudgetRequest* own,
+                         const PathInputs& in, int64_t step) {
+  if (own && !own->token_budgets.empty())
+    return static_cast<int64_t>(sorted_unique(own->token_budgets).size());
+  if (own)
+    return generated_budget_count(own_generated_min(path, in), in.max_budget, own->token_step);
+  if (path.min_token_budget == 0)
+    return in.global.generated() ? generated_budget_count(in.global.min, in.global.max, step)
+                                 : static_cast<int64_t>(in.listed);
+  return generated_budget_count(path.min_token_budget, in.max_budget, step);
+}
+
+std::vector<int64_t> path_graph_counts(const PathInputs& in, int64_t step,
                                        const std::vector<PathBudgetSpec>& paths) {
-  const int64_t global_count = global.generated()
-                                   ? generated_budget_count(global.min, global.max, step)
-                                   : static_cast<int64_t>(explicit_count);
   std::vector<int64_t> counts;
-  for (const auto& path : paths)
-    counts.push_back(path.min_token_budget == 0
-                         ? global_count
-                         : generated_budget_count(path.min_token_budget, max_budget, step));
+  for (size_t p = 0; p < paths.size(); ++p)
+    counts.push_back(path_graph_count(paths[p], in.own[p], in, step));
   return counts;
 }
 
@@ -78,24 +104,44 @@ int64_t total_graphs(const std::vector<int64_t>& path_counts, int64_t capture_co
 
 // The error for a plan over request.max_graphs: the count, what multiplied it
 // (capture axes only when there are some) and each way out.
-[[noreturn]] void throw_too_many_graphs(const BudgetRequest& request, const GlobalBudgets& global,
-                                        size_t explicit_count, int64_t max_budget,
+[[noreturn]] void throw_too_many_graphs(const BudgetRequest& request, const PathInputs& in,
                                         const std::vector<PathBudgetSpec>& paths,
                                         int64_t capture_combinations) {
-  const std::vector<int64_t> counts =
-      path_graph_counts(global, explicit_count, max_budget, request.token_step, paths);
+  const GlobalBudgets& global = in.global;
+  const std::vector<int64_t> counts = path_graph_counts(in, request.token_step, paths);
   const int64_t total = total_graphs(counts, capture_combinations);
+  // The global budgets are described only when some path uses them.
+  const bool uses_global = std::find(in.own.begin(), in.own.end(), nullptr) != in.own.end();
+  std::vector<std::string> why_parts;
+  if (uses_global && !global.generated())
+    why_parts.push_back("budgets.token_budgets lists " + std::to_string(in.listed) + " budgets");
+  else if (uses_global && request.token_step > 0)
+    why_parts.push_back(
+        "budgets.token_step = " + std::to_string(request.token_step) + " generates " +
+        std::to_string(generated_budget_count(global.min, global.max, request.token_step)) +
+        " budgets from " + std::to_string(global.min) + " to the largest budget, " +
+        std::to_string(global.max));
+  else if (uses_global)
+    why_parts.push_back("doubling from " + std::to_string(global.min) + " to the largest budget, " +
+                        std::to_string(global.max) + ", gives " +
+                        std::to_string(generated_budget_count(global.min, global.max)) +
+                        " budgets");
+  std::string fix;
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const PathBudgetRequest* own = in.own[p];
+    if (!own) continue;
+    const std::string key = path_key(paths[p].name);
+    if (!own->token_budgets.empty()) {
+      why_parts.push_back(key + ".token_budgets lists " + std::to_string(counts[p]) + " budgets");
+      fix += "list fewer budgets in " + key + ".token_budgets, ";
+    } else {
+      why_parts.push_back(key + ".token_step = " + std::to_string(own->token_step) + " generates " +
+                          std::to_string(counts[p]) + " budgets");
+      fix += "raise " + key + ".token_step, ";
+    }
+  }
   std::string why;
-  if (!global.generated())
-    why = "budgets.token_budgets lists " + std::to_string(explicit_count) + " budgets";
-  else if (request.token_step > 0)
-    why = "budgets.token_step = " + std::to_string(request.token_step) + " generates " +
-          std::to_string(counts.front()) + " budgets from " + std::to_string(global.min) +
-          " to the largest budget, " + std::to_string(global.max);
-  else
-    why = "doubling from " + std::to_string(global.min) + " to the largest budget, " +
-          std::to_string(global.max) + ", gives " +
-          std::to_string(generated_budget_count(global.min, global.max)) + " budgets";
+  for (size_t i = 0; i < why_parts.size(); ++i) why += (i ? "; " : "") + why_parts[i];
   if (paths.size() > 1) {
     why += "; the plugin's " + std::to_string(paths.size()) + " paths take ";
     for (size_t p = 0; p < paths.size(); ++p) why += (p ? " + " : "") + std::to_string(counts[p]);
@@ -103,20 +149,19 @@ int64_t total_graphs(const std::vector<int64_t>& path_counts, int64_t capture_co
   if (capture_combinations > 1)
     why += "; times " + std::to_string(capture_combinations) +
            " capture-axis key combinations (the plugin's capture axes)";
-  std::string fix;
-  if (global.generated()) {
+  if (uses_global && global.generated()) {
     // The smallest power-of-two step that fits, when one does.
     for (int64_t step = 64; step <= global.max; step *= 2) {
       if (step <= request.token_step) continue;
-      if (total_graphs(path_graph_counts(global, 0, max_budget, step, paths),
-                       capture_combinations) <= request.max_graphs) {
+      if (total_graphs(path_graph_counts(in, step, paths), capture_combinations) <=
+          request.max_graphs) {
         fix += "raise budgets.token_step (" + std::to_string(step) + " fits), ";
         break;
       }
     }
     fix += "list a few budgets in budgets.token_budgets, lower the largest budget (" +
            std::to_string(global.max) + ", the plugin's budget range, set in [plugin.config]), ";
-  } else {
+  } else if (uses_global) {
     fix += "list fewer budgets in budgets.token_budgets, ";
   }
   if (capture_combinations > 1) fix += "prune the plugin's capture-axis keys, ";
@@ -124,6 +169,32 @@ int64_t total_graphs(const std::vector<int64_t>& path_counts, int64_t capture_co
                " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
                "): " + why + ". Fix: " + fix +
                "or raise limits.max_graphs (each graph costs capture time and memory)");
+}
+
+// One budget source, the global one ("budgets.") or a path's
+// ("budgets.paths.<name>."): a step in [0, kMaxTokenBudget], listed budgets
+// positive and at most kMaxTokenBudget, and not both.
+void check_budget_source(const std::string& prefix, const std::vector<int64_t>& list,
+                         int64_t step) {
+  const std::string largest = std::to_string(kMaxTokenBudget);
+  if (step < 0)
+    throw_config(prefix + "token_step must be >= 0 (0: powers of two), got " +
+                 std::to_string(step));
+  if (step > kMaxTokenBudget)
+    throw_config(prefix + "token_step (" + std::to_string(step) +
+                 ") exceeds the largest token budget encgraph plans, " + largest +
+                 "; use a smaller step");
+  const std::vector<int64_t> user = sorted_unique(list);
+  if (!user.empty() && user.front() <= 0)
+    throw_config(prefix + "token_budgets must all be positive, got " + list_string(user));
+  if (!user.empty() && user.back() > kMaxTokenBudget)
+    throw_config(prefix + "token_budgets: " + std::to_string(user.back()) +
+                 " exceeds the largest token budget encgraph plans, " + largest +
+                 "; list smaller budgets");
+  if (!user.empty() && step != 0)
+    throw_config(prefix + "token_step (" + std::to_string(step) +
+                 ") shapes generated budgets, but " + prefix + "token_budgets lists them (" +
+                 list_string(user) + "); remove one of the two");
 }
 
 }  // namespace
@@ -170,24 +241,8 @@ void check_budget_request(const BudgetRequest& request) {
     throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
                  ") exceeds the largest token budget encgraph plans, " + largest +
                  "; each item needs a token of the budget, so lower it");
-  if (request.token_step < 0)
-    throw_config("budgets.token_step must be >= 0 (0: powers of two), got " +
-                 std::to_string(request.token_step));
-  if (request.token_step > kMaxTokenBudget)
-    throw_config("budgets.token_step (" + std::to_string(request.token_step) +
-                 ") exceeds the largest token budget encgraph plans, " + largest +
-                 "; use a smaller step");
+  check_budget_source("budgets.", request.token_budgets, request.token_step);
   const std::vector<int64_t> user = sorted_unique(request.token_budgets);
-  if (!user.empty() && user.front() <= 0)
-    throw_config("budgets.token_budgets must all be positive, got " + list_string(user));
-  if (!user.empty() && user.back() > kMaxTokenBudget)
-    throw_config("budgets.token_budgets: " + std::to_string(user.back()) +
-                 " exceeds the largest token budget encgraph plans, " + largest +
-                 "; list smaller budgets");
-  if (!user.empty() && request.token_step != 0)
-    throw_config("budgets.token_step (" + std::to_string(request.token_step) +
-                 ") shapes generated budgets, but budgets.token_budgets lists them (" +
-                 list_string(user) + "); remove one of the two");
   if (!user.empty() && request.max_items_per_batch > user.front())
     throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
                  ") must be <= the smallest token budget (" + std::to_string(user.front()) +
@@ -200,17 +255,63 @@ void check_budget_request(const BudgetRequest& request) {
   if (request.max_frames_per_batch && *request.max_frames_per_batch > kMaxTokenBudget)
     throw_config("budgets.max_frames_per_batch (" + std::to_string(*request.max_frames_per_batch) +
                  ") exceeds " + largest + ", far more frames than any batch holds; lower it");
+  for (const auto& [name, own] : request.paths) {
+    const std::string key = path_key(name);
+    check_budget_source(key + ".", own.token_budgets, own.token_step);
+    if (own.token_budgets.empty() && own.token_step == 0)
+      throw_config(key +
+                   " gives no budgets (token_budgets is empty and token_step is 0): list "
+                   "the path's budgets in " +
+                   key + ".token_budgets, set " + key + ".token_step, or remove " + key +
+                   " so that the path uses the global budgets");
+  }
+  if (request.max_graphs <= 0) return;
   // A listed plan captures at least one graph per budget (one path, no capture
-  // axes); the plugin's paths and axes can only add to that.
-  if (request.max_graphs > 0 && static_cast<int64_t>(user.size()) > request.max_graphs)
-    throw_too_many_graphs(request, GlobalBudgets{}, user.size(), user.back(),
-                          {PathBudgetSpec{"default", 0, false}}, 1);
+  // axes); the plugin's paths and axes can only add to that. With per-path
+  // lists the global list may serve no path: those lists are the bound then.
+  if (request.paths.empty()) {
+    if (static_cast<int64_t>(user.size()) > request.max_graphs) {
+      PathInputs in;
+      in.listed = user.size();
+      in.smallest = user.front();
+      in.max_budget = user.back();
+      in.own = {nullptr};
+      throw_too_many_graphs(request, in, {PathBudgetSpec{"default", 0, false}}, 1);
+    }
+    return;
+  }
+  int64_t listed = 0;
+  std::string lists;
+  for (const auto& [name, own] : request.paths) {
+    if (own.token_budgets.empty()) continue;
+    const size_t n = sorted_unique(own.token_budgets).size();
+    listed += static_cast<int64_t>(n);
+    lists +=
+        (lists.empty() ? "" : ", ") + path_key(name) + ".token_budgets lists " + std::to_string(n);
+  }
+  if (listed > request.max_graphs)
+    throw_config("the plan would capture at least " + std::to_string(listed) +
+                 " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
+                 "): " + lists +
+                 " budgets. Fix: list fewer budgets per path, or raise limits.max_graphs (each "
+                 "graph costs capture time and memory)");
 }
 
 BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
                         int64_t max_frames_per_video, const std::vector<PathBudgetSpec>& paths,
                         int64_t capture_combinations) {
   check_budget_request(request);
+  for (const auto& entry : request.paths) {
+    const std::string& name = entry.first;
+    if (std::any_of(paths.begin(), paths.end(),
+                    [&](const PathBudgetSpec& path) { return path.name == name; }))
+      continue;
+    std::string names;
+    for (const auto& path : paths) names += (names.empty() ? "'" : ", '") + path.name + "'";
+    throw_config(path_key(name) + ": the plugin has no path '" + name +
+                 "' (its paths: " + (names.empty() ? std::string("none") : names) +
+                 "); name one of them, or remove " + path_key(name));
+  }
   BudgetPlan plan;
   const std::string largest = std::to_string(kMaxTokenBudget);
   const std::vector<int64_t> user = sorted_unique(request.token_budgets);
@@ -263,28 +364,58 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
                  std::to_string(plan.max_frames_per_batch));
 
   if (paths.empty()) throw_config("the plugin declares no paths; it must declare at least one");
-  const int64_t max_budget = global.generated() ? global.max : plan.token_budgets.back();
-  for (const auto& path : paths)
-    if (path.min_token_budget < 0 || path.min_token_budget > max_budget)
-      throw_config("path '" + path.name + "' declares minimum budget " +
-                   std::to_string(path.min_token_budget) + " outside (0, " +
-                   std::to_string(max_budget) +
-                   "], the largest budget; raise the largest "
-                   "budget");
+  PathInputs in;
+  in.global = global;
+  in.listed = user.size();
+  in.smallest = global.generated() ? global.min : plan.token_budgets.front();
+  in.max_budget = global.generated() ? global.max : plan.token_budgets.back();
+  for (const auto& path : paths) {
+    const auto own = request.paths.find(path.name);
+    in.own.push_back(own == request.paths.end() ? nullptr : &own->second);
+  }
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const PathBudgetSpec& path = paths[p];
+    const PathBudgetRequest* own = in.own[p];
+    const std::string key = path_key(path.name);
+    if (own && !own->token_budgets.empty()) {
+      // A listed path needs no global budget of its own size, only budgets
+      // that hold its minimum.
+      const int64_t smallest = sorted_unique(own->token_budgets).front();
+      if (path.min_token_budget < 0 || smallest < path.min_token_budget)
+        throw_config(key + ".token_budgets: " + std::to_string(smallest) +
+                     " is below the path's minimum budget, " +
+                     std::to_string(path.min_token_budget) +
+                     " (the plugin declares it: a smaller graph holds nothing); list budgets >= " +
+                     std::to_string(path.min_token_budget));
+      continue;
+    }
+    if (path.min_token_budget < 0 || path.min_token_budget > in.max_budget)
+      throw_config(
+          "path '" + path.name + "' declares minimum budget " +
+          std::to_string(path.min_token_budget) + " outside (0, " + std::to_string(in.max_budget) +
+          "], the largest budget; raise the largest " + "budget" +
+          (own ? " or list the path's budgets in " + key + ".token_budgets" : std::string()));
+  }
   // Counted before any list is built: a step of 1 over a wide range must fail
   // here, not after allocating and capturing thousands of graphs.
-  if (request.max_graphs > 0 &&
-      total_graphs(path_graph_counts(global, user.size(), max_budget, request.token_step, paths),
-                   capture_combinations) > request.max_graphs)
-    throw_too_many_graphs(request, global, user.size(), max_budget, paths, capture_combinations);
+  if (request.max_graphs > 0 && total_graphs(path_graph_counts(in, request.token_step, paths),
+                                             capture_combinations) > request.max_graphs)
+    throw_too_many_graphs(request, in, paths, capture_combinations);
 
   if (global.generated())
     plan.token_budgets = generate_budgets(global.min, global.max, request.token_step);
-  for (const auto& path : paths) {
-    std::vector<int64_t> budgets =
-        path.min_token_budget == 0
-            ? plan.token_budgets
-            : generate_budgets(path.min_token_budget, max_budget, request.token_step);
+  for (size_t p = 0; p < paths.size(); ++p) {
+    const PathBudgetSpec& path = paths[p];
+    const PathBudgetRequest* own = in.own[p];
+    std::vector<int64_t> budgets;
+    if (own && !own->token_budgets.empty())
+      budgets = sorted_unique(own->token_budgets);
+    else if (own)
+      budgets = generate_budgets(own_generated_min(path, in), in.max_budget, own->token_step);
+    else if (path.min_token_budget == 0)
+      budgets = plan.token_budgets;
+    else
+      budgets = generate_budgets(path.min_token_budget, in.max_budget, request.token_step);
     if (path.allow_zero_tokens) budgets.insert(budgets.begin(), 0);
     plan.path_budgets.push_back(std::move(budgets));
   }
@@ -310,9 +441,13 @@ std::string graph_count_factors(const BudgetPlan& plan, const BudgetRequest& req
         " (budgets.token_step = " + std::to_string(request.token_step) + ", up to " + largest + ")";
   else
     out += " (doubling up to " + largest + ")";
-  if (plan.path_budgets.size() > 1)
+  if (plan.path_budgets.size() > 1 || !request.paths.empty())
     out += ", " + std::to_string(planned_graph_count(plan)) + " graphs over " +
-           std::to_string(plan.path_budgets.size()) + " paths";
+           std::to_string(plan.path_budgets.size()) +
+           (plan.path_budgets.size() == 1 ? " path" : " paths");
+  std::string own;
+  for (const auto& entry : request.paths) own += (own.empty() ? "" : ", ") + path_key(entry.first);
+  if (!own.empty()) out += " (own budgets: " + own + ")";
   if (capture_combinations > 1)
     out += " x " + std::to_string(capture_combinations) + " capture-axis key combinations";
   return out;

@@ -28,10 +28,23 @@ std::string list(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-void print_plan(const BudgetPlan& plan) {
+// The plan, and each path's own list when they can differ (several paths, or
+// [budgets.paths.<name>] set).
+void print_plan(const Runtime& runtime, const BudgetRequest& request) {
+  const BudgetPlan& plan = runtime.plan();
   std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
             << plan.max_batch_size << ", max_frames_per_batch " << plan.max_frames_per_batch
             << "\n";
+  if (plan.path_budgets.size() < 2 && request.paths.empty()) return;
+  const eg_model_info& info = runtime.model_info();
+  std::cout << "  path budgets:";
+  for (size_t p = 0; p < plan.path_budgets.size(); ++p) {
+    const bool named = static_cast<int32_t>(p) < info.num_paths && info.paths[p].name;
+    const std::string name = named ? info.paths[p].name : "path" + std::to_string(p);
+    std::cout << (p ? "; " : " ") << name << " " << list(plan.path_budgets[p])
+              << (request.paths.count(name) ? " (budgets.paths." + name + ")" : "");
+  }
+  std::cout << "\n";
 }
 
 }  // namespace
@@ -138,6 +151,18 @@ int check_config_command(const std::vector<std::string>& args) {
         std::cout << ", max_frames_per_batch " << *rt.budgets.max_frames_per_batch;
       std::cout << "\n";
     }
+    // Whether the plugin has these paths is checked when it is asked.
+    for (const auto& [name, own] : rt.budgets.paths) {
+      std::cout << "  budgets.paths." << name << ": ";
+      if (own.token_budgets.empty()) {
+        std::cout << "token_step " << own.token_step << "\n";
+      } else {
+        std::vector<int64_t> budgets = own.token_budgets;
+        std::sort(budgets.begin(), budgets.end());
+        budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+        std::cout << "token_budgets " << list(budgets) << "\n";
+      }
+    }
     std::cout << "ok\n";
     return kExitOk;
   }
@@ -156,7 +181,7 @@ int check_config_command(const std::vector<std::string>& args) {
     probe.plugin_config.emplace_back("config_json", folder_config.string());
   auto runtime = make_runtime(probe);
   check_workload_supported(*runtime, work);
-  print_plan(runtime->plan());
+  print_plan(*runtime, rt.budgets);
   std::cout << "ok\n";
   return kExitOk;
 }

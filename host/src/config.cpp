@@ -195,6 +195,8 @@ class Reader {
 
   const toml::node* node(std::string_view path) const { return root_.at_path(path).node(); }
 
+  const std::string& source() const { return src_; }
+
   // `message` is prefixed with the key unless it already names it.
   [[noreturn]] void fail(std::string_view path, const std::string& message) const {
     const toml::node* n = node(path);
@@ -385,6 +387,73 @@ void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
     flatten_table(*n->as_table(), "", rt.plugin_config);
 }
 
+// [budgets.paths.<name>]: one path's own token_budgets or token_step, checked
+// as the global keys are, where they were written. Whether the plugin has a
+// path of that name is known when the runtime is made (plan_budgets).
+void read_path_budgets(const Reader& r, BudgetRequest& b) {
+  const toml::node* paths = r.node("budgets.paths");
+  if (!paths) return;
+  const std::string& src = r.source();
+  static const std::vector<std::string_view> known = {"token_budgets", "token_step"};
+  for (auto&& [name_key, node] : *paths->as_table()) {
+    const std::string name(name_key.str());
+    const std::string key = "budgets.paths." + printable(name);
+    // Path names are the plugin's (e.g. "global", "local"): echoed in messages
+    // and logs, so no control characters.
+    if (name.empty() || printable(name) != name)
+      throw_config(key_location(name_key, node, src) + ": '" + key +
+                   "': a path name must be non-empty printable text, the plugin's name of the "
+                   "path (e.g. global, local)");
+    if (!node.is_table())
+      fail_node(node, src,
+                key + ": expected a table ([" + key + "] with token_budgets or token_step), got " +
+                    std::string(node_type_phrase(node)));
+    PathBudgetRequest& own = b.paths[name];
+    for (auto&& [sub, value] : *node.as_table()) {
+      const std::string sub_name(sub.str());
+      if (std::find(known.begin(), known.end(), sub_name) == known.end())
+        throw_config(key_location(sub, value, src) + ": unknown key '" + key + "." +
+                     printable(sub_name) + "' (known keys in [" + key + "]: " + join(known) + ")" +
+                     suggestion(sub_name, known));
+      const std::string path = key + "." + sub_name;
+      const bool list = sub_name == "token_budgets";
+      check_type({path, list ? KeyType::IntegerArray : KeyType::Integer, "", ""}, value, src);
+      auto fail = [&](const toml::node& at, const std::string& message) {
+        fail_node(at, src, path + ": " + message);
+      };
+      if (list) {
+        const toml::array& budgets = *value.as_array();
+        if (budgets.empty())
+          fail(value, "is empty; list the path's budgets, or remove [" + key +
+                          "] so that the path uses budgets.token_budgets");
+        for (auto&& e : budgets) {
+          const int64_t v = e.as_integer()->get();
+          if (v <= 0) fail(e, "budgets must be positive, got " + std::to_string(v));
+          if (v > kMaxTokenBudget)
+            fail(e, "must be <= " + std::to_string(kMaxTokenBudget) + ", got " + std::to_string(v));
+          own.token_budgets.push_back(v);
+        }
+      } else {
+        own.token_step = value.as_integer()->get();
+        if (own.token_step < 0) fail(value, "must be >= 0, got " + std::to_string(own.token_step));
+        if (own.token_step > kMaxTokenBudget)
+          fail(value, "must be <= " + std::to_string(kMaxTokenBudget) + ", got " +
+                          std::to_string(own.token_step));
+      }
+    }
+    if (!own.token_budgets.empty() && own.token_step > 0)
+      fail_node(node, src,
+                key + ".token_step: shapes generated budgets, but " + key +
+                    ".token_budgets lists them; remove one of the two");
+    if (own.token_budgets.empty() && own.token_step == 0)
+      fail_node(node, src,
+                key +
+                    ": sets neither token_budgets nor token_step; give the path's budgets, or "
+                    "remove [" +
+                    key + "] so that the path uses budgets.token_budgets");
+  }
+}
+
 void read_budgets(const Reader& r, HostConfig& c) {
   BudgetRequest& b = c.runtime.budgets;
   r.get("budgets.token_budgets", b.token_budgets);
@@ -409,14 +478,16 @@ void read_budgets(const Reader& r, HostConfig& c) {
     b.max_frames_per_batch = frames;
   }
   r.get("budgets.video", b.video_enabled);
+  read_path_budgets(r, b);
   // What can be checked without the plugin (explicit budgets, batch size,
   // graph count), by the same code that plans them in the runtime.
-  if (!b.token_budgets.empty()) {
+  if (!b.token_budgets.empty() || !b.paths.empty()) {
     try {
       check_budget_request(b);
     } catch (const Error& e) {
       const std::string what = e.what();
       r.fail(what.rfind("budgets.max_items_per_batch", 0) == 0 ? "budgets.max_items_per_batch"
+             : b.token_budgets.empty()                         ? "budgets.paths"
                                                                : "budgets.token_budgets",
              what);
     }
@@ -650,6 +721,12 @@ std::string canonical_config(const HostConfig& c) {
   kv["budgets.max_frames_per_batch"] =
       rt.budgets.max_frames_per_batch ? std::to_string(*rt.budgets.max_frames_per_batch) : "auto";
   kv["budgets.video"] = rt.budgets.video_enabled ? "true" : "false";
+  // Per-path budgets only when set, so that the digests of configs without them stay.
+  for (const auto& [name, own] : rt.budgets.paths) {
+    const std::string key = "budgets.paths." + toml_quote(name);
+    if (!own.token_budgets.empty()) kv[key + ".token_budgets"] = list(own.token_budgets);
+    if (own.token_step > 0) kv[key + ".token_step"] = std::to_string(own.token_step);
+  }
   const WorkloadConfig& w = c.workload;
   kv["workload.kind"] = w.kind;
   if (w.kind == "synthetic") {

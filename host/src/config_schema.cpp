@@ -46,6 +46,9 @@ const std::vector<KeySpec>& config_schema() {
       {"budgets.token_step", KeyType::Integer, "0",
        "generated budgets: 0 doubles from the smallest to the largest; S > 0 doubles up to S, "
        "then steps by S"},
+      {"budgets.paths", KeyType::Table, "{}",
+       "per-path budgets: [budgets.paths.<path name>] with token_budgets or token_step, "
+       "replacing the global budgets for that path only"},
       {"budgets.max_items_per_batch", KeyType::Integer, "0",
        "most items in one batch, <= the smallest budget; 0: inferred"},
       {"budgets.max_frames_per_batch", KeyType::Integer, "unset",

@@ -1,11 +1,13 @@
 // The config loader: defaults, every key's type, every error path (each message
 // must name the key and where it was written), --set overrides, the flattened
-// [plugin.config], the digest, and docs/config.md covering every key.
+// [plugin.config], the digest, docs/config.md covering every key, and the
+// per-path [budgets.paths.<name>] tables up to the plan the two-path toy makes.
 #include "config.hpp"
 #include "config_schema.hpp"
 #include "host_test_support.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
 
@@ -610,4 +612,180 @@ TEST_CASE("keys nested past kMaxKeyDepth are refused before parsing; dots elsewh
            "\"\nl = '" + dots + "'\nm = \"\"\"\n" + dots + "\n\"\"\"\n\"q." + dots + "\" = 2\n");
   CHECK(plugin_value(c, "s") == dots);
   CHECK(plugin_value(c, "q." + dots) == "2");
+}
+
+TEST_CASE("[budgets.paths.<name>] is read per path, by --set too, and joins the digest if set") {
+  const HostConfig c = load(kMinimal +
+                            "[budgets]\ntoken_budgets = [256, 512]\n"
+                            "[budgets.paths.local]\ntoken_budgets = [576, 144]\n"
+                            "[budgets.paths.global]\ntoken_step = 256\n");
+  const auto& paths = c.runtime.budgets.paths;
+  REQUIRE(paths.size() == 2);
+  CHECK(paths.at("local").token_budgets == std::vector<int64_t>{576, 144});
+  CHECK(paths.at("local").token_step == 0);
+  CHECK(paths.at("global").token_budgets.empty());
+  CHECK(paths.at("global").token_step == 256);
+  CHECK(c.runtime.budgets.token_budgets == std::vector<int64_t>{256, 512});
+  const HostConfig set = load(kMinimal, {"budgets.paths.local.token_budgets=[144, 288]"});
+  CHECK(set.runtime.budgets.paths.at("local").token_budgets == std::vector<int64_t>{144, 288});
+  CHECK(load(kMinimal).runtime.budgets.paths.empty());
+  // Unset, the digest is what it was before the table existed; set, it differs per list.
+  CHECK(canonical_config(load(kMinimal)).find("budgets.paths") == std::string::npos);
+  CHECK(load(kMinimal).digest != set.digest);
+  CHECK(set.digest != load(kMinimal, {"budgets.paths.local.token_budgets=[144]"}).digest);
+  CHECK(set.digest != load(kMinimal, {"budgets.paths.global.token_budgets=[144, 288]"}).digest);
+  CHECK(set.digest ==
+        load(kMinimal + "[budgets.paths.local]\ntoken_budgets = [144, 288]\n").digest);
+}
+
+TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where it was written") {
+  const std::string head = kMinimal + "[budgets.paths.local]\n";
+  CHECK(config_error(head + "token_budgets = []\n") ==
+        "t.toml:4:17: budgets.paths.local.token_budgets: is empty; list the path's budgets, or "
+        "remove [budgets.paths.local] so that the path uses budgets.token_budgets");
+  CHECK(config_error(head + "token_budgets = [144, 0]\n") ==
+        "t.toml:4:23: budgets.paths.local.token_budgets: budgets must be positive, got 0");
+  CHECK(config_error(head + "token_budgets = [144, -144]\n")
+            .find("budgets.paths.local.token_budgets: budgets must be positive, got -144") !=
+        std::string::npos);
+  CHECK(config_error(head + "token_budgets = [144, \"288\"]\n") ==
+        "t.toml:4:23: budgets.paths.local.token_budgets[1]: expected an integer, got a string");
+  CHECK(
+      config_error(head + "token_budgets = [144, 2.5]\n")
+          .find(
+              "budgets.paths.local.token_budgets[1]: expected an integer, got a floating-point") !=
+      std::string::npos);
+  CHECK(config_error(head + "token_budgets = 144\n") ==
+        "t.toml:4:17: budgets.paths.local.token_budgets: expected an array of integers, got an "
+        "integer");
+  CHECK(config_error(head + "token_budgets = [144, 4611686018427387904]\n") ==
+        "t.toml:4:23: budgets.paths.local.token_budgets: must be <= 1073741824, got "
+        "4611686018427387904");
+  CHECK(config_error(head + "token_step = -144\n") ==
+        "t.toml:4:14: budgets.paths.local.token_step: must be >= 0, got -144");
+  CHECK(config_error(head + "token_step = \"144\"\n")
+            .find("t.toml:4:14: budgets.paths.local.token_step: expected an integer, got a "
+                  "string") == 0);
+  CHECK(config_error(head + "token_step = 4611686018427387904\n")
+            .find("budgets.paths.local.token_step: must be <= 1073741824") != std::string::npos);
+  CHECK(config_error(head + "token_budgets = [144]\ntoken_step = 144\n")
+            .find("budgets.paths.local.token_step: shapes generated budgets, but "
+                  "budgets.paths.local.token_budgets lists them; remove one of the two") !=
+        std::string::npos);
+  CHECK(config_error(head).find("budgets.paths.local: sets neither token_budgets nor "
+                                "token_step") != std::string::npos);
+  CHECK(config_error(head + "token_step = 0\n").find("sets neither") != std::string::npos);
+  CHECK(config_error(head + "token_budget = [144]\n") ==
+        "t.toml:4:1: unknown key 'budgets.paths.local.token_budget' (known keys in "
+        "[budgets.paths.local]: token_budgets, token_step); did you mean 'token_budgets'?");
+  CHECK(config_error(kMinimal + "[budgets.paths]\nlocal = [144]\n") ==
+        "t.toml:4:9: budgets.paths.local: expected a table ([budgets.paths.local] with "
+        "token_budgets or token_step), got an array");
+  CHECK(config_error(kMinimal + "[budgets]\npaths = 3\n") ==
+        "t.toml:4:9: budgets.paths: expected a table, got an integer");
+  CHECK(config_error(kMinimal + "[budgets.paths.\"lo\\u0007cal\"]\ntoken_step = 144\n")
+            .find("'budgets.paths.lo\\x07cal': a path name must be non-empty printable text") !=
+        std::string::npos);
+  CHECK(config_error(kMinimal + "[budgets.paths.\"\"]\ntoken_step = 144\n")
+            .find("a path name must be non-empty") != std::string::npos);
+  CHECK(config_error(kMinimal, {"budgets.paths.local.token_budgets=[0]"})
+            .find("budgets.paths.local.token_budgets: budgets must be positive, got 0") !=
+        std::string::npos);
+  // Per-path lists longer than limits.max_graphs together: the planner's message at the table.
+  CHECK(config_error(kMinimal +
+                     "[limits]\nmax_graphs = 3\n[budgets.paths.global]\ntoken_budgets = [256, "
+                     "512]\n[budgets.paths.local]\ntoken_budgets = [144, 288]\n")
+            .find("budgets.paths: the plan would capture at least 4 graphs, more than "
+                  "limits.max_graphs (3): budgets.paths.global.token_budgets lists 2, "
+                  "budgets.paths.local.token_budgets lists 2 budgets") != std::string::npos);
+}
+
+namespace {
+
+// `encgraph <command>` on configs/toy_dual.toml (paths "global" and "local") with
+// the global budgets [16, 32, 64] and `extra` --set arguments.
+host_test::Outcome run_dual(const std::string& command, std::vector<std::string> extra) {
+  std::vector<std::string> args = {std::string(EG_HOST_SOURCE_DIR) + "/configs/toy_dual.toml",
+                                   "--set",
+                                   "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]",
+                                   "--set",
+                                   "runtime.prefer_faster_path=false",
+                                   "--set",
+                                   "budgets.token_budgets=[16, 32, 64]",
+                                   "--set",
+                                   "budgets.max_items_per_batch=8",
+                                   "--set",
+                                   "workload.count=48",
+                                   "--set",
+                                   "output.report=\"\""};
+  if (command != "check-config") args.insert(args.begin(), "--config");
+  args.insert(args.end(), extra.begin(), extra.end());
+  return host_test::run(command, args);
+}
+
+}  // namespace
+
+TEST_CASE("budgets.paths reaches the plan of the two-path toy: check-config, run, the log") {
+  const std::string local = "budgets.paths.local.token_budgets=[16, 64, 256, 2048]";
+  const auto checked = run_dual("check-config", {"--set", local});
+  INFO(checked.log);
+  REQUIRE(checked.code == 0);
+  CHECK(checked.out.find("  plan: token_budgets [16, 32, 64], max_items_per_batch 8") !=
+        std::string::npos);
+  CHECK(checked.out.find("  path budgets: global [16, 32, 64]; local [0, 16, 64, 256, 2048] "
+                         "(budgets.paths.local)\n") != std::string::npos);
+  // Without it both paths take the global list.
+  const auto plain = run_dual("check-config", {});
+  REQUIRE(plain.code == 0);
+  CHECK(plain.out.find("  path budgets: global [16, 32, 64]; local [0, 16, 32, 64]\n") !=
+        std::string::npos);
+  // Structurally (no plugin asked) the lists are shown as written.
+  const auto structural = run_dual("check-config", {"--set", local, "--structural"});
+  REQUIRE(structural.code == 0);
+  CHECK(structural.out.find("  budgets.paths.local: token_budgets [16, 64, 256, 2048]\n") !=
+        std::string::npos);
+
+  // The run: the graph manager's log and the report show the local path's own
+  // list; its large batches (up to 1152 rows an item), eager without it (too
+  // large for 64), now replay.
+  const auto ran =
+      run_dual("run", {"--set", local, "--set", "runtime.log_level=\"info\"", "--json"});
+  INFO(ran.log);
+  REQUIRE(ran.code == 0);
+  CHECK(ran.log.find("budgets global: [16, 32, 64] rows; local: [0, 16, 64, 256, 2048] rows") !=
+        std::string::npos);
+  const auto r = nlohmann::json::parse(ran.out.substr(ran.out.find('{')));
+  REQUIRE(r["plan"]["paths"].size() == 2);
+  CHECK(r["plan"]["paths"][0]["token_budgets"] == nlohmann::json({16, 32, 64}));
+  CHECK(r["plan"]["paths"][1]["token_budgets"] == nlohmann::json({0, 16, 64, 256, 2048}));
+  const auto& m = r["results"][0];
+  CHECK(m["graphs"] == 7);
+  CHECK(m["paths"][1]["eager_reasons"]["too_large"] == 0);
+  CHECK(m["paths"][1]["batches_graph"].get<int64_t>() > 0);
+}
+
+TEST_CASE("budgets.paths: a path the plugin lacks, or too many graphs, fail at engine creation") {
+  const auto unknown =
+      run_dual("check-config", {"--set", "budgets.paths.lokal.token_budgets=[16]"});
+  CHECK(unknown.code == 2);
+  CHECK(unknown.log.find("budgets.paths.lokal: the plugin has no path 'lokal' (its paths: "
+                         "'global', 'local'); name one of them, or remove budgets.paths.lokal") !=
+        std::string::npos);
+  const auto ran = run_dual("run", {"--set", "budgets.paths.lokal.token_budgets=[16]"});
+  CHECK(ran.code == 2);
+  CHECK(ran.log.find("the plugin has no path 'lokal'") != std::string::npos);
+  // The plugin's paths are known only then: loading the config alone is fine.
+  CHECK(config_error(kMinimal, {"budgets.paths.lokal.token_budgets=[16]"}).empty());
+
+  // 3 global graphs + 4 local ones over limits.max_graphs = 6.
+  const auto many =
+      run_dual("check-config", {"--set", "budgets.paths.local.token_budgets=[16, 64, 256, 2048]",
+                                "--set", "limits.max_graphs=6"});
+  CHECK(many.code == 2);
+  CHECK(many.log.find("the plan would capture 7 graphs, more than limits.max_graphs (6): "
+                      "budgets.token_budgets lists 3 budgets; budgets.paths.local.token_budgets "
+                      "lists 4 budgets; the plugin's 2 paths take 3 + 4") != std::string::npos);
+  CHECK(run_dual("check-config", {"--set", "budgets.paths.local.token_budgets=[16, 64, 256, 2048]",
+                                  "--set", "limits.max_graphs=7"})
+            .code == 0);
 }

@@ -202,6 +202,45 @@ CASES = [
               [r"workload\.request_size: 2 exceeds limits\.max_request_size \(1\)"]),
 ]
 
+# [budgets.paths.<name>]: a path's own budgets, checked as the global list is;
+# a name the plugin lacks (the toy has one path, "default") fails when the
+# runtime asks the plugin, before anything is captured or written.
+DUAL = CFG.replace('name = "toy"\n', 'name = "toy_dual"\n', 1)
+CASES += [
+    set_case("path-budgets-unknown-path", "budgets.paths.local.token_budgets=[64]",
+             [Q("budgets.paths.local: the plugin has no path 'local' (its paths: 'default')"),
+              r"remove budgets\.paths\.local"]),
+    Case(name="config/check-path-budgets-unknown-path", files={"c.toml": DUAL},
+         args=check_args("budgets.paths.lokal.token_step=64"), exit=2,
+         message=[Q("the plugin has no path 'lokal' (its paths: 'global', 'local')")]),
+    set_case("path-budgets-empty", "budgets.paths.default.token_budgets=[]",
+             [r"budgets\.paths\.default\.token_budgets: is empty"]),
+    set_case("path-budgets-negative", "budgets.paths.default.token_budgets=[64, -64]",
+             [r"budgets\.paths\.default\.token_budgets: budgets must be positive, got -64"]),
+    set_case("path-budgets-beyond-64-bits",
+             "budgets.paths.default.token_budgets=[18446744073709551616]",
+             [r"budgets\.paths\.default\.token_budgets: expected an array of integers"]),
+    set_case("path-budgets-huge", "budgets.paths.default.token_budgets=[4611686018427387904]",
+             [r"budgets\.paths\.default\.token_budgets: must be <= 1073741824"]),
+    set_case("path-budgets-float-step", "budgets.paths.default.token_step=64.5",
+             [r"budgets\.paths\.default\.token_step: expected an integer"]),
+    set_case("path-budgets-control-name", 'budgets.paths."de\\u001bfault".token_step=64',
+             [r"budgets\.paths\.de\\x1Bfault", r"non-empty printable text"]),
+    set_case("path-budgets-step-one", "budgets.paths.default.token_step=1",
+             [r"the plan would capture \d+ graphs, more than limits\.max_graphs \(256\)",
+              r"budgets\.paths\.default\.token_step = 1 generates",
+              r"raise budgets\.paths\.default\.token_step"]),
+    file_case("path-budgets-not-a-table", CFG + "[budgets]\npaths = 3\n",
+              [r"c\.toml:\d+:\d+: budgets\.paths: expected a table, got an integer"]),
+    file_case("path-budgets-unknown-key",
+              CFG + "[budgets.paths.default]\ntoken_budget = [64]\n",
+              [Q("unknown key 'budgets.paths.default.token_budget'"),
+               Q("did you mean 'token_budgets'?")]),
+    file_case("path-budgets-list-and-step",
+              CFG + "[budgets.paths.default]\ntoken_budgets = [64]\ntoken_step = 64\n",
+              [r"budgets\.paths\.default\.token_step: shapes generated budgets", r"remove one"]),
+]
+
 
 def _asan_build():
     """An AddressSanitizer build reports a failed `new` instead of throwing, and

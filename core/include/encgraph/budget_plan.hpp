@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,15 @@ namespace encgraph {
 inline constexpr int64_t kMaxTokenBudget = int64_t{1} << 30;
 // Default of BudgetRequest::max_graphs (the host's limits.max_graphs).
 inline constexpr int64_t kDefaultMaxGraphs = 256;
+
+// One path's own budgets ([budgets.paths.<name>]), replacing the global ones
+// for that path only: a list, or (list empty) budgets generated with `token_step`
+// from the path's minimum budget (else the global list's smallest) up to the
+// largest global budget. Exactly one of the two is set.
+struct PathBudgetRequest {
+  std::vector<int64_t> token_budgets;  // explicit budgets, any order
+  int64_t token_step = 0;              // > 0: generated, as BudgetRequest::token_step
+};
 
 // What the user asked for; empty / zero / nullopt means "infer".
 struct BudgetRequest {
@@ -31,6 +41,10 @@ struct BudgetRequest {
   // axes' key combinations); a plan over it is a Config error raised before
   // any budget list is built. <= 0: no limit. The host sets limits.max_graphs.
   int64_t max_graphs = kDefaultMaxGraphs;
+  // Per path, by the plugin's path name (eg_path_info::name): that path's own
+  // budgets; the other paths keep the global ones. A name the plugin does not
+  // have is a Config error in plan_budgets, which knows the paths.
+  std::map<std::string, PathBudgetRequest> paths;
 };
 
 struct PathBudgetSpec {
@@ -59,13 +73,18 @@ int64_t generated_budget_count(int64_t min_budget, int64_t max_budget, int64_t s
 // at most kMaxTokenBudget, token_step in [0, kMaxTokenBudget] and not with a
 // list, max_items_per_batch in [0, kMaxTokenBudget] and at most the smallest
 // listed budget (when both are set), max_frames_per_batch in [0,
-// kMaxTokenBudget], and a listed plan within max_graphs. Throws encgraph::Error
-// (Config) with the message plan_budgets gives, naming the key first
-// ("budgets.<key> ..."); plan_budgets runs it first.
+// kMaxTokenBudget], each per-path request as the global one (a list or a step,
+// named "budgets.paths.<name>.<key>"), and a listed plan within max_graphs.
+// Throws encgraph::Error (Config) with the message plan_budgets gives, naming
+// the key first ("budgets.<key> ..."); plan_budgets runs it first.
 void check_budget_request(const BudgetRequest& request);
 
 // Plans budgets from the request and the plugin's range [range_min, range_max]
-// (only consulted when the request leaves budgets or batch size open).
+// (only consulted when the request leaves budgets or batch size open). Each
+// path's list: its request.paths entry, else the global list (generated from the
+// path's min_token_budget when it declares one); 0 first when it allows zero
+// tokens. A per-path list below the path's min_token_budget, or a request.paths
+// name not among `paths`, is a Config error.
 // `capture_combinations` is the number of capture-axis key combinations the
 // plugin declares (1 without axes): each budget of each path is captured once
 // per combination, and the total is held to request.max_graphs before any
