@@ -54,9 +54,14 @@ std::string pack_stats(const Stats& s) {
                          s.graph_memory_bytes,
                          s.num_graphs,
                          static_cast<int64_t>(s.paths.size())};
-  int64_t capture_bits = 0;
-  std::memcpy(&capture_bits, &s.capture_seconds, sizeof capture_bits);
-  v.push_back(capture_bits);
+  // capture_seconds, then the six capture phases, as their bits.
+  const CapturePhases& ph = s.capture_phases;
+  for (double d : {s.capture_seconds, ph.prepare_device, ph.warmup, ph.capture, ph.instantiate,
+                   ph.calibrate, ph.other}) {
+    int64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof bits);
+    v.push_back(bits);
+  }
   for (const PathStats& p : s.paths) {
     v.push_back(p.graphs);
     v.push_back(p.batches_graph);
@@ -71,7 +76,7 @@ std::string pack_stats(const Stats& s) {
 Stats unpack_stats(const std::string& bytes, const Stats& like, int rank) {
   std::vector<int64_t> v(bytes.size() / sizeof(int64_t));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(int64_t));
-  constexpr size_t kHead = 12, kPath = 5 + kNumEagerReasons;
+  constexpr size_t kHead = 18, kPath = 5 + kNumEagerReasons;
   if (v.size() < kHead || v.size() != kHead + static_cast<size_t>(v[10]) * kPath ||
       static_cast<size_t>(v[10]) != like.paths.size())
     throw Error(ErrorKind::Internal, "rank " + std::to_string(rank) +
@@ -87,7 +92,10 @@ Stats unpack_stats(const std::string& bytes, const Stats& like, int rank) {
   s.batches_eager_chosen = v[7];
   s.graph_memory_bytes = v[8];
   s.num_graphs = v[9];
-  std::memcpy(&s.capture_seconds, &v[11], sizeof s.capture_seconds);
+  CapturePhases& ph = s.capture_phases;
+  double* seconds[] = {&s.capture_seconds, &ph.prepare_device, &ph.warmup, &ph.capture,
+                       &ph.instantiate,    &ph.calibrate,      &ph.other};
+  for (size_t k = 0; k < 7; ++k) std::memcpy(seconds[k], &v[11 + k], sizeof(double));
   size_t at = kHead;
   for (PathStats& p : s.paths) {
     p.graphs = v[at++];

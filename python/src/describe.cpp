@@ -47,6 +47,14 @@ py::dict describe_stats(const Stats& s) {
   d["batches_mixed"] = s.batches_mixed;
   d["batches_eager_chosen"] = s.batches_eager_chosen;
   d["capture_seconds"] = s.capture_seconds;
+  py::dict phases;  // the report's capture_phases_s
+  phases["prepare_device"] = s.capture_phases.prepare_device;
+  phases["warmup"] = s.capture_phases.warmup;
+  phases["capture"] = s.capture_phases.capture;
+  phases["instantiate"] = s.capture_phases.instantiate;
+  phases["calibrate"] = s.capture_phases.calibrate;
+  phases["other"] = s.capture_phases.other;
+  d["capture_phases"] = phases;
   d["graph_memory_bytes"] = s.graph_memory_bytes;
   py::list paths;
   for (const PathStats& p : s.paths) {

@@ -51,6 +51,11 @@ def test_capture_then_encode_hits_graphs(setup, tmp_path):
     rt.capture()
     assert rt.is_captured
     before = rt.stats()
+    phases = before["capture_phases"]  # the report's capture_phases_s
+    assert set(phases) == {"prepare_device", "warmup", "capture", "instantiate", "calibrate",
+                           "other"}
+    assert all(v >= 0 for v in phases.values())
+    assert abs(sum(phases.values()) - before["capture_seconds"]) < 1e-6
     paths = [write_png(tmp_path / f"{i}.png", image(h, w, i)) for i, (h, w) in enumerate(sizes)]
     results = rt.encode(images=paths)
     assert len(results) == len(sizes)
