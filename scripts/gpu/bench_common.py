@@ -109,15 +109,20 @@ def run_encgraph_bench(bundle, config, trace, report, name, request, extra=(), l
 
 def padded_efficiency(mode, per_path=False):
     """A bench mode's padded-token efficiency (None without graph batches); with per_path,
-    "name 97.1%, ..." per path when the report has them."""
+    "name 97.1%, ..." per path from its real and budget tokens ("name eager" for a path
+    that ran no graph batch) when the report has paths."""
     eff = mode["padded_token_efficiency"] if mode["batches_graph"] else None
     paths = mode.get("paths") or mode.get("path_stats")
-    if per_path and paths and mode["batches_graph"]:
-        try:
-            eff = ", ".join(f"{p.get('name', i)} {100 * p['padded_token_efficiency']:.1f}%"
-                            for i, p in enumerate(paths))
-        except Exception:  # an unexpected shape: keep the overall figure
-            pass
+    if per_path and paths:
+        parts = []
+        for i, p in enumerate(paths):
+            name = p.get("name", i)
+            if p.get("batches_graph", 0) and p.get("budget_tokens", 0):
+                parts.append(f"{name} {100 * p['real_tokens'] / p['budget_tokens']:.1f}%")
+            elif p.get("batches_eager", 0):
+                parts.append(f"{name} eager")
+        if parts and any(p.get("batches_graph", 0) for p in paths):
+            eff = ", ".join(parts)
     return eff
 
 
@@ -127,6 +132,8 @@ def encgraph_results(report, per_path=False, chosen=False):
     out = {}
     for mode in report["results"]:
         note = f"{mode['batches_graph']} graph / {mode['batches_eager']} eager batches"
+        if mode.get("batches_mixed"):
+            note += f" / {mode['batches_mixed']} mixed"
         if chosen:
             note += f" ({mode['batches_eager_chosen']} chosen)"
         out["encgraph " + mode["mode"]] = dict(

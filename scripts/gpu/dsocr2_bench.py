@@ -55,8 +55,16 @@ weights = "random"
 max_budget = 8192
 
 [budgets]
-token_budgets = [256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
+token_budgets = [256, 512, 1024, 1536, 2048]
 max_items_per_batch = 8
+
+[budgets.paths.global]
+# views: 1, 2, 4, 6, 8 (a path with a minimum budget would otherwise double from it)
+token_budgets = [256, 512, 1024, 1536, 2048]
+
+[budgets.paths.local]
+# crops: 1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48 (8 pages of 6)
+token_budgets = [144, 288, 576, 864, 1152, 1728, 2304, 3456, 4608, 5760, 6912]
 
 [workload]
 kind = "synthetic"
