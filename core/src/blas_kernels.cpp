@@ -27,8 +27,10 @@ const char* blas_coretype_for(const CpuFeatures& cpu) {
 
 const char* choose_blas_kernels() {
   static std::once_flag once;
-  // setenv once, under call_once, before any plugin (and OpenBLAS) is loaded:
-  // the loader calls this while it holds its one-load-at-a-time lock.
+  // setenv once, before any plugin (and OpenBLAS) is loaded. call_once only
+  // orders the callers of this function, not other threads' getenv: the host's
+  // main() and the Python module's import call it before threads exist; the
+  // loader's call is the fallback for other embedders (then a no-op).
   std::call_once(once, [] {
     if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
     if (const char* core = blas_coretype_for(cpu_features()))

@@ -79,8 +79,10 @@ Stats unpack_stats(const std::string& bytes, const Stats& like, int rank) {
   constexpr size_t kHead = 18, kPath = 5 + kNumEagerReasons;
   if (v.size() < kHead || v.size() != kHead + static_cast<size_t>(v[10]) * kPath ||
       static_cast<size_t>(v[10]) != like.paths.size())
-    throw Error(ErrorKind::Internal, "rank " + std::to_string(rank) +
-                                         " sent statistics of another shape (another plugin?)");
+    throw Error(
+        ErrorKind::Internal,
+        "rank " + std::to_string(rank) +
+            " sent statistics of another shape (another plugin, or another encgraph build?)");
   Stats s = like;  // names, units, budgets
   s.graph_hits = v[0];
   s.graph_misses = v[1];

@@ -486,8 +486,13 @@ void read_budgets(const Reader& r, HostConfig& c) {
       check_budget_request(b);
     } catch (const Error& e) {
       const std::string what = e.what();
+      // The key the message is about: a per-path list or a count over
+      // max_graphs that per-path lists make up point at budgets.paths.
+      const bool about_paths =
+          what.rfind("budgets.paths", 0) == 0 ||
+          (!b.paths.empty() && what.find("budgets.paths") != std::string::npos);
       r.fail(what.rfind("budgets.max_items_per_batch", 0) == 0 ? "budgets.max_items_per_batch"
-             : b.token_budgets.empty()                         ? "budgets.paths"
+             : b.token_budgets.empty() || about_paths          ? "budgets.paths"
                                                                : "budgets.token_budgets",
              what);
     }

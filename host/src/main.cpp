@@ -3,6 +3,8 @@
 #include "cli.hpp"
 #include "commands.hpp"
 
+#include <encgraph/blas_kernels.hpp>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +12,9 @@
 
 int main(int argc, char** argv) {
   using namespace encgraph::host;
+  // Before any thread exists (MPI, CUDA, the pools): setenv is not safe
+  // against a concurrent getenv (blas_kernels.hpp).
+  encgraph::choose_blas_kernels();
   // Logs and progress go to stderr; stdout carries results (tables, --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("encgraph"));
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
+#include <encgraph/blas_kernels.hpp>
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -32,6 +33,9 @@ std::vector<std::filesystem::path> dirs_of(const py::object& dirs) {
 PYBIND11_MODULE(_encgraph, m) {
   using namespace encgraph::python;
   m.doc() = "encgraph: budget-graph vision encoders (docs/python.md)";
+  // At import, while the GIL is held: engine creation (which loads plugins)
+  // releases it, and setenv is not safe against other threads' getenv.
+  encgraph::choose_blas_kernels();
   m.attr("__version__") = encgraph::host::version_string();
   register_errors(m);
 

@@ -698,6 +698,13 @@ TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where
             .find("budgets.paths: the plan would capture at least 4 graphs, more than "
                   "limits.max_graphs (3): budgets.paths.global.token_budgets lists 2, "
                   "budgets.paths.local.token_budgets lists 2 budgets") != std::string::npos);
+  // ... also when a global list is set too: the message is about the per-path tables.
+  const std::string both = config_error(
+      kMinimal +
+      "[limits]\nmax_graphs = 3\n[budgets]\ntoken_budgets = [256]\n[budgets.paths.global]\n"
+      "token_budgets = [256, 512]\n[budgets.paths.local]\ntoken_budgets = [144, 288]\n");
+  CHECK(both.find(": budgets.paths: the plan would capture at least") != std::string::npos);
+  CHECK(both.find("budgets.token_budgets:") == std::string::npos);
 }
 
 namespace {
