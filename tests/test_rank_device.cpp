@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -232,4 +233,37 @@ TEST_CASE("prepare_rank_device: what it asks of the group") {
     CHECK(g.gathers == 0);
     CHECK(g.messages == 0);
   }
+}
+
+TEST_CASE("join_process_group: a job id that could never match the id file is refused at once") {
+  std::string tmpl = (fs::temp_directory_path() / "encgraph-job-id-XXXXXX").string();
+  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+  const fs::path dir = tmpl;
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  DistributedConfig config;
+  config.launch = "env";
+  config.id_file = (dir / "id").string();
+  config.timeout_s = 30;  // a wait would show as a slow test, not a pass
+  auto refused = [&](const std::string& why) {
+    const auto start = std::chrono::steady_clock::now();
+    const Thrown t = thrown_by([&] { join_process_group(config); });
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    CHECK(t.kind == ErrorKind::Config);
+    CHECK(t.message.find(why) != std::string::npos);
+    CHECK(t.message.find("must be at most 256 printable characters on one line: set "
+                         "distributed.job_id") != std::string::npos);
+  };
+  config.job_id = "line\nbreak";
+  refused("the job id 'line?break' (10 bytes;");
+  config.job_id = std::string(300, 'j');
+  refused("(300 bytes;");
+  config.job_id.clear();  // from the scheduler's variable
+  setenv("ENCGRAPH_JOB_ID", "tab\there", 1);
+  refused("the job id 'tab?here'");
+  unsetenv("ENCGRAPH_JOB_ID");
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  CHECK(fs::is_empty(dir));  // nothing published
+  fs::remove_all(dir);
 }

@@ -58,6 +58,22 @@ void* open_mpi_bridge() {
           "make libmpi.so.40 findable (LD_LIBRARY_PATH)");
 }
 
+// The id file holds the job id on one line and is read 4096 bytes at most:
+// a line break or a long id would never match, and every rank would wait out
+// its timeout instead of hearing why.
+void check_job_id(const std::string& job_id) {
+  bool printable = true;
+  for (unsigned char ch : job_id) printable &= ch >= 0x20 && ch != 0x7f;
+  if (job_id.size() <= 256 && printable) return;
+  std::string shown;
+  for (unsigned char ch : job_id.substr(0, 64)) shown += ch >= 0x20 && ch != 0x7f ? char(ch) : '?';
+  throw_config("the job id '" + shown + (job_id.size() > 64 ? "...'" : "'") + " (" +
+               std::to_string(job_id.size()) +
+               " bytes; from distributed.job_id, else ENCGRAPH_JOB_ID, SLURM_JOB_ID or "
+               "TORCHELASTIC_RUN_ID) must be at most 256 printable characters on one line: set "
+               "distributed.job_id to a short name for this job");
+}
+
 }  // namespace
 
 std::string detect_launch(const DistributedConfig& config) {
@@ -118,6 +134,7 @@ std::shared_ptr<ProcessGroup> join_process_group(const DistributedConfig& config
         c.job_id = v;
         break;
       }
+  check_job_id(c.job_id);
   return make_env_process_group(c, rank, size, local_rank);
 }
 
