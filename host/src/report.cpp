@@ -256,6 +256,20 @@ void print_summary(std::ostream& out, const ReportInput& in) {
     out << "budgets " << budgets_text(in.plan.token_budgets) << ", max_items_per_batch "
         << in.plan.max_batch_size << ", max_frames_per_batch " << in.plan.max_frames_per_batch
         << "\n";
+    // A plugin of several paths, or a path with budgets of its own
+    // ([budgets.paths.*] or a minimum budget): what each path captures.
+    const bool own = std::any_of(in.paths.begin(), in.paths.end(), [&](const PathPlan& p) {
+      std::vector<int64_t> b = p.budgets;
+      if (!b.empty() && b.front() == 0) b.erase(b.begin());
+      return b != in.plan.token_budgets;
+    });
+    if (in.paths.size() > 1 || own) {
+      out << "path budgets";
+      for (size_t p = 0; p < in.paths.size(); ++p)
+        out << (p ? "; " : ": ") << in.paths[p].name << " " << budgets_text(in.paths[p].budgets)
+            << " " << in.paths[p].unit;
+      out << "\n";
+    }
     out << "items " << j["items"] << " (" << j["videos"] << " videos), tokens " << j["tokens"]
         << ", requests " << j["requests"] << " of " << in.config->workload.request_size << "\n";
     out << "throughput " << fmt("%.1f", j["items_per_s"]) << " items/s, "

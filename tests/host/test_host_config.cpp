@@ -769,6 +769,11 @@ TEST_CASE("budgets.paths reaches the plan of the two-path toy: check-config, run
   CHECK(m["graphs"] == 7);
   CHECK(m["paths"][1]["eager_reasons"]["too_large"] == 0);
   CHECK(m["paths"][1]["batches_graph"].get<int64_t>() > 0);
+  // The text summary says what each path captures.
+  const auto summary = run_dual("run", {"--set", local});
+  REQUIRE(summary.code == 0);
+  CHECK(summary.out.find("path budgets: global [16, 32, 64] ") != std::string::npos);
+  CHECK(summary.out.find("; local [0, 16, 64, 256, 2048] ") != std::string::npos);
 }
 
 TEST_CASE("budgets.paths: a path the plugin lacks, or too many graphs, fail at engine creation") {
