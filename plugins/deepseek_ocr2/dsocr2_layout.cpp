@@ -37,14 +37,15 @@ int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const 
                     void* pixels, int64_t capacity, bool bf16) {
   const int64_t side = view_side(m, path), per_view = 3 * side * side;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  // The copies first, then run on the pool's threads: a request of pages is
-  // hundreds of MB, which one thread copies into pinned memory far slower
+  // Cut into pieces of 4 MB that the pool's threads copy: a request of pages
+  // is hundreds of MB, which one thread copies into pinned memory far slower
   // than the device then reads it.
-  struct Copy {
-    const void* src;
+  constexpr size_t kPiece = size_t{4} << 20;
+  struct Piece {
+    const char* src;
     size_t offset, bytes;  // in the staging buffer
   };
-  std::vector<Copy> copies;
+  std::vector<Piece> pieces;
   int64_t views = 0;
   for (const ItemData* it : items) {
     const int64_t n = path == kGlobal ? 1 : it->views.num_crops;
@@ -67,22 +68,18 @@ int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const 
     if (static_cast<int64_t>(have) != n * per_view)
       encoder_kit::fail(EG_ERR_INTERNAL, std::string("deepseek_ocr2: an item's ") +
                                              (bf16 ? "bf16 " : "") + "views were not made");
-    if (n > 0)
-      copies.push_back({src, static_cast<size_t>(views * per_view) * elem,
-                        static_cast<size_t>(n * per_view) * elem});
+    const size_t offset = static_cast<size_t>(views * per_view) * elem;
+    const size_t bytes = static_cast<size_t>(n * per_view) * elem;
+    for (size_t at = 0; at < bytes; at += kPiece)
+      pieces.push_back(
+          {static_cast<const char*>(src) + at, offset + at, std::min(kPiece, bytes - at)});
     views += n;
   }
-  constexpr size_t kPiece = size_t{4} << 20;  // bytes per task
-  std::vector<Copy> pieces;
-  for (const Copy& c : copies)
-    for (size_t at = 0; at < c.bytes; at += kPiece)
-      pieces.push_back(
-          {static_cast<const char*>(c.src) + at, c.offset + at, std::min(kPiece, c.bytes - at)});
   char* dst = static_cast<char*>(pixels);
   encoder_kit::cpu::pool().parallel_for(static_cast<int64_t>(pieces.size()), 1,
                                         [&](int64_t b, int64_t e, int) {
                                           for (int64_t k = b; k < e; ++k) {
-                                            const Copy& p = pieces[static_cast<size_t>(k)];
+                                            const Piece& p = pieces[static_cast<size_t>(k)];
                                             std::memcpy(dst + p.offset, p.src, p.bytes);
                                           }
                                         });

@@ -9,36 +9,14 @@ import argparse
 import collections
 import csv
 import io
-import json
 import os
 import subprocess
 import sys
 
-CONFIG = """[runtime]
-device = "cuda"
-log_level = "warn"
-use_graphs = false
-plugin_dirs = ["{plugins}"]
-
-[plugin]
-name = "deepseek_ocr2"
-weights = "random"
-
-[plugin.config]
-max_budget = 8192
-
-[budgets]
-token_budgets = [256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
-max_items_per_batch = 8
-
-[workload]
-kind = "trace"
-trace = "{trace}"
-request_size = 8
-warmup_requests = 0
-"""
-
-SIZES = {"a4_150": (1754, 1240), "screenshot": (400, 640), "slide": (1080, 1920)}
+# The benchmark's own config and page sizes (dsocr2_bench.py), run eagerly on a trace.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dsocr2_bench import CONFIG, SIZES  # noqa: E402
+from bench_common import write_jsonl  # noqa: E402
 
 
 def main():
@@ -52,15 +30,15 @@ def main():
     out = os.path.abspath(args.out_dir)
     h, w = SIZES[args.workload]
     trace = os.path.join(out, f"dsocr2-profile-{args.workload}.jsonl")
-    with open(trace, "w") as fh:
-        for _ in range(8):
-            fh.write(json.dumps(dict(modality="image", height=h, width=w)) + "\n")
+    write_jsonl(trace, [dict(modality="image", height=h, width=w)] * 8)
     config = os.path.join(out, "dsocr2_profile.toml")
     with open(config, "w") as fh:
-        fh.write(CONFIG.format(plugins=args.plugins or os.path.join(args.bundle, "plugins"),
-                              trace=trace))
+        fh.write(CONFIG.format(plugins=args.plugins or os.path.join(args.bundle, "plugins")))
     cmd = [args.ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
-           os.path.join(args.bundle, "bin", "encgraph"), "run", "--config", config]
+           os.path.join(args.bundle, "bin", "encgraph"), "run", "--config", config,
+           "--set", "runtime.use_graphs=false", "--set", 'workload.kind="trace"',
+           "--set", f'workload.trace="{trace}"', "--set", "workload.request_size=8",
+           "--set", "workload.warmup_requests=0"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     with open(os.path.join(out, "dsocr2-profile-ncu.csv"), "w") as fh:
         fh.write(proc.stdout)

@@ -3,7 +3,7 @@
 # random weights) on one request of 8 A4 pages at 150 dpi (6 crops each),
 # eager, measured by Nsight Compute (gpu__time_duration, clocks left alone):
 # the evidence table for the speed work (docs/benchmarks.md).
-#   bash scripts/gpu/dsocr2_profile.sh <bundle dir> <log dir> [workload: a4_150|screenshot]
+#   bash scripts/gpu/dsocr2_profile.sh <bundle dir> <log dir> [workload: a key of dsocr2_bench.py's SIZES]
 # step-timeout: 400
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

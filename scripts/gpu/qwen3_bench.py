@@ -33,6 +33,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import log, matmul_peak  # noqa: E402
+
 PATCH, TEMPORAL, MERGE = 16, 2, 2
 D, HEADS, INTER, OUT, DEPTH, DEEPSTACK = 1152, 16, 4304, 4096, 27, (8, 16, 24)
 POS = 2304
@@ -82,10 +85,6 @@ warmup_requests = 1
 """
 
 
-def log(*a):
-    print(*a, flush=True)
-
-
 def workloads():
     rnd = random.Random(20261129)
     sides = list(range(224, 1345, 32))
@@ -119,24 +118,6 @@ def item_flops(item):
 def output_tokens(item):
     t, h, w = grid(item)
     return t * h * w // (MERGE * MERGE)
-
-
-def matmul_peak():
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    for _ in range(5):
-        a @ b
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            a @ b
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 10 / 1e3)
-    times.sort()
-    return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
 
 
 def run_encgraph(bundle, config, trace, out_dir, name, request):

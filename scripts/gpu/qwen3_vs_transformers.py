@@ -32,14 +32,15 @@ import copy
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import log, write_png  # noqa: E402
 
 PATCH, TEMPORAL, MERGE = 16, 2, 2
 D, HEADS, INTER, OUT = 1152, 16, 4304, 4096
@@ -62,28 +63,8 @@ ITEMS = [
 ]
 
 
-def log(*a):
-    print(*a, flush=True)
-
-
 def needs_resize(frames, h, w):
     return h % 32 or w % 32 or (frames == 1 and not MIN_PIXELS <= h * w <= MAX_PIXELS)
-
-
-def write_png(path, rgb):
-    """rgb: [H, W, 3] uint8 tensor -> an 8-bit RGB PNG (standard library only)."""
-    h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].contiguous().numpy().tobytes() for y in range(h))
-
-    def chunk(kind, data):
-        c = struct.pack(">I", len(data)) + kind + data
-        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    with open(path, "wb") as fh:
-        fh.write(b"\x89PNG\r\n\x1a\n")
-        fh.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)))
-        fh.write(chunk(b"IDAT", zlib.compress(raw, 6)))
-        fh.write(chunk(b"IEND", b""))
 
 
 def build_models(depth, seed):

@@ -29,16 +29,15 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import log, matmul_peak  # noqa: E402
+
 PATCH, TEMPORAL, MERGE, WINDOW = 14, 2, 2, 112
 D, HEADS, INTER, OUT, DEPTH, FULL = 1280, 16, 3420, 3584, 32, (7, 15, 23, 31)
 REQUEST = 16
 # Items per request where a workload does not say otherwise; "224x1" sends one
 # small image per request, where launch and replay overhead would show.
 REQUEST_SIZES = {"224x1": 1}
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def workloads():
@@ -79,24 +78,6 @@ def item_flops(item):
 def output_tokens(item):
     t, h, w = grid(item)
     return t * h * w // (MERGE * MERGE)
-
-
-def matmul_peak():
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    for _ in range(5):
-        a @ b
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            a @ b
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 10 / 1e3)
-    times.sort()
-    return 2 * 8192 ** 3 / times[len(times) // 2] / 1e12
 
 
 def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=()):
