@@ -3,7 +3,7 @@
 // 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
 // Each figure is the median over many CUDA-event-timed batches after warm-up,
 // on random (never zero) data. Prints a table; --table PATH also writes it.
-//   bench_kernels [--table PATH] [--tokens N]
+//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|memory]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -185,6 +185,13 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                   qkv, dcu, max_seqs, len, heads, head_dim, scale, out, warps, g_stream));
             }),
             flops, bytes, std::to_string(warps) + " warps");
+  if (k::detail::sm90_attention_supported())
+    for (const int block_n : {64, 128})
+      add_row(name, shape, time_us([&] {
+                BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(
+                    qkv, dcu, max_seqs, len, heads, head_dim, scale, out, block_n, g_stream));
+              }),
+              flops, bytes, "wgmma, " + std::to_string(block_n) + "-key tiles");
 }
 
 }  // namespace
@@ -192,14 +199,19 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
 int main(int argc, char** argv) {
   std::string table_path;
   int64_t T = 65536;  // patches in the largest budget
+  std::string only;   // one group of rows (device time is scarce), or all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--table" && i + 1 < argc)
       table_path = argv[++i];
     else if (a == "--tokens" && i + 1 < argc)
       T = std::atoll(argv[++i]);
+    else if (a == "--only" && i + 1 < argc &&
+             (only = argv[++i], only == "gemm" || only == "attn" || only == "memory"))
+      continue;
     else {
-      std::fprintf(stderr, "usage: bench_kernels [--table PATH] [--tokens N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|memory]\n");
       return 2;
     }
   }
@@ -211,12 +223,13 @@ int main(int argc, char** argv) {
   cublasLtHandle_t lt = nullptr;
   if (const cublasStatus_t st = cublasLtCreate(&lt); st != CUBLAS_STATUS_SUCCESS)
     BENCH_CHECK(k::kCublasErrorBase + static_cast<int>(st));
+  auto want = [&](const char* group) { return only.empty() || only == group; };
   {
     Pool pool;
     void* ws = pool.raw<unsigned char>(k::GemmPlan::workspace_bytes());
 
     // Ceilings: a large device copy and a large square product.
-    {
+    if (want("gemm") || want("memory")) {
       const size_t n = size_t{1} << 30;  // bytes
       void* src = pool.raw<unsigned char>(n);
       void* dst = pool.raw<unsigned char>(n);
@@ -225,30 +238,35 @@ int main(int argc, char** argv) {
           [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, g_stream)); });
       add_row("device copy", "1 GiB", us, 0.0, 2.0 * n, "bandwidth ceiling");
     }
-    bench_gemm(pool, lt, ws, "gemm square", 8192, 8192, 8192, Ep::None, false);
+    if (want("gemm")) {
+      bench_gemm(pool, lt, ws, "gemm square", 8192, 8192, 8192, Ep::None, false);
 
-    // The tower's products at the largest budget (per layer x32, merger once).
-    bench_gemm(pool, lt, ws, "gemm patch_embed", T, 1280, 1176, Ep::None, false);
-    bench_gemm(pool, lt, ws, "gemm qkv", T, 3840, 1280, Ep::Bias, false);
-    bench_gemm(pool, lt, ws, "gemm o_proj+res", T, 1280, 1280, Ep::Bias, true);
-    bench_gemm(pool, lt, ws, "gemm gate_up 3424", T, 2 * 3424, 1280, Ep::Bias, false);
-    bench_gemm(pool, lt, ws, "gemm gate_up 3420", T, 2 * 3420, 1280, Ep::Bias, false);
-    bench_gemm(pool, lt, ws, "gemm down 3424 +res", T, 1280, 3424, Ep::Bias, true);
-    bench_gemm(pool, lt, ws, "gemm down 3420 +res", T, 1280, 3420, Ep::Bias, true);
-    bench_gemm(pool, lt, ws, "gemm merger fc1 gelu", T / 4, 5120, 5120, Ep::BiasGelu, false);
-    bench_gemm(pool, lt, ws, "gemm merger fc2", T / 4, 3584, 5120, Ep::Bias, false);
-    bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
+      // The tower's products at the largest budget (per layer x32, merger once).
+      bench_gemm(pool, lt, ws, "gemm patch_embed", T, 1280, 1176, Ep::None, false);
+      bench_gemm(pool, lt, ws, "gemm qkv", T, 3840, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm o_proj+res", T, 1280, 1280, Ep::Bias, true);
+      bench_gemm(pool, lt, ws, "gemm gate_up 3424", T, 2 * 3424, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm gate_up 3420", T, 2 * 3420, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm down 3424 +res", T, 1280, 3424, Ep::Bias, true);
+      bench_gemm(pool, lt, ws, "gemm down 3420 +res", T, 1280, 3420, Ep::Bias, true);
+      bench_gemm(pool, lt, ws, "gemm merger fc1 gelu", T / 4, 5120, 5120, Ep::BiasGelu, false);
+      bench_gemm(pool, lt, ws, "gemm merger fc2", T / 4, 3584, 5120, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
+    }
 
     // Attention: 8x8-patch windows, full attention per frame, SigLIP images.
-    bench_attention(pool, "attn window", T, 64, 0, 16, 80);
-    bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
-    bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
-    bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
-    bench_attention(pool, "attn full", T, 16384, 0, 16, 80);
-    bench_attention(pool, "attn siglip", 64 * 729, 729, 0, 16, 72);
+    if (want("attn")) {
+      bench_attention(pool, "attn window", T, 64, 0, 16, 80);
+      bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
+      bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
+      bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
+      bench_attention(pool, "attn full", T, 16384, 0, 16, 80);
+      bench_attention(pool, "attn siglip", 64 * 729, 729, 0, 16, 72);
+      bench_attention(pool, "attn qwen3 1344", 8 * 7056, 7056, 0, 16, 72);
+    }
 
     // Memory-bound kernels.
-    {
+    if (want("memory")) {
       const int64_t C = 1280, I = 3424, H = 16, D = 80;
       bf16* x = pool.bf(static_cast<size_t>(T * C));
       bf16* y = pool.bf(static_cast<size_t>(T * C));

@@ -5,4 +5,5 @@
 set -euo pipefail
 bundle=$1
 logdir=$2
-"$bundle/bin/bench_kernels" --table "$logdir/kernels.table"
+# KERNELS_ARGS: e.g. "--only attn" (bench_kernels --help).
+"$bundle/bin/bench_kernels" --table "$logdir/kernels.table" ${KERNELS_ARGS:-}

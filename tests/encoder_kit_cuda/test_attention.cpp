@@ -5,7 +5,12 @@
 // kernel must never read them, nor write those rows of out).
 #include "gpu_test_util.hpp"
 
+#include <encoder_kit/cuda/check.hpp>  // detail:: kernel variants
+
 #include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
 
 using namespace encoder_kit_test;
 namespace k = encoder_kit::cuda;
@@ -42,17 +47,12 @@ void run_case(const AttnCase& ac) {
   DeviceBuffer<int32_t> dcu(cu.size());
   dqkv.upload(qkv);
   dcu.upload(cu);
-  dout.poison();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  CHECK_OK(k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
-                                    dout.get(), nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  const auto got = dout.download();
 
   // ref and, per element, the weighted mean of |v|: the size of the terms the
   // softmax sums. Short sequences with cancelling terms have small results
   // but errors (P rounded to bf16) on the scale of those terms.
-  std::vector<double> ref(got.size(), 0.0), magnitude(got.size(), 0.0);
+  std::vector<double> ref(static_cast<size_t>(tokens * H * D), 0.0), magnitude(ref.size(), 0.0);
   const auto x = to_double(qkv);
   std::vector<double> p;
   for (int s = 0; s < max_seqs; ++s) {
@@ -83,15 +83,48 @@ void run_case(const AttnCase& ac) {
       }
   }
   const size_t real = static_cast<size_t>(covered * H * D);
-  // Outputs are averages of N(0,1) values: absolute tolerance on their scale.
-  if (real > 0)
-    CHECK_CLOSE(compare(
-                    got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
-                    [&](size_t i) { return i < real; }, &magnitude),
-                1e-2);
-  size_t written_tail = 0;
-  for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
-  CHECK(written_tail == 0);
+
+  // Every kernel against the same reference: the public entry (whatever it
+  // picks), both mma.sync block widths, and on Hopper the wgmma kernel with
+  // both key-tile widths.
+  struct Variant {
+    std::string name;
+    std::function<int()> run;
+  };
+  std::vector<Variant> variants{{"public entry", [&] {
+                                   return k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs,
+                                                                   ac.max_seqlen, H, D, scale,
+                                                                   dout.get(), nullptr);
+                                 }}};
+  for (const int warps : {4, 8})
+    variants.push_back({"mma.sync " + std::to_string(warps) + " warps", [&, warps] {
+                          return k::detail::varlen_attention_bf16_warps(
+                              dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                              dout.get(), warps, nullptr);
+                        }});
+  if (k::detail::sm90_attention_supported())
+    for (const int block_n : {64, 128})
+      variants.push_back({"wgmma, " + std::to_string(block_n) + "-key tiles", [&, block_n] {
+                            return k::detail::varlen_attention_bf16_sm90(
+                                dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                                dout.get(), block_n, nullptr);
+                          }});
+  for (const auto& v : variants) {
+    CAPTURE(v.name);
+    dout.poison();
+    CHECK_OK(v.run());
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto got = dout.download();
+    // Outputs are averages of N(0,1) values: absolute tolerance on their scale.
+    if (real > 0)
+      CHECK_CLOSE(compare(
+                      got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
+                      [&](size_t i) { return i < real; }, &magnitude),
+                  1e-2);
+    size_t written_tail = 0;
+    for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
+    CHECK(written_tail == 0);
+  }
 }
 
 }  // namespace
@@ -101,6 +134,37 @@ GPU_TEST_CASE("varlen attention, head_dim 80 (Qwen), uneven and empty sequences"
   // Longer than one 128-row block and one 64-key tile; a 0 in the middle.
   run_case({3, 80, {64, 17, 1, 0, 130, 200}, 3, 256, 1.0f, 5});
   run_case({2, 80, {300}, 1, 300, 4.0f, 0});
+}
+
+GPU_TEST_CASE("varlen attention: the wgmma kernel is there on every compute capability 9.0 GPU") {
+  require_gpu();
+  // Guards the build: without sm_90a code the public entry would quietly fall
+  // back to mma.sync on an H100/H200 and every wgmma case above would vanish.
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  CAPTURE(major);
+  CAPTURE(minor);
+  CHECK(k::detail::sm90_attention_supported() == (major == 9 && minor == 0));
+  // Rejected, not trapped, where it cannot run; invalid tile widths always.
+  DeviceBuffer<bf16> buf(1024);
+  DeviceBuffer<int32_t> cu(2);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  CHECK(k::detail::varlen_attention_bf16_sm90(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, buf.get(), 96,
+                                              nullptr) == bad);
+  if (!k::detail::sm90_attention_supported())
+    CHECK(k::detail::varlen_attention_bf16_sm90(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, buf.get(),
+                                                64, nullptr) == bad);
+}
+
+GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softmax, uneven tails") {
+  require_gpu();
+  // 1000 keys: 16 tiles of 64, 8 of 128, the last one partial; a second
+  // sequence starting at an odd token; q scaled so the running max moves.
+  run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
+  run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
+  run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
 }
 
 GPU_TEST_CASE("varlen attention runs on every device of the process") {

@@ -14,68 +14,21 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 
+#include "ptx_common.cuh"
+#include "smem_opt_in.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
-#include <set>
 #include <type_traits>
 
 namespace encoder_kit::cuda {
 namespace {
 
+using namespace ptx;
+
 constexpr int kBlockN = 64;  // keys per tile
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; with valid == false nothing is read and the
-// destination is zero-filled (rows past the sequence, padded columns).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// 2^x on the SFU; 2^-inf = 0, which masks dropped keys.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 template <int kDPad, int kWarps>
 constexpr size_t smem_bytes() {
@@ -287,23 +240,8 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
-  // Above 48 KiB a kernel must opt in, once per instantiation and device: the
-  // attribute belongs to the device current when it is set, and one process
-  // runs on several (data parallel). Not a stream operation, so also legal
-  // while a graph is being captured.
-  static std::mutex opted_mutex;
-  static std::set<int> opted;  // device indices
-  int device = 0;
-  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
-  {
-    const std::lock_guard<std::mutex> lock(opted_mutex);
-    if (!opted.count(device)) {
-      ENCODER_KIT_CUDA_TRY(cudaFuncSetAttribute(varlen_attention_kernel<kDPad, kWarps>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(kSmem)));
-      opted.insert(device);
-    }
-  }
+  const int opt_in = detail::opt_in_dynamic_smem(varlen_attention_kernel<kDPad, kWarps>, kSmem);
+  if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
@@ -319,7 +257,11 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
                           int num_heads, int head_dim, float scale, bf16* out,
                           cudaStream_t stream) {
   // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
-  // use 8 warps so each K/V tile brought into shared memory serves 128 queries.
+  // run on Hopper's warpgroup MMA where there is one, else on 8 warps so each
+  // K/V tile brought into shared memory serves 128 queries.
+  if (max_seqlen > 64 && detail::sm90_attention_supported())
+    return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                              head_dim, scale, out, 64, stream);
   return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                              head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
 }

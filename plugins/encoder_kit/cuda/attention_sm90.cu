@@ -1,0 +1,364 @@
+// Variable-length attention on Hopper's warpgroup MMA (wgmma, sm_90a), for
+// sequences longer than one 64-key tile (full-attention layers, SigLIP,
+// Qwen3-VL). Same contract and same online softmax as attention.cu; what
+// differs is who multiplies:
+//  - a block is kWarpgroups warpgroups of 128 threads, each owning 64 query
+//    rows; S = Q K^T is one chain of m64 x kBlockN x 16 wgmma steps with Q and
+//    K read straight from shared memory, and O += P V takes P from registers
+//    (the accumulator layout of S, rounded to bf16, is wgmma's A fragment
+//    layout) and V from shared memory, N-major;
+//  - tiles arrive by cp.async, double-buffered, K and V in separate groups;
+//    the next tile's copies are issued while the current products run.
+//
+// Shared memory holds every tile as 8x8 "core matrices" (8 rows of 16 bytes,
+// 128 contiguous bytes), the layout wgmma reads without swizzling: element
+// (r, c) of a tile with kDPad columns sits at byte
+//   (r / 8) * kGroupBytes + (c / 8) * 128 + (r % 8) * 16 + (c % 8) * 2,
+// kGroupBytes = 16 * kDPad. Q and K are K-major operands (leading byte offset
+// 128: the next 8 columns; stride byte offset kGroupBytes: the next 8 rows);
+// V, whose rows are keys, is the N-major B operand of P V (leading byte offset
+// kGroupBytes: the next 8 keys; stride byte offset 128: the next 8 columns).
+#include <encoder_kit/cuda/check.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
+
+#include "ptx_common.cuh"
+#include "smem_opt_in.hpp"
+#include "wgmma.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+// wgmma exists only in the arch-specific sm_90a target; everything else gets
+// a kernel that traps (never launched: supported() checks the device first).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ENCODER_KIT_HAS_WGMMA 1
+#else
+#define ENCODER_KIT_HAS_WGMMA 0
+#endif
+
+namespace encoder_kit::cuda {
+namespace {
+
+using namespace ptx;
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulators across the
+// asynchronous wgmma that owns them.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// cp.async writes go through the generic proxy, wgmma reads through the async
+// one: each thread fences its own writes before the barrier that publishes them.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Shared-memory matrix descriptor, no swizzle: start address, leading and
+// stride byte offsets, each in 16-byte units.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) |
+         (static_cast<uint64_t>((lbo & 0x3FFFFu) >> 4) << 16) |
+         (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32);
+}
+
+template <int kBlockN>
+__device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, uint64_t db,
+                                        int accumulate) {
+  if constexpr (kBlockN == 64)
+    wgmma_m64n64k16_ss(s, da, db, accumulate);
+  else
+    wgmma_m64n128k16_ss(s, da, db, accumulate);
+}
+
+template <int kDPad>
+__device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&a)[4],
+                                        uint64_t db) {
+  if constexpr (kDPad == 64)
+    wgmma_m64n64k16_rs(o, a, db);
+  else if constexpr (kDPad == 80)
+    wgmma_m64n80k16_rs(o, a, db);
+  else if constexpr (kDPad == 96)
+    wgmma_m64n96k16_rs(o, a, db);
+  else
+    wgmma_m64n128k16_rs(o, a, db);
+}
+
+template <int kDPad, int kBlockN, int kWarpgroups>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(64 * kWarpgroups + 4 * kBlockN) * kDPad * sizeof(bf16);
+}
+
+// Two blocks a multiprocessor when the accumulators fit in 128 registers.
+template <int kDPad, int kBlockN, int kWarpgroups>
+constexpr int min_blocks() {
+  return (kBlockN == 64 && kDPad <= 96 && kWarpgroups == 2) ? 2 : 1;
+}
+
+template <int kDPad, int kBlockN, int kWarpgroups>
+__global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN, kWarpgroups>()))
+    wgmma_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
+                           int m_blocks, int num_heads, int head_dim, float scale_log2,
+                           bf16* __restrict__ out) {
+#if ENCODER_KIT_HAS_WGMMA
+  constexpr int kBlockM = 64 * kWarpgroups;
+  constexpr int kThreads = 128 * kWarpgroups;
+  constexpr int kChunks = kDPad / 8;  // 16-byte chunks (core-matrix columns) per row
+  constexpr uint32_t kGroupBytes = 16 * kDPad;
+  constexpr int kKSteps = kDPad / 16;
+  constexpr int kNTiles = kBlockN / 8;
+
+  const int seq = static_cast<int>(blockIdx.x) / m_blocks;
+  const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
+  const int head = static_cast<int>(blockIdx.y);
+  const int start = cu_seqlens[seq];
+  const int len = cu_seqlens[seq + 1] - start;
+  if (q0 >= len) return;  // padded sequence or past its end: the whole block leaves
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const uint32_t s_q = smem_addr(smem_raw);
+  const uint32_t s_k = s_q + kBlockM * kDPad * 2;  // [2][kBlockN][kDPad]
+  const uint32_t s_v = s_k + 2 * kBlockN * kDPad * 2;
+  constexpr uint32_t kTileBytes = kBlockN * kDPad * 2;
+
+  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
+  const bf16* q_base =
+      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
+  const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
+  const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
+  const int valid_chunks = head_dim / 8;
+
+  // Eight consecutive threads fill one core matrix's eight rows (one shared
+  // wavefront); a warp reads 64 contiguous bytes of each of eight rows.
+  auto load_tile = [&](uint32_t dst, const bf16* base, int row0, int rows) {
+    for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+      const int r8 = i & 7;
+      const int rest = i >> 3;
+      const int c = rest % kChunks;
+      const int r = (rest / kChunks) * 8 + r8;
+      const bool ok = row0 + r < len && c < valid_chunks;
+      const bf16* src = ok ? base + static_cast<int64_t>(row0 + r) * row_stride + c * 8 : base;
+      cp_async16(dst + (r >> 3) * kGroupBytes + c * 128 + r8 * 16, src, ok);
+    }
+  };
+
+  const int n_tiles = (len + kBlockN - 1) / kBlockN;
+  load_tile(s_q, q_base, q0, kBlockM);
+  load_tile(s_k, k_base, 0, kBlockN);
+  cp_async_commit();
+  load_tile(s_v, v_base, 0, kBlockN);
+  cp_async_commit();
+
+  const int wg = threadIdx.x / 128;
+  const int lane = threadIdx.x % 32;
+  const int t = lane & 3;
+  const uint32_t q_wg = s_q + wg * 8 * kGroupBytes;  // this warpgroup's 64 rows
+
+  float o[kDPad / 2];
+#pragma unroll
+  for (int i = 0; i < kDPad / 2; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int buf = it & 1;
+    const bool more = it + 1 < n_tiles;
+    cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
+    fence_async_shared();
+    __syncthreads();
+
+    // S = Q K^T (64 rows of this warpgroup x kBlockN keys), in flight while
+    // the next K tile's copies are issued.
+    float s[kBlockN / 2];
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
+    const uint32_t k_tile = s_k + buf * kTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      qk_step<kBlockN>(s, smem_desc(q_wg + kk * 256, 128, kGroupBytes),
+                       smem_desc(k_tile + kk * 256, 128, kGroupBytes), 1);
+    wgmma_commit();
+    // The other K buffer was last read by the previous tile's products, which
+    // every warpgroup waited for before the barrier above.
+    if (more) load_tile(s_k + (buf ^ 1) * kTileBytes, k_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
+    wgmma_wait<0>();
+    fence_registers(s);
+
+    // Online softmax in the log2 domain; every tile holds at least one real
+    // key, so the new maximum is finite.
+    const int key0 = it * kBlockN + 2 * t;
+    float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool real = key0 + j * 8 + (e & 1) < len;
+        float& v = s[4 * j + e];
+        v = real ? v * scale_log2 : -INFINITY;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float alpha = fast_exp2(row_max[r] - tile_max[r]);
+      row_max[r] = tile_max[r];
+      row_sum[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kDPad / 8; ++j) {
+        o[4 * j + 2 * r] *= alpha;
+        o[4 * j + 2 * r + 1] *= alpha;
+      }
+    }
+    uint32_t p[kBlockN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      float e[8];
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        // x: (n8 tile 2kk + x/4, element x%4) of S
+        e[x] = fast_exp2(s[8 * kk + x] - row_max[(x >> 1) & 1]);
+        row_sum[(x >> 1) & 1] += e[x];
+      }
+      p[kk][0] = pack_bf16(e[0], e[1]);
+      p[kk][1] = pack_bf16(e[2], e[3]);
+      p[kk][2] = pack_bf16(e[4], e[5]);
+      p[kk][3] = pack_bf16(e[6], e[7]);
+    }
+
+    cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+    fence_async_shared();
+    __syncthreads();
+
+    // O += P V, with the next V tile's copies issued while it runs.
+    const uint32_t v_tile = s_v + buf * kTileBytes;
+    wgmma_fence();
+    fence_registers(o);
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+      pv_step<kDPad>(o, p[kk], smem_desc(v_tile + kk * 2 * kGroupBytes, kGroupBytes, 128));
+    wgmma_commit();
+    if (more) load_tile(s_v + (buf ^ 1) * kTileBytes, v_base, (it + 1) * kBlockN, kBlockN);
+    cp_async_commit();
+    wgmma_wait<0>();
+    fence_registers(o);
+  }
+
+  // Normalise and write whole bf16 pairs of real rows and columns.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = 1.0f / l;
+  }
+  const int row_g = q0 + wg * 64 + ((threadIdx.x % 128) / 32) * 16 + (lane >> 2);
+  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_g + 8 * r;
+    if (row >= len) continue;
+    bf16* dst = out + static_cast<int64_t>(start + row) * out_stride +
+                static_cast<int64_t>(head) * head_dim;
+#pragma unroll
+    for (int j = 0; j < kDPad / 8; ++j) {
+      const int col = j * 8 + 2 * t;
+      if (col < head_dim)
+        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+            __floats2bfloat162_rn(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+    }
+  }
+#else
+  (void)qkv, (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
+      (void)out;
+  __trap();
+#endif
+}
+
+template <int kDPad, int kBlockN, int kWarpgroups>
+int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
+           int head_dim, float scale, bf16* out, cudaStream_t stream) {
+  constexpr int kBlockM = 64 * kWarpgroups;
+  constexpr size_t kSmem = smem_bytes<kDPad, kBlockN, kWarpgroups>();
+  auto* kernel = wgmma_attention_kernel<kDPad, kBlockN, kWarpgroups>;
+  const int opt_in = detail::opt_in_dynamic_smem(kernel, kSmem);
+  if (opt_in != 0) return opt_in;
+  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
+  ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
+  const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
+  kernel<<<grid, kWarpgroups * 128, kSmem, stream>>>(qkv, cu_seqlens, m_blocks, num_heads, head_dim,
+                                                     scale * 1.4426950408889634f, out);
+  ENCODER_KIT_LAUNCH_CHECK();
+  return 0;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool sm90_attention_supported() {
+  // Per device, once: an sm_90a cubin loads on compute capability 9.0 only.
+  static std::mutex mutex;
+  static std::vector<int> known;  // per device: -1 unknown, 0 no, 1 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<int>(known.size()) <= device) known.resize(static_cast<size_t>(device) + 1, -1);
+  if (known[device] < 0) {
+    int major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 &&
+        cudaFuncGetAttributes(&attr, wgmma_attention_kernel<80, 64, 2>) == cudaSuccess;
+    if (!ok) (void)cudaGetLastError();  // a failed lookup must not linger as a sticky error
+    known[device] = ok ? 1 : 0;
+  }
+  return known[device] == 1;
+}
+
+int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                               int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+                               int block_n, cudaStream_t stream) {
+  ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
+  ENCODER_KIT_REQUIRE(aligned16(qkv) && aligned16(out));
+  ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
+  ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
+  ENCODER_KIT_REQUIRE(block_n == 64 || block_n == 128);
+  ENCODER_KIT_REQUIRE(sm90_attention_supported());
+  if (max_seqs == 0 || max_seqlen == 0) return 0;
+  auto go = [&](auto dpad) {
+    constexpr int d = decltype(dpad)::value;
+    return block_n == 128 ? launch<d, 128, 2>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                              head_dim, scale, out, stream)
+                          : launch<d, 64, 2>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                             head_dim, scale, out, stream);
+  };
+  if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (head_dim <= 96) return go(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{});
+}
+
+}  // namespace detail
+}  // namespace encoder_kit::cuda
