@@ -3,7 +3,7 @@
 // 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
 // Each figure is the median over many CUDA-event-timed batches after warm-up,
 // on random (never zero) data. Prints a table; --table PATH also writes it.
-//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|memory]
+//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -186,12 +186,12 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
             }),
             flops, bytes, std::to_string(warps) + " warps");
   if (k::detail::sm90_attention_supported())
-    for (const int block_n : {64, 128})
+    for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       add_row(name, shape, time_us([&] {
                 BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(
-                    qkv, dcu, max_seqs, len, heads, head_dim, scale, out, block_n, g_stream));
+                    qkv, dcu, max_seqs, len, heads, head_dim, scale, out, variant, g_stream));
               }),
-              flops, bytes, "wgmma, " + std::to_string(block_n) + "-key tiles");
+              flops, bytes, k::detail::sm90_attention_variant_name(variant));
 }
 
 }  // namespace
@@ -207,11 +207,13 @@ int main(int argc, char** argv) {
     else if (a == "--tokens" && i + 1 < argc)
       T = std::atoll(argv[++i]);
     else if (a == "--only" && i + 1 < argc &&
-             (only = argv[++i], only == "gemm" || only == "attn" || only == "memory"))
+             (only = argv[++i],
+              only == "gemm" || only == "attn" || only == "attnfull" || only == "memory"))
       continue;
     else {
-      std::fprintf(stderr,
-                   "usage: bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|memory]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory]\n");
       return 2;
     }
   }
@@ -254,6 +256,8 @@ int main(int argc, char** argv) {
       bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
     }
 
+    // attnfull: one full-attention case alone (for a profiler).
+    if (only == "attnfull") bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
     // Attention: 8x8-patch windows, full attention per frame, SigLIP images.
     if (want("attn")) {
       bench_attention(pool, "attn window", T, 64, 0, 16, 80);
@@ -331,12 +335,14 @@ int main(int argc, char** argv) {
   double peak = 0.0;  // the square product, best of heuristic and tuned
   for (const Row& r : g_rows)
     if (r.kernel == "gemm square") peak = std::max(peak, r.tflops);
-  add_row("layer (window attn)", std::to_string(T) + " tok, sum of rows", layer_us,
-          gemm_flops + window_flops, 0.0,
-          "products " + std::to_string(static_cast<int>(100 * gemm_us / layer_us)) + "% of time; " +
-              std::to_string(static_cast<int>(100 * (gemm_flops + window_flops) / layer_us * 1e-6 /
-                                              std::max(peak, 1.0))) +
-              "% of square-product peak");
+  if (only.empty())  // the sum needs every group's rows
+    add_row("layer (window attn)", std::to_string(T) + " tok, sum of rows", layer_us,
+            gemm_flops + window_flops, 0.0,
+            "products " + std::to_string(static_cast<int>(100 * gemm_us / layer_us)) +
+                "% of time; " +
+                std::to_string(static_cast<int>(100 * (gemm_flops + window_flops) / layer_us *
+                                                1e-6 / std::max(peak, 1.0))) +
+                "% of square-product peak");
 
   std::string table =
       "kernel                 shape                                   us   TFLOP/s     GB/s  "

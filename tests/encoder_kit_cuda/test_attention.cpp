@@ -85,8 +85,7 @@ void run_case(const AttnCase& ac) {
   const size_t real = static_cast<size_t>(covered * H * D);
 
   // Every kernel against the same reference: the public entry (whatever it
-  // picks), both mma.sync block widths, and on Hopper the wgmma kernel with
-  // both key-tile widths.
+  // picks), both mma.sync block widths, and on Hopper every wgmma variant.
   struct Variant {
     std::string name;
     std::function<int()> run;
@@ -103,11 +102,11 @@ void run_case(const AttnCase& ac) {
                               dout.get(), warps, nullptr);
                         }});
   if (k::detail::sm90_attention_supported())
-    for (const int block_n : {64, 128})
-      variants.push_back({"wgmma, " + std::to_string(block_n) + "-key tiles", [&, block_n] {
+    for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
+      variants.push_back({k::detail::sm90_attention_variant_name(variant), [&, variant] {
                             return k::detail::varlen_attention_bf16_sm90(
                                 dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
-                                dout.get(), block_n, nullptr);
+                                dout.get(), variant, nullptr);
                           }});
   for (const auto& v : variants) {
     CAPTURE(v.name);
@@ -147,7 +146,7 @@ GPU_TEST_CASE("varlen attention: the wgmma kernel is there on every compute capa
   CAPTURE(major);
   CAPTURE(minor);
   CHECK(k::detail::sm90_attention_supported() == (major == 9 && minor == 0));
-  // Rejected, not trapped, where it cannot run; invalid tile widths always.
+  // Rejected, not trapped, where it cannot run; an unknown variant always.
   DeviceBuffer<bf16> buf(1024);
   DeviceBuffer<int32_t> cu(2);
   const int bad = static_cast<int>(cudaErrorInvalidValue);
@@ -155,7 +154,7 @@ GPU_TEST_CASE("varlen attention: the wgmma kernel is there on every compute capa
                                               nullptr) == bad);
   if (!k::detail::sm90_attention_supported())
     CHECK(k::detail::varlen_attention_bf16_sm90(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, buf.get(),
-                                                64, nullptr) == bad);
+                                                0, nullptr) == bad);
 }
 
 GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softmax, uneven tails") {

@@ -261,7 +261,7 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
   // K/V tile brought into shared memory serves 128 queries.
   if (max_seqlen > 64 && detail::sm90_attention_supported())
     return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                              head_dim, scale, out, 64, stream);
+                                              head_dim, scale, out, 0, stream);
   return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                              head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
 }

@@ -110,7 +110,12 @@ constexpr int min_blocks() {
   return (kBlockN == 64 && kDPad <= 96 && kWarpgroups == 2) ? 2 : 1;
 }
 
-template <int kDPad, int kBlockN, int kWarpgroups>
+// kOverlap false: per key tile, S = Q K^T, softmax, O += P V, one after the
+// other (two barriers a tile). kOverlap true (FA3's intra-warpgroup
+// pipelining): tile j's Q K^T and tile j-1's P V are issued together, and
+// tile j's softmax runs on the ALUs while P V still occupies the tensor
+// cores; O is rescaled once that product has landed. One barrier a tile.
+template <int kDPad, int kBlockN, int kWarpgroups, bool kOverlap>
 __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN, kWarpgroups>()))
     wgmma_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                            int m_blocks, int num_heads, int head_dim, float scale_log2,
@@ -122,6 +127,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
   constexpr uint32_t kGroupBytes = 16 * kDPad;
   constexpr int kKSteps = kDPad / 16;
   constexpr int kNTiles = kBlockN / 8;
+  constexpr int kPSteps = kBlockN / 16;
 
   const int seq = static_cast<int>(blockIdx.x) / m_blocks;
   const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
@@ -143,26 +149,22 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
   const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
   const int valid_chunks = head_dim / 8;
 
-  // Eight consecutive threads fill one core matrix's eight rows (one shared
-  // wavefront); a warp reads 64 contiguous bytes of each of eight rows.
+  // Eight consecutive threads fill one core matrix's eight rows (one
+  // conflict-free shared wavefront); a warp reads 64 bytes of each of eight
+  // rows. (Consecutive threads on consecutive chunks of a row, fewer L2
+  // requests but conflicting writes, measured 0-8% slower: NOTES.md.)
   auto load_tile = [&](uint32_t dst, const bf16* base, int row0, int rows) {
     for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
-      const int r8 = i & 7;
       const int rest = i >> 3;
       const int c = rest % kChunks;
-      const int r = (rest / kChunks) * 8 + r8;
+      const int r = (rest / kChunks) * 8 + (i & 7);
       const bool ok = row0 + r < len && c < valid_chunks;
       const bf16* src = ok ? base + static_cast<int64_t>(row0 + r) * row_stride + c * 8 : base;
-      cp_async16(dst + (r >> 3) * kGroupBytes + c * 128 + r8 * 16, src, ok);
+      cp_async16(dst + (r >> 3) * kGroupBytes + c * 128 + (r & 7) * 16, src, ok);
     }
   };
-
-  const int n_tiles = (len + kBlockN - 1) / kBlockN;
-  load_tile(s_q, q_base, q0, kBlockM);
-  load_tile(s_k, k_base, 0, kBlockN);
-  cp_async_commit();
-  load_tile(s_v, v_base, 0, kBlockN);
-  cp_async_commit();
+  auto k_tile = [&](int it) { return s_k + (it & 1) * kTileBytes; };
+  auto v_tile = [&](int it) { return s_v + (it & 1) * kTileBytes; };
 
   const int wg = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
@@ -175,67 +177,60 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
   float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
 
-  for (int it = 0; it < n_tiles; ++it) {
-    const int buf = it & 1;
-    const bool more = it + 1 < n_tiles;
-    cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
-    fence_async_shared();
-    __syncthreads();
-
-    // S = Q K^T (64 rows of this warpgroup x kBlockN keys), in flight while
-    // the next K tile's copies are issued.
-    float s[kBlockN / 2];
+  // S = Q K^T of tile `it` (64 rows of this warpgroup x kBlockN keys), issued.
+  auto issue_qk = [&](float(&s)[kBlockN / 2], int it) {
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
-    const uint32_t k_tile = s_k + buf * kTileBytes;
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk)
       qk_step<kBlockN>(s, smem_desc(q_wg + kk * 256, 128, kGroupBytes),
-                       smem_desc(k_tile + kk * 256, 128, kGroupBytes), 1);
-    wgmma_commit();
-    // The other K buffer was last read by the previous tile's products, which
-    // every warpgroup waited for before the barrier above.
-    if (more) load_tile(s_k + (buf ^ 1) * kTileBytes, k_base, (it + 1) * kBlockN, kBlockN);
-    cp_async_commit();  // possibly empty: keeps the group count uniform
-    wgmma_wait<0>();
-    fence_registers(s);
-
-    // Online softmax in the log2 domain; every tile holds at least one real
-    // key, so the new maximum is finite.
-    const int key0 = it * kBlockN + 2 * t;
-    float tile_max[2] = {row_max[0], row_max[1]};
+                       smem_desc(k_tile(it) + kk * 256, 128, kGroupBytes), 1);
+  };
+  // O += P V of tile `it`, issued.
+  auto issue_pv = [&](const uint32_t(&p)[kPSteps][4], int it) {
 #pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
+    for (int kk = 0; kk < kPSteps; ++kk)
+      pv_step<kDPad>(o, p[kk], smem_desc(v_tile(it) + kk * 2 * kGroupBytes, kGroupBytes, 128));
+  };
+  // Online softmax of tile `it` in the log2 domain: scales and masks s, moves
+  // the running max, rounds the probabilities into P's A fragments and
+  // returns the factor O (and the sums, done here) must be rescaled by. Every
+  // tile holds at least one real key, so the new maximum is finite.
+  auto softmax = [&](float(&s)[kBlockN / 2], int it, uint32_t(&p)[kPSteps][4], float(&alpha)[2]) {
+    // Keys past the end exist only in the last tile; the running max is kept
+    // scaled (log2 domain) and the raw maximum scaled once, so each
+    // probability costs one FFMA and one ex2.
+    if ((it + 1) * kBlockN > len) {
+      const int key0 = it * kBlockN + 2 * t;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool real = key0 + j * 8 + (e & 1) < len;
-        float& v = s[4 * j + e];
-        v = real ? v * scale_log2 : -INFINITY;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
-      }
+      for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key0 + j * 8 + (e & 1) >= len) s[4 * j + e] = -INFINITY;
     }
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
+    float neg_max[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float alpha = fast_exp2(row_max[r] - tile_max[r]);
-      row_max[r] = tile_max[r];
-      row_sum[r] *= alpha;
-#pragma unroll
-      for (int j = 0; j < kDPad / 8; ++j) {
-        o[4 * j + 2 * r] *= alpha;
-        o[4 * j + 2 * r + 1] *= alpha;
-      }
+      const float m = fmaxf(row_max[r], tile_max[r] * scale_log2);
+      alpha[r] = fast_exp2(row_max[r] - m);
+      row_max[r] = m;
+      row_sum[r] *= alpha[r];
+      neg_max[r] = -m;
     }
-    uint32_t p[kBlockN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < kPSteps; ++kk) {
       float e[8];
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
-        // x: (n8 tile 2kk + x/4, element x%4) of S
-        e[x] = fast_exp2(s[8 * kk + x] - row_max[(x >> 1) & 1]);
+        // x: element x%4 of the n8 tile 2kk + x/4 of S; its row is (x/2)%2
+        e[x] = fast_exp2(fmaf(s[8 * kk + x], scale_log2, neg_max[(x >> 1) & 1]));
         row_sum[(x >> 1) & 1] += e[x];
       }
       p[kk][0] = pack_bf16(e[0], e[1]);
@@ -243,21 +238,102 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
       p[kk][2] = pack_bf16(e[4], e[5]);
       p[kk][3] = pack_bf16(e[6], e[7]);
     }
-
-    cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+  };
+  auto rescale_o = [&](const float(&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < kDPad / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        o[4 * j + 2 * r] *= alpha[r];
+        o[4 * j + 2 * r + 1] *= alpha[r];
+      }
+    }
+  };
+  auto publish_tiles = [] {  // copies landed -> visible to wgmma, block-wide
     fence_async_shared();
     __syncthreads();
+  };
 
-    // O += P V, with the next V tile's copies issued while it runs.
-    const uint32_t v_tile = s_v + buf * kTileBytes;
+  const int n_tiles = (len + kBlockN - 1) / kBlockN;
+  if constexpr (!kOverlap) {
+    load_tile(s_q, q_base, q0, kBlockM);
+    load_tile(s_k, k_base, 0, kBlockN);
+    cp_async_commit();
+    load_tile(s_v, v_base, 0, kBlockN);
+    cp_async_commit();
+    for (int it = 0; it < n_tiles; ++it) {
+      const bool more = it + 1 < n_tiles;
+      cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
+      publish_tiles();
+      float s[kBlockN / 2];
+      wgmma_fence();
+      issue_qk(s, it);
+      wgmma_commit();
+      // The other K buffer was last read by the previous tile's products,
+      // which every warpgroup waited for before the barrier above.
+      if (more) load_tile(k_tile(it + 1), k_base, (it + 1) * kBlockN, kBlockN);
+      cp_async_commit();  // possibly empty: keeps the group count uniform
+      wgmma_wait<0>();
+      fence_registers(s);
+      uint32_t p[kPSteps][4];
+      float alpha[2];
+      softmax(s, it, p, alpha);
+      rescale_o(alpha);
+      cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+      publish_tiles();
+      wgmma_fence();
+      fence_registers(o);
+      issue_pv(p, it);
+      wgmma_commit();
+      if (more) load_tile(v_tile(it + 1), v_base, (it + 1) * kBlockN, kBlockN);
+      cp_async_commit();
+      wgmma_wait<0>();
+      fence_registers(o);
+    }
+  } else {
+    // Copies in flight at the top of iteration it: one group with K_it and
+    // V_{it-1} (Q and K_0 at it = 0), issued one iteration earlier.
+    load_tile(s_q, q_base, q0, kBlockM);
+    load_tile(s_k, k_base, 0, kBlockN);
+    cp_async_commit();
+    uint32_t p_prev[kPSteps][4];
+    for (int it = 0; it < n_tiles; ++it) {
+      cp_async_wait<0>();
+      publish_tiles();
+      float s[kBlockN / 2];
+      wgmma_fence();
+      issue_qk(s, it);
+      wgmma_commit();
+      if (it > 0) {
+        fence_registers(o);
+        issue_pv(p_prev, it - 1);
+      }
+      wgmma_commit();  // possibly empty
+      // Both buffers about to be filled were last read by products of the
+      // previous iteration, which every warpgroup waited for before the
+      // barrier above: K_{it+1} over K_{it-1}, V_it over V_{it-2}.
+      if (it + 1 < n_tiles) load_tile(k_tile(it + 1), k_base, (it + 1) * kBlockN, kBlockN);
+      load_tile(v_tile(it), v_base, it * kBlockN, kBlockN);
+      cp_async_commit();
+      wgmma_wait<1>();  // S landed; P V may still run
+      fence_registers(s);
+      uint32_t p[kPSteps][4];
+      float alpha[2];
+      softmax(s, it, p, alpha);
+      wgmma_wait<0>();
+      fence_registers(o);
+      rescale_o(alpha);
+#pragma unroll
+      for (int kk = 0; kk < kPSteps; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) p_prev[kk][x] = p[kk][x];
+    }
+    cp_async_wait<0>();  // V of the last tile
+    publish_tiles();
     wgmma_fence();
     fence_registers(o);
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-      pv_step<kDPad>(o, p[kk], smem_desc(v_tile + kk * 2 * kGroupBytes, kGroupBytes, 128));
+    issue_pv(p_prev, n_tiles - 1);
     wgmma_commit();
-    if (more) load_tile(s_v + (buf ^ 1) * kTileBytes, v_base, (it + 1) * kBlockN, kBlockN);
-    cp_async_commit();
     wgmma_wait<0>();
     fence_registers(o);
   }
@@ -294,12 +370,12 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
 #endif
 }
 
-template <int kDPad, int kBlockN, int kWarpgroups>
+template <int kDPad, int kBlockN, int kWarpgroups, bool kOverlap>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 64 * kWarpgroups;
   constexpr size_t kSmem = smem_bytes<kDPad, kBlockN, kWarpgroups>();
-  auto* kernel = wgmma_attention_kernel<kDPad, kBlockN, kWarpgroups>;
+  auto* kernel = wgmma_attention_kernel<kDPad, kBlockN, kWarpgroups, kOverlap>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -314,6 +390,15 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
 }  // namespace
 
 namespace detail {
+
+const char* sm90_attention_variant_name(int variant) {
+  switch (variant) {
+    case 0: return "wgmma, 64-key tiles, overlapped";
+    case 1: return "wgmma, 64-key tiles, in turn";
+    case 2: return "wgmma, 128-key tiles, overlapped";
+    default: return "?";
+  }
+}
 
 bool sm90_attention_supported() {
   // Per device, once: an sm_90a cubin loads on compute capability 9.0 only.
@@ -330,7 +415,7 @@ bool sm90_attention_supported() {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
         major == 9 && minor == 0 &&
-        cudaFuncGetAttributes(&attr, wgmma_attention_kernel<80, 64, 2>) == cudaSuccess;
+        cudaFuncGetAttributes(&attr, wgmma_attention_kernel<80, 64, 2, true>) == cudaSuccess;
     if (!ok) (void)cudaGetLastError();  // a failed lookup must not linger as a sticky error
     known[device] = ok ? 1 : 0;
   }
@@ -339,20 +424,25 @@ bool sm90_attention_supported() {
 
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                               int block_n, cudaStream_t stream) {
+                               int variant, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
   ENCODER_KIT_REQUIRE(aligned16(qkv) && aligned16(out));
   ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
   ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
-  ENCODER_KIT_REQUIRE(block_n == 64 || block_n == 128);
+  ENCODER_KIT_REQUIRE(variant >= 0 && variant < kSm90AttentionVariants);
   ENCODER_KIT_REQUIRE(sm90_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
-    return block_n == 128 ? launch<d, 128, 2>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                              head_dim, scale, out, stream)
-                          : launch<d, 64, 2>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                             head_dim, scale, out, stream);
+    auto run = [&](auto kernel_launch) {
+      return kernel_launch(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                           stream);
+    };
+    switch (variant) {
+      case 0: return run(launch<d, 64, 2, true>);
+      case 1: return run(launch<d, 64, 2, false>);
+      default: return run(launch<d, 128, 2, true>);
+    }
   };
   if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return go(std::integral_constant<int, 80>{});

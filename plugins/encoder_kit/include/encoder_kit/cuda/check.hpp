@@ -23,13 +23,16 @@ int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int 
 
 // The Hopper kernel (attention_sm90.cu: wgmma, sm_90a): whether it runs on the
 // current device (compute capability 9.0 and the sm_90a code present), and
-// the kernel itself with kBlockN = block_n keys per tile (64 or 128). The
-// public entry uses it for sequences over 64 when supported; the benchmark
-// and the tests call it directly to compare.
+// the kernel itself in one of kSm90AttentionVariants configurations (0, the
+// default, and the ones it was chosen against; sm90_attention_variant_name
+// says which). The public entry uses variant 0 for sequences over 64 when
+// supported; the benchmark and the tests call every variant to compare.
+inline constexpr int kSm90AttentionVariants = 3;
+const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                               int block_n, cudaStream_t stream);
+                               int variant, cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail
 
