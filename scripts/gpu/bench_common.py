@@ -107,6 +107,52 @@ def run_encgraph_bench(bundle, config, trace, report, name, request, extra=(), l
         return json.load(fh)
 
 
+def ncu_eager_profile(bundle, ncu, config, trace, request, out_csv, sets=()):
+    """Runs `encgraph run` eagerly on a trace (requests of `request` items, no warm-up request)
+    under Nsight Compute's gpu__time_duration, clocks left alone; keeps ncu's CSV in out_csv.
+    Eager: no graph warm-up, so no GEMM tuning runs among the profiled kernels. Returns
+    {(kernel name, grid, block): [launches, ns]} and the total ns, or raises RuntimeError."""
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv",
+           os.path.join(bundle, "bin", "encgraph"), "run", "--config", config,
+           "--set", "runtime.use_graphs=false", "--set", 'workload.kind="trace"',
+           "--set", f'workload.trace="{trace}"', "--set", f"workload.request_size={request}",
+           "--set", "workload.warmup_requests=0"]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    with open(out_csv, "w") as fh:
+        fh.write(proc.stdout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu encgraph run failed ({proc.returncode}): "
+                           f"{proc.stdout[-2000:]} {proc.stderr[-2000:]}")
+    import collections
+    import csv
+    import io
+    text = proc.stdout[proc.stdout.find('"ID"'):]
+    groups = collections.defaultdict(lambda: [0, 0.0])
+    total = 0.0
+    scale = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}
+    for row in csv.DictReader(io.StringIO(text)):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        ns = float(row["Metric Value"].replace(",", "")) * scale.get(row.get("Metric Unit", "ns"), 1)
+        key = (row["Kernel Name"].split("(")[0][:60], row.get("Grid Size", ""),
+               row.get("Block Size", ""))
+        groups[key][0] += 1
+        groups[key][1] += ns
+        total += ns
+    return groups, total
+
+
+def kernel_table(groups, total, rows=45):
+    """Lines of a per-kernel table, largest total first, with each group's share."""
+    lines = [f"{'kernel':60} {'grid':>18} {'block':>12} {'n':>4} {'ms':>8} {'share':>6}"]
+    for (name, grid, block), (n, ns) in sorted(groups.items(), key=lambda kv: -kv[1][1])[:rows]:
+        lines.append(f"{name:60} {grid:>18} {block:>12} {n:4d} {ns / 1e6:8.3f} "
+                     f"{100 * ns / total:5.1f}%")
+    return lines
+
+
 def padded_efficiency(mode, per_path=False):
     """A bench mode's padded-token efficiency (None without graph batches); with per_path,
     "name 97.1%, ..." per path from its real and budget tokens ("name eager" for a path

@@ -13,8 +13,11 @@ namespace {
 struct Shape {
   int64_t rows, cols;
 };
-// 1280: Qwen's hidden size (vector path); 72, 100, 13: odd widths.
-const Shape kNormShapes[] = {{37, 1280}, {5, 72}, {3, 100}, {4, 13}, {1, 8}};
+// 1280, 1152: Qwen's and SigLIP's hidden sizes; up to 2048 the row stays in
+// registers (the widest such row, a partly used one, one of 8), 2056 takes the
+// looped vector path; 100, 13: the scalar path.
+const Shape kNormShapes[] = {{37, 1280}, {300, 1152}, {9, 2048}, {3, 2056},
+                             {5, 72},    {3, 100},    {4, 13},   {1, 8}};
 
 }  // namespace
 

@@ -137,6 +137,97 @@ __global__ void layer_norm_kernel(const bf16* __restrict__ x, const bf16* __rest
   }
 }
 
+// Rows of up to kResidentCols elements (8-aligned) stay in registers: every
+// load of the row is issued before the first reduction, one memory round trip
+// instead of one per 256 elements and pass. At a few hundred rows (one small
+// image) the looped kernels above spent ~4.7 us a call on those round trips.
+// Same summation order as the looped kernels, so the same results.
+constexpr int kResidentChunks = 8;  // 16-byte chunks per lane
+constexpr int64_t kResidentCols = 32 * 8 * kResidentChunks;
+
+__device__ __forceinline__ void load_row_resident(const bf16* xr, int64_t cols, int lane,
+                                                  float (&v)[kResidentChunks][8]) {
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k) {
+    const int64_t c = static_cast<int64_t>(lane + 32 * k) * 8;
+    if (c < cols) {
+      load<8>(xr + c, v[k]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[k][i] = 0.0f;
+    }
+  }
+}
+
+__global__ void rms_norm_resident_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                         bf16* __restrict__ y, int64_t rows, int64_t cols,
+                                         float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  float v[kResidentChunks][8];
+  load_row_resident(x + row * cols, cols, lane, v);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[k][i] * v[k][i];
+  const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(cols) + eps);
+  bf16* yr = y + row * cols;
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k) {
+    const int64_t c = static_cast<int64_t>(lane + 32 * k) * 8;
+    if (c >= cols) break;
+    float g[8];
+    load<8>(w + c, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[k][i] = g[i] * round_bf16(v[k][i] * rstd);
+    store<8>(yr + c, v[k]);
+  }
+}
+
+__global__ void layer_norm_resident_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                           const bf16* __restrict__ b, bf16* __restrict__ y,
+                                           int64_t rows, int64_t cols, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  float v[kResidentChunks][8];
+  load_row_resident(x + row * cols, cols, lane, v);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum += v[k][i];
+  const float mean = warp_sum(sum) / static_cast<float>(cols);
+  // Two passes for the variance, as above; the padding chunks are skipped.
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k) {
+    if (static_cast<int64_t>(lane + 32 * k) * 8 >= cols) break;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sq += (v[k][i] - mean) * (v[k][i] - mean);
+  }
+  const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(cols) + eps);
+  bf16* yr = y + row * cols;
+#pragma unroll
+  for (int k = 0; k < kResidentChunks; ++k) {
+    const int64_t c = static_cast<int64_t>(lane + 32 * k) * 8;
+    if (c >= cols) break;
+    float g[8], h[8];
+    load<8>(w + c, g);
+    if (b != nullptr) {
+      load<8>(b + c, h);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) h[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[k][i] = (v[k][i] - mean) * rstd * g[i] + h[i];
+    store<8>(yr + c, v[k]);
+  }
+}
+
 // ---- element-wise over [rows, cols] views with leading dimensions.
 
 template <int V>
@@ -258,7 +349,9 @@ int rms_norm_bf16(const bf16* x, const bf16* w, bf16* y, int64_t rows, int64_t c
   ENCODER_KIT_REQUIRE(x != nullptr && w != nullptr && y != nullptr);
   if (rows == 0) return 0;
   const unsigned grid = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
-  if (vec_width(cols, {x, w, y}) == 8)
+  if (vec_width(cols, {x, w, y}) == 8 && cols <= kResidentCols)
+    rms_norm_resident_kernel<<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
+  else if (vec_width(cols, {x, w, y}) == 8)
     rms_norm_kernel<8><<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
   else
     rms_norm_kernel<1><<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
@@ -273,7 +366,9 @@ int layer_norm_bf16(const bf16* x, const bf16* w, const bf16* b, bf16* y, int64_
   if (rows == 0) return 0;
   const unsigned grid = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
   const void* bias_ptr = b != nullptr ? static_cast<const void*>(b) : static_cast<const void*>(w);
-  if (vec_width(cols, {x, w, bias_ptr, y}) == 8)
+  if (vec_width(cols, {x, w, bias_ptr, y}) == 8 && cols <= kResidentCols)
+    layer_norm_resident_kernel<<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
+  else if (vec_width(cols, {x, w, bias_ptr, y}) == 8)
     layer_norm_kernel<8><<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
   else
     layer_norm_kernel<1><<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
