@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -45,6 +46,12 @@ struct LogCapture {
     for (const auto& line : sink->last_formatted())
       if (contains(line, part) && contains(line, also)) return true;
     return false;
+  }
+  std::string find(const std::string& part) const {  // the last line with `part`, or ""
+    std::string found;
+    for (const auto& line : sink->last_formatted())
+      if (contains(line, part)) found = line;
+    return found;
   }
 };
 
@@ -896,6 +903,62 @@ TEST_CASE("capture phases: recorded, non-negative, summing to capture_seconds, l
     CHECK(log.saw("captured 2 graphs", "warm-up"));
     CHECK(log.saw("captured 2 graphs", calibrate ? "calibrate" : "other"));
   }
+}
+
+TEST_CASE("calibration: replay times from the warm-up forwards only when they can stand in") {
+  const std::vector<int64_t> budgets{1024, 2048, 4096, 8192};
+  // Clean warm-ups (a warm tuning cache): the middle graphs are not replayed
+  // again; their estimates carry the last graph's replay/warm-up ratio.
+  auto e = replay_estimates_from_warmups(budgets, {2.2, 4.1, 8.0, 16.2}, 2.0, 16.0);
+  REQUIRE(e.size() == 4);
+  CHECK(e[0] < 0.0);  // first and last were timed, not estimated
+  CHECK(e[3] < 0.0);
+  CHECK(e[1] == doctest::Approx(4.1 * 16.0 / 16.2));
+  CHECK(e[2] == doctest::Approx(8.0 * 16.0 / 16.2));
+  // Warm-ups that tuned GEMMs (a cold cache) are far slower than replays:
+  // every graph is timed.
+  for (const double v : replay_estimates_from_warmups(budgets, {9.0, 30.0, 55.0, 80.0}, 2.0, 16.0))
+    CHECK(v < 0.0);
+  // Nor when the warm-up is faster than the replay beyond the margin.
+  for (const double v : replay_estimates_from_warmups(budgets, {2.0, 3.0, 6.0, 12.0}, 2.0, 16.0))
+    CHECK(v < 0.0);
+  // One middle warm-up slowed down (a kernel's module loaded on first use):
+  // that graph is timed, the other estimated.
+  e = replay_estimates_from_warmups(budgets, {2.2, 9.0, 8.0, 16.2}, 2.0, 16.0);
+  CHECK(e[1] < 0.0);
+  CHECK(e[2] > 0.0);
+  // Short warm-ups are timed (launch jitter), as is everything in a group of
+  // two or when the last warm-up itself is short.
+  e = replay_estimates_from_warmups(budgets, {0.4, 1.0, 8.0, 16.2}, 0.5, 16.0);
+  CHECK(e[1] < 0.0);
+  CHECK(e[2] > 0.0);
+  for (const double v : replay_estimates_from_warmups({64, 128}, {5.0, 9.0}, 5.0, 9.0))
+    CHECK(v < 0.0);
+  for (const double v : replay_estimates_from_warmups(budgets, {0.2, 0.5, 1.0, 1.5}, 0.2, 1.4))
+    CHECK(v < 0.0);
+  // A NaN or missing warm-up never becomes an estimate.
+  for (const double v : replay_estimates_from_warmups(budgets, {2.2, NAN, 8.0, NAN}, 2.0, 16.0))
+    CHECK(v < 0.0);
+  for (const double v : replay_estimates_from_warmups(budgets, {2.2, 4.1}, 2.0, 16.0))
+    CHECK(v < 0.0);
+}
+
+TEST_CASE("calibration: every graph's replay is timed or estimated, and the log says which") {
+  LogCapture log;
+  RuntimeConfig cfg = toy_config("cpu");
+  set(cfg, "hidden", "256");
+  cfg.budgets.token_budgets = {256, 1024, 2048, 3072, 4096};
+  cfg.budgets.max_items_per_batch = 4;
+  cfg.prefer_faster_path = true;
+  Runtime rt(cfg);
+  rt.capture();
+  const std::string line = log.find("captured 5 graphs");
+  REQUIRE_FALSE(line.empty());
+  int timed = -1, estimated = -1;
+  REQUIRE(std::sscanf(line.c_str() + line.find("calibrate"), "calibrate %*f: %d replays timed, %d",
+                      &timed, &estimated) == 2);
+  CHECK(timed >= 2);  // the first and last of the group always
+  CHECK(timed + estimated == 5);
 }
 
 TEST_CASE("calibration timing: one timed run when long, else the median of 3 more") {

@@ -85,11 +85,14 @@ void GraphManager::capture() {
   stats_.on_capture(per_path, static_cast<int64_t>(cache_.memory_bytes()), seconds, phases);
   spdlog::info(
       "captured {} graphs for '{}' on {} in {:.3f} s (prepare_device {:.3f}, warm-up {:.3f}, "
-      "capture {:.3f}, instantiate {:.3f}, calibrate {:.3f}, other {:.3f}), {:.1f} MiB of graph "
-      "memory",
+      "capture {:.3f}, instantiate {:.3f}, calibrate {:.3f}{}, other {:.3f}), {:.1f} MiB of "
+      "graph memory",
       cache_.graphs().size(), plugin_.name(), backend_->name(), seconds, phases.prepare_device,
-      phases.warmup, phases.capture, phases.instantiate, phases.calibrate, phases.other,
-      static_cast<double>(cache_.memory_bytes()) / 1048576.0);
+      phases.warmup, phases.capture, phases.instantiate, phases.calibrate,
+      config_.prefer_faster_path ? fmt::format(": {} replays timed, {} from warm-ups",
+                                               cost_.timed_replays(), cost_.estimated_replays())
+                                 : std::string(),
+      phases.other, static_cast<double>(cache_.memory_bytes()) / 1048576.0);
 }
 
 void GraphManager::clear() {

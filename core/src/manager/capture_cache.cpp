@@ -180,11 +180,11 @@ void CaptureCache::capture_one(const eg_graph_shape& shape) {
                    [&](eg_error* e) { return plugin->api()->forward(plugin->handle(), args, e); });
     };
     // Warm-up outside the capture: lazy initialisation (GEMM tuning) happens
-    // here. Timed up to the sync that was already there, so it counts the
-    // device work too.
+    // here. Timed on the device up to the sync that was already there (the
+    // cost model may take it for the replay's time) and on the host clock
+    // (the capture phases).
     const auto warmup_start = std::chrono::steady_clock::now();
-    forward();
-    backend_->synchronize();
+    c.warmup_ms = backend_->time_ms(forward);
     phases_.warmup +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
     DeviceBackend::CaptureTimes times;

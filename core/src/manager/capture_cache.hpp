@@ -27,7 +27,8 @@ struct CapturedGraph {
   std::vector<eg_tensor> outputs;  // one per named output, in the shared arenas
   eg_forward_args args{};          // points into buffers and outputs
   std::unique_ptr<RecordedGraph> graph;
-  double replay_ms = 0.0;  // measured after capture (the cost model)
+  double replay_ms = 0.0;  // measured after capture, or estimated from warmup_ms (the cost model)
+  double warmup_ms = 0.0;  // the warm-up forward before capture, timed on the device
 };
 
 class CaptureCache {

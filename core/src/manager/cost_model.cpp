@@ -1,6 +1,8 @@
 #include "cost_model.hpp"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 namespace encgraph {
 
@@ -23,17 +25,74 @@ double calibration_time_ms(const std::function<double()>& time_once, bool warm_u
   return t[1];
 }
 
+std::vector<double> replay_estimates_from_warmups(const std::vector<int64_t>& budgets,
+                                                  const std::vector<double>& warmup_ms,
+                                                  double first_replay_ms, double last_replay_ms) {
+  const size_t n = budgets.size();
+  std::vector<double> out(n, -1.0);
+  if (n < 3 || warmup_ms.size() != n) return out;
+  const double last_warmup = warmup_ms.back();
+  if (!(last_warmup >= kShortRunMs) || !(last_replay_ms > 0.0)) return out;
+  const double scale = last_replay_ms / last_warmup;
+  if (!(scale >= kWarmupScaleMin && scale <= kWarmupScaleMax)) return out;
+  const double span = static_cast<double>(budgets.back() - budgets.front());
+  for (size_t i = 1; i + 1 < n; ++i) {
+    if (!(warmup_ms[i] >= kShortRunMs)) continue;  // short: launch jitter, time it
+    const double estimate = warmup_ms[i] * scale;
+    const double line =
+        span > 0.0 ? first_replay_ms + (last_replay_ms - first_replay_ms) *
+                                           static_cast<double>(budgets[i] - budgets.front()) / span
+                   : last_replay_ms;
+    if (estimate <= kWarmupOutlier * std::max(line, first_replay_ms)) out[i] = estimate;
+  }
+  return out;
+}
+
 void CostModel::calibrate(CaptureCache& cache) {
   const int num_paths = plugin_.info().num_paths;
   eager_overhead_ms_.assign(num_paths, 0.0);
+  timed_ = estimated_ = 0;
   std::vector<int64_t> smallest(num_paths, 0);
-  for (auto& [key, g] : cache.graphs()) {
+  auto time_replay = [&](CapturedGraph& g) {
     RecordedGraph* graph = g.graph.get();
     // No warm-up run: its kernels ran in the capture's warm-up forward and the
     // graph was uploaded when it was instantiated.
     g.replay_ms =
         calibration_time_ms([&] { return backend_->time_ms([graph] { graph->replay(); }); }, false);
+    ++timed_;
+  };
+  // Groups as eager_expected_faster compares them: one path, one set of axis
+  // keys, by budget (the cache's order).
+  std::map<std::pair<int32_t, std::vector<int64_t>>,
+           std::vector<std::pair<int64_t, CapturedGraph*>>>
+      groups;  // (budget, graph)
+  for (auto& [key, g] : cache.graphs()) {
+    groups[{key.path, key.axis_keys}].emplace_back(key.budget, &g);
     if (smallest[key.path] == 0 || key.budget < smallest[key.path]) smallest[key.path] = key.budget;
+  }
+  for (auto& [group_key, members] : groups) {
+    std::sort(members.begin(), members.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    CapturedGraph& first = *members.front().second;
+    CapturedGraph& last = *members.back().second;
+    time_replay(first);
+    if (members.size() > 1) time_replay(last);
+    std::vector<int64_t> budgets;
+    std::vector<double> warmups;
+    for (const auto& [budget, g] : members) {
+      budgets.push_back(budget);
+      warmups.push_back(g->warmup_ms);
+    }
+    const auto estimates =
+        replay_estimates_from_warmups(budgets, warmups, first.replay_ms, last.replay_ms);
+    for (size_t i = 1; i + 1 < members.size(); ++i) {
+      if (estimates[i] >= 0.0) {
+        members[i].second->replay_ms = estimates[i];
+        ++estimated_;
+      } else {
+        time_replay(*members[i].second);
+      }
+    }
   }
   // Eager costs the same kernels plus launch gaps: time the forward called
   // directly on the smallest graph's own buffers.

@@ -22,13 +22,33 @@ inline constexpr double kShortRunMs = 2.0;
 // is shorter than kShortRunMs, the median of three more.
 double calibration_time_ms(const std::function<double()>& time_once, bool warm_up);
 
+// Replay estimates from the warm-up forwards, for one (path, axis keys) group
+// of graphs sorted by budget, whose first and last replays were timed. A long
+// warm-up forward runs the same kernels as the replay and costs as much, so
+// timing every replay again doubled the capture's device work. Trusted only
+// when the last graph's warm-up matches its timed replay (scale within
+// [kWarmupScaleMin, kWarmupScaleMax]: a warm-up that tuned GEMMs or loaded
+// modules is far slower), and per graph only when the warm-up is long and the
+// estimate is at most kWarmupOutlier times the line through the two timed
+// replays. Returns per graph the estimate, or a negative value: time it.
+inline constexpr double kWarmupScaleMin = 0.75;
+inline constexpr double kWarmupScaleMax = 1.15;
+inline constexpr double kWarmupOutlier = 1.25;
+std::vector<double> replay_estimates_from_warmups(const std::vector<int64_t>& budgets,
+                                                  const std::vector<double>& warmup_ms,
+                                                  double first_replay_ms, double last_replay_ms);
+
 class CostModel {
  public:
   CostModel(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin);
 
-  // Times every graph's replay (stored in the graph) and each path's eager
-  // overhead. Runs the plugin's forward on the graphs' own buffers.
+  // Sets every graph's replay time (timed, or estimated from its warm-up
+  // forward where replay_estimates_from_warmups allows) and times each path's
+  // eager overhead. Runs the plugin's forward on the graphs' own buffers.
   void calibrate(CaptureCache& cache);
+  // Of the last calibrate(): graphs whose replay was timed, and estimated.
+  int timed_replays() const { return timed_; }
+  int estimated_replays() const { return estimated_; }
   void reset() { eager_overhead_ms_.clear(); }
   bool calibrated() const { return !eager_overhead_ms_.empty(); }
   // Whether an eager run of `tokens` is expected to beat replaying `graph`.
@@ -39,6 +59,8 @@ class CostModel {
   std::shared_ptr<DeviceBackend> backend_;
   const PluginInstance& plugin_;
   std::vector<double> eager_overhead_ms_;  // per path: eager forward minus replay
+  int timed_ = 0;
+  int estimated_ = 0;
 };
 
 }  // namespace encgraph

@@ -208,11 +208,26 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
         for (int e = 0; e < 4; ++e)
           if (key0 + j * 8 + (e & 1) >= len) s[4 * j + e] = -INFINITY;
     }
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Four independent chains a row (columns 2t and 2t+1 of even and odd n8
+    // tiles): with four warps a scheduler, a 16-long chain of dependent
+    // instructions stalls the warp.
+    float part_max[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) part_max[r][q] = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[4 * j + e]);
+      for (int e = 0; e < 4; ++e) {
+        float& m = part_max[e >> 1][(j & 1) * 2 + (e & 1)];
+        m = fmaxf(m, s[4 * j + e]);
+      }
+    float tile_max[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      tile_max[r] =
+          fmaxf(fmaxf(part_max[r][0], part_max[r][1]), fmaxf(part_max[r][2], part_max[r][3]));
     float neg_max[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -228,11 +243,10 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
     for (int kk = 0; kk < kPSteps; ++kk) {
       float e[8];
 #pragma unroll
-      for (int x = 0; x < 8; ++x) {
-        // x: element x%4 of the n8 tile 2kk + x/4 of S; its row is (x/2)%2
+      for (int x = 0; x < 8; ++x)  // element x%4 of the n8 tile 2kk + x/4; row (x/2)%2
         e[x] = fast_exp2(fmaf(s[8 * kk + x], scale_log2, neg_max[(x >> 1) & 1]));
-        row_sum[(x >> 1) & 1] += e[x];
-      }
+      row_sum[0] += (e[0] + e[1]) + (e[4] + e[5]);
+      row_sum[1] += (e[2] + e[3]) + (e[6] + e[7]);
       p[kk][0] = pack_bf16(e[0], e[1]);
       p[kk][1] = pack_bf16(e[2], e[3]);
       p[kk][2] = pack_bf16(e[4], e[5]);
