@@ -907,21 +907,59 @@ TEST_CASE("capture phases: recorded, non-negative, summing to capture_seconds, l
 
 TEST_CASE("calibration: replay times from the warm-up forwards only when they can stand in") {
   const std::vector<int64_t> budgets{1024, 2048, 4096, 8192};
+  // The estimate: a warm-up times the replay/warm-up ratio interpolated by
+  // budget between the two timed ends.
+  auto expected = [&](double warmup, size_t i, double first_scale, double last_scale) {
+    const double f = double(budgets[i] - budgets[0]) / double(budgets[3] - budgets[0]);
+    return warmup * (first_scale + (last_scale - first_scale) * f);
+  };
   // Clean warm-ups (a warm tuning cache): the middle graphs are not replayed
-  // again; their estimates carry the last graph's replay/warm-up ratio.
+  // again.
   auto e = replay_estimates_from_warmups(budgets, {2.2, 4.1, 8.0, 16.2}, 2.0, 16.0);
   REQUIRE(e.size() == 4);
   CHECK(e[0] < 0.0);  // first and last were timed, not estimated
   CHECK(e[3] < 0.0);
-  CHECK(e[1] == doctest::Approx(4.1 * 16.0 / 16.2));
-  CHECK(e[2] == doctest::Approx(8.0 * 16.0 / 16.2));
+  CHECK(e[1] == doctest::Approx(expected(4.1, 1, 2.0 / 2.2, 16.0 / 16.2)));
+  CHECK(e[2] == doctest::Approx(expected(8.0, 2, 2.0 / 2.2, 16.0 / 16.2)));
+  // A short first warm-up does not vote: the last ratio alone.
+  e = replay_estimates_from_warmups(budgets, {0.4, 2.75, 7.2, 16.2}, 0.5, 16.0);
+  CHECK(e[1] == doctest::Approx(2.75 * 16.0 / 16.2));
+  CHECK(e[2] == doctest::Approx(7.2 * 16.0 / 16.2));
   // Warm-ups that tuned GEMMs (a cold cache) are far slower than replays:
-  // every graph is timed.
+  // every graph is timed. Likewise when only the first one did.
   for (const double v : replay_estimates_from_warmups(budgets, {9.0, 30.0, 55.0, 80.0}, 2.0, 16.0))
     CHECK(v < 0.0);
-  // Nor when the warm-up is faster than the replay beyond the margin.
+  for (const double v : replay_estimates_from_warmups(budgets, {9.0, 4.1, 8.0, 16.2}, 2.0, 16.0))
+    CHECK(v < 0.0);
+  // Nor when a warm-up is faster than its replay beyond the margin.
   for (const double v : replay_estimates_from_warmups(budgets, {2.0, 3.0, 6.0, 12.0}, 2.0, 16.0))
     CHECK(v < 0.0);
+  // The bounds, just inside and just outside. The line through the timed
+  // ends (0.5 ms at 1024, 16 ms at 8192) gives the middle graphs' expected
+  // replays; with a short first warm-up the last ratio is the only scale.
+  auto line = [&](size_t i) { return 0.5 + 15.5 * double(budgets[i] - 1024) / 7168.0; };
+  auto with_scale = [&](double scale) {  // warm-ups whose estimates land on the line
+    return replay_estimates_from_warmups(
+        budgets, {0.4, line(1) / scale, line(2) / scale, 16.0 / scale}, 0.5, 16.0);
+  };
+  for (const double scale : {kWarmupScaleMin * 1.01, 1.0, kWarmupScaleMax * 0.99}) {
+    CAPTURE(scale);
+    e = with_scale(scale);
+    CHECK(e[1] == doctest::Approx(line(1)));
+    CHECK(e[2] == doctest::Approx(line(2)));
+  }
+  for (const double scale : {kWarmupScaleMin * 0.99, kWarmupScaleMax * 1.01}) {
+    CAPTURE(scale);
+    for (const double v : with_scale(scale)) CHECK(v < 0.0);
+  }
+  auto off_line = [&](double factor) {  // the middle estimate `factor` times the line
+    return replay_estimates_from_warmups(budgets, {0.4, line(1), line(2) * factor, 16.0}, 0.5,
+                                         16.0)[2];
+  };
+  CHECK(off_line(kWarmupOutlier * 0.99) > 0.0);
+  CHECK(off_line(1.0 / (kWarmupOutlier * 0.99)) > 0.0);
+  CHECK(off_line(kWarmupOutlier * 1.01) < 0.0);          // slowed by a first-use cost
+  CHECK(off_line(1.0 / (kWarmupOutlier * 1.01)) < 0.0);  // suspiciously fast
   // One middle warm-up slowed down (a kernel's module loaded on first use):
   // that graph is timed, the other estimated.
   e = replay_estimates_from_warmups(budgets, {2.2, 9.0, 8.0, 16.2}, 2.0, 16.0);
@@ -936,18 +974,27 @@ TEST_CASE("calibration: replay times from the warm-up forwards only when they ca
     CHECK(v < 0.0);
   for (const double v : replay_estimates_from_warmups(budgets, {0.2, 0.5, 1.0, 1.5}, 0.2, 1.4))
     CHECK(v < 0.0);
-  // A NaN or missing warm-up never becomes an estimate.
+  // NaN anywhere never becomes an estimate; nor does a warm-up list of the
+  // wrong length.
   for (const double v : replay_estimates_from_warmups(budgets, {2.2, NAN, 8.0, NAN}, 2.0, 16.0))
+    CHECK(v < 0.0);
+  CHECK(replay_estimates_from_warmups(budgets, {2.2, NAN, 8.0, 16.2}, 2.0, 16.0)[1] < 0.0);
+  for (const double v : replay_estimates_from_warmups(budgets, {2.2, 4.1, 8.0, 16.2}, NAN, 16.0))
+    CHECK(v < 0.0);
+  for (const double v : replay_estimates_from_warmups(budgets, {2.2, 4.1, 8.0, 16.2}, 2.0, NAN))
     CHECK(v < 0.0);
   for (const double v : replay_estimates_from_warmups(budgets, {2.2, 4.1}, 2.0, 16.0))
     CHECK(v < 0.0);
 }
 
-TEST_CASE("calibration: every graph's replay is timed or estimated, and the log says which") {
+TEST_CASE("calibration: a forward that costs by budget has its middle replays estimated") {
   LogCapture log;
   RuntimeConfig cfg = toy_config("cpu");
-  set(cfg, "hidden", "256");
-  cfg.budgets.token_budgets = {256, 1024, 2048, 3072, 4096};
+  set(cfg, "hidden", "16");
+  // 2 ms per 1024 tokens: 2, 8, 16, 24 and 32 ms forwards, far above the
+  // toy's own work, so the warm-ups match the replays.
+  set(cfg, "cpu_us_per_1k_tokens", "2000");
+  cfg.budgets.token_budgets = {1024, 4096, 8192, 12288, 16384};
   cfg.budgets.max_items_per_batch = 4;
   cfg.prefer_faster_path = true;
   Runtime rt(cfg);
@@ -959,6 +1006,17 @@ TEST_CASE("calibration: every graph's replay is timed or estimated, and the log 
                       &timed, &estimated) == 2);
   CHECK(timed >= 2);  // the first and last of the group always
   CHECK(timed + estimated == 5);
+  // Sleeps overshoot on a loaded machine, which can push one estimate out of
+  // bounds; all three at once would mean the estimates never apply.
+  CHECK(estimated >= 1);
+  // The model decides with them: a batch that fills a middle budget exactly
+  // replays its graph (eager at the same size is no faster).
+  std::vector<Item> items;
+  for (int i = 0; i < 4; ++i) items.push_back(rt.make_item(image(14 * 32, 14 * 64, i)));  // 2048
+  const Result r = rt.execute(items);
+  CHECK(r.rows(0) == 2048);
+  CHECK(rt.stats().batches_graph == 1);
+  CHECK(rt.stats().batches_eager_chosen == 0);
 }
 
 TEST_CASE("calibration timing: one timed run when long, else the median of 3 more") {

@@ -287,7 +287,10 @@ class CudaBackend final : public DeviceBackend {
     const DeviceScope scope(device_);
     cudaEvent_t start = nullptr, stop = nullptr;
     EG_CUDA_CHECK(cudaEventCreate(&start));
-    EG_CUDA_CHECK(cudaEventCreate(&stop));
+    if (const cudaError_t err = cudaEventCreate(&stop); err != cudaSuccess) {
+      (void)cudaEventDestroy(start);
+      cuda_detail::throw_cuda(err, "cudaEventCreate(&stop)", __FILE__, __LINE__);
+    }
     float ms = 0.0f;
     try {
       EG_CUDA_CHECK(cudaEventRecord(start, stream_->get()));

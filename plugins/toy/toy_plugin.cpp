@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef TOY_HAVE_CUDA
@@ -175,9 +177,10 @@ struct Config {
   int64_t local_min_tokens = 4;  // toy_dual: items below this skip the local path
   int64_t local_min_budget = 0;  // toy_dual: the local path's minimum budget
   int64_t max_frames_per_video = 8;
-  int64_t extra_kernels = 0;  // tiny launches per forward (launch-overhead benchmark)
-  bool check_padding = true;  // CPU: verify padded rows before computing
-  bool pooled = true;         // declare output "pooled" (off: one output, as a 1.0 model)
+  int64_t extra_kernels = 0;         // tiny launches per forward (launch-overhead benchmark)
+  int64_t cpu_us_per_1k_tokens = 0;  // CPU: a forward also sleeps this per 1024 budget tokens
+  bool check_padding = true;         // CPU: verify padded rows before computing
+  bool pooled = true;                // declare output "pooled" (off: one output, as a 1.0 model)
   float bias = 0.5f;
   std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
   Extension::Config ext;
@@ -241,6 +244,8 @@ Config parse_config(const eg_create_params* p) {
       c.max_frames_per_video = parse_int(k, v);
     else if (key == "extra_kernels")
       c.extra_kernels = parse_int(k, v);
+    else if (key == "cpu_us_per_1k_tokens")
+      c.cpu_us_per_1k_tokens = parse_int(k, v);
     else if (key == "check_padding")
       c.check_padding = parse_bool(k, v);
     else if (key == "pooled")
@@ -254,8 +259,8 @@ Config parse_config(const eg_create_params* p) {
            "unknown config key '" + key +
                "' for plugin " TOY_NAME
                " (known: hidden, patch, min_budget, max_budget, local_min_tokens, "
-               "local_min_budget, max_frames_per_video, extra_kernels, check_padding, pooled, "
-               "bias, capture_axis_keys" +
+               "local_min_budget, max_frames_per_video, extra_kernels, cpu_us_per_1k_tokens, "
+               "check_padding, pooled, bias, capture_axis_keys" +
                std::string(Extension::kKeys) + ")");
   }
   require_in_range("hidden", c.hidden, 1, 65536);
@@ -267,6 +272,7 @@ Config parse_config(const eg_create_params* p) {
   require_in_range("local_min_budget", c.local_min_budget, 0, kMaxBudget);
   require_in_range("max_frames_per_video", c.max_frames_per_video, 0, 65536);
   require_in_range("extra_kernels", c.extra_kernels, 0, int64_t{1} << 20);
+  require_in_range("cpu_us_per_1k_tokens", c.cpu_us_per_1k_tokens, 0, 1000000);
   for (int64_t key : c.axis_keys) require_in_range("capture_axis_keys", key, 1, 65536);
   return c;
 }
@@ -436,6 +442,11 @@ void forward_cpu(const Instance& in, const eg_forward_args* a) {
   }
   volatile float* ws = static_cast<float*>(a->workspace);
   for (int64_t k = 0; k < in.cfg.extra_kernels && ws; ++k) ws[k] = ws[k] + 1.0f;
+  // A forward whose cost grows with the budget, for the cost model's tests:
+  // deterministic enough to compare warm-ups with replays on any machine.
+  if (in.cfg.cpu_us_per_1k_tokens > 0)
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(in.cfg.cpu_us_per_1k_tokens * budget / 1024));
 }
 
 #ifdef TOY_HAVE_CUDA

@@ -164,6 +164,12 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
   run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
   run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
+  // Whole last tiles: lengths that are multiples of the 64- and 128-key tiles.
+  run_case({2, 80, {128, 256, 192, 64}, 1, 256, 2.0f, 2});
+  // Head dims padded inside 96 and 128 (zero columns in Q, K and V tiles).
+  run_case({2, 88, {150, 64}, 0, 150, 1.0f, 1});
+  run_case({2, 104, {130}, 1, 130, 1.0f, 0});
+  run_case({1, 120, {257, 3}, 0, 257, 2.0f, 1});
 }
 
 GPU_TEST_CASE("varlen attention runs on every device of the process") {

@@ -31,26 +31,41 @@ std::vector<double> replay_estimates_from_warmups(const std::vector<int64_t>& bu
   const size_t n = budgets.size();
   std::vector<double> out(n, -1.0);
   if (n < 3 || warmup_ms.size() != n) return out;
-  const double last_warmup = warmup_ms.back();
-  if (!(last_warmup >= kShortRunMs) || !(last_replay_ms > 0.0)) return out;
-  const double scale = last_replay_ms / last_warmup;
-  if (!(scale >= kWarmupScaleMin && scale <= kWarmupScaleMax)) return out;
+  auto trusted = [](double scale) { return scale >= kWarmupScaleMin && scale <= kWarmupScaleMax; };
+  // The replay/warm-up ratio at both ends: the largest graph's warm-up ran
+  // first (capture goes largest first) and the smallest's last, so between
+  // them they see a cold start and a warm one. The smallest's counts only
+  // when its warm-up is long enough to time.
+  if (!(warmup_ms.back() >= kShortRunMs) || !(last_replay_ms > 0.0)) return out;
+  const double last_scale = last_replay_ms / warmup_ms.back();
+  if (!trusted(last_scale)) return out;
+  double first_scale = last_scale;
+  if (warmup_ms.front() >= kShortRunMs) {
+    if (!(first_replay_ms > 0.0)) return out;
+    first_scale = first_replay_ms / warmup_ms.front();
+    if (!trusted(first_scale)) return out;
+  } else if (!(first_replay_ms >= 0.0)) {
+    return out;
+  }
   const double span = static_cast<double>(budgets.back() - budgets.front());
   for (size_t i = 1; i + 1 < n; ++i) {
     if (!(warmup_ms[i] >= kShortRunMs)) continue;  // short: launch jitter, time it
-    const double estimate = warmup_ms[i] * scale;
-    const double line =
-        span > 0.0 ? first_replay_ms + (last_replay_ms - first_replay_ms) *
-                                           static_cast<double>(budgets[i] - budgets.front()) / span
-                   : last_replay_ms;
-    if (estimate <= kWarmupOutlier * std::max(line, first_replay_ms)) out[i] = estimate;
+    const double f = span > 0.0 ? static_cast<double>(budgets[i] - budgets.front()) / span : 1.0;
+    const double estimate = warmup_ms[i] * (first_scale + (last_scale - first_scale) * f);
+    const double line = first_replay_ms + (last_replay_ms - first_replay_ms) * f;
+    // Two-sided: a warm-up slowed by a first-use cost, or one that ran
+    // suspiciously fast, is timed instead.
+    if (estimate <= kWarmupOutlier * line && estimate * kWarmupOutlier >= line) out[i] = estimate;
   }
   return out;
 }
 
 void CostModel::calibrate(CaptureCache& cache) {
+  // Uncalibrated until the end: a timing that throws must not leave a model
+  // that looks calibrated with graphs still at replay_ms 0.
+  eager_overhead_ms_.clear();
   const int num_paths = plugin_.info().num_paths;
-  eager_overhead_ms_.assign(num_paths, 0.0);
+  std::vector<double> overhead(num_paths, 0.0);
   timed_ = estimated_ = 0;
   std::vector<int64_t> smallest(num_paths, 0);
   auto time_replay = [&](CapturedGraph& g) {
@@ -107,8 +122,9 @@ void CostModel::calibrate(CaptureCache& cache) {
           });
         },
         true);  // forward_eager may not have run yet: a warm-up first
-    eager_overhead_ms_[key.path] = std::max(0.0, eager_ms - g.replay_ms);
+    overhead[key.path] = std::max(0.0, eager_ms - g.replay_ms);
   }
+  eager_overhead_ms_ = std::move(overhead);
 }
 
 bool CostModel::eager_expected_faster(const CaptureCache& cache, const CapturedGraph& graph,

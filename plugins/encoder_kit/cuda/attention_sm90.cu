@@ -63,6 +63,13 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+template <int N>
+__device__ __forceinline__ void fence_registers(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
 // cp.async writes go through the generic proxy, wgmma reads through the async
 // one: each thread fences its own writes before the barrier that publishes them.
 __device__ __forceinline__ void fence_async_shared() {
@@ -104,19 +111,24 @@ constexpr size_t smem_bytes() {
   return static_cast<size_t>(64 * kWarpgroups + 4 * kBlockN) * kDPad * sizeof(bf16);
 }
 
-// Two blocks a multiprocessor when the accumulators fit in 128 registers.
-template <int kDPad, int kBlockN, int kWarpgroups>
+// Two blocks a multiprocessor when the accumulators fit in 128 registers:
+// 64-key tiles in turn, up to head_dim 96. The overlapped loop keeps two P
+// tiles live (the one P V reads and the next): it spilled under that cap.
+template <int kDPad, int kBlockN, int kWarpgroups, bool kOverlap>
 constexpr int min_blocks() {
-  return (kBlockN == 64 && kDPad <= 96 && kWarpgroups == 2) ? 2 : 1;
+  return (kBlockN == 64 && kDPad <= 96 && kWarpgroups == 2 && !kOverlap) ? 2 : 1;
 }
 
-// kOverlap false: per key tile, S = Q K^T, softmax, O += P V, one after the
-// other (two barriers a tile). kOverlap true (FA3's intra-warpgroup
-// pipelining): tile j's Q K^T and tile j-1's P V are issued together, and
-// tile j's softmax runs on the ALUs while P V still occupies the tensor
-// cores; O is rescaled once that product has landed. One barrier a tile.
+// kOverlap false (the default): per key tile, S = Q K^T, softmax, O += P V,
+// one after the other (two barriers a tile). kOverlap true (FA3's
+// intra-warpgroup pipelining): tile j's Q K^T and tile j-1's P V are issued
+// together, and tile j's softmax runs on the ALUs while P V still occupies the
+// tensor cores; O is rescaled once that product has landed. One barrier a
+// tile, but two P tiles live: one block a multiprocessor, and no faster
+// (bench/kernels/NOTES.md).
 template <int kDPad, int kBlockN, int kWarpgroups, bool kOverlap>
-__global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN, kWarpgroups>()))
+__global__ void __launch_bounds__(kWarpgroups * 128,
+                                  (min_blocks<kDPad, kBlockN, kWarpgroups, kOverlap>()))
     wgmma_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                            int m_blocks, int num_heads, int head_dim, float scale_log2,
                            bf16* __restrict__ out) {
@@ -178,9 +190,15 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
 
   // S = Q K^T of tile `it` (64 rows of this warpgroup x kBlockN keys), issued.
-  auto issue_qk = [&](float(&s)[kBlockN / 2], int it) {
+  // Registers a wgmma reads or accumulates into must be final before the
+  // wgmma.fence that precedes it (PTX: no register writes between the fence
+  // and the wgmma): the accumulators are zeroed and fenced first.
+  auto zeroed_for_qk = [](float(&s)[kBlockN / 2]) {
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
+    fence_registers(s);
+  };
+  auto issue_qk = [&](float(&s)[kBlockN / 2], int it) {
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk)
       qk_step<kBlockN>(s, smem_desc(q_wg + kk * 256, 128, kGroupBytes),
@@ -280,6 +298,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
       cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
       publish_tiles();
       float s[kBlockN / 2];
+      zeroed_for_qk(s);
       wgmma_fence();
       issue_qk(s, it);
       wgmma_commit();
@@ -293,36 +312,54 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
       float alpha[2];
       softmax(s, it, p, alpha);
       rescale_o(alpha);
+      fence_registers(o);
+      fence_registers(p);
       cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
       publish_tiles();
       wgmma_fence();
-      fence_registers(o);
       issue_pv(p, it);
       wgmma_commit();
       if (more) load_tile(v_tile(it + 1), v_base, (it + 1) * kBlockN, kBlockN);
       cp_async_commit();
       wgmma_wait<0>();
       fence_registers(o);
+      fence_registers(p);
     }
   } else {
-    // Copies in flight at the top of iteration it: one group with K_it and
-    // V_{it-1} (Q and K_0 at it = 0), issued one iteration earlier.
+    // Copies in flight at the top of iteration it >= 1: one group with K_it
+    // and V_{it-1}, issued one iteration earlier.
     load_tile(s_q, q_base, q0, kBlockM);
     load_tile(s_k, k_base, 0, kBlockN);
     cp_async_commit();
     uint32_t p_prev[kPSteps][4];
-    for (int it = 0; it < n_tiles; ++it) {
+    {  // tile 0: no P V to overlap with yet; O is zero, nothing to rescale
       cp_async_wait<0>();
       publish_tiles();
       float s[kBlockN / 2];
+      zeroed_for_qk(s);
+      wgmma_fence();
+      issue_qk(s, 0);
+      wgmma_commit();
+      if (n_tiles > 1) load_tile(k_tile(1), k_base, kBlockN, kBlockN);
+      load_tile(v_tile(0), v_base, 0, kBlockN);
+      cp_async_commit();
+      wgmma_wait<0>();
+      fence_registers(s);
+      float alpha[2];
+      softmax(s, 0, p_prev, alpha);
+    }
+    for (int it = 1; it < n_tiles; ++it) {
+      cp_async_wait<0>();
+      publish_tiles();
+      float s[kBlockN / 2];
+      zeroed_for_qk(s);
+      fence_registers(o);  // rescaled in the previous iteration
+      fence_registers(p_prev);
       wgmma_fence();
       issue_qk(s, it);
       wgmma_commit();
-      if (it > 0) {
-        fence_registers(o);
-        issue_pv(p_prev, it - 1);
-      }
-      wgmma_commit();  // possibly empty
+      issue_pv(p_prev, it - 1);
+      wgmma_commit();
       // Both buffers about to be filled were last read by products of the
       // previous iteration, which every warpgroup waited for before the
       // barrier above: K_{it+1} over K_{it-1}, V_it over V_{it-2}.
@@ -335,7 +372,10 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
       float alpha[2];
       softmax(s, it, p, alpha);
       wgmma_wait<0>();
+      // P V has landed: only now may O change, and p_prev's registers be
+      // reused (the fence keeps p in registers of its own until here).
       fence_registers(o);
+      fence_registers(p_prev);
       rescale_o(alpha);
 #pragma unroll
       for (int kk = 0; kk < kPSteps; ++kk)
@@ -344,8 +384,9 @@ __global__ void __launch_bounds__(kWarpgroups * 128, (min_blocks<kDPad, kBlockN,
     }
     cp_async_wait<0>();  // V of the last tile
     publish_tiles();
-    wgmma_fence();
     fence_registers(o);
+    fence_registers(p_prev);
+    wgmma_fence();
     issue_pv(p_prev, n_tiles - 1);
     wgmma_commit();
     wgmma_wait<0>();
@@ -407,8 +448,8 @@ namespace detail {
 
 const char* sm90_attention_variant_name(int variant) {
   switch (variant) {
-    case 0: return "wgmma, 64-key tiles, overlapped";
-    case 1: return "wgmma, 64-key tiles, in turn";
+    case 0: return "wgmma, 64-key tiles, in turn";
+    case 1: return "wgmma, 64-key tiles, overlapped";
     case 2: return "wgmma, 128-key tiles, overlapped";
     default: return "?";
   }
@@ -429,7 +470,7 @@ bool sm90_attention_supported() {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
         major == 9 && minor == 0 &&
-        cudaFuncGetAttributes(&attr, wgmma_attention_kernel<80, 64, 2, true>) == cudaSuccess;
+        cudaFuncGetAttributes(&attr, wgmma_attention_kernel<80, 64, 2, false>) == cudaSuccess;
     if (!ok) (void)cudaGetLastError();  // a failed lookup must not linger as a sticky error
     known[device] = ok ? 1 : 0;
   }
@@ -453,8 +494,8 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
                            stream);
     };
     switch (variant) {
-      case 0: return run(launch<d, 64, 2, true>);
-      case 1: return run(launch<d, 64, 2, false>);
+      case 0: return run(launch<d, 64, 2, false>);
+      case 1: return run(launch<d, 64, 2, true>);
       default: return run(launch<d, 128, 2, true>);
     }
   };
