@@ -31,27 +31,19 @@ std::vector<double> replay_estimates_from_warmups(const std::vector<int64_t>& bu
   const size_t n = budgets.size();
   std::vector<double> out(n, -1.0);
   if (n < 3 || warmup_ms.size() != n) return out;
-  auto trusted = [](double scale) { return scale >= kWarmupScaleMin && scale <= kWarmupScaleMax; };
-  // The replay/warm-up ratio at both ends: the largest graph's warm-up ran
-  // first (capture goes largest first) and the smallest's last, so between
-  // them they see a cold start and a warm one. The smallest's counts only
-  // when its warm-up is long enough to time.
-  if (!(warmup_ms.back() >= kShortRunMs) || !(last_replay_ms > 0.0)) return out;
-  const double last_scale = last_replay_ms / warmup_ms.back();
-  if (!trusted(last_scale)) return out;
-  double first_scale = last_scale;
-  if (warmup_ms.front() >= kShortRunMs) {
-    if (!(first_replay_ms > 0.0)) return out;
-    first_scale = first_replay_ms / warmup_ms.front();
-    if (!trusted(first_scale)) return out;
-  } else if (!(first_replay_ms >= 0.0)) {
+  // The largest graph's replay/warm-up ratio: its warm-up ran first (capture
+  // goes largest first), so a cold start (GEMM tuning, modules loading) shows
+  // there. The smallest graph's ratio cannot vote: its warm-up, an eager run,
+  // pays launch gaps its replay does not.
+  if (!(warmup_ms.back() >= kShortRunMs) || !(last_replay_ms > 0.0) || !(first_replay_ms >= 0.0))
     return out;
-  }
+  const double scale = last_replay_ms / warmup_ms.back();
+  if (!(scale >= kWarmupScaleMin && scale <= kWarmupScaleMax)) return out;
   const double span = static_cast<double>(budgets.back() - budgets.front());
   for (size_t i = 1; i + 1 < n; ++i) {
     if (!(warmup_ms[i] >= kShortRunMs)) continue;  // short: launch jitter, time it
     const double f = span > 0.0 ? static_cast<double>(budgets[i] - budgets.front()) / span : 1.0;
-    const double estimate = warmup_ms[i] * (first_scale + (last_scale - first_scale) * f);
+    const double estimate = warmup_ms[i] * scale;
     const double line = first_replay_ms + (last_replay_ms - first_replay_ms) * f;
     // Two-sided: a warm-up slowed by a first-use cost, or one that ran
     // suspiciously fast, is timed instead.

@@ -26,13 +26,14 @@ double calibration_time_ms(const std::function<double()>& time_once, bool warm_u
 // of graphs sorted by budget, whose first and last replays were timed. A long
 // warm-up forward runs the same kernels as the replay and costs as much, so
 // timing every replay again doubled the capture's device work. Trusted only
-// when the last graph's warm-up (and the first's, when it is long enough to
-// time) matches its timed replay: replay/warm-up within [kWarmupScaleMin,
-// kWarmupScaleMax] (a warm-up that tuned GEMMs is far slower). A graph in
-// between then takes its warm-up times the ratio interpolated by budget, if
-// its warm-up is long (kShortRunMs) and the estimate is within a factor
-// kWarmupOutlier of the line through the two timed replays (a first-use cost
-// in one warm-up). Returns per graph the estimate, or a negative value: time it.
+// when the last (largest) graph's warm-up matches its timed replay:
+// replay/warm-up within [kWarmupScaleMin, kWarmupScaleMax] (a warm-up that
+// tuned GEMMs is far slower). A graph in between then takes its warm-up times
+// that ratio, if its warm-up is long (kShortRunMs) and the estimate is within
+// a factor kWarmupOutlier either way of the line through the two timed
+// replays (a first-use cost in one warm-up; an eager run that pays launch gaps
+// the replay does not). Returns per graph the estimate, or a negative value:
+// time it.
 inline constexpr double kWarmupScaleMin = 0.75;
 inline constexpr double kWarmupScaleMax = 1.15;
 inline constexpr double kWarmupOutlier = 1.15;
