@@ -27,14 +27,14 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import log, matmul_peak  # noqa: E402
+from bench_common import (encgraph_results, log, matmul_peak,  # noqa: E402
+                          run_encgraph_bench)
 
 PATCH, TEMPORAL, MERGE = 16, 2, 2
 D, HEADS, INTER, OUT, DEPTH, DEEPSTACK = 1152, 16, 4304, 4096, 27, (8, 16, 24)
@@ -122,26 +122,8 @@ def output_tokens(item):
 
 def run_encgraph(bundle, config, trace, out_dir, name, request):
     report = os.path.join(out_dir, f"qwen3-bench-{name}.json")
-    cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
-           "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
-           "--set", f"workload.request_size={request}", "--report", report]
-    t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    log(proc.stdout[-3000:], proc.stderr[-3000:])
-    if proc.returncode != 0:
-        raise RuntimeError(f"encgraph bench failed ({proc.returncode}) on {name}")
-    log(f"  encgraph {name}: {time.time() - t0:.0f} s including capture")
-    with open(report) as fh:
-        rep = json.load(fh)
-    out = {}
-    for mode in rep["results"]:
-        out["encgraph " + mode["mode"]] = dict(
-            seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
-            efficiency=mode["padded_token_efficiency"] if mode["batches_graph"] else None,
-            items=mode["items"],
-            note=f"{mode['batches_graph']} graph / {mode['batches_eager']} eager batches"
-                 f" ({mode['batches_eager_chosen']} chosen)")
-    return out
+    return encgraph_results(run_encgraph_bench(bundle, config, trace, report, name, request),
+                            chosen=True)
 
 
 def build_transformers(attn):

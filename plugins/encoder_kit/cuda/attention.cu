@@ -13,8 +13,8 @@
 // which is how P goes from the softmax straight into P·V without shared memory.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/ptx.cuh>
 
-#include "ptx_common.cuh"
 #include "smem_opt_in.hpp"
 
 #include <cuda_bf16.h>
@@ -159,8 +159,7 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      tile_max[r] = quad_max(tile_max[r]);
       const float alpha = fast_exp2(row_max[r] - tile_max[r]);
       row_max[r] = tile_max[r];
       row_sum[r] *= alpha;
@@ -207,12 +206,7 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   // warp ever read them), then write whole 16-byte chunks of real rows.
   float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[r] = 1.0f / l;
-  }
+  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
   bf16* stage = s_q + warp * 16 * kStride;
   const int g = lane >> 2;
 #pragma unroll

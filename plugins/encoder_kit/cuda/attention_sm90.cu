@@ -20,8 +20,8 @@
 // kGroupBytes: the next 8 keys; stride byte offset 128: the next 8 columns).
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/ptx.cuh>
 
-#include "ptx_common.cuh"
 #include "smem_opt_in.hpp"
 #include "wgmma.cuh"
 
@@ -249,8 +249,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
     float neg_max[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      tile_max[r] = quad_max(tile_max[r]);
       const float m = fmaxf(row_max[r], tile_max[r] * scale_log2);
       alpha[r] = fast_exp2(row_max[r] - m);
       row_max[r] = m;
@@ -396,12 +395,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
   // Normalise and write whole bf16 pairs of real rows and columns.
   float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[r] = 1.0f / l;
-  }
+  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
   const int row_g = q0 + wg * 64 + ((threadIdx.x % 128) / 32) * 16 + (lane >> 2);
   const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
 #pragma unroll

@@ -1,6 +1,7 @@
-// PTX helpers shared by the kit's attention kernels (attention.cu for every
-// architecture, attention_sm90.cu for Hopper): cp.async copies, ldmatrix,
-// mma.sync, packing and the SFU exponential.
+// PTX helpers shared by the attention kernels (the kit's attention.cu and
+// attention_sm90.cu, DeepSeek-OCR-2's SAM attention): cp.async copies,
+// ldmatrix, mma.sync, packing, the SFU exponential and the reductions over
+// the four lanes that share an accumulator row.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -58,6 +59,17 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Max and sum over the four lanes of a quad (lane / 4 equal): the threads
+// that hold one row of an mma.sync or wgmma accumulator.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 }  // namespace encoder_kit::cuda::ptx
