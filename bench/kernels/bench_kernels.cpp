@@ -194,6 +194,37 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
               flops, bytes, k::detail::sm90_attention_variant_name(variant));
 }
 
+// Qwen2.5-VL's window layers two ways: the rotary pass over q and k followed
+// by window attention, and rotary fused into the attention's loads.
+void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim) {
+  const auto cu = cu_for(tokens, 64, 0);
+  int32_t* dcu = pool.raw<int32_t>(cu.size());
+  BENCH_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  bf16* qkv = pool.bf(static_cast<size_t>(tokens * 3 * heads * head_dim));
+  bf16* out = pool.bf(static_cast<size_t>(tokens * heads * head_dim));
+  float* cs = pool.raw<float>(static_cast<size_t>(tokens * head_dim / 2));
+  BENCH_CUDA(cudaMemset(cs, 0x3c, static_cast<size_t>(tokens * head_dim / 2) * sizeof(float)));
+  const int max_seqs = static_cast<int>(cu.size()) - 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const double flops = 4.0 * 64 * tokens * heads * head_dim;
+  const double bytes = 2.0 * tokens * heads * head_dim * 4;
+  const std::string shape = std::to_string(tokens) + " tok, seq 64, " + std::to_string(heads) +
+                            "x" + std::to_string(head_dim);
+  add_row(
+      "attn window + rotary", shape, time_us([&] {
+        BENCH_CHECK(k::rotary_bf16(qkv, tokens, heads, head_dim, cs, cs, head_dim / 2, g_stream));
+        BENCH_CHECK(k::varlen_attention_bf16(qkv, dcu, max_seqs, 64, heads, head_dim, scale, out,
+                                             g_stream));
+      }),
+      flops, bytes, "rotary pass, then attention");
+  add_row(
+      "attn window + rotary", shape, time_us([&] {
+        BENCH_CHECK(k::varlen_attention_rotary_bf16(qkv, dcu, max_seqs, 64, heads, head_dim, scale,
+                                                    cs, cs, head_dim / 2, out, g_stream));
+      }),
+      flops, bytes, "fused into the loads");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -262,6 +293,8 @@ int main(int argc, char** argv) {
     if (want("attn")) {
       bench_attention(pool, "attn window", T, 64, 0, 16, 80);
       bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
+      bench_window_rotary(pool, T, 16, 80);
+      bench_window_rotary(pool, 4096, 16, 80);  // a 224² request of 16 images
       bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
       bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
       bench_attention(pool, "attn full", T, 16384, 0, 16, 80);

@@ -90,15 +90,18 @@ def write_jsonl(path, items):
             fh.write(json.dumps(it) + "\n")
 
 
-def run_encgraph_bench(bundle, config, trace, report, name, request, extra=(), launcher=()):
+def run_encgraph_bench(bundle, config, trace, report, name, request, extra=(), launcher=(),
+                       env=None):
     """Runs `encgraph bench` on a trace with requests of `request` items, logs the tail of its
     output and its time, and returns the parsed JSON report. `launcher`: a command the encgraph
-    command line follows (mpirun -np N ...). Raises RuntimeError when it fails."""
+    command line follows (mpirun -np N ...); `env`: variables set for it on top of this
+    process's. Raises RuntimeError when it fails."""
     cmd = [*launcher, os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
            "--set", "workload.kind=\"trace\"", "--set", f"workload.trace=\"{trace}\"",
            "--set", f"workload.request_size={request}", "--report", report, *extra]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=None if not env else {**os.environ, **env})
     log(proc.stdout[-3000:], proc.stderr[-3000:])
     if proc.returncode != 0:
         raise RuntimeError(f"encgraph bench failed ({proc.returncode}) on {name}")
@@ -172,8 +175,8 @@ def padded_efficiency(mode, per_path=False):
     return eff
 
 
-def encgraph_results(report, per_path=False, chosen=False):
-    """{"encgraph <mode>": results-table entry} from an `encgraph bench` report; `chosen` adds
+def encgraph_results(report, per_path=False, chosen=False, label="encgraph"):
+    """{"<label> <mode>": results-table entry} from an `encgraph bench` report; `chosen` adds
     how many eager batches the runtime chose to the note."""
     out = {}
     for mode in report["results"]:
@@ -182,7 +185,7 @@ def encgraph_results(report, per_path=False, chosen=False):
             note += f" / {mode['batches_mixed']} mixed"
         if chosen:
             note += f" ({mode['batches_eager_chosen']} chosen)"
-        out["encgraph " + mode["mode"]] = dict(
+        out[f"{label} {mode['mode']}"] = dict(
             seconds=mode["seconds"], p50=mode["latency_ms"]["p50"], p99=mode["latency_ms"]["p99"],
             efficiency=padded_efficiency(mode, per_path), items=mode["items"], note=note)
     return out

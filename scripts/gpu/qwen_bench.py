@@ -18,6 +18,7 @@ the device's last write. Model FLOPs count matrix products and attention of the
 real items (no padding), so TFLOP/s is useful work.
 
 usage: qwen_bench.py --bundle gpu-bundle --out-dir DIR [--only 224,mixed] [--skip-transformers]
+                     [--variant "LABEL:VAR=VALUE,..."]...
 """
 import argparse
 import json
@@ -80,12 +81,29 @@ def output_tokens(item):
     return t * h * w // (MERGE * MERGE)
 
 
-def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=()):
-    """`launcher`: a command the encgraph command line follows (mpirun -np N ...)."""
-    report = os.path.join(out_dir, f"qwen-bench-{name}.json")
+def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=(),
+                 variant=None):
+    """`launcher`: a command the encgraph command line follows (mpirun -np N ...); `variant`:
+    (label, {variable: value}) for a run under other environment variables."""
+    label, env = variant or ("encgraph", None)
+    tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
+    report = os.path.join(out_dir, f"qwen-bench-{name}{tag}.json")
     return encgraph_results(
-        run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher),
-        chosen=True)
+        run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher, env),
+        chosen=True, label=label)
+
+
+def parse_variant(text):
+    """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}); a relative path value that
+    exists is made absolute (encgraph runs from another folder)."""
+    label, _, assignments = text.partition(":")
+    env = {}
+    for a in filter(None, assignments.split(",")):
+        key, _, value = a.partition("=")
+        env[key] = os.path.abspath(value) if os.path.exists(value) else value
+    if not label or not env:
+        raise SystemExit(f"--variant wants LABEL:VAR=VALUE[,VAR=VALUE], got {text!r}")
+    return label, env
 
 
 def build_transformers(attn):
@@ -139,7 +157,12 @@ def main():
                                                      "configs", "qwen2_5_vl_bench.toml"))
     ap.add_argument("--only", default="224,mixed,1344,video,224x1")
     ap.add_argument("--skip-transformers", action="store_true")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
+                         "variables, side by side in the same run (e.g. \"previous build:"
+                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\", \"no PDL:ENCGRAPH_PDL=0\")")
     args = ap.parse_args()
+    variants = [parse_variant(v) for v in args.variant]
     import transformers
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{torch.cuda.get_device_name()}")
@@ -156,6 +179,10 @@ def main():
                 fh.write(json.dumps(it) + "\n")
         results[name] = run_encgraph(args.bundle, os.path.abspath(args.config), trace,
                                      args.out_dir, name, REQUEST_SIZES.get(name, REQUEST))
+        for variant in variants:
+            results[name].update(run_encgraph(
+                args.bundle, os.path.abspath(args.config), trace, args.out_dir, name,
+                REQUEST_SIZES.get(name, REQUEST), variant=variant))
     if not args.skip_transformers:
         for attn in ("sdpa", "eager"):
             model = build_transformers(attn)

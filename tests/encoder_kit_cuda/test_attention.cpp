@@ -8,6 +8,7 @@
 #include <encoder_kit/cuda/check.hpp>  // detail:: kernel variants
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct AttnCase {
   int max_seqlen;         // bound passed to the kernel, >= every length
   float q_scale;          // > 1 sharpens the softmax: tests the running-max rescaling
   int tail_rows;          // token rows after the last sequence (NaN-poisoned)
+  bool rotary = false;  // the fused form: varlen_attention_rotary_bf16 against a rotated reference
 };
 
 void run_case(const AttnCase& ac) {
@@ -49,11 +51,44 @@ void run_case(const AttnCase& ac) {
   dcu.upload(cu);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
+  // Rotary table (fused form): random angles, a row stride wider than
+  // head_dim/2, NaN in rows of tokens no sequence covers. The reference rotates
+  // q and k as rotary_bf16 does: fp32, rounded to bf16.
+  const int half = D / 2;
+  const int64_t cs_stride = half + 4;
+  std::vector<float> cos_t(static_cast<size_t>(tokens * cs_stride), NAN), sin_t(cos_t.size(), NAN);
+  std::vector<bf16> rotated = qkv;
+  if (ac.rotary) {
+    const auto angles = random_bf16(static_cast<size_t>(covered * half));
+    for (int64_t t = 0; t < covered; ++t)
+      for (int d = 0; d < half; ++d) {
+        const float theta = 3.0f * to_f(angles[static_cast<size_t>(t * half + d)]);
+        cos_t[static_cast<size_t>(t * cs_stride + d)] = std::cos(theta);
+        sin_t[static_cast<size_t>(t * cs_stride + d)] = std::sin(theta);
+      }
+    for (int64_t t = 0; t < covered; ++t)
+      for (int which = 0; which < 2; ++which)
+        for (int h = 0; h < H; ++h) {
+          bf16* x = &rotated[static_cast<size_t>(t * row + (which * H + h) * D)];
+          const bf16* orig = &qkv[static_cast<size_t>(t * row + (which * H + h) * D)];
+          for (int d = 0; d < half; ++d) {
+            const float c = cos_t[static_cast<size_t>(t * cs_stride + d)];
+            const float sn = sin_t[static_cast<size_t>(t * cs_stride + d)];
+            const float x1 = to_f(orig[d]), x2 = to_f(orig[d + half]);
+            x[d] = to_bf(x1 * c - x2 * sn);
+            x[d + half] = to_bf(x2 * c + x1 * sn);
+          }
+        }
+  }
+  DeviceBuffer<float> dcos(cos_t.size()), dsin(sin_t.size());
+  dcos.upload(cos_t);
+  dsin.upload(sin_t);
+
   // ref and, per element, the weighted mean of |v|: the size of the terms the
   // softmax sums. Short sequences with cancelling terms have small results
   // but errors (P rounded to bf16) on the scale of those terms.
   std::vector<double> ref(static_cast<size_t>(tokens * H * D), 0.0), magnitude(ref.size(), 0.0);
-  const auto x = to_double(qkv);
+  const auto x = to_double(rotated);
   std::vector<double> p;
   for (int s = 0; s < max_seqs; ++s) {
     const int64_t b = cu[s], len = cu[s + 1] - cu[s];
@@ -90,18 +125,29 @@ void run_case(const AttnCase& ac) {
     std::string name;
     std::function<int()> run;
   };
-  std::vector<Variant> variants{{"public entry", [&] {
-                                   return k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs,
-                                                                   ac.max_seqlen, H, D, scale,
-                                                                   dout.get(), nullptr);
-                                 }}};
-  for (const int warps : {4, 8})
+  std::vector<Variant> variants;
+  if (ac.rotary) {
+    variants.push_back({"rotary, public entry", [&] {
+                          return k::varlen_attention_rotary_bf16(
+                              dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                              dcos.get(), dsin.get(), cs_stride, dout.get(), nullptr);
+                        }});
+  } else {
+    variants.push_back({"public entry", [&] {
+                          return k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs,
+                                                          ac.max_seqlen, H, D, scale, dout.get(),
+                                                          nullptr);
+                        }});
+  }
+  for (const int warps : {4, 8}) {
+    if (ac.rotary) break;
     variants.push_back({"mma.sync " + std::to_string(warps) + " warps", [&, warps] {
                           return k::detail::varlen_attention_bf16_warps(
                               dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
                               dout.get(), warps, nullptr);
                         }});
-  if (k::detail::sm90_attention_supported())
+  }
+  if (k::detail::sm90_attention_supported() && !ac.rotary)
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       variants.push_back({k::detail::sm90_attention_variant_name(variant), [&, variant] {
                             return k::detail::varlen_attention_bf16_sm90(
@@ -124,6 +170,12 @@ void run_case(const AttnCase& ac) {
     for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
     CHECK(written_tail == 0);
   }
+  // The fused form rotates in shared memory only: qkv is left as it was.
+  const auto after = dqkv.download();
+  size_t changed = 0;
+  for (size_t i = 0; i < after.size(); ++i)
+    changed += std::memcmp(&after[i], &qkv[i], sizeof(bf16)) != 0 ? 1 : 0;
+  CHECK(changed == 0);
 }
 
 }  // namespace
@@ -224,4 +276,35 @@ GPU_TEST_CASE("varlen attention rejects unsupported head dims") {
         bad);
   CHECK(k::varlen_attention_bf16(buf.get(), cu.get(), 1, 4, 1, 136, 1.0f, buf.get(), nullptr) ==
         bad);
+}
+
+GPU_TEST_CASE("varlen attention with rotary fused into the loads (Qwen2.5-VL windows)") {
+  require_gpu();
+  // Windows of up to 64 patches (one query block, one key tile), a partial and
+  // an empty one; longer sequences (several query blocks and key tiles, each K
+  // tile rotated once per block); head dims 80, 72 (half not a multiple of 8)
+  // and 64; a sharp softmax so a wrong rotation shows.
+  run_case({16, 80, {64, 48, 64, 0, 64, 7}, 4, 64, 2.0f, 3, true});
+  run_case({3, 80, {64, 17, 1, 0, 130, 200}, 3, 256, 3.0f, 5, true});
+  run_case({2, 72, {64, 33, 150}, 1, 150, 2.0f, 1, true});
+  run_case({2, 64, {64, 64, 9}, 0, 64, 1.0f, 0, true});
+}
+
+GPU_TEST_CASE("varlen attention with rotary: argument rules") {
+  require_gpu();
+  DeviceBuffer<bf16> buf(4096);
+  DeviceBuffer<int32_t> cu(2);
+  DeviceBuffer<float> table(1024);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  // Missing table, a stride below head_dim/2, one that breaks 16-byte rows,
+  // a misaligned table.
+  CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, nullptr,
+                                        table.get(), 40, buf.get(), nullptr) == bad);
+  CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get(),
+                                        table.get(), 36, buf.get(), nullptr) == bad);
+  CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get(),
+                                        table.get(), 42, buf.get(), nullptr) == bad);
+  CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get() + 1,
+                                        table.get(), 40, buf.get(), nullptr) == bad);
+  CHECK(std::string(k::last_error_detail()).find("aligned16") != std::string::npos);
 }

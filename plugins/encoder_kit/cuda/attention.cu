@@ -11,10 +11,17 @@
 //   C 16x8:  c0,c1 (g, 2t..2t+1)  c2,c3 (g+8, 2t..2t+1)
 // The C layout of two neighbouring n8 tiles is the A layout of one k16 step,
 // which is how P goes from the softmax straight into P·V without shared memory.
+//
+// With kRotary the kernel applies rotary_bf16's rotation to Q and K in shared
+// memory as they arrive (same formula, same fp32 arithmetic rounded to bf16),
+// so qkv itself stays unrotated and the separate rotary pass disappears. A Q
+// tile is rotated once; a K tile once per query block that reads it, which is
+// once for a sequence that fits one query block (Qwen's windows).
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>
 
+#include "launch.cuh"
 #include "smem_opt_in.hpp"
 
 #include <cuda_bf16.h>
@@ -45,11 +52,20 @@ constexpr int min_blocks() {
   return kDPad <= 80 ? 16 / kWarps : 1;
 }
 
-template <int kDPad, int kWarps>
+// The rotary table of the fused form (kRotary): cos/sin rows of every token,
+// rotary_bf16's layout, 16-byte aligned with a stride that keeps them so.
+struct RotaryTable {
+  const float* cos;
+  const float* sin;
+  int64_t stride;  // floats from one token's row to the next
+};
+
+template <int kDPad, int kWarps, bool kRotary>
 __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                             int m_blocks, int num_heads, int head_dim, float scale_log2,
-                            bf16* __restrict__ out) {
+                            RotaryTable rotary, bf16* __restrict__ out) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   constexpr int kBlockM = 16 * kWarps;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kStride = kDPad + 8;
@@ -87,6 +103,40 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     }
   };
 
+  // Rows [0, rows) of a shared tile holding tokens row0.. of the sequence,
+  // rotated in place: pairs (d, d + head_dim/2), four pairs an item (head_dim
+  // is a multiple of 8). Rows past the sequence are zeros and stay so.
+  auto rotate_tile = [&](bf16* tile, int row0, int rows) {
+    const int half = head_dim / 2;
+    const int quads = half / 4;
+    for (int i = threadIdx.x; i < rows * quads; i += kThreads) {
+      const int r = i / quads;
+      const int c = (i - r * quads) * 4;
+      if (row0 + r >= len) continue;
+      const int64_t token = start + row0 + r;
+      const float4 cs = *reinterpret_cast<const float4*>(rotary.cos + token * rotary.stride + c);
+      const float4 sn = *reinterpret_cast<const float4*>(rotary.sin + token * rotary.stride + c);
+      bf16* lo = tile + r * kStride + c;
+      bf16* hi = lo + half;
+      const uint2 lo_raw = *reinterpret_cast<const uint2*>(lo);
+      const uint2 hi_raw = *reinterpret_cast<const uint2*>(hi);
+      const bf16* x1 = reinterpret_cast<const bf16*>(&lo_raw);
+      const bf16* x2 = reinterpret_cast<const bf16*>(&hi_raw);
+      const float c4[4] = {cs.x, cs.y, cs.z, cs.w}, s4[4] = {sn.x, sn.y, sn.z, sn.w};
+      uint2 o1_raw, o2_raw;
+      bf16* o1 = reinterpret_cast<bf16*>(&o1_raw);
+      bf16* o2 = reinterpret_cast<bf16*>(&o2_raw);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float a = __bfloat162float(x1[k]), b = __bfloat162float(x2[k]);
+        o1[k] = __float2bfloat16(a * c4[k] - b * s4[k]);
+        o2[k] = __float2bfloat16(b * c4[k] + a * s4[k]);
+      }
+      *reinterpret_cast<uint2*>(lo) = o1_raw;
+      *reinterpret_cast<uint2*>(hi) = o2_raw;
+    }
+  };
+
   const int n_tiles = (len + kBlockN - 1) / kBlockN;
   // K and V travel in separate cp.async groups, so Q·K^T and the softmax of a
   // tile run while its V (and the next K) are still arriving. Groups in
@@ -116,13 +166,18 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     const bool more = it + 1 < n_tiles;
     cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
     __syncthreads();
+    const bf16* k_tile = s_k + buf * kBlockN * kStride;
+    const bf16* v_tile = s_v + buf * kBlockN * kStride;
+    if constexpr (kRotary) {
+      if (it == 0) rotate_tile(s_q, q0, kBlockM);
+      rotate_tile(s_k + buf * kBlockN * kStride, it * kBlockN, kBlockN);
+      __syncthreads();
+    }
     if (it == 0) {
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
         ldmatrix_x4(q_frag[kk], smem_addr(s_q + (warp * 16 + a_row) * kStride + kk * 16 + a_col));
     }
-    const bf16* k_tile = s_k + buf * kBlockN * kStride;
-    const bf16* v_tile = s_v + buf * kBlockN * kStride;
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
     float s[kNTiles][4];
@@ -229,20 +284,55 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   }
 }
 
-template <int kDPad, int kWarps>
+template <int kDPad, int kWarps, bool kRotary>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, bf16* out, cudaStream_t stream) {
+           int head_dim, float scale, RotaryTable rotary, bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
-  const int opt_in = detail::opt_in_dynamic_smem(varlen_attention_kernel<kDPad, kWarps>, kSmem);
+  auto* kernel = varlen_attention_kernel<kDPad, kWarps, kRotary>;
+  const int opt_in = detail::opt_in_dynamic_smem(kernel, kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
-  varlen_attention_kernel<kDPad, kWarps><<<grid, kWarps * 32, kSmem, stream>>>(
-      qkv, cu_seqlens, m_blocks, num_heads, head_dim, scale * 1.4426950408889634f, out);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+  return detail::launch_kernel(kernel, grid, dim3(kWarps * 32), kSmem, stream, qkv, cu_seqlens,
+                               m_blocks, num_heads, head_dim, scale * 1.4426950408889634f, rotary,
+                               out);
+}
+
+// Both entries' argument rules and the choice of head-dim padding.
+template <bool kRotary>
+int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+              int num_heads, int head_dim, float scale, RotaryTable rotary, bf16* out, int warps,
+              cudaStream_t stream) {
+  ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
+  ENCODER_KIT_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
+  ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
+  ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
+  ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
+  if constexpr (kRotary) {
+    ENCODER_KIT_REQUIRE(rotary.cos != nullptr && rotary.sin != nullptr);
+    ENCODER_KIT_REQUIRE(detail::aligned16(rotary.cos) && detail::aligned16(rotary.sin));
+    ENCODER_KIT_REQUIRE(rotary.stride >= head_dim / 2 && rotary.stride % 4 == 0);
+  }
+  if (max_seqs == 0 || max_seqlen == 0) return 0;
+  auto go = [&](auto dpad) {
+    constexpr int d = decltype(dpad)::value;
+    // The fused form exists for windows of up to 64 patches: 4 warps only
+    // (fewer kernels in every plugin); longer sequences stay correct.
+    if constexpr (kRotary)
+      return launch<d, 4, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
+                                rotary, out, stream);
+    else
+      return warps == 8 ? launch<d, 8, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                              head_dim, scale, rotary, out, stream)
+                        : launch<d, 4, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                              head_dim, scale, rotary, out, stream);
+  };
+  if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (head_dim <= 96) return go(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{});
 }
 
 }  // namespace
@@ -260,28 +350,21 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
                                              head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
 }
 
+int varlen_attention_rotary_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                 int max_seqlen, int num_heads, int head_dim, float scale,
+                                 const float* cos, const float* sin, int64_t cs_stride, bf16* out,
+                                 cudaStream_t stream) {
+  return run_warps<true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
+                         RotaryTable{cos, sin, cs_stride}, out, 4, stream);
+}
+
 namespace detail {
 
 int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                 int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                 int warps, cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
-  ENCODER_KIT_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
-  ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
-  ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
-  ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
-  if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad) {
-    constexpr int d = decltype(dpad)::value;
-    return warps == 8 ? launch<d, 8>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                     scale, out, stream)
-                      : launch<d, 4>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                     scale, out, stream);
-  };
-  if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
-  if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
-  if (head_dim <= 96) return go(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{});
+  return run_warps<false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
+                          RotaryTable{nullptr, nullptr, 0}, out, warps, stream);
 }
 
 }  // namespace detail

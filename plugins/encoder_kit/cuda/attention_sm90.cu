@@ -22,6 +22,7 @@
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>
 
+#include "launch.cuh"
 #include "smem_opt_in.hpp"
 #include "wgmma.cuh"
 
@@ -133,6 +134,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
                            int m_blocks, int num_heads, int head_dim, float scale_log2,
                            bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   constexpr int kBlockM = 64 * kWarpgroups;
   constexpr int kThreads = 128 * kWarpgroups;
   constexpr int kChunks = kDPad / 8;  // 16-byte chunks (core-matrix columns) per row
@@ -430,10 +432,9 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
-  kernel<<<grid, kWarpgroups * 128, kSmem, stream>>>(qkv, cu_seqlens, m_blocks, num_heads, head_dim,
-                                                     scale * 1.4426950408889634f, out);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+  return detail::launch_kernel(kernel, grid, dim3(kWarpgroups * 128), kSmem, stream, qkv,
+                               cu_seqlens, m_blocks, num_heads, head_dim,
+                               scale * 1.4426950408889634f, out);
 }
 
 }  // namespace

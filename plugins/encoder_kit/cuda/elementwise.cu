@@ -4,6 +4,8 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 
+#include "launch.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -72,6 +74,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int V>
 __global__ void rms_norm_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                 bf16* __restrict__ y, int64_t rows, int64_t cols, float eps) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -99,6 +102,7 @@ template <int V>
 __global__ void layer_norm_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                   const bf16* __restrict__ b, bf16* __restrict__ y, int64_t rows,
                                   int64_t cols, float eps) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -162,6 +166,7 @@ __device__ __forceinline__ void load_row_resident(const bf16* xr, int64_t cols, 
 __global__ void rms_norm_resident_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                          bf16* __restrict__ y, int64_t rows, int64_t cols,
                                          float eps) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -189,6 +194,7 @@ __global__ void rms_norm_resident_kernel(const bf16* __restrict__ x, const bf16*
 __global__ void layer_norm_resident_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                            const bf16* __restrict__ b, bf16* __restrict__ y,
                                            int64_t rows, int64_t cols, float eps) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -234,6 +240,7 @@ template <int V>
 __global__ void silu_mul_kernel(const bf16* __restrict__ gate, int64_t ld_gate,
                                 const bf16* __restrict__ up, int64_t ld_up, bf16* __restrict__ y,
                                 int64_t ld_y, int64_t rows, int64_t cols) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int64_t per_row = cols / V;
   const int64_t items = rows * per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < items;
@@ -258,6 +265,7 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 template <int V, bool kTanh>
 __global__ void gelu_kernel(const bf16* x, bf16* y, int64_t n) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int64_t items = n / V;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < items;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -271,6 +279,7 @@ __global__ void gelu_kernel(const bf16* x, bf16* y, int64_t n) {
 
 template <int V>
 __global__ void add_kernel(const bf16* a, const bf16* b, bf16* y, int64_t n) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int64_t items = n / V;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < items;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -286,6 +295,7 @@ __global__ void add_kernel(const bf16* a, const bf16* b, bf16* y, int64_t n) {
 template <int V>
 __global__ void gather_rows_kernel(const bf16* __restrict__ src, const int32_t* __restrict__ index,
                                    bf16* __restrict__ dst, int64_t rows, int64_t cols) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int64_t per_row = cols / V;
   const int64_t items = rows * per_row;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < items;
@@ -305,6 +315,7 @@ template <int V>
 __global__ void rotary_kernel(bf16* __restrict__ qkv, int64_t tokens, int heads, int head_dim,
                               const float* __restrict__ cos_t, const float* __restrict__ sin_t,
                               int64_t cs_stride) {
+  detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   const int half = head_dim / 2;
   const int per_head = half / V;
   // Token slowest: neighbouring threads share one token's cos/sin row.
@@ -349,14 +360,17 @@ int rms_norm_bf16(const bf16* x, const bf16* w, bf16* y, int64_t rows, int64_t c
   ENCODER_KIT_REQUIRE(x != nullptr && w != nullptr && y != nullptr);
   if (rows == 0) return 0;
   const unsigned grid = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
+  int err = 0;
   if (vec_width(cols, {x, w, y}) == 8 && cols <= kResidentCols)
-    rms_norm_resident_kernel<<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
+    err = detail::launch_kernel(rms_norm_resident_kernel, dim3(grid), dim3(kThreads), 0, stream, x,
+                                w, y, rows, cols, eps);
   else if (vec_width(cols, {x, w, y}) == 8)
-    rms_norm_kernel<8><<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
+    err = detail::launch_kernel(rms_norm_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, x, w, y,
+                                rows, cols, eps);
   else
-    rms_norm_kernel<1><<<grid, kThreads, 0, stream>>>(x, w, y, rows, cols, eps);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+    err = detail::launch_kernel(rms_norm_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, x, w, y,
+                                rows, cols, eps);
+  return err;  // launch_kernel checked and recorded it
 }
 
 int layer_norm_bf16(const bf16* x, const bf16* w, const bf16* b, bf16* y, int64_t rows,
@@ -366,14 +380,17 @@ int layer_norm_bf16(const bf16* x, const bf16* w, const bf16* b, bf16* y, int64_
   if (rows == 0) return 0;
   const unsigned grid = static_cast<unsigned>((rows + kThreads / 32 - 1) / (kThreads / 32));
   const void* bias_ptr = b != nullptr ? static_cast<const void*>(b) : static_cast<const void*>(w);
+  int err = 0;
   if (vec_width(cols, {x, w, bias_ptr, y}) == 8 && cols <= kResidentCols)
-    layer_norm_resident_kernel<<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
+    err = detail::launch_kernel(layer_norm_resident_kernel, dim3(grid), dim3(kThreads), 0, stream,
+                                x, w, b, y, rows, cols, eps);
   else if (vec_width(cols, {x, w, bias_ptr, y}) == 8)
-    layer_norm_kernel<8><<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
+    err = detail::launch_kernel(layer_norm_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, x, w,
+                                b, y, rows, cols, eps);
   else
-    layer_norm_kernel<1><<<grid, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+    err = detail::launch_kernel(layer_norm_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, x, w,
+                                b, y, rows, cols, eps);
+  return err;  // launch_kernel checked and recorded it
 }
 
 int silu_mul_bf16(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_up, bf16* y,
@@ -386,14 +403,14 @@ int silu_mul_bf16(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_
       vec_width(cols, {gate, up, y}) == 8 && ld_gate % 8 == 0 && ld_up % 8 == 0 && ld_y % 8 == 0;
   const int v = vec ? 8 : 1;
   const unsigned grid = blocks_for(rows * (cols / v));
+  int err = 0;
   if (vec)
-    silu_mul_kernel<8>
-        <<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
+    err = detail::launch_kernel(silu_mul_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, gate,
+                                ld_gate, up, ld_up, y, ld_y, rows, cols);
   else
-    silu_mul_kernel<1>
-        <<<grid, kThreads, 0, stream>>>(gate, ld_gate, up, ld_up, y, ld_y, rows, cols);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+    err = detail::launch_kernel(silu_mul_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, gate,
+                                ld_gate, up, ld_up, y, ld_y, rows, cols);
+  return err;  // launch_kernel checked and recorded it
 }
 
 int gelu_bf16(const bf16* x, bf16* y, int64_t n, bool tanh_approximation, cudaStream_t stream) {
@@ -401,19 +418,23 @@ int gelu_bf16(const bf16* x, bf16* y, int64_t n, bool tanh_approximation, cudaSt
   if (n == 0) return 0;
   const int v = vec_width(n, {x, y});
   const unsigned grid = blocks_for(n / v);
+  int err = 0;
   if (v == 8) {
     if (tanh_approximation)
-      gelu_kernel<8, true><<<grid, kThreads, 0, stream>>>(x, y, n);
+      err = detail::launch_kernel(gelu_kernel<8, true>, dim3(grid), dim3(kThreads), 0, stream, x, y,
+                                  n);
     else
-      gelu_kernel<8, false><<<grid, kThreads, 0, stream>>>(x, y, n);
+      err = detail::launch_kernel(gelu_kernel<8, false>, dim3(grid), dim3(kThreads), 0, stream, x,
+                                  y, n);
   } else {
     if (tanh_approximation)
-      gelu_kernel<1, true><<<grid, kThreads, 0, stream>>>(x, y, n);
+      err = detail::launch_kernel(gelu_kernel<1, true>, dim3(grid), dim3(kThreads), 0, stream, x, y,
+                                  n);
     else
-      gelu_kernel<1, false><<<grid, kThreads, 0, stream>>>(x, y, n);
+      err = detail::launch_kernel(gelu_kernel<1, false>, dim3(grid), dim3(kThreads), 0, stream, x,
+                                  y, n);
   }
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+  return err;  // launch_kernel checked and recorded it
 }
 
 int add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, cudaStream_t stream) {
@@ -421,12 +442,12 @@ int add_bf16(const bf16* a, const bf16* b, bf16* y, int64_t n, cudaStream_t stre
   if (n == 0) return 0;
   const int v = vec_width(n, {a, b, y});
   const unsigned grid = blocks_for(n / v);
+  int err = 0;
   if (v == 8)
-    add_kernel<8><<<grid, kThreads, 0, stream>>>(a, b, y, n);
+    err = detail::launch_kernel(add_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, a, b, y, n);
   else
-    add_kernel<1><<<grid, kThreads, 0, stream>>>(a, b, y, n);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+    err = detail::launch_kernel(add_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, a, b, y, n);
+  return err;  // launch_kernel checked and recorded it
 }
 
 int gather_rows_bf16(const bf16* src, const int32_t* index, bf16* dst, int64_t rows, int64_t cols,
@@ -436,12 +457,14 @@ int gather_rows_bf16(const bf16* src, const int32_t* index, bf16* dst, int64_t r
   if (rows == 0) return 0;
   const int v = vec_width(cols, {src, dst});
   const unsigned grid = blocks_for(rows * (cols / v));
+  int err = 0;
   if (v == 8)
-    gather_rows_kernel<8><<<grid, kThreads, 0, stream>>>(src, index, dst, rows, cols);
+    err = detail::launch_kernel(gather_rows_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, src,
+                                index, dst, rows, cols);
   else
-    gather_rows_kernel<1><<<grid, kThreads, 0, stream>>>(src, index, dst, rows, cols);
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+    err = detail::launch_kernel(gather_rows_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, src,
+                                index, dst, rows, cols);
+  return err;  // launch_kernel checked and recorded it
 }
 
 int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const float* cos,
@@ -461,25 +484,25 @@ int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const fl
   else if (half % 2 == 0 && a % 4 == 0)
     v = 2;
   const unsigned grid = blocks_for(tokens * 2 * num_heads * (half / v));
+  int err = 0;
   switch (v) {
     case 8:
-      rotary_kernel<8>
-          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
+      err = detail::launch_kernel(rotary_kernel<8>, dim3(grid), dim3(kThreads), 0, stream, qkv,
+                                  tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     case 4:
-      rotary_kernel<4>
-          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
+      err = detail::launch_kernel(rotary_kernel<4>, dim3(grid), dim3(kThreads), 0, stream, qkv,
+                                  tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     case 2:
-      rotary_kernel<2>
-          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
+      err = detail::launch_kernel(rotary_kernel<2>, dim3(grid), dim3(kThreads), 0, stream, qkv,
+                                  tokens, num_heads, head_dim, cos, sin, cs_stride);
       break;
     default:
-      rotary_kernel<1>
-          <<<grid, kThreads, 0, stream>>>(qkv, tokens, num_heads, head_dim, cos, sin, cs_stride);
+      err = detail::launch_kernel(rotary_kernel<1>, dim3(grid), dim3(kThreads), 0, stream, qkv,
+                                  tokens, num_heads, head_dim, cos, sin, cs_stride);
   }
-  ENCODER_KIT_LAUNCH_CHECK();
-  return 0;
+  return err;  // launch_kernel checked and recorded it
 }
 
 }  // namespace encoder_kit::cuda

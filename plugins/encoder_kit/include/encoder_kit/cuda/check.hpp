@@ -34,6 +34,11 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
 
+// Whether the kit's kernels launch with Programmatic Dependent Launch on the
+// current device (cuda/launch.cuh): compute capability 9.0 or later, and the
+// environment variable ENCGRAPH_PDL is not "0".
+bool pdl_enabled();
+
 }  // namespace encoder_kit::cuda::detail
 
 #define ENCODER_KIT_CUDA_TRY(expr)                                                              \

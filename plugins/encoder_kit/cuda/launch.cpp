@@ -1,0 +1,40 @@
+// pdl_enabled() (launch.cuh): per device, once; the environment once a process.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace encoder_kit::cuda::detail {
+
+bool pdl_enabled() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ENCGRAPH_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  if (!allowed) return false;
+  // Per device: 0 unknown, 1 no, 2 yes; devices past the table are asked every time.
+  static std::atomic<int> known[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  auto ask = [device] {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 1;
+    }
+    return major >= 9 ? 2 : 1;
+  };
+  if (device < 0 || device >= 64) return ask() == 2;
+  int k = known[device].load(std::memory_order_relaxed);
+  if (k == 0) {
+    k = ask();
+    known[device].store(k, std::memory_order_relaxed);
+  }
+  return k == 2;
+}
+
+}  // namespace encoder_kit::cuda::detail

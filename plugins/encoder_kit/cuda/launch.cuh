@@ -1,0 +1,53 @@
+// Kernel launches with Programmatic Dependent Launch (PDL, compute capability
+// 9.0 and later). A kernel launched through launch_kernel() may be scheduled
+// while the kernel before it on the stream is still draining its last blocks,
+// instead of after that kernel's completion has been signalled and its memory
+// flushed: a few microseconds a boundary, which is most of the gap between two
+// short kernels (one small image is ~300 launches). Inside a CUDA graph the
+// capture turns the attribute into a programmatic edge.
+//
+// The contract that makes it safe: every kernel launched this way calls
+// wait_for_prior_grid() before its first global-memory access, read or write.
+// The wait returns once the previous kernel has completed and its writes are
+// visible, so results are as with ordinary stream order. Kernels do not trigger
+// their dependents early (griddepcontrol.launch_dependents): a waiting block
+// would hold a multiprocessor's slots the draining kernel could still use.
+//
+// ENCGRAPH_PDL=0 launches without the attribute (the A/B switch of the
+// benchmarks; wait_for_prior_grid() then returns at once).
+#pragma once
+
+#include <encoder_kit/cuda/check.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace encoder_kit::cuda::detail {
+
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where
+// pdl_enabled(); the launch error, if any, is returned and recorded.
+template <typename... Params, typename... Args>
+int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                  cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  ENCODER_KIT_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  return 0;
+}
+
+}  // namespace encoder_kit::cuda::detail
