@@ -284,18 +284,26 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
     check(k::rms_norm_bf16(a.x, b.norm1, a.normed, p, d, c.rms_norm_eps, s), "norm1");
     check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
           "qkv");
+    // Windows of up to 64 patches (the released models' 112-pixel windows) take
+    // rotary inside the attention's loads; full attention and larger windows
+    // rotate qkv in place first.
+    const bool fused_rotary = !c.full_attention(i) && cap.max_window_patches <= 64;
+    if (!fused_rotary) check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
     if (c.full_attention(i)) {
-      check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
       for (const SeqBucket& bk : buckets)
         check(
             k::varlen_attention_bf16(a.qkv, cu_frames + bk.first, static_cast<int>(bk.count),
                                      static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
             "full attention");
-    } else {
-      // Windows fit one query block: rotary is applied as Q and K are loaded.
+    } else if (fused_rotary) {
       check(k::varlen_attention_rotary_bf16(a.qkv, cu_windows, static_cast<int>(cap.windows),
                                             static_cast<int>(cap.max_window_patches), heads, hd,
                                             scale, cos, sin, hd / 2, a.attn, s),
+            "window attention");
+    } else {
+      check(k::varlen_attention_bf16(a.qkv, cu_windows, static_cast<int>(cap.windows),
+                                     static_cast<int>(cap.max_window_patches), heads, hd, scale,
+                                     a.attn, s),
             "window attention");
     }
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),

@@ -280,14 +280,15 @@ GPU_TEST_CASE("varlen attention rejects unsupported head dims") {
 
 GPU_TEST_CASE("varlen attention with rotary fused into the loads (Qwen2.5-VL windows)") {
   require_gpu();
-  // Windows of up to 64 patches (one query block, one key tile), a partial and
-  // an empty one; longer sequences (several query blocks and key tiles, each K
-  // tile rotated once per block); head dims 80, 72 (half not a multiple of 8)
-  // and 64; a sharp softmax so a wrong rotation shows.
+  // Windows of up to 64 patches (one query block, one key tile), partial and
+  // empty ones, a bound below 64; head dims 80, 72 (half not a multiple of 8),
+  // 64 and 128; a sharp softmax so a wrong rotation shows.
   run_case({16, 80, {64, 48, 64, 0, 64, 7}, 4, 64, 2.0f, 3, true});
-  run_case({3, 80, {64, 17, 1, 0, 130, 200}, 3, 256, 3.0f, 5, true});
-  run_case({2, 72, {64, 33, 150}, 1, 150, 2.0f, 1, true});
+  run_case({3, 80, {64, 17, 1, 0, 33, 60}, 3, 64, 3.0f, 5, true});
+  run_case({2, 80, {40, 1, 39}, 0, 40, 2.0f, 2, true});
+  run_case({2, 72, {64, 33, 50}, 1, 64, 2.0f, 1, true});
   run_case({2, 64, {64, 64, 9}, 0, 64, 1.0f, 0, true});
+  run_case({1, 128, {64, 20}, 1, 64, 2.0f, 1, true});
 }
 
 GPU_TEST_CASE("varlen attention with rotary: argument rules") {
@@ -296,8 +297,10 @@ GPU_TEST_CASE("varlen attention with rotary: argument rules") {
   DeviceBuffer<int32_t> cu(2);
   DeviceBuffer<float> table(1024);
   const int bad = static_cast<int>(cudaErrorInvalidValue);
-  // Missing table, a stride below head_dim/2, one that breaks 16-byte rows,
-  // a misaligned table.
+  // Sequences over 64, a missing table, a stride below head_dim/2, one that
+  // breaks 16-byte rows, a misaligned table.
+  CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 65, 1, 80, 1.0f, table.get(),
+                                        table.get(), 40, buf.get(), nullptr) == bad);
   CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, nullptr,
                                         table.get(), 40, buf.get(), nullptr) == bad);
   CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get(),

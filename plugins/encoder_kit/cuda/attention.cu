@@ -14,9 +14,9 @@
 //
 // With kRotary the kernel applies rotary_bf16's rotation to Q and K in shared
 // memory as they arrive (same formula, same fp32 arithmetic rounded to bf16),
-// so qkv itself stays unrotated and the separate rotary pass disappears. A Q
-// tile is rotated once; a K tile once per query block that reads it, which is
-// once for a sequence that fits one query block (Qwen's windows).
+// so qkv itself stays unrotated and the separate rotary pass disappears. It is
+// built for sequences of up to 64 tokens (Qwen's windows): one block holds the
+// whole sequence, and each token is rotated once.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>
@@ -59,6 +59,28 @@ struct RotaryTable {
   const float* sin;
   int64_t stride;  // floats from one token's row to the next
 };
+
+// Four rotary pairs (lo[k], lo[k + half]) of a shared row, in place, as
+// rotary_bf16 computes them: fp32, rounded to bf16.
+__device__ __forceinline__ void rotate4(bf16* lo, int half, float4 cs, float4 sn) {
+  bf16* hi = lo + half;
+  const uint2 lo_raw = *reinterpret_cast<const uint2*>(lo);
+  const uint2 hi_raw = *reinterpret_cast<const uint2*>(hi);
+  const bf16* x1 = reinterpret_cast<const bf16*>(&lo_raw);
+  const bf16* x2 = reinterpret_cast<const bf16*>(&hi_raw);
+  const float c4[4] = {cs.x, cs.y, cs.z, cs.w}, s4[4] = {sn.x, sn.y, sn.z, sn.w};
+  uint2 o1_raw, o2_raw;
+  bf16* o1 = reinterpret_cast<bf16*>(&o1_raw);
+  bf16* o2 = reinterpret_cast<bf16*>(&o2_raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float a = __bfloat162float(x1[k]), b = __bfloat162float(x2[k]);
+    o1[k] = __float2bfloat16(a * c4[k] - b * s4[k]);
+    o2[k] = __float2bfloat16(b * c4[k] + a * s4[k]);
+  }
+  *reinterpret_cast<uint2*>(lo) = o1_raw;
+  *reinterpret_cast<uint2*>(hi) = o2_raw;
+}
 
 template <int kDPad, int kWarps, bool kRotary>
 __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
@@ -103,37 +125,35 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     }
   };
 
-  // Rows [0, rows) of a shared tile holding tokens row0.. of the sequence,
-  // rotated in place: pairs (d, d + head_dim/2), four pairs an item (head_dim
-  // is a multiple of 8). Rows past the sequence are zeros and stay so.
-  auto rotate_tile = [&](bf16* tile, int row0, int rows) {
-    const int half = head_dim / 2;
-    const int quads = half / 4;
-    for (int i = threadIdx.x; i < rows * quads; i += kThreads) {
+  const int half = head_dim / 2;
+  // kRotary: every sequence fits one key tile and one query block (the entry
+  // requires max_seqlen <= 64), so Q and K hold the same tokens and one set of
+  // cos/sin rows serves both. They travel by cp.async with Q and K, into the
+  // second K and V buffers, which a single tile never uses (each holds 64 rows
+  // of up to head_dim/2 + 4 floats): the rotation costs shared-memory work
+  // only, not a second round trip to global memory after the tiles land.
+  static_assert(!kRotary || kBlockM == kBlockN, "rotary: one query block = one key tile");
+  float* s_cos = reinterpret_cast<float*>(s_k + kBlockN * kStride);
+  float* s_sin = reinterpret_cast<float*>(s_v + kBlockN * kStride);
+  auto load_table = [&]() {
+    const int quads = half / 4;  // 16-byte chunks of a table row
+    for (int i = threadIdx.x; i < len * quads; i += kThreads) {
       const int r = i / quads;
       const int c = (i - r * quads) * 4;
-      if (row0 + r >= len) continue;
-      const int64_t token = start + row0 + r;
-      const float4 cs = *reinterpret_cast<const float4*>(rotary.cos + token * rotary.stride + c);
-      const float4 sn = *reinterpret_cast<const float4*>(rotary.sin + token * rotary.stride + c);
-      bf16* lo = tile + r * kStride + c;
-      bf16* hi = lo + half;
-      const uint2 lo_raw = *reinterpret_cast<const uint2*>(lo);
-      const uint2 hi_raw = *reinterpret_cast<const uint2*>(hi);
-      const bf16* x1 = reinterpret_cast<const bf16*>(&lo_raw);
-      const bf16* x2 = reinterpret_cast<const bf16*>(&hi_raw);
-      const float c4[4] = {cs.x, cs.y, cs.z, cs.w}, s4[4] = {sn.x, sn.y, sn.z, sn.w};
-      uint2 o1_raw, o2_raw;
-      bf16* o1 = reinterpret_cast<bf16*>(&o1_raw);
-      bf16* o2 = reinterpret_cast<bf16*>(&o2_raw);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float a = __bfloat162float(x1[k]), b = __bfloat162float(x2[k]);
-        o1[k] = __float2bfloat16(a * c4[k] - b * s4[k]);
-        o2[k] = __float2bfloat16(b * c4[k] + a * s4[k]);
-      }
-      *reinterpret_cast<uint2*>(lo) = o1_raw;
-      *reinterpret_cast<uint2*>(hi) = o2_raw;
+      const int64_t at = (start + r) * rotary.stride + c;
+      cp_async16(smem_addr(s_cos + r * half + c), rotary.cos + at, true);
+      cp_async16(smem_addr(s_sin + r * half + c), rotary.sin + at, true);
+    }
+  };
+  auto rotate_window = [&]() {
+    const int quads = half / 4;
+    for (int i = threadIdx.x; i < len * quads; i += kThreads) {
+      const int r = i / quads;
+      const int c = (i - r * quads) * 4;
+      const float4 cs = *reinterpret_cast<const float4*>(s_cos + r * half + c);
+      const float4 sn = *reinterpret_cast<const float4*>(s_sin + r * half + c);
+      rotate4(s_q + r * kStride + c, half, cs, sn);
+      rotate4(s_k + r * kStride + c, half, cs, sn);
     }
   };
 
@@ -143,6 +163,7 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   // flight at the top of iteration `it`: [K_it], [V_it], oldest first.
   load_tile(s_q, q_base, q0, kBlockM);
   load_tile(s_k, k_base, 0, kBlockN);
+  if constexpr (kRotary) load_table();
   cp_async_commit();
   load_tile(s_v, v_base, 0, kBlockN);
   cp_async_commit();
@@ -169,8 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     const bf16* k_tile = s_k + buf * kBlockN * kStride;
     const bf16* v_tile = s_v + buf * kBlockN * kStride;
     if constexpr (kRotary) {
-      if (it == 0) rotate_tile(s_q, q0, kBlockM);
-      rotate_tile(s_k + buf * kBlockN * kStride, it * kBlockN, kBlockN);
+      rotate_window();
       __syncthreads();
     }
     if (it == 0) {
@@ -311,6 +331,7 @@ int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_
   ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
   ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
   if constexpr (kRotary) {
+    ENCODER_KIT_REQUIRE(max_seqlen <= 64);  // one tile: the rotation is done once
     ENCODER_KIT_REQUIRE(rotary.cos != nullptr && rotary.sin != nullptr);
     ENCODER_KIT_REQUIRE(detail::aligned16(rotary.cos) && detail::aligned16(rotary.sin));
     ENCODER_KIT_REQUIRE(rotary.stride >= head_dim / 2 && rotary.stride % 4 == 0);
@@ -318,8 +339,7 @@ int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
-    // The fused form exists for windows of up to 64 patches: 4 warps only
-    // (fewer kernels in every plugin); longer sequences stay correct.
+    // The fused form exists for windows of up to 64 patches: 4 warps.
     if constexpr (kRotary)
       return launch<d, 4, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
                                 rotary, out, stream);

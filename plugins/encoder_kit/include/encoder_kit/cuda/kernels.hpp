@@ -177,11 +177,10 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
 // varlen_attention_bf16 on q and k rotated as rotary_bf16(qkv, ..., cos, sin,
 // cs_stride) would rotate them, without writing qkv: the rotation happens in
 // shared memory as the tiles arrive, which saves rotary_bf16's pass over q and
-// k. It runs on mma.sync in blocks of 64 queries; a K tile is rotated once per
-// query block reading it, so it pays where each sequence fits one block
-// (Qwen2.5-VL's 64-patch windows); for long sequences rotary_bf16 then
-// varlen_attention_bf16 is faster. cos and sin 16-byte aligned, cs_stride a multiple of 4 and
-// >= head_dim/2 (rows indexed by token, as for rotary_bf16).
+// k. For short sequences only (Qwen2.5-VL's 64-patch windows): max_seqlen at
+// most 64, and one block holds a whole sequence. cos and sin 16-byte aligned,
+// cs_stride a multiple of 4 and >= head_dim/2 (rows indexed by token, as for
+// rotary_bf16).
 int varlen_attention_rotary_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                  int max_seqlen, int num_heads, int head_dim, float scale,
                                  const float* cos, const float* sin, int64_t cs_stride, bf16* out,
