@@ -285,6 +285,11 @@ int main(int argc, char** argv) {
       bench_gemm(pool, lt, ws, "gemm merger fc1 gelu", T / 4, 5120, 5120, Ep::BiasGelu, false);
       bench_gemm(pool, lt, ws, "gemm merger fc2", T / 4, 3584, 5120, Ep::Bias, false);
       bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
+      // One 224² image: 256 patch rows (split-K candidates join the tuning there).
+      bench_gemm(pool, lt, ws, "gemm qkv 256", 256, 3840, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm o_proj+res 256", 256, 1280, 1280, Ep::Bias, true);
+      bench_gemm(pool, lt, ws, "gemm gate_up 256", 256, 2 * 3424, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm down+res 256", 256, 1280, 3424, Ep::Bias, true);
     }
 
     // attnfull: one full-attention case alone (for a profiler).

@@ -157,6 +157,9 @@ def main():
                                                      "configs", "qwen2_5_vl_bench.toml"))
     ap.add_argument("--only", default="224,mixed,1344,video,224x1")
     ap.add_argument("--skip-transformers", action="store_true")
+    ap.add_argument("--transformers", default="sdpa,eager",
+                    help="transformers attention implementations to run (eager attention is "
+                         "the slow one: about 300 s of the full run)")
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
                          "variables, side by side in the same run (e.g. \"previous build:"
@@ -184,7 +187,7 @@ def main():
                 args.bundle, os.path.abspath(args.config), trace, args.out_dir, name,
                 REQUEST_SIZES.get(name, REQUEST), variant=variant))
     if not args.skip_transformers:
-        for attn in ("sdpa", "eager"):
+        for attn in filter(None, args.transformers.split(",")):
             model = build_transformers(attn)
             for name, items in loads.items():
                 t0 = time.time()

@@ -46,7 +46,9 @@ struct GemmCase {
   bool in_place;  // residual and C the same buffer
 };
 
-void check_case(const GemmCase& gc, const std::vector<int64_t>& ms, bool tune) {
+// pinned: run with this candidate (GemmPlan::use_choice) instead of tuning.
+void check_case(const GemmCase& gc, const std::vector<int64_t>& ms, bool tune,
+                const std::string& pinned = "") {
   LtHandle lt;
   k::GemmPlan plan;
   CHECK_OK(plan.initialize(gc.m_max, gc.n, gc.k, gc.ep, gc.residual));
@@ -70,6 +72,7 @@ void check_case(const GemmCase& gc, const std::vector<int64_t>& ms, bool tune) {
     dC.poison();
     if (gc.in_place) dC.upload(res);
     const bf16* residual = gc.residual ? (gc.in_place ? dC.get() : dres.get()) : nullptr;
+    if (!pinned.empty()) CHECK_OK(plan.use_choice(m, pinned));
     if (tune) {
       // tune() runs the product itself: restore C afterwards for the check.
       CHECK_OK(plan.tune(lt.h, dA.get(), dW.get(), with_bias ? dbias.get() : nullptr, residual,
@@ -145,4 +148,27 @@ GPU_TEST_CASE("GemmPlan rejects bad arguments") {
   CHECK(plan.run(lt.h, a.get(), w.get(), bias.get(), nullptr, c.get(), 0, ws.get(), ws.size(),
                  nullptr) == 0);  // nothing to do
   CHECK(std::string(k::error_string(k::kCublasErrorBase + CUBLAS_STATUS_NOT_SUPPORTED)).size() > 0);
+}
+
+GPU_TEST_CASE("GemmPlan: every tuning candidate at few rows, split-K forms included") {
+  require_gpu();
+  // Few rows (one small image has 256): tune() times the heuristic's proposals
+  // and split-K forms of them; whichever wins must be right, so each runs here
+  // against the reference, with bias, residual in place, and m below the
+  // plan's maximum (rows past m stay untouched). Narrower than the tower's
+  // products so the float64 reference stays quick for ~30 candidates each.
+  for (const GemmCase gc : {GemmCase{512, 320, 1712, Ep::Bias, true, true},
+                            GemmCase{512, 960, 640, Ep::Bias, false, false}}) {
+    CAPTURE(gc.n);
+    k::GemmPlan plan;
+    CHECK_OK(plan.initialize(gc.m_max, gc.n, gc.k, gc.ep, gc.residual));
+    std::vector<std::string> candidates;
+    CHECK_OK(plan.candidates_for(256, 8, candidates));
+    CHECK(!candidates.empty());
+    MESSAGE(candidates.size() << " candidates at n = " << gc.n);
+    for (const std::string& c : candidates) {
+      CAPTURE(c);
+      check_case(gc, {256}, false, c);
+    }
+  }
 }

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,9 @@ const char* error_string(int code) {
 namespace {
 
 constexpr int kMaxCachedM = 4096;  // past this, eager calls re-query instead of growing
+// tune() also times split-K forms up to this many rows (see add_split_k_forms);
+// ENCGRAPH_GEMM_SPLITK=0 turns that off.
+constexpr int64_t kSplitKMaxRows = 2048;
 
 struct Choice {
   int64_t m;
@@ -139,7 +143,7 @@ struct GemmPlan::Impl {
     return "gemm:m=" + std::to_string(m) + ",n=" + std::to_string(n) + ",k=" + std::to_string(k) +
            ",a=bf16,w=bf16,c=bf16,acc=f32,op=TN,ep=" + epilogue_name(ep) +
            ",res=" + (residual ? "1" : "0") + ",ws=" + std::to_string(workspace_bytes) +
-           ",align=16";
+           ",align=16" + (split_k_search(m) ? ",search=splitk" : "");
   }
 
   // The cached choice for m when cuBLASLt still accepts it for this problem.
@@ -192,8 +196,10 @@ struct GemmPlan::Impl {
     return 0;
   }
 
-  // cuBLASLt's proposals for m, best first.
-  int candidates(int64_t m, int wanted, std::vector<cublasLtMatmulHeuristicResult_t>& out) const {
+  // cuBLASLt's proposals for m, best first; with split_k, also split-K forms
+  // of the first few (appended, so the heuristic's first stays first).
+  int candidates(int64_t m, int wanted, std::vector<cublasLtMatmulHeuristicResult_t>& out,
+                 bool split_k = false) const {
     Problem p;
     if (const int rc = build(p, m, nullptr)) return rc;
     out.assign(static_cast<size_t>(wanted), cublasLtMatmulHeuristicResult_t{});
@@ -202,7 +208,65 @@ struct GemmPlan::Impl {
         query_handle, p.desc(), p.w(), p.a(), p.c(), p.c(), pref, wanted, out.data(), &found));
     out.resize(static_cast<size_t>(found));
     ENCODER_KIT_REQUIRE(found > 0);  // no algorithm for this shape / alignment
+    if (split_k) add_split_k_forms(p, out);
     return 0;
+  }
+
+  // Few rows (one small image: 256) leave most multiprocessors idle: a 256 x
+  // 1280 output is 20 tiles of 128 x 128 for 132 of them. Splitting K gives
+  // each tile several blocks (partial sums reduced in the workspace). The
+  // heuristic rarely proposes it, so tune() also times split-K forms of its
+  // first proposals, where cuBLASLt accepts them.
+  static bool split_k_search(int64_t m) {
+    static const bool allowed = [] {
+      const char* v = std::getenv("ENCGRAPH_GEMM_SPLITK");
+      return v == nullptr || std::strcmp(v, "0") != 0;
+    }();
+    return allowed && m <= kSplitKMaxRows;
+  }
+
+  void add_split_k_forms(Problem& p, std::vector<cublasLtMatmulHeuristicResult_t>& out) const {
+    const size_t bases = std::min<size_t>(out.size(), 4);
+    for (size_t b = 0; b < bases; ++b) {
+      int32_t supported = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoCapGetAttribute(&out[b].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                                            &supported, sizeof(supported),
+                                            &written) != CUBLAS_STATUS_SUCCESS ||
+          supported == 0)
+        continue;
+      uint32_t schemes = 0;
+      if (cublasLtMatmulAlgoCapGetAttribute(&out[b].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                            &schemes, sizeof(schemes),
+                                            &written) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      // fp32 partial sums where offered (the unsplit product's precision).
+      const auto offered = [schemes](cublasLtReductionScheme_t x) {
+        return (schemes & static_cast<uint32_t>(x)) != 0;
+      };
+      uint32_t scheme = 0;
+      if (offered(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
+        scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      else if (offered(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE))
+        scheme = CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+      if (scheme == 0) continue;
+      for (const int32_t splits : {2, 3, 4, 6, 8}) {
+        if (static_cast<int64_t>(splits) * 64 > k) break;  // slices of at least 64
+        cublasLtMatmulHeuristicResult_t r = out[b];
+        if (cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                 sizeof(splits)) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &scheme, sizeof(scheme)) != CUBLAS_STATUS_SUCCESS)
+          continue;
+        cublasLtMatmulHeuristicResult_t checked{};
+        if (cublasLtMatmulAlgoCheck(query_handle, p.desc(), p.w(), p.a(), p.c(), p.c(), &r.algo,
+                                    &checked) != CUBLAS_STATUS_SUCCESS ||
+            checked.workspaceSize > workspace_bytes())
+          continue;
+        r.workspaceSize = checked.workspaceSize;
+        out.push_back(r);
+      }
+    }
   }
 
   // The algorithm for m: cached, else the heuristic's first (cached if room).
@@ -296,6 +360,31 @@ std::string GemmPlan::choice_for(int64_t m) const {
   return {};
 }
 
+int GemmPlan::candidates_for(int64_t m, int max_candidates,
+                             std::vector<std::string>& encoded) const {
+  ENCODER_KIT_REQUIRE(impl_ != nullptr && m > 0 && m <= impl_->m_max && max_candidates > 0);
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  if (const int rc = impl_->candidates(m, max_candidates, found, Impl::split_k_search(m)))
+    return rc;
+  encoded.clear();
+  for (const auto& r : found) encoded.push_back(encode_choice(r.algo, r.workspaceSize));
+  return 0;
+}
+
+int GemmPlan::use_choice(int64_t m, const std::string& encoded) {
+  ENCODER_KIT_REQUIRE(impl_ != nullptr && m > 0 && m <= impl_->m_max);
+  cublasLtMatmulAlgo_t algo{};
+  size_t ws = 0;
+  ENCODER_KIT_REQUIRE(decode_choice(encoded, algo, ws));
+  Problem p;
+  if (const int rc = impl_->build(p, m, nullptr)) return rc;
+  cublasLtMatmulHeuristicResult_t result{};
+  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulAlgoCheck(impl_->query_handle, p.desc(), p.w(), p.a(), p.c(),
+                                                 p.c(), &algo, &result));
+  impl_->remember(Choice{m, algo, std::max(ws, result.workspaceSize)});
+  return 0;
+}
+
 int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool add_residual) {
   ENCODER_KIT_REQUIRE(m_max > 0 && n > 0 && k > 0);
   ENCODER_KIT_REQUIRE(
@@ -362,7 +451,8 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
     }
   }
   std::vector<cublasLtMatmulHeuristicResult_t> found;
-  if (const int rc = impl_->candidates(m, max_candidates, found)) return rc;
+  if (const int rc = impl_->candidates(m, max_candidates, found, Impl::split_k_search(m)))
+    return rc;
 
   cudaEvent_t ev[2] = {nullptr, nullptr};
   ENCODER_KIT_CUDA_TRY(cudaEventCreate(&ev[0]));

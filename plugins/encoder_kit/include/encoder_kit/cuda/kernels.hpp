@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace encoder_kit {
 class TuningCache;  // encoder_kit/tuning_cache.hpp
@@ -93,6 +94,11 @@ class GemmPlan {
   int64_t tunings_from_cache() const;
   // The algorithm chosen for m in the cache's encoding ("" when none yet).
   std::string choice_for(int64_t m) const;
+  // What tune() would time for m, in the cache's encoding (the heuristic's
+  // proposals, then split-K forms up to 2048 rows), and run() with one of
+  // them from now on for m: the tests check every candidate's results.
+  int candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded) const;
+  int use_choice(int64_t m, const std::string& encoded);
 
   // 0 < m <= m_max (m == 0 does nothing). bias is required by the Bias*
   // epilogues, residual by add_residual plans; all pointers 16-byte aligned.
