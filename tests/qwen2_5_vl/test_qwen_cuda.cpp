@@ -85,9 +85,18 @@ void compare(const std::vector<std::vector<float>>& got,
 
 }  // namespace
 
+// 224-pixel windows: 256 patches, over the 64 that the fused rotary window
+// attention takes, so these layers run the rotary pass and then attention.
+qwen_ref::Config large_window_config() {
+  qwen_ref::Config c;
+  c.window = 224;
+  return c;
+}
+
 TEST_CASE("CUDA matches the CPU path on the same random weights") {
-  for (const qwen_ref::Config& c : {qwen_ref::Config{}, wide_config()}) {
+  for (const qwen_ref::Config& c : {qwen_ref::Config{}, wide_config(), large_window_config()}) {
     CAPTURE(c.hidden);
+    CAPTURE(c.window);
     const auto geo = standard_items();
     const auto cpu = run(config(c, "cpu"), geo, false);
     compare(run(config(c, "cuda"), geo, true), cpu, kBf16Tolerance, "cuda graphs vs cpu");
