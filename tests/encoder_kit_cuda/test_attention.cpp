@@ -289,6 +289,36 @@ GPU_TEST_CASE("varlen attention with rotary fused into the loads (Qwen2.5-VL win
   run_case({2, 72, {64, 33, 50}, 1, 64, 2.0f, 1, true});
   run_case({2, 64, {64, 64, 9}, 0, 64, 1.0f, 0, true});
   run_case({1, 128, {64, 20}, 1, 64, 2.0f, 1, true});
+  run_case({2, 96, {64, 30}, 0, 64, 2.0f, 1, true});
+}
+
+GPU_TEST_CASE("varlen attention with rotary: a sequence longer than max_seqlen stays in bounds") {
+  require_gpu();
+  // The caller promised 64 and a window holds 100: the kernel takes its first
+  // 64 tokens and stays inside its shared-memory tile; rows past 64 are left
+  // unwritten, and the next sequence is computed as usual.
+  const int H = 2, D = 80;
+  const std::vector<int32_t> cu{0, 100, 140};
+  const int64_t row = int64_t{3} * H * D, tokens = 140;
+  DeviceBuffer<bf16> qkv(static_cast<size_t>(tokens * row)),
+      out(static_cast<size_t>(tokens * H * D));
+  DeviceBuffer<int32_t> dcu(cu.size());
+  DeviceBuffer<float> table(static_cast<size_t>(tokens * D / 2));
+  qkv.upload(random_bf16(qkv.size()));
+  dcu.upload(cu);
+  table.upload(std::vector<float>(table.size(), 0.5f));
+  out.poison();
+  CHECK_OK(k::varlen_attention_rotary_bf16(qkv.get(), dcu.get(), 2, 64, H, D, 0.1f, table.get(),
+                                           table.get(), D / 2, out.get(), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = out.download();
+  size_t bad = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = 0; i < H * D; ++i) {
+      const bool written = !std::isnan(to_f(got[static_cast<size_t>(t * H * D + i)]));
+      bad += written == (t < 64 || t >= 100) ? 0 : 1;
+    }
+  CHECK(bad == 0);
 }
 
 GPU_TEST_CASE("varlen attention with rotary: argument rules") {

@@ -3,6 +3,7 @@
 // captured once and replayed on new inputs and new sequence lengths must give
 // exactly what eager launches give.
 #include "gpu_test_util.hpp"
+#include "pdl_probe.hpp"
 
 #include <encoder_kit/cuda/check.hpp>  // detail::pdl_enabled
 
@@ -240,4 +241,74 @@ GPU_TEST_CASE("dependent launches: each kernel sees its predecessor's writes, ea
     CHECK(count_wrong() == 0);
   }
   cudaGraphExecDestroy(exec);
+}
+
+GPU_TEST_CASE("dependent launches: a kit kernel waits even when its predecessor lets it start") {
+  require_gpu();
+  if (!k::detail::pdl_enabled()) {
+    MESSAGE("Programmatic Dependent Launch is off on this device: nothing to check");
+    return;
+  }
+  // The primary triggers its dependents at once and writes only ~200 us
+  // later, so the kit kernel after it really runs early: without its
+  // griddepcontrol.wait it reads the old zeros (and writes 1, not 6). Every
+  // kind of kit kernel: element-wise, norm, rotary, attention.
+  constexpr int64_t n = int64_t{1} << 20;
+  DeviceBuffer<bf16> a(n), one(n), out(n);
+  one.upload(std::vector<bf16>(n, to_bf(1.0f)));
+  Stream stream;
+  auto fresh = [&] {
+    CUDA_OK(cudaMemsetAsync(a.get(), 0, n * sizeof(bf16), stream.s));
+    CUDA_OK(cudaMemsetAsync(out.get(), 0, n * sizeof(bf16), stream.s));
+  };
+  auto primary = [&] {
+    CUDA_OK(encoder_kit_test::launch_trigger_then_write(a.get(), n, 5.0f, 200, stream.s));
+  };
+  auto count_not = [&](const DeviceBuffer<bf16>& buf, size_t count, float want) {
+    CUDA_OK(cudaStreamSynchronize(stream.s));
+    const auto got = buf.download();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += to_f(got[i]) == want ? 0 : 1;
+    return wrong;
+  };
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    fresh();
+    primary();
+    CHECK_OK(k::add_bf16(a.get(), one.get(), out.get(), n, stream.s));
+    CHECK(count_not(out, n, 6.0f) == 0);
+    // A norm over rows of 1024 fives: 1 everywhere (rms of a constant row).
+    fresh();
+    primary();
+    CHECK_OK(k::rms_norm_bf16(a.get(), one.get(), out.get(), n / 1024, 1024, 1e-6f, stream.s));
+    CHECK(count_not(out, n, 1.0f) == 0);
+  }
+  // Attention over windows of constant q = k = v = 5 (cos 1, sin 0 for the
+  // fused rotary): every output is 5.
+  constexpr int kHeads = 2, kDim = 80, kTokens = 4096;
+  DeviceBuffer<bf16> qkv(int64_t{kTokens} * 3 * kHeads * kDim),
+      attn(int64_t{kTokens} * kHeads * kDim);
+  DeviceBuffer<float> cos_t(int64_t{kTokens} * kDim / 2), sin_t(int64_t{kTokens} * kDim / 2);
+  cos_t.upload(std::vector<float>(cos_t.size(), 1.0f));
+  sin_t.upload(std::vector<float>(sin_t.size(), 0.0f));
+  std::vector<int32_t> cu;
+  for (int t = 0; t <= kTokens; t += 64) cu.push_back(t);
+  DeviceBuffer<int32_t> dcu(cu.size());
+  dcu.upload(cu);
+  const int windows = static_cast<int>(cu.size()) - 1;
+  for (const bool rotary : {false, true}) {
+    CAPTURE(rotary);
+    CUDA_OK(cudaMemsetAsync(qkv.get(), 0, qkv.size() * sizeof(bf16), stream.s));
+    CUDA_OK(cudaMemsetAsync(attn.get(), 0, attn.size() * sizeof(bf16), stream.s));
+    CUDA_OK(
+        encoder_kit_test::launch_trigger_then_write(qkv.get(), qkv.size(), 5.0f, 200, stream.s));
+    if (rotary)
+      CHECK_OK(k::varlen_attention_rotary_bf16(qkv.get(), dcu.get(), windows, 64, kHeads, kDim,
+                                               0.1f, cos_t.get(), sin_t.get(), kDim / 2, attn.get(),
+                                               stream.s));
+    else
+      CHECK_OK(k::varlen_attention_bf16(qkv.get(), dcu.get(), windows, 64, kHeads, kDim, 0.1f,
+                                        attn.get(), stream.s));
+    CHECK(count_not(attn, attn.size(), 5.0f) == 0);
+  }
 }

@@ -100,7 +100,10 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
   const int head = static_cast<int>(blockIdx.y);
   const int start = cu_seqlens[seq];
-  const int len = cu_seqlens[seq + 1] - start;
+  // kRotary holds a whole sequence in one tile: a longer one than the entry's
+  // max_seqlen <= 64 promised is cut to its first 64 tokens (rows past them
+  // stay unwritten, as past max_seqlen elsewhere), never run past the tile.
+  const int len = kRotary ? min(cu_seqlens[seq + 1] - start, kBlockN) : cu_seqlens[seq + 1] - start;
   if (q0 >= len) return;  // padded sequence or past its end: the cheap exit
 
   extern __shared__ __align__(16) unsigned char smem_raw[];

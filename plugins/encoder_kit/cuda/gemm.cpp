@@ -240,16 +240,10 @@ struct GemmPlan::Impl {
                                             &schemes, sizeof(schemes),
                                             &written) != CUBLAS_STATUS_SUCCESS)
         continue;
-      // fp32 partial sums where offered (the unsplit product's precision).
-      const auto offered = [schemes](cublasLtReductionScheme_t x) {
-        return (schemes & static_cast<uint32_t>(x)) != 0;
-      };
-      uint32_t scheme = 0;
-      if (offered(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
-        scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-      else if (offered(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE))
-        scheme = CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-      if (scheme == 0) continue;
+      // fp32 partial sums only (the unsplit product's precision): bf16 ones
+      // would lose bits that tuning, which looks at time alone, cannot see.
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      if ((schemes & scheme) == 0) continue;
       for (const int32_t splits : {2, 3, 4, 6, 8}) {
         if (static_cast<int64_t>(splits) * 64 > k) break;  // slices of at least 64
         cublasLtMatmulHeuristicResult_t r = out[b];
@@ -360,12 +354,16 @@ std::string GemmPlan::choice_for(int64_t m) const {
   return {};
 }
 
-int GemmPlan::candidates_for(int64_t m, int max_candidates,
-                             std::vector<std::string>& encoded) const {
+int GemmPlan::candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded,
+                             int* split_k_forms) const {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && m > 0 && m <= impl_->m_max && max_candidates > 0);
-  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  std::vector<cublasLtMatmulHeuristicResult_t> found, proposals;
   if (const int rc = impl_->candidates(m, max_candidates, found, Impl::split_k_search(m)))
     return rc;
+  if (split_k_forms != nullptr) {
+    if (const int rc = impl_->candidates(m, max_candidates, proposals, false)) return rc;
+    *split_k_forms = static_cast<int>(found.size() - proposals.size());
+  }
   encoded.clear();
   for (const auto& r : found) encoded.push_back(encode_choice(r.algo, r.workspaceSize));
   return 0;

@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace encoder_kit::cuda::detail {
 
@@ -35,6 +38,27 @@ bool pdl_enabled() {
     known[device].store(k, std::memory_order_relaxed);
   }
   return k == 2;
+}
+
+bool kernel_waits_for_prior_grid(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, bool> known;  // (device, kernel)
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(device, kernel);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  cudaFuncAttributes attr{};
+  bool waits = false;
+  if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess)
+    waits = attr.ptxVersion >= 90;  // the wait exists from PTX for 9.0 on
+  else
+    (void)cudaGetLastError();  // the launch itself will report it
+  known.emplace(key, waits);
+  return waits;
 }
 
 }  // namespace encoder_kit::cuda::detail

@@ -31,8 +31,15 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 #endif
 }
 
+// Whether `kernel` was compiled with the wait: PTX for compute capability
+// 9.0+. A build for an older target that a 9.0 GPU runs through the JIT has
+// wait_for_prior_grid() compiled out, and must not be launched with PDL
+// (launch.cpp; per kernel and device, once).
+bool kernel_waits_for_prior_grid(const void* kernel);
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where
-// pdl_enabled(); the launch error, if any, is returned and recorded.
+// pdl_enabled() and the kernel waits; the launch error, if any, is returned,
+// recorded and cleared (it must not be blamed on a later launch).
 template <typename... Params, typename... Args>
 int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                   cudaStream_t stream, Args... args) {
@@ -45,8 +52,14 @@ int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
-  ENCODER_KIT_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  config.numAttrs =
+      pdl_enabled() && kernel_waits_for_prior_grid(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args...);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return record_failure(static_cast<int>(status), "cudaLaunchKernelEx(kernel)", __FILE__,
+                          __LINE__);
+  }
   return 0;
 }
 

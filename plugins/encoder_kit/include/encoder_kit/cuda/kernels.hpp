@@ -97,7 +97,9 @@ class GemmPlan {
   // What tune() would time for m, in the cache's encoding (the heuristic's
   // proposals, then split-K forms up to 2048 rows), and run() with one of
   // them from now on for m: the tests check every candidate's results.
-  int candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded) const;
+  // split_k_forms, when given, receives how many of them are split-K forms.
+  int candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded,
+                     int* split_k_forms = nullptr) const;
   int use_choice(int64_t m, const std::string& encoded);
 
   // 0 < m <= m_max (m == 0 does nothing). bias is required by the Bias*
