@@ -196,10 +196,12 @@ GPU_TEST_CASE("GemmPlan picks an algorithm for an unseen m inside capture") {
 GPU_TEST_CASE("dependent launches: each kernel sees its predecessor's writes, eager and replayed") {
   require_gpu();
   // On compute capability 9.0+ the kit's kernels launch with Programmatic
-  // Dependent Launch, so a kernel may start while the one before drains. A
-  // chain where each kernel reads what the previous one wrote and overwrites
-  // what it read (both hazards) must count exactly, in eager launches and in a
-  // captured graph; a missing wait would leave stale values behind.
+  // Dependent Launch. A chain where each kernel reads what the previous one
+  // wrote and overwrites what it read (both hazards) must count exactly, in
+  // eager launches and replayed as programmatic graph edges. The kit's kernels
+  // never let their dependents start early, so this checks the launches'
+  // order, not the wait: the next test, whose primary does let them start,
+  // is the one a kernel without its wait fails (checked with such a build).
   int device = 0, major = 0;
   CUDA_OK(cudaGetDevice(&device));
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -251,8 +253,11 @@ GPU_TEST_CASE("dependent launches: a kit kernel waits even when its predecessor 
   }
   // The primary triggers its dependents at once and writes only ~200 us
   // later, so the kit kernel after it really runs early: without its
-  // griddepcontrol.wait it reads the old zeros (and writes 1, not 6). Every
-  // kind of kit kernel: element-wise, norm, rotary, attention.
+  // griddepcontrol.wait it reads the old zeros (and writes 1, not 6). A build
+  // with the wait removed fails the element-wise and norm checks every time
+  // (H200). The attention kernels' blocks did not start early in that build
+  // (large shared memory beside the primary's blocks), so their checks here
+  // guard the results, not the wait.
   constexpr int64_t n = int64_t{1} << 20;
   DeviceBuffer<bf16> a(n), one(n), out(n);
   one.upload(std::vector<bf16>(n, to_bf(1.0f)));
