@@ -1012,6 +1012,61 @@ TEST_CASE("calibration: a forward that costs by budget has its middle replays es
   CHECK(rt.stats().batches_eager_chosen == 0);
 }
 
+// One 5120-token item against budgets 1024/4096/16384 with forwards of 2 ms
+// per 1024 tokens: the cost model expects an eager run at 5120 (~10 ms plus the
+// eager overhead it measured at 1024) to beat replaying 16384 (32 ms).
+Runtime eager_choice_runtime(int64_t eager_us_per_1k) {
+  RuntimeConfig cfg = toy_config("cpu");
+  set(cfg, "hidden", "16");
+  set(cfg, "cpu_us_per_1k_tokens", "2000");
+  set(cfg, "cpu_eager_us_per_1k_tokens", std::to_string(eager_us_per_1k));
+  cfg.budgets.token_budgets = {1024, 4096, 16384};
+  cfg.budgets.max_items_per_batch = 4;
+  cfg.prefer_faster_path = true;
+  return Runtime(cfg);
+}
+
+TEST_CASE("a chosen eager run that was not faster sends later batches back to the graph") {
+  LogCapture log;
+  // Eager runs cost 6 ms more per 1024 tokens: 8 ms at 1024, where the model
+  // measures its overhead (6 ms), but 40 ms at 5120, more than the 32 ms replay.
+  Runtime rt = eager_choice_runtime(6000);
+  rt.capture();
+  std::vector<Item> items;
+  items.push_back(rt.make_item(image(14 * 64, 14 * 80, 1)));  // 5120 tokens
+  const Result first = rt.execute(items);
+  CHECK(first.rows(0) == 5120);
+  CHECK(rt.stats().batches_eager_chosen == 1);  // the estimate's choice
+  // Its timing came back: the next batch of that size replays the graph, and
+  // so does a larger one; the results are the same either way.
+  const Result second = rt.execute(items);
+  CHECK(rt.stats().batches_eager_chosen == 1);
+  CHECK(rt.stats().batches_graph == 1);
+  CHECK(first.item_as_float(0) == second.item_as_float(0));
+  CHECK_FALSE(log.find("replays such batches from now on").empty());
+  items.push_back(rt.make_item(image(14 * 64, 14 * 32, 2)));  // 2048 more
+  rt.execute(items);
+  CHECK(rt.stats().batches_eager_chosen == 1);
+  CHECK(rt.stats().batches_graph == 2);
+  // A new capture calibrates afresh: the model may choose eager again.
+  rt.capture();
+  items.pop_back();
+  rt.execute(items);
+  CHECK(rt.stats().batches_eager_chosen >= 1);
+}
+
+TEST_CASE("a chosen eager run that was faster keeps being chosen") {
+  LogCapture log;
+  Runtime rt = eager_choice_runtime(0);  // eager at 5120: ~10 ms against 32
+  rt.capture();
+  std::vector<Item> items;
+  items.push_back(rt.make_item(image(14 * 64, 14 * 80, 1)));
+  for (int i = 0; i < 3; ++i) rt.execute(items);
+  CHECK(rt.stats().batches_eager_chosen == 3);
+  CHECK(rt.stats().batches_graph == 0);
+  CHECK(log.find("replays such batches from now on").empty());
+}
+
 TEST_CASE("calibration timing: one timed run when long, else the median of 3 more") {
   // `times` are what successive runs take (ms); `runs` counts them.
   auto timer = [](std::vector<double> times, int& runs) {

@@ -70,6 +70,21 @@ class CpuBackend final : public DeviceBackend {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
+  std::unique_ptr<StreamTimer> make_timer() override {
+    class WallTimer final : public StreamTimer {
+     public:
+      void start() override { t0_ = std::chrono::steady_clock::now(); }
+      void stop() override { t1_ = std::chrono::steady_clock::now(); }
+      double elapsed_ms() override {
+        return std::chrono::duration<double, std::milli>(t1_ - t0_).count();
+      }
+
+     private:
+      std::chrono::steady_clock::time_point t0_, t1_;
+    };
+    return std::make_unique<WallTimer>();
+  }
+
  private:
   static size_t round_up(size_t n) { return ((n + 255) / 256) * 256 + (n == 0 ? 256 : 0); }
   static void copy(void* d, const void* s, size_t n) {

@@ -44,6 +44,56 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
+// StreamTimer on CUDA events. A query that fails (rather than "not ready")
+// reads as never finishing: the caller then drops the measurement.
+class EventTimer final : public StreamTimer {
+ public:
+  EventTimer(int device, cudaStream_t stream) : device_(device), stream_(stream) {
+    EG_CUDA_CHECK(cudaEventCreate(&start_));
+    if (const cudaError_t err = cudaEventCreate(&stop_); err != cudaSuccess) {
+      (void)cudaEventDestroy(start_);
+      cuda_detail::throw_cuda(err, "cudaEventCreate(&stop_)", __FILE__, __LINE__);
+    }
+  }
+  ~EventTimer() override {
+    log_if_failed(cudaEventDestroy(start_), "destroying a timing event");
+    log_if_failed(cudaEventDestroy(stop_), "destroying a timing event");
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start() override { record(start_); }
+  void stop() override { record(stop_); }
+  double elapsed_ms() override {
+    if (!recorded_) return -1.0;
+    const cudaError_t state = cudaEventQuery(stop_);
+    if (state != cudaSuccess) {
+      if (state != cudaErrorNotReady) (void)cudaGetLastError();
+      return -1.0;
+    }
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, start_, stop_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1.0;
+    }
+    return ms;
+  }
+
+ private:
+  void record(cudaEvent_t e) {
+    int previous = 0;
+    EG_CUDA_CHECK(cudaGetDevice(&previous));
+    if (previous != device_) EG_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaError_t err = cudaEventRecord(e, stream_);
+    if (previous != device_) log_if_failed(cudaSetDevice(previous), "restoring the device");
+    if (err != cudaSuccess) cuda_detail::throw_cuda(err, "cudaEventRecord", __FILE__, __LINE__);
+    recorded_ = recorded_ || e == stop_;
+  }
+  int device_;
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  bool recorded_ = false;
+};
+
 // Makes `device` current for a scope and restores the caller's device: stream
 // operations must run with their stream's device current, and results of one
 // rank are read and freed from threads that work on another.
@@ -281,6 +331,11 @@ class CudaBackend final : public DeviceBackend {
                                          ")");
     }
     return std::make_unique<CudaGraph>(graph, exec, s, device_);
+  }
+
+  std::unique_ptr<StreamTimer> make_timer() override {
+    const DeviceScope scope(device_);
+    return std::make_unique<EventTimer>(device_, stream_->get());
   }
 
   double time_ms(const std::function<void()>& enqueue) override {

@@ -18,6 +18,17 @@ class RecordedGraph {
   virtual void replay() = 0;
 };
 
+// A stopwatch over work on a backend's stream that never blocks: start() and
+// stop() mark the stream around the work; elapsed_ms() is the device time
+// between the marks once the work has finished, negative while it has not.
+class StreamTimer {
+ public:
+  virtual ~StreamTimer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double elapsed_ms() = 0;
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -66,6 +77,10 @@ class DeviceBackend {
   // Milliseconds the device spends on the work `enqueue` puts on stream()
   // (device events on CUDA, the wall clock on the CPU). Synchronises.
   virtual double time_ms(const std::function<void()>& enqueue) = 0;
+
+  // A StreamTimer on stream() (device events on CUDA, the wall clock on the
+  // CPU, whose work runs on the calling thread).
+  virtual std::unique_ptr<StreamTimer> make_timer() = 0;
 };
 
 std::shared_ptr<DeviceBackend> make_cpu_backend();

@@ -179,6 +179,9 @@ struct Config {
   int64_t max_frames_per_video = 8;
   int64_t extra_kernels = 0;         // tiny launches per forward (launch-overhead benchmark)
   int64_t cpu_us_per_1k_tokens = 0;  // CPU: a forward also sleeps this per 1024 budget tokens
+  // CPU: an eager forward (forward_eager) sleeps this much more per 1024
+  // tokens: eager costing more than replays of other budgets suggest.
+  int64_t cpu_eager_us_per_1k_tokens = 0;
   bool check_padding = true;         // CPU: verify padded rows before computing
   bool pooled = true;                // declare output "pooled" (off: one output, as a 1.0 model)
   float bias = 0.5f;
@@ -246,6 +249,8 @@ Config parse_config(const eg_create_params* p) {
       c.extra_kernels = parse_int(k, v);
     else if (key == "cpu_us_per_1k_tokens")
       c.cpu_us_per_1k_tokens = parse_int(k, v);
+    else if (key == "cpu_eager_us_per_1k_tokens")
+      c.cpu_eager_us_per_1k_tokens = parse_int(k, v);
     else if (key == "check_padding")
       c.check_padding = parse_bool(k, v);
     else if (key == "pooled")
@@ -260,7 +265,7 @@ Config parse_config(const eg_create_params* p) {
                "' for plugin " TOY_NAME
                " (known: hidden, patch, min_budget, max_budget, local_min_tokens, "
                "local_min_budget, max_frames_per_video, extra_kernels, cpu_us_per_1k_tokens, "
-               "check_padding, pooled, bias, capture_axis_keys" +
+               "cpu_eager_us_per_1k_tokens, check_padding, pooled, bias, capture_axis_keys" +
                std::string(Extension::kKeys) + ")");
   }
   require_in_range("hidden", c.hidden, 1, 65536);
@@ -273,6 +278,7 @@ Config parse_config(const eg_create_params* p) {
   require_in_range("max_frames_per_video", c.max_frames_per_video, 0, 65536);
   require_in_range("extra_kernels", c.extra_kernels, 0, int64_t{1} << 20);
   require_in_range("cpu_us_per_1k_tokens", c.cpu_us_per_1k_tokens, 0, 1000000);
+  require_in_range("cpu_eager_us_per_1k_tokens", c.cpu_eager_us_per_1k_tokens, 0, 1000000);
   for (int64_t key : c.axis_keys) require_in_range("capture_axis_keys", key, 1, 65536);
   return c;
 }
@@ -884,6 +890,19 @@ eg_status toy_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
   });
 }
 
+// Eager runs (the exact batch size, outside any graph): the same forward, and
+// on the CPU the extra cost cpu_eager_us_per_1k_tokens asks for.
+eg_status toy_forward_eager(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  const eg_status st = toy_forward(i, a, err);
+  if (st != EG_OK) return st;
+  return guarded(err, [&] {
+    const Instance& in = self(i);
+    if (in.device == EG_DEVICE_CPU && in.cfg.cpu_eager_us_per_1k_tokens > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(in.cfg.cpu_eager_us_per_1k_tokens *
+                                                            a->shape.token_budget / 1024));
+  });
+}
+
 #ifdef TOY_DUAL_PATH
 // Item k's "rows": the global row k, then its local rows (if it used the local path).
 void copy_primary(const Instance& in, const eg_tensor& global, const eg_tensor& local,
@@ -963,7 +982,7 @@ const eg_plugin_api kApi = {
     /* .prepare_replay_buffers = */ toy_prepare_replay_buffers,
     /* .pad_buffer = */ toy_pad_buffer,
     /* .forward = */ toy_forward,
-    /* .forward_eager = */ nullptr,
+    /* .forward_eager = */ toy_forward_eager,
 #ifdef TOY_DUAL_PATH
     /* .postprocess = */ toy_postprocess,
 #else

@@ -11,8 +11,9 @@ BatchExecutor::BatchExecutor(std::shared_ptr<DeviceBackend> backend, const Plugi
 bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
                                  const std::vector<int64_t>& axis_keys, ExecuteMode mode,
                                  bool too_many_frames, CapturedGraph*& graph,
-                                 EagerReason& reason) const {
+                                 CapturedGraph*& skipped, EagerReason& reason) const {
   graph = nullptr;
+  skipped = nullptr;
   if (mode == ExecuteMode::Eager || !config_.use_graphs || !parts_.cache.captured()) {
     reason = EagerReason::GraphsOff;
     return false;
@@ -33,6 +34,7 @@ bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
   }
   if (config_.prefer_faster_path &&
       parts_.cost.eager_expected_faster(parts_.cache, *graph, batch.path_tokens[path])) {
+    skipped = graph;
     graph = nullptr;
     reason = EagerReason::ChosenFaster;
     return false;
@@ -40,7 +42,29 @@ bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
   return true;
 }
 
+void BatchExecutor::collect_eager_feedback() {
+  for (size_t i = 0; i < eager_checks_.size();) {
+    EagerCheck& check = eager_checks_[i];
+    const double ms = check.timer->elapsed_ms();
+    if (ms < 0.0) {  // still running
+      ++i;
+      continue;
+    }
+    // The graph may be gone (a new capture): then the check is moot.
+    if (CapturedGraph* graph = parts_.cache.find(check.skipped))
+      if (eager_choice_withdrawn(*graph, check.tokens, ms))
+        spdlog::info(
+            "'{}': an eager run of {} {} on path '{}' took {:.2f} ms; the graph of {} {} it was "
+            "chosen over replays in {:.2f} ms: that graph replays such batches from now on",
+            plugin_.name(), check.tokens, parts_.plan.path_unit(check.skipped.path),
+            parts_.plan.path_name(check.skipped.path), ms, check.skipped.budget,
+            parts_.plan.path_unit(check.skipped.path), graph->replay_ms);
+    eager_checks_.erase(eager_checks_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
 Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode mode) {
+  collect_eager_feedback();
   const eg_model_info& info = plugin_.info();
   const std::vector<OutputSpec>& specs = plugin_.outputs();
   const size_t n = items.size();
@@ -129,8 +153,10 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       run.tokens = batch.path_tokens[p];
       path_outputs[p] = nullptr;
       if (run.tokens == 0) continue;
+      collect_eager_feedback();  // an earlier batch's chosen eager run may have finished
       CapturedGraph* graph = nullptr;
-      if (choose_graph(p, batch, axis_keys, mode, too_many_frames, graph, run.reason)) {
+      CapturedGraph* skipped = nullptr;
+      if (choose_graph(p, batch, axis_keys, mode, too_many_frames, graph, skipped, run.reason)) {
         parts_.cache.replay(*graph, batch_items);
         path_outputs[p] = &graph->outputs;
         run.replayed = true;
@@ -143,7 +169,18 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
                       eager_reason_name(run.reason));
       const eg_graph_shape shape =
           parts_.plan.shape(p, run.tokens, axis_keys, too_many_frames ? batch.frames : 0);
-      path_outputs[p] = &parts_.eager.run(shape, batch_items);
+      if (skipped == nullptr) {
+        path_outputs[p] = &parts_.eager.run(shape, batch_items);
+        continue;
+      }
+      // A choice of the cost model: time it, and let the next batches know
+      // when it was wrong.
+      EagerCheck check{GraphKey{p, *batch.path_budget[p], axis_keys}, run.tokens,
+                       backend_->make_timer()};
+      path_outputs[p] = &parts_.eager.run(shape, batch_items, check.timer.get());
+      // Bounded: a timer whose events never complete must not pile up.
+      if (eager_checks_.size() >= kMaxEagerChecks) eager_checks_.erase(eager_checks_.begin());
+      eager_checks_.push_back(std::move(check));
     }
     parts_.postprocess.write(path_outputs, batch_items, dst, batch_rows);
     parts_.stats.record_batch(runs, batch_tokens);

@@ -42,14 +42,27 @@ class BatchExecutor {
  private:
   // Whether path `path` of `batch` replays a graph (then `graph` is it);
   // otherwise `reason` says why it runs eagerly.
+  // When the cost model chose eager, `skipped` is the graph it chose against.
   bool choose_graph(int32_t path, const PackedBatch& batch, const std::vector<int64_t>& axis_keys,
                     ExecuteMode mode, bool too_many_frames, CapturedGraph*& graph,
-                    EagerReason& reason) const;
+                    CapturedGraph*& skipped, EagerReason& reason) const;
+  // Feeds finished timings of chosen eager runs back into their graphs
+  // (eager_choice_withdrawn); never waits for the device.
+  void collect_eager_feedback();
+
+  // An eager run the cost model chose, timed on the device.
+  struct EagerCheck {
+    GraphKey skipped;
+    int64_t tokens = 0;
+    std::unique_ptr<StreamTimer> timer;
+  };
 
   std::shared_ptr<DeviceBackend> backend_;
   const PluginInstance& plugin_;
   const RuntimeConfig& config_;
   Parts parts_;
+  static constexpr size_t kMaxEagerChecks = 64;
+  std::vector<EagerCheck> eager_checks_;
 };
 
 }  // namespace encgraph

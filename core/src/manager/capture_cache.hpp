@@ -14,6 +14,7 @@
 #include <encgraph/runtime_config.hpp>
 #include <encgraph/stats.hpp>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -29,6 +30,10 @@ struct CapturedGraph {
   std::unique_ptr<RecordedGraph> graph;
   double replay_ms = 0.0;  // measured after capture, or estimated from warmup_ms (the cost model)
   double warmup_ms = 0.0;  // the warm-up forward before capture, timed on the device
+  // Eager runs of this many tokens or more are not chosen over this graph: one
+  // that was, by the cost model's estimate, took longer than the replay
+  // (BatchExecutor's feedback; reset by the next calibration).
+  int64_t eager_not_faster_from = std::numeric_limits<int64_t>::max();
 };
 
 class CaptureCache {

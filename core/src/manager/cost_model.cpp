@@ -1,6 +1,7 @@
 #include "cost_model.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -101,6 +102,8 @@ void CostModel::calibrate(CaptureCache& cache) {
       }
     }
   }
+  for (auto& [key, g] : cache.graphs())  // fresh timings: earlier feedback no longer applies
+    g.eager_not_faster_from = std::numeric_limits<int64_t>::max();
   // Eager costs the same kernels plus launch gaps: time the forward called
   // directly on the smallest graph's own buffers.
   for (auto& [key, g] : cache.graphs()) {
@@ -121,7 +124,7 @@ void CostModel::calibrate(CaptureCache& cache) {
 
 bool CostModel::eager_expected_faster(const CaptureCache& cache, const CapturedGraph& graph,
                                       int64_t tokens) const {
-  if (!calibrated()) return false;
+  if (!calibrated() || tokens >= graph.eager_not_faster_from) return false;
   // Replay times of this path's graphs with the same axis keys, by budget.
   std::vector<std::pair<int64_t, double>> times;
   for (const auto& [key, g] : cache.graphs())
@@ -146,6 +149,12 @@ bool CostModel::eager_expected_faster(const CaptureCache& cache, const CapturedG
   // graph; batches of small images (launch-bound) stay on graphs because the
   // measured eager overhead is part of the estimate.
   return estimate < 0.9 * graph.replay_ms;
+}
+
+bool eager_choice_withdrawn(CapturedGraph& graph, int64_t tokens, double eager_ms) {
+  if (!(eager_ms >= graph.replay_ms)) return false;  // faster as expected (or no figure)
+  graph.eager_not_faster_from = std::min(graph.eager_not_faster_from, tokens);
+  return true;
 }
 
 }  // namespace encgraph

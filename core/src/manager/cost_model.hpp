@@ -41,6 +41,15 @@ std::vector<double> replay_estimates_from_warmups(const std::vector<int64_t>& bu
                                                   const std::vector<double>& warmup_ms,
                                                   double first_replay_ms, double last_replay_ms);
 
+// Feedback on a choice eager_expected_faster made: an eager run of `tokens`
+// instead of replaying `graph` took `eager_ms` on the device. When that is no
+// faster than the replay, eager runs of `tokens` or more are not chosen over
+// this graph again (larger batches cost more eagerly, the replay the same);
+// returns whether it withdrew the choice. The estimate behind the choice
+// interpolates replays of other budgets, while an eager run at an odd size can
+// cost more than that (a product at a row count no graph tuned).
+bool eager_choice_withdrawn(CapturedGraph& graph, int64_t tokens, double eager_ms);
+
 class CostModel {
  public:
   CostModel(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin);

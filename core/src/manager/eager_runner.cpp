@@ -22,7 +22,8 @@ EagerRunner::~EagerRunner() {
 }
 
 const std::vector<eg_tensor>& EagerRunner::run(const eg_graph_shape& shape,
-                                               const std::vector<const eg_item*>& items) {
+                                               const std::vector<const eg_item*>& items,
+                                               StreamTimer* timer) {
   Scratch& scratch = scratch_.at(shape.path);
   BufferBlock block = geometry_.buffers(shape);
   std::vector<eg_tensor> outputs = geometry_.outputs(shape);
@@ -71,8 +72,10 @@ const std::vector<eg_tensor>& EagerRunner::run(const eg_graph_shape& shape,
   args.outputs = scratch.outputs.data();
   args.num_outputs = static_cast<int32_t>(scratch.outputs.size());
   auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
+  if (timer) timer->start();
   plugin_.call("eager forward", &shape,
                [&](eg_error* e) { return fn(plugin_.handle(), &args, e); });
+  if (timer) timer->stop();
   return scratch.outputs;
 }
 

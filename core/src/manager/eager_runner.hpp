@@ -24,9 +24,11 @@ class EagerRunner {
   EagerRunner& operator=(const EagerRunner&) = delete;
 
   // Runs path shape.path for `items`; returns its outputs (one per named
-  // output), valid until the next run of the same path.
+  // output), valid until the next run of the same path. `timer`, when given,
+  // is started and stopped around the forward itself.
   const std::vector<eg_tensor>& run(const eg_graph_shape& shape,
-                                    const std::vector<const eg_item*>& items);
+                                    const std::vector<const eg_item*>& items,
+                                    StreamTimer* timer = nullptr);
 
  private:
   struct Scratch {
