@@ -174,10 +174,15 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
         continue;
       }
       // A choice of the cost model: time it, and let the next batches know
-      // when it was wrong.
-      EagerCheck check{GraphKey{p, *batch.path_budget[p], axis_keys}, run.tokens,
-                       backend_->make_timer()};
+      // when it was wrong. No timer (events exhausted): the run goes untimed.
+      EagerCheck check{GraphKey{p, *batch.path_budget[p], axis_keys}, run.tokens, nullptr};
+      try {
+        check.timer = backend_->make_timer();
+      } catch (const std::exception& e) {
+        spdlog::debug("'{}': an eager run goes untimed: {}", plugin_.name(), e.what());
+      }
       path_outputs[p] = &parts_.eager.run(shape, batch_items, check.timer.get());
+      if (!check.timer) continue;
       // Bounded: a timer whose events never complete must not pile up.
       if (eager_checks_.size() >= kMaxEagerChecks) eager_checks_.erase(eager_checks_.begin());
       eager_checks_.push_back(std::move(check));
