@@ -3,6 +3,7 @@
 #include <encgraph/error.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -73,14 +74,22 @@ class CpuBackend final : public DeviceBackend {
   std::unique_ptr<StreamTimer> make_timer() override {
     class WallTimer final : public StreamTimer {
      public:
-      void start() override { t0_ = std::chrono::steady_clock::now(); }
-      void stop() override { t1_ = std::chrono::steady_clock::now(); }
+      void start() override {
+        t0_ = std::chrono::steady_clock::now();
+        started_ = true;
+      }
+      void stop() override {
+        t1_ = std::chrono::steady_clock::now();
+        stopped_ = true;
+      }
       double elapsed_ms() override {
+        if (!started_ || !stopped_) return std::nan("");
         return std::chrono::duration<double, std::milli>(t1_ - t0_).count();
       }
 
      private:
       std::chrono::steady_clock::time_point t0_, t1_;
+      bool started_ = false, stopped_ = false;
     };
     return std::make_unique<WallTimer>();
   }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 
 namespace encgraph {
 namespace {
@@ -44,8 +45,8 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
-// StreamTimer on CUDA events. A query that fails (rather than "not ready")
-// reads as never finishing: the caller then drops the measurement.
+// StreamTimer on CUDA events. A record or query that fails (rather than "not
+// ready") makes the timing NaN: the caller drops it.
 class EventTimer final : public StreamTimer {
  public:
   EventTimer(int device, cudaStream_t stream) : device_(device), stream_(stream) {
@@ -64,16 +65,15 @@ class EventTimer final : public StreamTimer {
   void start() override { record(start_); }
   void stop() override { record(stop_); }
   double elapsed_ms() override {
-    if (!recorded_) return -1.0;
+    if (failed_ || !started_) return std::nan("");
+    if (!stopped_) return -1.0;
     const cudaError_t state = cudaEventQuery(stop_);
-    if (state != cudaSuccess) {
-      if (state != cudaErrorNotReady) (void)cudaGetLastError();
-      return -1.0;
-    }
+    if (state == cudaErrorNotReady) return -1.0;
     float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, start_, stop_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return -1.0;
+    if (state != cudaSuccess || cudaEventElapsedTime(&ms, start_, stop_) != cudaSuccess) {
+      (void)cudaGetLastError();  // this timer's own error, consumed here
+      failed_ = true;
+      return std::nan("");
     }
     return ms;
   }
@@ -81,17 +81,24 @@ class EventTimer final : public StreamTimer {
  private:
   void record(cudaEvent_t e) {
     int previous = 0;
-    EG_CUDA_CHECK(cudaGetDevice(&previous));
-    if (previous != device_) EG_CUDA_CHECK(cudaSetDevice(device_));
-    const cudaError_t err = cudaEventRecord(e, stream_);
+    if (failed_ || cudaGetDevice(&previous) != cudaSuccess) {
+      failed_ = true;
+      return;
+    }
+    bool ok = previous == device_ || cudaSetDevice(device_) == cudaSuccess;
+    ok = ok && cudaEventRecord(e, stream_) == cudaSuccess;
     if (previous != device_) log_if_failed(cudaSetDevice(previous), "restoring the device");
-    if (err != cudaSuccess) cuda_detail::throw_cuda(err, "cudaEventRecord", __FILE__, __LINE__);
-    recorded_ = recorded_ || e == stop_;
+    if (!ok) {
+      (void)cudaGetLastError();
+      failed_ = true;
+      return;
+    }
+    (e == stop_ ? stopped_ : started_) = true;
   }
   int device_;
   cudaStream_t stream_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  bool recorded_ = false;
+  bool started_ = false, stopped_ = false, failed_ = false;
 };
 
 // Makes `device` current for a scope and restores the caller's device: stream

@@ -20,7 +20,8 @@ class RecordedGraph {
 
 // A stopwatch over work on a backend's stream that never blocks: start() and
 // stop() mark the stream around the work; elapsed_ms() is the device time
-// between the marks once the work has finished, negative while it has not.
+// between the marks once the work has finished, negative while it has not,
+// NaN when the timing failed (it never throws: a timing is not worth a batch).
 class StreamTimer {
  public:
   virtual ~StreamTimer() = default;

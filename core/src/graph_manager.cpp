@@ -63,6 +63,7 @@ void GraphManager::capture() {
   };
   const auto start = Clock::now();
   cost_.reset();
+  executor_.forget_eager_checks();  // they judged the graphs being replaced
   stats_.on_clear();
   // Host wall clock per phase; no synchronisation is added for the sake of
   // timing (see CapturePhases for what each phase includes).
@@ -98,6 +99,7 @@ void GraphManager::capture() {
 void GraphManager::clear() {
   cache_.clear();
   cost_.reset();
+  executor_.forget_eager_checks();
   stats_.on_clear();
 }
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 namespace encgraph {
 
 BatchExecutor::BatchExecutor(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin,
@@ -50,8 +52,10 @@ void BatchExecutor::collect_eager_feedback() {
       ++i;
       continue;
     }
-    // The graph may be gone (a new capture): then the check is moot.
-    if (CapturedGraph* graph = parts_.cache.find(check.skipped))
+    // NaN: the timing failed. A missing graph: cleared since (a new capture
+    // forgets its checks first, see forget_eager_checks).
+    CapturedGraph* graph = std::isnan(ms) ? nullptr : parts_.cache.find(check.skipped);
+    if (graph != nullptr)
       if (eager_choice_withdrawn(*graph, check.tokens, ms))
         spdlog::info(
             "'{}': an eager run of {} {} on path '{}' took {:.2f} ms; the graph of {} {} it was "

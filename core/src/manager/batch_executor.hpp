@@ -38,6 +38,9 @@ class BatchExecutor {
                 const RuntimeConfig& config, Parts parts);
 
   Result execute(const std::vector<const Item*>& items, ExecuteMode mode);
+  // Drops the timings of chosen eager runs not yet fed back: a new capture or
+  // a clear() makes them about graphs that are gone.
+  void forget_eager_checks() { eager_checks_.clear(); }
 
  private:
   // Whether path `path` of `batch` replays a graph (then `graph` is it);
