@@ -22,6 +22,7 @@
 #include <encoder_kit/cuda/ptx.cuh>
 
 #include "launch.cuh"
+#include "rotary.cuh"
 #include "smem_opt_in.hpp"
 
 #include <cuda_bf16.h>
@@ -61,7 +62,7 @@ struct RotaryTable {
 };
 
 // Four rotary pairs (lo[k], lo[k + half]) of a shared row, in place, as
-// rotary_bf16 computes them: fp32, rounded to bf16.
+// rotary_bf16 computes them (rotary.cuh): fp32, rounded to bf16.
 __device__ __forceinline__ void rotate4(bf16* lo, int half, float4 cs, float4 sn) {
   bf16* hi = lo + half;
   const uint2 lo_raw = *reinterpret_cast<const uint2*>(lo);
@@ -74,9 +75,10 @@ __device__ __forceinline__ void rotate4(bf16* lo, int half, float4 cs, float4 sn
   bf16* o2 = reinterpret_cast<bf16*>(&o2_raw);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const float a = __bfloat162float(x1[k]), b = __bfloat162float(x2[k]);
-    o1[k] = __float2bfloat16(a * c4[k] - b * s4[k]);
-    o2[k] = __float2bfloat16(b * c4[k] + a * s4[k]);
+    float r1, r2;
+    detail::rotate_pair(__bfloat162float(x1[k]), __bfloat162float(x2[k]), c4[k], s4[k], r1, r2);
+    o1[k] = __float2bfloat16(r1);
+    o2[k] = __float2bfloat16(r2);
   }
   *reinterpret_cast<uint2*>(lo) = o1_raw;
   *reinterpret_cast<uint2*>(hi) = o2_raw;

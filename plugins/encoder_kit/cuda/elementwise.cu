@@ -5,6 +5,7 @@
 #include <encoder_kit/cuda/kernels.hpp>
 
 #include "launch.cuh"
+#include "rotary.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -335,11 +336,7 @@ __global__ void rotary_kernel(bf16* __restrict__ qkv, int64_t tokens, int heads,
     load<V>(p, x1);
     load<V>(p + half, x2);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float ck = c[k], sk = s[k];
-      o1[k] = x1[k] * ck - x2[k] * sk;
-      o2[k] = x2[k] * ck + x1[k] * sk;
-    }
+    for (int k = 0; k < V; ++k) detail::rotate_pair(x1[k], x2[k], c[k], s[k], o1[k], o2[k]);
     store<V>(p, o1);
     store<V>(p + half, o2);
   }

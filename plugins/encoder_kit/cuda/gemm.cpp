@@ -146,13 +146,13 @@ struct GemmPlan::Impl {
            ",align=16" + (split_k_search(m) ? ",search=splitk" : "");
   }
 
-  // The cached choice for m when cuBLASLt still accepts it for this problem.
-  bool cached_choice(int64_t m, size_t workspace_bytes, Choice& out) const {
-    const std::optional<std::string> text = tuning->find(problem_key(m, workspace_bytes));
-    if (!text) return false;
+  // An encoded choice (the cache's form) for m, when it decodes, fits
+  // workspace_bytes and cuBLASLt still accepts it for this problem.
+  bool checked_choice(int64_t m, const std::string& text, size_t workspace_bytes,
+                      Choice& out) const {
     cublasLtMatmulAlgo_t algo{};
     size_t ws = 0;
-    if (!decode_choice(*text, algo, ws) || ws > workspace_bytes) return false;
+    if (!decode_choice(text, algo, ws) || ws > workspace_bytes) return false;
     Problem p;
     if (build(p, m, nullptr) != 0) return false;
     cublasLtMatmulHeuristicResult_t result{};
@@ -162,6 +162,12 @@ struct GemmPlan::Impl {
       return false;
     out = Choice{m, algo, std::max(ws, result.workspaceSize)};
     return true;
+  }
+
+  // The cached choice for m when cuBLASLt still accepts it for this problem.
+  bool cached_choice(int64_t m, size_t workspace_bytes, Choice& out) const {
+    const std::optional<std::string> text = tuning->find(problem_key(m, workspace_bytes));
+    return text && checked_choice(m, *text, workspace_bytes, out);
   }
 
   ~Impl() {
@@ -197,9 +203,10 @@ struct GemmPlan::Impl {
   }
 
   // cuBLASLt's proposals for m, best first; with split_k, also split-K forms
-  // of the first few (appended, so the heuristic's first stays first).
+  // of the first few (appended, so the heuristic's first stays first;
+  // `proposals`, when given, receives how many came from the heuristic).
   int candidates(int64_t m, int wanted, std::vector<cublasLtMatmulHeuristicResult_t>& out,
-                 bool split_k = false) const {
+                 bool split_k = false, size_t* proposals = nullptr) const {
     Problem p;
     if (const int rc = build(p, m, nullptr)) return rc;
     out.assign(static_cast<size_t>(wanted), cublasLtMatmulHeuristicResult_t{});
@@ -208,6 +215,7 @@ struct GemmPlan::Impl {
         query_handle, p.desc(), p.w(), p.a(), p.c(), p.c(), pref, wanted, out.data(), &found));
     out.resize(static_cast<size_t>(found));
     ENCODER_KIT_REQUIRE(found > 0);  // no algorithm for this shape / alignment
+    if (proposals != nullptr) *proposals = out.size();
     if (split_k) add_split_k_forms(p, out);
     return 0;
   }
@@ -357,13 +365,12 @@ std::string GemmPlan::choice_for(int64_t m) const {
 int GemmPlan::candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded,
                              int* split_k_forms) const {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && m > 0 && m <= impl_->m_max && max_candidates > 0);
-  std::vector<cublasLtMatmulHeuristicResult_t> found, proposals;
-  if (const int rc = impl_->candidates(m, max_candidates, found, Impl::split_k_search(m)))
+  std::vector<cublasLtMatmulHeuristicResult_t> found;
+  size_t proposals = 0;
+  if (const int rc =
+          impl_->candidates(m, max_candidates, found, Impl::split_k_search(m), &proposals))
     return rc;
-  if (split_k_forms != nullptr) {
-    if (const int rc = impl_->candidates(m, max_candidates, proposals, false)) return rc;
-    *split_k_forms = static_cast<int>(found.size() - proposals.size());
-  }
+  if (split_k_forms != nullptr) *split_k_forms = static_cast<int>(found.size() - proposals);
   encoded.clear();
   for (const auto& r : found) encoded.push_back(encode_choice(r.algo, r.workspaceSize));
   return 0;
@@ -371,15 +378,10 @@ int GemmPlan::candidates_for(int64_t m, int max_candidates, std::vector<std::str
 
 int GemmPlan::use_choice(int64_t m, const std::string& encoded) {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && m > 0 && m <= impl_->m_max);
-  cublasLtMatmulAlgo_t algo{};
-  size_t ws = 0;
-  ENCODER_KIT_REQUIRE(decode_choice(encoded, algo, ws));
-  Problem p;
-  if (const int rc = impl_->build(p, m, nullptr)) return rc;
-  cublasLtMatmulHeuristicResult_t result{};
-  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulAlgoCheck(impl_->query_handle, p.desc(), p.w(), p.a(), p.c(),
-                                                 p.c(), &algo, &result));
-  impl_->remember(Choice{m, algo, std::max(ws, result.workspaceSize)});
+  Choice choice{};
+  // Not decodable, over run()'s workspace, or refused by cuBLASLt.
+  ENCODER_KIT_REQUIRE(impl_->checked_choice(m, encoded, workspace_bytes(), choice));
+  impl_->remember(choice);
   return 0;
 }
 
