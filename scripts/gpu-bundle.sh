@@ -42,9 +42,13 @@ video=${ENCGRAPH_BUNDLE_VIDEO:-0}
 # behind (it runs on the CPU).
 bin_dirs=("$build/bench")
 [[ $video == 1 ]] || bin_dirs+=("$build/tests")
+# Of the tests, only the GPU suites travel (gpu-run-all.sh runs test_*gpu* and
+# test_*cuda*; the CPU suites run in CI): all of them would not fit in 64 MiB.
 find "${bin_dirs[@]}" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
   while read -r f; do
-    case $(basename "$f") in test_host_video_file | test_host_mpirun) continue ;; esac
+    name=$(basename "$f")
+    case $name in test_host_video_file | test_host_mpirun) continue ;; esac
+    case $name in test_*) [[ $name == *gpu* || $name == *cuda* ]] || continue ;; esac
     if head -c 4 "$f" | grep -q ELF; then cp "$f" "$bundle/bin/"; fi
   done
 # FFmpeg's libraries, dlopen'ed by encgraph (so ldd does not list them).
@@ -75,6 +79,16 @@ min_size=+4M
 [[ $video == 1 ]] && min_size=+256k
 find "$bundle/lib" -type f -size "$min_size" ! -name '*.xz' | while read -r f; do
   xz -T0 -6 "$f"  # writes f.xz, removes f
+done
+# Executables and plugins over 4 MiB (every kernel variant, for each GPU
+# architecture) travel xz-compressed too, under packed/ so that the plugin
+# folder holds nothing but plugins; gpu-unpack.sh puts them back.
+for dir in bin plugins; do
+  find "$bundle/$dir" -maxdepth 1 -type f -size +4M | while read -r f; do
+    mkdir -p "$bundle/packed/$dir"
+    xz -T0 -6 -c "$f" >"$bundle/packed/$dir/$(basename "$f").xz"
+    rm "$f"
+  done
 done
 # Python helpers for reference checks travel with the tree (scripts/gpu/).
 du -sh "$bundle"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# On the GPU machine: restores the libraries gpu-bundle.sh compressed (*.xz in
-# the bundle's lib/), with xz or, where it is missing, Python's lzma. Idempotent.
+# On the GPU machine: restores what gpu-bundle.sh compressed (libraries as
+# lib/*.xz, executables and plugins as packed/{bin,plugins}/*.xz), with xz or,
+# where it is missing, Python's lzma. Idempotent.
 #   bash scripts/gpu-unpack.sh [bundle dir]   (default: $ENCGRAPH_BUNDLE_DIR or gpu-bundle)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}}
 shopt -s nullglob
-for f in "$bundle"/lib/*.xz; do
-  out=${f%.xz}
-  [[ -f $out && $out -nt $f ]] && continue
+unpack() {  # unpack FILE.xz DESTINATION
+  local f=$1 out=$2
+  [[ -f $out && $out -nt $f ]] && return 0
   if command -v xz >/dev/null 2>&1; then
     xz -dkc "$f" >"$out.tmp"
   else
@@ -17,4 +18,14 @@ with lzma.open(sys.argv[1]) as src, open(sys.argv[2], "wb") as dst:
     shutil.copyfileobj(src, dst)' "$f" "$out.tmp"
   fi
   mv "$out.tmp" "$out"
+}
+for f in "$bundle"/lib/*.xz; do
+  unpack "$f" "${f%.xz}"
+done
+for dir in bin plugins; do
+  for f in "$bundle/packed/$dir"/*.xz; do
+    name=$(basename "$f" .xz)
+    unpack "$f" "$bundle/$dir/$name"
+    chmod +x "$bundle/$dir/$name"
+  done
 done

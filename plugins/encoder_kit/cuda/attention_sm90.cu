@@ -10,21 +10,15 @@
 //  - tiles arrive by cp.async, double-buffered, K and V in separate groups;
 //    the next tile's copies are issued while the current products run.
 //
-// Shared memory holds every tile as 8x8 "core matrices" (8 rows of 16 bytes,
-// 128 contiguous bytes), the layout wgmma reads without swizzling: element
-// (r, c) of a tile with kDPad columns sits at byte
-//   (r / 8) * kGroupBytes + (c / 8) * 128 + (r % 8) * 16 + (c % 8) * 2,
-// kGroupBytes = 16 * kDPad. Q and K are K-major operands (leading byte offset
-// 128: the next 8 columns; stride byte offset kGroupBytes: the next 8 rows);
-// V, whose rows are keys, is the N-major B operand of P V (leading byte offset
-// kGroupBytes: the next 8 keys; stride byte offset 128: the next 8 columns).
+// Tile layout and the shared steps: attention_sm90_common.cuh.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>
 
+#include "attention_sm90_common.cuh"
+#include "attention_sm90_ws.hpp"
 #include "launch.cuh"
 #include "smem_opt_in.hpp"
-#include "wgmma.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -34,78 +28,11 @@
 #include <type_traits>
 #include <vector>
 
-// wgmma exists only in the arch-specific sm_90a target; everything else gets
-// a kernel that traps (never launched: supported() checks the device first).
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ENCODER_KIT_HAS_WGMMA 1
-#else
-#define ENCODER_KIT_HAS_WGMMA 0
-#endif
-
 namespace encoder_kit::cuda {
 namespace {
 
 using namespace ptx;
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving reads or writes of accumulators across the
-// asynchronous wgmma that owns them.
-template <int N>
-__device__ __forceinline__ void fence_registers(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_registers(uint32_t (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-}
-// cp.async writes go through the generic proxy, wgmma reads through the async
-// one: each thread fences its own writes before the barrier that publishes them.
-__device__ __forceinline__ void fence_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-// Shared-memory matrix descriptor, no swizzle: start address, leading and
-// stride byte offsets, each in 16-byte units.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) |
-         (static_cast<uint64_t>((lbo & 0x3FFFFu) >> 4) << 16) |
-         (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32);
-}
-
-template <int kBlockN>
-__device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, uint64_t db,
-                                        int accumulate) {
-  if constexpr (kBlockN == 64)
-    wgmma_m64n64k16_ss(s, da, db, accumulate);
-  else
-    wgmma_m64n128k16_ss(s, da, db, accumulate);
-}
-
-template <int kDPad>
-__device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&a)[4],
-                                        uint64_t db) {
-  if constexpr (kDPad == 64)
-    wgmma_m64n64k16_rs(o, a, db);
-  else if constexpr (kDPad == 80)
-    wgmma_m64n80k16_rs(o, a, db);
-  else if constexpr (kDPad == 96)
-    wgmma_m64n96k16_rs(o, a, db);
-  else
-    wgmma_m64n128k16_rs(o, a, db);
-}
+using namespace sm90;
 
 template <int kDPad, int kBlockN, int kWarpgroups>
 constexpr size_t smem_bytes() {
@@ -140,7 +67,6 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
   constexpr int kChunks = kDPad / 8;  // 16-byte chunks (core-matrix columns) per row
   constexpr uint32_t kGroupBytes = 16 * kDPad;
   constexpr int kKSteps = kDPad / 16;
-  constexpr int kNTiles = kBlockN / 8;
   constexpr int kPSteps = kBlockN / 16;
 
   const int seq = static_cast<int>(blockIdx.x) / m_blocks;
@@ -192,14 +118,6 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
 
   // S = Q K^T of tile `it` (64 rows of this warpgroup x kBlockN keys), issued.
-  // Registers a wgmma reads or accumulates into must be final before the
-  // wgmma.fence that precedes it (PTX: no register writes between the fence
-  // and the wgmma): the accumulators are zeroed and fenced first.
-  auto zeroed_for_qk = [](float(&s)[kBlockN / 2]) {
-#pragma unroll
-    for (int i = 0; i < kBlockN / 2; ++i) s[i] = 0.0f;
-    fence_registers(s);
-  };
   auto issue_qk = [&](float(&s)[kBlockN / 2], int it) {
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk)
@@ -211,76 +129,6 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk)
       pv_step<kDPad>(o, p[kk], smem_desc(v_tile(it) + kk * 2 * kGroupBytes, kGroupBytes, 128));
-  };
-  // Online softmax of tile `it` in the log2 domain: scales and masks s, moves
-  // the running max, rounds the probabilities into P's A fragments and
-  // returns the factor O (and the sums, done here) must be rescaled by. Every
-  // tile holds at least one real key, so the new maximum is finite.
-  auto softmax = [&](float(&s)[kBlockN / 2], int it, uint32_t(&p)[kPSteps][4], float(&alpha)[2]) {
-    // Keys past the end exist only in the last tile; the running max is kept
-    // scaled (log2 domain) and the raw maximum scaled once, so each
-    // probability costs one FFMA and one ex2.
-    if ((it + 1) * kBlockN > len) {
-      const int key0 = it * kBlockN + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (key0 + j * 8 + (e & 1) >= len) s[4 * j + e] = -INFINITY;
-    }
-    // Four independent chains a row (columns 2t and 2t+1 of even and odd n8
-    // tiles): with four warps a scheduler, a 16-long chain of dependent
-    // instructions stalls the warp.
-    float part_max[2][4];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) part_max[r][q] = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float& m = part_max[e >> 1][(j & 1) * 2 + (e & 1)];
-        m = fmaxf(m, s[4 * j + e]);
-      }
-    float tile_max[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      tile_max[r] =
-          fmaxf(fmaxf(part_max[r][0], part_max[r][1]), fmaxf(part_max[r][2], part_max[r][3]));
-    float neg_max[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = quad_max(tile_max[r]);
-      const float m = fmaxf(row_max[r], tile_max[r] * scale_log2);
-      alpha[r] = fast_exp2(row_max[r] - m);
-      row_max[r] = m;
-      row_sum[r] *= alpha[r];
-      neg_max[r] = -m;
-    }
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk) {
-      float e[8];
-#pragma unroll
-      for (int x = 0; x < 8; ++x)  // element x%4 of the n8 tile 2kk + x/4; row (x/2)%2
-        e[x] = fast_exp2(fmaf(s[8 * kk + x], scale_log2, neg_max[(x >> 1) & 1]));
-      row_sum[0] += (e[0] + e[1]) + (e[4] + e[5]);
-      row_sum[1] += (e[2] + e[3]) + (e[6] + e[7]);
-      p[kk][0] = pack_bf16(e[0], e[1]);
-      p[kk][1] = pack_bf16(e[2], e[3]);
-      p[kk][2] = pack_bf16(e[4], e[5]);
-      p[kk][3] = pack_bf16(e[6], e[7]);
-    }
-  };
-  auto rescale_o = [&](const float(&alpha)[2]) {
-#pragma unroll
-    for (int j = 0; j < kDPad / 8; ++j) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        o[4 * j + 2 * r] *= alpha[r];
-        o[4 * j + 2 * r + 1] *= alpha[r];
-      }
-    }
   };
   auto publish_tiles = [] {  // copies landed -> visible to wgmma, block-wide
     fence_async_shared();
@@ -299,7 +147,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
       publish_tiles();
       float s[kBlockN / 2];
-      zeroed_for_qk(s);
+      zeroed_for_wgmma(s);
       wgmma_fence();
       issue_qk(s, it);
       wgmma_commit();
@@ -311,8 +159,8 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       fence_registers(s);
       uint32_t p[kPSteps][4];
       float alpha[2];
-      softmax(s, it, p, alpha);
-      rescale_o(alpha);
+      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
+      rescale_o<kDPad>(o, alpha);
       fence_registers(o);
       fence_registers(p);
       cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
@@ -337,7 +185,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       cp_async_wait<0>();
       publish_tiles();
       float s[kBlockN / 2];
-      zeroed_for_qk(s);
+      zeroed_for_wgmma(s);
       wgmma_fence();
       issue_qk(s, 0);
       wgmma_commit();
@@ -347,13 +195,13 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       wgmma_wait<0>();
       fence_registers(s);
       float alpha[2];
-      softmax(s, 0, p_prev, alpha);
+      online_softmax<kBlockN>(s, 0, len, scale_log2, t, row_max, row_sum, p_prev, alpha);
     }
     for (int it = 1; it < n_tiles; ++it) {
       cp_async_wait<0>();
       publish_tiles();
       float s[kBlockN / 2];
-      zeroed_for_qk(s);
+      zeroed_for_wgmma(s);
       fence_registers(o);  // rescaled in the previous iteration
       fence_registers(p_prev);
       wgmma_fence();
@@ -371,13 +219,13 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       fence_registers(s);
       uint32_t p[kPSteps][4];
       float alpha[2];
-      softmax(s, it, p, alpha);
+      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
       wgmma_wait<0>();
       // P V has landed: only now may O change, and p_prev's registers be
       // reused (the fence keeps p in registers of its own until here).
       fence_registers(o);
       fence_registers(p_prev);
-      rescale_o(alpha);
+      rescale_o<kDPad>(o, alpha);
 #pragma unroll
       for (int kk = 0; kk < kPSteps; ++kk)
 #pragma unroll
@@ -394,26 +242,8 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
     fence_registers(o);
   }
 
-  // Normalise and write whole bf16 pairs of real rows and columns.
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
   const int row_g = q0 + wg * 64 + ((threadIdx.x % 128) / 32) * 16 + (lane >> 2);
-  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_g + 8 * r;
-    if (row >= len) continue;
-    bf16* dst = out + static_cast<int64_t>(start + row) * out_stride +
-                static_cast<int64_t>(head) * head_dim;
-#pragma unroll
-    for (int j = 0; j < kDPad / 8; ++j) {
-      const int col = j * 8 + 2 * t;
-      if (col < head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-            __floats2bfloat162_rn(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-    }
-  }
+  write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out);
 #else
   (void)qkv, (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
       (void)out;
@@ -441,12 +271,16 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
 
 namespace detail {
 
+static_assert(kSm90AttentionVariants == 3 + kSm90WsAttentionConfigs,
+              "variants 0-2 here, the rest attention_sm90_ws.cu's configurations");
+
 const char* sm90_attention_variant_name(int variant) {
   switch (variant) {
     case 0: return "wgmma, 64-key tiles, in turn";
     case 1: return "wgmma, 64-key tiles, overlapped";
     case 2: return "wgmma, 128-key tiles, overlapped";
-    default: return "?";
+    default:
+      return variant < kSm90AttentionVariants ? sm90_ws_attention_config_name(variant - 3) : "?";
   }
 }
 
@@ -482,6 +316,9 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   ENCODER_KIT_REQUIRE(variant >= 0 && variant < kSm90AttentionVariants);
   ENCODER_KIT_REQUIRE(sm90_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
+  if (variant >= 3)
+    return varlen_attention_bf16_sm90_ws(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
+                                         head_dim, scale, out, variant - 3, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {
