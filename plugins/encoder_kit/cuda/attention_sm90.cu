@@ -16,7 +16,6 @@
 #include <encoder_kit/cuda/ptx.cuh>
 
 #include "attention_sm90_common.cuh"
-#include "attention_sm90_ws.hpp"
 #include "launch.cuh"
 #include "smem_opt_in.hpp"
 
@@ -271,16 +270,12 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
 
 namespace detail {
 
-static_assert(kSm90AttentionVariants == 3 + kSm90WsAttentionConfigs,
-              "variants 0-2 here, the rest attention_sm90_ws.cu's configurations");
-
 const char* sm90_attention_variant_name(int variant) {
   switch (variant) {
     case 0: return "wgmma, 64-key tiles, in turn";
     case 1: return "wgmma, 64-key tiles, overlapped";
     case 2: return "wgmma, 128-key tiles, overlapped";
-    default:
-      return variant < kSm90AttentionVariants ? sm90_ws_attention_config_name(variant - 3) : "?";
+    default: return "?";
   }
 }
 
@@ -316,9 +311,6 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   ENCODER_KIT_REQUIRE(variant >= 0 && variant < kSm90AttentionVariants);
   ENCODER_KIT_REQUIRE(sm90_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  if (variant >= 3)
-    return varlen_attention_bf16_sm90_ws(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                         head_dim, scale, out, variant - 3, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

@@ -1,9 +1,9 @@
-// What the two Hopper attention kernels share (attention_sm90.cu: every thread
-// loads and multiplies; attention_sm90_ws.cu: a producer warpgroup loads, two
-// consumer warpgroups multiply): the wgmma bracket, the register fences, the
-// shared-memory descriptors of the core-matrix tile layout, the product steps
-// and the online softmax. sm_90a only (wgmma); included by .cu files of the
-// encgraph_encoder_kit_cuda_sm90 object library.
+// The building blocks of the Hopper attention kernel (attention_sm90.cu), kept
+// apart so that another wgmma kernel can share them: the wgmma bracket, the
+// register fences, the shared-memory descriptors of the core-matrix tile
+// layout, the product steps, the online softmax and the output rows. sm_90a
+// only (wgmma); included by .cu files of the encgraph_encoder_kit_cuda_sm90
+// object library.
 //
 // Tile layout in shared memory: 8x8 "core matrices" (8 rows of 16 bytes, 128
 // contiguous bytes), which wgmma reads without swizzling. Element (r, c) of a
@@ -91,16 +91,6 @@ __device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, ui
   else
     wgmma_m64n128k16_ss(s, da, db, accumulate);
 }
-// The same with Q's A fragments in registers (K still a K-major shared tile).
-template <int kBlockN>
-__device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], const uint32_t (&a)[4],
-                                        uint64_t db) {
-  if constexpr (kBlockN == 64)
-    wgmma_m64n64k16_rs_kmajor(s, a, db);
-  else
-    wgmma_m64n128k16_rs_kmajor(s, a, db);
-}
-
 // One k16 step of O += P V, P from registers, V an N-major shared tile.
 template <int kDPad>
 __device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&a)[4],

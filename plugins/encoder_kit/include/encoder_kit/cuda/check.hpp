@@ -27,7 +27,7 @@ int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int 
 // default, and the ones it was chosen against; sm90_attention_variant_name
 // says which). The public entry uses variant 0 for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 7;
+inline constexpr int kSm90AttentionVariants = 3;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
