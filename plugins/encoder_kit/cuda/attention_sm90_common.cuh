@@ -113,8 +113,8 @@ __device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&
 template <int kBlockN>
 __device__ __forceinline__ void online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
-                                               float (&row_sum)[2],
-                                               uint32_t (&p)[kBlockN / 16][4], float (&alpha)[2]) {
+                                               float (&row_sum)[2], uint32_t (&p)[kBlockN / 16][4],
+                                               float (&alpha)[2]) {
   using namespace ptx;
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kPSteps = kBlockN / 16;
