@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds for sm_90 here and bundles everything the H200 machine needs to run the
 # GPU tests and benchmarks into gpu-bundle/ (git-ignored; pass it in `carry`):
-#   gpu-bundle/bin      host binary, test and benchmark executables
+#   gpu-bundle/bin      host binary, the GPU test suites, benchmark executables
 #   gpu-bundle/lib      libencgraph.so plus the non-CUDA shared libraries they
 #                       need (Boost program_options, spdlog, fmt, toml++, BLAS…)
 #   gpu-bundle/plugins  every plugin
+#   gpu-bundle/packed   executables and plugins over 4 MiB, xz-compressed
+#                       (scripts/gpu-unpack.sh puts them back into bin/, plugins/)
 # CUDA, cuBLAS and NCCL are taken from the GPU machine's /usr/local/cuda.
 #
 # Video files: encgraph loads FFmpeg's libraries (libavformat, libavcodec,
@@ -47,7 +49,6 @@ bin_dirs=("$build/bench")
 find "${bin_dirs[@]}" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
   while read -r f; do
     name=$(basename "$f")
-    case $name in test_host_video_file | test_host_mpirun) continue ;; esac
     case $name in test_*) [[ $name == *gpu* || $name == *cuda* ]] || continue ;; esac
     if head -c 4 "$f" | grep -q ELF; then cp "$f" "$bundle/bin/"; fi
   done
