@@ -5,8 +5,8 @@
 #   gpu-bundle/lib      libencgraph.so plus the non-CUDA shared libraries they
 #                       need (Boost program_options, spdlog, fmt, toml++, BLAS…)
 #   gpu-bundle/plugins  every plugin
-#   gpu-bundle/packed   executables and plugins over 4 MiB, xz-compressed
-#                       (scripts/gpu-unpack.sh puts them back into bin/, plugins/)
+#   gpu-bundle/packed   files of lib/, bin/ and plugins/ over 4 MiB, xz-compressed
+#                       (scripts/gpu-unpack.sh puts them back)
 # CUDA, cuBLAS and NCCL are taken from the GPU machine's /usr/local/cuda.
 #
 # Video files: encgraph loads FFmpeg's libraries (libavformat, libavcodec,
@@ -72,20 +72,18 @@ done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] && continue
   cp -L "$path" "$bundle/lib/$name"
 done
-# The device tool carries at most 64 MiB: large libraries travel xz-compressed
-# (OpenBLAS: 36 MB -> 4 MB); scripts/gpu-unpack.sh restores them there.
-# A video bundle compresses every library over 256 KiB: FFmpeg's dependencies
-# are many mid-sized ones.
-min_size=+4M
-[[ $video == 1 ]] && min_size=+256k
-find "$bundle/lib" -type f -size "$min_size" ! -name '*.xz' | while read -r f; do
-  xz -T0 -6 "$f"  # writes f.xz, removes f
-done
-# Executables and plugins over 4 MiB (every kernel variant, for each GPU
-# architecture) travel xz-compressed too, under packed/ so that the plugin
-# folder holds nothing but plugins; gpu-unpack.sh puts them back.
-for dir in bin plugins; do
-  find "$bundle/$dir" -maxdepth 1 -type f -size +4M | while read -r f; do
+# The device tool carries at most 64 MiB: large files travel xz-compressed
+# under packed/<dir>/ (OpenBLAS: 36 MB -> 4 MB; a plugin with every kernel
+# variant: 7.9 MB -> 1.6 MB), so that lib/ and plugins/ hold nothing but what
+# is loaded from them; scripts/gpu-unpack.sh puts them back. A video bundle
+# compresses every library over 256 KiB: FFmpeg's dependencies are many
+# mid-sized ones.
+lib_min_size=+4M
+[[ $video == 1 ]] && lib_min_size=+256k
+for dir in lib bin plugins; do
+  min_size=+4M
+  [[ $dir == lib ]] && min_size=$lib_min_size
+  find "$bundle/$dir" -maxdepth 1 -type f -size "$min_size" | while read -r f; do
     mkdir -p "$bundle/packed/$dir"
     xz -T0 -6 -c "$f" >"$bundle/packed/$dir/$(basename "$f").xz"
     rm "$f"

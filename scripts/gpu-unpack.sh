@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the GPU machine: restores what gpu-bundle.sh compressed (libraries as
-# lib/*.xz, executables and plugins as packed/{bin,plugins}/*.xz), with xz or,
-# where it is missing, Python's lzma. Idempotent.
+# On the GPU machine: restores what gpu-bundle.sh compressed (packed/<dir>/*.xz
+# back into lib/, bin/ and plugins/), with xz or, where it is missing, Python's
+# lzma. Idempotent.
 #   bash scripts/gpu-unpack.sh [bundle dir]   (default: $ENCGRAPH_BUNDLE_DIR or gpu-bundle)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,13 +19,10 @@ with lzma.open(sys.argv[1]) as src, open(sys.argv[2], "wb") as dst:
   fi
   mv "$out.tmp" "$out"
 }
-for f in "$bundle"/lib/*.xz; do
-  unpack "$f" "${f%.xz}"
-done
-for dir in bin plugins; do
+for dir in lib bin plugins; do
   for f in "$bundle/packed/$dir"/*.xz; do
-    name=$(basename "$f" .xz)
-    unpack "$f" "$bundle/$dir/$name"
-    chmod +x "$bundle/$dir/$name"
+    out=$bundle/$dir/$(basename "$f" .xz)
+    unpack "$f" "$out"
+    [[ $dir == lib ]] || chmod +x "$out"
   done
 done
