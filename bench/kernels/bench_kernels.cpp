@@ -3,7 +3,7 @@
 // 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
 // Each figure is the median over many CUDA-event-timed batches after warm-up,
 // on random (never zero) data. Prints a table; --table PATH also writes it.
-//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory]
+//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory|mlp]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -146,6 +146,43 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
           flops, bytes, "heuristic, after tuning");
 }
 
+// The MLP's first half at m rows, Qwen2.5-VL-7B widths (I = 3424 padded): the
+// cuBLASLt [gate | up] product plus the silu_mul pass, against the Hopper
+// kernel with SiLU·mul in its epilogue; and that kernel's plain form against
+// cuBLASLt on the same product (how far its main loop is from cuBLASLt's).
+void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
+  constexpr int64_t I = 3424, D = 1280;
+  k::GemmPlan plan;
+  BENCH_CHECK(plan.initialize(m, 2 * I, D, Ep::Bias, false));
+  bf16* x = pool.bf(static_cast<size_t>(m * D));
+  bf16* w = pool.bf(static_cast<size_t>(k::gate_up_blocked_rows(I) * D));
+  bf16* b = pool.bf(static_cast<size_t>(k::gate_up_blocked_rows(I)));
+  bf16* gu = pool.bf(static_cast<size_t>(m * 2 * I));
+  bf16* act = pool.bf(static_cast<size_t>(m * I));
+  const double flops = 2.0 * m * 2 * I * D;
+  const std::string shape = shape3(m, 2 * I, D);
+  const double bytes = 2.0 * (m * D + 2 * I * D + m * I);  // the fused kernel's traffic
+  auto cublas_product = [&] {
+    BENCH_CHECK(
+        plan.run(lt, x, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
+  };
+  add_row("mlp gate_up+silu", shape, time_us([&] {
+            cublas_product();
+            BENCH_CHECK(k::silu_mul_bf16(gu, 2 * I, gu + I, 2 * I, act, I, m, I, g_stream));
+          }),
+          flops, bytes, "cuBLASLt, then silu_mul");
+  if (!k::gate_up_silu_mul_supported()) return;
+  add_row("mlp gate_up+silu", shape, time_us([&] {
+            BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream));
+          }),
+          flops, bytes, "fused (own Hopper kernel)");
+  add_row("mlp gate_up", shape, time_us(cublas_product), flops, bytes, "cuBLASLt, bias");
+  add_row("mlp gate_up", shape, time_us([&] {
+            BENCH_CHECK(k::detail::gemm_bias_sm90_bf16(x, w, b, gu, m, 2 * I, D, g_stream));
+          }),
+          flops, bytes, "own Hopper kernel, bias");
+}
+
 // Sequences of `len` tokens (the last one shorter) filling `tokens`, plus
 // `padded` zero-length slots.
 std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
@@ -238,13 +275,13 @@ int main(int argc, char** argv) {
     else if (a == "--tokens" && i + 1 < argc)
       T = std::atoll(argv[++i]);
     else if (a == "--only" && i + 1 < argc &&
-             (only = argv[++i],
-              only == "gemm" || only == "attn" || only == "attnfull" || only == "memory"))
+             (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
+                                    only == "memory" || only == "mlp"))
       continue;
     else {
-      std::fprintf(
-          stderr,
-          "usage: bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory]\n");
+      std::fprintf(stderr,
+                   "usage: bench_kernels [--table PATH] [--tokens N] [--only "
+                   "gemm|attn|attnfull|memory|mlp]\n");
       return 2;
     }
   }
@@ -291,6 +328,11 @@ int main(int argc, char** argv) {
       bench_gemm(pool, lt, ws, "gemm gate_up 256", 256, 2 * 3424, 1280, Ep::Bias, false);
       bench_gemm(pool, lt, ws, "gemm down+res 256", 256, 1280, 3424, Ep::Bias, true);
     }
+
+    // The MLP's first half: at the largest budget, a request of 16 images at
+    // 224², one such image.
+    if (want("mlp"))
+      for (const int64_t m : {T, int64_t{4096}, int64_t{256}}) bench_mlp(pool, lt, ws, m);
 
     // attnfull: one full-attention case alone (for a profiler).
     if (only == "attnfull") bench_attention(pool, "attn full", T, 4096, 0, 16, 80);

@@ -174,6 +174,16 @@ Options parse_options(const eg_create_params* p) {
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
+  const std::string mlp = r.get_string("mlp_kernel", "auto");
+  if (mlp == "auto")
+    o.mlp_kernel = MlpKernel::Auto;
+  else if (mlp == "fused")
+    o.mlp_kernel = MlpKernel::Fused;
+  else if (mlp == "cublaslt")
+    o.mlp_kernel = MlpKernel::Cublaslt;
+  else
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: mlp_kernel = \"" + mlp +
+                                      "\" is not one of \"auto\", \"fused\", \"cublaslt\"");
   r.reject_unknown();
   return o;
 }

@@ -49,6 +49,12 @@ using Dtype = encoder_kit::ComputeDtype;
 inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
+// "fused": our Hopper kernel with SiLU·mul in its epilogue (needs compute
+// capability 9.0); "cublaslt": cuBLASLt's product, then the SiLU·mul pass;
+// "auto": the fused kernel where it runs, chosen per graph size by timing both
+// in the tuning warm-up (without tuning: from 1024 patch rows up).
+enum class MlpKernel { Auto, Fused, Cublaslt };
+
 struct Options {
   VisionConfig model;
   // The config.json the tower's sizes came from (config_json, or the one in
@@ -70,6 +76,8 @@ struct Options {
   // library versions and shapes): a folder, "off", or "" for the default
   // ($ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
   std::string tuning_cache;
+  // CUDA: how the MLP's gate/up product and SiLU·mul run (the mlp_kernel key).
+  MlpKernel mlp_kernel = MlpKernel::Auto;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment); `device` picks

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -35,17 +36,24 @@ void check_cuda(cudaError_t e, const char* what) {
   k::throw_on_cuda_error(kWho, e, what);
 }
 
-// The MLP width on the device, padded to a multiple of 16 with zero rows of
-// gate/up and zero columns of down (silu(0) * 0 = 0 adds nothing): cuBLASLt runs
-// the K = 3420 down projection of the released towers at about a quarter of the
-// speed of K = 3424 (bench/kernels/NOTES.md).
+// The MLP width on the device, padded to whole blocks of kGateUpBlock features
+// with zero rows of gate/up and zero columns of down (silu(0) * 0 = 0 adds
+// nothing). gate/up's weights are stored blocked (block_gate_up_rows: 128 gate
+// rows, then the same features' up rows), the layout the fused kernel reads;
+// cuBLASLt's product in that layout is SiLU·mul'd block by block. 3420 -> 3456
+// also keeps cuBLASLt's down projection off K = 3420, which it runs at about a
+// quarter of the speed (bench/kernels/NOTES.md).
 int64_t padded_intermediate(const VisionConfig& c) {
-  return (c.intermediate_size + 15) / 16 * 16;
+  return (c.intermediate_size + k::kGateUpBlock - 1) / k::kGateUpBlock * k::kGateUpBlock;
 }
+
+// Without timing, "auto" takes the fused kernel from this many patch rows up
+// (bench_kernels --only mlp, H200: 1.16x faster at 4096 rows, 0.8x at 256).
+constexpr int64_t kFusedMlpMinRows = 1024;
 
 struct DeviceBlock {
   const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  const bf16 *gate_up_w, *gate_up_b;  // gate rows then up rows: one product for both
+  const bf16 *gate_up_w, *gate_up_b;  // gate and up rows blocked (padded_intermediate)
   const bf16 *down_w, *down_b;
 };
 
@@ -56,7 +64,9 @@ struct Activations {
   size_t total;
 };
 
-Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
+// `gate_up`: room for the [gate | up] product (not with mlp_kernel = "fused",
+// whose kernel never writes it: 27 KiB a patch row for the 7B tower).
+Activations carve(const VisionConfig& c, const Capacity& cap, bool gate_up, char* base) {
   const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
   const size_t inter = static_cast<size_t>(padded_intermediate(c));
   Activations a{};
@@ -70,7 +80,7 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
   a.normed = reinterpret_cast<bf16*>(take(p * d * 2));
   a.qkv = reinterpret_cast<bf16*>(take(3 * p * d * 2));
   a.attn = reinterpret_cast<bf16*>(take(p * d * 2));  // also the merger's hidden [tokens, 4d]
-  a.gate_up = reinterpret_cast<bf16*>(take(2 * p * inter * 2));
+  a.gate_up = gate_up ? reinterpret_cast<bf16*>(take(2 * p * inter * 2)) : nullptr;
   a.act = reinterpret_cast<bf16*>(take(p * inter * 2));
   a.merged = reinterpret_cast<bf16*>(take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2));
   a.gemm_ws = take(k::GemmPlan::workspace_bytes());
@@ -91,6 +101,9 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
+  MlpKernel mlp_kernel = MlpKernel::Auto;
+  bool fused_mlp_runs = false;        // this device runs gate_up_silu_mul_bf16
+  std::map<int64_t, bool> fused_mlp;  // "auto"'s timed choice per patch count
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -112,10 +125,10 @@ struct CudaModel::Impl {
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
-    auto pad_rows = [&](const std::vector<float>& v, int64_t cols) -> const std::vector<float>* {
-      if (ip == inter) return &v;
-      padded.emplace_back(static_cast<size_t>(ip * cols), 0.0f);
-      std::copy(v.begin(), v.end(), padded.back().begin());
+    auto blocked = [&](const std::vector<float>& gate, const std::vector<float>& up,
+                       int64_t cols) -> const std::vector<float>* {
+      padded.emplace_back(static_cast<size_t>(k::gate_up_blocked_rows(inter) * cols));
+      k::block_gate_up_rows(gate.data(), up.data(), inter, cols, padded.back().data());
       return &padded.back();
     };
     auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>* {
@@ -137,8 +150,8 @@ struct CudaModel::Impl {
       add(&d.qkv_b, {&b.qkv_b});
       add(&d.proj_w, {&b.proj_w});
       add(&d.proj_b, {&b.proj_b});
-      add(&d.gate_up_w, {pad_rows(b.gate_w, dm), pad_rows(b.up_w, dm)});
-      add(&d.gate_up_b, {pad_rows(b.gate_b, 1), pad_rows(b.up_b, 1)});
+      add(&d.gate_up_w, {blocked(b.gate_w, b.up_w, dm)});
+      add(&d.gate_up_b, {blocked(b.gate_b, b.up_b, 1)});
       add(&d.down_w, {pad_cols(b.down_w, dm)});
       add(&d.down_b, {&b.down_b});
     }
@@ -186,6 +199,63 @@ struct CudaModel::Impl {
     tuned.clear();
   }
 
+  bool use_fused_mlp(int64_t p) const {
+    if (mlp_kernel != MlpKernel::Auto) return mlp_kernel == MlpKernel::Fused;
+    if (!fused_mlp_runs) return false;
+    const auto it = fused_mlp.find(p);
+    return it != fused_mlp.end() ? it->second : p >= kFusedMlpMinRows;
+  }
+
+  // The MLP's first half, [p, d] normed rows -> [p, inter] act.
+  void gate_up_silu(const Activations& a, const DeviceBlock& b, int64_t p, bool fused,
+                    cudaStream_t s) {
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c), blk = k::kGateUpBlock;
+    if (fused) {
+      check(k::gate_up_silu_mul_bf16(a.normed, b.gate_up_w, b.gate_up_b, a.act, p, d, inter, inter,
+                                     s),
+            "gate/up with SiLU-mul");
+      return;
+    }
+    check(gate_up.run(handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p, a.gemm_ws,
+                      k::GemmPlan::workspace_bytes(), s),
+          "gate/up");
+    // Blocked columns: each row's [gate | up] pairs of 128 are rows of a
+    // [p * inter / 128, 256] matrix, and act's rows those of [p * inter / 128, 128].
+    check(k::silu_mul_bf16(a.gate_up, 2 * blk, a.gate_up + blk, 2 * blk, a.act, blk,
+                           p * (inter / blk), blk, s),
+          "silu_mul");
+  }
+
+  // "auto": times both MLP forms at this size (after gate_up's own tuning).
+  void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
+    if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    check_cuda(cudaEventCreate(&ev[0]), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&ev[1]), "cudaEventCreate");
+    float best[2] = {0.0f, 0.0f};  // [cuBLASLt, fused]: the best of 3 rounds of 2 runs
+    std::string failure;
+    try {
+      for (bool fused : {false, true}) gate_up_silu(a, blocks[0], p, fused, s);  // warm-up
+      for (int round = 0; round < 3; ++round)
+        for (int fused = 0; fused < 2; ++fused) {
+          check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
+          for (int r = 0; r < 2; ++r) gate_up_silu(a, blocks[0], p, fused != 0, s);
+          check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
+          check_cuda(cudaEventSynchronize(ev[1]), "timing the MLP kernels");
+          float ms = 0.0f;
+          check_cuda(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
+          if (round == 0 || ms < best[fused]) best[fused] = ms;
+        }
+    } catch (...) {
+      cudaEventDestroy(ev[0]);
+      cudaEventDestroy(ev[1]);
+      throw;
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    fused_mlp[p] = best[1] < best[0];
+  }
+
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything).
   void tune(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
@@ -196,9 +266,11 @@ struct CudaModel::Impl {
           "tune");
     check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
           "tune");
-    check(gate_up.tune(handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p, a.gemm_ws,
-                       ws, s),
-          "tune");
+    if (mlp_kernel != MlpKernel::Fused)  // else cuBLASLt's gate/up never runs (nor has room)
+      check(gate_up.tune(handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p,
+                         a.gemm_ws, ws, s),
+            "tune");
+    choose_mlp(a, p, s);
     check(down.tune(handle, a.act, b.down_w, b.down_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
           "tune");
     check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
@@ -209,11 +281,20 @@ struct CudaModel::Impl {
 };
 
 CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
-                     const std::string& tuning_cache, std::function<void(const std::string&)> warn)
+                     const std::string& tuning_cache, std::function<void(const std::string&)> warn,
+                     MlpKernel mlp_kernel)
     : impl_(std::make_unique<Impl>()) {
   impl_->c = c;
   impl_->device = device_index;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  impl_->mlp_kernel = mlp_kernel;
+  // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
+  impl_->fused_mlp_runs = k::gate_up_silu_mul_supported();
+  if (mlp_kernel == MlpKernel::Fused && !impl_->fused_mlp_runs)
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      "qwen2_5_vl CUDA: mlp_kernel = \"fused\" needs a GPU of compute capability "
+                      "9.0 (Hopper) and a driver that encodes tensor maps: set mlp_kernel to "
+                      "\"auto\" or \"cublaslt\"");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
@@ -236,7 +317,7 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
 CudaModel::~CudaModel() = default;
 
 size_t CudaModel::workspace_bytes(const Capacity& cap) const {
-  return carve(impl_->c, cap, nullptr).total;
+  return carve(impl_->c, cap, impl_->mlp_kernel != MlpKernel::Fused, nullptr).total;
 }
 
 void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* output,
@@ -244,14 +325,15 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   Impl& m = *impl_;
   const VisionConfig& c = m.c;
   auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = carve(c, cap, static_cast<char*>(workspace));
+  const Activations a =
+      carve(c, cap, m.mlp_kernel != MlpKernel::Fused, static_cast<char*>(workspace));
   if (a.total > workspace_bytes)
     encoder_kit::fail(
         EG_ERR_INVALID_ARGUMENT,
         "qwen2_5_vl CUDA: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const size_t gemm_ws = k::GemmPlan::workspace_bytes();
   const int64_t p = cap.patches, tokens = cap.tokens;
-  const int64_t d = c.hidden_size, inter = padded_intermediate(c);
+  const int64_t d = c.hidden_size;
   const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
@@ -279,6 +361,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
+  const bool fused_mlp = m.use_fused_mlp(p);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
     check(k::rms_norm_bf16(a.x, b.norm1, a.normed, p, d, c.rms_norm_eps, s), "norm1");
@@ -309,12 +392,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
     check(k::rms_norm_bf16(a.x, b.norm2, a.normed, p, d, c.rms_norm_eps, s), "norm2");
-    check(m.gate_up.run(m.handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p,
-                        a.gemm_ws, gemm_ws, s),
-          "gate/up");
-    check(k::silu_mul_bf16(a.gate_up, 2 * inter, a.gate_up + inter, 2 * inter, a.act, inter, p,
-                           inter, s),
-          "silu_mul");
+    m.gate_up_silu(a, b, p, fused_mlp, s);
     check(m.down.run(m.handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "down_proj");
   }

@@ -85,25 +85,30 @@ def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launch
                  variant=None):
     """`launcher`: a command the encgraph command line follows (mpirun -np N ...); `variant`:
     (label, {variable: value}) for a run under other environment variables."""
-    label, env = variant or ("encgraph", None)
+    label, env, sets = variant or ("encgraph", None, [])
     tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
     report = os.path.join(out_dir, f"qwen-bench-{name}{tag}.json")
+    extra = [*extra, *[a for s in sets for a in ("--set", s)]]
     return encgraph_results(
         run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher, env),
         chosen=True, label=label)
 
 
 def parse_variant(text):
-    """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}); a relative path value that
-    exists is made absolute (encgraph runs from another folder)."""
+    """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}, [config settings]); a relative
+    path value that exists is made absolute (encgraph runs from another folder). A VAR with a
+    dot is a config key (plugin.config.mlp_kernel="cublaslt"), passed as `--set VAR=VALUE`."""
     label, _, assignments = text.partition(":")
-    env = {}
+    env, sets = {}, []
     for a in filter(None, assignments.split(",")):
         key, _, value = a.partition("=")
+        if "." in key:
+            sets.append(f"{key}={value}")
+            continue
         env[key] = os.path.abspath(value) if os.path.exists(value) else value
-    if not label or not env:
+    if not label or not (env or sets):
         raise SystemExit(f"--variant wants LABEL:VAR=VALUE[,VAR=VALUE], got {text!r}")
-    return label, env
+    return label, env, sets
 
 
 def build_transformers(attn):
@@ -163,7 +168,9 @@ def main():
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
                          "variables, side by side in the same run (e.g. \"previous build:"
-                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\", \"no PDL:ENCGRAPH_PDL=0\")")
+                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\", \"no PDL:ENCGRAPH_PDL=0\"); a "
+                         "dotted VAR is a config key instead (\"cuBLASLt MLP:plugin.config."
+                         "mlp_kernel='cublaslt'\")")
     args = ap.parse_args()
     variants = [parse_variant(v) for v in args.variant]
     import transformers

@@ -104,6 +104,32 @@ TEST_CASE("CUDA matches the CPU path on the same random weights") {
   }
 }
 
+// The MLP's two forms (mlp_kernel): our fused Hopper kernel and cuBLASLt with
+// the SiLU·mul pass, each against the CPU path and each other; 27 blocks of
+// 128 features with 36 padding ones (3420 -> 3456).
+TEST_CASE("both MLP kernels match the CPU path, in graphs and eager") {
+  const qwen_ref::Config c = wide_config();
+  const auto geo = standard_items();
+  const auto cpu = run(config(c, "cpu"), geo, false);
+  std::vector<std::vector<float>> eager[2];
+  encgraph::Stats stats[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    CAPTURE(fused);
+    encgraph::RuntimeConfig rc = config(c, "cuda");
+    rc.plugin_config.emplace_back("mlp_kernel", fused ? "fused" : "cublaslt");
+    compare(run(rc, geo, true, &stats[fused]), cpu, kBf16Tolerance, "cuda graphs vs cpu");
+    eager[fused] = run(rc, geo, false);
+    compare(eager[fused], cpu, kBf16Tolerance, "cuda eager vs cpu");
+  }
+  // Both accumulate with the same wgmma steps in the same order, so they may
+  // agree bit for bit; the bound is bf16's.
+  compare(eager[1], eager[0], kBf16Tolerance, "fused vs cuBLASLt");
+  // The fused kernel's workspace has no [gate | up] product (2 x 3456 bf16 a
+  // patch row): the key did switch kernels.
+  const int64_t saved = stats[0].graph_memory_bytes - stats[1].graph_memory_bytes;
+  CHECK(saved >= 1024 * 4 * 2 * 3456 * 2);  // at least the 1024-token graph's 4096 rows
+}
+
 TEST_CASE("CUDA graph replays equal eager runs for random mixes of sizes") {
   std::mt19937_64 rng(17);
   std::vector<Geometry> geo;

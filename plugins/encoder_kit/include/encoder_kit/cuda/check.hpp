@@ -34,6 +34,15 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
 
+// The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
+// runs on the current device (sm90_attention_supported() and a driver with
+// cuTensorMapEncodeTiled), and its plain form C = A W^T (+ bias), which the
+// benchmark sets against cuBLASLt and the tests against a reference. n a
+// multiple of 8, k a multiple of 8, A, W and C 16-byte aligned.
+bool sm90_gemm_supported();
+int gemm_bias_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, bf16* c, int64_t rows,
+                        int64_t n, int64_t k, cudaStream_t stream);
+
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later, and the
 // environment variable ENCGRAPH_PDL is not "0".

@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -116,6 +117,44 @@ class GemmPlan {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// ---------------------------------------------------------------------------
+// The SwiGLU MLP's first half in one kernel (Hopper only, our own product:
+// gemm_sm90.cu): y[r, f] = silu(x[r,:] · gate[f,:] + gate_b[f]) * (x[r,:] · up[f,:] + up_b[f])
+// for f < inter, rounded as the bf16 module rounds (gate and up, then silu,
+// then the product), without writing the [gate | up] product to memory.
+//
+// The weights (and biases, as rows of one column) are laid out in blocks of
+// kGateUpBlock gate rows followed by the same features' up rows, zero rows
+// padding the last block: block_gate_up_rows() writes that layout (on the
+// host) into gate_up_blocked_rows(inter) rows. rows any, k and inter
+// multiples of 8, ld_y >= inter and a multiple of 8; x, y and the weights
+// 16-byte aligned.
+inline constexpr int64_t kGateUpBlock = 128;
+int64_t gate_up_blocked_rows(int64_t inter);
+// gate and up: [inter, cols] row-major; dst: [gate_up_blocked_rows(inter), cols]. T is
+// bf16 or float (a model blocks its float weights before converting them).
+template <class T>
+void block_gate_up_rows(const T* gate, const T* up, int64_t inter, int64_t cols, T* dst) {
+  const int64_t blocks = (inter + kGateUpBlock - 1) / kGateUpBlock;
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int half = 0; half < 2; ++half)
+      for (int64_t i = 0; i < kGateUpBlock; ++i) {
+        const int64_t feature = blk * kGateUpBlock + i;
+        T* row = dst + ((2 * blk + half) * kGateUpBlock + i) * cols;
+        if (feature >= inter) {  // the last block's padding
+          std::fill(row, row + cols, T{});
+          continue;
+        }
+        const T* src = (half == 0 ? gate : up) + feature * cols;
+        std::copy(src, src + cols, row);
+      }
+}
+// Compute capability 9.0 with the sm_90a code present and a driver that encodes tensor maps.
+bool gate_up_silu_mul_supported();
+int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
+                          int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
+                          cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Normalisations, one row at a time over `cols` values.

@@ -1,0 +1,276 @@
+// The Hopper matrix product (gemm_sm90.cu) against a float64 reference: the
+// plain form with bias, and gate/up with SiLU·mul fused into its epilogue,
+// at uneven rows, k and widths (partial tiles on every side); also against
+// the cuBLASLt product plus the silu_mul pass it replaces, and replayed from a
+// CUDA graph on new data.
+#include "gpu_test_util.hpp"
+
+#include <encoder_kit/cuda/check.hpp>
+
+#include <cmath>
+
+using namespace encoder_kit_test;
+namespace k = encoder_kit::cuda;
+
+namespace {
+
+bool compute_capability_90() {
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  return major == 9 && minor == 0;
+}
+
+// x[rows x k] · w[n x k]^T in float64 from the bf16 values.
+std::vector<double> products(const std::vector<bf16>& x, const std::vector<bf16>& w, int64_t rows,
+                             int64_t n, int64_t kk) {
+  const auto a = to_double(x), b = to_double(w);
+  std::vector<double> c(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int64_t p = 0; p < kk; ++p) acc += a[i * kk + p] * b[j * kk + p];
+      c[i * n + j] = acc;
+    }
+  return c;
+}
+
+// The module's rounding: gate and up in bf16, silu(gate) in bf16, the product.
+double silu_mul_ref(double gate, double up) {
+  const double g = round_bf(gate), u = round_bf(up);
+  return round_bf(g / (1.0 + std::exp(-g))) * u;
+}
+
+struct MlpInputs {
+  std::vector<bf16> x, gate, up, gate_b, up_b;
+};
+
+MlpInputs random_mlp(int64_t rows, int64_t kk, int64_t inter) {
+  // x and the weights ~ N(0, k^-1/4): products O(1), where silu bends.
+  const float s = 1.0f / std::sqrt(std::sqrt(static_cast<float>(kk)));
+  return {random_bf16(static_cast<size_t>(rows * kk), s),
+          random_bf16(static_cast<size_t>(inter * kk), s),
+          random_bf16(static_cast<size_t>(inter * kk), s),
+          random_bf16(static_cast<size_t>(inter), 0.5f),
+          random_bf16(static_cast<size_t>(inter), 0.5f)};
+}
+
+// The blocked weights and biases of gate_up_silu_mul_bf16, on the device.
+struct BlockedMlp {
+  DeviceBuffer<bf16> w, b;
+  BlockedMlp(const MlpInputs& in, int64_t kk, int64_t inter)
+      : w(static_cast<size_t>(k::gate_up_blocked_rows(inter) * kk)),
+        b(static_cast<size_t>(k::gate_up_blocked_rows(inter))) {
+    std::vector<bf16> hw(w.size()), hb(b.size());
+    k::block_gate_up_rows(in.gate.data(), in.up.data(), inter, kk, hw.data());
+    k::block_gate_up_rows(in.gate_b.data(), in.up_b.data(), inter, 1, hb.data());
+    w.upload(hw);
+    b.upload(hb);
+  }
+};
+
+// Rows of y outside [0, rows) x [0, inter) must keep their poison.
+size_t touched_outside(const std::vector<bf16>& y, int64_t rows, int64_t inter, int64_t ld) {
+  size_t touched = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const int64_t r = static_cast<int64_t>(i) / ld, c = static_cast<int64_t>(i) % ld;
+    if ((r >= rows || c >= inter) && !std::isnan(to_f(y[i]))) ++touched;
+  }
+  return touched;
+}
+
+}  // namespace
+
+TEST_CASE("block_gate_up_rows: blocks of 128 gate rows, then the same features' up rows") {
+  const int64_t inter = 136, cols = 3;  // one whole block and one of 8 features
+  std::vector<bf16> gate(static_cast<size_t>(inter * cols)), up(gate.size());
+  for (int64_t f = 0; f < inter; ++f)
+    for (int64_t j = 0; j < cols; ++j) {
+      gate[f * cols + j] = to_bf(static_cast<float>(f * 4 + j));
+      up[f * cols + j] = to_bf(-static_cast<float>(f * 4 + j) - 1.0f);
+    }
+  REQUIRE(k::gate_up_blocked_rows(inter) == 512);
+  CHECK(k::gate_up_blocked_rows(128) == 256);
+  CHECK(k::gate_up_blocked_rows(0) == 0);
+  std::vector<bf16> out(static_cast<size_t>(512 * cols), to_bf(99.0f));
+  k::block_gate_up_rows(gate.data(), up.data(), inter, cols, out.data());
+  for (int64_t row = 0; row < 512; ++row) {
+    CAPTURE(row);
+    const int64_t blk = row / 256, half = (row % 256) / 128, f = blk * 128 + row % 128;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float want = f >= inter  ? 0.0f
+                         : half == 0 ? static_cast<float>(f * 4 + j)
+                                     : -static_cast<float>(f * 4 + j) - 1.0f;
+      CHECK(to_f(out[row * cols + j]) == to_f(to_bf(want)));  // a copy of the rounded input
+    }
+  }
+}
+
+GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected elsewhere") {
+  require_gpu();
+  const bool hopper = compute_capability_90();
+  CHECK(k::detail::sm90_gemm_supported() == hopper);
+  CHECK(k::gate_up_silu_mul_supported() == hopper);
+  DeviceBuffer<bf16> buf(1 << 16);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  // Broken rules are rejected on any GPU: k not a multiple of 8, odd ld_y, no bias.
+  CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 60, 8, 8,
+                                 nullptr) == bad);
+  CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 9,
+                                 nullptr) == bad);
+  CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 64, 8, 8, nullptr) ==
+        bad);
+  CHECK(k::detail::gemm_bias_sm90_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 12, 64,
+                                       nullptr) == bad);
+  if (!hopper)
+    CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8,
+                                   nullptr) == bad);
+}
+
+GPU_TEST_CASE("Hopper GEMM, plain form: A W^T + bias against float64, partial tiles everywhere") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: the case above checks that
+  struct Shape {
+    int64_t rows, n, k;
+    bool bias;
+  };
+  // rows: one, a partial 128-row tile, several; n: partial 256-wide tiles;
+  // k: one 64-wide block, a tail of 8, Qwen's 1280.
+  for (const Shape sh : {Shape{1, 256, 64, true}, Shape{127, 264, 72, false},
+                         Shape{300, 520, 200, true}, Shape{515, 768, 1280, true}}) {
+    CAPTURE(sh.rows);
+    CAPTURE(sh.n);
+    CAPTURE(sh.k);
+    const float s = 1.0f / std::sqrt(std::sqrt(static_cast<float>(sh.k)));
+    const auto x = random_bf16(static_cast<size_t>(sh.rows * sh.k), s);
+    const auto w = random_bf16(static_cast<size_t>(sh.n * sh.k), s);
+    const auto b = random_bf16(static_cast<size_t>(sh.n), 0.5f);
+    DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()),
+        dc(static_cast<size_t>((sh.rows + 3) * sh.n));
+    dx.upload(x);
+    dw.upload(w);
+    db.upload(b);
+    dc.poison();
+    CHECK_OK(k::detail::gemm_bias_sm90_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr,
+                                            dc.get(), sh.rows, sh.n, sh.k, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    auto ref = products(x, w, sh.rows, sh.n, sh.k);
+    if (sh.bias)
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] += to_f(b[i % static_cast<size_t>(sh.n)]);
+    const auto got = dc.download();
+    CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+    CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+  }
+}
+
+GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus silu_mul") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: checked above
+  struct Shape {
+    int64_t rows, k, inter;
+  };
+  // inter: one partial block, one whole block plus 8, Qwen2.5-VL-7B's 3424
+  // (padded 3420); rows and k as for the plain form.
+  for (const Shape sh : {Shape{1, 64, 8}, Shape{129, 200, 136}, Shape{300, 1280, 3424}}) {
+    CAPTURE(sh.rows);
+    CAPTURE(sh.k);
+    CAPTURE(sh.inter);
+    const auto in = random_mlp(sh.rows, sh.k, sh.inter);
+    BlockedMlp blocked(in, sh.k, sh.inter);
+    const int64_t ld_y = sh.inter + 8;  // padding columns must stay untouched
+    DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>((sh.rows + 2) * ld_y));
+    dx.upload(in.x);
+    dy.poison();
+    CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(), sh.rows,
+                                      sh.k, sh.inter, ld_y, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto g = products(in.x, in.gate, sh.rows, sh.inter, sh.k);
+    const auto u = products(in.x, in.up, sh.rows, sh.inter, sh.k);
+    std::vector<double> ref(dy.size(), 0.0);
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t f = 0; f < sh.inter; ++f)
+        ref[r * ld_y + f] = silu_mul_ref(g[r * sh.inter + f] + to_f(in.gate_b[f]),
+                                         u[r * sh.inter + f] + to_f(in.up_b[f]));
+    const auto got = dy.download();
+    auto inside = [&](size_t i) {
+      return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
+    };
+    // A bf16 rounding of gate or up that lands the other way moves y by up to
+    // about one bf16 step of each: 1.5% of the terms' size.
+    CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+    CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
+
+    // The path it replaces: cuBLASLt's [gate | up] product, then silu_mul_bf16.
+    cublasLtHandle_t lt = nullptr;
+    REQUIRE(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
+    k::GemmPlan plan;
+    CHECK_OK(plan.initialize(sh.rows, 2 * sh.inter, sh.k, k::GemmPlan::Epilogue::Bias, false));
+    std::vector<bf16> w_cat(in.gate), b_cat(in.gate_b);
+    w_cat.insert(w_cat.end(), in.up.begin(), in.up.end());
+    b_cat.insert(b_cat.end(), in.up_b.begin(), in.up_b.end());
+    DeviceBuffer<bf16> dw(w_cat.size()), db(b_cat.size()),
+        dgu(static_cast<size_t>(sh.rows * 2 * sh.inter)), dy2(dy.size()),
+        ws(k::GemmPlan::workspace_bytes() / sizeof(bf16));
+    dw.upload(w_cat);
+    db.upload(b_cat);
+    dy2.poison();
+    CHECK_OK(plan.run(lt, dx.get(), dw.get(), db.get(), nullptr, dgu.get(), sh.rows, ws.get(),
+                      k::GemmPlan::workspace_bytes(), nullptr));
+    CHECK_OK(k::silu_mul_bf16(dgu.get(), 2 * sh.inter, dgu.get() + sh.inter, 2 * sh.inter,
+                              dy2.get(), ld_y, sh.rows, sh.inter, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    cublasLtDestroy(lt);
+    std::vector<double> lt_out(dy.size(), 0.0);
+    const auto got2 = dy2.download();
+    for (size_t i = 0; i < lt_out.size(); ++i) lt_out[i] = inside(i) ? to_f(got2[i]) : 0.0;
+    // Two bf16 computations of the same thing: as far apart as each from float64.
+    CHECK_CLOSE(compare(got, lt_out, 3e-2, 2e-2 * std::max(rms(ref), 1e-3), inside), 1.2e-2);
+  }
+}
+
+GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffers' new contents") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: checked above
+  const int64_t rows = 200, kk = 128, inter = 256;
+  auto in = random_mlp(rows, kk, inter);
+  BlockedMlp blocked(in, kk, inter);
+  DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
+      want(static_cast<size_t>(rows * inter));
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  dx.upload(in.x);
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const int rc = k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
+                                          rows, kk, inter, inter, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CHECK_OK(rc);
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  // New input in the same buffer; the replay must compute on it.
+  in.x = random_bf16(in.x.size(), 0.3f);
+  dx.upload(in.x);
+  dy.poison();
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), want.get(), rows,
+                                    kk, inter, inter, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const auto got = dy.download(), eager = want.download();
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i)  // same kernel, same inputs: the same bits
+    differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
+  CHECK(differ == 0);
+  const auto g = products(in.x, in.gate, rows, inter, kk);
+  const auto u = products(in.x, in.up, rows, inter, kk);
+  std::vector<double> ref(got.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t f = 0; f < inter; ++f)
+      ref[r * inter + f] =
+          silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]), u[r * inter + f] + to_f(in.up_b[f]));
+  CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
