@@ -1,6 +1,8 @@
 // The tower's forward on CUDA in bf16 (fp32 accumulation), over the kit's
 // kernels (plugins/encoder_kit/cuda/kernels.hpp): cuBLASLt products with fused bias,
-// residual add and GELU, fused RMSNorm, rotary, SiLU-mul, variable-length flash
+// residual add and GELU, the MLP's gate/up product with SiLU-mul in its epilogue
+// on Hopper (gemm_sm90.cu; cuBLASLt and a SiLU-mul pass elsewhere or where
+// faster), fused RMSNorm, rotary, variable-length flash
 // attention and a row gather for the inverse window order. Graph-safe: no
 // allocation or synchronisation inside forward() while a stream is capturing.
 #pragma once
