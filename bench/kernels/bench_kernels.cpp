@@ -146,12 +146,13 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
           flops, bytes, "heuristic, after tuning");
 }
 
-// The MLP's first half at m rows, Qwen2.5-VL-7B widths (I = 3424 padded): the
-// cuBLASLt [gate | up] product plus the silu_mul pass, against the Hopper
-// kernel with SiLU·mul in its epilogue; and that kernel's plain form against
-// cuBLASLt on the same product (how far its main loop is from cuBLASLt's).
+// The MLP's first half at m rows, as the Qwen2.5-VL-7B plugin runs it (3420
+// features padded to I = 3456, gate/up rows blocked by 128): the cuBLASLt
+// [gate | up] product plus the silu_mul pass over the blocked columns, against
+// the Hopper kernel with SiLU·mul in its epilogue; and that kernel's plain form
+// against cuBLASLt on the same product (how far its main loop is from cuBLASLt's).
 void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
-  constexpr int64_t I = 3424, D = 1280;
+  constexpr int64_t I = 3456, D = 1280, B = k::kGateUpBlock;
   k::GemmPlan plan;
   BENCH_CHECK(plan.initialize(m, 2 * I, D, Ep::Bias, false));
   bf16* x = pool.bf(static_cast<size_t>(m * D));
@@ -166,11 +167,12 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
     BENCH_CHECK(
         plan.run(lt, x, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
   };
-  add_row("mlp gate_up+silu", shape, time_us([&] {
-            cublas_product();
-            BENCH_CHECK(k::silu_mul_bf16(gu, 2 * I, gu + I, 2 * I, act, I, m, I, g_stream));
-          }),
-          flops, bytes, "cuBLASLt, then silu_mul");
+  add_row(
+      "mlp gate_up+silu", shape, time_us([&] {
+        cublas_product();
+        BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
+      }),
+      flops, bytes, "cuBLASLt, then silu_mul");
   if (!k::gate_up_silu_mul_supported()) return;
   add_row("mlp gate_up+silu", shape, time_us([&] {
             BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream));

@@ -65,7 +65,7 @@ struct Activations {
 };
 
 // `gate_up`: room for the [gate | up] product (not with mlp_kernel = "fused",
-// whose kernel never writes it: 27 KiB a patch row for the 7B tower).
+// whose kernel never writes it: 13.5 KiB a patch row for the 7B tower).
 Activations carve(const VisionConfig& c, const Capacity& cap, bool gate_up, char* base) {
   const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
   const size_t inter = static_cast<size_t>(padded_intermediate(c));
@@ -229,30 +229,27 @@ struct CudaModel::Impl {
   // "auto": times both MLP forms at this size (after gate_up's own tuning).
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
     if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
-    cudaEvent_t ev[2] = {nullptr, nullptr};
-    check_cuda(cudaEventCreate(&ev[0]), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&ev[1]), "cudaEventCreate");
+    struct Events {  // destroyed however the timing ends
+      cudaEvent_t ev[2] = {nullptr, nullptr};
+      ~Events() {
+        for (cudaEvent_t e : ev)
+          if (e) cudaEventDestroy(e);
+      }
+    } t;
+    check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
     float best[2] = {0.0f, 0.0f};  // [cuBLASLt, fused]: the best of 3 rounds of 2 runs
-    std::string failure;
-    try {
-      for (bool fused : {false, true}) gate_up_silu(a, blocks[0], p, fused, s);  // warm-up
-      for (int round = 0; round < 3; ++round)
-        for (int fused = 0; fused < 2; ++fused) {
-          check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
-          for (int r = 0; r < 2; ++r) gate_up_silu(a, blocks[0], p, fused != 0, s);
-          check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
-          check_cuda(cudaEventSynchronize(ev[1]), "timing the MLP kernels");
-          float ms = 0.0f;
-          check_cuda(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
-          if (round == 0 || ms < best[fused]) best[fused] = ms;
-        }
-    } catch (...) {
-      cudaEventDestroy(ev[0]);
-      cudaEventDestroy(ev[1]);
-      throw;
-    }
-    cudaEventDestroy(ev[0]);
-    cudaEventDestroy(ev[1]);
+    for (bool fused : {false, true}) gate_up_silu(a, blocks[0], p, fused, s);  // warm-up
+    for (int round = 0; round < 3; ++round)
+      for (int fused = 0; fused < 2; ++fused) {
+        check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
+        for (int r = 0; r < 2; ++r) gate_up_silu(a, blocks[0], p, fused != 0, s);
+        check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
+        check_cuda(cudaEventSynchronize(t.ev[1]), "timing the MLP kernels");
+        float ms = 0.0f;
+        check_cuda(cudaEventElapsedTime(&ms, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
+        if (round == 0 || ms < best[fused]) best[fused] = ms;
+      }
     fused_mlp[p] = best[1] < best[0];
   }
 

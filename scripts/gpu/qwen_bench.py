@@ -84,7 +84,8 @@ def output_tokens(item):
 def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=(),
                  variant=None):
     """`launcher`: a command the encgraph command line follows (mpirun -np N ...); `variant`:
-    (label, {variable: value}) for a run under other environment variables."""
+    (label, {variable: value}, [config settings]) from parse_variant, for a run under other
+    environment variables and `--set` config values."""
     label, env, sets = variant or ("encgraph", None, [])
     tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
     report = os.path.join(out_dir, f"qwen-bench-{name}{tag}.json")
@@ -97,7 +98,8 @@ def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launch
 def parse_variant(text):
     """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}, [config settings]); a relative
     path value that exists is made absolute (encgraph runs from another folder). A VAR with a
-    dot is a config key (plugin.config.mlp_kernel="cublaslt"), passed as `--set VAR=VALUE`."""
+    dot is a config key (plugin.config.mlp_kernel="cublaslt"), passed as `--set VAR=VALUE`.
+    Assignments are split at commas, so a value cannot hold one (no TOML arrays)."""
     label, _, assignments = text.partition(":")
     env, sets = {}, []
     for a in filter(None, assignments.split(",")):

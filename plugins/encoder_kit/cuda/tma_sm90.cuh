@@ -2,7 +2,7 @@
 // accelerator (TMA) loads of 2-D boxes into shared memory, and the
 // transaction-counting mbarriers that tell their readers a box has landed.
 // sm_90a device code only; the tensor maps themselves are encoded on the host
-// (tensor_map.hpp).
+// (encode_rows in gemm_sm90.cu).
 //
 // A TMA load writes through the async proxy and completes on an mbarrier, so
 // wgmma (which reads through the same proxy) may read the box as soon as the
