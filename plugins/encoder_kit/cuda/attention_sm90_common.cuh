@@ -82,6 +82,14 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo & 0x3FFFFu) >> 4) << 32);
 }
 
+// The same for a K-major tile written by TMA with 128-byte swizzling: rows of
+// 64 bf16 (128 bytes), 8-row atoms 1024 bytes apart (layout type 1 in bits
+// 62-63); the tile starts 1024-byte aligned, and `addr` may step 32 bytes a
+// k16 slice within the row.
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr) {
+  return smem_desc(addr, 16, 1024) | (uint64_t{1} << 62);
+}
+
 // One k16 step of S = Q K^T with Q in shared memory.
 template <int kBlockN>
 __device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, uint64_t db,

@@ -3,6 +3,7 @@
 // odd shapes fall back to element-wise paths that compute the same values.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/cuda/ptx.cuh>
 
 #include "launch.cuh"
 #include "rotary.cuh"
@@ -60,9 +61,7 @@ __device__ __forceinline__ void store(bf16* p, const float (&f)[N]) {
   *reinterpret_cast<typename Raw<N>::T*>(p) = raw;
 }
 
-__device__ __forceinline__ float round_bf16(float x) {
-  return __bfloat162float(__float2bfloat16(x));
-}
+using ptx::round_bf16;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -67,15 +67,6 @@ constexpr size_t smem_bytes() {
          out_boxes<kFused>() * kSubTileBytes + 2 * stages<kFused>() * sizeof(uint64_t);
 }
 
-__device__ __forceinline__ float round_bf16(float x) {
-  return __bfloat162float(__float2bfloat16(x));
-}
-
-// Two bf16 packed in 32 bits (the lower address in the low half) as floats.
-__device__ __forceinline__ float2 unpack_bf16x2(uint32_t v) {
-  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
-}
-
 // The 256 multiplying threads, apart from the copier (named barrier 1).
 __device__ __forceinline__ void sync_multipliers() {
   asm volatile("bar.sync 1, 256;\n" ::: "memory");

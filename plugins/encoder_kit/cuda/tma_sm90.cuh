@@ -100,12 +100,4 @@ __device__ __forceinline__ void claim_registers() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-// wgmma descriptor of a K-major tile written by TMA with 128-byte swizzling:
-// rows of 64 bf16 (128 bytes), 8-row atoms 1024 bytes apart; the tile starts
-// 1024-byte aligned, and `addr` may step 32 bytes a k16 slice within the row.
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
-         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-
 }  // namespace encoder_kit::cuda::sm90

@@ -1,6 +1,6 @@
 // PTX helpers shared by the attention kernels (the kit's attention.cu and
 // attention_sm90.cu, DeepSeek-OCR-2's SAM attention): cp.async copies,
-// ldmatrix, mma.sync, packing, the SFU exponential and the reductions over
+// ldmatrix, mma.sync, packing and rounding to bf16, the SFU exponential and the reductions over
 // the four lanes that share an accumulator row.
 #pragma once
 
@@ -52,6 +52,16 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Two bf16 packed in 32 bits (the lower address in the low half) as floats.
+__device__ __forceinline__ float2 unpack_bf16x2(uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+
+// x rounded to bf16 and back: where a bf16 module stores an intermediate.
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16(x));
 }
 
 // 2^x on the SFU; 2^-inf = 0, which masks dropped keys.
