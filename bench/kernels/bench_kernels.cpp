@@ -3,13 +3,14 @@
 // 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
 // Each figure is the median over many CUDA-event-timed batches after warm-up,
 // on random (never zero) data. Prints a table; --table PATH also writes it.
-//   bench_kernels [--table PATH] [--tokens N] [--only gemm|attn|attnfull|memory|mlp]
+//   bench_kernels [--table PATH] [--tokens N] [--only gemm|small|attn|attnfull|memory|mlp]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,14 +46,22 @@ std::vector<Row> g_rows;
 cudaStream_t g_stream = nullptr;
 
 // Median microseconds per call of f: batches sized to ~0.3 ms, 25 of them.
+// A batch is a CUDA graph of its calls, replayed, as the runtime replays its
+// forwards: small kernels are timed without the host's launch cost (which
+// back-to-back eager calls of a few microseconds each would measure instead).
+// Where f cannot be captured, eager batches.
 double time_us(const std::function<void()>& f) {
   cudaEvent_t a, b;
   BENCH_CUDA(cudaEventCreate(&a));
   BENCH_CUDA(cudaEventCreate(&b));
   for (int i = 0; i < 3; ++i) f();  // warm-up
+  cudaGraphExec_t exec = nullptr;
   auto batch = [&](int reps) {
     BENCH_CUDA(cudaEventRecord(a, g_stream));
-    for (int i = 0; i < reps; ++i) f();
+    if (exec != nullptr)
+      BENCH_CUDA(cudaGraphLaunch(exec, g_stream));
+    else
+      for (int i = 0; i < reps; ++i) f();
     BENCH_CUDA(cudaEventRecord(b, g_stream));
     BENCH_CUDA(cudaEventSynchronize(b));
     float ms = 0.0f;
@@ -61,12 +70,34 @@ double time_us(const std::function<void()>& f) {
   };
   const double first = batch(1);
   const int reps = std::clamp(static_cast<int>(300.0 / std::max(first, 1e-3)), 1, 200);
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    for (int i = 0; i < reps; ++i) f();
+    if (cudaStreamEndCapture(g_stream, &graph) != cudaSuccess ||
+        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+      exec = nullptr;
+  }
+  (void)cudaGetLastError();  // a failed capture falls back to eager batches
+  if (exec != nullptr) BENCH_CUDA(cudaGraphLaunch(exec, g_stream));  // warm-up
   std::vector<double> samples;
   for (int s = 0; s < 25; ++s) samples.push_back(batch(reps));
   std::sort(samples.begin(), samples.end());
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return samples[samples.size() / 2];
+}
+
+// Host microseconds one call of f takes to submit (eager: what a forward
+// without graphs pays per launch besides the GPU time), over 200 calls.
+double host_submit_us(const std::function<void()>& f) {
+  BENCH_CUDA(cudaStreamSynchronize(g_stream));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) f();
+  const auto end = std::chrono::steady_clock::now();
+  BENCH_CUDA(cudaStreamSynchronize(g_stream));
+  return std::chrono::duration<double, std::micro>(end - start).count() / 200;
 }
 
 void add_row(const std::string& kernel, const std::string& shape, double us, double flops,
@@ -134,7 +165,27 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
   const double bytes = 2.0 * (m * kk + n * kk + m * n * (residual ? 2 : 1));
   add_row(name, shape3(m, n, kk), time_us(run), flops, bytes, "heuristic");
   BENCH_CHECK(plan.tune(lt, A, W, bias, R, C, m, ws, k::GemmPlan::workspace_bytes(), g_stream, 16));
-  add_row(name, shape3(m, n, kk), time_us(run), flops, bytes, "tuned (best of 16)");
+  const std::string pick = plan.choice_for(m);
+  add_row(name, shape3(m, n, kk), time_us(run), flops, bytes,
+          "tuned (best of 16 + own): " + (pick.rfind("sm90", 0) == 0 ? pick : "cuBLASLt"));
+  // Our Hopper kernel at each k split, side by side with the rows above.
+  if (k::detail::sm90_gemm_supported() && (ep == Ep::None || ep == Ep::Bias) && n % 8 == 0 &&
+      kk % 8 == 0)
+    for (const int splits : {1, 2, 4, 8})
+      add_row(
+          name, shape3(m, n, kk), time_us([&] {
+            BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, splits, g_stream));
+          }),
+          flops, bytes, "own Hopper kernel, k split " + std::to_string(splits));
+  if (m <= 4096) {
+    std::printf("  host submit per call: cuBLASLt (tuned plan) %.1f us", host_submit_us(run));
+    if (k::detail::sm90_gemm_supported() && (ep == Ep::None || ep == Ep::Bias) && n % 8 == 0 &&
+        kk % 8 == 0)
+      std::printf(", own kernel %.1f us", host_submit_us([&] {
+                    BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, 1, g_stream));
+                  }));
+    std::printf("\n");
+  }
   // An untuned plan timed after the tuned one: tells a worse pick from clock
   // or power drift after the search's seconds of full load.
   k::GemmPlan fresh;
@@ -174,13 +225,16 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
       }),
       flops, bytes, "cuBLASLt, then silu_mul");
   if (!k::gate_up_silu_mul_supported()) return;
-  add_row("mlp gate_up+silu", shape, time_us([&] {
-            BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream));
-          }),
-          flops, bytes, "fused (own Hopper kernel)");
+  for (const int splits : {0, 1, 2, 4})
+    add_row("mlp gate_up+silu", shape, time_us([&] {
+              BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream, splits));
+            }),
+            flops, bytes,
+            "fused (own Hopper kernel), " + (splits == 0 ? std::string("k split chosen")
+                                                         : "k split " + std::to_string(splits)));
   add_row("mlp gate_up", shape, time_us(cublas_product), flops, bytes, "cuBLASLt, bias");
   add_row("mlp gate_up", shape, time_us([&] {
-            BENCH_CHECK(k::detail::gemm_bias_sm90_bf16(x, w, b, gu, m, 2 * I, D, g_stream));
+            BENCH_CHECK(k::detail::gemm_sm90_bf16(x, w, b, nullptr, gu, m, 2 * I, D, 0, g_stream));
           }),
           flops, bytes, "own Hopper kernel, bias");
 }
@@ -278,12 +332,12 @@ int main(int argc, char** argv) {
       T = std::atoll(argv[++i]);
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
-                                    only == "memory" || only == "mlp"))
+                                    only == "memory" || only == "mlp" || only == "small"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|attn|attnfull|memory|mlp]\n");
+                   "gemm|small|attn|attnfull|memory|mlp]\n");
       return 2;
     }
   }
@@ -324,11 +378,14 @@ int main(int argc, char** argv) {
       bench_gemm(pool, lt, ws, "gemm merger fc1 gelu", T / 4, 5120, 5120, Ep::BiasGelu, false);
       bench_gemm(pool, lt, ws, "gemm merger fc2", T / 4, 3584, 5120, Ep::Bias, false);
       bench_gemm(pool, lt, ws, "gemm qkv small", 4096, 3840, 1280, Ep::Bias, false);
-      // One 224² image: 256 patch rows (split-K candidates join the tuning there).
+    }
+    // One 224² image: 256 patch rows (split-K candidates join the tuning
+    // there); "--only small" runs these alone (for a profiler).
+    if (want("gemm") || only == "small") {
       bench_gemm(pool, lt, ws, "gemm qkv 256", 256, 3840, 1280, Ep::Bias, false);
       bench_gemm(pool, lt, ws, "gemm o_proj+res 256", 256, 1280, 1280, Ep::Bias, true);
-      bench_gemm(pool, lt, ws, "gemm gate_up 256", 256, 2 * 3424, 1280, Ep::Bias, false);
-      bench_gemm(pool, lt, ws, "gemm down+res 256", 256, 1280, 3424, Ep::Bias, true);
+      bench_gemm(pool, lt, ws, "gemm gate_up 256", 256, 2 * 3456, 1280, Ep::Bias, false);
+      bench_gemm(pool, lt, ws, "gemm down+res 256", 256, 1280, 3456, Ep::Bias, true);
     }
 
     // The MLP's first half: at the largest budget, a request of 16 images at

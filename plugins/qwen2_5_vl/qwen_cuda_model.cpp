@@ -226,7 +226,8 @@ struct CudaModel::Impl {
           "silu_mul");
   }
 
-  // "auto": times both MLP forms at this size (after gate_up's own tuning).
+  // "auto": times both MLP forms at this size (after gate_up's own tuning),
+  // or takes the choice stored in the tuning cache for it.
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
     if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
     struct Events {  // destroyed however the timing ends
@@ -236,21 +237,33 @@ struct CudaModel::Impl {
           if (e) cudaEventDestroy(e);
       }
     } t;
-    check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
-    float best[2] = {0.0f, 0.0f};  // [cuBLASLt, fused]: the best of 3 rounds of 2 runs
-    for (bool fused : {false, true}) gate_up_silu(a, blocks[0], p, fused, s);  // warm-up
-    for (int round = 0; round < 3; ++round)
-      for (int fused = 0; fused < 2; ++fused) {
+    // [cuBLASLt, fused]: the best of 3 rounds of 2 runs each, after a warm-up.
+    auto time_ms = [&](size_t fused) {
+      if (!t.ev[0]) {
+        check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
+        check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
+      }
+      gate_up_silu(a, blocks[0], p, fused != 0, s);
+      float best = 0.0f;
+      for (int round = 0; round < 3; ++round) {
         check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
         for (int r = 0; r < 2; ++r) gate_up_silu(a, blocks[0], p, fused != 0, s);
         check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(t.ev[1]), "timing the MLP kernels");
         float ms = 0.0f;
         check_cuda(cudaEventElapsedTime(&ms, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
-        if (round == 0 || ms < best[fused]) best[fused] = ms;
+        if (round == 0 || ms < best) best = ms;
       }
-    fused_mlp[p] = best[1] < best[0];
+      return static_cast<double>(best);
+    };
+    // Everything the choice depends on besides the GPU and library versions
+    // (the cache file's context).
+    const std::string key = "qwen-mlp:p=" + std::to_string(p) +
+                            ",d=" + std::to_string(c.hidden_size) +
+                            ",inter=" + std::to_string(padded_intermediate(c)) +
+                            ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=cublaslt+sm90v2";
+    fused_mlp[p] =
+        encoder_kit::choose_fastest(gemm_cache.get(), key, {"cublaslt", "fused"}, time_ms) == 1;
   }
 
   // Times each product's candidates at this size on scratch memory (the

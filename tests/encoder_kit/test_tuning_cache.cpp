@@ -301,3 +301,47 @@ TEST_CASE("the default folder: ENCGRAPH_CACHE_DIR, XDG_CACHE_HOME, HOME; 'off'")
   ::unsetenv("HOME");
   CHECK(encoder_kit::tuning_cache_dir("") == "");
 }
+
+TEST_CASE("choose_fastest times once, stores the fastest, and takes a stored choice untimed") {
+  kit_test::TempDir dir("tuning");
+  const std::vector<std::string> names = {"cublaslt", "fused"};
+  // Random times, so either form may win; the cache must keep the winner.
+  const double t0 = kit_test::uniform(1, 1000), t1 = kit_test::uniform(1, 1000);
+  const size_t want = t1 < t0 ? 1 : 0;
+  int calls = 0;
+  auto time_ms = [&](size_t i) {
+    ++calls;
+    return i == 0 ? t0 : t1;
+  };
+  const std::string key = "qwen-mlp:p=256,d=1280,inter=3456";
+  Warnings w;
+  {
+    TuningCache c(dir.path().string(), "gemm", kContext, w.fn());
+    c.load();
+    bool timed = false;
+    CHECK(encoder_kit::choose_fastest(&c, key, names, time_ms, &timed) == want);
+    CHECK(timed);
+    CHECK(calls == 2);
+    CHECK(c.find(key) == std::optional<std::string>(names[want]));
+    REQUIRE(c.save());
+  }
+  // A fresh process: the stored name is taken without timing anything.
+  TuningCache c(dir.path().string(), "gemm", kContext, w.fn());
+  c.load();
+  bool timed = true;
+  CHECK(encoder_kit::choose_fastest(&c, key, names, time_ms, &timed) == want);
+  CHECK_FALSE(timed);
+  CHECK(calls == 2);
+  // A stored name that is not a candidate (another build's form) is timed
+  // afresh and replaced.
+  c.put(key, "banana");
+  CHECK(encoder_kit::choose_fastest(&c, key, names, time_ms, &timed) == want);
+  CHECK(timed);
+  CHECK(calls == 4);
+  CHECK(c.find(key) == std::optional<std::string>(names[want]));
+  // No cache: always timed.
+  CHECK(encoder_kit::choose_fastest(nullptr, key, names, time_ms, &timed) == want);
+  CHECK(timed);
+  CHECK(calls == 6);
+  CHECK(w.seen.empty());
+}

@@ -121,22 +121,33 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
                                  nullptr) == bad);
   CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 64, 8, 8, nullptr) ==
         bad);
-  CHECK(k::detail::gemm_bias_sm90_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 12, 64,
-                                       nullptr) == bad);
+  CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 12, 64, 0,
+                                  nullptr) == bad);  // n not a multiple of 8
+  CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, buf.get() + 1, buf.get(), 4, 16,
+                                  64, 0, nullptr) == bad);  // misaligned residual
+  if (hopper) {
+    CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 16, 64, 3,
+                                    nullptr) == bad);  // splits not 1, 2, 4 or 8
+    CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
+                                   16) == bad);
+  }
   if (!hopper)
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8,
                                    nullptr) == bad);
 }
 
-GPU_TEST_CASE("Hopper GEMM, plain form: A W^T + bias against float64, partial tiles everywhere") {
+GPU_TEST_CASE(
+    "Hopper GEMM, plain form: A W^T + bias + residual against float64, partial tiles, "
+    "k split across clusters of 1, 2, 4 and 8 blocks") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: the case above checks that
   struct Shape {
     int64_t rows, n, k;
     bool bias;
   };
-  // rows: one, a partial 128-row tile, several; n: partial 256-wide tiles;
-  // k: one 64-wide block, a tail of 8, Qwen's 1280.
+  // rows: one, a partial 128-row tile, several; n: partial 256-wide tiles
+  // (264: a tile whose last three 64-column boxes lie wholly outside); k: one
+  // 64-wide block, a tail of 8, Qwen's 1280.
   for (const Shape sh : {Shape{1, 256, 64, true}, Shape{127, 264, 72, false},
                          Shape{300, 520, 200, true}, Shape{515, 768, 1280, true}}) {
     CAPTURE(sh.rows);
@@ -146,21 +157,40 @@ GPU_TEST_CASE("Hopper GEMM, plain form: A W^T + bias against float64, partial ti
     const auto x = random_bf16(static_cast<size_t>(sh.rows * sh.k), s);
     const auto w = random_bf16(static_cast<size_t>(sh.n * sh.k), s);
     const auto b = random_bf16(static_cast<size_t>(sh.n), 0.5f);
-    DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()),
-        dc(static_cast<size_t>((sh.rows + 3) * sh.n));
+    const auto res = random_bf16(static_cast<size_t>(sh.rows * sh.n), 1.0f);
+    const size_t out_size = static_cast<size_t>((sh.rows + 3) * sh.n);
+    DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()), dres(out_size), dc(out_size);
     dx.upload(x);
     dw.upload(w);
     db.upload(b);
-    dc.poison();
-    CHECK_OK(k::detail::gemm_bias_sm90_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr,
-                                            dc.get(), sh.rows, sh.n, sh.k, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    auto ref = products(x, w, sh.rows, sh.n, sh.k);
-    if (sh.bias)
-      for (size_t i = 0; i < ref.size(); ++i) ref[i] += to_f(b[i % static_cast<size_t>(sh.n)]);
-    const auto got = dc.download();
-    CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
-    CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+    dres.poison();  // the residual's rows, then poison: padding rows read as NaN if read at all
+    std::vector<bf16> res_padded = dres.download();
+    std::copy(res.begin(), res.end(), res_padded.begin());
+    dres.upload(res_padded);
+    const auto prod = products(x, w, sh.rows, sh.n, sh.k);
+    // Residual: none, another buffer, or the output itself (in place).
+    for (const int residual : {0, 1, 2}) {
+      auto ref = prod;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (sh.bias) ref[i] += to_f(b[i % static_cast<size_t>(sh.n)]);
+        if (residual != 0) ref[i] += to_f(res[i]);
+      }
+      for (const int splits : {1, 2, 4, 8, 0}) {
+        CAPTURE(residual);
+        CAPTURE(splits);
+        if (residual == 2)
+          dc.upload(res_padded);
+        else
+          dc.poison();
+        const bf16* r = residual == 0 ? nullptr : residual == 1 ? dres.get() : dc.get();
+        CHECK_OK(k::detail::gemm_sm90_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, r,
+                                           dc.get(), sh.rows, sh.n, sh.k, splits, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto got = dc.download();
+        CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+        CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+      }
+    }
   }
 }
 
@@ -181,10 +211,6 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
     const int64_t ld_y = sh.inter + 8;  // padding columns must stay untouched
     DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>((sh.rows + 2) * ld_y));
     dx.upload(in.x);
-    dy.poison();
-    CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(), sh.rows,
-                                      sh.k, sh.inter, ld_y, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
     const auto g = products(in.x, in.gate, sh.rows, sh.inter, sh.k);
     const auto u = products(in.x, in.up, sh.rows, sh.inter, sh.k);
     std::vector<double> ref(dy.size(), 0.0);
@@ -192,14 +218,24 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
       for (int64_t f = 0; f < sh.inter; ++f)
         ref[r * ld_y + f] = silu_mul_ref(g[r * sh.inter + f] + to_f(in.gate_b[f]),
                                          u[r * sh.inter + f] + to_f(in.up_b[f]));
-    const auto got = dy.download();
     auto inside = [&](size_t i) {
       return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
     };
-    // A bf16 rounding of gate or up that lands the other way moves y by up to
-    // about one bf16 step of each: 1.5% of the terms' size.
-    CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
-    CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
+    // k split across clusters of 2, 4 and 8 blocks as well (the automatic
+    // choice, 0, last: its output is compared with cuBLASLt's below).
+    std::vector<bf16> got;
+    for (const int splits : {1, 2, 4, 8, 0}) {
+      CAPTURE(splits);
+      dy.poison();
+      CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
+                                        sh.rows, sh.k, sh.inter, ld_y, nullptr, splits));
+      CUDA_OK(cudaDeviceSynchronize());
+      got = dy.download();
+      // A bf16 rounding of gate or up that lands the other way moves y by up to
+      // about one bf16 step of each: 1.5% of the terms' size.
+      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
+    }
 
     // The path it replaces: cuBLASLt's [gate | up] product, then silu_mul_bf16.
     cublasLtHandle_t lt = nullptr;
@@ -233,44 +269,47 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffer
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 200, kk = 128, inter = 256;
-  auto in = random_mlp(rows, kk, inter);
-  BlockedMlp blocked(in, kk, inter);
-  DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
-      want(static_cast<size_t>(rows * inter));
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  dx.upload(in.x);
-  cudaGraph_t graph = nullptr;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const int rc = k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
-                                          rows, kk, inter, inter, stream);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CHECK_OK(rc);
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  // New input in the same buffer; the replay must compute on it.
-  in.x = random_bf16(in.x.size(), 0.3f);
-  dx.upload(in.x);
-  dy.poison();
-  CUDA_OK(cudaGraphLaunch(exec, stream));
-  CUDA_OK(cudaStreamSynchronize(stream));
-  CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), want.get(), rows,
-                                    kk, inter, inter, stream));
-  CUDA_OK(cudaStreamSynchronize(stream));
-  const auto got = dy.download(), eager = want.download();
-  size_t differ = 0;
-  for (size_t i = 0; i < got.size(); ++i)  // same kernel, same inputs: the same bits
-    differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
-  CHECK(differ == 0);
-  const auto g = products(in.x, in.gate, rows, inter, kk);
-  const auto u = products(in.x, in.up, rows, inter, kk);
-  std::vector<double> ref(got.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t f = 0; f < inter; ++f)
-      ref[r * inter + f] =
-          silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]), u[r * inter + f] + to_f(in.up_b[f]));
-  CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  for (const int splits : {1, 2}) {  // persistent blocks, and clusters of two
+    CAPTURE(splits);
+    auto in = random_mlp(rows, kk, inter);
+    BlockedMlp blocked(in, kk, inter);
+    DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
+        want(static_cast<size_t>(rows * inter));
+    cudaStream_t stream = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    dx.upload(in.x);
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const int rc = k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
+                                            rows, kk, inter, inter, stream, splits);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CHECK_OK(rc);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    // New input in the same buffer; the replay must compute on it.
+    in.x = random_bf16(in.x.size(), 0.3f);
+    dx.upload(in.x);
+    dy.poison();
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), want.get(), rows,
+                                      kk, inter, inter, stream, splits));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto got = dy.download(), eager = want.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i)  // same kernel, same inputs: the same bits
+      differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
+    CHECK(differ == 0);
+    const auto g = products(in.x, in.gate, rows, inter, kk);
+    const auto u = products(in.x, in.up, rows, inter, kk);
+    std::vector<double> ref(got.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t f = 0; f < inter; ++f)
+        ref[r * inter + f] = silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]),
+                                          u[r * inter + f] + to_f(in.up_b[f]));
+    CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
 }

@@ -11,7 +11,10 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 
@@ -128,6 +131,42 @@ TEST_CASE("both MLP kernels match the CPU path, in graphs and eager") {
   // patch row): the key did switch kernels.
   const int64_t saved = stats[0].graph_memory_bytes - stats[1].graph_memory_bytes;
   CHECK(saved >= 1024 * 4 * 2 * 3456 * 2);  // at least the 1024-token graph's 4096 rows
+}
+
+// "auto"'s timed MLP choice per graph size persists beside the products'
+// algorithms, and a second start with the same folder keeps it.
+TEST_CASE("the MLP's timed choice per graph size lands in the tuning cache") {
+  qwen_test::TempDir dir("qwen-mlp-cache");
+  encgraph::RuntimeConfig rc = config(wide_config(), "cuda");
+  rc.plugin_config.emplace_back("tuning_cache", dir.path().string());
+  const auto geo = standard_items();
+  auto mlp_lines = [&] {
+    std::vector<std::string> lines;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
+      std::ifstream in(f.path());
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("qwen-mlp:", 0) == 0) lines.push_back(line);
+    }
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  const auto first = run(rc, geo, true);
+  const std::vector<std::string> lines = mlp_lines();
+  int device = 0, major = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  if (major != 9) {  // no fused kernel, nothing to choose
+    CHECK(lines.empty());
+    return;
+  }
+  CHECK(lines.size() >= rc.budgets.token_budgets.size());  // one a captured size
+  for (const std::string& l : lines) {
+    CAPTURE(l);
+    const std::string value = l.substr(l.rfind(' ') + 1);
+    CHECK((value == "fused" || value == "cublaslt"));
+  }
+  compare(run(rc, geo, true), first, kBf16Tolerance, "second start vs first");
+  CHECK(mlp_lines() == lines);
 }
 
 TEST_CASE("CUDA graph replays equal eager runs for random mixes of sizes") {

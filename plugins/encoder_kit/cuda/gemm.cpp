@@ -55,11 +55,26 @@ constexpr int kMaxCachedM = 4096;  // past this, eager calls re-query instead of
 // ENCGRAPH_GEMM_SPLITK=0 turns that off.
 constexpr int64_t kSplitKMaxRows = 2048;
 
+// An algorithm for one row count: cuBLASLt's (own_splits == 0), or our Hopper
+// kernel (gemm_sm90.cu) with k shared by own_splits blocks.
 struct Choice {
   int64_t m;
   cublasLtMatmulAlgo_t algo;
   size_t workspace;
+  int own_splits = 0;
 };
+
+// ENCGRAPH_GEMM_SM90=0 keeps our Hopper kernel out of tune()'s candidates
+// (the A/B switch of the benchmarks).
+bool own_kernel_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ENCGRAPH_GEMM_SM90");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
+constexpr char kOwnPrefix[] = "sm90:s=";
 
 // The per-call objects, in stack storage.
 struct Problem {
@@ -94,7 +109,7 @@ const char* epilogue_name(GemmPlan::Epilogue ep) {
 }
 
 // A choice as the tuning cache stores it: the algorithm's opaque words in hex,
-// then its workspace size ("<128 hex>:<bytes>").
+// then its workspace size ("<128 hex>:<bytes>"); our kernel as "sm90:s=<splits>".
 std::string encode_choice(const cublasLtMatmulAlgo_t& algo, size_t workspace) {
   std::string out;
   char buf[17];
@@ -103,6 +118,19 @@ std::string encode_choice(const cublasLtMatmulAlgo_t& algo, size_t workspace) {
     out += buf;
   }
   return out + ":" + std::to_string(workspace);
+}
+
+std::string encode_choice(const Choice& c) {
+  return c.own_splits > 0 ? kOwnPrefix + std::to_string(c.own_splits)
+                          : encode_choice(c.algo, c.workspace);
+}
+
+// The splits of an encoded choice of our kernel; 0 when it is not one.
+int decode_own_splits(const std::string& text) {
+  const size_t prefix = sizeof(kOwnPrefix) - 1;
+  if (text.size() != prefix + 1 || text.compare(0, prefix, kOwnPrefix) != 0) return 0;
+  const char d = text[prefix];
+  return d == '1' || d == '2' || d == '4' || d == '8' ? d - '0' : 0;
 }
 
 bool decode_choice(const std::string& text, cublasLtMatmulAlgo_t& algo, size_t& workspace) {
@@ -131,6 +159,8 @@ struct GemmPlan::Impl {
   int64_t m_max = 0, n = 0, k = 0;
   Epilogue ep = Epilogue::None;
   bool residual = false;
+  bool own = false;  // our Hopper kernel can run this problem (tune() times it too)
+  int sms = 0;
   cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
   cublasLtMatmulPreference_t pref = nullptr;
   mutable std::mutex mu;
@@ -143,13 +173,30 @@ struct GemmPlan::Impl {
     return "gemm:m=" + std::to_string(m) + ",n=" + std::to_string(n) + ",k=" + std::to_string(k) +
            ",a=bf16,w=bf16,c=bf16,acc=f32,op=TN,ep=" + epilogue_name(ep) +
            ",res=" + (residual ? "1" : "0") + ",ws=" + std::to_string(workspace_bytes) +
-           ",align=16" + (split_k_search(m) ? ",search=splitk" : "");
+           ",align=16" + (split_k_search(m) ? ",search=splitk" : "") + (own ? ",own=sm90v1" : "");
+  }
+
+  // Our kernel's forms worth timing at m: unsplit, and k shared by 2, 4 or 8
+  // blocks where the tiles alone leave multiprocessors idle and each block
+  // keeps two 64-wide k-blocks or more.
+  std::vector<int> own_splits_for(int64_t m) const {
+    if (!own) return {};
+    const int64_t tiles = ((m + 127) / 128) * ((n + 255) / 256), k_blocks = (k + 63) / 64;
+    std::vector<int> out{1};
+    for (const int s : {2, 4, 8})
+      if (tiles * s <= sms && k_blocks >= 2 * s) out.push_back(s);
+    return out;
   }
 
   // An encoded choice (the cache's form) for m, when it decodes, fits
   // workspace_bytes and cuBLASLt still accepts it for this problem.
   bool checked_choice(int64_t m, const std::string& text, size_t workspace_bytes,
                       Choice& out) const {
+    if (const int splits = decode_own_splits(text); splits > 0) {
+      if (!own) return false;  // another GPU, or the epilogue is not ours to run
+      out = Choice{m, {}, 0, splits};
+      return true;
+    }
     cublasLtMatmulAlgo_t algo{};
     size_t ws = 0;
     if (!decode_choice(text, algo, ws) || ws > workspace_bytes) return false;
@@ -298,9 +345,12 @@ struct GemmPlan::Impl {
     if (cache.size() < kMaxCachedM) cache.push_back(choice);
   }
 
-  int matmul(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo, const bf16* A,
-             const bf16* W, const bf16* bias, const bf16* residual, bf16* C, int64_t m,
-             void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  int matmul(cublasLtHandle_t handle, const Choice& choice, const bf16* A, const bf16* W,
+             const bf16* bias, const bf16* residual, bf16* C, int64_t m, void* workspace,
+             size_t workspace_bytes, cudaStream_t stream) const {
+    if (choice.own_splits > 0)
+      return detail::gemm_sm90_bf16(A, W, bias, residual, C, m, n, k, choice.own_splits, stream);
+    const cublasLtMatmulAlgo_t& algo = choice.algo;
     Problem p;
     if (const int rc = build(p, m, bias)) return rc;
     const float alpha = 1.0f, beta = residual != nullptr ? 1.0f : 0.0f;
@@ -358,7 +408,7 @@ std::string GemmPlan::choice_for(int64_t m) const {
   if (!impl_) return {};
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (const Choice& c : impl_->cache)
-    if (c.m == m) return encode_choice(c.algo, c.workspace);
+    if (c.m == m) return encode_choice(c);
   return {};
 }
 
@@ -373,6 +423,8 @@ int GemmPlan::candidates_for(int64_t m, int max_candidates, std::vector<std::str
   if (split_k_forms != nullptr) *split_k_forms = static_cast<int>(found.size() - proposals);
   encoded.clear();
   for (const auto& r : found) encoded.push_back(encode_choice(r.algo, r.workspaceSize));
+  for (const int splits : impl_->own_splits_for(m))
+    encoded.push_back(kOwnPrefix + std::to_string(splits));
   return 0;
 }
 
@@ -395,6 +447,14 @@ int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool 
   impl->k = k;
   impl->ep = ep;
   impl->residual = add_residual;
+  impl->own = own_kernel_allowed() && (ep == Epilogue::None || ep == Epilogue::Bias) &&
+              n % 8 == 0 && k % 8 == 0 && k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
+  if (impl->own) {
+    int device = 0;
+    ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
+    ENCODER_KIT_CUDA_TRY(
+        cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, device));
+  }
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
   const uint64_t ws = workspace_bytes();
@@ -429,7 +489,7 @@ int GemmPlan::run(cublasLtHandle_t handle, const bf16* A, const bf16* W, const b
   Choice choice{};
   if (const int rc = impl_->choose(m, choice)) return rc;
   ENCODER_KIT_REQUIRE(choice.workspace <= workspace_bytes && (choice.workspace == 0 || workspace));
-  return impl_->matmul(handle, choice.algo, A, W, bias, residual, C, m, workspace, workspace_bytes,
+  return impl_->matmul(handle, choice, A, W, bias, residual, C, m, workspace, workspace_bytes,
                        stream);
 }
 
@@ -450,9 +510,12 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
       return 0;
     }
   }
-  std::vector<cublasLtMatmulHeuristicResult_t> found;
-  if (const int rc = impl_->candidates(m, max_candidates, found, Impl::split_k_search(m)))
+  std::vector<cublasLtMatmulHeuristicResult_t> proposals;
+  if (const int rc = impl_->candidates(m, max_candidates, proposals, Impl::split_k_search(m)))
     return rc;
+  std::vector<Choice> found;  // the heuristic's first stays first
+  for (const auto& r : proposals) found.push_back(Choice{m, r.algo, r.workspaceSize});
+  for (const int splits : impl_->own_splits_for(m)) found.push_back(Choice{m, {}, 0, splits});
 
   cudaEvent_t ev[2] = {nullptr, nullptr};
   ENCODER_KIT_CUDA_TRY(cudaEventCreate(&ev[0]));
@@ -461,22 +524,56 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
     return detail::record_failure(static_cast<int>(e), "cudaEventCreate", __FILE__, __LINE__);
   }
   // Rounds interleave the candidates so that clock and power drift during the
-  // search hits all of them alike; each keeps its best batch.
+  // search hits all of them alike; each keeps its best batch. A batch is a
+  // CUDA graph of kRuns calls where the candidate captures (as the runtime's
+  // forwards replay it): eager calls of a few microseconds would time the
+  // host's launch cost, which differs between cuBLASLt and our kernel and
+  // which a replay does not pay.
   constexpr int kRounds = 4, kRuns = 5;
   const size_t count = found.size();
   std::vector<float> best_ms(count, -1.0f);  // -1: unusable
   auto once = [&](size_t i) {
-    return impl_->matmul(handle, found[i].algo, A, W, bias, residual, C, m, workspace,
-                         workspace_bytes, stream);
+    return impl_->matmul(handle, found[i], A, W, bias, residual, C, m, workspace, workspace_bytes,
+                         stream);
+  };
+  struct Graphs {  // destroyed however the timing ends
+    std::vector<cudaGraphExec_t> exec;
+    ~Graphs() {
+      for (cudaGraphExec_t e : exec)
+        if (e != nullptr) cudaGraphExecDestroy(e);
+    }
+  } graphs;
+  graphs.exec.assign(count, nullptr);
+  auto capture = [&](size_t i) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    int failed = 0;
+    for (int r = 0; r < kRuns && failed == 0; ++r) failed = once(i);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (failed == 0 && ended == cudaSuccess &&
+        cudaGraphInstantiate(&graphs.exec[i], graph, 0) != cudaSuccess)
+      graphs.exec[i] = nullptr;
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // a candidate that does not capture is timed eagerly
   };
   int rc = 0;
   for (size_t i = 0; i < count; ++i)  // a proposal that fails to run is skipped
-    if (found[i].workspaceSize <= workspace_bytes && once(i) == 0) best_ms[i] = 0.0f;
+    if (found[i].workspace <= workspace_bytes && once(i) == 0) {
+      best_ms[i] = 0.0f;
+      capture(i);
+    }
   for (int round = 0; round < kRounds && rc == 0; ++round) {
     for (size_t i = 0; i < count && rc == 0; ++i) {
       if (best_ms[i] < 0.0f) continue;
       rc = static_cast<int>(cudaEventRecord(ev[0], stream));
-      for (int r = 0; r < kRuns && rc == 0; ++r) rc = once(i);
+      if (graphs.exec[i] != nullptr) {
+        if (rc == 0) rc = static_cast<int>(cudaGraphLaunch(graphs.exec[i], stream));
+      } else {
+        for (int r = 0; r < kRuns && rc == 0; ++r) rc = once(i);
+      }
       if (rc == 0) rc = static_cast<int>(cudaEventRecord(ev[1], stream));
       if (rc == 0) rc = static_cast<int>(cudaEventSynchronize(ev[1]));
       float ms = 0.0f;
@@ -496,14 +593,12 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
   // a timing win of a few percent in a short search is often noise.
   if (best != 0 && best_ms[0] >= 0.0f && best_ms[static_cast<size_t>(best)] > 0.95f * best_ms[0])
     best = 0;
-  const Choice pick{m, found[static_cast<size_t>(best)].algo,
-                    found[static_cast<size_t>(best)].workspaceSize};
+  const Choice pick = found[static_cast<size_t>(best)];
   impl_->remember(pick);
   ++impl_->timed;
   // A stale entry that failed the check above is overwritten here.
   if (impl_->tuning)
-    impl_->tuning->put(impl_->problem_key(m, workspace_bytes),
-                       encode_choice(pick.algo, pick.workspace));
+    impl_->tuning->put(impl_->problem_key(m, workspace_bytes), encode_choice(pick));
   return 0;
 }
 

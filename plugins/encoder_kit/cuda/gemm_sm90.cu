@@ -64,29 +64,74 @@ __host__ __device__ constexpr int stages() {
 template <Fused kFused>
 constexpr size_t smem_bytes() {
   return 1024 /* alignment slack */ + stages<kFused>() * (kABytes + kWBytes) +
-         out_boxes<kFused>() * kSubTileBytes + 2 * stages<kFused>() * sizeof(uint64_t);
+         out_boxes<kFused>() * kSubTileBytes + (2 * stages<kFused>() + 1) * sizeof(uint64_t);
 }
+// Split-K: a block's fp32 partial tile (128 x 256) lands in its stage buffers
+// once its products are done.
+constexpr uint32_t kPartialBytes = kBM * kBN * 4;
+static_assert(kPartialBytes <= stages<Fused::Bias>() * (kABytes + kWBytes), "room for a partial");
+constexpr int kMaxSplits = 8;  // a portable cluster
 
 // The 256 multiplying threads, apart from the copier (named barrier 1).
 __device__ __forceinline__ void sync_multipliers() {
   asm volatile("bar.sync 1, 256;\n" ::: "memory");
 }
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 
-template <Fused kFused>
+// The residual's boxes [box_lo, box_hi) of the tile at (m0, col0) into the
+// staging boxes, completing on `bar` (boxes wholly right of the matrix are
+// skipped: nothing to add there, nothing stored).
+__device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32_t s_out,
+                                              uint32_t bar, int box_lo, int box_hi, int col0,
+                                              int m0, int64_t out_cols) {
+  int boxes = 0;
+  for (int b = box_lo; b < box_hi; ++b) boxes += col0 + 64 * b < out_cols;
+  mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(boxes) * kSubTileBytes);
+  for (int b = box_lo; b < box_hi; ++b)
+    if (col0 + 64 * b < out_cols)
+      tma_load_2d(s_out + b * kSubTileBytes, map_res, col0 + 64 * b, m0, bar);
+}
+
+// Two modes, one tile loop each:
+//  - kSplit = false: persistent, one block a multiprocessor; block b takes
+//    tiles b, b + gridDim.x, ... (the tile's n index fastest, so blocks running
+//    together share A's rows in L2), and the stage ring runs on across tiles:
+//    the copier fills the next tile's first stages while the multipliers are
+//    still in the epilogue of the current one.
+//  - kSplit = true (few tiles, e.g. 256 rows: 10 tiles of a 1280-wide output
+//    for 132 multiprocessors): a cluster of `splits` blocks per tile, block r
+//    multiplying the r-th slice of the k-blocks. Each leaves its fp32 partial
+//    tile in its shared memory; after a cluster barrier, block r sums the
+//    partials of columns [r, r + 1) * 256 / splits from all of them (through
+//    distributed shared memory) and writes the results into the staging boxes
+//    of the block that stores them (the rank of the box's first column).
+// Residual (plain form): out = A W^T + bias + residual, from a tensor map of
+// the same shape as out (it may be out itself), TMA-loaded into the staging
+// boxes, where each thread reads the pair it then overwrites.
+template <Fused kFused, bool kSplit>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_w,
-                     const __grid_constant__ CUtensorMap map_out, const bf16* __restrict__ bias,
-                     int64_t bias_len, int k_blocks, int n_tiles, int num_tiles) {
+                     const __grid_constant__ CUtensorMap map_out,
+                     const __grid_constant__ CUtensorMap map_res, const bf16* __restrict__ bias,
+                     int64_t bias_len, int64_t out_cols, int has_res, int k_blocks, int n_tiles,
+                     int num_tiles, int splits) {
 #if ENCODER_KIT_HAS_WGMMA
   constexpr int kStages = stages<kFused>();
+  constexpr int kOutCols = kFused == Fused::Bias ? kBN : kBN / 2;
+  constexpr int kOutGroups = kOutCols / 8;  // groups of 8 output columns a tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms
   const uint32_t s_a = base;
   const uint32_t s_w = base + kStages * kABytes;
   const uint32_t s_out = s_w + kStages * kWBytes;
   const uint32_t full = s_out + out_boxes<kFused>() * kSubTileBytes;  // kStages mbarriers,
-  const uint32_t empty = full + kStages * 8;                          // then kStages "empty"
+  const uint32_t empty = full + kStages * 8;                          // then kStages "empty",
+  const uint32_t res_bar = empty + kStages * 8;                       // then the residual's
   const int wg = static_cast<int>(threadIdx.x) / 128;
 
   if (threadIdx.x == 0) {
@@ -94,23 +139,27 @@ __global__ void __launch_bounds__(384, 1)
       mbarrier_init(full + 8 * s, 1);   // the copier's expect_tx arrival (+ the bytes)
       mbarrier_init(empty + 8 * s, 8);  // one arrival per multiplying warp
     }
+    mbarrier_init(res_bar, 1);
     fence_barrier_init();
   }
   __syncthreads();
   detail::wait_for_prior_grid();  // A is the previous kernel's output (launch.cuh)
 
-  // Persistent: block b takes tiles b, b + gridDim.x, ... (the tile's n index
-  // fastest, so blocks running together share A's rows in L2). The stage ring
-  // runs on across tiles: the copier fills the next tile's first stages while
-  // the multipliers are still in the epilogue of the current one.
+  // Split mode: this block's tile and k-blocks.
+  const int rank = kSplit ? static_cast<int>(cluster_rank()) : 0;
+  const int first_tile =
+      kSplit ? static_cast<int>(blockIdx.x) / splits : static_cast<int>(blockIdx.x);
+  const int tile_step = kSplit ? num_tiles : static_cast<int>(gridDim.x);  // one tile a cluster
+  const int kb_lo = kSplit ? rank * k_blocks / splits : 0;
+  const int kb_hi = kSplit ? (rank + 1) * k_blocks / splits : k_blocks;
+
   if (wg == 0) {
     release_registers<40>();
     if (threadIdx.x == 0) {
       int it = 0;  // k-blocks issued so far, over all tiles
-      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles;
-           tile += static_cast<int>(gridDim.x)) {
+      for (int tile = first_tile; tile < num_tiles; tile += tile_step) {
         const int m0 = (tile / n_tiles) * kBM, n0 = (tile % n_tiles) * kBN;
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbarrier_wait(empty + 8 * s, ((it / kStages) - 1) & 1);
           mbarrier_arrive_expect_tx(full + 8 * s, kABytes + kWBytes);
@@ -118,6 +167,10 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK, n0, full + 8 * s);
         }
       }
+    }
+    if constexpr (kSplit) {  // every thread of the cluster takes part in its barriers
+      cluster_sync();
+      cluster_sync();
     }
     return;
   }
@@ -128,13 +181,22 @@ __global__ void __launch_bounds__(384, 1)
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int t = lane % 4;
   const bool storer = threadIdx.x == 128;  // issues the output tile's TMA stores
+  // Output column groups this block finishes, and the staging boxes it stores.
+  const int per_rank = kOutGroups / splits;
+  const int g_lo = rank * per_rank, g_hi = g_lo + per_rank;
+  const int box_lo = (g_lo + 7) / 8, box_hi = (g_hi + 7) / 8;
   float acc[kBN / 2];
-  int it = 0;  // k-blocks consumed so far, over all tiles
-  for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles;
-       tile += static_cast<int>(gridDim.x)) {
+  int it = 0;          // k-blocks consumed so far, over all tiles
+  int tiles_done = 0;  // the residual barrier's phase
+  for (int tile = first_tile; tile < num_tiles; tile += tile_step, ++tiles_done) {
     const int tile_n = tile % n_tiles;
     const int m0 = (tile / n_tiles) * kBM;
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    const int col0 = tile_n * kOutCols;
+    if constexpr (kSplit) {
+      if (has_res && storer)
+        load_residual(&map_res, s_out, res_bar, box_lo, box_hi, col0, m0, out_cols);
+    }
+    for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
       const int s = it % kStages;
       mbarrier_wait(full + 8 * s, (it / kStages) & 1);
       const uint32_t a_tile = s_a + s * kABytes + c * (64 * 128);
@@ -143,10 +205,18 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
         wgmma_m64n256k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
-                            smem_desc_sw128(w_tile + kk * 32), (kb | kk) != 0);
+                            smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
       wgmma_commit();
+      if constexpr (!kSplit) {
+        // The residual into the staging boxes once the previous tile's stores
+        // have read them; its load flies during this tile's products.
+        if (kb == kb_lo && has_res && storer) {
+          bulk_wait_read<0>();
+          load_residual(&map_res, s_out, res_bar, 0, out_boxes<kFused>(), col0, m0, out_cols);
+        }
+      }
       wgmma_wait<1>();  // the previous k-block's products have read their stage
-      if (kb > 0) {
+      if (kb > kb_lo) {
         __syncwarp();
         if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
       }
@@ -154,21 +224,20 @@ __global__ void __launch_bounds__(384, 1)
     // The epilogue's bias pairs (columns 8j + 2t of the tile), loaded while
     // the last k-block's products run. Not earlier: every wgmma_fence of the
     // main loop would wait for loads still in flight (one load a pair;
-    // bias_len is a multiple of 8).
+    // bias_len is a multiple of 8). The split form reads its own later.
     uint32_t bias_pairs[kBN / 8];
+    if constexpr (!kSplit) {
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int64_t n = static_cast<int64_t>(tile_n) * kBN + 8 * j + 2 * t;
-      bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int64_t n = static_cast<int64_t>(tile_n) * kBN + 8 * j + 2 * t;
+        bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
+      }
     }
     wgmma_wait<0>();
     fence_registers(acc);
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));  // the tile's last stage
 
-    // The previous tile's stores must have read the staging boxes.
-    if (storer) bulk_wait_read<0>();
-    sync_multipliers();
     // acc[4j + {0,1}]: row 16 warp + lane/4, columns 8j + 2(lane%4) + {0,1};
     // acc[4j + {2,3}]: the same columns, 8 rows further.
     const int row0 = 64 * c + 16 * warp + lane / 4;  // in the tile
@@ -176,55 +245,145 @@ __global__ void __launch_bounds__(384, 1)
     // it (16-byte chunk c of row r at chunk c ^ (r % 8)). Column pair 8j + 2t
     // is chunk j % 8 of box j / 8; a warp's lanes (8 rows x 4 pairs of one
     // chunk) write 32 different banks.
-    const uint32_t row_base = s_out + static_cast<uint32_t>(row0) * 128 + 4 * t;
-    const int r7 = lane / 4;  // row0 % 8, the same 8 rows further
-    if constexpr (kFused == Fused::Bias) {
+    const uint32_t row_off = static_cast<uint32_t>(row0) * 128 + 4 * t;
+    const int r7 = lane / 4;         // row0 % 8, the same 8 rows further
+    auto staging_off = [&](int j) {  // output column group j's pair, first row, from s_out
+      return (j / 8) * kSubTileBytes + row_off + (((j & 7) ^ r7) << 4);
+    };
+    if constexpr (kSplit) {
+      // This block's partial tile, in fragment order (thread-fastest float4s:
+      // conflict-free here, coalesced for the blocks that read it), over the
+      // stage buffers once both warpgroups' products have read them.
+      const int tid = static_cast<int>(threadIdx.x) - 128;
+      sync_multipliers();
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const float2 b = unpack_bf16x2(bias_pairs[j]);
-        const uint32_t addr = row_base + (j / 8) * kSubTileBytes + (((j & 7) ^ r7) << 4);
-        st_shared_u32(addr, pack_bf16(acc[4 * j] + b.x, acc[4 * j + 1] + b.y));
-        st_shared_u32(addr + 8 * 128, pack_bf16(acc[4 * j + 2] + b.x, acc[4 * j + 3] + b.y));
-      }
-    } else {
-      // Tile columns 0..127 are gate rows of features 128 tile_n .. + 127, and
-      // 128..255 the up rows of the same features (block_gate_up_rows). As the
-      // bf16 module computes it: gate and up rounded, silu(gate) rounded, then
-      // the product.
+      for (int g = 0; g < kBN / 8; ++g)
+        st_shared_f32x4(s_a + static_cast<uint32_t>(g * 256 + tid) * 16, acc[4 * g], acc[4 * g + 1],
+                        acc[4 * g + 2], acc[4 * g + 3]);
+      if (has_res && box_lo < box_hi) mbarrier_wait(res_bar, tiles_done & 1);
+      cluster_sync();  // every partial (and residual box) of the cluster is in place
+      // This block's output columns: the partials of every block of the
+      // cluster, read in rank order through distributed shared memory
+      // (generic pointers, so that the compiler keeps several reads in flight).
+      unsigned char* const smem = smem_raw + (base - smem_addr(smem_raw));
+      const float4* part[kMaxSplits];
 #pragma unroll
-      for (int j = 0; j < kBN / 16; ++j) {
-        const float2 bg = unpack_bf16x2(bias_pairs[j]);
-        const float2 bu = unpack_bf16x2(bias_pairs[j + kBN / 16]);
+      for (int q = 0; q < kMaxSplits; ++q)
+        part[q] = q < splits ? static_cast<const float4*>(
+                                   __cluster_map_shared_rank(smem, static_cast<unsigned>(q))) +
+                                   tid
+                             : nullptr;
+      auto partial_sum = [&](int g) {
+        float4 v = part[0][g * 256];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float y[2];
+        for (int q = 1; q < kMaxSplits; ++q)
+          if (q < splits) {
+            const float4 p = part[q][g * 256];
+            v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+          }
+        return v;
+      };
+      auto bias_pair = [&](int g) {  // columns 8g + 2t, + 1 of the tile
+        const int64_t n = static_cast<int64_t>(tile_n) * kBN + 8 * g + 2 * t;
+        return unpack_bf16x2(bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u);
+      };
+      // The staging pair of output group j, in the block that stores its box.
+      auto staged = [&](int j) {
+        return static_cast<uint32_t*>(__cluster_map_shared_rank(
+            smem + (s_out - base) + staging_off(j), static_cast<unsigned>((j / 8) * 8 / per_rank)));
+      };
+      // (Two output groups at a time for the plain form; SiLU·mul reads twice
+      // the partials a group and stays within the 168 registers at one.)
+#pragma unroll(kFused == Fused::Bias ? 2 : 1)
+      for (int j = g_lo; j < g_hi; ++j) {
+        uint32_t* const out = staged(j);
+        if constexpr (kFused == Fused::Bias) {
+          const float4 v = partial_sum(j);
+          const float2 b = bias_pair(j);
+          float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
+          if (has_res) {
+            r0 = unpack_bf16x2(out[0]);
+            r1 = unpack_bf16x2(out[8 * 128 / 4]);
+          }
+          out[0] = pack_bf16(v.x + b.x + r0.x, v.y + b.y + r0.y);
+          out[8 * 128 / 4] = pack_bf16(v.z + b.x + r1.x, v.w + b.y + r1.y);
+        } else {
+          const float4 vg = partial_sum(j), vu = partial_sum(j + kBN / 16);
+          const float2 bg = bias_pair(j), bu = bias_pair(j + kBN / 16);
+          const float gate[4] = {vg.x + bg.x, vg.y + bg.y, vg.z + bg.x, vg.w + bg.y};
+          const float up[4] = {vu.x + bu.x, vu.y + bu.y, vu.z + bu.x, vu.w + bu.y};
+          float y[4];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float g = round_bf16(acc[4 * j + 2 * h + e] + (e ? bg.y : bg.x));
-            const float u = round_bf16(acc[4 * (j + kBN / 16) + 2 * h + e] + (e ? bu.y : bu.x));
+          for (int e = 0; e < 4; ++e) {
+            const float g = round_bf16(gate[e]), u = round_bf16(up[e]);
             y[e] = round_bf16(__fdividef(g, 1.0f + __expf(-g))) * u;
           }
-          st_shared_u32(row_base + (j / 8) * kSubTileBytes + (((j & 7) ^ r7) << 4) + h * 8 * 128,
-                        pack_bf16(y[0], y[1]));
+          out[0] = pack_bf16(y[0], y[1]);
+          out[8 * 128 / 4] = pack_bf16(y[2], y[3]);
         }
       }
-    }
-    // Generic-proxy writes, read by the TMA unit: fence, then one thread stores
-    // the boxes (rows and columns outside the output are clipped by the map).
-    fence_async_shared();
-    sync_multipliers();
-    if (storer) {
-      constexpr int kOutCols = kFused == Fused::Bias ? kBN : kBN / 2;
+      // Generic-proxy writes, read by the TMA unit of the block that stores them.
+      fence_async_shared_cluster();
+      cluster_sync();  // the staging boxes are complete; no block reads another's any more
+    } else {
+      // The previous tile's stores must have read the staging boxes.
+      if (storer) bulk_wait_read<0>();
+      sync_multipliers();
+      if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
+      if constexpr (kFused == Fused::Bias) {
 #pragma unroll
-      for (int box = 0; box < out_boxes<kFused>(); ++box)
-        tma_store_2d(&map_out, s_out + box * kSubTileBytes, tile_n * kOutCols + box * 64, m0);
+        for (int j = 0; j < kBN / 8; ++j) {
+          const float2 b = unpack_bf16x2(bias_pairs[j]);
+          const uint32_t addr = s_out + staging_off(j);
+          float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
+          if (has_res) {
+            r0 = unpack_bf16x2(ld_shared_u32(addr));
+            r1 = unpack_bf16x2(ld_shared_u32(addr + 8 * 128));
+          }
+          st_shared_u32(addr, pack_bf16(acc[4 * j] + b.x + r0.x, acc[4 * j + 1] + b.y + r0.y));
+          st_shared_u32(addr + 8 * 128,
+                        pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
+        }
+      } else {
+        // Tile columns 0..127 are gate rows of features 128 tile_n .. + 127, and
+        // 128..255 the up rows of the same features (block_gate_up_rows). As the
+        // bf16 module computes it: gate and up rounded, silu(gate) rounded, then
+        // the product.
+#pragma unroll
+        for (int j = 0; j < kBN / 16; ++j) {
+          const float2 bg = unpack_bf16x2(bias_pairs[j]);
+          const float2 bu = unpack_bf16x2(bias_pairs[j + kBN / 16]);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float y[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float g = round_bf16(acc[4 * j + 2 * h + e] + (e ? bg.y : bg.x));
+              const float u = round_bf16(acc[4 * (j + kBN / 16) + 2 * h + e] + (e ? bu.y : bu.x));
+              y[e] = round_bf16(__fdividef(g, 1.0f + __expf(-g))) * u;
+            }
+            st_shared_u32(s_out + staging_off(j) + h * 8 * 128, pack_bf16(y[0], y[1]));
+          }
+        }
+      }
+      // Generic-proxy writes, read by the TMA unit: fence, then one thread
+      // stores the boxes.
+      fence_async_shared();
+      sync_multipliers();
+    }
+    // Rows and columns outside the output are clipped by the map.
+    if (storer) {
+      if constexpr (kSplit) fence_async_shared();
+      for (int box = box_lo; box < box_hi; ++box)
+        if (col0 + 64 * box < out_cols)
+          tma_store_2d(&map_out, s_out + box * kSubTileBytes, col0 + box * 64, m0);
       bulk_commit();
     }
   }                            // tiles
   if (storer) bulk_wait<0>();  // the last stores complete before the block leaves
 #else
-  (void)map_a, (void)map_w, (void)map_out, (void)bias, (void)bias_len, (void)k_blocks,
-      (void)n_tiles, (void)num_tiles;
+  (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
+      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits;
   __trap();
 #endif
 }
@@ -265,31 +424,57 @@ int encode_rows(CUtensorMap* map, const bf16* data, int64_t rows, int64_t cols, 
   return 0;
 }
 
-// out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k].
+// How many blocks share a tile's k-blocks when `splits` is 0 (automatic): the
+// most (8, 4 or 2) that keep every tile's cluster in one wave of the
+// multiprocessors with at least two k-blocks each; 1 when the tiles fill the
+// GPU by themselves.
+int auto_splits(int64_t num_tiles, int k_blocks, int sms) {
+  for (const int s : {8, 4, 2})
+    if (num_tiles * s <= sms && k_blocks >= 2 * s) return s;
+  return 1;
+}
+
+// out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
+// plus residual (same shape and stride as out; may be out) when given.
 template <Fused kFused>
-int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, bf16* out, int64_t rows,
-           int64_t k, int64_t cols, int64_t ld_out, cudaStream_t stream) {
+int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
+           bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
+           cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
+  ENCODER_KIT_REQUIRE(splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8);
   const int64_t m_tiles = (rows + kBM - 1) / kBM;
   const int64_t n_tiles = (w_rows + kBN - 1) / kBN;
   const int64_t num_tiles = m_tiles * n_tiles;
-  ENCODER_KIT_REQUIRE(num_tiles <= int64_t{0x7fffffff});
-  CUtensorMap map_a{}, map_w{}, map_out{};
-  if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
-  if (const int err = encode_rows(&map_w, w, w_rows, k, k, kBN)) return err;
-  if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
-  auto* kernel = gemm_sm90_kernel<kFused>;
-  constexpr size_t kSmem = smem_bytes<kFused>();
-  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
+  const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
+  ENCODER_KIT_REQUIRE(num_tiles * kMaxSplits <= int64_t{0x7fffffff});
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
-  return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w, map_out,
-                               bias, w_rows, k_blocks, static_cast<int>(n_tiles),
-                               static_cast<int>(num_tiles));
+  if (splits == 0) splits = auto_splits(num_tiles, k_blocks, sms);
+  while (splits > k_blocks) splits /= 2;  // every block at least one k-block
+  CUtensorMap map_a{}, map_w{}, map_out{}, map_res{};
+  if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
+  if (const int err = encode_rows(&map_w, w, w_rows, k, k, kBN)) return err;
+  if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
+  if (residual != nullptr)
+    if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
+  const int has_res = residual != nullptr ? 1 : 0;
+  constexpr size_t kSmem = smem_bytes<kFused>();
+  if (splits == 1) {
+    auto* kernel = gemm_sm90_kernel<kFused, false>;
+    if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
+    return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
+                                 map_out, map_res, bias, w_rows, cols, has_res, k_blocks,
+                                 static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1);
+  }
+  auto* kernel = gemm_sm90_kernel<kFused, true>;
+  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
+  return detail::launch_kernel_in_clusters(
+      kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
+      static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
+      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
@@ -310,12 +495,13 @@ bool sm90_gemm_supported() {
   return sm90_attention_supported() && tensor_map_encoder() != nullptr;
 }
 
-int gemm_bias_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, bf16* c, int64_t rows,
-                        int64_t n, int64_t k, cudaStream_t stream) {
+int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
   ENCODER_KIT_REQUIRE(operands_ok(a, w, bias, c, k, n));
+  ENCODER_KIT_REQUIRE(residual == nullptr || detail::aligned16(residual));
   if (rows == 0) return 0;
-  return launch<Fused::Bias>(a, w, n, bias, c, rows, k, n, n, stream);
+  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream);
 }
 
 }  // namespace detail
@@ -329,14 +515,14 @@ bool gate_up_silu_mul_supported() {
 }
 
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
-                          int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
-                          cudaStream_t stream) {
+                          int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
+                          int splits) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
   ENCODER_KIT_REQUIRE(b_blocked != nullptr);
   ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked, b_blocked, y, k, ld_y));
   if (rows == 0) return 0;
-  return launch<Fused::SiluMul>(x, w_blocked, gate_up_blocked_rows(inter), b_blocked, y, rows, k,
-                                inter, ld_y, stream);
+  return launch<Fused::SiluMul>(x, w_blocked, gate_up_blocked_rows(inter), b_blocked, nullptr, y,
+                                rows, k, inter, ld_y, splits, stream);
 }
 
 }  // namespace encoder_kit::cuda

@@ -37,23 +37,34 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 // (launch.cpp; per kernel and device, once).
 bool kernel_waits_for_prior_grid(const void* kernel);
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where
-// pdl_enabled() and the kernel waits; the launch error, if any, is returned,
-// recorded and cleared (it must not be blamed on a later launch).
+// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of
+// cluster_x blocks along x (1: no cluster attribute), with the PDL attribute
+// where pdl_enabled() and the kernel waits; the launch error, if any, is
+// returned, recorded and cleared (it must not be blamed on a later launch).
 template <typename... Params, typename... Args>
-int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                  cudaStream_t stream, Args... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+int launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                              cudaStream_t stream, unsigned cluster_x, Args... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (pdl_enabled() && kernel_waits_for_prior_grid(reinterpret_cast<const void*>(kernel))) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (cluster_x > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster_x;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs =
-      pdl_enabled() && kernel_waits_for_prior_grid(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args...);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
@@ -61,6 +72,13 @@ int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                           __LINE__);
   }
   return 0;
+}
+
+// The same without clusters: kernel<<<grid, block, smem, stream>>>(args...).
+template <typename... Params, typename... Args>
+int launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                  cudaStream_t stream, Args... args) {
+  return launch_kernel_in_clusters(kernel, grid, block, smem, stream, 1u, args...);
 }
 
 }  // namespace encoder_kit::cuda::detail

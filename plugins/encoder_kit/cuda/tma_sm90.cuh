@@ -89,6 +89,30 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// Thread-block clusters (split-K in gemm_sm90.cu): this block's rank in its
+// cluster (other blocks' shared memory is reached through generic pointers
+// from __cluster_map_shared_rank, which the compiler can batch).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void st_shared_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c),
+               "f"(d)
+               : "memory");
+}
+// Every thread of every block in the cluster: writes before it (shared memory
+// of any block in the cluster) are visible to reads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Generic-proxy writes to shared memory anywhere in the cluster, ordered
+// before the TMA (async proxy) reads that follow a cluster_sync().
+__device__ __forceinline__ void fence_async_shared_cluster() {
+  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
+}
+
 // Warp-specialised kernels: the copying warpgroup gives registers back, the
 // multiplying ones take them (counts are per thread, multiples of 8).
 template <int kRegs>

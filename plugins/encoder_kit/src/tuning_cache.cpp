@@ -326,4 +326,24 @@ bool TuningCache::save() {
   return true;
 }
 
+size_t choose_fastest(TuningCache* cache, const std::string& key,
+                      const std::vector<std::string>& names,
+                      const std::function<double(size_t)>& time_ms, bool* timed) {
+  if (timed != nullptr) *timed = false;
+  if (names.empty()) return 0;
+  if (cache != nullptr)
+    if (const std::optional<std::string> stored = cache->find(key))
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == *stored) return i;  // anything else is stale: timed afresh
+  size_t best = 0;
+  double best_ms = 0.0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const double ms = time_ms(i);
+    if (i == 0 || ms < best_ms) best = i, best_ms = ms;
+  }
+  if (timed != nullptr) *timed = true;
+  if (cache != nullptr) cache->put(key, names[best]);
+  return best;
+}
+
 }  // namespace encoder_kit

@@ -94,4 +94,14 @@ class TuningCache {
   std::vector<std::pair<std::string, std::optional<std::string>>> pending_;  // nullopt: erased
 };
 
+// A choice among named forms that tuning times (e.g. which kernel runs a
+// model's MLP at one size): the name `cache` holds for `key` when it is one
+// of `names` (time_ms is not called); otherwise each form is timed
+// (time_ms(i): milliseconds, lower is better) and the fastest is stored under
+// `key` (the caller saves the cache). `cache` may be null (always timed).
+// Returns the index into `names`; `timed`, when given, says whether it timed.
+size_t choose_fastest(TuningCache* cache, const std::string& key,
+                      const std::vector<std::string>& names,
+                      const std::function<double(size_t)>& time_ms, bool* timed = nullptr);
+
 }  // namespace encoder_kit

@@ -36,12 +36,15 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
-// cuTensorMapEncodeTiled), and its plain form C = A W^T (+ bias), which the
-// benchmark sets against cuBLASLt and the tests against a reference. n a
-// multiple of 8, k a multiple of 8, A, W and C 16-byte aligned.
+// cuTensorMapEncodeTiled), and its plain form C = A W^T (+ bias) (+ residual),
+// which GemmPlan times beside cuBLASLt's algorithms, the benchmark sets
+// against cuBLASLt and the tests against a reference. n a multiple of 8, k a
+// multiple of 8, A, W, C and residual 16-byte aligned; residual has C's shape
+// and may be C. splits: blocks a tile's k range is shared by (1, 2, 4 or 8;
+// 0 picks from the sizes, as gate_up_silu_mul_bf16 does).
 bool sm90_gemm_supported();
-int gemm_bias_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, bf16* c, int64_t rows,
-                        int64_t n, int64_t k, cudaStream_t stream);
+int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream);
 
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later, and the

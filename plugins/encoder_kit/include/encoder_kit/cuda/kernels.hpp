@@ -78,7 +78,9 @@ class GemmPlan {
   int prepare(int64_t m);
 
   // Times up to max_candidates of cuBLASLt's proposals for this m on the given
-  // buffers and keeps the fastest for m. Synchronises the stream: call it
+  // buffers, and on Hopper our own kernel (detail::gemm_sm90_bf16: unsplit, and
+  // with k split across clusters where the tiles leave multiprocessors idle;
+  // None and Bias epilogues), and keeps the fastest for m. Synchronises the stream: call it
   // outside capture (e.g. during the warm-up run). Buffers as for run().
   int tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
            const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,
@@ -129,7 +131,10 @@ class GemmPlan {
 // padding the last block: block_gate_up_rows() writes that layout (on the
 // host) into gate_up_blocked_rows(inter) rows. rows any, k and inter
 // multiples of 8, ld_y >= inter and a multiple of 8; x, y and the weights
-// 16-byte aligned.
+// 16-byte aligned. splits: how many blocks (a thread-block cluster) share
+// each output tile's k range, their fp32 partial sums added in distributed
+// shared memory: 1, 2, 4 or 8, or 0 to pick from the sizes (more than 1 only
+// when the tiles alone leave multiprocessors idle, e.g. 256 rows).
 inline constexpr int64_t kGateUpBlock = 128;
 int64_t gate_up_blocked_rows(int64_t inter);
 // gate and up: [inter, cols] row-major; dst: [gate_up_blocked_rows(inter), cols]. T is
@@ -153,8 +158,8 @@ void block_gate_up_rows(const T* gate, const T* up, int64_t inter, int64_t cols,
 // Compute capability 9.0 with the sm_90a code present and a driver that encodes tensor maps.
 bool gate_up_silu_mul_supported();
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
-                          int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
-                          cudaStream_t stream);
+                          int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
+                          int splits = 0);
 
 // ---------------------------------------------------------------------------
 // Normalisations, one row at a time over `cols` values.
