@@ -1,8 +1,9 @@
 // Micro-benchmark of the shared CUDA kernels at Qwen2.5-VL-7B vision-tower
 // shapes (hidden 1280, 16 heads of 80, MLP 3420 padded to 3424, merger 5120 ->
 // 3584) on a 64k-patch budget, plus SigLIP-so400m attention (head_dim 72).
-// Each figure is the median over many CUDA-event-timed batches after warm-up,
-// on random (never zero) data. Prints a table; --table PATH also writes it.
+// Each figure is the median over many CUDA-event-timed batches after warm-up
+// (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
+// --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N] [--only gemm|small|attn|attnfull|memory|mlp]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>

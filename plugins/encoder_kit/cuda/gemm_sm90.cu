@@ -36,6 +36,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -458,6 +461,37 @@ int auto_splits(int64_t num_tiles, int k_blocks, int sms) {
   return 1;
 }
 
+// Whether a cluster of `splits` blocks of `kernel` (a whole multiprocessor's
+// shared memory each) can run on this device at all: one GPC must hold them
+// (not so on every GPU, e.g. a small MIG slice). Asked once per device,
+// kernel and size; a host query, legal while a graph is captured.
+template <typename Kernel>
+bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int>, bool> known;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), splits);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(splits);
+  attribute.val.clusterDim.y = attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(splits));
+  config.blockDim = dim3(384);
+  config.dynamicSmemBytes = smem;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const bool fit =
+      cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+  (void)cudaGetLastError();
+  known[key] = fit;
+  return fit;
+}
+
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
 template <Fused kFused>
@@ -485,6 +519,11 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
     if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
   const int has_res = residual != nullptr ? 1 : 0;
   constexpr size_t kSmem = smem_bytes<kFused>();
+  auto* split_kernel = gemm_sm90_kernel<kFused, true>;
+  if (splits > 1) {
+    if (const int err = detail::opt_in_dynamic_smem(split_kernel, kSmem)) return err;
+    while (splits > 1 && !clusters_fit(split_kernel, kSmem, splits)) splits /= 2;  // same sums
+  }
   if (splits == 1) {
     auto* kernel = gemm_sm90_kernel<kFused, false>;
     if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
@@ -493,10 +532,8 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
                                  map_out, map_res, bias, w_rows, cols, has_res, k_blocks,
                                  static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1);
   }
-  auto* kernel = gemm_sm90_kernel<kFused, true>;
-  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
   return detail::launch_kernel_in_clusters(
-      kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
+      split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
       static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
       k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits);
 }

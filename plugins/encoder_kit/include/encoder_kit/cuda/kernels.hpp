@@ -98,7 +98,8 @@ class GemmPlan {
   // The algorithm chosen for m in the cache's encoding ("" when none yet).
   std::string choice_for(int64_t m) const;
   // What tune() would time for m, in the cache's encoding (the heuristic's
-  // proposals, then split-K forms up to 2048 rows), and run() with one of
+  // proposals, then split-K forms up to 2048 rows, then our Hopper kernel's
+  // forms, "sm90:s=<splits>"), and run() with one of
   // them from now on for m: the tests check every candidate's results.
   // split_k_forms, when given, receives how many of them are split-K forms.
   int candidates_for(int64_t m, int max_candidates, std::vector<std::string>& encoded,
