@@ -170,8 +170,9 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
   add_row(name, shape3(m, n, kk), time_us(run), flops, bytes,
           "tuned (best of 16 + own): " + (pick.rfind("sm90", 0) == 0 ? pick : "cuBLASLt"));
   // Our Hopper kernel at each k split, side by side with the rows above.
-  if (k::detail::sm90_gemm_supported() && (ep == Ep::None || ep == Ep::Bias) && n % 8 == 0 &&
-      kk % 8 == 0)
+  const bool own = k::detail::sm90_gemm_supported() && (ep == Ep::None || ep == Ep::Bias) &&
+                   n % 8 == 0 && kk % 8 == 0;
+  if (own)
     for (const int splits : {1, 2, 4, 8})
       add_row(
           name, shape3(m, n, kk), time_us([&] {
@@ -180,8 +181,7 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
           flops, bytes, "own Hopper kernel, k split " + std::to_string(splits));
   if (m <= 4096) {
     std::printf("  host submit per call: cuBLASLt (tuned plan) %.1f us", host_submit_us(run));
-    if (k::detail::sm90_gemm_supported() && (ep == Ep::None || ep == Ep::Bias) && n % 8 == 0 &&
-        kk % 8 == 0)
+    if (own)
       std::printf(", own kernel %.1f us", host_submit_us([&] {
                     BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, 1, g_stream));
                   }));

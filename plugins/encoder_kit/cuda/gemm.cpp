@@ -160,7 +160,6 @@ struct GemmPlan::Impl {
   Epilogue ep = Epilogue::None;
   bool residual = false;
   bool own = false;  // our Hopper kernel can run this problem (tune() times it too)
-  int sms = 0;
   cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
   cublasLtMatmulPreference_t pref = nullptr;
   mutable std::mutex mu;
@@ -177,14 +176,13 @@ struct GemmPlan::Impl {
   }
 
   // Our kernel's forms worth timing at m: unsplit, and k shared by 2, 4 or 8
-  // blocks where the tiles alone leave multiprocessors idle and each block
-  // keeps two 64-wide k-blocks or more.
+  // blocks up to the kernel's own automatic choice (where the tiles alone
+  // leave multiprocessors idle).
   std::vector<int> own_splits_for(int64_t m) const {
     if (!own) return {};
-    const int64_t tiles = ((m + 127) / 128) * ((n + 255) / 256), k_blocks = (k + 63) / 64;
-    std::vector<int> out{1};
-    for (const int s : {2, 4, 8})
-      if (tiles * s <= sms && k_blocks >= 2 * s) out.push_back(s);
+    std::vector<int> out;
+    const int most = detail::gemm_sm90_auto_splits(m, n, k);
+    for (int s = 1; s <= most; s *= 2) out.push_back(s);
     return out;
   }
 
@@ -449,12 +447,6 @@ int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool 
   impl->residual = add_residual;
   impl->own = own_kernel_allowed() && (ep == Epilogue::None || ep == Epilogue::Bias) &&
               n % 8 == 0 && k % 8 == 0 && k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
-  if (impl->own) {
-    int device = 0;
-    ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
-    ENCODER_KIT_CUDA_TRY(
-        cudaDeviceGetAttribute(&impl->sms, cudaDevAttrMultiProcessorCount, device));
-  }
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
   const uint64_t ws = workspace_bytes();

@@ -80,11 +80,6 @@ constexpr int kMaxSplits = 8;  // a portable cluster
 __device__ __forceinline__ void sync_multipliers() {
   asm volatile("bar.sync 1, 256;\n" ::: "memory");
 }
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
 
 // silu(gate) * up for four outputs (an accumulator group: two columns of two
 // rows), rounded as the bf16 module rounds: gate and up to bf16, silu(gate)
@@ -455,7 +450,7 @@ int encode_rows(CUtensorMap* map, const bf16* data, int64_t rows, int64_t cols, 
 // most (8, 4 or 2) that keep every tile's cluster in one wave of the
 // multiprocessors with at least two k-blocks each; 1 when the tiles fill the
 // GPU by themselves.
-int auto_splits(int64_t num_tiles, int k_blocks, int sms) {
+int auto_splits(int64_t num_tiles, int64_t k_blocks, int sms) {
   for (const int s : {8, 4, 2})
     if (num_tiles * s <= sms && k_blocks >= 2 * s) return s;
   return 1;
@@ -554,6 +549,16 @@ namespace detail {
 
 bool sm90_gemm_supported() {
   return sm90_attention_supported() && tensor_map_encoder() != nullptr;
+}
+
+int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k) {
+  int device = 0, sms = 0;
+  if (rows <= 0 || n <= 0 || k <= 0 || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return auto_splits(((rows + kBM - 1) / kBM) * ((n + kBN - 1) / kBN), (k + kBK - 1) / kBK, sms);
 }
 
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,

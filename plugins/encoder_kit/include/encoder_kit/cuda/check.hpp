@@ -45,6 +45,10 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 bool sm90_gemm_supported();
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
                    int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream);
+// The splits 0 picks for a rows x n x k product: the most (8, 4 or 2) that keep
+// every tile's cluster in one wave with two 64-deep k-blocks or more a block,
+// else 1. Fewer splits (powers of two) are the other forms worth timing.
+int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k);
 
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later, and the
