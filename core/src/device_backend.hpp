@@ -64,6 +64,24 @@ class DeviceBackend {
   virtual void mark_staging_consumed(int slot) = 0;
   virtual void wait_staging_free(int slot) = 0;
 
+  // Uploads from a host staging slot that may overlap work already queued on
+  // stream(): between begin_uploads(slot) and end_uploads(slot), upload()
+  // copies may run on a copy engine while earlier work computes; once
+  // end_uploads returns, work queued on stream() sees every byte in place.
+  // reserve_uploads(bytes) sizes the device side for slots of `bytes` (a
+  // backend without it, or an upload that does not fit, copies in line).
+  // Follow end_uploads with mark_staging_consumed(slot): the next
+  // begin_uploads(slot) waits on that mark before reusing the slot's memory.
+  virtual void reserve_uploads(size_t /*bytes*/) {}
+  virtual void release_uploads() noexcept {}
+  virtual void begin_uploads(int /*slot*/) {}
+  virtual void upload(void* dst, const void* src, size_t bytes, int /*slot*/) {
+    copy_to_device(dst, src, bytes);
+  }
+  virtual void end_uploads(int /*slot*/) {}
+  // Device bytes reserve_uploads holds (both slots).
+  virtual size_t upload_reserve_bytes() const { return 0; }
+
   // Host seconds one capture() spent recording and instantiating.
   struct CaptureTimes {
     double record_s = 0.0;       // running `body` under capture

@@ -53,6 +53,7 @@ void CaptureCache::release_memory() {
     }
   for (auto& path : arena_bytes_) std::fill(path.begin(), path.end(), 0);
   backend_->free(workspace_);
+  backend_->release_uploads();
   backend_->free_host(host_staging_[0]);
   backend_->free_host(host_staging_[1]);
   workspace_ = host_staging_[0] = host_staging_[1] = nullptr;
@@ -91,6 +92,8 @@ bool CaptureCache::allocate_shared(std::vector<eg_graph_shape>& shapes) {
       }
     host_staging_[0] = backend_->alloc_host(staging, "replay staging");
     host_staging_[1] = backend_->alloc_host(staging, "replay staging");
+    backend_->reserve_uploads(staging);  // device mirrors of both slots, when they help
+    graph_memory_ += backend_->upload_reserve_bytes();
     return true;
   } catch (const Error& e) {
     release_memory();

@@ -265,6 +265,7 @@ void Staging::pad_and_copy(const eg_graph_shape& shape, const std::vector<eg_ten
       }
     }
   } mark_consumed{*backend_, slot};
+  if (slot >= 0) backend_->begin_uploads(slot);
   // Merge copies separated only by alignment gaps (bytes no buffer owns).
   for (int i = 0; i < num_copies;) {
     Span merged = copies[i++];
@@ -273,8 +274,13 @@ void Staging::pad_and_copy(const eg_graph_shape& shape, const std::vector<eg_ten
       merged.bytes = copies[i].offset + copies[i].bytes - merged.offset;
       ++i;
     }
-    backend_->copy_to_device(device_base + merged.offset, host_base + merged.offset, merged.bytes);
+    if (slot >= 0)  // a replay: the copy may overlap the batch before it
+      backend_->upload(device_base + merged.offset, host_base + merged.offset, merged.bytes, slot);
+    else
+      backend_->copy_to_device(device_base + merged.offset, host_base + merged.offset,
+                               merged.bytes);
   }
+  if (slot >= 0) backend_->end_uploads(slot);
   for (int i = 0; i < num_fills; ++i)
     backend_->fill_zero(device_base + zero_fills[i].offset, zero_fills[i].bytes);
   for (int i = 0; i < num_callbacks; ++i) {
