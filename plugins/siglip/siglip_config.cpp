@@ -205,6 +205,8 @@ Options parse_options(const eg_create_params* p) {
          "siglip: resample '" + resample + "' is not \"bicubic\" or \"bilinear\"");
   o.bilinear_resize = resample == "bilinear";
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
   r.reject_unknown();
   return o;
 }

@@ -71,6 +71,10 @@ struct Options {
   bool bilinear_resize = false;    // the processor resamples bicubic by default
   uint64_t seed = 0;               // random weights and synthetic items
   bool check_finite = true;        // a checkpoint's NaN/Inf weights are an error
+  bool tune_gemm = true;           // CUDA: time the products' algorithms in each capture's warm-up
+  // Where tuned choices persist: "" the default folder (XDG cache), "off",
+  // or a folder (encoder_kit/tuning_cache.hpp).
+  std::string tuning_cache;
 
   int64_t layers_to_run() const;
   bool uses_post_layernorm() const { return !feature_layer.has_value(); }

@@ -4,11 +4,13 @@
 
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +83,9 @@ struct CudaModel::Impl {
   Capacity planned;
   k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
+  std::set<int64_t> tuned;                            // row counts whose algorithms were timed
+  // tune()'s choices across processes (the tuning_cache key); null: off.
+  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
@@ -170,7 +175,45 @@ struct CudaModel::Impl {
             "planning head fc1");
       check(head_fc2.initialize(images, d, inter, Epilogue::Bias, true), "planning head fc2");
     }
+    for (k::GemmPlan* g :
+         {&patch, &qkv, &out, &fc1, &fc2, &head_kv, &head_out, &head_fc1, &head_fc2})
+      g->set_tuning_cache(gemm_cache);
     planned = cap;
+    tuned.clear();
+  }
+
+  // Times each product's candidates at this size on scratch memory (the
+  // forward that follows recomputes everything from the pixels).
+  void tune(const Activations& a, const bf16* pixels, const Capacity& cap, cudaStream_t s) {
+    const int64_t rows = cap.rows, images = cap.images;
+    const size_t ws = k::GemmPlan::workspace_bytes();
+    check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, rows, a.gemm_ws, ws, s),
+          "tuning patch_embed");
+    if (!layers.empty()) {
+      const DeviceLayer& l = layers[0];
+      check(qkv.tune(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
+            "tuning q/k/v");
+      check(out.tune(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s),
+            "tuning out_proj");
+      check(fc1.tune(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
+            "tuning fc1");
+      check(fc2.tune(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s),
+            "tuning fc2");
+    }
+    if (o.needs_head()) {
+      check(head_kv.tune(handle, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws,
+                         ws, s),
+            "tuning head k/v");
+      check(head_out.tune(handle, a.attn, head.out_w, head.out_b, nullptr, a.normed, images,
+                          a.gemm_ws, ws, s),
+            "tuning head out_proj");
+      check(head_fc1.tune(handle, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws,
+                          ws, s),
+            "tuning head fc1");
+      check(head_fc2.tune(handle, a.mlp, head.fc2_w, head.fc2_b, a.normed, a.attn, images,
+                          a.gemm_ws, ws, s),
+            "tuning head fc2");
+    }
   }
 
   // Algorithm choice for this size, ahead of the capture (a host-side query).
@@ -245,7 +288,8 @@ void CudaModel::Impl::pooling_head(const Activations& a, const Capacity& cap, co
       "head fc2");
 }
 
-CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max)
+CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max,
+                     const std::string& tuning_cache, std::function<void(const std::string&)> warn)
     : impl_(std::make_unique<Impl>()) {
   impl_->o = o;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
@@ -264,6 +308,12 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,
                       std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
+  if (!warn)
+    warn = [](const std::string& message) {
+      std::fprintf(stderr, "siglip: warning: %s\n", message.c_str());
+    };
+  impl_->gemm_cache = k::open_gemm_tuning_cache(
+      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
   impl_->plan_products(max);
 }
 
@@ -274,7 +324,7 @@ size_t CudaModel::workspace_bytes(const Capacity& cap) const {
 }
 
 void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
-                        void* workspace, size_t workspace_bytes, void* stream) {
+                        void* workspace, size_t workspace_bytes, void* stream, bool tune) {
   Impl& m = *impl_;
   const VisionConfig& c = m.o.model;
   auto s = static_cast<cudaStream_t>(stream);
@@ -297,6 +347,11 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const Out
       encoder_kit::fail(EG_ERR_INTERNAL, "siglip CUDA: a graph of " + std::to_string(rows) +
                                              " rows was captured without its warm-up run");
     m.plan_products(cap);
+  }
+  if (tune && !in_capture && !m.tuned.count(rows)) {
+    m.tune(a, pixels, cap, s);
+    m.tuned.insert(rows);
+    if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
   }
   if (!in_capture) m.prepare(cap);
 

@@ -12,7 +12,9 @@
 #include <encgraph/plugin_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace siglip {
 
@@ -20,7 +22,11 @@ class CudaModel {
  public:
   // Uploads the weights as bf16 to device `device_index` and plans the matrix
   // products for up to `max` (more are planned on demand, outside capture).
-  CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max);
+  // `tuning_cache`: where tuned algorithm choices persist (the plugin key of
+  // that name; "off" keeps them in memory); `warn` gets the cache's warnings.
+  CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max,
+            const std::string& tuning_cache = "off",
+            std::function<void(const std::string&)> warn = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
@@ -28,8 +34,10 @@ class CudaModel {
   size_t workspace_bytes(const Capacity& cap) const;
 
   // `buffers` in Buffer order; each output asked for, bf16 (see OutputPtrs).
+  // `tune`: outside a capture, time the products' algorithms at this size
+  // first (once per size; the graph path's warm-ups ask for it).
   void forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
-               void* workspace, size_t workspace_bytes, void* stream);
+               void* workspace, size_t workspace_bytes, void* stream, bool tune = false);
 
  private:
   struct Impl;

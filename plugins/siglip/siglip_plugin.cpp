@@ -31,7 +31,9 @@
 // ("vision_model."; e.g. "vision_tower.vision_model." inside a VLM
 // checkpoint), dtype (f32 on the CPU, bf16 on CUDA), max_budget_images (64),
 // resample ("bicubic" | "bilinear"), seed, check_finite (default true:
-// NaN/Inf weights are an error). Size keys are bounded (see
+// NaN/Inf weights are an error), tune_gemm (CUDA: time the products'
+// algorithms in each graph's warm-up; default true), tuning_cache (where those
+// choices persist: a folder, "off", or unset for the default). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory or index json (sharded), or "random".
 #include "siglip_batch.hpp"
@@ -133,8 +135,10 @@ eg_status siglip_create(const eg_create_params* p, eg_instance** out, eg_error* 
 #ifdef SIGLIP_HAVE_CUDA
       eg_graph_shape largest{};
       largest.token_budget = budget_range_of(o).second;
-      in->cuda = std::make_unique<siglip::CudaModel>(o, w, p->device_index,
-                                                     siglip::capacity_for(o, largest));
+      in->cuda = std::make_unique<siglip::CudaModel>(
+          o, w, p->device_index, siglip::capacity_for(o, largest),
+          o.tune_gemm ? o.tuning_cache : std::string("off"),
+          [](const std::string& message) { log(EG_LOG_WARN, message); });
 #endif
     }
     eg_model_info& mi = in->info;
@@ -332,26 +336,33 @@ eg_status siglip_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
 
 // ---------------------------------------------------------------- forward
 
-eg_status siglip_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
-  return guarded(err, [&] {
-    Instance& in = self(i);
-    expect_buffers(a->num_buffers);
-    const siglip::Options& o = in.opt;
-    const siglip::Capacity cap = siglip::capacity_for(o, a->shape);
-    siglip::OutputPtrs outputs;
-    for (size_t k = 0; k < o.outputs.size(); ++k) {
-      void* data = encoder_kit::forward_output(*a, static_cast<int32_t>(k), "siglip");
-      (o.outputs[k] == siglip::Output::Pooled ? outputs.pooled : outputs.last_hidden_state) = data;
-    }
+// `tune`: the graph path's warm-up times the matrix products' algorithms for
+// its size (once a size); eager runs of exact sizes keep the heuristic's pick.
+void run_forward(Instance& in, const eg_forward_args* a, bool tune) {
+  expect_buffers(a->num_buffers);
+  const siglip::Options& o = in.opt;
+  const siglip::Capacity cap = siglip::capacity_for(o, a->shape);
+  siglip::OutputPtrs outputs;
+  for (size_t k = 0; k < o.outputs.size(); ++k) {
+    void* data = encoder_kit::forward_output(*a, static_cast<int32_t>(k), "siglip");
+    (o.outputs[k] == siglip::Output::Pooled ? outputs.pooled : outputs.last_hidden_state) = data;
+  }
 #ifdef SIGLIP_HAVE_CUDA
-    if (in.cuda) {
-      in.cuda->forward(cap, a->buffers, outputs, a->workspace, a->workspace_size, a->stream);
-      return;
-    }
+  if (in.cuda) {
+    in.cuda->forward(cap, a->buffers, outputs, a->workspace, a->workspace_size, a->stream, tune);
+    return;
+  }
 #endif
-    siglip::cpu_forward(o, in.cpu_weights, cap, a->buffers, outputs, a->workspace,
-                        a->workspace_size);
-  });
+  (void)tune;
+  siglip::cpu_forward(o, in.cpu_weights, cap, a->buffers, outputs, a->workspace, a->workspace_size);
+}
+
+eg_status siglip_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/self(i).opt.tune_gemm); });
+}
+
+eg_status siglip_forward_eager(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  return guarded(err, [&] { run_forward(self(i), a, /*tune=*/false); });
 }
 
 const eg_plugin_api kApi = {
@@ -384,7 +395,7 @@ const eg_plugin_api kApi = {
     /* .prepare_replay_buffers = */ siglip_prepare_replay_buffers,
     /* .pad_buffer = */ nullptr,
     /* .forward = */ siglip_forward,
-    /* .forward_eager = */ nullptr,
+    /* .forward_eager = */ siglip_forward_eager,
     /* .postprocess = */ nullptr,
     /* .prepare_device = */ nullptr,
     /* .prepare_capture_staging = */ siglip_prepare_capture_staging,

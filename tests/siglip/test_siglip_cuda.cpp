@@ -1,7 +1,8 @@
 // The plugin's CUDA path (bf16): against the CPU path on the same random
 // weights at the released towers' widths (so400m/14: head_dim 72, 729 tokens;
 // base/16: head_dim 64, 196 tokens) in every output mode, graph replays
-// against eager runs for batches that pad, and NaN-poisoned memory (runtime
+// against eager runs for batches that pad, tuned products (tune_gemm) against
+// untuned ones and their choices kept in the tuning cache, and NaN-poisoned memory (runtime
 // workspace and output, padded pixel rows at the ABI) never reaching a real
 // output. Needs a GPU: the suite's main skips without one (fails when
 // ENCGRAPH_REQUIRE_GPU=1).
@@ -9,6 +10,10 @@
 
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 namespace {
 
@@ -140,6 +145,42 @@ TEST_CASE("CUDA graph replays equal eager runs when batches pad") {
   CHECK(st.graph_hits == 19);
   CHECK(st.padded_token_efficiency < 1.0);
   compare(graphs, siglip_test::run(rc, items, false), 1e-2, "graphs vs eager");
+}
+
+// tune_gemm (the default) times the products' algorithms in each graph's
+// warm-up: the outputs stay within bf16 rounding of the heuristic's picks,
+// every captured size's products land in the tuning cache, and a second
+// start takes them from there (same choices, same outputs, same file).
+TEST_CASE("CUDA: tuned products match untuned ones and persist in the tuning cache") {
+  encgraph::test::TempDir dir("siglip-tuning");
+  const KeyValues model = with(so400m(2), {{"max_budget_images", "4"}});
+  const auto items = images(3, 700);
+  const auto untuned =
+      siglip_test::run(config(with(model, {{"tune_gemm", "false"}}), "cuda"), items, true);
+  const encgraph::RuntimeConfig tuned_rc =
+      config(with(model, {{"tuning_cache", dir.path().string()}}), "cuda");
+  auto cache_lines = [&] {
+    std::vector<std::string> lines;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
+      std::ifstream in(f.path());
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("gemm:", 0) == 0) lines.push_back(line);
+    }
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  };
+  const auto tuned = siglip_test::run(tuned_rc, items, true);
+  compare(tuned, untuned, 1e-2, "tuned vs untuned graphs");
+  const std::vector<std::string> lines = cache_lines();
+  // Graphs of 1, 2 and 4 images; patch_embed, q/k/v, out_proj, fc1, fc2 each.
+  for (const int64_t rows : {729, 1458, 2916}) {
+    CAPTURE(rows);
+    const std::string prefix = "gemm:m=" + std::to_string(rows) + ",";
+    CHECK(std::count_if(lines.begin(), lines.end(),
+                        [&](const std::string& l) { return l.rfind(prefix, 0) == 0; }) == 5);
+  }
+  compare(siglip_test::run(tuned_rc, items, true), tuned, 1e-6, "second start vs first");
+  CHECK(cache_lines() == lines);
 }
 
 TEST_CASE("NaN-poisoned workspace and output never reach real rows (runtime)") {

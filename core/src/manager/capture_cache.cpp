@@ -57,7 +57,7 @@ void CaptureCache::release_memory() {
   backend_->free_host(host_staging_[0]);
   backend_->free_host(host_staging_[1]);
   workspace_ = host_staging_[0] = host_staging_[1] = nullptr;
-  workspace_bytes_ = graph_memory_ = 0;
+  workspace_bytes_ = graph_memory_ = staging_bytes_ = 0;
 }
 
 void CaptureCache::clear() {
@@ -92,8 +92,7 @@ bool CaptureCache::allocate_shared(std::vector<eg_graph_shape>& shapes) {
       }
     host_staging_[0] = backend_->alloc_host(staging, "replay staging");
     host_staging_[1] = backend_->alloc_host(staging, "replay staging");
-    backend_->reserve_uploads(staging);  // device mirrors of both slots, when they help
-    graph_memory_ += backend_->upload_reserve_bytes();
+    staging_bytes_ = staging;
     return true;
   } catch (const Error& e) {
     release_memory();
@@ -131,6 +130,11 @@ void CaptureCache::capture() {
       }
     }
     backend_->synchronize();
+    // Device mirrors of the staging slots (uploads that overlap the replay
+    // before them), last: they never take memory a budget needs, and without
+    // room for them copies run in line.
+    backend_->reserve_uploads(staging_bytes_);
+    graph_memory_ += backend_->upload_reserve_bytes();
   } catch (...) {
     release_memory();
     throw;

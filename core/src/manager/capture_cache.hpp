@@ -91,6 +91,7 @@ class CaptureCache {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* host_staging_[2] = {nullptr, nullptr};  // alternating slots
+  size_t staging_bytes_ = 0;                    // the size of each
   int64_t staging_turn_ = 0;                    // which slot the next replay fills
 };
 
