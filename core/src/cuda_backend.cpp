@@ -268,8 +268,10 @@ class CudaBackend final : public DeviceBackend {
       if (!copy_stream_) copy_stream_ = std::make_unique<Stream>();
       for (auto& e : uploaded_events_)
         if (!e) e = std::make_unique<Event>();
-      for (void*& m : mirror_) m = alloc(bytes, "overlapped upload staging");
-      mirror_bytes_ = bytes;
+      // Spans start 256-byte aligned in the mirror: room for each buffer's rounding.
+      const size_t room = bytes + 256 * EG_MAX_BUFFERS;
+      for (void*& m : mirror_) m = alloc(room, "overlapped upload staging");
+      mirror_bytes_ = room;
     } catch (const Error& e) {
       // An optimisation, not a requirement: without the mirror, copies run in line.
       release_uploads();
@@ -285,14 +287,9 @@ class CudaBackend final : public DeviceBackend {
     mirror_bytes_ = 0;
   }
   size_t upload_reserve_bytes() const override { return 2 * mirror_bytes_; }
-  void begin_uploads(int slot) override {
+  void begin_uploads(int /*slot*/) override {
     pending_.clear();
     mirror_used_ = 0;
-    if (mirror_bytes_ == 0) return;
-    const DeviceScope scope(device_);
-    // The mirror slot is free once the copies out of it, marked with the
-    // host slot's event after end_uploads, have run.
-    EG_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_->get(), staging_events_.at(slot)->get(), 0));
   }
   void upload(void* dst, const void* src, size_t bytes, int slot) override {
     if (mirror_bytes_ == 0 || bytes < kMinOverlappedSpan || mirror_used_ + bytes > mirror_bytes_) {
@@ -300,6 +297,10 @@ class CudaBackend final : public DeviceBackend {
       return;
     }
     const DeviceScope scope(device_);
+    // The mirror slot is free once the copies out of it, marked with the host
+    // slot's event after the previous end_uploads(slot), have run.
+    if (pending_.empty())
+      EG_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_->get(), staging_events_.at(slot)->get(), 0));
     char* staged = static_cast<char*>(mirror_.at(slot)) + mirror_used_;
     EG_CUDA_CHECK(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyHostToDevice, copy_stream_->get()));
     pending_.push_back({dst, staged, bytes});
