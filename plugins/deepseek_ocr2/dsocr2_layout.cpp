@@ -1,8 +1,8 @@
 #include "dsocr2_layout.hpp"
 
-#include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
+#include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -37,15 +37,11 @@ int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const 
                     void* pixels, int64_t capacity, bool bf16) {
   const int64_t side = view_side(m, path), per_view = 3 * side * side;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
-  // Cut into pieces of 4 MB that the pool's threads copy: a request of pages
-  // is hundreds of MB, which one thread copies into pinned memory far slower
-  // than the device then reads it.
-  constexpr size_t kPiece = size_t{4} << 20;
-  struct Piece {
-    const char* src;
-    size_t offset, bytes;  // in the staging buffer
-  };
-  std::vector<Piece> pieces;
+  // A request of pages is hundreds of MB, which one thread copies into
+  // pinned memory far slower than the device then reads it: the pool's
+  // threads copy it (StagingCopies).
+  encoder_kit::StagingCopies copies;
+  char* dst = static_cast<char*>(pixels);
   int64_t views = 0;
   for (const ItemData* it : items) {
     const int64_t n = path == kGlobal ? 1 : it->views.num_crops;
@@ -70,19 +66,10 @@ int64_t stage_views(const ModelConfig& m, int32_t path, const std::vector<const 
                                              (bf16 ? "bf16 " : "") + "views were not made");
     const size_t offset = static_cast<size_t>(views * per_view) * elem;
     const size_t bytes = static_cast<size_t>(n * per_view) * elem;
-    for (size_t at = 0; at < bytes; at += kPiece)
-      pieces.push_back(
-          {static_cast<const char*>(src) + at, offset + at, std::min(kPiece, bytes - at)});
+    copies.add(dst + offset, src, bytes);
     views += n;
   }
-  char* dst = static_cast<char*>(pixels);
-  encoder_kit::cpu::pool().parallel_for(static_cast<int64_t>(pieces.size()), 1,
-                                        [&](int64_t b, int64_t e, int) {
-                                          for (int64_t k = b; k < e; ++k) {
-                                            const Piece& p = pieces[static_cast<size_t>(k)];
-                                            std::memcpy(dst + p.offset, p.src, p.bytes);
-                                          }
-                                        });
+  copies.run();
   return views;
 }
 

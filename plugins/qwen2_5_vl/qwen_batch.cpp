@@ -3,6 +3,7 @@
 #include <encoder_kit/capture_values.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
+#include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -84,15 +85,16 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
   int64_t frame_row = 0, window_row = 0;
   t.cu_frames[0] = 0;
   t.cu_windows[0] = 0;
+  encoder_kit::StagingCopies copies;  // the bulk (pixels, cos, sin), run at once below
   for (size_t k : layout) {
     const ItemData* it = items[k];
     const int64_t np = it->grid.patches();
     const void* src = o.dtype == Dtype::F32 ? static_cast<const void*>(it->pixels_f32.data())
                                             : static_cast<const void*>(it->pixels_bf16.data());
-    std::memcpy(pixels + static_cast<size_t>(patch * dim) * elem, src,
-                static_cast<size_t>(np * dim) * elem);
-    std::memcpy(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));
-    std::memcpy(t.sin + patch * half, it->sin.data(), it->sin.size() * sizeof(float));
+    copies.add(pixels + static_cast<size_t>(patch * dim) * elem, src,
+               static_cast<size_t>(np * dim) * elem);
+    copies.add(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));
+    copies.add(t.sin + patch * half, it->sin.data(), it->sin.size() * sizeof(float));
     const int64_t frame_patches = it->grid.h * it->grid.w;
     for (int64_t f = 0; f < it->grid.t; ++f, ++frame_row)
       t.cu_frames[frame_row + 1] = static_cast<int32_t>(patch + (f + 1) * frame_patches);
@@ -107,6 +109,7 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
       inverse[u] = static_cast<int32_t>(unit_base + it->inverse[u]);
     patch += np;
   }
+  copies.run();
   s.patches = patch;
   s.frame_rows = frame_row + 1;
   s.window_rows = window_row + 1;

@@ -3,6 +3,7 @@
 #include <encoder_kit/capture_values.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
+#include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -68,19 +69,20 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
   char* pixels = static_cast<char*>(t.pixels);
   int64_t patch = 0, seq = 0;
   t.cu_seqlens[0] = 0;
+  encoder_kit::StagingCopies copies;  // the bulk (pixels, positions, cos, sin), run at once below
   for (size_t k : layout) {
     const ItemData* it = items[k];
     const int64_t np = it->grid.patches();
     const void* src = o.dtype == Dtype::F32 ? static_cast<const void*>(it->pixels_f32.data())
                                             : static_cast<const void*>(it->pixels_bf16.data());
-    std::memcpy(pixels + static_cast<size_t>(patch * dim) * elem, src,
-                static_cast<size_t>(np * dim) * elem);
-    std::memcpy(t.pos_index + patch * 4, it->pos_index.data(),
-                it->pos_index.size() * sizeof(int32_t));
-    std::memcpy(t.pos_weight + patch * 4, it->pos_weight.data(),
-                it->pos_weight.size() * sizeof(float));
-    std::memcpy(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));
-    std::memcpy(t.sin + patch * half, it->sin.data(), it->sin.size() * sizeof(float));
+    copies.add(pixels + static_cast<size_t>(patch * dim) * elem, src,
+               static_cast<size_t>(np * dim) * elem);
+    copies.add(t.pos_index + patch * 4, it->pos_index.data(),
+               it->pos_index.size() * sizeof(int32_t));
+    copies.add(t.pos_weight + patch * 4, it->pos_weight.data(),
+               it->pos_weight.size() * sizeof(float));
+    copies.add(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));
+    copies.add(t.sin + patch * half, it->sin.data(), it->sin.size() * sizeof(float));
     const int64_t frame_patches = it->grid.h * it->grid.w;
     for (int64_t f = 0; f < it->grid.t; ++f, ++seq)
       t.cu_seqlens[seq + 1] = static_cast<int32_t>(patch + (f + 1) * frame_patches);
@@ -89,6 +91,7 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
     for (int64_t u = 0; u < it->tokens(c); ++u) index[u] = static_cast<int32_t>(unit_base + u);
     patch += np;
   }
+  copies.run();
   s.patches = patch;
   s.seq_rows = seq + 1;
   return s;

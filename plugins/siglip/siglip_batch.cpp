@@ -2,6 +2,7 @@
 
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
+#include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -51,13 +52,15 @@ StagedRows stage_batch(const Options& o, const Capacity& cap,
   const size_t image_bytes = static_cast<size_t>(t * cols) * elem;
   char* dst = static_cast<char*>(pixels);
   cu_seqlens[0] = 0;
+  encoder_kit::StagingCopies copies;  // run at once below
   for (int64_t k = 0; k < n; ++k) {
     const ItemData* it = items[static_cast<size_t>(k)];
     const void* src = o.dtype == Dtype::F32 ? static_cast<const void*>(it->rows_f32.data())
                                             : static_cast<const void*>(it->rows_bf16.data());
-    std::memcpy(dst + static_cast<size_t>(k) * image_bytes, src, image_bytes);
+    copies.add(dst + static_cast<size_t>(k) * image_bytes, src, image_bytes);
     cu_seqlens[k + 1] = static_cast<int32_t>((k + 1) * t);
   }
+  copies.run();
   return {n * t, n + 1};
 }
 

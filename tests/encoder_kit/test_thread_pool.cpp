@@ -1,10 +1,12 @@
 // The CPU thread pool (every chunk once, exceptions rethrown on the caller,
 // nested calls inline, ENCGRAPH_CPU_THREADS) and the fp32 CPU kernels run on
 // it: the same bits on 1 and on N threads, attention against a float64
-// reference, a scratch sized for fewer threads refused.
+// reference, a scratch sized for fewer threads refused; and the staging
+// copies it runs.
 #include "kit_test_support.hpp"
 
 #include <encoder_kit/cpu_kernels.hpp>
+#include <encoder_kit/staging_copies.hpp>
 #include <encoder_kit/thread_pool.hpp>
 
 #include <doctest/doctest.h>
@@ -221,4 +223,40 @@ TEST_CASE("a scratch sized for fewer threads is refused, not overrun") {
   CHECK(f.thrown);
   CHECK(kit_test::contains(f.message, "floats of scratch per thread"));
   k::set_threads(encoder_kit::default_cpu_threads());
+}
+
+// The copies that stage a batch: every byte lands, whether the queue runs
+// inline (under 1 MiB) or on the pool (pieces of 256 KiB, the last ones
+// shorter), and run() empties the queue.
+TEST_CASE("StagingCopies: small and large queues land byte for byte, then clear") {
+  std::mt19937 gen(5);
+  for (const size_t total : {size_t{1000}, size_t{3} << 20}) {
+    CAPTURE(total);
+    // Three sources of uneven sizes into one destination, back to back.
+    const size_t sizes[3] = {total / 2 + 13, total / 3 + 7,
+                             total - (total / 2 + 13) - (total / 3 + 7)};
+    std::vector<std::vector<unsigned char>> src;
+    for (const size_t n : sizes) {
+      src.emplace_back(n);
+      for (auto& b : src.back()) b = static_cast<unsigned char>(gen());
+    }
+    std::vector<unsigned char> dst(total + 64, 0xAB);  // a guard tail that must stay
+    encoder_kit::StagingCopies copies;
+    size_t at = 0;
+    for (const auto& s : src) {
+      copies.add(dst.data() + at, s.data(), s.size());
+      at += s.size();
+    }
+    CHECK(copies.queued_bytes() == total);
+    copies.run();
+    CHECK(copies.queued_bytes() == 0);
+    at = 0;
+    for (const auto& s : src) {
+      CHECK(std::memcmp(dst.data() + at, s.data(), s.size()) == 0);
+      at += s.size();
+    }
+    for (size_t i = total; i < dst.size(); ++i) REQUIRE(dst[i] == 0xAB);
+    copies.run();  // an empty queue is a no-op
+    CHECK(copies.queued_bytes() == 0);
+  }
 }
