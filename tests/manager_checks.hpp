@@ -26,14 +26,11 @@ inline std::vector<eg_item_desc> random_descs(std::mt19937& rng, int count, int 
   return out;
 }
 
-// Runs `descs` through `graphs` (captured) in one call and each item alone
-// through `eager`; every row must match exactly (the toy's rows depend only on
-// their own sequence) and nothing may be NaN.
-inline void check_batch_equals_per_item(Runtime& graphs, Runtime& eager,
-                                        const std::vector<eg_item_desc>& descs) {
-  std::vector<Item> items;
-  for (const auto& d : descs) items.push_back(graphs.make_item(d));
-  const Result batched = graphs.execute(items);
+// `batched` (the result of `items`, made from `descs`) against each item run
+// alone through `eager`; every row must match exactly (the toy's rows depend
+// only on their own sequence) and nothing may be NaN.
+inline void check_result_equals_per_item(const Result& batched, const std::vector<Item>& items,
+                                         Runtime& eager, const std::vector<eg_item_desc>& descs) {
   REQUIRE(batched.size() == descs.size());
   for (size_t i = 0; i < descs.size(); ++i) {
     std::vector<Item> one;
@@ -53,6 +50,14 @@ inline void check_batch_equals_per_item(Runtime& graphs, Runtime& eager,
     CHECK(nans == 0);
     CHECK(mismatches == 0);
   }
+}
+
+// Runs `descs` through `graphs` (captured) in one call, then the check above.
+inline void check_batch_equals_per_item(Runtime& graphs, Runtime& eager,
+                                        const std::vector<eg_item_desc>& descs) {
+  std::vector<Item> items;
+  for (const auto& d : descs) items.push_back(graphs.make_item(d));
+  check_result_equals_per_item(graphs.execute(items), items, eager, descs);
 }
 
 }  // namespace encgraph::test

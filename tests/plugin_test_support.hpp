@@ -1,11 +1,14 @@
 // Helpers the model plugins' suites share (tests/qwen2_5_vl, tests/siglip):
-// scratch folders, error norms against a reference, and exception messages.
+// scratch folders, error norms against a reference, exception messages, and
+// the lines of a tuning cache folder.
 #pragma once
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <system_error>
@@ -34,6 +37,20 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Every line starting with `prefix` in the files of tuning cache folder
+// `dir`, sorted (a cache file's entries in a comparable form).
+inline std::vector<std::string> tuning_cache_lines(const std::filesystem::path& dir,
+                                                   const std::string& prefix) {
+  std::vector<std::string> lines;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
 
 // ||a - b|| / ||b||; infinite when the sizes differ.
 inline double rel_error(const std::vector<float>& a, const std::vector<double>& b) {

@@ -358,12 +358,8 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,
                       std::string(kWho) + ": cublasLtCreate: " + cublasLtGetStatusString(st));
-  if (!warn)
-    warn = [](const std::string& message) {
-      std::fprintf(stderr, "deepseek_ocr2: warning: %s\n", message.c_str());
-    };
-  impl_->gemm_cache = k::open_gemm_tuning_cache(
-      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
+  impl_->gemm_cache = k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "deepseek_ocr2",
+                                                       std::move(warn));
   impl_->plan_products(std::max<int64_t>(max_budget, 1));
 }
 

@@ -315,12 +315,8 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE, std::string("qwen2_5_vl CUDA: cublasLtCreate: ") +
                                          cublasLtGetStatusString(st));
-  if (!warn)
-    warn = [](const std::string& message) {
-      std::fprintf(stderr, "qwen2_5_vl: warning: %s\n", message.c_str());
-    };
-  impl_->gemm_cache = k::open_gemm_tuning_cache(
-      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
+  impl_->gemm_cache =
+      k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "qwen2_5_vl", std::move(warn));
   impl_->plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 

@@ -308,12 +308,8 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,
                       std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
-  if (!warn)
-    warn = [](const std::string& message) {
-      std::fprintf(stderr, "siglip: warning: %s\n", message.c_str());
-    };
-  impl_->gemm_cache = k::open_gemm_tuning_cache(
-      device_index, encoder_kit::tuning_cache_dir(tuning_cache), std::move(warn));
+  impl_->gemm_cache =
+      k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);
 }
 

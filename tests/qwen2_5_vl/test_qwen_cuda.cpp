@@ -140,16 +140,8 @@ TEST_CASE("the MLP's timed choice per graph size lands in the tuning cache") {
   encgraph::RuntimeConfig rc = config(wide_config(), "cuda");
   rc.plugin_config.emplace_back("tuning_cache", dir.path().string());
   const auto geo = standard_items();
-  auto mlp_lines = [&] {
-    std::vector<std::string> lines;
-    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
-      std::ifstream in(f.path());
-      for (std::string line; std::getline(in, line);)
-        if (line.rfind("qwen-mlp:", 0) == 0) lines.push_back(line);
-    }
-    std::sort(lines.begin(), lines.end());
-    return lines;
-  };
+  auto mlp_lines = [&] { return encgraph::test::tuning_cache_lines(dir.path(), "qwen-mlp:"); };
+
   const auto first = run(rc, geo, true);
   const std::vector<std::string> lines = mlp_lines();
   int device = 0, major = 0;

@@ -12,8 +12,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 namespace {
 
@@ -159,16 +157,8 @@ TEST_CASE("CUDA: tuned products match untuned ones and persist in the tuning cac
       siglip_test::run(config(with(model, {{"tune_gemm", "false"}}), "cuda"), items, true);
   const encgraph::RuntimeConfig tuned_rc =
       config(with(model, {{"tuning_cache", dir.path().string()}}), "cuda");
-  auto cache_lines = [&] {
-    std::vector<std::string> lines;
-    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
-      std::ifstream in(f.path());
-      for (std::string line; std::getline(in, line);)
-        if (line.rfind("gemm:", 0) == 0) lines.push_back(line);
-    }
-    std::sort(lines.begin(), lines.end());
-    return lines;
-  };
+  auto cache_lines = [&] { return encgraph::test::tuning_cache_lines(dir.path(), "gemm:"); };
+
   const auto tuned = siglip_test::run(tuned_rc, items, true);
   compare(tuned, untuned, 1e-2, "tuned vs untuned graphs");
   const std::vector<std::string> lines = cache_lines();

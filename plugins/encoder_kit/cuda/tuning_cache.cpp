@@ -5,6 +5,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #ifndef ENCODER_KIT_ENCGRAPH_VERSION
 #define ENCODER_KIT_ENCGRAPH_VERSION "unknown"
 #endif
@@ -41,6 +43,16 @@ std::shared_ptr<TuningCache> open_gemm_tuning_cache(int device, const std::strin
   auto cache = std::make_shared<TuningCache>(folder, "gemm", context, std::move(warn));
   cache->load();
   return cache;
+}
+
+std::shared_ptr<TuningCache> open_plugin_gemm_tuning_cache(int device, const std::string& setting,
+                                                           const std::string& who,
+                                                           TuningWarn warn) {
+  if (!warn)
+    warn = [who](const std::string& message) {
+      std::fprintf(stderr, "%s: warning: %s\n", who.c_str(), message.c_str());
+    };
+  return open_gemm_tuning_cache(device, tuning_cache_dir(setting), std::move(warn));
 }
 
 }  // namespace encoder_kit::cuda

@@ -21,4 +21,10 @@ std::string gemm_tuning_context(int device);
 std::shared_ptr<TuningCache> open_gemm_tuning_cache(int device, const std::string& folder,
                                                     TuningWarn warn);
 
+// What a model plugin's CUDA model opens: `setting` is its tuning_cache key
+// (a folder, "off", or "" for the default: tuning_cache_dir); without `warn`,
+// problems go to stderr as "<who>: warning: ...".
+std::shared_ptr<TuningCache> open_plugin_gemm_tuning_cache(int device, const std::string& setting,
+                                                           const std::string& who, TuningWarn warn);
+
 }  // namespace encoder_kit::cuda
