@@ -26,6 +26,10 @@ struct AttnCase {
   float q_scale;          // > 1 sharpens the softmax: tests the running-max rescaling
   int tail_rows;          // token rows after the last sequence (NaN-poisoned)
   bool rotary = false;  // the fused form: varlen_attention_rotary_bf16 against a rotated reference
+  // Sequences before this one are left out of the call (cu_seqlens + first_seq,
+  // as a plugin passes one bucket of a batch): the call's tokens start far
+  // past 0, further than max_seqs x max_seqlen, and earlier rows stay unwritten.
+  int first_seq = 0;
 };
 
 void run_case(const AttnCase& ac) {
@@ -34,6 +38,8 @@ void run_case(const AttnCase& ac) {
   for (int l : ac.lens) cu.push_back(cu.back() + l);
   for (int i = 0; i < ac.padded_seqs; ++i) cu.push_back(cu.back());
   const int max_seqs = static_cast<int>(cu.size()) - 1;
+  const int first = ac.first_seq;
+  const int call_seqs = max_seqs - first;
   const int64_t covered = cu.back();
   const int64_t tokens = covered + ac.tail_rows;
   const int64_t row = int64_t{3} * H * D;
@@ -90,7 +96,7 @@ void run_case(const AttnCase& ac) {
   std::vector<double> ref(static_cast<size_t>(tokens * H * D), 0.0), magnitude(ref.size(), 0.0);
   const auto x = to_double(rotated);
   std::vector<double> p;
-  for (int s = 0; s < max_seqs; ++s) {
+  for (int s = first; s < max_seqs; ++s) {
     const int64_t b = cu[s], len = cu[s + 1] - cu[s];
     p.resize(static_cast<size_t>(len));
     for (int h = 0; h < H; ++h)
@@ -117,7 +123,9 @@ void run_case(const AttnCase& ac) {
         }
       }
   }
+  const size_t real_begin = static_cast<size_t>(int64_t{cu[first]} * H * D);
   const size_t real = static_cast<size_t>(covered * H * D);
+  const int32_t* call_cu = dcu.get() + first;
 
   // Every kernel against the same reference: the public entry (whatever it
   // picks), both mma.sync block widths, and on Hopper every wgmma variant.
@@ -129,12 +137,12 @@ void run_case(const AttnCase& ac) {
   if (ac.rotary) {
     variants.push_back({"rotary, public entry", [&] {
                           return k::varlen_attention_rotary_bf16(
-                              dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                              dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                               dcos.get(), dsin.get(), cs_stride, dout.get(), nullptr);
                         }});
   } else {
     variants.push_back({"public entry", [&] {
-                          return k::varlen_attention_bf16(dqkv.get(), dcu.get(), max_seqs,
+                          return k::varlen_attention_bf16(dqkv.get(), call_cu, call_seqs,
                                                           ac.max_seqlen, H, D, scale, dout.get(),
                                                           nullptr);
                         }});
@@ -143,7 +151,7 @@ void run_case(const AttnCase& ac) {
     if (ac.rotary) break;
     variants.push_back({"mma.sync " + std::to_string(warps) + " warps", [&, warps] {
                           return k::detail::varlen_attention_bf16_warps(
-                              dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                              dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                               dout.get(), warps, nullptr);
                         }});
   }
@@ -151,7 +159,7 @@ void run_case(const AttnCase& ac) {
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       variants.push_back({k::detail::sm90_attention_variant_name(variant), [&, variant] {
                             return k::detail::varlen_attention_bf16_sm90(
-                                dqkv.get(), dcu.get(), max_seqs, ac.max_seqlen, H, D, scale,
+                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                                 dout.get(), variant, nullptr);
                           }});
   for (const auto& v : variants) {
@@ -161,14 +169,15 @@ void run_case(const AttnCase& ac) {
     CUDA_OK(cudaDeviceSynchronize());
     const auto got = dout.download();
     // Outputs are averages of N(0,1) values: absolute tolerance on their scale.
-    if (real > 0)
+    if (real > real_begin)
       CHECK_CLOSE(compare(
                       got, ref, 2e-2, 1e-3 * std::max(rms(ref), 1e-3),
-                      [&](size_t i) { return i < real; }, &magnitude),
+                      [&](size_t i) { return i >= real_begin && i < real; }, &magnitude),
                   1e-2);
-    size_t written_tail = 0;
-    for (size_t i = real; i < got.size(); ++i) written_tail += std::isnan(to_f(got[i])) ? 0 : 1;
-    CHECK(written_tail == 0);
+    size_t written_outside = 0;  // rows of sequences outside the call, and of none
+    for (size_t i = 0; i < got.size(); ++i)
+      if (i < real_begin || i >= real) written_outside += std::isnan(to_f(got[i])) ? 0 : 1;
+    CHECK(written_outside == 0);
   }
   // The fused form rotates in shared memory only: qkv is left as it was.
   const auto after = dqkv.download();
@@ -222,6 +231,19 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 88, {150, 64}, 0, 150, 1.0f, 1});
   run_case({2, 104, {130}, 1, 130, 1.0f, 0});
   run_case({1, 120, {257, 3}, 0, 257, 2.0f, 1});
+}
+
+GPU_TEST_CASE("varlen attention on one bucket of a batch: cu_seqlens from a later sequence") {
+  require_gpu();
+  // The call sees 2 sequences of at most 200 tokens that start at token 2000
+  // (a plugin passes cu_seqlens + first for a bucket of equal-length items):
+  // every kernel must address tokens absolutely, past max_seqs x max_seqlen.
+  AttnCase ac{2, 80, {1000, 1000, 200, 143}, 1, 200, 2.0f, 2};
+  ac.first_seq = 2;
+  run_case(ac);
+  AttnCase siglip{2, 72, {729, 729, 729, 700}, 0, 729, 1.0f, 1};
+  siglip.first_seq = 3;
+  run_case(siglip);
 }
 
 GPU_TEST_CASE("varlen attention runs on every device of the process") {

@@ -26,6 +26,7 @@
 #include "attention_sm90_common.cuh"
 #include "launch.cuh"
 #include "smem_opt_in.hpp"
+#include "tensor_map.hpp"
 #include "tma_sm90.cuh"
 
 #include <cuda.h>
@@ -410,9 +411,9 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver, found through the runtime (no link
-// against libcuda); null when the driver lacks it.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+}  // namespace
+
+PFN_cuTensorMapEncodeTiled_v12000 detail::tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -427,12 +428,14 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+namespace {
+
 // A row-major bf16 matrix of rows x cols (row stride ld elements), moved in
 // boxes of box_rows x 64 columns, 128-byte swizzled; boxes read zeros outside
 // the matrix, and stores into it are clipped to it.
 int encode_rows(CUtensorMap* map, const bf16* data, int64_t rows, int64_t cols, int64_t ld,
                 int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = detail::tensor_map_encoder();
   ENCODER_KIT_REQUIRE(encode != nullptr);
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * sizeof(bf16)};

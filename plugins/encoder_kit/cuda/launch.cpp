@@ -1,4 +1,5 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
+// tma_attention_enabled() (check.hpp): the environment once a process.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -9,6 +10,14 @@
 #include <utility>
 
 namespace encoder_kit::cuda::detail {
+
+bool tma_attention_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ENCGRAPH_ATTENTION_TMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
 
 bool pdl_enabled() {
   static const bool allowed = [] {
