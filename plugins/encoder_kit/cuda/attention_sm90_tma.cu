@@ -35,7 +35,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -73,18 +72,15 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c, uint32_t row_bytes) {
   return o ^ (((o >> 7) & (row_bytes / 16 - 1)) << 4);
 }
 
-// Descriptors of the two parts. K-major (Q and K: rows are queries or keys,
-// the head dimension contiguous): 8-row atoms of 8 * row bytes, one k16 step
-// 32 bytes further along the row. N-major (V as P V's B operand: rows are
-// keys, N the head dimension): one atom spans the part's width, 8 keys
-// further is 8 * row bytes (the stride byte offset; the leading byte offset
-// steps along N between atoms, of which a part has one).
-__device__ __forceinline__ uint64_t desc_k_major(uint32_t addr, uint32_t row_bytes,
-                                                 uint64_t layout) {
-  return smem_desc(addr, 16, 8 * row_bytes) | (layout << 62);
-}
-__device__ __forceinline__ uint64_t desc_n_major(uint32_t addr, uint32_t row_bytes,
-                                                 uint64_t layout) {
+// Descriptor of a swizzled part, the same for both operand kinds. K-major (Q
+// and K: rows are queries or keys, the head dimension contiguous): 8-row
+// atoms of 8 * row bytes, one k16 step 32 bytes further along the row.
+// N-major (V as P V's B operand: rows are keys, N the head dimension): one
+// atom spans the part's width, 8 keys further is 8 * row bytes. Either way the
+// stride byte offset is 8 * row bytes and the leading one unused (a part is
+// one atom wide).
+__device__ __forceinline__ uint64_t desc_swizzled(uint32_t addr, uint32_t row_bytes,
+                                                  uint64_t layout) {
   return smem_desc(addr, 16, 8 * row_bytes) | (layout << 62);
 }
 
@@ -230,8 +226,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       qk_step<kBlockN>(s, smem_desc_sw128(q_main + kk * 32), smem_desc_sw128(k_main + kk * 32), 1);
 #pragma unroll
     for (int kk = 0; kk < G::kTail / 16; ++kk)
-      qk_step<kBlockN>(s, desc_k_major(q_tail + kk * 32, G::kTailRow, G::kTailLayout),
-                       desc_k_major(k_tail + kk * 32, G::kTailRow, G::kTailLayout), 1);
+      qk_step<kBlockN>(s, desc_swizzled(q_tail + kk * 32, G::kTailRow, G::kTailLayout),
+                       desc_swizzled(k_tail + kk * 32, G::kTailRow, G::kTailLayout), 1);
   };
   float o[kDPad / 2];
 #pragma unroll
@@ -241,10 +237,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t v_tail = v_main + kBlockN * 128;
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {  // 16 keys a step: two 8-row atoms
-      pv_part<kDPad, 0, 64>(o, p[kk], desc_n_major(v_main + kk * 16 * 128, 128, 1));
+      pv_part<kDPad, 0, 64>(o, p[kk], desc_swizzled(v_main + kk * 16 * 128, 128, 1));
       if constexpr (G::kTail > 0)
         pv_part<kDPad, 64, G::kTail>(
-            o, p[kk], desc_n_major(v_tail + kk * 16 * G::kTailRow, G::kTailRow, G::kTailLayout));
+            o, p[kk], desc_swizzled(v_tail + kk * 16 * G::kTailRow, G::kTailRow, G::kTailLayout));
     }
   };
 
