@@ -5,7 +5,8 @@
 # besides the tensor cores).
 #   bash bench/kernels/profile_kernel.sh <bundle> <out-dir> <kernel-name regex> [bench_kernels args]
 # The second matching launch is profiled (the first after a warm-up call).
-# profile_gemm_sm90.sh and profile_attention_sm90.sh name the kernel and case.
+# e.g. tma_attention_kernel --only attnfull (the Hopper attention at 16 x 4096);
+# profile_gemm_sm90.sh names our GEMM and its case.
 set -euo pipefail
 bundle=$1
 out=$2

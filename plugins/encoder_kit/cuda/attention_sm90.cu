@@ -81,11 +81,9 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
   const uint32_t s_v = s_k + 2 * kBlockN * kDPad * 2;
   constexpr uint32_t kTileBytes = kBlockN * kDPad * 2;
 
-  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
-  const bf16* q_base =
-      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
-  const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
-  const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
+  const HeadRows seq_rows = head_rows(qkv, start, head, num_heads, head_dim);
+  const int64_t row_stride = seq_rows.stride;
+  const bf16 *q_base = seq_rows.q, *k_base = seq_rows.k, *v_base = seq_rows.v;
   const int valid_chunks = head_dim / 8;
 
   // Eight consecutive threads fill one core matrix's eight rows (one

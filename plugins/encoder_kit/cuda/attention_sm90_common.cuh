@@ -113,6 +113,24 @@ __device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&
     wgmma_m64n128k16_rs(o, a, db);
 }
 
+// Where one sequence's rows of one head begin in a packed qkv[tokens, 3,
+// num_heads, head_dim]: q, k and v, and the stride between tokens.
+struct HeadRows {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  int64_t stride;
+};
+__device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int head, int num_heads,
+                                              int head_dim) {
+  HeadRows r;
+  r.stride = int64_t{3} * num_heads * head_dim;
+  r.q = qkv + static_cast<int64_t>(start) * r.stride + static_cast<int64_t>(head) * head_dim;
+  r.k = r.q + static_cast<int64_t>(num_heads) * head_dim;
+  r.v = r.k + static_cast<int64_t>(num_heads) * head_dim;
+  return r;
+}
+
 // Online softmax of one S tile (64 rows of a warpgroup x kBlockN keys from
 // key0) in the log2 domain: scales and masks s, moves the running max, rounds
 // the probabilities into P's A fragments and returns in alpha the factor O
@@ -222,3 +240,13 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 }
 
 }  // namespace encoder_kit::cuda::sm90
+
+namespace encoder_kit::cuda::detail {
+
+// The TMA form (attention_sm90_tma.cu): varlen_attention_bf16_sm90's variant
+// 3, reached only through it, which checks the arguments first.
+int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                   int max_seqlen, int num_heads, int head_dim, float scale,
+                                   bf16* out, cudaStream_t stream);
+
+}  // namespace encoder_kit::cuda::detail

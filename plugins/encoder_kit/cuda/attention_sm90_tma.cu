@@ -147,11 +147,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int n_full = len / kBlockN;  // tiles that lie inside the sequence: these go by TMA
   const bool q_by_tma = q0 + kBlockM <= len;
 
-  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
-  const bf16* q_base =
-      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
-  const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
-  const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
+  const HeadRows seq_rows = head_rows(qkv, start, head, num_heads, head_dim);
+  const int64_t row_stride = seq_rows.stride;
+  const bf16 *q_base = seq_rows.q, *k_base = seq_rows.k, *v_base = seq_rows.v;
 
   // cp.async copy of `rows` rows from row0 (the sequence's rows only, zeros
   // past its end and past head_dim) into the swizzled two-part layout.
@@ -311,24 +309,17 @@ __global__ void __launch_bounds__(kThreads, 2)
 // column 0 or 64, swizzled by the box's row width; zeros past head_dim.
 int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads, int head_dim,
                int cols, int rows) {
-  const auto encode = detail::tensor_map_encoder();
-  ENCODER_KIT_REQUIRE(encode != nullptr);
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim),
                               static_cast<cuuint64_t>(3 * num_heads),
                               static_cast<cuuint64_t>(tokens)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * sizeof(bf16),
                                  static_cast<cuuint64_t>(3 * num_heads) * head_dim * sizeof(bf16)};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(cols), 1, static_cast<cuuint32_t>(rows)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUtensorMapSwizzle swizzle = cols == 16   ? CU_TENSOR_MAP_SWIZZLE_32B
                                      : cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
                                                   : CU_TENSOR_MAP_SWIZZLE_128B;
-  const CUresult status =
-      encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(qkv), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  ENCODER_KIT_REQUIRE(status == CUDA_SUCCESS);
-  return 0;
+  return detail::encode_bf16_tiled(map, qkv, 3, dims, strides, box, swizzle,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 template <int kDPad>

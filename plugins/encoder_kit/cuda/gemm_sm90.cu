@@ -428,6 +428,22 @@ PFN_cuTensorMapEncodeTiled_v12000 detail::tensor_map_encoder() {
   return fn;
 }
 
+int detail::encode_bf16_tiled(CUtensorMap* map, const bf16* data, unsigned rank,
+                              const cuuint64_t* dims, const cuuint64_t* strides,
+                              const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                              CUtensorMapL2promotion l2_promotion) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  ENCODER_KIT_REQUIRE(encode != nullptr);
+  ENCODER_KIT_REQUIRE(rank >= 1 && rank <= 5);
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult status =
+      encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<bf16*>(data), dims, strides,
+             box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  ENCODER_KIT_REQUIRE(status == CUDA_SUCCESS);
+  return 0;
+}
+
 namespace {
 
 // A row-major bf16 matrix of rows x cols (row stride ld elements), moved in
@@ -435,18 +451,11 @@ namespace {
 // the matrix, and stores into it are clipped to it.
 int encode_rows(CUtensorMap* map, const bf16* data, int64_t rows, int64_t cols, int64_t ld,
                 int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = detail::tensor_map_encoder();
-  ENCODER_KIT_REQUIRE(encode != nullptr);
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * sizeof(bf16)};
   const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult status =
-      encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(data), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  ENCODER_KIT_REQUIRE(status == CUDA_SUCCESS);
-  return 0;
+  return detail::encode_bf16_tiled(map, data, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 // How many blocks share a tile's k-blocks when `splits` is 0 (automatic): the

@@ -40,9 +40,6 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 // switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
-int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                   int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, cudaStream_t stream);
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
