@@ -31,6 +31,9 @@ const std::vector<KeySpec>& config_schema() {
       {"runtime.prefer_faster_path", KeyType::Boolean, "true",
        "after capture, time each graph; run a batch eagerly when that is expected to be clearly "
        "faster than replaying a much larger budget"},
+      {"runtime.pipeline_first_batch", KeyType::Boolean, "true",
+       "with prefer_faster_path: split a request's first batch when staging the rest during "
+       "the head's replay is expected to be faster"},
       {"runtime.poison_memory", KeyType::Boolean, "false",
        "debugging: fill outputs and workspace with NaN before each run"},
       {"runtime.stats_log_interval", KeyType::Integer, "100",

@@ -25,6 +25,11 @@ struct RuntimeConfig {
   // After capture, time each graph; run a batch eagerly at its exact size when
   // that is expected to be clearly faster than replaying a much larger budget.
   bool prefer_faster_path = true;
+  // With prefer_faster_path: split a request's first batch into a small head
+  // and the rest when the graphs' replay times and the measured host staging
+  // say that overlapping the rest's staging with the head's replay is faster
+  // (docs/architecture.md, "Execute").
+  bool pipeline_first_batch = true;
   // Debugging (and `encgraph verify`): fill every output, workspace and input
   // buffer with NaN bytes before each run, so rows nobody wrote show.
   bool poison_memory = false;

@@ -1,7 +1,10 @@
 #include "batch_executor.hpp"
 
+#include "pipeline_split.hpp"
+
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace encgraph {
@@ -65,6 +68,69 @@ void BatchExecutor::collect_eager_feedback() {
             parts_.plan.path_unit(check.skipped.path), graph->replay_ms);
     eager_checks_.erase(eager_checks_.begin() + static_cast<std::ptrdiff_t>(i));
   }
+  for (size_t i = 0; i < staging_checks_.size();) {
+    const double ms = staging_checks_[i].timer->elapsed_ms();
+    if (ms < 0.0) {
+      ++i;
+      continue;
+    }
+    if (std::isfinite(ms) && staging_checks_[i].tokens > 0) {
+      const double per_token = ms / static_cast<double>(staging_checks_[i].tokens);
+      // A running mean that follows a change of machine load within a few requests.
+      staging_ms_per_token_ =
+          staging_ms_per_token_ > 0.0 ? 0.75 * staging_ms_per_token_ + 0.25 * per_token : per_token;
+    }
+    staging_checks_.erase(staging_checks_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+std::optional<double> BatchExecutor::replay_ms_for(int64_t tokens) const {
+  const std::vector<int64_t>& budgets = parts_.cache.packing_budgets().at(0);
+  const auto it = std::lower_bound(budgets.begin(), budgets.end(), tokens);
+  if (it == budgets.end()) return std::nullopt;
+  const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *it, {}});
+  if (graph == nullptr || !(graph->replay_ms > 0.0)) return std::nullopt;
+  return graph->replay_ms;
+}
+
+void BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,
+                                            ExecuteMode mode) const {
+  const eg_model_info& info = plugin_.info();
+  if (batches.empty() || mode != ExecuteMode::Planned || !config_.use_graphs ||
+      !config_.prefer_faster_path || !config_.pipeline_first_batch || !parts_.cache.captured() ||
+      !parts_.cost.calibrated() || info.num_paths != 1 || info.num_capture_axes != 0 ||
+      !(staging_ms_per_token_ > 0.0))
+    return;
+  PackedBatch& first = batches.front();
+  if (first.items.size() < 2 || !first.path_budget[0] || *first.path_budget[0] <= 0) return;
+  PipelineSplitInputs in;
+  in.staging_ms_per_token = staging_ms_per_token_;
+  in.replay_ms = [this](int64_t tokens) { return replay_ms_for(tokens); };
+  for (int64_t idx : first.items) in.item_tokens.push_back(item_tokens_[static_cast<size_t>(idx)]);
+  const int64_t k = pipeline_split_point(in);
+  if (k <= 0) return;
+  PackedBatch head, rest;
+  for (size_t j = 0; j < first.items.size(); ++j) {
+    PackedBatch& part = static_cast<int64_t>(j) < k ? head : rest;
+    const int64_t idx = first.items[j];
+    part.items.push_back(idx);
+    part.frames += item_frames_[static_cast<size_t>(idx)];
+  }
+  const std::vector<int64_t>& budgets = parts_.cache.packing_budgets().at(0);
+  for (PackedBatch* part : {&head, &rest}) {
+    int64_t tokens = 0;
+    for (int64_t idx : part->items) tokens += item_tokens_[static_cast<size_t>(idx)];
+    part->path_tokens = {tokens};
+    part->path_budget = {*std::lower_bound(budgets.begin(), budgets.end(), tokens)};
+  }
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug(
+        "'{}': first batch of {} items split {} + {} ({} + {} {}): its staging, {:.4f} ms a "
+        "token, overlaps the head's replay",
+        plugin_.name(), first.items.size(), head.items.size(), rest.items.size(),
+        head.path_tokens[0], rest.path_tokens[0], parts_.plan.path_unit(0), staging_ms_per_token_);
+  batches.front() = std::move(head);
+  batches.insert(batches.begin() + 1, std::move(rest));
 }
 
 Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode mode) {
@@ -102,9 +168,18 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       rows[o][i] = specs[o].rows_per_item > 0 ? specs[o].rows_per_item : s.output_tokens;
   }
 
-  const std::vector<PackedBatch> batches =
+  std::vector<PackedBatch> batches =
       pack_items(out_tokens, path_tokens, frames, parts_.cache.packing_budgets(),
                  plan.max_batch_size, plan.max_frames_per_batch);
+  // Staging overlaps a replay only where the device runs apart from the host.
+  const bool pipelined = num_paths == 1 && config_.pipeline_first_batch &&
+                         config_.prefer_faster_path && backend_->type() == EG_DEVICE_CUDA;
+  if (pipelined) {
+    item_tokens_.resize(n);
+    item_frames_ = frames;
+    for (size_t i = 0; i < n; ++i) item_tokens_[i] = path_tokens[i][0];
+    maybe_split_first_batch(batches, mode);
+  }
   // Each batch's items are consecutive in every output: the default
   // post-processing is then one copy per batch and output.
   std::vector<std::vector<int64_t>> offsets(num_outputs, std::vector<int64_t>(n, 0));
@@ -161,7 +236,18 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       CapturedGraph* graph = nullptr;
       CapturedGraph* skipped = nullptr;
       if (choose_graph(p, batch, axis_keys, mode, too_many_frames, graph, skipped, run.reason)) {
-        parts_.cache.replay(*graph, batch_items);
+        // The first replay of a request measures its staging (one path only:
+        // the split it feeds is for one-path plugins).
+        std::unique_ptr<StreamTimer> staging_timer;
+        if (pipelined && &batch == &batches.front() && staging_checks_.size() < kMaxEagerChecks) {
+          try {
+            staging_timer = backend_->make_timer();
+          } catch (const std::exception& e) {
+            spdlog::debug("'{}': staging goes untimed: {}", plugin_.name(), e.what());
+          }
+        }
+        parts_.cache.replay(*graph, batch_items, staging_timer.get());
+        if (staging_timer) staging_checks_.push_back({run.tokens, std::move(staging_timer)});
         path_outputs[p] = &graph->outputs;
         run.replayed = true;
         run.budget = graph->shape.token_budget;

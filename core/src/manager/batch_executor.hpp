@@ -20,6 +20,7 @@
 #include <encgraph/result.hpp>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace encgraph {
@@ -50,12 +51,26 @@ class BatchExecutor {
                     ExecuteMode mode, bool too_many_frames, CapturedGraph*& graph,
                     CapturedGraph*& skipped, EagerReason& reason) const;
   // Feeds finished timings of chosen eager runs back into their graphs
-  // (eager_choice_withdrawn); never waits for the device.
+  // (eager_choice_withdrawn), and finished staging timings into
+  // staging_ms_per_token_; never waits for the device.
   void collect_eager_feedback();
+  // Splits batches[0] into a head and the rest where pipeline_split_point
+  // says that pays (one path, no capture axes, graphs for both parts).
+  void maybe_split_first_batch(std::vector<PackedBatch>& batches, ExecuteMode mode) const;
+  // Graph replay time for `tokens` on path 0 (its smallest fitting budget).
+  std::optional<double> replay_ms_for(int64_t tokens) const;
 
   // An eager run the cost model chose, timed on the device.
   struct EagerCheck {
     GraphKey skipped;
+    int64_t tokens = 0;
+    std::unique_ptr<StreamTimer> timer;
+  };
+
+  // A request's first replay, timed on the device from before its staging
+  // to its inputs being in place: on an idle stream, the host staging and
+  // upload that the request waits for.
+  struct StagingCheck {
     int64_t tokens = 0;
     std::unique_ptr<StreamTimer> timer;
   };
@@ -66,6 +81,9 @@ class BatchExecutor {
   Parts parts_;
   static constexpr size_t kMaxEagerChecks = 64;
   std::vector<EagerCheck> eager_checks_;
+  std::vector<StagingCheck> staging_checks_;
+  double staging_ms_per_token_ = 0.0;               // path 0; 0: not measured yet
+  std::vector<int64_t> item_tokens_, item_frames_;  // this call's items (path 0), for the split
 };
 
 }  // namespace encgraph

@@ -36,6 +36,10 @@ CapturedGraph* CaptureCache::find(const GraphKey& key) {
   auto it = graphs_.find(key);
   return it == graphs_.end() ? nullptr : &it->second;
 }
+const CapturedGraph* CaptureCache::find(const GraphKey& key) const {
+  auto it = graphs_.find(key);
+  return it == graphs_.end() ? nullptr : &it->second;
+}
 
 int64_t CaptureCache::graphs_of_path(int path) const {
   int64_t n = 0;
@@ -207,9 +211,23 @@ void CaptureCache::capture_one(const eg_graph_shape& shape) {
   }
 }
 
-void CaptureCache::replay(CapturedGraph& g, const std::vector<const eg_item*>& items) {
+void CaptureCache::replay(CapturedGraph& g, const std::vector<const eg_item*>& items,
+                          StreamTimer* staging_timer) {
   const int slot = static_cast<int>(staging_turn_++ & 1);
+  const auto staging_start = std::chrono::steady_clock::now();
+  if (staging_timer) staging_timer->start();
   staging_.fill_replay(g.shape, g.buffers, items, host_staging_[slot], slot);
+  if (staging_timer) staging_timer->stop();
+  // Host staging (the plugin's copies into pinned memory, the padding, the
+  // uploads queued) is on a request's path before its first replay can start:
+  // the debug log shows it beside the graph's device time.
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug(
+        "'{}': replay of budget {} ({} items): host staging {:.3f} ms, replay {:.3f} ms",
+        plugin_.name(), g.shape.token_budget, items.size(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - staging_start)
+            .count(),
+        g.replay_ms);
   if (config_.poison_memory) {  // NaN in every float format: stale rows must not leak
     for (size_t o = 0; o < arena_[g.shape.path].size(); ++o)
       backend_->fill_bytes(arena_[g.shape.path][o], 0xFF, arena_bytes_[g.shape.path][o]);

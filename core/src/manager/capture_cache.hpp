@@ -52,6 +52,7 @@ class CaptureCache {
   bool captured() const { return captured_; }
 
   CapturedGraph* find(const GraphKey& key);
+  const CapturedGraph* find(const GraphKey& key) const;
   std::map<GraphKey, CapturedGraph>& graphs() { return graphs_; }
   const std::map<GraphKey, CapturedGraph>& graphs() const { return graphs_; }
   int64_t graphs_of_path(int path) const;
@@ -67,7 +68,10 @@ class CaptureCache {
   // Fills `graph`'s buffers with the batch (alternating staging slots, so the
   // next batch's staging overlaps this replay) and replays it; its outputs
   // hold the rows until the next replay of a graph of the same path.
-  void replay(CapturedGraph& graph, const std::vector<const eg_item*>& items);
+  // `staging_timer`, when given, is started before the batch's staging and
+  // stopped once its inputs are in place (before the replay).
+  void replay(CapturedGraph& graph, const std::vector<const eg_item*>& items,
+              StreamTimer* staging_timer = nullptr);
 
  private:
   bool allocate_shared(std::vector<eg_graph_shape>& shapes);
