@@ -87,10 +87,21 @@ void BatchExecutor::collect_eager_feedback() {
 std::optional<double> BatchExecutor::replay_ms_for(int64_t tokens) const {
   const std::vector<int64_t>& budgets = parts_.cache.packing_budgets().at(0);
   const auto it = std::lower_bound(budgets.begin(), budgets.end(), tokens);
-  if (it == budgets.end()) return std::nullopt;
+  if (it == budgets.end() || budgets.size() < 2) return std::nullopt;
   const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *it, {}});
-  if (graph == nullptr || !(graph->replay_ms > 0.0)) return std::nullopt;
-  return graph->replay_ms;
+  const CapturedGraph* small = parts_.cache.find(GraphKey{0, budgets.front(), {}});
+  const CapturedGraph* large = parts_.cache.find(GraphKey{0, budgets.back(), {}});
+  if (graph == nullptr || small == nullptr || large == nullptr || !(small->replay_ms > 0.0) ||
+      !(large->replay_ms > 0.0))
+    return std::nullopt;
+  // On the line through the smallest and largest graphs' replays, which the
+  // cost model times (graphs between take estimates from their warm-ups, a
+  // few percent off either way: as large as the gains weighed here). The
+  // line charges every replay its fixed cost and every budget its padding;
+  // it overestimates the middle budgets, so splits it favours are safe.
+  const double slope =
+      (large->replay_ms - small->replay_ms) / static_cast<double>(budgets.back() - budgets.front());
+  return small->replay_ms + slope * static_cast<double>(*it - budgets.front());
 }
 
 void BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,

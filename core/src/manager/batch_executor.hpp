@@ -57,7 +57,7 @@ class BatchExecutor {
   // Splits batches[0] into a head and the rest where pipeline_split_point
   // says that pays (one path, no capture axes, graphs for both parts).
   void maybe_split_first_batch(std::vector<PackedBatch>& batches, ExecuteMode mode) const;
-  // Graph replay time for `tokens` on path 0 (its smallest fitting budget).
+  // Modelled replay time for `tokens` on path 0 at its smallest fitting budget.
   std::optional<double> replay_ms_for(int64_t tokens) const;
 
   // An eager run the cost model chose, timed on the device.
