@@ -106,3 +106,32 @@ TEST_CASE("no split without a staging measurement, a second item or a graph for 
   CHECK(k > 0);
   CHECK(k % 4 == 0);
 }
+
+TEST_CASE(
+    "split_packed_batch: the head and the rest keep their items, tokens, frames and budgets") {
+  encgraph::PackedBatch batch;
+  batch.items = {4, 1, 3, 0};  // original indices, in packing order
+  batch.path_tokens = {10 + 20 + 30 + 40};
+  batch.frames = 2 + 1 + 1 + 4;
+  batch.path_budget = {std::optional<int64_t>(128)};
+  const std::vector<int64_t> tokens = {40, 20, 0, 30, 10};  // by original index
+  const std::vector<int64_t> frames = {4, 1, 0, 1, 2};
+  const std::vector<int64_t> budgets = {16, 32, 64, 128};
+
+  auto [head, rest] = encgraph::split_packed_batch(batch, 2, tokens, frames, budgets);
+  CHECK(head.items == std::vector<int64_t>{4, 1});
+  CHECK(rest.items == std::vector<int64_t>{3, 0});
+  CHECK(head.path_tokens == std::vector<int64_t>{30});
+  CHECK(rest.path_tokens == std::vector<int64_t>{70});
+  CHECK(head.frames == 3);
+  CHECK(rest.frames == 5);
+  REQUIRE(head.path_budget.size() == 1);
+  REQUIRE(rest.path_budget.size() == 1);
+  CHECK(head.path_budget[0] == std::optional<int64_t>(32));
+  CHECK(rest.path_budget[0] == std::optional<int64_t>(128));
+
+  // A part no budget holds gets none (it then runs eagerly).
+  auto [small_head, big_rest] = encgraph::split_packed_batch(batch, 1, tokens, frames, {16, 64});
+  CHECK(small_head.path_budget[0] == std::optional<int64_t>(16));
+  CHECK_FALSE(big_rest.path_budget[0].has_value());
+}

@@ -178,6 +178,7 @@ class CudaBackend final : public DeviceBackend {
   }
 
   eg_device_type type() const override { return EG_DEVICE_CUDA; }
+  bool overlaps_staging() const override { return true; }
   std::string name() const override { return name_; }
   void* stream() override { return stream_->get(); }
   void make_current() override { EG_CUDA_CHECK(cudaSetDevice(device_)); }

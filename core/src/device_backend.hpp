@@ -79,6 +79,9 @@ class DeviceBackend {
     copy_to_device(dst, src, bytes);
   }
   virtual void end_uploads(int /*slot*/) {}
+  // Whether the device runs apart from the host, so that staging one batch
+  // overlaps the replay before it (the first-batch split weighs on that).
+  virtual bool overlaps_staging() const { return false; }
   // Device bytes reserve_uploads holds (both slots).
   virtual size_t upload_reserve_bytes() const { return 0; }
 

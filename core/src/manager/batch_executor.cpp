@@ -120,20 +120,8 @@ void BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,
   for (int64_t idx : first.items) in.item_tokens.push_back(item_tokens_[static_cast<size_t>(idx)]);
   const int64_t k = pipeline_split_point(in);
   if (k <= 0) return;
-  PackedBatch head, rest;
-  for (size_t j = 0; j < first.items.size(); ++j) {
-    PackedBatch& part = static_cast<int64_t>(j) < k ? head : rest;
-    const int64_t idx = first.items[j];
-    part.items.push_back(idx);
-    part.frames += item_frames_[static_cast<size_t>(idx)];
-  }
-  const std::vector<int64_t>& budgets = parts_.cache.packing_budgets().at(0);
-  for (PackedBatch* part : {&head, &rest}) {
-    int64_t tokens = 0;
-    for (int64_t idx : part->items) tokens += item_tokens_[static_cast<size_t>(idx)];
-    part->path_tokens = {tokens};
-    part->path_budget = {*std::lower_bound(budgets.begin(), budgets.end(), tokens)};
-  }
+  auto [head, rest] = split_packed_batch(first, k, item_tokens_, item_frames_,
+                                         parts_.cache.packing_budgets().at(0));
   if (spdlog::should_log(spdlog::level::debug))
     spdlog::debug(
         "'{}': first batch of {} items split {} + {} ({} + {} {}): its staging, {:.4f} ms a "
@@ -184,7 +172,7 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
                  plan.max_batch_size, plan.max_frames_per_batch);
   // Staging overlaps a replay only where the device runs apart from the host.
   const bool pipelined = num_paths == 1 && config_.pipeline_first_batch &&
-                         config_.prefer_faster_path && backend_->type() == EG_DEVICE_CUDA;
+                         config_.prefer_faster_path && backend_->overlaps_staging();
   if (pipelined) {
     item_tokens_.resize(n);
     item_frames_ = frames;

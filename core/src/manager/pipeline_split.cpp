@@ -32,4 +32,25 @@ int64_t pipeline_split_point(const PipelineSplitInputs& in) {
   return best_k;
 }
 
+std::pair<PackedBatch, PackedBatch> split_packed_batch(const PackedBatch& batch, int64_t k,
+                                                       const std::vector<int64_t>& item_tokens,
+                                                       const std::vector<int64_t>& item_frames,
+                                                       const std::vector<int64_t>& budgets) {
+  PackedBatch head, rest;
+  for (size_t j = 0; j < batch.items.size(); ++j) {
+    PackedBatch& part = static_cast<int64_t>(j) < k ? head : rest;
+    const auto idx = static_cast<size_t>(batch.items[j]);
+    part.items.push_back(batch.items[j]);
+    part.frames += item_frames.at(idx);
+  }
+  for (PackedBatch* part : {&head, &rest}) {
+    int64_t tokens = 0;
+    for (int64_t idx : part->items) tokens += item_tokens.at(static_cast<size_t>(idx));
+    part->path_tokens = {tokens};
+    const auto fit = std::lower_bound(budgets.begin(), budgets.end(), tokens);
+    part->path_budget = {fit == budgets.end() ? std::nullopt : std::optional<int64_t>(*fit)};
+  }
+  return {std::move(head), std::move(rest)};
+}
+
 }  // namespace encgraph

@@ -9,9 +9,12 @@
 // the calibrated replay times of the graphs say whether that pays.
 #pragma once
 
+#include <encgraph/packer.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace encgraph {
@@ -34,5 +37,14 @@ struct PipelineSplitInputs {
 // after it: head staging + max(head replay, rest staging) + rest replay,
 // against staging + replay of the whole batch.
 int64_t pipeline_split_point(const PipelineSplitInputs& in);
+
+// The head (the batch's first k items) and the rest of a one-path batch, each
+// with its tokens, frames and smallest fitting budget of `budgets` (sorted;
+// nullopt when none fits). item_tokens and item_frames are indexed by the
+// items' original indices.
+std::pair<PackedBatch, PackedBatch> split_packed_batch(const PackedBatch& batch, int64_t k,
+                                                       const std::vector<int64_t>& item_tokens,
+                                                       const std::vector<int64_t>& item_frames,
+                                                       const std::vector<int64_t>& budgets);
 
 }  // namespace encgraph

@@ -1,0 +1,198 @@
+// The first-batch split end to end on the CPU, through a backend that says
+// its staging overlaps replays and whose staging timer reports a chosen
+// time: the split happens once a staging time is known, the split request's
+// rows equal the unsplit ones, and it stays off where it must (the plain CPU
+// backend, the switch, eager mode, prefer_faster_path off).
+#include "device_backend.hpp"
+#include "graph_manager.hpp"
+#include "plugin_instance.hpp"
+#include "test_support.hpp"
+
+#include <encgraph/plugin_loader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+using namespace encgraph;
+using namespace encgraph::test;
+
+namespace {
+
+// The CPU backend, claiming that staging overlaps replays; every StreamTimer
+// it makes reports `staging_ms` (the executor times only staging with them
+// here: the cost model chooses no eager run when batches fill their budgets).
+class OverlappingCpu final : public DeviceBackend {
+ public:
+  double staging_ms = 0.0;
+  double longest_timed_ms = 0.0;  // the longest time_ms (the cost model's calibration)
+
+  eg_device_type type() const override { return cpu_->type(); }
+  std::string name() const override { return cpu_->name(); }
+  void* stream() override { return cpu_->stream(); }
+  void* alloc(size_t b, const std::string& w) override { return cpu_->alloc(b, w); }
+  void free(void* p) noexcept override { cpu_->free(p); }
+  void* alloc_async(size_t b, const std::string& w) override { return cpu_->alloc_async(b, w); }
+  void free_async(void* p) noexcept override { cpu_->free_async(p); }
+  void* alloc_host(size_t b, const std::string& w) override { return cpu_->alloc_host(b, w); }
+  void free_host(void* p) noexcept override { cpu_->free_host(p); }
+  void copy_to_device(void* d, const void* s, size_t b) override { cpu_->copy_to_device(d, s, b); }
+  void copy_on_device(void* d, const void* s, size_t b) override { cpu_->copy_on_device(d, s, b); }
+  void copy_to_host(void* d, const void* s, size_t b) override { cpu_->copy_to_host(d, s, b); }
+  void fill_bytes(void* d, int v, size_t b) override { cpu_->fill_bytes(d, v, b); }
+  void synchronize() override { cpu_->synchronize(); }
+  void mark_staging_consumed(int slot) override { cpu_->mark_staging_consumed(slot); }
+  void wait_staging_free(int slot) override { cpu_->wait_staging_free(slot); }
+  bool overlaps_staging() const override { return true; }
+  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body, const std::string& w,
+                                         CaptureTimes* t) override {
+    return cpu_->capture(body, w, t);
+  }
+  double time_ms(const std::function<void()>& enqueue) override {
+    const double ms = cpu_->time_ms(enqueue);
+    longest_timed_ms = std::max(longest_timed_ms, ms);
+    return ms;
+  }
+  std::unique_ptr<StreamTimer> make_timer() override {
+    class Fixed final : public StreamTimer {
+     public:
+      explicit Fixed(double ms) : ms_(ms) {}
+      void start() override { started_ = true; }
+      void stop() override { stopped_ = true; }
+      double elapsed_ms() override { return started_ && stopped_ ? ms_ : std::nan(""); }
+
+     private:
+      double ms_;
+      bool started_ = false, stopped_ = false;
+    };
+    return std::make_unique<Fixed>(staging_ms);
+  }
+
+ private:
+  std::shared_ptr<DeviceBackend> cpu_ = make_cpu_backend();
+};
+
+// A toy whose forward sleeps in proportion to its budget (20 ms for 1024
+// tokens), budgets every 64 tokens up to 1024, and 16 images of 64 tokens:
+// one request fills the largest budget exactly.
+RuntimeConfig split_config() {
+  RuntimeConfig cfg = toy_config("cpu");
+  cfg.prefer_faster_path = true;
+  set(cfg, "cpu_us_per_1k_tokens", "20000");
+  for (int64_t b = 64; b <= 1024; b += 64) cfg.budgets.token_budgets.push_back(b);
+  cfg.budgets.max_items_per_batch = 16;
+  return cfg;
+}
+
+struct Setup {
+  LoadedPlugin loaded;
+  std::shared_ptr<DeviceBackend> backend;
+  std::shared_ptr<PluginInstance> instance;
+  std::unique_ptr<GraphManager> manager;
+  std::vector<Item> items;
+
+  Setup(const RuntimeConfig& cfg, std::shared_ptr<DeviceBackend> b) : backend(std::move(b)) {
+    PluginRegistry registry(cfg.plugin_dirs);
+    loaded = registry.get(cfg.plugin);
+    instance =
+        std::make_shared<PluginInstance>(loaded, EG_DEVICE_CPU, 0, cfg.weights, cfg.plugin_config);
+    manager = std::make_unique<GraphManager>(backend, *instance, cfg);
+    manager->capture();
+    for (uint64_t s = 0; s < 16; ++s) {
+      eg_item_spec spec{};
+      eg_item* item = instance->make_item(image(14 * 8, 14 * 8, s + 1), spec);
+      items.emplace_back(instance, item, spec);
+    }
+  }
+  ~Setup() { manager.reset(); }
+  Result run(ExecuteMode mode = ExecuteMode::Planned) {
+    std::vector<const Item*> ptrs;
+    for (const auto& i : items) ptrs.push_back(&i);
+    return manager->execute(ptrs, mode);
+  }
+  int64_t batches() const {
+    const Stats s = manager->stats();
+    return s.batches_graph + s.batches_eager + s.batches_mixed;
+  }
+};
+
+void check_same_rows(const Result& a, const Result& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> x = a.item_as_float(i), y = b.item_as_float(i);
+    REQUIRE(x.size() == y.size());
+    REQUIRE_FALSE(x.empty());
+    size_t bad = 0;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (std::isnan(x[k]) || std::fabs(x[k] - y[k]) > 1e-5f) ++bad;
+    INFO("item " << i);
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a request's first batch splits once its staging is known, with the same rows") {
+  auto backend = std::make_shared<OverlappingCpu>();
+  Setup s(split_config(), backend);
+  REQUIRE(backend->longest_timed_ms > 5.0);  // the sleeping forwards were calibrated
+  // Staging three times the whole batch's replay: hiding most of it behind a
+  // head's replay pays whatever the machine's timings.
+  backend->staging_ms = 3.0 * backend->longest_timed_ms;
+
+  const Result first = s.run();  // measures the staging; nothing to weigh yet
+  CHECK(s.batches() == 1);
+  const Result second = s.run();  // split: a head, then the rest
+  CHECK(s.batches() == 3);
+  check_same_rows(first, second);
+  const Stats st = s.manager->stats();
+  CHECK(st.graph_hits == 32);  // both parts replayed graphs: every item a hit
+  CHECK(st.batches_graph == 3);
+}
+
+TEST_CASE("no split on the plain CPU backend, with the switch off, or in eager mode") {
+  SUBCASE("plain CPU backend: its staging never overlaps a replay") {
+    Setup s(split_config(), make_cpu_backend());
+    s.run();
+    s.run();
+    CHECK(s.batches() == 2);
+  }
+  SUBCASE("pipeline_first_batch = false") {
+    auto backend = std::make_shared<OverlappingCpu>();
+    RuntimeConfig cfg = split_config();
+    cfg.pipeline_first_batch = false;
+    Setup s(cfg, backend);
+    backend->staging_ms = 3.0 * backend->longest_timed_ms;
+    s.run();
+    s.run();
+    CHECK(s.batches() == 2);
+  }
+  SUBCASE("prefer_faster_path = false: batches must not depend on timings") {
+    auto backend = std::make_shared<OverlappingCpu>();
+    RuntimeConfig cfg = split_config();
+    cfg.prefer_faster_path = false;
+    Setup s(cfg, backend);
+    backend->staging_ms = 3.0 * backend->longest_timed_ms;
+    s.run();
+    s.run();
+    CHECK(s.batches() == 2);
+  }
+  SUBCASE("eager mode") {
+    auto backend = std::make_shared<OverlappingCpu>();
+    Setup s(split_config(), backend);
+    backend->staging_ms = 3.0 * backend->longest_timed_ms;
+    s.run();  // measures
+    s.run(ExecuteMode::Eager);
+    CHECK(s.batches() == 2);
+  }
+  SUBCASE("staging too short to pay for a second replay") {
+    auto backend = std::make_shared<OverlappingCpu>();
+    Setup s(split_config(), backend);
+    backend->staging_ms = 0.001;
+    s.run();
+    s.run();
+    CHECK(s.batches() == 2);
+  }
+}
