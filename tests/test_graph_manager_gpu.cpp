@@ -2,7 +2,8 @@
 // eager runs, NaN-poisoned memory never reaches real outputs, named outputs and
 // frame-bounded video batches with host-staged capture inputs, 16+ budgets cost
 // about one budget's memory, interleaved replays stay correct (also queued
-// back to back, their uploads overlapping the replay before), and illegal calls
+// back to back, their uploads overlapping the replay before), rows stay exact
+// with the cost model and the first-batch split on, and illegal calls
 // or out-of-memory during capture become clear errors.
 #include "manager_checks.hpp"
 #include "test_support.hpp"
@@ -50,6 +51,33 @@ TEST_CASE("CUDA graphs: random mixes equal per-item eager runs, with memory pois
   CHECK(s.graph_hits > 100);
   MESSAGE("hits " << s.graph_hits << ", misses " << s.graph_misses << ", efficiency "
                   << s.padded_token_efficiency);
+}
+
+TEST_CASE("CUDA graphs with the cost model and the first-batch split on: rows equal eager") {
+  // The runtime's defaults (toy_config turns prefer_faster_path off so that
+  // hit counts do not depend on timings): batches may run eagerly by choice,
+  // and a request's first batch may split once its staging is measured.
+  // Whatever the timings choose, every row equals a per-item eager run.
+  std::mt19937 rng(13);
+  RuntimeConfig cfg = toy_config("cuda");
+  cfg.prefer_faster_path = true;
+  cfg.pipeline_first_batch = true;
+  set(cfg, "hidden", "256");
+  set(cfg, "min_budget", "64");
+  set(cfg, "max_budget", "4096");
+  cfg.budgets.token_step = 256;
+  cfg.poison_memory = true;
+  Runtime graphs(cfg);
+  graphs.capture();
+  RuntimeConfig eager_cfg = cfg;
+  eager_cfg.use_graphs = false;
+  Runtime eager(eager_cfg);
+  for (int trial = 0; trial < 8; ++trial)
+    check_batch_equals_per_item(graphs, eager, random_descs(rng, 4 + trial * 2, 40));
+  const Stats s = graphs.stats();
+  CHECK(s.graph_hits + s.graph_misses > 0);
+  MESSAGE("batches: " << s.batches_graph << " graph, " << s.batches_eager << " eager ("
+                      << s.batches_eager_chosen << " chosen)");
 }
 
 TEST_CASE("CUDA graphs: two paths and capture axes") {

@@ -150,6 +150,15 @@ TEST_CASE("a request's first batch splits once its staging is known, with the sa
   const Stats st = s.manager->stats();
   CHECK(st.graph_hits == 32);  // both parts replayed graphs: every item a hit
   CHECK(st.batches_graph == 3);
+
+  // A new capture forgets the staging measurement: the next request measures
+  // again in one batch, the one after splits again.
+  s.manager->capture();
+  const int64_t before = s.batches();
+  s.run();
+  CHECK(s.batches() - before == 1);
+  check_same_rows(first, s.run());
+  CHECK(s.batches() - before == 3);
 }
 
 TEST_CASE("no split on the plain CPU backend, with the switch off, or in eager mode") {

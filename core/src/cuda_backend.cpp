@@ -179,6 +179,14 @@ class CudaBackend final : public DeviceBackend {
 
   eg_device_type type() const override { return EG_DEVICE_CUDA; }
   bool overlaps_staging() const override { return true; }
+  bool stream_idle() override {
+    const DeviceScope scope(device_);
+    const cudaError_t st = cudaStreamQuery(stream_->get());
+    if (st == cudaSuccess) return true;
+    if (st == cudaErrorNotReady) return false;  // an answer, as for EventTimer's query
+    EG_CUDA_CHECK(st);
+    return false;
+  }
   std::string name() const override { return name_; }
   void* stream() override { return stream_->get(); }
   void make_current() override { EG_CUDA_CHECK(cudaSetDevice(device_)); }

@@ -82,6 +82,8 @@ class DeviceBackend {
   // Whether the device runs apart from the host, so that staging one batch
   // overlaps the replay before it (the first-batch split weighs on that).
   virtual bool overlaps_staging() const { return false; }
+  // Whether every piece of work queued on stream() has finished (never waits).
+  virtual bool stream_idle() { return true; }
   // Device bytes reserve_uploads holds (both slots).
   virtual size_t upload_reserve_bytes() const { return 0; }
 

@@ -63,7 +63,7 @@ void GraphManager::capture() {
   };
   const auto start = Clock::now();
   cost_.reset();
-  executor_.forget_eager_checks();  // they judged the graphs being replaced
+  executor_.forget_checks();  // they judged the graphs being replaced
   stats_.on_clear();
   // Host wall clock per phase; no synchronisation is added for the sake of
   // timing (see CapturePhases for what each phase includes).
@@ -99,7 +99,7 @@ void GraphManager::capture() {
 void GraphManager::clear() {
   cache_.clear();
   cost_.reset();
-  executor_.forget_eager_checks();
+  executor_.forget_checks();
   stats_.on_clear();
 }
 

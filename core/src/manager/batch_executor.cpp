@@ -56,7 +56,7 @@ void BatchExecutor::collect_eager_feedback() {
       continue;
     }
     // NaN: the timing failed. A missing graph: cleared since (a new capture
-    // forgets its checks first, see forget_eager_checks).
+    // forgets its checks first, see forget_checks).
     CapturedGraph* graph = std::isnan(ms) ? nullptr : parts_.cache.find(check.skipped);
     if (graph != nullptr)
       if (eager_choice_withdrawn(*graph, check.tokens, ms))
@@ -86,42 +86,51 @@ void BatchExecutor::collect_eager_feedback() {
 
 std::optional<double> BatchExecutor::replay_ms_for(int64_t tokens) const {
   const std::vector<int64_t>& budgets = parts_.cache.packing_budgets().at(0);
-  const auto it = std::lower_bound(budgets.begin(), budgets.end(), tokens);
-  if (it == budgets.end() || budgets.size() < 2) return std::nullopt;
-  const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *it, {}});
-  const CapturedGraph* small = parts_.cache.find(GraphKey{0, budgets.front(), {}});
-  const CapturedGraph* large = parts_.cache.find(GraphKey{0, budgets.back(), {}});
-  if (graph == nullptr || small == nullptr || large == nullptr || !(small->replay_ms > 0.0) ||
-      !(large->replay_ms > 0.0))
+  // The line's ends: the smallest positive and the largest budget (a path
+  // allowing empty batches has a budget of 0 and no graph for it).
+  const auto first = std::upper_bound(budgets.begin(), budgets.end(), int64_t{0});
+  const auto it = std::lower_bound(budgets.begin(), budgets.end(), std::max<int64_t>(tokens, 1));
+  if (it == budgets.end() || first == budgets.end() || *first == budgets.back())
     return std::nullopt;
+  const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *it, {}});
+  const CapturedGraph* small = parts_.cache.find(GraphKey{0, *first, {}});
+  const CapturedGraph* large = parts_.cache.find(GraphKey{0, budgets.back(), {}});
+  auto timed = [](const CapturedGraph* g) {
+    return g != nullptr && std::isfinite(g->replay_ms) && g->replay_ms > 0.0;
+  };
+  if (graph == nullptr || !timed(small) || !timed(large)) return std::nullopt;
+  if (parts_.cost.eager_expected_faster(parts_.cache, *graph, tokens)) return std::nullopt;
   // On the line through the smallest and largest graphs' replays, which the
   // cost model times (graphs between take estimates from their warm-ups, a
   // few percent off either way: as large as the gains weighed here). The
   // line charges every replay its fixed cost and every budget its padding;
   // it overestimates the middle budgets, so splits it favours are safe.
   const double slope =
-      (large->replay_ms - small->replay_ms) / static_cast<double>(budgets.back() - budgets.front());
-  return small->replay_ms + slope * static_cast<double>(*it - budgets.front());
+      (large->replay_ms - small->replay_ms) / static_cast<double>(budgets.back() - *first);
+  return small->replay_ms + slope * static_cast<double>(*it - *first);
 }
 
-void BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,
-                                            ExecuteMode mode) const {
+bool BatchExecutor::pipelining(ExecuteMode mode) const {
   const eg_model_info& info = plugin_.info();
-  if (batches.empty() || mode != ExecuteMode::Planned || !config_.use_graphs ||
-      !config_.prefer_faster_path || !config_.pipeline_first_batch || !parts_.cache.captured() ||
-      !parts_.cost.calibrated() || info.num_paths != 1 || info.num_capture_axes != 0 ||
-      !(staging_ms_per_token_ > 0.0))
-    return;
-  PackedBatch& first = batches.front();
-  if (first.items.size() < 2 || !first.path_budget[0] || *first.path_budget[0] <= 0) return;
+  return mode == ExecuteMode::Planned && config_.use_graphs && config_.prefer_faster_path &&
+         config_.pipeline_first_batch && backend_->overlaps_staging() && info.num_paths == 1 &&
+         info.num_capture_axes == 0 && parts_.cache.captured() && parts_.cost.calibrated();
+}
+
+bool BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,
+                                            const std::vector<int64_t>& tokens,
+                                            const std::vector<int64_t>& frames) const {
+  if (batches.empty() || !(staging_ms_per_token_ > 0.0)) return false;
+  const PackedBatch& first = batches.front();
+  if (first.items.size() < 2 || !first.path_budget[0] || *first.path_budget[0] <= 0) return false;
   PipelineSplitInputs in;
   in.staging_ms_per_token = staging_ms_per_token_;
-  in.replay_ms = [this](int64_t tokens) { return replay_ms_for(tokens); };
-  for (int64_t idx : first.items) in.item_tokens.push_back(item_tokens_[static_cast<size_t>(idx)]);
+  in.replay_ms = [this](int64_t t) { return replay_ms_for(t); };
+  for (int64_t idx : first.items) in.item_tokens.push_back(tokens[static_cast<size_t>(idx)]);
   const int64_t k = pipeline_split_point(in);
-  if (k <= 0) return;
-  auto [head, rest] = split_packed_batch(first, k, item_tokens_, item_frames_,
-                                         parts_.cache.packing_budgets().at(0));
+  if (k <= 0) return false;
+  auto [head, rest] =
+      split_packed_batch(first, k, tokens, frames, parts_.cache.packing_budgets().at(0));
   if (spdlog::should_log(spdlog::level::debug))
     spdlog::debug(
         "'{}': first batch of {} items split {} + {} ({} + {} {}): its staging, {:.4f} ms a "
@@ -130,6 +139,7 @@ void BatchExecutor::maybe_split_first_batch(std::vector<PackedBatch>& batches,
         head.path_tokens[0], rest.path_tokens[0], parts_.plan.path_unit(0), staging_ms_per_token_);
   batches.front() = std::move(head);
   batches.insert(batches.begin() + 1, std::move(rest));
+  return true;
 }
 
 Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode mode) {
@@ -170,14 +180,12 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
   std::vector<PackedBatch> batches =
       pack_items(out_tokens, path_tokens, frames, parts_.cache.packing_budgets(),
                  plan.max_batch_size, plan.max_frames_per_batch);
-  // Staging overlaps a replay only where the device runs apart from the host.
-  const bool pipelined = num_paths == 1 && config_.pipeline_first_batch &&
-                         config_.prefer_faster_path && backend_->overlaps_staging();
+  const bool pipelined = pipelining(mode);
+  bool split = false;
   if (pipelined) {
-    item_tokens_.resize(n);
-    item_frames_ = frames;
-    for (size_t i = 0; i < n; ++i) item_tokens_[i] = path_tokens[i][0];
-    maybe_split_first_batch(batches, mode);
+    std::vector<int64_t> tokens0(n);
+    for (size_t i = 0; i < n; ++i) tokens0[i] = path_tokens[i][0];
+    split = maybe_split_first_batch(batches, tokens0, frames);
   }
   // Each batch's items are consecutive in every output: the default
   // post-processing is then one copy per batch and output.
@@ -235,10 +243,13 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       CapturedGraph* graph = nullptr;
       CapturedGraph* skipped = nullptr;
       if (choose_graph(p, batch, axis_keys, mode, too_many_frames, graph, skipped, run.reason)) {
-        // The first replay of a request measures its staging (one path only:
-        // the split it feeds is for one-path plugins).
+        // An unsplit first batch measures the staging a request waits for:
+        // on an idle stream only (behind queued work the timer would see only
+        // what is left exposed), and not a head, whose fixed costs would
+        // count against fewer tokens.
         std::unique_ptr<StreamTimer> staging_timer;
-        if (pipelined && &batch == &batches.front() && staging_checks_.size() < kMaxEagerChecks) {
+        if (pipelined && !split && &batch == &batches.front() &&
+            staging_checks_.size() < kMaxEagerChecks && backend_->stream_idle()) {
           try {
             staging_timer = backend_->make_timer();
           } catch (const std::exception& e) {

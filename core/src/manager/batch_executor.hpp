@@ -41,7 +41,12 @@ class BatchExecutor {
   Result execute(const std::vector<const Item*>& items, ExecuteMode mode);
   // Drops the timings of chosen eager runs not yet fed back: a new capture or
   // a clear() makes them about graphs that are gone.
-  void forget_eager_checks() { eager_checks_.clear(); }
+  // Also forgets the staging measurements (re-measured by the next request).
+  void forget_checks() {
+    eager_checks_.clear();
+    staging_checks_.clear();
+    staging_ms_per_token_ = 0.0;
+  }
 
  private:
   // Whether path `path` of `batch` replays a graph (then `graph` is it);
@@ -54,10 +59,19 @@ class BatchExecutor {
   // (eager_choice_withdrawn), and finished staging timings into
   // staging_ms_per_token_; never waits for the device.
   void collect_eager_feedback();
+  // Whether this call may split its first batch and time its staging: one
+  // path, no capture axes, graphs replayed with the cost model calibrated,
+  // and a backend whose staging overlaps replays.
+  bool pipelining(ExecuteMode mode) const;
   // Splits batches[0] into a head and the rest where pipeline_split_point
-  // says that pays (one path, no capture axes, graphs for both parts).
-  void maybe_split_first_batch(std::vector<PackedBatch>& batches, ExecuteMode mode) const;
-  // Modelled replay time for `tokens` on path 0 at its smallest fitting budget.
+  // says that pays. tokens and frames: per item of the call (path 0).
+  // Returns whether it split.
+  bool maybe_split_first_batch(std::vector<PackedBatch>& batches,
+                               const std::vector<int64_t>& tokens,
+                               const std::vector<int64_t>& frames) const;
+  // Modelled replay time for `tokens` on path 0 at its smallest fitting
+  // budget; nullopt without a graph there, or where the cost model would run
+  // such a batch eagerly (its staging then goes in line: no overlap to weigh).
   std::optional<double> replay_ms_for(int64_t tokens) const;
 
   // An eager run the cost model chose, timed on the device.
@@ -82,8 +96,7 @@ class BatchExecutor {
   static constexpr size_t kMaxEagerChecks = 64;
   std::vector<EagerCheck> eager_checks_;
   std::vector<StagingCheck> staging_checks_;
-  double staging_ms_per_token_ = 0.0;               // path 0; 0: not measured yet
-  std::vector<int64_t> item_tokens_, item_frames_;  // this call's items (path 0), for the split
+  double staging_ms_per_token_ = 0.0;  // path 0; 0: not measured yet
 };
 
 }  // namespace encgraph
