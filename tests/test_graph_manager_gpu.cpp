@@ -28,11 +28,10 @@ size_t device_used_bytes() {
   return total_b - free_b;
 }
 
-}  // namespace
-
-TEST_CASE("CUDA graphs: random mixes equal per-item eager runs, with memory poisoned") {
-  std::mt19937 rng(7);
-  RuntimeConfig cfg = toy_config("cuda");
+// Graphs of the toy (hidden 32, budgets 64..2048, memory poisoned) against
+// per-item eager runs on `trials` random mixes; the graphs runtime's stats.
+Stats random_mixes_equal_eager(RuntimeConfig cfg, unsigned seed, int trials) {
+  std::mt19937 rng(seed);
   set(cfg, "hidden", "32");
   set(cfg, "min_budget", "64");
   set(cfg, "max_budget", "2048");
@@ -45,9 +44,15 @@ TEST_CASE("CUDA graphs: random mixes equal per-item eager runs, with memory pois
   eager_cfg.use_graphs = false;
   Runtime eager(eager_cfg);
   // Many calls of different sizes: the graphs replay interleaved in random order.
-  for (int trial = 0; trial < 16; ++trial)
+  for (int trial = 0; trial < trials; ++trial)
     check_batch_equals_per_item(graphs, eager, random_descs(rng, 1 + (trial * 7) % 23, 40));
-  const Stats s = graphs.stats();
+  return graphs.stats();
+}
+
+}  // namespace
+
+TEST_CASE("CUDA graphs: random mixes equal per-item eager runs, with memory poisoned") {
+  const Stats s = random_mixes_equal_eager(toy_config("cuda"), 7, 16);
   CHECK(s.graph_hits > 100);
   MESSAGE("hits " << s.graph_hits << ", misses " << s.graph_misses << ", efficiency "
                   << s.padded_token_efficiency);
@@ -58,23 +63,10 @@ TEST_CASE("CUDA graphs with the cost model and the first-batch split on: rows eq
   // hit counts do not depend on timings): batches may run eagerly by choice,
   // and a request's first batch may split once its staging is measured.
   // Whatever the timings choose, every row equals a per-item eager run.
-  std::mt19937 rng(13);
   RuntimeConfig cfg = toy_config("cuda");
   cfg.prefer_faster_path = true;
   cfg.pipeline_first_batch = true;
-  set(cfg, "hidden", "256");
-  set(cfg, "min_budget", "64");
-  set(cfg, "max_budget", "4096");
-  cfg.budgets.token_step = 256;
-  cfg.poison_memory = true;
-  Runtime graphs(cfg);
-  graphs.capture();
-  RuntimeConfig eager_cfg = cfg;
-  eager_cfg.use_graphs = false;
-  Runtime eager(eager_cfg);
-  for (int trial = 0; trial < 8; ++trial)
-    check_batch_equals_per_item(graphs, eager, random_descs(rng, 4 + trial * 2, 40));
-  const Stats s = graphs.stats();
+  const Stats s = random_mixes_equal_eager(cfg, 13, 16);
   CHECK(s.graph_hits + s.graph_misses > 0);
   MESSAGE("batches: " << s.batches_graph << " graph, " << s.batches_eager << " eager ("
                       << s.batches_eager_chosen << " chosen)");

@@ -161,47 +161,33 @@ TEST_CASE("a request's first batch splits once its staging is known, with the sa
   CHECK(s.batches() - before == 3);
 }
 
+// Batches of two requests of the 16 items: the first measures the staging
+// (`staging_factor` times the longest calibrated forward), the second may
+// split. An OverlappingCpu backend unless `plain_cpu`.
+int64_t batches_of_two_requests(const RuntimeConfig& cfg, double staging_factor,
+                                ExecuteMode second = ExecuteMode::Planned, bool plain_cpu = false) {
+  auto overlapping = std::make_shared<OverlappingCpu>();
+  Setup s(cfg, plain_cpu ? make_cpu_backend() : std::shared_ptr<DeviceBackend>(overlapping));
+  overlapping->staging_ms = staging_factor * overlapping->longest_timed_ms;
+  s.run();
+  s.run(second);
+  return s.batches();
+}
+
 TEST_CASE("no split on the plain CPU backend, with the switch off, or in eager mode") {
-  SUBCASE("plain CPU backend: its staging never overlaps a replay") {
-    Setup s(split_config(), make_cpu_backend());
-    s.run();
-    s.run();
-    CHECK(s.batches() == 2);
-  }
-  SUBCASE("pipeline_first_batch = false") {
-    auto backend = std::make_shared<OverlappingCpu>();
-    RuntimeConfig cfg = split_config();
-    cfg.pipeline_first_batch = false;
-    Setup s(cfg, backend);
-    backend->staging_ms = 3.0 * backend->longest_timed_ms;
-    s.run();
-    s.run();
-    CHECK(s.batches() == 2);
-  }
-  SUBCASE("prefer_faster_path = false: batches must not depend on timings") {
-    auto backend = std::make_shared<OverlappingCpu>();
-    RuntimeConfig cfg = split_config();
-    cfg.prefer_faster_path = false;
-    Setup s(cfg, backend);
-    backend->staging_ms = 3.0 * backend->longest_timed_ms;
-    s.run();
-    s.run();
-    CHECK(s.batches() == 2);
-  }
-  SUBCASE("eager mode") {
-    auto backend = std::make_shared<OverlappingCpu>();
-    Setup s(split_config(), backend);
-    backend->staging_ms = 3.0 * backend->longest_timed_ms;
-    s.run();  // measures
-    s.run(ExecuteMode::Eager);
-    CHECK(s.batches() == 2);
-  }
-  SUBCASE("staging too short to pay for a second replay") {
-    auto backend = std::make_shared<OverlappingCpu>();
-    Setup s(split_config(), backend);
-    backend->staging_ms = 0.001;
-    s.run();
-    s.run();
-    CHECK(s.batches() == 2);
-  }
+  RuntimeConfig cfg = split_config();
+  // The control: these inputs do split.
+  CHECK(batches_of_two_requests(cfg, 3.0) == 3);
+  // The plain CPU backend: its staging never overlaps a replay.
+  CHECK(batches_of_two_requests(cfg, 3.0, ExecuteMode::Planned, true) == 2);
+  CHECK(batches_of_two_requests(cfg, 3.0, ExecuteMode::Eager) == 2);
+  // Staging too short to pay for a second replay.
+  CHECK(batches_of_two_requests(cfg, 1e-6) == 2);
+  RuntimeConfig off = cfg;
+  off.pipeline_first_batch = false;
+  CHECK(batches_of_two_requests(off, 3.0) == 2);
+  // prefer_faster_path off: batches must not depend on timings.
+  RuntimeConfig untimed = cfg;
+  untimed.prefer_faster_path = false;
+  CHECK(batches_of_two_requests(untimed, 3.0) == 2);
 }

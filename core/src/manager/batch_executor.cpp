@@ -3,6 +3,7 @@
 #include "pipeline_split.hpp"
 
 #include <spdlog/spdlog.h>
+#include <encgraph/budget_plan.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -89,10 +90,9 @@ std::optional<double> BatchExecutor::replay_ms_for(int64_t tokens) const {
   // The line's ends: the smallest positive and the largest budget (a path
   // allowing empty batches has a budget of 0 and no graph for it).
   const auto first = std::upper_bound(budgets.begin(), budgets.end(), int64_t{0});
-  const auto it = std::lower_bound(budgets.begin(), budgets.end(), std::max<int64_t>(tokens, 1));
-  if (it == budgets.end() || first == budgets.end() || *first == budgets.back())
-    return std::nullopt;
-  const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *it, {}});
+  const std::optional<int64_t> fit = smallest_fitting_budget(budgets, std::max<int64_t>(tokens, 1));
+  if (!fit || first == budgets.end() || *first == budgets.back()) return std::nullopt;
+  const CapturedGraph* graph = parts_.cache.find(GraphKey{0, *fit, {}});
   const CapturedGraph* small = parts_.cache.find(GraphKey{0, *first, {}});
   const CapturedGraph* large = parts_.cache.find(GraphKey{0, budgets.back(), {}});
   auto timed = [](const CapturedGraph* g) {
@@ -107,7 +107,7 @@ std::optional<double> BatchExecutor::replay_ms_for(int64_t tokens) const {
   // it overestimates the middle budgets, so splits it favours are safe.
   const double slope =
       (large->replay_ms - small->replay_ms) / static_cast<double>(budgets.back() - *first);
-  return small->replay_ms + slope * static_cast<double>(*it - *first);
+  return small->replay_ms + slope * static_cast<double>(*fit - *first);
 }
 
 bool BatchExecutor::pipelining(ExecuteMode mode) const {

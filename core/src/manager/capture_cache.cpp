@@ -214,14 +214,16 @@ void CaptureCache::capture_one(const eg_graph_shape& shape) {
 void CaptureCache::replay(CapturedGraph& g, const std::vector<const eg_item*>& items,
                           StreamTimer* staging_timer) {
   const int slot = static_cast<int>(staging_turn_++ & 1);
-  const auto staging_start = std::chrono::steady_clock::now();
-  if (staging_timer) staging_timer->start();
-  staging_.fill_replay(g.shape, g.buffers, items, host_staging_[slot], slot);
-  if (staging_timer) staging_timer->stop();
   // Host staging (the plugin's copies into pinned memory, the padding, the
   // uploads queued) is on a request's path before its first replay can start:
   // the debug log shows it beside the graph's device time.
-  if (spdlog::should_log(spdlog::level::debug))
+  const bool log = spdlog::should_log(spdlog::level::debug);
+  const auto staging_start =
+      log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (staging_timer) staging_timer->start();
+  staging_.fill_replay(g.shape, g.buffers, items, host_staging_[slot], slot);
+  if (staging_timer) staging_timer->stop();
+  if (log)
     spdlog::debug(
         "'{}': replay of budget {} ({} items): host staging {:.3f} ms, replay {:.3f} ms",
         plugin_.name(), g.shape.token_budget, items.size(),

@@ -1,5 +1,7 @@
 #include "pipeline_split.hpp"
 
+#include <encgraph/budget_plan.hpp>
+
 #include <algorithm>
 #include <numeric>
 
@@ -47,8 +49,9 @@ std::pair<PackedBatch, PackedBatch> split_packed_batch(const PackedBatch& batch,
     int64_t tokens = 0;
     for (int64_t idx : part->items) tokens += item_tokens.at(static_cast<size_t>(idx));
     part->path_tokens = {tokens};
-    const auto fit = std::lower_bound(budgets.begin(), budgets.end(), tokens);
-    part->path_budget = {fit == budgets.end() ? std::nullopt : std::optional<int64_t>(*fit)};
+    // As the packer assigns them: 0 for an empty path.
+    part->path_budget = {tokens == 0 ? std::optional<int64_t>(0)
+                                     : smallest_fitting_budget(budgets, tokens)};
   }
   return {std::move(head), std::move(rest)};
 }

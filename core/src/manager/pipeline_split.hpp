@@ -39,9 +39,9 @@ struct PipelineSplitInputs {
 int64_t pipeline_split_point(const PipelineSplitInputs& in);
 
 // The head (the batch's first k items) and the rest of a one-path batch, each
-// with its tokens, frames and smallest fitting budget of `budgets` (sorted;
-// nullopt when none fits). item_tokens and item_frames are indexed by the
-// items' original indices.
+// with its tokens, frames and budget as pack_items gives them (the smallest
+// fitting one of `budgets`, sorted; nullopt when none fits; 0 when empty). item_tokens and
+// item_frames are indexed by the items' original indices.
 std::pair<PackedBatch, PackedBatch> split_packed_batch(const PackedBatch& batch, int64_t k,
                                                        const std::vector<int64_t>& item_tokens,
                                                        const std::vector<int64_t>& item_frames,

@@ -113,6 +113,24 @@ __device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&
     wgmma_m64n128k16_rs(o, a, db);
 }
 
+// The query block this block owns: grid x is (sequence, block of kBlockM
+// queries), y the head. `len` is the sequence's length; a block with q0 >= len
+// (a padded sequence, or past its end) has nothing to do.
+struct QueryBlock {
+  int seq, q0, head, start, len;
+};
+template <int kBlockM>
+__device__ __forceinline__ QueryBlock query_block(const int32_t* __restrict__ cu_seqlens,
+                                                  int m_blocks) {
+  QueryBlock b;
+  b.seq = static_cast<int>(blockIdx.x) / m_blocks;
+  b.q0 = (static_cast<int>(blockIdx.x) - b.seq * m_blocks) * kBlockM;
+  b.head = static_cast<int>(blockIdx.y);
+  b.start = cu_seqlens[b.seq];
+  b.len = cu_seqlens[b.seq + 1] - b.start;
+  return b;
+}
+
 // Where one sequence's rows of one head begin in a packed qkv[tokens, 3,
 // num_heads, head_dim]: q, k and v, and the stride between tokens.
 struct HeadRows {

@@ -119,11 +119,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
 
-  const int seq = static_cast<int>(blockIdx.x) / m_blocks;
-  const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
-  const int head = static_cast<int>(blockIdx.y);
-  const int start = cu_seqlens[seq];
-  const int len = cu_seqlens[seq + 1] - start;
+  const QueryBlock block = query_block<kBlockM>(cu_seqlens, m_blocks);
+  const int q0 = block.q0, head = block.head, start = block.start, len = block.len;
   if (q0 >= len) return;  // padded sequence or past its end: the whole block leaves
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
