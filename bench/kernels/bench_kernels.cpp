@@ -247,6 +247,28 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
             flops, bytes,
             "fused (own Hopper kernel), " + (splits == 0 ? std::string("k split chosen")
                                                          : "k split " + std::to_string(splits)));
+  // With the RMSNorm in front (norm2): the norm pass then either product, against
+  // the norm inside the fused kernel (its weight folded into w).
+  bf16* normed = pool.bf(static_cast<size_t>(m * D));
+  bf16* norm_w = pool.bf(static_cast<size_t>(D));
+  auto norm = [&] { BENCH_CHECK(k::rms_norm_bf16(x, norm_w, normed, m, D, 1e-6f, g_stream)); };
+  add_row(
+      "mlp norm+gate_up+silu", shape, time_us([&] {
+        norm();
+        BENCH_CHECK(plan.run(lt, normed, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(),
+                             g_stream));
+        BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
+      }),
+      flops, bytes, "norm, cuBLASLt, silu_mul");
+  add_row("mlp norm+gate_up+silu", shape, time_us([&] {
+            norm();
+            BENCH_CHECK(k::gate_up_silu_mul_bf16(normed, w, b, act, m, D, I, I, g_stream));
+          }),
+          flops, bytes, "norm, then fused (own Hopper kernel)");
+  add_row("mlp norm+gate_up+silu", shape, time_us([&] {
+            BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f, g_stream));
+          }),
+          flops, bytes, "norm in the fused kernel");
   add_row("mlp gate_up", shape, time_us(cublas_product), flops, bytes, "cuBLASLt, bias");
   add_row("mlp gate_up", shape, time_us([&] {
             BENCH_CHECK(k::detail::gemm_sm90_bf16(x, w, b, nullptr, gu, m, 2 * I, D, 0, g_stream));
@@ -454,7 +476,8 @@ int main(int argc, char** argv) {
     // The MLP's first half: at the largest budget, a request of 16 images at
     // 224², one such image.
     if (want("mlp"))
-      for (const int64_t m : {T, int64_t{4096}, int64_t{256}}) bench_mlp(pool, lt, ws, m);
+      for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{256}})
+        bench_mlp(pool, lt, ws, m);
 
     // attnfull: one full-attention case alone (for a profiler).
     if (only == "attnfull") bench_attention(pool, "attn full", T, 4096, 0, 16, 80);

@@ -179,11 +179,14 @@ Options parse_options(const eg_create_params* p) {
     o.mlp_kernel = MlpKernel::Auto;
   else if (mlp == "fused")
     o.mlp_kernel = MlpKernel::Fused;
+  else if (mlp == "fused_norm")
+    o.mlp_kernel = MlpKernel::FusedNorm;
   else if (mlp == "cublaslt")
     o.mlp_kernel = MlpKernel::Cublaslt;
   else
     fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: mlp_kernel = \"" + mlp +
-                                      "\" is not one of \"auto\", \"fused\", \"cublaslt\"");
+                                      "\" is not one of \"auto\", \"fused\", \"fused_norm\", "
+                                      "\"cublaslt\"");
   r.reject_unknown();
   return o;
 }

@@ -49,11 +49,14 @@ using Dtype = encoder_kit::ComputeDtype;
 inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
-// "fused": our Hopper kernel with SiLU·mul in its epilogue (needs compute
-// capability 9.0); "cublaslt": cuBLASLt's product, then the SiLU·mul pass;
-// "auto": the fused kernel where it runs, chosen per graph size by timing both
-// in the tuning warm-up (without tuning: from 1024 patch rows up).
-enum class MlpKernel { Auto, Fused, Cublaslt };
+// How norm2 and the MLP's gate/up product with SiLU·mul run on CUDA.
+// "fused": the norm, then our Hopper kernel with SiLU·mul in its epilogue
+// (needs compute capability 9.0); "fused_norm": that kernel with the norm
+// inside (rms_gate_up_silu_mul_bf16; the same GPUs); "cublaslt": the norm,
+// cuBLASLt's product, then the SiLU·mul pass; "auto": per graph size the
+// fastest of the three as timed in the tuning warm-up where the fused kernel
+// runs (without tuning: "fused" from 1024 patch rows up, else "cublaslt").
+enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 
 struct Options {
   VisionConfig model;

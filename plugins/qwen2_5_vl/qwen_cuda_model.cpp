@@ -51,9 +51,23 @@ int64_t padded_intermediate(const VisionConfig& c) {
 // (bench_kernels --only mlp, H200: 1.16x faster at 4096 rows, 0.8x at 256).
 constexpr int64_t kFusedMlpMinRows = 1024;
 
+// The forms of norm2 + gate/up + SiLU·mul (MlpKernel names them), in the order
+// "auto" times them; the names are the tuning cache's.
+enum class MlpForm { Cublaslt, Fused, FusedNorm };
+const std::vector<std::string> kMlpFormNames = {"cublaslt", "fused", "fused_norm"};
+
+// Whether a form needs room for cuBLASLt's [gate | up] product.
+bool needs_gate_up(MlpKernel k) {
+  return k == MlpKernel::Auto || k == MlpKernel::Cublaslt;
+}
+
 struct DeviceBlock {
-  const bf16 *norm1, *norm2, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  const bf16 *gate_up_w, *gate_up_b;  // gate and up rows blocked (padded_intermediate)
+  const bf16 *norm1, *qkv_w, *qkv_b, *proj_w, *proj_b;
+  // gate and up rows blocked (padded_intermediate), with norm2's weight folded
+  // into their columns: the MLP's RMSNorm runs inside the fused kernel
+  // (rms_gate_up_silu_mul_bf16, MlpForm::FusedNorm), or as a norm of unit
+  // weight before the product (the other forms).
+  const bf16 *gate_up_w, *gate_up_b;
   const bf16 *down_w, *down_b;
 };
 
@@ -96,14 +110,15 @@ struct CudaModel::Impl {
   void* weights = nullptr;  // one allocation for every parameter
   const bf16* patch_w = nullptr;
   std::vector<DeviceBlock> blocks;
+  const bf16* unit_norm = nullptr;  // hidden_size ones: norm2 with its weight folded away
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
   MlpKernel mlp_kernel = MlpKernel::Auto;
-  bool fused_mlp_runs = false;        // this device runs gate_up_silu_mul_bf16
-  std::map<int64_t, bool> fused_mlp;  // "auto"'s timed choice per patch count
+  bool fused_mlp_runs = false;          // this device runs gate_up_silu_mul_bf16
+  std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -125,10 +140,13 @@ struct CudaModel::Impl {
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
-    auto blocked = [&](const std::vector<float>& gate, const std::vector<float>& up,
-                       int64_t cols) -> const std::vector<float>* {
-      padded.emplace_back(static_cast<size_t>(k::gate_up_blocked_rows(inter) * cols));
+    // norm: an RMSNorm weight to fold into the columns (weights), or null (biases).
+    auto blocked = [&](const std::vector<float>& gate, const std::vector<float>& up, int64_t cols,
+                       const std::vector<float>* norm) -> const std::vector<float>* {
+      const int64_t rows = k::gate_up_blocked_rows(inter);
+      padded.emplace_back(static_cast<size_t>(rows * cols));
       k::block_gate_up_rows(gate.data(), up.data(), inter, cols, padded.back().data());
+      if (norm) k::fold_norm_weight(padded.back().data(), rows, cols, norm->data());
       return &padded.back();
     };
     auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>* {
@@ -145,16 +163,17 @@ struct CudaModel::Impl {
       const BlockWeights& b = w.blocks[i];
       DeviceBlock& d = blocks[i];
       add(&d.norm1, {&b.norm1});
-      add(&d.norm2, {&b.norm2});
       add(&d.qkv_w, {&b.qkv_w});
       add(&d.qkv_b, {&b.qkv_b});
       add(&d.proj_w, {&b.proj_w});
       add(&d.proj_b, {&b.proj_b});
-      add(&d.gate_up_w, {blocked(b.gate_w, b.up_w, dm)});
-      add(&d.gate_up_b, {blocked(b.gate_b, b.up_b, 1)});
+      add(&d.gate_up_w, {blocked(b.gate_w, b.up_w, dm, &b.norm2)});
+      add(&d.gate_up_b, {blocked(b.gate_b, b.up_b, 1, nullptr)});
       add(&d.down_w, {pad_cols(b.down_w, dm)});
       add(&d.down_b, {&b.down_b});
     }
+    padded.emplace_back(static_cast<size_t>(dm), 1.0f);
+    add(&unit_norm, {&padded.back()});
     add(&ln_q, {&w.ln_q});
     add(&m0_w, {&w.mlp0_w});
     add(&m0_b, {&w.mlp0_b});
@@ -199,18 +218,32 @@ struct CudaModel::Impl {
     tuned.clear();
   }
 
-  bool use_fused_mlp(int64_t p) const {
-    if (mlp_kernel != MlpKernel::Auto) return mlp_kernel == MlpKernel::Fused;
-    if (!fused_mlp_runs) return false;
-    const auto it = fused_mlp.find(p);
-    return it != fused_mlp.end() ? it->second : p >= kFusedMlpMinRows;
+  MlpForm mlp_form_for(int64_t p) const {
+    switch (mlp_kernel) {
+      case MlpKernel::Fused: return MlpForm::Fused;
+      case MlpKernel::FusedNorm: return MlpForm::FusedNorm;
+      case MlpKernel::Cublaslt: return MlpForm::Cublaslt;
+      case MlpKernel::Auto: break;
+    }
+    if (!fused_mlp_runs) return MlpForm::Cublaslt;
+    const auto it = mlp_form.find(p);
+    if (it != mlp_form.end()) return it->second;
+    return p >= kFusedMlpMinRows ? MlpForm::Fused : MlpForm::Cublaslt;
   }
 
-  // The MLP's first half, [p, d] normed rows -> [p, inter] act.
-  void gate_up_silu(const Activations& a, const DeviceBlock& b, int64_t p, bool fused,
-                    cudaStream_t s) {
+  // The MLP's first half with its norm, [p, d] residual rows x -> [p, inter]
+  // act: one kernel, or the norm, cuBLASLt's product and silu_mul.
+  void norm_gate_up_silu(const Activations& a, const DeviceBlock& b, int64_t p, MlpForm form,
+                         cudaStream_t s) {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c), blk = k::kGateUpBlock;
-    if (fused) {
+    if (form == MlpForm::FusedNorm) {
+      check(k::rms_gate_up_silu_mul_bf16(a.x, b.gate_up_w, b.gate_up_b, a.act, p, d, inter, inter,
+                                         c.rms_norm_eps, s),
+            "norm2 and gate/up with SiLU-mul");
+      return;
+    }
+    check(k::rms_norm_bf16(a.x, unit_norm, a.normed, p, d, c.rms_norm_eps, s), "norm2");
+    if (form == MlpForm::Fused) {
       check(k::gate_up_silu_mul_bf16(a.normed, b.gate_up_w, b.gate_up_b, a.act, p, d, inter, inter,
                                      s),
             "gate/up with SiLU-mul");
@@ -226,8 +259,8 @@ struct CudaModel::Impl {
           "silu_mul");
   }
 
-  // "auto": times both MLP forms at this size (after gate_up's own tuning),
-  // or takes the choice stored in the tuning cache for it.
+  // "auto": times the three MLP forms at this size (after gate_up's own
+  // tuning), or takes the choice stored in the tuning cache for it.
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
     if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
     struct Events {  // destroyed however the timing ends
@@ -237,17 +270,18 @@ struct CudaModel::Impl {
           if (e) cudaEventDestroy(e);
       }
     } t;
-    // [cuBLASLt, fused]: the best of 3 rounds of 2 runs each, after a warm-up.
-    auto time_ms = [&](size_t fused) {
+    // kMlpFormNames' order: the best of 3 rounds of 2 runs each, after a warm-up.
+    auto time_ms = [&](size_t form_index) {
+      const auto form = static_cast<MlpForm>(form_index);
       if (!t.ev[0]) {
         check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
         check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
       }
-      gate_up_silu(a, blocks[0], p, fused != 0, s);
+      norm_gate_up_silu(a, blocks[0], p, form, s);
       float best = 0.0f;
       for (int round = 0; round < 3; ++round) {
         check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
-        for (int r = 0; r < 2; ++r) gate_up_silu(a, blocks[0], p, fused != 0, s);
+        for (int r = 0; r < 2; ++r) norm_gate_up_silu(a, blocks[0], p, form, s);
         check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(t.ev[1]), "timing the MLP kernels");
         float ms = 0.0f;
@@ -258,12 +292,12 @@ struct CudaModel::Impl {
     };
     // Everything the choice depends on besides the GPU and library versions
     // (the cache file's context).
-    const std::string key = "qwen-mlp:p=" + std::to_string(p) +
-                            ",d=" + std::to_string(c.hidden_size) +
-                            ",inter=" + std::to_string(padded_intermediate(c)) +
-                            ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=cublaslt+sm90v2";
-    fused_mlp[p] =
-        encoder_kit::choose_fastest(gemm_cache.get(), key, {"cublaslt", "fused"}, time_ms) == 1;
+    const std::string key =
+        "qwen-mlp:p=" + std::to_string(p) + ",d=" + std::to_string(c.hidden_size) +
+        ",inter=" + std::to_string(padded_intermediate(c)) +
+        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v2+sm90rms";
+    mlp_form[p] = static_cast<MlpForm>(
+        encoder_kit::choose_fastest(gemm_cache.get(), key, kMlpFormNames, time_ms));
   }
 
   // Times each product's candidates at this size on scratch memory (the
@@ -276,7 +310,7 @@ struct CudaModel::Impl {
           "tune");
     check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
           "tune");
-    if (mlp_kernel != MlpKernel::Fused)  // else cuBLASLt's gate/up never runs (nor has room)
+    if (needs_gate_up(mlp_kernel))  // else cuBLASLt's gate/up never runs (nor has room)
       check(gate_up.tune(handle, a.normed, b.gate_up_w, b.gate_up_b, nullptr, a.gate_up, p,
                          a.gemm_ws, ws, s),
             "tune");
@@ -300,11 +334,14 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   impl_->mlp_kernel = mlp_kernel;
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   impl_->fused_mlp_runs = k::gate_up_silu_mul_supported();
-  if (mlp_kernel == MlpKernel::Fused && !impl_->fused_mlp_runs)
+  if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) &&
+      !impl_->fused_mlp_runs)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
-                      "qwen2_5_vl CUDA: mlp_kernel = \"fused\" needs a GPU of compute capability "
-                      "9.0 (Hopper) and a driver that encodes tensor maps: set mlp_kernel to "
-                      "\"auto\" or \"cublaslt\"");
+                      std::string("qwen2_5_vl CUDA: mlp_kernel = \"") +
+                          (mlp_kernel == MlpKernel::Fused ? "fused" : "fused_norm") +
+                          "\" needs a GPU of compute capability "
+                          "9.0 (Hopper) and a driver that encodes tensor maps: set mlp_kernel to "
+                          "\"auto\" or \"cublaslt\"");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
@@ -323,7 +360,7 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
 CudaModel::~CudaModel() = default;
 
 size_t CudaModel::workspace_bytes(const Capacity& cap) const {
-  return carve(impl_->c, cap, impl_->mlp_kernel != MlpKernel::Fused, nullptr).total;
+  return carve(impl_->c, cap, needs_gate_up(impl_->mlp_kernel), nullptr).total;
 }
 
 void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* output,
@@ -331,8 +368,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   Impl& m = *impl_;
   const VisionConfig& c = m.c;
   auto s = static_cast<cudaStream_t>(stream);
-  const Activations a =
-      carve(c, cap, m.mlp_kernel != MlpKernel::Fused, static_cast<char*>(workspace));
+  const Activations a = carve(c, cap, needs_gate_up(m.mlp_kernel), static_cast<char*>(workspace));
   if (a.total > workspace_bytes)
     encoder_kit::fail(
         EG_ERR_INVALID_ARGUMENT,
@@ -367,7 +403,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
-  const bool fused_mlp = m.use_fused_mlp(p);
+  const MlpForm mlp_form = m.mlp_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
     check(k::rms_norm_bf16(a.x, b.norm1, a.normed, p, d, c.rms_norm_eps, s), "norm1");
@@ -397,8 +433,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
     }
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
-    check(k::rms_norm_bf16(a.x, b.norm2, a.normed, p, d, c.rms_norm_eps, s), "norm2");
-    m.gate_up_silu(a, b, p, fused_mlp, s);
+    m.norm_gate_up_silu(a, b, p, mlp_form, s);
     check(m.down.run(m.handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "down_proj");
   }

@@ -265,6 +265,93 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
   }
 }
 
+GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float64") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: checked above
+  struct Shape {
+    int64_t rows, k, inter;
+  };
+  const float eps = 1e-6f;
+  for (const Shape sh : {Shape{1, 64, 8}, Shape{129, 200, 136}, Shape{300, 1280, 3424}}) {
+    CAPTURE(sh.rows);
+    CAPTURE(sh.k);
+    CAPTURE(sh.inter);
+    auto in = random_mlp(sh.rows, sh.k, sh.inter);
+    // Rows of sizes 1/8 .. 8 (the norm must undo them), row 1 all zeros (only
+    // eps keeps its scale finite: y = silu(b_gate) * b_up); weights ~ N(0, 1/k)
+    // so that the normalised rows' products are O(1).
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t i = 0; i < sh.k; ++i) {
+        bf16& v = in.x[r * sh.k + i];
+        v = r == 1 ? to_bf(0.0f) : to_bf(to_f(v) * std::ldexp(1.0f, static_cast<int>(r % 7) - 3));
+      }
+    const float ws = 1.0f / std::sqrt(static_cast<float>(sh.k));
+    in.gate = random_bf16(in.gate.size(), ws);
+    in.up = random_bf16(in.up.size(), ws);
+    const auto norm_w = random_bf16(static_cast<size_t>(sh.k), 0.3f, 1.0f);
+    // The model's fold: each weight times the norm's, in float, rounded once.
+    MlpInputs folded = in;
+    for (auto* w : {&folded.gate, &folded.up})
+      for (size_t i = 0; i < w->size(); ++i)
+        (*w)[i] = to_bf(to_f((*w)[i]) * to_f(norm_w[i % static_cast<size_t>(sh.k)]));
+    BlockedMlp blocked(folded, sh.k, sh.inter);
+    // float64, twice: what the kernel computes (x * rsqrt(mean(x^2) + eps)
+    // times the folded bf16 weights: the per-element bound), and the module's
+    // exact math (n = x * rsqrt(...) * w_norm times the unfolded weights: the
+    // fold's rounding of each weight, 2^-9 at most, averages out in the L2 error).
+    const int64_t ld_y = sh.inter + 8;  // padding columns must stay untouched
+    auto reference = [&](bool fold) {
+      const auto wg = to_double(fold ? folded.gate : in.gate);
+      const auto wu = to_double(fold ? folded.up : in.up);
+      std::vector<double> n(static_cast<size_t>(sh.rows * sh.k));
+      for (int64_t r = 0; r < sh.rows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < sh.k; ++i) ss += std::pow(to_f(in.x[r * sh.k + i]), 2);
+        const double scale = 1.0 / std::sqrt(ss / static_cast<double>(sh.k) + eps);
+        for (int64_t i = 0; i < sh.k; ++i)
+          n[r * sh.k + i] = to_f(in.x[r * sh.k + i]) * scale * (fold ? 1.0 : to_f(norm_w[i]));
+      }
+      std::vector<double> y(static_cast<size_t>((sh.rows + 2) * ld_y), 0.0);
+      for (int64_t r = 0; r < sh.rows; ++r)
+        for (int64_t f = 0; f < sh.inter; ++f) {
+          double g = to_f(in.gate_b[f]), u = to_f(in.up_b[f]);
+          for (int64_t i = 0; i < sh.k; ++i) {
+            g += n[r * sh.k + i] * wg[f * sh.k + i];
+            u += n[r * sh.k + i] * wu[f * sh.k + i];
+          }
+          y[r * ld_y + f] = silu_mul_ref(g, u);
+        }
+      return y;
+    };
+    const auto ref = reference(true), exact = reference(false);
+    auto inside = [&](size_t i) {
+      return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
+    };
+    DeviceBuffer<bf16> dx(in.x.size()), dy(ref.size());
+    dx.upload(in.x);
+    // Unsplit, and k split over clusters (the rows' sums of squares then add
+    // across the cluster's blocks).
+    for (const int splits : {1, 2, 4, 8, 0}) {
+      CAPTURE(splits);
+      dy.poison();
+      CHECK_OK(k::rms_gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
+                                            sh.rows, sh.k, sh.inter, ld_y, eps, nullptr, splits));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto got = dy.download();
+      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
+      CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < 1e-2);
+    }
+  }
+  // A negative or non-finite eps is refused.
+  DeviceBuffer<bf16> buf(1 << 12);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  CHECK(k::rms_gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, -1.0f,
+                                     nullptr) == bad);
+  CHECK(k::rms_gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, NAN,
+                                     nullptr) == bad);
+}
+
 GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffers' new contents") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above

@@ -107,30 +107,35 @@ TEST_CASE("CUDA matches the CPU path on the same random weights") {
   }
 }
 
-// The MLP's two forms (mlp_kernel): our fused Hopper kernel and cuBLASLt with
-// the SiLU·mul pass, each against the CPU path and each other; 27 blocks of
-// 128 features with 36 padding ones (3420 -> 3456).
-TEST_CASE("both MLP kernels match the CPU path, in graphs and eager") {
+// The MLP's three forms (mlp_kernel): cuBLASLt with the SiLU·mul pass, our
+// fused Hopper kernel after the norm, and that kernel with the norm inside,
+// each against the CPU path and the first; 27 blocks of 128 features with 36
+// padding ones (3420 -> 3456). The config's norm2 weights are random (not
+// ones), so the fold of norm2 into gate/up's columns shows.
+TEST_CASE("the three MLP forms match the CPU path, in graphs and eager") {
   const qwen_ref::Config c = wide_config();
   const auto geo = standard_items();
   const auto cpu = run(config(c, "cpu"), geo, false);
-  std::vector<std::vector<float>> eager[2];
-  encgraph::Stats stats[2];
-  for (int fused = 0; fused < 2; ++fused) {
-    CAPTURE(fused);
+  const char* forms[3] = {"cublaslt", "fused", "fused_norm"};
+  std::vector<std::vector<float>> eager[3];
+  encgraph::Stats stats[3];
+  for (int f = 0; f < 3; ++f) {
+    CAPTURE(forms[f]);
     encgraph::RuntimeConfig rc = config(c, "cuda");
-    rc.plugin_config.emplace_back("mlp_kernel", fused ? "fused" : "cublaslt");
-    compare(run(rc, geo, true, &stats[fused]), cpu, kBf16Tolerance, "cuda graphs vs cpu");
-    eager[fused] = run(rc, geo, false);
-    compare(eager[fused], cpu, kBf16Tolerance, "cuda eager vs cpu");
+    rc.plugin_config.emplace_back("mlp_kernel", forms[f]);
+    compare(run(rc, geo, true, &stats[f]), cpu, kBf16Tolerance, "cuda graphs vs cpu");
+    eager[f] = run(rc, geo, false);
+    compare(eager[f], cpu, kBf16Tolerance, "cuda eager vs cpu");
   }
-  // Both accumulate with the same wgmma steps in the same order, so they may
-  // agree bit for bit; the bound is bf16's.
+  // The same products in other kernels and roundings: the bound is bf16's.
   compare(eager[1], eager[0], kBf16Tolerance, "fused vs cuBLASLt");
-  // The fused kernel's workspace has no [gate | up] product (2 x 3456 bf16 a
+  compare(eager[2], eager[0], kBf16Tolerance, "fused_norm vs cuBLASLt");
+  // The fused kernels' workspace has no [gate | up] product (2 x 3456 bf16 a
   // patch row): the key did switch kernels.
-  const int64_t saved = stats[0].graph_memory_bytes - stats[1].graph_memory_bytes;
-  CHECK(saved >= 1024 * 4 * 2 * 3456 * 2);  // at least the 1024-token graph's 4096 rows
+  for (int f = 1; f < 3; ++f) {
+    const int64_t saved = stats[0].graph_memory_bytes - stats[f].graph_memory_bytes;
+    CHECK(saved >= 1024 * 4 * 2 * 3456 * 2);  // at least the 1024-token graph's 4096 rows
+  }
 }
 
 // "auto"'s timed MLP choice per graph size persists beside the products'
@@ -155,7 +160,7 @@ TEST_CASE("the MLP's timed choice per graph size lands in the tuning cache") {
   for (const std::string& l : lines) {
     CAPTURE(l);
     const std::string value = l.substr(l.rfind(' ') + 1);
-    CHECK((value == "fused" || value == "cublaslt"));
+    CHECK((value == "fused" || value == "fused_norm" || value == "cublaslt"));
   }
   compare(run(rc, geo, true), first, kBf16Tolerance, "second start vs first");
   CHECK(mlp_lines() == lines);

@@ -16,6 +16,11 @@
 //    SwiGLU product of the two halves (gate_up_silu_mul_bf16). The tile is
 //    staged in shared memory as 128-byte swizzled 128 x 64 boxes, and one
 //    thread stores them by TMA while the next tile's products start.
+//  - optionally (SwiGLU only) an RMSNorm of A's rows in front: A's k columns
+//    are a whole row, so the multipliers sum each row's squares from the
+//    staged A boxes as they pass, and the epilogue scales the row's products
+//    by rsqrt(mean + eps). The norm's weight is folded into W's columns
+//    (fold_rms_weight), so the normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
 // 32 KiB for SiLU·mul. Steps and measurements: bench/kernels/NOTES.md.
@@ -35,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -74,8 +80,31 @@ constexpr size_t smem_bytes() {
 // Split-K: a block's fp32 partial tile (128 x 256) lands in its stage buffers
 // once its products are done.
 constexpr uint32_t kPartialBytes = kBM * kBN * 4;
-static_assert(kPartialBytes <= stages<Fused::Bias>() * (kABytes + kWBytes), "room for a partial");
+static_assert(kPartialBytes + kBM * 4 <= stages<Fused::Bias>() * (kABytes + kWBytes),
+              "room for a partial tile and its rows' sums of squares");
 constexpr int kMaxSplits = 8;  // a portable cluster
+
+// A row's sum of squares from the staged A boxes: thread i of a multiplying
+// warpgroup reads half i % 2 of row i / 2 of the warpgroup's 64 rows (64
+// bytes, 32 values) in every k-block. Within a row, the 128-byte swizzle only
+// permutes 16-byte chunks, which a sum does not mind; the chunk order
+// (q + row) % 4 spreads a quarter warp's 8 reads over 8 different chunks of
+// the bank cycle (row r's line starts at bank 0 like every other).
+__device__ __forceinline__ float staged_row_squares(uint32_t a_tile, int thread_in_wg) {
+  const int row = thread_in_wg / 2, half = thread_in_wg % 2;
+  const uint32_t line = a_tile + static_cast<uint32_t>(row) * 128 + half * 64;
+  float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint4 v = ld_shared_u32x4(line + 16 * ((q + row) & 3));
+    for (const uint32_t u : {v.x, v.y, v.z, v.w}) {
+      const float lo = __uint_as_float(u << 16), hi = __uint_as_float(u & 0xffff0000u);
+      s0 = fmaf(lo, lo, s0);
+      s1 = fmaf(hi, hi, s1);
+    }
+  }
+  return s0 + s1;
+}
 
 // The 256 multiplying threads, apart from the copier (named barrier 1).
 __device__ __forceinline__ void sync_multipliers() {
@@ -143,6 +172,10 @@ __device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32
 // Residual (plain form): out = A W^T + bias + residual, from a tensor map of
 // the same shape as out (it may be out itself), TMA-loaded into the staging
 // boxes, where each thread reads the pair it then overwrites.
+// RMSNorm (rms_cols > 0, A's k columns): each product row is scaled by
+// rsqrt(sum of the row's squares / rms_cols + rms_eps) before the bias; in
+// split mode the blocks of a cluster add their slices' sums through
+// distributed shared memory, beside the partial tiles.
 template <Fused kFused, bool kSplit>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
@@ -150,7 +183,7 @@ __global__ void __launch_bounds__(384, 1)
                      const __grid_constant__ CUtensorMap map_out,
                      const __grid_constant__ CUtensorMap map_res, const bf16* __restrict__ bias,
                      int64_t bias_len, int64_t out_cols, int has_res, int k_blocks, int n_tiles,
-                     int num_tiles, int splits) {
+                     int num_tiles, int splits, int rms_cols, float rms_eps) {
 #if ENCODER_KIT_HAS_WGMMA
   constexpr int kStages = stages<kFused>();
   constexpr int kOutCols = kFused == Fused::Bias ? kBN : kBN / 2;
@@ -217,6 +250,7 @@ __global__ void __launch_bounds__(384, 1)
   const int g_lo = rank * per_rank, g_hi = g_lo + per_rank;
   const int box_lo = (g_lo + 7) / 8, box_hi = (g_hi + 7) / 8;
   float acc[kBN / 2];
+  const int thread_in_wg = static_cast<int>(threadIdx.x) % 128;
   int it = 0;          // k-blocks consumed so far, over all tiles
   int tiles_done = 0;  // the residual barrier's phase
   for (int tile = first_tile; tile < num_tiles; tile += tile_step, ++tiles_done) {
@@ -227,6 +261,7 @@ __global__ void __launch_bounds__(384, 1)
       if (has_res && storer)
         load_residual(&map_res, s_out, res_bar, box_lo, box_hi, col0, m0, out_cols);
     }
+    float squares = 0.0f;  // RMSNorm: half a row's, over this block's k-blocks
     for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
       const int s = it % kStages;
       mbarrier_wait(full + 8 * s, (it / kStages) & 1);
@@ -238,6 +273,9 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_m64n256k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
                             smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
       wgmma_commit();
+      // While the tensor cores run; before this stage is released (below, a
+      // k-block later).
+      if (rms_cols > 0) squares += staged_row_squares(a_tile, thread_in_wg);
       if constexpr (!kSplit) {
         // The residual into the staging boxes once the previous tile's stores
         // have read them; its load flies during this tile's products.
@@ -272,6 +310,14 @@ __global__ void __launch_bounds__(384, 1)
     // acc[4j + {0,1}]: row 16 warp + lane/4, columns 8j + 2(lane%4) + {0,1};
     // acc[4j + {2,3}]: the same columns, 8 rows further.
     const int row0 = 64 * c + 16 * warp + lane / 4;  // in the tile
+    // RMSNorm: this thread's rows' sums of squares. Row 16 warp + i of the
+    // warpgroup was summed by lanes 2i and 2i + 1 of this same warp.
+    squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+    float row_squares[2] = {__shfl_sync(0xffffffffu, squares, 2 * (lane / 4)),
+                            __shfl_sync(0xffffffffu, squares, 2 * (lane / 4) + 16)};
+    auto rms_scale = [&](float sum) {
+      return rsqrtf(sum / static_cast<float>(rms_cols) + rms_eps);
+    };
     // Staging: a 128 x 64 box per 64 columns, 128-byte swizzled as TMA stores
     // it (16-byte chunk c of row r at chunk c ^ (r % 8)). Column pair 8j + 2t
     // is chunk j % 8 of box j / 8; a warp's lanes (8 rows x 4 pairs of one
@@ -291,6 +337,11 @@ __global__ void __launch_bounds__(384, 1)
       for (int g = 0; g < kBN / 8; ++g)
         st_shared_f32x4(s_a + static_cast<uint32_t>(g * 256 + tid) * 16, acc[4 * g], acc[4 * g + 1],
                         acc[4 * g + 2], acc[4 * g + 3]);
+      // RMSNorm: this slice's sums of squares of the tile's rows, after the
+      // partial tile (one float a row).
+      if (rms_cols > 0 && lane % 2 == 0)
+        st_shared_f32(s_a + kPartialBytes + static_cast<uint32_t>(64 * c + thread_in_wg / 2) * 4,
+                      squares);
       if (has_res && box_lo < box_hi) mbarrier_wait(res_bar, tiles_done & 1);
       cluster_sync();  // every partial (and residual box) of the cluster is in place
       // This block's output columns: the partials of every block of the
@@ -304,6 +355,16 @@ __global__ void __launch_bounds__(384, 1)
                                    __cluster_map_shared_rank(smem, static_cast<unsigned>(q))) +
                                    tid
                              : nullptr;
+      float scale[2] = {1.0f, 1.0f};  // RMSNorm: this thread's two rows
+      if (rms_cols > 0) {
+        for (int h = 0; h < 2; ++h) {
+          float sum = 0.0f;
+          for (int q = 0; q < splits; ++q)
+            sum += reinterpret_cast<const float*>(__cluster_map_shared_rank(
+                smem, static_cast<unsigned>(q)))[kPartialBytes / 4 + row0 + 8 * h];
+          scale[h] = rms_scale(sum);
+        }
+      }
       auto partial_sum = [&](int g) {
         float4 v = part[0][g * 256];
 #pragma unroll
@@ -312,6 +373,7 @@ __global__ void __launch_bounds__(384, 1)
             const float4 p = part[q][g * 256];
             v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
           }
+        v.x *= scale[0], v.y *= scale[0], v.z *= scale[1], v.w *= scale[1];
         return v;
       };
       auto bias_pair = [&](int g) {  // columns 8g + 2t, + 1 of the tile
@@ -352,6 +414,11 @@ __global__ void __launch_bounds__(384, 1)
       fence_async_shared_cluster();
       cluster_sync();  // the staging boxes are complete; no block reads another's any more
     } else {
+      if (rms_cols > 0) {
+        const float s0 = rms_scale(row_squares[0]), s1 = rms_scale(row_squares[1]);
+#pragma unroll
+        for (int i = 0; i < kBN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
+      }
       // The previous tile's stores must have read the staging boxes.
       if (storer) bulk_wait_read<0>();
       sync_multipliers();
@@ -406,7 +473,8 @@ __global__ void __launch_bounds__(384, 1)
   if (storer) bulk_wait<0>();  // the last stores complete before the block leaves
 #else
   (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
-      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits;
+      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits,
+      (void)rms_cols, (void)rms_eps;
   __trap();
 #endif
 }
@@ -501,10 +569,11 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
 
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
+// rms_eps >= 0: RMSNorm of A's rows in front (the kernel's rms_cols = k).
 template <Fused kFused>
 int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
            bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
-           cudaStream_t stream) {
+           cudaStream_t stream, float rms_eps = -1.0f) {
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
   ENCODER_KIT_REQUIRE(splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8);
@@ -525,6 +594,7 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   if (residual != nullptr)
     if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
   const int has_res = residual != nullptr ? 1 : 0;
+  const int rms_cols = rms_eps >= 0.0f ? static_cast<int>(k) : 0;
   constexpr size_t kSmem = smem_bytes<kFused>();
   auto* split_kernel = gemm_sm90_kernel<kFused, true>;
   if (splits > 1) {
@@ -537,12 +607,13 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
     return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
                                  map_out, map_res, bias, w_rows, cols, has_res, k_blocks,
-                                 static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1);
+                                 static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1,
+                                 rms_cols, rms_eps);
   }
   return detail::launch_kernel_in_clusters(
       split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
       static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
-      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits);
+      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
@@ -601,6 +672,17 @@ int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_bl
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked, gate_up_blocked_rows(inter), b_blocked, nullptr, y,
                                 rows, k, inter, ld_y, splits, stream);
+}
+
+int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const bf16* b_blocked,
+                              bf16* y, int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
+                              float eps, cudaStream_t stream, int splits) {
+  ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
+  ENCODER_KIT_REQUIRE(b_blocked != nullptr && eps >= 0.0f && std::isfinite(eps));
+  ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked_folded, b_blocked, y, k, ld_y));
+  if (rows == 0) return 0;
+  return launch<Fused::SiluMul>(x, w_blocked_folded, gate_up_blocked_rows(inter), b_blocked,
+                                nullptr, y, rows, k, inter, ld_y, splits, stream, eps);
 }
 
 }  // namespace encoder_kit::cuda

@@ -161,6 +161,25 @@ bool gate_up_silu_mul_supported();
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
                           int splits = 0);
+// The same on RMSNorm'd rows, with the norm in the product: y = silu(gate) * up
+// of n(x) W^T + b, n(x) = x * rsqrt(mean(x^2) + eps) * w_norm over x's k columns.
+// w_norm is folded into the weights beforehand (fold_norm_weight on the
+// blocked rows): n(x) W^T = rsqrt(...) * (x (W diag(w_norm))^T), so the
+// kernel sums each row's squares from the A tiles it stages and scales the
+// products; the normalised rows are never written. Not Qwen2RMSNorm's
+// rounding (it rounds x * rsqrt to bf16, then the product with w_norm): the
+// difference is of the order of one bf16 rounding of the normalised rows.
+int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const bf16* b_blocked,
+                              bf16* y, int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
+                              float eps, cudaStream_t stream, int splits = 0);
+// w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
+// linear layer's weights after an RMSNorm or LayerNorm without bias). T is
+// float (a model folds its float weights before converting them).
+template <class T>
+void fold_norm_weight(T* w, int64_t rows, int64_t cols, const T* norm_w) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < cols; ++i) w[r * cols + i] *= norm_w[i];
+}
 
 // ---------------------------------------------------------------------------
 // Normalisations, one row at a time over `cols` values.
