@@ -19,6 +19,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace k = encoder_kit::cuda;
@@ -233,42 +234,65 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
     BENCH_CHECK(
         plan.run(lt, x, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
   };
-  add_row(
-      "mlp gate_up+silu", shape, time_us([&] {
-        cublas_product();
-        BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
-      }),
-      flops, bytes, "cuBLASLt, then silu_mul");
-  if (!k::gate_up_silu_mul_supported()) return;
-  for (const int splits : {0, 1, 2, 4})
-    add_row("mlp gate_up+silu", shape, time_us([&] {
-              BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream, splits));
-            }),
-            flops, bytes,
-            "fused (own Hopper kernel), " + (splits == 0 ? std::string("k split chosen")
-                                                         : "k split " + std::to_string(splits)));
-  // With the RMSNorm in front (norm2): the norm pass then either product, against
-  // the norm inside the fused kernel (its weight folded into w).
+  // The forms side by side: each timed once a round, three rounds, medians,
+  // so that the card's drift under load hits them alike.
+  auto alternate = [&](const std::string& kernel,
+                       const std::vector<std::pair<std::string, std::function<void()>>>& forms) {
+    std::vector<std::vector<double>> us(forms.size());
+    for (int round = 0; round < 3; ++round)
+      for (size_t f = 0; f < forms.size(); ++f) us[f].push_back(time_us(forms[f].second));
+    for (size_t f = 0; f < forms.size(); ++f) {
+      std::sort(us[f].begin(), us[f].end());
+      add_row(kernel, shape, us[f][1], flops, bytes,
+              forms[f].first + " (median of 3, alternating)");
+    }
+  };
+  auto silu_pass = [&] {
+    BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
+  };
+  std::vector<std::pair<std::string, std::function<void()>>> forms = {
+      {"cuBLASLt, then silu_mul", [&] {
+         cublas_product();
+         silu_pass();
+       }}};
+  const bool own = k::gate_up_silu_mul_supported();
+  if (own)
+    for (const auto& [tile_n, splits] : {std::pair{0, 0}, std::pair{256, 1}, std::pair{256, 2},
+                                         std::pair{128, 1}, std::pair{128, 2}})
+      forms.emplace_back("fused, " + (tile_n == 0 ? std::string("tiles and k split chosen")
+                                                  : "tiles of " + std::to_string(tile_n) +
+                                                        ", k split " + std::to_string(splits)),
+                         [&, tile_n = tile_n, splits = splits] {
+                           BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream,
+                                                                splits, tile_n));
+                         });
+  alternate("mlp gate_up+silu", forms);
+  // With the RMSNorm in front (norm2): the norm pass then either product,
+  // against the norm inside the fused kernel (its weight folded into w).
   bf16* normed = pool.bf(static_cast<size_t>(m * D));
   bf16* norm_w = pool.bf(static_cast<size_t>(D));
   auto norm = [&] { BENCH_CHECK(k::rms_norm_bf16(x, norm_w, normed, m, D, 1e-6f, g_stream)); };
-  add_row(
-      "mlp norm+gate_up+silu", shape, time_us([&] {
-        norm();
-        BENCH_CHECK(plan.run(lt, normed, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(),
-                             g_stream));
-        BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
-      }),
-      flops, bytes, "norm, cuBLASLt, silu_mul");
-  add_row("mlp norm+gate_up+silu", shape, time_us([&] {
-            norm();
-            BENCH_CHECK(k::gate_up_silu_mul_bf16(normed, w, b, act, m, D, I, I, g_stream));
-          }),
-          flops, bytes, "norm, then fused (own Hopper kernel)");
-  add_row("mlp norm+gate_up+silu", shape, time_us([&] {
-            BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f, g_stream));
-          }),
-          flops, bytes, "norm in the fused kernel");
+  forms = {{"norm, cuBLASLt, silu_mul", [&] {
+              norm();
+              BENCH_CHECK(plan.run(lt, normed, w, b, nullptr, gu, m, ws,
+                                   k::GemmPlan::workspace_bytes(), g_stream));
+              silu_pass();
+            }}};
+  if (own) {
+    forms.emplace_back("norm, then fused", [&] {
+      norm();
+      BENCH_CHECK(k::gate_up_silu_mul_bf16(normed, w, b, act, m, D, I, I, g_stream));
+    });
+    for (const int tile_n : {0, 256, 128})
+      forms.emplace_back("norm in the fused kernel" +
+                             (tile_n == 0 ? std::string() : ", tiles of " + std::to_string(tile_n)),
+                         [&, tile_n] {
+                           BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f,
+                                                                    g_stream, 0, tile_n));
+                         });
+  }
+  alternate("mlp norm+gate_up+silu", forms);
+  if (!own) return;
   add_row("mlp gate_up", shape, time_us(cublas_product), flops, bytes, "cuBLASLt, bias");
   add_row("mlp gate_up", shape, time_us([&] {
             BENCH_CHECK(k::detail::gemm_sm90_bf16(x, w, b, nullptr, gu, m, 2 * I, D, 0, g_stream));
@@ -476,7 +500,7 @@ int main(int argc, char** argv) {
     // The MLP's first half: at the largest budget, a request of 16 images at
     // 224², one such image.
     if (want("mlp"))
-      for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{256}})
+      for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})
         bench_mlp(pool, lt, ws, m);
 
     // attnfull: one full-attention case alone (for a profiler).

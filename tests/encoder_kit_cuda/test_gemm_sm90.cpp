@@ -8,6 +8,7 @@
 #include <encoder_kit/cuda/check.hpp>
 
 #include <cmath>
+#include <utility>
 
 using namespace encoder_kit_test;
 namespace k = encoder_kit::cuda;
@@ -70,6 +71,16 @@ struct BlockedMlp {
   }
 };
 
+// The SiLU·mul kernel's forms: tile widths 256 and 128, each unsplit and with k
+// split over 2, 4 and 8 blocks, then the automatic choices.
+std::vector<std::pair<int, int>> tiles_and_splits() {
+  std::vector<std::pair<int, int>> v;
+  for (const int tile_n : {256, 128})
+    for (const int splits : {1, 2, 4, 8}) v.emplace_back(tile_n, splits);
+  v.emplace_back(0, 0);
+  return v;
+}
+
 // Rows of y outside [0, rows) x [0, inter) must keep their poison.
 size_t touched_outside(const std::vector<bf16>& y, int64_t rows, int64_t inter, int64_t ld) {
   size_t touched = 0;
@@ -130,6 +141,8 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
                                     nullptr) == bad);  // splits not 1, 2, 4 or 8
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
                                    16) == bad);
+    CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
+                                   0, 64) == bad);  // tile_n not 0, 128 or 256
   }
   if (!hopper)
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8,
@@ -221,14 +234,17 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
     auto inside = [&](size_t i) {
       return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
     };
-    // k split across clusters of 2, 4 and 8 blocks as well (the automatic
-    // choice, 0, last: its output is compared with cuBLASLt's below).
+    // Tiles of 256 and 128 of W's rows, k split across clusters of 2, 4 and 8
+    // blocks as well (the automatic choices, 0, last: that output is compared
+    // with cuBLASLt's below).
     std::vector<bf16> got;
-    for (const int splits : {1, 2, 4, 8, 0}) {
+    for (const auto& form : tiles_and_splits()) {
+      const int tile_n = form.first, splits = form.second;
+      CAPTURE(tile_n);
       CAPTURE(splits);
       dy.poison();
       CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
-                                        sh.rows, sh.k, sh.inter, ld_y, nullptr, splits));
+                                        sh.rows, sh.k, sh.inter, ld_y, nullptr, splits, tile_n));
       CUDA_OK(cudaDeviceSynchronize());
       got = dy.download();
       // A bf16 rounding of gate or up that lands the other way moves y by up to
@@ -329,13 +345,16 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
     };
     DeviceBuffer<bf16> dx(in.x.size()), dy(ref.size());
     dx.upload(in.x);
-    // Unsplit, and k split over clusters (the rows' sums of squares then add
-    // across the cluster's blocks).
-    for (const int splits : {1, 2, 4, 8, 0}) {
+    // Both tile widths, unsplit and k split over clusters (the rows' sums of
+    // squares then add across the cluster's blocks).
+    for (const auto& form : tiles_and_splits()) {
+      const int tile_n = form.first, splits = form.second;
+      CAPTURE(tile_n);
       CAPTURE(splits);
       dy.poison();
       CHECK_OK(k::rms_gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
-                                            sh.rows, sh.k, sh.inter, ld_y, eps, nullptr, splits));
+                                            sh.rows, sh.k, sh.inter, ld_y, eps, nullptr, splits,
+                                            tile_n));
       CUDA_OK(cudaDeviceSynchronize());
       const auto got = dy.download();
       CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
@@ -356,7 +375,11 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffer
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 200, kk = 128, inter = 256;
-  for (const int splits : {1, 2}) {  // persistent blocks, and clusters of two
+  // Persistent blocks and clusters of two, on wide and narrow tiles.
+  for (const auto& form :
+       {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1}, std::pair{128, 2}}) {
+    const int tile_n = form.first, splits = form.second;
+    CAPTURE(tile_n);
     CAPTURE(splits);
     auto in = random_mlp(rows, kk, inter);
     BlockedMlp blocked(in, kk, inter);
@@ -368,7 +391,7 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffer
     cudaGraph_t graph = nullptr;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     const int rc = k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
-                                            rows, kk, inter, inter, stream, splits);
+                                            rows, kk, inter, inter, stream, splits, tile_n);
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     CHECK_OK(rc);
     cudaGraphExec_t exec = nullptr;
@@ -380,7 +403,7 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffer
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), want.get(), rows,
-                                      kk, inter, inter, stream, splits));
+                                      kk, inter, inter, stream, splits, tile_n));
     CUDA_OK(cudaStreamSynchronize(stream));
     const auto got = dy.download(), eager = want.download();
     size_t differ = 0;

@@ -4,26 +4,29 @@
 //
 // Layout of a block (FlashAttention-3 / CUTLASS "warp-specialised" form):
 //  - warpgroup 0 copies: one thread issues TMA loads of A (128 x 64) and W
-//    (256 x 64) boxes into a ring of kStages stages, each completing on the
-//    stage's "full" mbarrier; it gives most of its registers back;
-//  - warpgroups 1 and 2 multiply: each owns 64 rows of the 128 x 256 tile and
-//    runs m64n256k16 wgmma steps on the staged boxes (128-byte swizzled,
+//    (256 x 64, or 128 x 64 for narrow tiles) boxes into a ring of kStages
+//    stages, each completing on the stage's "full" mbarrier; it gives most of
+//    its registers back;
+//  - warpgroups 1 and 2 multiply: each owns 64 rows of the 128 x 256 (or 128)
+//    tile and runs m64n256k16 (m64n128k16) wgmma steps on the staged boxes
+//    (128-byte swizzled,
 //    K-major), keeping one k-block of products in flight; after a stage's
 //    products have completed, each of their warps arrives on its "empty"
 //    mbarrier, and the copier reuses the stage once all eight have.
 //  - the epilogue runs from the accumulators: bias, then either the plain bf16
-//    product or, with W's rows blocked as [128 gate | 128 up] per tile, the
-//    SwiGLU product of the two halves (gate_up_silu_mul_bf16). The tile is
-//    staged in shared memory as 128-byte swizzled 128 x 64 boxes, and one
-//    thread stores them by TMA while the next tile's products start.
+//    product or, with W's rows blocked as [128 gate | 128 up], the SwiGLU
+//    product of a tile's two halves (gate rows, then the same features' up rows)
+//    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte swizzled 128 x 64
+//    boxes, and one thread stores them by TMA while the next tile's products start.
 //  - optionally (SwiGLU only) an RMSNorm of A's rows in front: A's k columns
 //    are a whole row, so the multipliers sum each row's squares from the
 //    staged A boxes as they pass, and the epilogue scales the row's products
 //    by rsqrt(mean + eps). The norm's weight is folded into W's columns
-//    (fold_rms_weight), so the normalised rows are never written.
+//    (fold_norm_weight), so the normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
-// 32 KiB for SiLU·mul. Steps and measurements: bench/kernels/NOTES.md.
+// 32 KiB for SiLU·mul; narrow tiles 6 stages of 32 KiB. Steps and
+// measurements: bench/kernels/NOTES.md.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>
@@ -53,36 +56,70 @@ namespace {
 using namespace ptx;
 using namespace sm90;
 
-constexpr int kBM = 128, kBN = 256, kBK = 64;
-static_assert(kGateUpBlock * 2 == kBN, "a tile holds one block of gate rows and one of up rows");
+// A tile is 128 rows by kTileN = 256 columns of W's rows, or 128 for SiLU·mul
+// at few rows (256 rows: 54 tiles of 256 leave 78 of 132 multiprocessors
+// idle; 108 tiles of 128 do not, without split-K's cluster reduction).
+constexpr int kBM = 128, kBK = 64;
 constexpr uint32_t kABytes = kBM * kBK * 2;       // 16 KiB a stage
-constexpr uint32_t kWBytes = kBN * kBK * 2;       // 32 KiB a stage
 constexpr uint32_t kSubTileBytes = kBM * 64 * 2;  // one 128 x 64 box of the output, 16 KiB
 
 enum class Fused { Bias, SiluMul };
 
+template <int kTileN>
+__host__ __device__ constexpr uint32_t w_bytes() {  // W's box of a stage
+  return kTileN * kBK * 2;
+}
 // The output tile is staged in shared memory as 128 x 64 boxes (128-byte
-// swizzled, as TMA stores them): 4 for the plain product, 2 for SiLU·mul,
-// whose tile is half as wide. What is left of the 227 KiB holds the stages.
-template <Fused kFused>
+// swizzled, as TMA stores them): kTileN / 64 for the plain product, half as
+// many for SiLU·mul, whose tile is half as wide. What is left of the 227 KiB
+// holds the stages.
+template <Fused kFused, int kTileN>
 __host__ __device__ constexpr int out_boxes() {
-  return kFused == Fused::Bias ? 4 : 2;
+  return kFused == Fused::Bias ? kTileN / 64 : kTileN / 128;
 }
-template <Fused kFused>
+template <Fused kFused, int kTileN>
 __host__ __device__ constexpr int stages() {
-  return kFused == Fused::Bias ? 3 : 4;
+  return kTileN == 128 ? 6 : kFused == Fused::Bias ? 3 : 4;
 }
-template <Fused kFused>
+template <Fused kFused, int kTileN>
 constexpr size_t smem_bytes() {
-  return 1024 /* alignment slack */ + stages<kFused>() * (kABytes + kWBytes) +
-         out_boxes<kFused>() * kSubTileBytes + (2 * stages<kFused>() + 1) * sizeof(uint64_t);
+  return 1024 /* alignment slack */ + stages<kFused, kTileN>() * (kABytes + w_bytes<kTileN>()) +
+         out_boxes<kFused, kTileN>() * kSubTileBytes +
+         (2 * stages<kFused, kTileN>() + 1) * sizeof(uint64_t);
 }
-// Split-K: a block's fp32 partial tile (128 x 256) lands in its stage buffers
-// once its products are done.
-constexpr uint32_t kPartialBytes = kBM * kBN * 4;
-static_assert(kPartialBytes + kBM * 4 <= stages<Fused::Bias>() * (kABytes + kWBytes),
-              "room for a partial tile and its rows' sums of squares");
+// Split-K: a block's fp32 partial tile (128 x kTileN) lands in its stage
+// buffers once its products are done, its rows' sums of squares after it.
+template <int kTileN>
+__host__ __device__ constexpr uint32_t partial_bytes() {
+  return kBM * kTileN * 4;
+}
+template <Fused kFused, int kTileN>
+constexpr bool partial_fits() {
+  return partial_bytes<kTileN>() + kBM * 4 <=
+             stages<kFused, kTileN>() * (kABytes + w_bytes<kTileN>()) &&
+         smem_bytes<kFused, kTileN>() <= 227 * 1024;
+}
+static_assert(partial_fits<Fused::Bias, 256>() && partial_fits<Fused::SiluMul, 256>() &&
+              partial_fits<Fused::SiluMul, 128>());
+static_assert(kGateUpBlock == 128, "a SiLU·mul tile's gate and up halves lie in one block");
 constexpr int kMaxSplits = 8;  // a portable cluster
+
+// W's row under column `col` of tile column block tile_n. Plain: rows
+// [kTileN tile_n, + kTileN). SiLU·mul: the tile covers kTileN / 2 features
+// from f0 = tile_n kTileN / 2, whose gate rows lie at f0's place in its block
+// of W's blocked rows (block_gate_up_rows: 128 gate rows, then their up rows)
+// and whose up rows 128 further; columns [0, kTileN / 2) are the gate rows,
+// the rest the up rows.
+template <Fused kFused, int kTileN>
+__device__ __forceinline__ int64_t w_row(int tile_n, int col) {
+  if constexpr (kFused == Fused::Bias) {
+    return static_cast<int64_t>(tile_n) * kTileN + col;
+  } else {
+    const int64_t f0 = static_cast<int64_t>(tile_n) * (kTileN / 2);
+    const int64_t gate = f0 / kGateUpBlock * (2 * kGateUpBlock) + f0 % kGateUpBlock;
+    return col < kTileN / 2 ? gate + col : gate + kGateUpBlock + (col - kTileN / 2);
+  }
+}
 
 // A row's sum of squares from the staged A boxes: thread i of a multiplying
 // warpgroup reads half i % 2 of row i / 2 of the warpgroup's 64 rows (64
@@ -176,7 +213,7 @@ __device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32
 // rsqrt(sum of the row's squares / rms_cols + rms_eps) before the bias; in
 // split mode the blocks of a cluster add their slices' sums through
 // distributed shared memory, beside the partial tiles.
-template <Fused kFused, bool kSplit>
+template <Fused kFused, bool kSplit, int kTileN>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_w,
@@ -185,17 +222,19 @@ __global__ void __launch_bounds__(384, 1)
                      int64_t bias_len, int64_t out_cols, int has_res, int k_blocks, int n_tiles,
                      int num_tiles, int splits, int rms_cols, float rms_eps) {
 #if ENCODER_KIT_HAS_WGMMA
-  constexpr int kStages = stages<kFused>();
-  constexpr int kOutCols = kFused == Fused::Bias ? kBN : kBN / 2;
+  constexpr int kStages = stages<kFused, kTileN>();
+  constexpr uint32_t kWBytes = w_bytes<kTileN>();
+  constexpr uint32_t kPartialBytes = partial_bytes<kTileN>();
+  constexpr int kOutCols = kFused == Fused::Bias ? kTileN : kTileN / 2;
   constexpr int kOutGroups = kOutCols / 8;  // groups of 8 output columns a tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms
   const uint32_t s_a = base;
   const uint32_t s_w = base + kStages * kABytes;
   const uint32_t s_out = s_w + kStages * kWBytes;
-  const uint32_t full = s_out + out_boxes<kFused>() * kSubTileBytes;  // kStages mbarriers,
-  const uint32_t empty = full + kStages * 8;                          // then kStages "empty",
-  const uint32_t res_bar = empty + kStages * 8;                       // then the residual's
+  const uint32_t full = s_out + out_boxes<kFused, kTileN>() * kSubTileBytes;  // kStages mbarriers,
+  const uint32_t empty = full + kStages * 8;     // then kStages "empty",
+  const uint32_t res_bar = empty + kStages * 8;  // then the residual's
   const int wg = static_cast<int>(threadIdx.x) / 128;
 
   if (threadIdx.x == 0) {
@@ -222,13 +261,21 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
       int it = 0;  // k-blocks issued so far, over all tiles
       for (int tile = first_tile; tile < num_tiles; tile += tile_step) {
-        const int m0 = (tile / n_tiles) * kBM, n0 = (tile % n_tiles) * kBN;
+        const int m0 = (tile / n_tiles) * kBM, tile_n = tile % n_tiles;
         for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbarrier_wait(empty + 8 * s, ((it / kStages) - 1) & 1);
           mbarrier_arrive_expect_tx(full + 8 * s, kABytes + kWBytes);
           tma_load_2d(s_a + s * kABytes, &map_a, kb * kBK, m0, full + 8 * s);
-          tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK, n0, full + 8 * s);
+          if constexpr (kFused == Fused::Bias) {
+            tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK,
+                        static_cast<int>(w_row<kFused, kTileN>(tile_n, 0)), full + 8 * s);
+          } else {  // the gate rows, then the up rows (boxes of kTileN / 2 rows)
+            for (int h = 0; h < 2; ++h)
+              tma_load_2d(s_w + s * kWBytes + h * (kWBytes / 2), &map_w, kb * kBK,
+                          static_cast<int>(w_row<kFused, kTileN>(tile_n, h * kTileN / 2)),
+                          full + 8 * s);
+          }
         }
       }
     }
@@ -249,7 +296,7 @@ __global__ void __launch_bounds__(384, 1)
   const int per_rank = kOutGroups / splits;
   const int g_lo = rank * per_rank, g_hi = g_lo + per_rank;
   const int box_lo = (g_lo + 7) / 8, box_hi = (g_hi + 7) / 8;
-  float acc[kBN / 2];
+  float acc[kTileN / 2];
   const int thread_in_wg = static_cast<int>(threadIdx.x) % 128;
   int it = 0;          // k-blocks consumed so far, over all tiles
   int tiles_done = 0;  // the residual barrier's phase
@@ -270,8 +317,12 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk)
-        wgmma_m64n256k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
-                            smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
+        if constexpr (kTileN == 256)
+          wgmma_m64n256k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
+                              smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
+        else
+          wgmma_m64n128k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
+                              smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
       wgmma_commit();
       // While the tensor cores run; before this stage is released (below, a
       // k-block later).
@@ -281,7 +332,8 @@ __global__ void __launch_bounds__(384, 1)
         // have read them; its load flies during this tile's products.
         if (kb == kb_lo && has_res && storer) {
           bulk_wait_read<0>();
-          load_residual(&map_res, s_out, res_bar, 0, out_boxes<kFused>(), col0, m0, out_cols);
+          load_residual(&map_res, s_out, res_bar, 0, out_boxes<kFused, kTileN>(), col0, m0,
+                        out_cols);
         }
       }
       wgmma_wait<1>();  // the previous k-block's products have read their stage
@@ -294,11 +346,11 @@ __global__ void __launch_bounds__(384, 1)
     // the last k-block's products run. Not earlier: every wgmma_fence of the
     // main loop would wait for loads still in flight (one load a pair;
     // bias_len is a multiple of 8). The split form reads its own later.
-    uint32_t bias_pairs[kBN / 8];
+    uint32_t bias_pairs[kTileN / 8];
     if constexpr (!kSplit) {
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int64_t n = static_cast<int64_t>(tile_n) * kBN + 8 * j + 2 * t;
+      for (int j = 0; j < kTileN / 8; ++j) {
+        const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * j + 2 * t);
         bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
       }
     }
@@ -334,7 +386,7 @@ __global__ void __launch_bounds__(384, 1)
       const int tid = static_cast<int>(threadIdx.x) - 128;
       sync_multipliers();
 #pragma unroll
-      for (int g = 0; g < kBN / 8; ++g)
+      for (int g = 0; g < kTileN / 8; ++g)
         st_shared_f32x4(s_a + static_cast<uint32_t>(g * 256 + tid) * 16, acc[4 * g], acc[4 * g + 1],
                         acc[4 * g + 2], acc[4 * g + 3]);
       // RMSNorm: this slice's sums of squares of the tile's rows, after the
@@ -377,7 +429,7 @@ __global__ void __launch_bounds__(384, 1)
         return v;
       };
       auto bias_pair = [&](int g) {  // columns 8g + 2t, + 1 of the tile
-        const int64_t n = static_cast<int64_t>(tile_n) * kBN + 8 * g + 2 * t;
+        const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * g + 2 * t);
         return unpack_bf16x2(bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u);
       };
       // The staging pair of output group j, in the block that stores its box.
@@ -401,8 +453,8 @@ __global__ void __launch_bounds__(384, 1)
           out[0] = pack_bf16(v.x + b.x + r0.x, v.y + b.y + r0.y);
           out[8 * 128 / 4] = pack_bf16(v.z + b.x + r1.x, v.w + b.y + r1.y);
         } else {
-          const float4 vg = partial_sum(j), vu = partial_sum(j + kBN / 16);
-          const float2 bg = bias_pair(j), bu = bias_pair(j + kBN / 16);
+          const float4 vg = partial_sum(j), vu = partial_sum(j + kTileN / 16);
+          const float2 bg = bias_pair(j), bu = bias_pair(j + kTileN / 16);
           const float gate[4] = {vg.x + bg.x, vg.y + bg.y, vg.z + bg.x, vg.w + bg.y};
           const float up[4] = {vu.x + bu.x, vu.y + bu.y, vu.z + bu.x, vu.w + bu.y};
           const uint2 y = silu_mul_bf16x4(gate, up);
@@ -417,7 +469,7 @@ __global__ void __launch_bounds__(384, 1)
       if (rms_cols > 0) {
         const float s0 = rms_scale(row_squares[0]), s1 = rms_scale(row_squares[1]);
 #pragma unroll
-        for (int i = 0; i < kBN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
+        for (int i = 0; i < kTileN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
       }
       // The previous tile's stores must have read the staging boxes.
       if (storer) bulk_wait_read<0>();
@@ -425,7 +477,7 @@ __global__ void __launch_bounds__(384, 1)
       if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
       if constexpr (kFused == Fused::Bias) {
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+        for (int j = 0; j < kTileN / 8; ++j) {
           const float2 b = unpack_bf16x2(bias_pairs[j]);
           const uint32_t addr = s_out + staging_off(j);
           float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
@@ -438,15 +490,15 @@ __global__ void __launch_bounds__(384, 1)
                         pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
         }
       } else {
-        // Tile columns 0..127 are gate rows of features 128 tile_n .. + 127, and
-        // 128..255 the up rows of the same features (block_gate_up_rows). As the
-        // bf16 module computes it: gate and up rounded, silu(gate) rounded, then
+        // Tile columns [0, kTileN / 2) are gate rows of the tile's features, the
+        // rest their up rows (w_row, block_gate_up_rows). As the bf16 module
+        // computes it: gate and up rounded, silu(gate) rounded, then
         // the product.
 #pragma unroll
-        for (int j = 0; j < kBN / 16; ++j) {
+        for (int j = 0; j < kTileN / 16; ++j) {
           const float2 bg = unpack_bf16x2(bias_pairs[j]);
-          const float2 bu = unpack_bf16x2(bias_pairs[j + kBN / 16]);
-          const int ju = j + kBN / 16;  // the up rows' accumulators
+          const float2 bu = unpack_bf16x2(bias_pairs[j + kTileN / 16]);
+          const int ju = j + kTileN / 16;  // the up rows' accumulators
           const float gate[4] = {acc[4 * j] + bg.x, acc[4 * j + 1] + bg.y, acc[4 * j + 2] + bg.x,
                                  acc[4 * j + 3] + bg.y};
           const float up[4] = {acc[4 * ju] + bu.x, acc[4 * ju + 1] + bu.y, acc[4 * ju + 2] + bu.x,
@@ -570,39 +622,36 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
 // rms_eps >= 0: RMSNorm of A's rows in front (the kernel's rms_cols = k).
-template <Fused kFused>
-int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
-           bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
-           cudaStream_t stream, float rms_eps = -1.0f) {
-  ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
-  ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
-  ENCODER_KIT_REQUIRE(splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8);
+template <Fused kFused, int kTileN>
+int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
+                 const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
+                 int64_t ld_out, int splits, cudaStream_t stream, float rms_eps, int sms) {
   const int64_t m_tiles = (rows + kBM - 1) / kBM;
-  const int64_t n_tiles = (w_rows + kBN - 1) / kBN;
+  const int64_t n_tiles = (w_rows + kTileN - 1) / kTileN;
   const int64_t num_tiles = m_tiles * n_tiles;
   const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
   ENCODER_KIT_REQUIRE(num_tiles * kMaxSplits <= int64_t{0x7fffffff});
-  int device = 0, sms = 0;
-  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
-  ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (splits == 0) splits = auto_splits(num_tiles, k_blocks, sms);
   while (splits > k_blocks) splits /= 2;  // every block at least one k-block
   CUtensorMap map_a{}, map_w{}, map_out{}, map_res{};
   if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
-  if (const int err = encode_rows(&map_w, w, w_rows, k, k, kBN)) return err;
+  // (SiLU·mul loads its gate and up rows as two boxes of half the tile)
+  if (const int err =
+          encode_rows(&map_w, w, w_rows, k, k, kFused == Fused::Bias ? kTileN : kTileN / 2))
+    return err;
   if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
   if (residual != nullptr)
     if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
   const int has_res = residual != nullptr ? 1 : 0;
   const int rms_cols = rms_eps >= 0.0f ? static_cast<int>(k) : 0;
-  constexpr size_t kSmem = smem_bytes<kFused>();
-  auto* split_kernel = gemm_sm90_kernel<kFused, true>;
+  constexpr size_t kSmem = smem_bytes<kFused, kTileN>();
+  auto* split_kernel = gemm_sm90_kernel<kFused, true, kTileN>;
   if (splits > 1) {
     if (const int err = detail::opt_in_dynamic_smem(split_kernel, kSmem)) return err;
     while (splits > 1 && !clusters_fit(split_kernel, kSmem, splits)) splits /= 2;  // same sums
   }
   if (splits == 1) {
-    auto* kernel = gemm_sm90_kernel<kFused, false>;
+    auto* kernel = gemm_sm90_kernel<kFused, false, kTileN>;
     if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
     return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
@@ -614,6 +663,32 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
       split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
       static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
       k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
+}
+
+// tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
+// would leave multiprocessors idle, else 256.
+template <Fused kFused>
+int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
+           bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
+           cudaStream_t stream, float rms_eps = -1.0f, int tile_n = 256) {
+  ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
+  ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
+  ENCODER_KIT_REQUIRE(splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8);
+  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul));
+  int device = 0, sms = 0;
+  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
+  ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (tile_n == 0)
+    tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
+                 ? 128
+                 : 256;
+  if constexpr (kFused == Fused::SiluMul) {
+    if (tile_n == 128)
+      return launch_tiles<kFused, 128>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                       splits, stream, rms_eps, sms);
+  }
+  return launch_tiles<kFused, 256>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out, splits,
+                                   stream, rms_eps, sms);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
@@ -641,7 +716,7 @@ int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k) {
     (void)cudaGetLastError();
     return 1;
   }
-  return auto_splits(((rows + kBM - 1) / kBM) * ((n + kBN - 1) / kBN), (k + kBK - 1) / kBK, sms);
+  return auto_splits(((rows + kBM - 1) / kBM) * ((n + 255) / 256), (k + kBK - 1) / kBK, sms);
 }
 
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
@@ -665,24 +740,24 @@ bool gate_up_silu_mul_supported() {
 
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
-                          int splits) {
+                          int splits, int tile_n) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
   ENCODER_KIT_REQUIRE(b_blocked != nullptr);
   ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked, b_blocked, y, k, ld_y));
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked, gate_up_blocked_rows(inter), b_blocked, nullptr, y,
-                                rows, k, inter, ld_y, splits, stream);
+                                rows, k, inter, ld_y, splits, stream, -1.0f, tile_n);
 }
 
 int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const bf16* b_blocked,
                               bf16* y, int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
-                              float eps, cudaStream_t stream, int splits) {
+                              float eps, cudaStream_t stream, int splits, int tile_n) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
   ENCODER_KIT_REQUIRE(b_blocked != nullptr && eps >= 0.0f && std::isfinite(eps));
   ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked_folded, b_blocked, y, k, ld_y));
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked_folded, gate_up_blocked_rows(inter), b_blocked,
-                                nullptr, y, rows, k, inter, ld_y, splits, stream, eps);
+                                nullptr, y, rows, k, inter, ld_y, splits, stream, eps, tile_n);
 }
 
 }  // namespace encoder_kit::cuda

@@ -158,9 +158,12 @@ void block_gate_up_rows(const T* gate, const T* up, int64_t inter, int64_t cols,
 }
 // Compute capability 9.0 with the sm_90a code present and a driver that encodes tensor maps.
 bool gate_up_silu_mul_supported();
+// splits: blocks sharing a tile's k range (1, 2, 4, 8; 0 picks). tile_n: the
+// tile's width in W's rows, 256 or 128 (0 picks: 128 where tiles of 256 leave
+// multiprocessors idle, e.g. 256 rows).
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
-                          int splits = 0);
+                          int splits = 0, int tile_n = 0);
 // The same on RMSNorm'd rows, with the norm in the product: y = silu(gate) * up
 // of n(x) W^T + b, n(x) = x * rsqrt(mean(x^2) + eps) * w_norm over x's k columns.
 // w_norm is folded into the weights beforehand (fold_norm_weight on the
@@ -171,7 +174,7 @@ int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_bl
 // difference is of the order of one bf16 rounding of the normalised rows.
 int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const bf16* b_blocked,
                               bf16* y, int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
-                              float eps, cudaStream_t stream, int splits = 0);
+                              float eps, cudaStream_t stream, int splits = 0, int tile_n = 0);
 // w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
 // linear layer's weights after an RMSNorm or LayerNorm without bias). T is
 // float (a model folds its float weights before converting them).
