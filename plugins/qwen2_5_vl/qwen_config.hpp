@@ -55,7 +55,7 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 // inside (rms_gate_up_silu_mul_bf16; the same GPUs); "cublaslt": the norm,
 // cuBLASLt's product, then the SiLU·mul pass; "auto": per graph size the
 // fastest of the three as timed in the tuning warm-up where the fused kernel
-// runs (without tuning: "fused" from 1024 patch rows up, else "cublaslt").
+// runs (without tuning: "fused_norm").
 enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 
 struct Options {

@@ -19,8 +19,9 @@
 //    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte swizzled 128 x 64
 //    boxes, and one thread stores them by TMA while the next tile's products start.
 //  - optionally (SwiGLU only) an RMSNorm of A's rows in front: A's k columns
-//    are a whole row, so the multipliers sum each row's squares from the
-//    staged A boxes as they pass, and the epilogue scales the row's products
+//    are a whole row, so the multipliers load A's fragments from the staged
+//    boxes into registers (ldmatrix; wgmma then reads A from registers), sum
+//    each row's squares from them, and the epilogue scales the row's products
 //    by rsqrt(mean + eps). The norm's weight is folded into W's columns
 //    (fold_norm_weight), so the normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
@@ -121,26 +122,30 @@ __device__ __forceinline__ int64_t w_row(int tile_n, int col) {
   }
 }
 
-// A row's sum of squares from the staged A boxes: thread i of a multiplying
-// warpgroup reads half i % 2 of row i / 2 of the warpgroup's 64 rows (64
-// bytes, 32 values) in every k-block. Within a row, the 128-byte swizzle only
-// permutes 16-byte chunks, which a sum does not mind; the chunk order
-// (q + row) % 4 spreads a quarter warp's 8 reads over 8 different chunks of
-// the bank cycle (row r's line starts at bank 0 like every other).
-__device__ __forceinline__ float staged_row_squares(uint32_t a_tile, int thread_in_wg) {
-  const int row = thread_in_wg / 2, half = thread_in_wg % 2;
-  const uint32_t line = a_tile + static_cast<uint32_t>(row) * 128 + half * 64;
-  float s0 = 0.0f, s1 = 0.0f;
+// RMSNorm (kNorm): A goes through registers, so that the norm's sums of
+// squares read no extra shared memory (that traffic cost the staged-A form up
+// to 40% on narrow tiles, which are bound by it). One warp's fragment of k
+// step kk of a k-block in the m64nNk16 register layout (rows 16 warp + lane/4
+// and + 8, columns 2(lane % 4) + {0, 1} and + 8), by ldmatrix from the
+// 128-byte swizzled stage: 16-byte chunk j of row r lies at chunk j ^ (r % 8)
+// of the row's 128 bytes (eight rows' chunks: eight bank groups, no conflict).
+__device__ __forceinline__ void load_a_fragment(uint32_t a_tile, int warp, int lane, int kk,
+                                                uint32_t (&frag)[4]) {
+  const int r = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;  // matrices 0-3: a0..a3
+  const int j = 2 * kk + (lane >> 4);
+  ldmatrix_x4(frag, a_tile + static_cast<uint32_t>(r * 128 + ((j ^ (r & 7)) << 4)));
+}
+// sq[0] += the squares of this thread's values of row lane/4, sq[1] of row
+// lane/4 + 8 (fragments a0, a2 and a1, a3).
+__device__ __forceinline__ void add_squares(const uint32_t (&frag)[4], float (&sq)[2]) {
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint4 v = ld_shared_u32x4(line + 16 * ((q + row) & 3));
-    for (const uint32_t u : {v.x, v.y, v.z, v.w}) {
-      const float lo = __uint_as_float(u << 16), hi = __uint_as_float(u & 0xffff0000u);
-      s0 = fmaf(lo, lo, s0);
-      s1 = fmaf(hi, hi, s1);
-    }
+  for (int i = 0; i < 4; ++i) {
+    const float lo = __uint_as_float(frag[i] << 16), hi = __uint_as_float(frag[i] & 0xffff0000u);
+    sq[i & 1] = fmaf(lo, lo, fmaf(hi, hi, sq[i & 1]));
   }
-  return s0 + s1;
+  // Done before the product is issued: reading a fragment while its wgmma is
+  // in flight is undefined.
+  asm volatile("" : "+f"(sq[0]), "+f"(sq[1]));
 }
 
 // The 256 multiplying threads, apart from the copier (named barrier 1).
@@ -209,11 +214,11 @@ __device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32
 // Residual (plain form): out = A W^T + bias + residual, from a tensor map of
 // the same shape as out (it may be out itself), TMA-loaded into the staging
 // boxes, where each thread reads the pair it then overwrites.
-// RMSNorm (rms_cols > 0, A's k columns): each product row is scaled by
+// RMSNorm (kNorm; rms_cols = A's k columns): each product row is scaled by
 // rsqrt(sum of the row's squares / rms_cols + rms_eps) before the bias; in
 // split mode the blocks of a cluster add their slices' sums through
 // distributed shared memory, beside the partial tiles.
-template <Fused kFused, bool kSplit, int kTileN>
+template <Fused kFused, bool kSplit, int kTileN, bool kNorm>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_w,
@@ -236,6 +241,9 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t empty = full + kStages * 8;     // then kStages "empty",
   const uint32_t res_bar = empty + kStages * 8;  // then the residual's
   const int wg = static_cast<int>(threadIdx.x) / 128;
+  // Only the plain form adds a residual (SiLU·mul is never given one): the
+  // SiLU·mul kernels leave that code out.
+  if constexpr (kFused != Fused::Bias) has_res = 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -297,7 +305,6 @@ __global__ void __launch_bounds__(384, 1)
   const int g_lo = rank * per_rank, g_hi = g_lo + per_rank;
   const int box_lo = (g_lo + 7) / 8, box_hi = (g_hi + 7) / 8;
   float acc[kTileN / 2];
-  const int thread_in_wg = static_cast<int>(threadIdx.x) % 128;
   int it = 0;          // k-blocks consumed so far, over all tiles
   int tiles_done = 0;  // the residual barrier's phase
   for (int tile = first_tile; tile < num_tiles; tile += tile_step, ++tiles_done) {
@@ -308,25 +315,50 @@ __global__ void __launch_bounds__(384, 1)
       if (has_res && storer)
         load_residual(&map_res, s_out, res_bar, box_lo, box_hi, col0, m0, out_cols);
     }
-    float squares = 0.0f;  // RMSNorm: half a row's, over this block's k-blocks
+    float squares[2] = {0.0f, 0.0f};  // kNorm: this thread's two rows, its columns
+    uint32_t frag[kBK / 16][4];       // kNorm: A's fragments, one a k step
     for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
       const int s = it % kStages;
       mbarrier_wait(full + 8 * s, (it / kStages) & 1);
       const uint32_t a_tile = s_a + s * kABytes + c * (64 * 128);
       const uint32_t w_tile = s_w + s * kWBytes;
-      wgmma_fence();
+      if constexpr (kNorm) {
+        // One commit group a k step, two in flight: the fragments of those two
+        // stay untouched while the next is loaded (12 registers, within the
+        // 168 beside the accumulators). Fragment buffer kk: the groups in
+        // flight when step kk loads are kk - 1 and kk - 2 (mod 4).
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk)
-        if constexpr (kTileN == 256)
-          wgmma_m64n256k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
-                              smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
-        else
-          wgmma_m64n128k16_ss(acc, smem_desc_sw128(a_tile + kk * 32),
-                              smem_desc_sw128(w_tile + kk * 32), kb != kb_lo || kk != 0);
-      wgmma_commit();
-      // While the tensor cores run; before this stage is released (below, a
-      // k-block later).
-      if (rms_cols > 0) squares += staged_row_squares(a_tile, thread_in_wg);
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          load_a_fragment(a_tile, warp, lane, kk, frag[kk]);
+          add_squares(frag[kk], squares);
+          wgmma_fence();
+          const int accumulate = kb != kb_lo || kk != 0;
+          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
+          if constexpr (kTileN == 256)
+            wgmma_m64n256k16_rs_kmajor(acc, frag[kk], desc_w, accumulate);
+          else
+            wgmma_m64n128k16_rs_kmajor(acc, frag[kk], desc_w, accumulate);
+          wgmma_commit();
+          wgmma_wait<2>();
+          if (kk == 1 && kb > kb_lo) {  // the previous k-block's last step is done
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
+          }
+        }
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          const int accumulate = kb != kb_lo || kk != 0;
+          const uint64_t desc_a = smem_desc_sw128(a_tile + kk * 32);
+          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
+          if constexpr (kTileN == 256)
+            wgmma_m64n256k16_ss(acc, desc_a, desc_w, accumulate);
+          else
+            wgmma_m64n128k16_ss(acc, desc_a, desc_w, accumulate);
+        }
+        wgmma_commit();
+      }
       if constexpr (!kSplit) {
         // The residual into the staging boxes once the previous tile's stores
         // have read them; its load flies during this tile's products.
@@ -336,10 +368,12 @@ __global__ void __launch_bounds__(384, 1)
                         out_cols);
         }
       }
-      wgmma_wait<1>();  // the previous k-block's products have read their stage
-      if (kb > kb_lo) {
-        __syncwarp();
-        if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
+      if constexpr (!kNorm) {
+        wgmma_wait<1>();  // the previous k-block's products have read their stage
+        if (kb > kb_lo) {
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
+        }
       }
     }
     // The epilogue's bias pairs (columns 8j + 2t of the tile), loaded while
@@ -347,13 +381,14 @@ __global__ void __launch_bounds__(384, 1)
     // main loop would wait for loads still in flight (one load a pair;
     // bias_len is a multiple of 8). The split form reads its own later.
     uint32_t bias_pairs[kTileN / 8];
-    if constexpr (!kSplit) {
+    auto load_bias_pairs = [&] {
 #pragma unroll
       for (int j = 0; j < kTileN / 8; ++j) {
         const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * j + 2 * t);
         bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
       }
-    }
+    };
+    if constexpr (!kSplit) load_bias_pairs();
     wgmma_wait<0>();
     fence_registers(acc);
     __syncwarp();
@@ -362,11 +397,14 @@ __global__ void __launch_bounds__(384, 1)
     // acc[4j + {0,1}]: row 16 warp + lane/4, columns 8j + 2(lane%4) + {0,1};
     // acc[4j + {2,3}]: the same columns, 8 rows further.
     const int row0 = 64 * c + 16 * warp + lane / 4;  // in the tile
-    // RMSNorm: this thread's rows' sums of squares. Row 16 warp + i of the
-    // warpgroup was summed by lanes 2i and 2i + 1 of this same warp.
-    squares += __shfl_xor_sync(0xffffffffu, squares, 1);
-    float row_squares[2] = {__shfl_sync(0xffffffffu, squares, 2 * (lane / 4)),
-                            __shfl_sync(0xffffffffu, squares, 2 * (lane / 4) + 16)};
+    // kNorm: this thread's rows' sums of squares over this block's k-blocks,
+    // from the four lanes that hold the rows' columns.
+    float row_squares[2] = {squares[0], squares[1]};
+    if constexpr (kNorm)
+      for (float& v : row_squares) {
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+      }
     auto rms_scale = [&](float sum) {
       return rsqrtf(sum / static_cast<float>(rms_cols) + rms_eps);
     };
@@ -391,9 +429,10 @@ __global__ void __launch_bounds__(384, 1)
                         acc[4 * g + 2], acc[4 * g + 3]);
       // RMSNorm: this slice's sums of squares of the tile's rows, after the
       // partial tile (one float a row).
-      if (rms_cols > 0 && lane % 2 == 0)
-        st_shared_f32(s_a + kPartialBytes + static_cast<uint32_t>(64 * c + thread_in_wg / 2) * 4,
-                      squares);
+      if (kNorm && t == 0)
+        for (int h = 0; h < 2; ++h)
+          st_shared_f32(s_a + kPartialBytes + static_cast<uint32_t>(row0 + 8 * h) * 4,
+                        row_squares[h]);
       if (has_res && box_lo < box_hi) mbarrier_wait(res_bar, tiles_done & 1);
       cluster_sync();  // every partial (and residual box) of the cluster is in place
       // This block's output columns: the partials of every block of the
@@ -408,7 +447,7 @@ __global__ void __launch_bounds__(384, 1)
                                    tid
                              : nullptr;
       float scale[2] = {1.0f, 1.0f};  // RMSNorm: this thread's two rows
-      if (rms_cols > 0) {
+      if constexpr (kNorm) {
         for (int h = 0; h < 2; ++h) {
           float sum = 0.0f;
           for (int q = 0; q < splits; ++q)
@@ -466,7 +505,7 @@ __global__ void __launch_bounds__(384, 1)
       fence_async_shared_cluster();
       cluster_sync();  // the staging boxes are complete; no block reads another's any more
     } else {
-      if (rms_cols > 0) {
+      if constexpr (kNorm) {
         const float s0 = rms_scale(row_squares[0]), s1 = rms_scale(row_squares[1]);
 #pragma unroll
         for (int i = 0; i < kTileN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
@@ -621,8 +660,8 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
 
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
-// rms_eps >= 0: RMSNorm of A's rows in front (the kernel's rms_cols = k).
-template <Fused kFused, int kTileN>
+// kNorm: RMSNorm of A's rows in front, eps rms_eps (the kernel's rms_cols = k).
+template <Fused kFused, int kTileN, bool kNorm>
 int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
                  const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
                  int64_t ld_out, int splits, cudaStream_t stream, float rms_eps, int sms) {
@@ -643,15 +682,15 @@ int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
   if (residual != nullptr)
     if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
   const int has_res = residual != nullptr ? 1 : 0;
-  const int rms_cols = rms_eps >= 0.0f ? static_cast<int>(k) : 0;
+  const int rms_cols = kNorm ? static_cast<int>(k) : 0;
   constexpr size_t kSmem = smem_bytes<kFused, kTileN>();
-  auto* split_kernel = gemm_sm90_kernel<kFused, true, kTileN>;
+  auto* split_kernel = gemm_sm90_kernel<kFused, true, kTileN, kNorm>;
   if (splits > 1) {
     if (const int err = detail::opt_in_dynamic_smem(split_kernel, kSmem)) return err;
     while (splits > 1 && !clusters_fit(split_kernel, kSmem, splits)) splits /= 2;  // same sums
   }
   if (splits == 1) {
-    auto* kernel = gemm_sm90_kernel<kFused, false, kTileN>;
+    auto* kernel = gemm_sm90_kernel<kFused, false, kTileN, kNorm>;
     if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
     return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
@@ -683,12 +722,19 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
                  ? 128
                  : 256;
   if constexpr (kFused == Fused::SiluMul) {
+    const bool norm = rms_eps >= 0.0f;
     if (tile_n == 128)
-      return launch_tiles<kFused, 128>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
-                                       splits, stream, rms_eps, sms);
+      return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
+                                                    cols, ld_out, splits, stream, rms_eps, sms)
+                  : launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k,
+                                                     cols, ld_out, splits, stream, rms_eps, sms);
+    if (norm)
+      return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
+                                             ld_out, splits, stream, rms_eps, sms);
   }
-  return launch_tiles<kFused, 256>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out, splits,
-                                   stream, rms_eps, sms);
+  ENCODER_KIT_REQUIRE(rms_eps < 0.0f);  // the norm: SiLU·mul only
+  return launch_tiles<kFused, 256, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                          splits, stream, rms_eps, sms);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
