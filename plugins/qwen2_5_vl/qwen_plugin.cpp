@@ -23,7 +23,7 @@
 // max_pixels, min_budget, max_budget, max_frames_per_video, seed, tune_gemm
 // (CUDA: time product algorithms while capturing; default true), tuning_cache
 // (CUDA: the folder tuned choices persist in, or "off"; docs/config.md), mlp_kernel
-// (CUDA: "auto", "fused" or "cublaslt"; qwen_config.hpp), check_finite
+// (CUDA: "auto", "fused_norm", "fused" or "cublaslt"; qwen_config.hpp), check_finite
 // (default true: NaN/Inf weights are an error). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory / index json, or "random". A checkpoint directory's config.json

@@ -396,14 +396,14 @@ TEST_CASE("size keys are bounded, naming the key, before any product is formed")
   CHECK(msg.find("more than this machine's") != std::string::npos);
 }
 
-TEST_CASE("mlp_kernel takes auto, fused or cublaslt; anything else names the key") {
+TEST_CASE("mlp_kernel takes auto, fused_norm, fused or cublaslt; anything else names the key") {
   auto& f = fixture();
   encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
   rc.plugin_config.emplace_back("mlp_kernel", "fast");
   const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
   CHECK(msg.find("mlp_kernel = \"fast\" is not one of") != std::string::npos);
   // The CPU path has one MLP form: every valid value gives the same model.
-  for (const char* v : {"auto", "fused", "cublaslt"}) {
+  for (const char* v : {"auto", "fused_norm", "fused", "cublaslt"}) {
     CAPTURE(v);
     rc.plugin_config.back().second = v;
     CHECK_NOTHROW(encgraph::Runtime{rc});
