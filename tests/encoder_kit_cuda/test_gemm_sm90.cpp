@@ -144,9 +144,17 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
                                    0, 64) == bad);  // tile_n not 0, 128 or 256
   }
-  if (!hopper)
+  // Bad choices are refused even for no rows.
+  CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 0, 64, 8, 8, nullptr,
+                                 3) == bad);
+  CHECK(k::rms_gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 0, 64, 8, 8, 1e-6f,
+                                     nullptr, 0, 64) == bad);
+  if (!hopper) {
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8,
                                    nullptr) == bad);
+    CHECK(k::rms_gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8,
+                                       1e-6f, nullptr) == bad);
+  }
 }
 
 GPU_TEST_CASE(
@@ -288,7 +296,11 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
     int64_t rows, k, inter;
   };
   const float eps = 1e-6f;
-  for (const Shape sh : {Shape{1, 64, 8}, Shape{129, 200, 136}, Shape{300, 1280, 3424}}) {
+  // One row over two k-blocks (each block's stage released mid-block), partial
+  // tiles on every side, the 7B tower's widths, and more tiles of 256 than an
+  // H200 has multiprocessors (blocks loop over tiles, the sums restart).
+  for (const Shape sh :
+       {Shape{1, 128, 8}, Shape{129, 200, 136}, Shape{300, 1280, 3424}, Shape{1024, 128, 3424}}) {
     CAPTURE(sh.rows);
     CAPTURE(sh.k);
     CAPTURE(sh.inter);
@@ -371,55 +383,74 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
                                      nullptr) == bad);
 }
 
-GPU_TEST_CASE("gate_up_silu_mul_bf16 replayed from a CUDA graph reads the buffers' new contents") {
+GPU_TEST_CASE(
+    "gate_up_silu_mul_bf16 and its norm form replayed from a CUDA graph read the buffers' new "
+    "contents") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 200, kk = 128, inter = 256;
-  // Persistent blocks and clusters of two, on wide and narrow tiles.
-  for (const auto& form :
-       {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1}, std::pair{128, 2}}) {
-    const int tile_n = form.first, splits = form.second;
-    CAPTURE(tile_n);
-    CAPTURE(splits);
-    auto in = random_mlp(rows, kk, inter);
-    BlockedMlp blocked(in, kk, inter);
-    DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
-        want(static_cast<size_t>(rows * inter));
-    cudaStream_t stream = nullptr;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    dx.upload(in.x);
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const int rc = k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), dy.get(),
-                                            rows, kk, inter, inter, stream, splits, tile_n);
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    CHECK_OK(rc);
-    cudaGraphExec_t exec = nullptr;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    // New input in the same buffer; the replay must compute on it.
-    in.x = random_bf16(in.x.size(), 0.3f);
-    dx.upload(in.x);
-    dy.poison();
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    CHECK_OK(k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), want.get(), rows,
-                                      kk, inter, inter, stream, splits, tile_n));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const auto got = dy.download(), eager = want.download();
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i)  // same kernel, same inputs: the same bits
-      differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
-    CHECK(differ == 0);
-    const auto g = products(in.x, in.gate, rows, inter, kk);
-    const auto u = products(in.x, in.up, rows, inter, kk);
-    std::vector<double> ref(got.size());
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t f = 0; f < inter; ++f)
-        ref[r * inter + f] = silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]),
-                                          u[r * inter + f] + to_f(in.up_b[f]));
-    CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
-  }
+  // Persistent blocks and clusters of two, on wide and narrow tiles, without
+  // and with the norm inside (its float64 check is the case above).
+  for (const bool norm : {false, true})
+    for (const auto& form :
+         {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1}, std::pair{128, 2}}) {
+      const int tile_n = form.first, splits = form.second;
+      CAPTURE(norm);
+      CAPTURE(tile_n);
+      CAPTURE(splits);
+      auto in = random_mlp(rows, kk, inter);
+      BlockedMlp blocked(in, kk, inter);
+      DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
+          want(static_cast<size_t>(rows * inter));
+      cudaStream_t stream = nullptr;
+      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      dx.upload(in.x);
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      auto run = [&](bf16* y) {
+        return norm ? k::rms_gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), y,
+                                                   rows, kk, inter, inter, 1e-6f, stream, splits,
+                                                   tile_n)
+                    : k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), y, rows,
+                                               kk, inter, inter, stream, splits, tile_n);
+      };
+      const int rc = run(dy.get());
+      CUDA_OK(cudaStreamEndCapture(stream, &graph));
+      CHECK_OK(rc);
+      cudaGraphExec_t exec = nullptr;
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      // New input in the same buffer; the replay must compute on it.
+      in.x = random_bf16(in.x.size(), 0.3f);
+      dx.upload(in.x);
+      dy.poison();
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CHECK_OK(run(want.get()));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const auto got = dy.download(), eager = want.download();
+      size_t differ = 0, finite = 0;
+      for (size_t i = 0; i < got.size(); ++i) {  // same kernel, same inputs: the same bits
+        differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
+        finite += std::isfinite(to_f(got[i])) ? 1 : 0;
+      }
+      CHECK(differ == 0);
+      CHECK(finite == got.size());  // every element written
+      if (norm) {
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(stream);
+        continue;
+      }
+      const auto g = products(in.x, in.gate, rows, inter, kk);
+      const auto u = products(in.x, in.up, rows, inter, kk);
+      std::vector<double> ref(got.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t f = 0; f < inter; ++f)
+          ref[r * inter + f] = silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]),
+                                            u[r * inter + f] + to_f(in.up_b[f]));
+      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    }
 }

@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(384, 1)
             const float4 p = part[q][g * 256];
             v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
           }
-        v.x *= scale[0], v.y *= scale[0], v.z *= scale[1], v.w *= scale[1];
+        if constexpr (kNorm) v.x *= scale[0], v.y *= scale[0], v.z *= scale[1], v.w *= scale[1];
         return v;
       };
       auto bias_pair = [&](int g) {  // columns 8g + 2t, + 1 of the tile
@@ -658,6 +658,14 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
   return fit;
 }
 
+// Valid tile widths and splits (0: chosen), checked before an empty call returns.
+bool tile_n_ok(int tile_n) {
+  return tile_n == 0 || tile_n == 128 || tile_n == 256;
+}
+bool splits_ok(int splits) {
+  return splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8;
+}
+
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
 // kNorm: RMSNorm of A's rows in front, eps rms_eps (the kernel's rms_cols = k).
@@ -712,7 +720,7 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
            cudaStream_t stream, float rms_eps = -1.0f, int tile_n = 256) {
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
-  ENCODER_KIT_REQUIRE(splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8);
+  ENCODER_KIT_REQUIRE(splits_ok(splits));
   ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul));
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
@@ -788,7 +796,7 @@ int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_bl
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
                           int splits, int tile_n) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
-  ENCODER_KIT_REQUIRE(b_blocked != nullptr);
+  ENCODER_KIT_REQUIRE(b_blocked != nullptr && tile_n_ok(tile_n) && splits_ok(splits));
   ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked, b_blocked, y, k, ld_y));
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked, gate_up_blocked_rows(inter), b_blocked, nullptr, y,
@@ -800,6 +808,7 @@ int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const
                               float eps, cudaStream_t stream, int splits, int tile_n) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % 8 == 0 && ld_y >= inter);
   ENCODER_KIT_REQUIRE(b_blocked != nullptr && eps >= 0.0f && std::isfinite(eps));
+  ENCODER_KIT_REQUIRE(tile_n_ok(tile_n) && splits_ok(splits));
   ENCODER_KIT_REQUIRE(operands_ok(x, w_blocked_folded, b_blocked, y, k, ld_y));
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked_folded, gate_up_blocked_rows(inter), b_blocked,
