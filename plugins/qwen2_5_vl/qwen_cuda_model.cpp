@@ -226,7 +226,7 @@ struct CudaModel::Impl {
     if (it != mlp_form.end()) return it->second;
     // Untimed: the norm inside the fused kernel, the fastest of the three at
     // every size measured (bench_kernels --only mlp, H200, 256 to 65536 rows:
-    // 0.5-6% ahead of the norm then the fused kernel, 9-30% ahead of cuBLASLt).
+    // 0.5-6% ahead of the norm then the fused kernel, 12-31% ahead of cuBLASLt).
     return MlpForm::FusedNorm;
   }
 

@@ -81,13 +81,19 @@ std::vector<std::pair<int, int>> tiles_and_splits() {
   return v;
 }
 
+// Whether element i of y (row stride ld) lies in its [rows, inter] output.
+auto inside_output(int64_t rows, int64_t inter, int64_t ld) {
+  return [=](size_t i) {
+    return static_cast<int64_t>(i) / ld < rows && static_cast<int64_t>(i) % ld < inter;
+  };
+}
+
 // Rows of y outside [0, rows) x [0, inter) must keep their poison.
 size_t touched_outside(const std::vector<bf16>& y, int64_t rows, int64_t inter, int64_t ld) {
+  const auto inside = inside_output(rows, inter, ld);
   size_t touched = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const int64_t r = static_cast<int64_t>(i) / ld, c = static_cast<int64_t>(i) % ld;
-    if ((r >= rows || c >= inter) && !std::isnan(to_f(y[i]))) ++touched;
-  }
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!inside(i) && !std::isnan(to_f(y[i]))) ++touched;
   return touched;
 }
 
@@ -239,9 +245,7 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
       for (int64_t f = 0; f < sh.inter; ++f)
         ref[r * ld_y + f] = silu_mul_ref(g[r * sh.inter + f] + to_f(in.gate_b[f]),
                                          u[r * sh.inter + f] + to_f(in.up_b[f]));
-    auto inside = [&](size_t i) {
-      return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
-    };
+    const auto inside = inside_output(sh.rows, sh.inter, ld_y);
     // Tiles of 256 and 128 of W's rows, k split across clusters of 2, 4 and 8
     // blocks as well (the automatic choices, 0, last: that output is compared
     // with cuBLASLt's below).
@@ -352,9 +356,7 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
       return y;
     };
     const auto ref = reference(true), exact = reference(false);
-    auto inside = [&](size_t i) {
-      return static_cast<int64_t>(i) / ld_y < sh.rows && static_cast<int64_t>(i) % ld_y < sh.inter;
-    };
+    const auto inside = inside_output(sh.rows, sh.inter, ld_y);
     DeviceBuffer<bf16> dx(in.x.size()), dy(ref.size());
     dx.upload(in.x);
     // Both tile widths, unsplit and k split over clusters (the rows' sums of

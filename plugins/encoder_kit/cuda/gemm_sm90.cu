@@ -9,15 +9,16 @@
 //    its registers back;
 //  - warpgroups 1 and 2 multiply: each owns 64 rows of the 128 x 256 (or 128)
 //    tile and runs m64n256k16 (m64n128k16) wgmma steps on the staged boxes
-//    (128-byte swizzled,
-//    K-major), keeping one k-block of products in flight; after a stage's
-//    products have completed, each of their warps arrives on its "empty"
-//    mbarrier, and the copier reuses the stage once all eight have.
+//    (128-byte swizzled, K-major), keeping one k-block of products in flight
+//    (two k steps with the norm, below); after a stage's products have
+//    completed, each of their warps arrives on its "empty" mbarrier, and the
+//    copier reuses the stage once all eight have.
 //  - the epilogue runs from the accumulators: bias, then either the plain bf16
 //    product or, with W's rows blocked as [128 gate | 128 up], the SwiGLU
-//    product of a tile's two halves (gate rows, then the same features' up rows)
-//    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte swizzled 128 x 64
-//    boxes, and one thread stores them by TMA while the next tile's products start.
+//    product of a tile's two halves, gate rows and the same features' up rows
+//    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte
+//    swizzled 128 x 64 boxes, and one thread stores them by TMA while the next
+//    tile's products start.
 //  - optionally (SwiGLU only) an RMSNorm of A's rows in front: A's k columns
 //    are a whole row, so the multipliers load A's fragments from the staged
 //    boxes into registers (ldmatrix; wgmma then reads A from registers), sum
