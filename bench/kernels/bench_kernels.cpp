@@ -152,6 +152,20 @@ std::string shape3(int64_t m, int64_t n, int64_t kk) {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk);
 }
 
+// Forms of one computation side by side: each timed once a round, three
+// rounds, medians, so that the card's drift under load hits them alike.
+using Forms = std::vector<std::pair<std::string, std::function<void()>>>;
+void alternate(const std::string& kernel, const std::string& shape, double flops, double bytes,
+               const Forms& forms) {
+  std::vector<std::vector<double>> us(forms.size());
+  for (int round = 0; round < 3; ++round)
+    for (size_t f = 0; f < forms.size(); ++f) us[f].push_back(time_us(forms[f].second));
+  for (size_t f = 0; f < forms.size(); ++f) {
+    std::sort(us[f].begin(), us[f].end());
+    add_row(kernel, shape, us[f][1], flops, bytes, forms[f].first + " (median of 3, alternating)");
+  }
+}
+
 void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& name, int64_t m,
                 int64_t n, int64_t kk, Ep ep, bool residual) {
   k::GemmPlan plan;
@@ -181,6 +195,19 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
             BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, splits, g_stream));
           }),
           flops, bytes, "own Hopper kernel, k split " + std::to_string(splits));
+  // Where the ping-pong tiles fill the GPU: the tuned plan, our cooperative
+  // and our ping-pong kernel, alternating.
+  if (own && k::detail::gemm_sm90_pingpong_worth(m, n)) {
+    auto own_form = [&](int tile_n) {
+      return [&, tile_n] {
+        BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, 1, g_stream, tile_n));
+      };
+    };
+    alternate(name, shape3(m, n, kk), flops, bytes,
+              {{"tuned plan", run},
+               {"own, tiles of 256", own_form(256)},
+               {"own, ping-pong tiles", own_form(k::kPingPongTiles)}});
+  }
   if (m <= 4096) {
     std::printf("  host submit per call: cuBLASLt (tuned plan) %.1f us", host_submit_us(run));
     if (own)
@@ -234,39 +261,28 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
     BENCH_CHECK(
         plan.run(lt, x, w, b, nullptr, gu, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
   };
-  // The forms side by side: each timed once a round, three rounds, medians,
-  // so that the card's drift under load hits them alike.
-  auto alternate = [&](const std::string& kernel,
-                       const std::vector<std::pair<std::string, std::function<void()>>>& forms) {
-    std::vector<std::vector<double>> us(forms.size());
-    for (int round = 0; round < 3; ++round)
-      for (size_t f = 0; f < forms.size(); ++f) us[f].push_back(time_us(forms[f].second));
-    for (size_t f = 0; f < forms.size(); ++f) {
-      std::sort(us[f].begin(), us[f].end());
-      add_row(kernel, shape, us[f][1], flops, bytes,
-              forms[f].first + " (median of 3, alternating)");
-    }
-  };
   auto silu_pass = [&] {
     BENCH_CHECK(k::silu_mul_bf16(gu, 2 * B, gu + B, 2 * B, act, B, m * (I / B), B, g_stream));
   };
-  std::vector<std::pair<std::string, std::function<void()>>> forms = {
-      {"cuBLASLt, then silu_mul", [&] {
-         cublas_product();
-         silu_pass();
-       }}};
+  Forms forms = {{"cuBLASLt, then silu_mul", [&] {
+                    cublas_product();
+                    silu_pass();
+                  }}};
   const bool own = k::gate_up_silu_mul_supported();
   if (own)
-    for (const auto& [tile_n, splits] : {std::pair{0, 0}, std::pair{256, 1}, std::pair{256, 2},
-                                         std::pair{128, 1}, std::pair{128, 2}})
-      forms.emplace_back("fused, " + (tile_n == 0 ? std::string("tiles and k split chosen")
-                                                  : "tiles of " + std::to_string(tile_n) +
-                                                        ", k split " + std::to_string(splits)),
-                         [&, tile_n = tile_n, splits = splits] {
-                           BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream,
-                                                                splits, tile_n));
-                         });
-  alternate("mlp gate_up+silu", forms);
+    for (const auto& [tile_n, splits] :
+         {std::pair{0, 0}, std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1},
+          std::pair{128, 2}, std::pair{k::kPingPongTiles, 1}})
+      forms.emplace_back(
+          "fused, " + (tile_n == 0                   ? std::string("tiles and k split chosen")
+                       : tile_n == k::kPingPongTiles ? std::string("ping-pong tiles")
+                                                     : "tiles of " + std::to_string(tile_n) +
+                                                           ", k split " + std::to_string(splits)),
+          [&, tile_n = tile_n, splits = splits] {
+            BENCH_CHECK(
+                k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream, splits, tile_n));
+          });
+  alternate("mlp gate_up+silu", shape, flops, bytes, forms);
   // With the RMSNorm in front (norm2): the norm pass then either product,
   // against the norm inside the fused kernel (its weight folded into w).
   bf16* normed = pool.bf(static_cast<size_t>(m * D));
@@ -283,15 +299,18 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
       norm();
       BENCH_CHECK(k::gate_up_silu_mul_bf16(normed, w, b, act, m, D, I, I, g_stream));
     });
-    for (const int tile_n : {0, 256, 128})
-      forms.emplace_back("norm in the fused kernel" +
-                             (tile_n == 0 ? std::string() : ", tiles of " + std::to_string(tile_n)),
-                         [&, tile_n] {
-                           BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f,
-                                                                    g_stream, 0, tile_n));
-                         });
+    for (const int tile_n : {0, 256, 128, k::kPingPongTiles})
+      forms.emplace_back(
+          "norm in the fused kernel" + (tile_n == 0 ? std::string()
+                                        : tile_n == k::kPingPongTiles
+                                            ? std::string(", ping-pong tiles")
+                                            : ", tiles of " + std::to_string(tile_n)),
+          [&, tile_n] {
+            BENCH_CHECK(
+                k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f, g_stream, 0, tile_n));
+          });
   }
-  alternate("mlp norm+gate_up+silu", forms);
+  alternate("mlp norm+gate_up+silu", shape, flops, bytes, forms);
   if (!own) return;
   add_row("mlp gate_up", shape, time_us(cublas_product), flops, bytes, "cuBLASLt, bias");
   add_row("mlp gate_up", shape, time_us([&] {

@@ -294,7 +294,7 @@ struct CudaModel::Impl {
     const std::string key =
         "qwen-mlp:p=" + std::to_string(p) + ",d=" + std::to_string(c.hidden_size) +
         ",inter=" + std::to_string(padded_intermediate(c)) +
-        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v2+sm90rms";
+        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v3+sm90rms";
     mlp_form[p] = static_cast<MlpForm>(
         encoder_kit::choose_fastest(gemm_cache.get(), key, kMlpFormNames, time_ms));
   }

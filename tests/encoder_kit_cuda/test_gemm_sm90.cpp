@@ -72,11 +72,12 @@ struct BlockedMlp {
 };
 
 // The SiLU·mul kernel's forms: tile widths 256 and 128, each unsplit and with k
-// split over 2, 4 and 8 blocks, then the automatic choices.
+// split over 2, 4 and 8 blocks, the ping-pong tiles, then the automatic choices.
 std::vector<std::pair<int, int>> tiles_and_splits() {
   std::vector<std::pair<int, int>> v;
   for (const int tile_n : {256, 128})
     for (const int splits : {1, 2, 4, 8}) v.emplace_back(tile_n, splits);
+  v.emplace_back(k::kPingPongTiles, 1);
   v.emplace_back(0, 0);
   return v;
 }
@@ -148,7 +149,13 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
                                    16) == bad);
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
-                                   0, 64) == bad);  // tile_n not 0, 128 or 256
+                                   0, 64) == bad);  // tile_n not 0, 128, 256 or ping-pong
+    CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
+                                   2, k::kPingPongTiles) == bad);  // ping-pong is unsplit
+    CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 16, 64, 2,
+                                    nullptr, k::kPingPongTiles) == bad);
+    CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 16, 64, 1,
+                                    nullptr, 128) == bad);  // plain tiles: 256 or ping-pong
   }
   // Bad choices are refused even for no rows.
   CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 0, 64, 8, 8, nullptr,
@@ -165,7 +172,7 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
 
 GPU_TEST_CASE(
     "Hopper GEMM, plain form: A W^T + bias + residual against float64, partial tiles, "
-    "k split across clusters of 1, 2, 4 and 8 blocks") {
+    "k split across clusters of 1, 2, 4 and 8 blocks, ping-pong tiles") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: the case above checks that
   struct Shape {
@@ -174,9 +181,12 @@ GPU_TEST_CASE(
   };
   // rows: one, a partial 128-row tile, several; n: partial 256-wide tiles
   // (264: a tile whose last three 64-column boxes lie wholly outside); k: one
-  // 64-wide block, a tail of 8, Qwen's 1280.
-  for (const Shape sh : {Shape{1, 256, 64, true}, Shape{127, 264, 72, false},
-                         Shape{300, 520, 200, true}, Shape{515, 768, 1280, true}}) {
+  // 64-wide block, a tail of 8, Qwen's 1280. The last: 300 ping-pong tiles,
+  // so each warpgroup of a block runs several (ring positions, residual
+  // phases and staging reuse across tiles).
+  for (const Shape sh :
+       {Shape{1, 256, 64, true}, Shape{127, 264, 72, false}, Shape{300, 520, 200, true},
+        Shape{515, 768, 1280, true}, Shape{1500, 3080, 72, true}}) {
     CAPTURE(sh.rows);
     CAPTURE(sh.n);
     CAPTURE(sh.k);
@@ -202,7 +212,8 @@ GPU_TEST_CASE(
         if (sh.bias) ref[i] += to_f(b[i % static_cast<size_t>(sh.n)]);
         if (residual != 0) ref[i] += to_f(res[i]);
       }
-      for (const int splits : {1, 2, 4, 8, 0}) {
+      // (splits -1: the ping-pong form)
+      for (const int splits : {1, 2, 4, 8, 0, -1}) {
         CAPTURE(residual);
         CAPTURE(splits);
         if (residual == 2)
@@ -211,7 +222,8 @@ GPU_TEST_CASE(
           dc.poison();
         const bf16* r = residual == 0 ? nullptr : residual == 1 ? dres.get() : dc.get();
         CHECK_OK(k::detail::gemm_sm90_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, r,
-                                           dc.get(), sh.rows, sh.n, sh.k, splits, nullptr));
+                                           dc.get(), sh.rows, sh.n, sh.k, std::max(splits, 1),
+                                           nullptr, splits < 0 ? k::kPingPongTiles : 256));
         CUDA_OK(cudaDeviceSynchronize());
         const auto got = dc.download();
         CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
@@ -391,11 +403,12 @@ GPU_TEST_CASE(
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 200, kk = 128, inter = 256;
-  // Persistent blocks and clusters of two, on wide and narrow tiles, without
-  // and with the norm inside (its float64 check is the case above).
+  // Persistent blocks and clusters of two, on wide and narrow tiles, and the
+  // ping-pong tiles, without and with the norm inside (its float64 check is
+  // the case above).
   for (const bool norm : {false, true})
-    for (const auto& form :
-         {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1}, std::pair{128, 2}}) {
+    for (const auto& form : {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1},
+                             std::pair{128, 2}, std::pair{k::kPingPongTiles, 1}}) {
       const int tile_n = form.first, splits = form.second;
       CAPTURE(norm);
       CAPTURE(tile_n);

@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -197,6 +198,61 @@ __device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32
   for (int b = box_lo; b < box_hi; ++b)
     if (col0 + 64 * b < out_cols)
       tma_load_2d(s_out + b * kSubTileBytes, map_res, col0 + 64 * b, m0, bar);
+}
+
+// Where the pair of output column group j (columns 8j + 2t, + 1 of the tile)
+// of row row0 lies in the staging boxes: a 128 x 64 box per 64 columns,
+// 128-byte swizzled as TMA stores it (16-byte chunk c of row r at chunk
+// c ^ (r % 8)); row row0 + 8 lies 8 * 128 bytes further. A warp's lanes (8
+// rows x 4 pairs of one chunk) write 32 different banks.
+__device__ __forceinline__ uint32_t staging_offset(int j, int row0, int t) {
+  return static_cast<uint32_t>((j / 8) * kSubTileBytes + row0 * 128 + 4 * t +
+                               (((j & 7) ^ (row0 & 7)) << 4));
+}
+
+// A warpgroup's 64 rows of an unsplit tile into the staging boxes at s_out:
+// the products plus bias (plus the residual already staged there, has_res)
+// as bf16, or for SiLU·mul the gated product of the tile's two halves. acc in
+// the m64nNk16 layout (acc[4j + {0,1}]: row row0, columns 8j + 2t + {0,1};
+// acc[4j + {2,3}]: row row0 + 8); bias_pairs[j]: those columns' biases.
+template <Fused kFused, int kTileN>
+__device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
+                                           const uint32_t (&bias_pairs)[kTileN / 8], uint32_t s_out,
+                                           int row0, int t, int has_res) {
+  if constexpr (kFused == Fused::Bias) {
+#pragma unroll
+    for (int j = 0; j < kTileN / 8; ++j) {
+      const float2 b = unpack_bf16x2(bias_pairs[j]);
+      const uint32_t addr = s_out + staging_offset(j, row0, t);
+      float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
+      if (has_res) {
+        r0 = unpack_bf16x2(ld_shared_u32(addr));
+        r1 = unpack_bf16x2(ld_shared_u32(addr + 8 * 128));
+      }
+      st_shared_u32(addr, pack_bf16(acc[4 * j] + b.x + r0.x, acc[4 * j + 1] + b.y + r0.y));
+      st_shared_u32(addr + 8 * 128,
+                    pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
+    }
+  } else {
+    // Tile columns [0, kTileN / 2) are gate rows of the tile's features, the
+    // rest their up rows (w_row, block_gate_up_rows). As the bf16 module
+    // computes it: gate and up rounded, silu(gate) rounded, then the product.
+    (void)has_res;
+#pragma unroll
+    for (int j = 0; j < kTileN / 16; ++j) {
+      const float2 bg = unpack_bf16x2(bias_pairs[j]);
+      const float2 bu = unpack_bf16x2(bias_pairs[j + kTileN / 16]);
+      const int ju = j + kTileN / 16;  // the up rows' accumulators
+      const float gate[4] = {acc[4 * j] + bg.x, acc[4 * j + 1] + bg.y, acc[4 * j + 2] + bg.x,
+                             acc[4 * j + 3] + bg.y};
+      const float up[4] = {acc[4 * ju] + bu.x, acc[4 * ju + 1] + bu.y, acc[4 * ju + 2] + bu.x,
+                           acc[4 * ju + 3] + bu.y};
+      const uint2 y = silu_mul_bf16x4(gate, up);
+      const uint32_t addr = s_out + staging_offset(j, row0, t);
+      st_shared_u32(addr, y.x);
+      st_shared_u32(addr + 8 * 128, y.y);
+    }
+  }
 }
 
 // Two modes, one tile loop each:
@@ -409,15 +465,6 @@ __global__ void __launch_bounds__(384, 1)
     auto rms_scale = [&](float sum) {
       return rsqrtf(sum / static_cast<float>(rms_cols) + rms_eps);
     };
-    // Staging: a 128 x 64 box per 64 columns, 128-byte swizzled as TMA stores
-    // it (16-byte chunk c of row r at chunk c ^ (r % 8)). Column pair 8j + 2t
-    // is chunk j % 8 of box j / 8; a warp's lanes (8 rows x 4 pairs of one
-    // chunk) write 32 different banks.
-    const uint32_t row_off = static_cast<uint32_t>(row0) * 128 + 4 * t;
-    const int r7 = lane / 4;         // row0 % 8, the same 8 rows further
-    auto staging_off = [&](int j) {  // output column group j's pair, first row, from s_out
-      return (j / 8) * kSubTileBytes + row_off + (((j & 7) ^ r7) << 4);
-    };
     if constexpr (kSplit) {
       // This block's partial tile, in fragment order (thread-fastest float4s:
       // conflict-free here, coalesced for the blocks that read it), over the
@@ -474,8 +521,9 @@ __global__ void __launch_bounds__(384, 1)
       };
       // The staging pair of output group j, in the block that stores its box.
       auto staged = [&](int j) {
-        return static_cast<uint32_t*>(__cluster_map_shared_rank(
-            smem + (s_out - base) + staging_off(j), static_cast<unsigned>((j / 8) * 8 / per_rank)));
+        return static_cast<uint32_t*>(
+            __cluster_map_shared_rank(smem + (s_out - base) + staging_offset(j, row0, t),
+                                      static_cast<unsigned>((j / 8) * 8 / per_rank)));
       };
       // (Two output groups at a time for the plain form; SiLU·mul reads twice
       // the partials a group and stays within the 168 registers at one.)
@@ -515,39 +563,7 @@ __global__ void __launch_bounds__(384, 1)
       if (storer) bulk_wait_read<0>();
       sync_multipliers();
       if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
-      if constexpr (kFused == Fused::Bias) {
-#pragma unroll
-        for (int j = 0; j < kTileN / 8; ++j) {
-          const float2 b = unpack_bf16x2(bias_pairs[j]);
-          const uint32_t addr = s_out + staging_off(j);
-          float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
-          if (has_res) {
-            r0 = unpack_bf16x2(ld_shared_u32(addr));
-            r1 = unpack_bf16x2(ld_shared_u32(addr + 8 * 128));
-          }
-          st_shared_u32(addr, pack_bf16(acc[4 * j] + b.x + r0.x, acc[4 * j + 1] + b.y + r0.y));
-          st_shared_u32(addr + 8 * 128,
-                        pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
-        }
-      } else {
-        // Tile columns [0, kTileN / 2) are gate rows of the tile's features, the
-        // rest their up rows (w_row, block_gate_up_rows). As the bf16 module
-        // computes it: gate and up rounded, silu(gate) rounded, then
-        // the product.
-#pragma unroll
-        for (int j = 0; j < kTileN / 16; ++j) {
-          const float2 bg = unpack_bf16x2(bias_pairs[j]);
-          const float2 bu = unpack_bf16x2(bias_pairs[j + kTileN / 16]);
-          const int ju = j + kTileN / 16;  // the up rows' accumulators
-          const float gate[4] = {acc[4 * j] + bg.x, acc[4 * j + 1] + bg.y, acc[4 * j + 2] + bg.x,
-                                 acc[4 * j + 3] + bg.y};
-          const float up[4] = {acc[4 * ju] + bu.x, acc[4 * ju + 1] + bu.y, acc[4 * ju + 2] + bu.x,
-                               acc[4 * ju + 3] + bu.y};
-          const uint2 y = silu_mul_bf16x4(gate, up);
-          st_shared_u32(s_out + staging_off(j), y.x);
-          st_shared_u32(s_out + staging_off(j) + 8 * 128, y.y);
-        }
-      }
+      stage_rows<kFused, kTileN>(acc, bias_pairs, s_out, row0, t, has_res);
       // Generic-proxy writes, read by the TMA unit: fence, then one thread
       // stores the boxes.
       fence_async_shared();
@@ -567,6 +583,229 @@ __global__ void __launch_bounds__(384, 1)
   (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
       (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits,
       (void)rms_cols, (void)rms_eps;
+  __trap();
+#endif
+}
+
+// Ping-pong (tile_n = kPingPongTiles, unsplit): tiles of 128 rows x 128 of
+// W's rows, each warpgroup a whole tile (two m64n128k16 a k step, rows 0-63
+// and 64-127: 128 accumulators), warpgroup c on tiles c, c + 2, ... of the
+// block's sequence. The copier fills the one ring in tile order, so one
+// warpgroup's products run while the other is in its epilogue and store:
+// the tensor cores do not wait for epilogues, as they do in the cooperative
+// form (both warpgroups on one tile), where the epilogue and its barriers sit
+// between a tile's last product and the next tile's first. A stage is freed
+// by the four warps of the warpgroup that read it; each warpgroup stages and
+// stores its own tiles' output and residual.
+constexpr int kPingPongTileN = 128;
+template <Fused kFused>
+__host__ __device__ constexpr int pingpong_stages() {
+  return kFused == Fused::Bias ? 5 : 6;  // what two warpgroups' staging boxes leave
+}
+template <Fused kFused>
+constexpr size_t pingpong_smem_bytes() {
+  return 1024 /* alignment slack */ +
+         pingpong_stages<kFused>() * (kABytes + w_bytes<kPingPongTileN>()) +
+         2 * out_boxes<kFused, kPingPongTileN>() * kSubTileBytes +
+         (2 * pingpong_stages<kFused>() + 2) * sizeof(uint64_t);
+}
+static_assert(pingpong_smem_bytes<Fused::Bias>() <= 227 * 1024 &&
+              pingpong_smem_bytes<Fused::SiluMul>() <= 227 * 1024);
+
+// Named barrier 2 + c: warpgroup c's 128 threads alone.
+__device__ __forceinline__ void sync_warpgroup(int c) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+}
+
+template <Fused kFused, bool kNorm>
+__global__ void __launch_bounds__(384, 1)
+    gemm_sm90_pingpong_kernel(const __grid_constant__ CUtensorMap map_a,
+                              const __grid_constant__ CUtensorMap map_w,
+                              const __grid_constant__ CUtensorMap map_out,
+                              const __grid_constant__ CUtensorMap map_res,
+                              const bf16* __restrict__ bias, int64_t bias_len, int64_t out_cols,
+                              int has_res, int k_blocks, int n_tiles, int num_tiles, int rms_cols,
+                              float rms_eps) {
+#if ENCODER_KIT_HAS_WGMMA
+  constexpr int kTileN = kPingPongTileN;
+  constexpr int kStages = pingpong_stages<kFused>();
+  constexpr uint32_t kWBytes = w_bytes<kTileN>();
+  constexpr int kBoxes = out_boxes<kFused, kTileN>();  // a warpgroup's staging boxes
+  constexpr int kOutCols = kFused == Fused::Bias ? kTileN : kTileN / 2;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms
+  const uint32_t s_a = base;
+  const uint32_t s_w = base + kStages * kABytes;
+  const uint32_t s_out0 = s_w + kStages * kWBytes;            // warpgroup 1's boxes, then 2's
+  const uint32_t full = s_out0 + 2 * kBoxes * kSubTileBytes;  // kStages mbarriers,
+  const uint32_t empty = full + kStages * 8;                  // then kStages "empty",
+  const uint32_t res_bars = empty + kStages * 8;              // then a residual's a warpgroup
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  if constexpr (kFused != Fused::Bias) has_res = 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(full + 8 * s, 1);   // the copier's expect_tx arrival (+ the bytes)
+      mbarrier_init(empty + 8 * s, 4);  // the reading warpgroup's four warps
+    }
+    mbarrier_init(res_bars, 1);
+    mbarrier_init(res_bars + 8, 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  detail::wait_for_prior_grid();  // A is the previous kernel's output (launch.cuh)
+  const int grid = static_cast<int>(gridDim.x);
+
+  if (wg == 0) {
+    release_registers<40>();
+    if (threadIdx.x == 0) {
+      int it = 0;  // k-blocks issued so far, over all tiles
+      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += grid) {
+        const int m0 = (tile / n_tiles) * kBM, tile_n = tile % n_tiles;
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbarrier_wait(empty + 8 * s, ((it / kStages) - 1) & 1);
+          mbarrier_arrive_expect_tx(full + 8 * s, kABytes + kWBytes);
+          tma_load_2d(s_a + s * kABytes, &map_a, kb * kBK, m0, full + 8 * s);
+          if constexpr (kFused == Fused::Bias) {
+            tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK,
+                        static_cast<int>(w_row<kFused, kTileN>(tile_n, 0)), full + 8 * s);
+          } else {  // the gate rows, then the up rows (boxes of 64 rows)
+            for (int h = 0; h < 2; ++h)
+              tma_load_2d(s_w + s * kWBytes + h * (kWBytes / 2), &map_w, kb * kBK,
+                          static_cast<int>(w_row<kFused, kTileN>(tile_n, h * kTileN / 2)),
+                          full + 8 * s);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  claim_registers<232>();
+  const int c = wg - 1;  // this warpgroup's tiles: c, c + 2, ... of the block's
+  const int warp = (static_cast<int>(threadIdx.x) / 32) % 4;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int t = lane % 4;
+  const bool storer = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  const uint32_t s_out = s_out0 + static_cast<uint32_t>(c * kBoxes) * kSubTileBytes;
+  const uint32_t res_bar = res_bars + 8 * c;
+  float acc[2][kTileN / 2];  // rows 0-63 and 64-127 of the tile
+  int tiles_done = 0;        // this warpgroup's, the residual barrier's phase
+  for (int q = c, tile = static_cast<int>(blockIdx.x) + c * grid; tile < num_tiles;
+       q += 2, tile += 2 * grid, ++tiles_done) {
+    const int tile_n = tile % n_tiles;
+    const int m0 = (tile / n_tiles) * kBM;
+    const int col0 = tile_n * kOutCols;
+    const int it0 = q * k_blocks;  // the ring position of this tile's first k-block
+    float squares[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // kNorm: [half][row, row + 8]
+    uint32_t frag[2][2][4];  // kNorm: A's fragments of two k steps, both halves
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      const int it = it0 + kb, s = it % kStages;
+      mbarrier_wait(full + 8 * s, (it / kStages) & 1);
+      const uint32_t a_tile = s_a + s * kABytes;
+      const uint32_t w_tile = s_w + s * kWBytes;
+      if constexpr (kNorm) {
+        // One commit group a k step, one in flight while the next step's
+        // fragments load (the other warpgroup keeps the tensor cores busy
+        // through the gaps). Fragment buffer kk % 2 is free once step kk - 2
+        // has completed.
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          uint32_t(&f)[2][4] = frag[kk & 1];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            load_a_fragment(a_tile + h * (64 * 128), warp, lane, kk, f[h]);
+            add_squares(f[h], squares[h]);
+          }
+          wgmma_fence();
+          const int accumulate = kb != 0 || kk != 0;
+          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) wgmma_m64n128k16_rs_kmajor(acc[h], f[h], desc_w, accumulate);
+          wgmma_commit();
+          wgmma_wait<1>();
+          if (kk == 0 && kb > 0) {  // the previous k-block's last step is done
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
+          }
+        }
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          const int accumulate = kb != 0 || kk != 0;
+          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            wgmma_m64n128k16_ss(acc[h], smem_desc_sw128(a_tile + h * (64 * 128) + kk * 32), desc_w,
+                                accumulate);
+        }
+        wgmma_commit();
+      }
+      // The residual into this warpgroup's staging boxes once its previous
+      // tile's stores have read them; its load flies during the products.
+      if (kb == 0 && has_res && storer) {
+        bulk_wait_read<0>();
+        load_residual(&map_res, s_out, res_bar, 0, kBoxes, col0, m0, out_cols);
+      }
+      if constexpr (!kNorm) {
+        wgmma_wait<1>();  // the previous k-block's products have read their stage
+        if (kb > 0) {
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
+        }
+      }
+    }
+    // The bias pairs while the last k-block's products run (as above).
+    uint32_t bias_pairs[kTileN / 8];
+#pragma unroll
+    for (int j = 0; j < kTileN / 8; ++j) {
+      const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * j + 2 * t);
+      bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
+    }
+    wgmma_wait<0>();
+    fence_registers(acc[0]);
+    fence_registers(acc[1]);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty + 8 * ((it0 + k_blocks - 1) % kStages));
+
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float scale[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float v = squares[h][r];
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          scale[r] = rsqrtf(v / static_cast<float>(rms_cols) + rms_eps);
+        }
+#pragma unroll
+        for (int i = 0; i < kTileN / 2; ++i) acc[h][i] *= (i & 2) ? scale[1] : scale[0];
+      }
+    }
+    if (storer) bulk_wait_read<0>();  // the previous tile's stores have read the boxes
+    sync_warpgroup(c);
+    if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      stage_rows<kFused, kTileN>(acc[h], bias_pairs, s_out, 64 * h + 16 * warp + lane / 4, t,
+                                 has_res);
+    fence_async_shared();  // generic-proxy writes, read by the TMA unit
+    sync_warpgroup(c);
+    if (storer) {  // rows and columns outside the output are clipped by the map
+      for (int box = 0; box < kBoxes; ++box)
+        if (col0 + 64 * box < out_cols)
+          tma_store_2d(&map_out, s_out + box * kSubTileBytes, col0 + box * 64, m0);
+      bulk_commit();
+    }
+  }
+  if (storer) bulk_wait<0>();  // the last stores complete before the block leaves
+#else
+  (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
+      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)rms_cols,
+      (void)rms_eps;
   __trap();
 #endif
 }
@@ -659,9 +898,26 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
   return fit;
 }
 
+// ENCGRAPH_GEMM_PINGPONG=0 keeps the ping-pong form out of the automatic
+// choices (tile_n 0, GemmPlan's candidates): the A/B switch of the benchmarks.
+bool pingpong_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ENCGRAPH_GEMM_PINGPONG");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
+// Whether ping-pong tiles give every multiprocessor two or more (each
+// warpgroup one): below that the cooperative forms finish sooner.
+bool pingpong_fills(int64_t rows, int64_t w_rows, int sms) {
+  return ((rows + kBM - 1) / kBM) * ((w_rows + kPingPongTileN - 1) / kPingPongTileN) >=
+         2 * int64_t{sms};
+}
+
 // Valid tile widths and splits (0: chosen), checked before an empty call returns.
 bool tile_n_ok(int tile_n) {
-  return tile_n == 0 || tile_n == 128 || tile_n == 256;
+  return tile_n == 0 || tile_n == 128 || tile_n == 256 || tile_n == kPingPongTiles;
 }
 bool splits_ok(int splits) {
   return splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8;
@@ -713,8 +969,39 @@ int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
       k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
-// tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
-// would leave multiprocessors idle, else 256.
+// The ping-pong form (gemm_sm90_pingpong_kernel): persistent, one block a
+// multiprocessor, unsplit.
+template <Fused kFused, bool kNorm>
+int launch_pingpong(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
+                    const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
+                    int64_t ld_out, cudaStream_t stream, float rms_eps, int sms) {
+  constexpr int kTileN = kPingPongTileN;
+  const int64_t num_tiles = ((rows + kBM - 1) / kBM) * ((w_rows + kTileN - 1) / kTileN);
+  const int64_t n_tiles = (w_rows + kTileN - 1) / kTileN;
+  const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
+  ENCODER_KIT_REQUIRE(num_tiles <= int64_t{0x7fffffff} &&
+                      num_tiles / 2 * k_blocks < int64_t{0x7fffffff});  // ring positions
+  CUtensorMap map_a{}, map_w{}, map_out{}, map_res{};
+  if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
+  if (const int err =
+          encode_rows(&map_w, w, w_rows, k, k, kFused == Fused::Bias ? kTileN : kTileN / 2))
+    return err;
+  if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
+  if (residual != nullptr)
+    if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
+  constexpr size_t kSmem = pingpong_smem_bytes<kFused>();
+  auto* kernel = gemm_sm90_pingpong_kernel<kFused, kNorm>;
+  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
+  return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w, map_out,
+                               map_res, bias, w_rows, cols, residual != nullptr ? 1 : 0, k_blocks,
+                               static_cast<int>(n_tiles), static_cast<int>(num_tiles),
+                               kNorm ? static_cast<int>(k) : 0, rms_eps);
+}
+
+// tile_n: 256, 128 (SiLU·mul only), kPingPongTiles (unsplit), or 0: the
+// ping-pong tiles where they give every multiprocessor two or more, else 128
+// for SiLU·mul when tiles of 256 would leave multiprocessors idle, else 256.
 template <Fused kFused>
 int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
            bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
@@ -722,16 +1009,28 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
   ENCODER_KIT_REQUIRE(splits_ok(splits));
-  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul));
+  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul) ||
+                      (tile_n == kPingPongTiles && splits <= 1));
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (tile_n == 0)
+  const bool norm = rms_eps >= 0.0f;
+  ENCODER_KIT_REQUIRE(!norm || kFused == Fused::SiluMul);  // the norm: SiLU·mul only
+  if (tile_n == 0 && splits <= 1 && pingpong_allowed() && pingpong_fills(rows, w_rows, sms))
+    tile_n = kPingPongTiles;
+  else if (tile_n == 0)
     tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
                  ? 128
                  : 256;
+  if (tile_n == kPingPongTiles) {
+    if constexpr (kFused == Fused::SiluMul)
+      if (norm)
+        return launch_pingpong<kFused, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
+                                             ld_out, stream, rms_eps, sms);
+    return launch_pingpong<kFused, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                          stream, rms_eps, sms);
+  }
   if constexpr (kFused == Fused::SiluMul) {
-    const bool norm = rms_eps >= 0.0f;
     if (tile_n == 128)
       return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
                                                     cols, ld_out, splits, stream, rms_eps, sms)
@@ -741,7 +1040,6 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
       return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
                                              ld_out, splits, stream, rms_eps, sms);
   }
-  ENCODER_KIT_REQUIRE(rms_eps < 0.0f);  // the norm: SiLU·mul only
   return launch_tiles<kFused, 256, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
                                           splits, stream, rms_eps, sms);
 }
@@ -774,13 +1072,26 @@ int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k) {
   return auto_splits(((rows + kBM - 1) / kBM) * ((n + 255) / 256), (k + kBK - 1) / kBK, sms);
 }
 
+bool gemm_sm90_pingpong_worth(int64_t rows, int64_t n) {
+  int device = 0, sms = 0;
+  if (rows <= 0 || n <= 0 || !pingpong_allowed() || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return pingpong_fills(rows, n, sms);
+}
+
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
-                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream) {
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream,
+                   int tile_n) {
   ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
   ENCODER_KIT_REQUIRE(operands_ok(a, w, bias, c, k, n));
   ENCODER_KIT_REQUIRE(residual == nullptr || detail::aligned16(residual));
+  ENCODER_KIT_REQUIRE(splits_ok(splits) && (tile_n == 256 || tile_n == kPingPongTiles));
   if (rows == 0) return 0;
-  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream);
+  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream, -1.0f,
+                             tile_n);
 }
 
 }  // namespace detail

@@ -159,8 +159,11 @@ void block_gate_up_rows(const T* gate, const T* up, int64_t inter, int64_t cols,
 // Compute capability 9.0 with the sm_90a code present and a driver that encodes tensor maps.
 bool gate_up_silu_mul_supported();
 // splits: blocks sharing a tile's k range (1, 2, 4, 8; 0 picks). tile_n: the
-// tile's width in W's rows, 256 or 128 (0 picks: 128 where tiles of 256 leave
-// multiprocessors idle, e.g. 256 rows).
+// tile's width in W's rows, 256 or 128, both warpgroups of a block on one
+// tile ("cooperative"); kPingPongTiles: tiles of 128, each warpgroup its own,
+// one's products under the other's epilogue (unsplit only: splits 0 or 1);
+// 0 picks: 128 where tiles of 256 leave multiprocessors idle, e.g. 256 rows.
+inline constexpr int kPingPongTiles = -1;
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
                           int splits = 0, int tile_n = 0);
