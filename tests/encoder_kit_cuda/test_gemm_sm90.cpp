@@ -183,10 +183,11 @@ GPU_TEST_CASE(
   // (264: a tile whose last three 64-column boxes lie wholly outside); k: one
   // 64-wide block, a tail of 8, Qwen's 1280. The last: 300 ping-pong tiles,
   // so each warpgroup of a block runs several (ring positions, residual
-  // phases and staging reuse across tiles).
+  // phases and staging reuse across tiles), of more k-blocks than the ring
+  // has stages (the warpgroups' turns keep their waits on the ring exact).
   for (const Shape sh :
        {Shape{1, 256, 64, true}, Shape{127, 264, 72, false}, Shape{300, 520, 200, true},
-        Shape{515, 768, 1280, true}, Shape{1500, 3080, 72, true}}) {
+        Shape{515, 768, 1280, true}, Shape{1500, 3080, 456, true}}) {
     CAPTURE(sh.rows);
     CAPTURE(sh.n);
     CAPTURE(sh.k);

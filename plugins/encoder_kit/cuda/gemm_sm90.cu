@@ -597,6 +597,12 @@ __global__ void __launch_bounds__(384, 1)
 // between a tile's last product and the next tile's first. A stage is freed
 // by the four warps of the warpgroup that read it; each warpgroup stages and
 // stores its own tiles' output and residual.
+// The warpgroups take turns at the products (wait_turn / pass_turn): a tile's
+// products start once the other warpgroup has issued its previous tile's.
+// Besides keeping the tensor cores to one tile at a time, this keeps the
+// ring's parity waits exact: a warpgroup waits on a stage's "full" barrier
+// only after the phase before (the other warpgroup's k-block there) has
+// completed, never two phases ahead, where parity could not tell them apart.
 constexpr int kPingPongTileN = 128;
 template <Fused kFused>
 __host__ __device__ constexpr int pingpong_stages() {
@@ -615,6 +621,15 @@ static_assert(pingpong_smem_bytes<Fused::Bias>() <= 227 * 1024 &&
 // Named barrier 2 + c: warpgroup c's 128 threads alone.
 __device__ __forceinline__ void sync_warpgroup(int c) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+}
+// The ping-pong turn (named barrier 4 + c, both warpgroups): warpgroup c
+// waits there before its tile's products until the other warpgroup, done
+// issuing its own tile's, arrives.
+__device__ __forceinline__ void wait_turn(int c) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+}
+__device__ __forceinline__ void pass_turn(int c) {  // to the other warpgroup, 1 - c
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (1 - c)) : "memory");
 }
 
 template <Fused kFused, bool kNorm>
@@ -700,6 +715,7 @@ __global__ void __launch_bounds__(384, 1)
     const int it0 = q * k_blocks;  // the ring position of this tile's first k-block
     float squares[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // kNorm: [half][row, row + 8]
     uint32_t frag[2][2][4];  // kNorm: A's fragments of two k steps, both halves
+    if (q > 0) wait_turn(c);
     for (int kb = 0; kb < k_blocks; ++kb) {
       const int it = it0 + kb, s = it % kStages;
       mbarrier_wait(full + 8 * s, (it / kStages) & 1);
@@ -757,6 +773,8 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
     }
+    // The other warpgroup's next tile, if it has one, may start its products.
+    if (tile + grid < num_tiles) pass_turn(c);
     // The bias pairs while the last k-block's products run (as above).
     uint32_t bias_pairs[kTileN / 8];
 #pragma unroll
