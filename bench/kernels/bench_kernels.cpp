@@ -5,7 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|memory|mlp|siglip]
+//                 [--only gemm|small|attn|attnfull|memory|mlp|qkv|siglip]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -195,19 +195,6 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
             BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, splits, g_stream));
           }),
           flops, bytes, "own Hopper kernel, k split " + std::to_string(splits));
-  // Where the ping-pong tiles fill the GPU: the tuned plan, our cooperative
-  // and our ping-pong kernel, alternating.
-  if (own && k::detail::gemm_sm90_pingpong_worth(m, n)) {
-    auto own_form = [&](int tile_n) {
-      return [&, tile_n] {
-        BENCH_CHECK(k::detail::gemm_sm90_bf16(A, W, bias, R, C, m, n, kk, 1, g_stream, tile_n));
-      };
-    };
-    alternate(name, shape3(m, n, kk), flops, bytes,
-              {{"tuned plan", run},
-               {"own, tiles of 256", own_form(256)},
-               {"own, ping-pong tiles", own_form(k::kPingPongTiles)}});
-  }
   if (m <= 4096) {
     std::printf("  host submit per call: cuBLASLt (tuned plan) %.1f us", host_submit_us(run));
     if (own)
@@ -270,18 +257,15 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
                   }}};
   const bool own = k::gate_up_silu_mul_supported();
   if (own)
-    for (const auto& [tile_n, splits] :
-         {std::pair{0, 0}, std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1},
-          std::pair{128, 2}, std::pair{k::kPingPongTiles, 1}})
-      forms.emplace_back(
-          "fused, " + (tile_n == 0                   ? std::string("tiles and k split chosen")
-                       : tile_n == k::kPingPongTiles ? std::string("ping-pong tiles")
-                                                     : "tiles of " + std::to_string(tile_n) +
-                                                           ", k split " + std::to_string(splits)),
-          [&, tile_n = tile_n, splits = splits] {
-            BENCH_CHECK(
-                k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream, splits, tile_n));
-          });
+    for (const auto& [tile_n, splits] : {std::pair{0, 0}, std::pair{256, 1}, std::pair{256, 2},
+                                         std::pair{128, 1}, std::pair{128, 2}})
+      forms.emplace_back("fused, " + (tile_n == 0 ? std::string("tiles and k split chosen")
+                                                  : "tiles of " + std::to_string(tile_n) +
+                                                        ", k split " + std::to_string(splits)),
+                         [&, tile_n = tile_n, splits = splits] {
+                           BENCH_CHECK(k::gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, g_stream,
+                                                                splits, tile_n));
+                         });
   alternate("mlp gate_up+silu", shape, flops, bytes, forms);
   // With the RMSNorm in front (norm2): the norm pass then either product,
   // against the norm inside the fused kernel (its weight folded into w).
@@ -299,16 +283,13 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
       norm();
       BENCH_CHECK(k::gate_up_silu_mul_bf16(normed, w, b, act, m, D, I, I, g_stream));
     });
-    for (const int tile_n : {0, 256, 128, k::kPingPongTiles})
-      forms.emplace_back(
-          "norm in the fused kernel" + (tile_n == 0 ? std::string()
-                                        : tile_n == k::kPingPongTiles
-                                            ? std::string(", ping-pong tiles")
-                                            : ", tiles of " + std::to_string(tile_n)),
-          [&, tile_n] {
-            BENCH_CHECK(
-                k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f, g_stream, 0, tile_n));
-          });
+    for (const int tile_n : {0, 256, 128})
+      forms.emplace_back("norm in the fused kernel" +
+                             (tile_n == 0 ? std::string() : ", tiles of " + std::to_string(tile_n)),
+                         [&, tile_n] {
+                           BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, w, b, act, m, D, I, I, 1e-6f,
+                                                                    g_stream, 0, tile_n));
+                         });
   }
   alternate("mlp norm+gate_up+silu", shape, flops, bytes, forms);
   if (!own) return;
@@ -317,6 +298,44 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
             BENCH_CHECK(k::detail::gemm_sm90_bf16(x, w, b, nullptr, gu, m, 2 * I, D, 0, g_stream));
           }),
           flops, bytes, "own Hopper kernel, bias");
+}
+
+// norm1 and the qkv product at m rows, as the Qwen2.5-VL-7B plugin runs them:
+// the norm pass then cuBLASLt's tuned product, against the product with the
+// norm inside our Hopper kernel (rms_linear_bf16; norm1's weight folded into
+// W), alternating; and our kernel's plain product after the norm.
+void bench_qkv(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
+  constexpr int64_t D = 1280, N = 3 * D;
+  k::GemmPlan plan;
+  BENCH_CHECK(plan.initialize(m, N, D, Ep::Bias, false));
+  bf16* x = pool.bf(static_cast<size_t>(m * D));
+  bf16* normed = pool.bf(static_cast<size_t>(m * D));
+  bf16* norm_w = pool.bf(static_cast<size_t>(D));
+  bf16* w = pool.bf(static_cast<size_t>(N * D));
+  bf16* b = pool.bf(static_cast<size_t>(N));
+  bf16* y = pool.bf(static_cast<size_t>(m * N));
+  BENCH_CHECK(
+      plan.tune(lt, normed, w, b, nullptr, y, m, ws, k::GemmPlan::workspace_bytes(), g_stream, 16));
+  auto norm = [&] { BENCH_CHECK(k::rms_norm_bf16(x, norm_w, normed, m, D, 1e-6f, g_stream)); };
+  Forms forms = {{"norm, cuBLASLt (tuned: " +
+                      std::string(plan.choice_for(m).rfind("sm90", 0) == 0 ? "own" : "cuBLASLt") +
+                      ")",
+                  [&] {
+                    norm();
+                    BENCH_CHECK(plan.run(lt, normed, w, b, nullptr, y, m, ws,
+                                         k::GemmPlan::workspace_bytes(), g_stream));
+                  }}};
+  if (k::rms_linear_supported()) {
+    forms.emplace_back("norm, own kernel", [&] {
+      norm();
+      BENCH_CHECK(k::detail::gemm_sm90_bf16(normed, w, b, nullptr, y, m, N, D, 0, g_stream));
+    });
+    forms.emplace_back("norm inside own kernel (rms_linear)", [&] {
+      BENCH_CHECK(k::rms_linear_bf16(x, w, b, y, m, N, D, 1e-6f, g_stream));
+    });
+  }
+  alternate("qkv norm1+product", shape3(m, N, D), 2.0 * m * N * D, 2.0 * (m * D + N * D + m * N),
+            forms);
 }
 
 // Sequences of `len` tokens (the last one shorter) filling `tokens`, plus
@@ -460,12 +479,12 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
-                                    only == "siglip"))
+                                    only == "qkv" || only == "siglip"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|memory|mlp|siglip]\n");
+                   "gemm|small|attn|attnfull|memory|mlp|qkv|siglip]\n");
       return 2;
     }
   }
@@ -521,6 +540,10 @@ int main(int argc, char** argv) {
     if (want("mlp"))
       for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})
         bench_mlp(pool, lt, ws, m);
+    // norm1 and qkv, the same sizes ("--only qkv" alone).
+    if (want("mlp") || only == "qkv")
+      for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})
+        bench_qkv(pool, lt, ws, m);
 
     // attnfull: one full-attention case alone (for a profiler).
     if (only == "attnfull") bench_attention(pool, "attn full", T, 4096, 0, 16, 80);

@@ -187,6 +187,16 @@ Options parse_options(const eg_create_params* p) {
     fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: mlp_kernel = \"" + mlp +
                                       "\" is not one of \"auto\", \"fused\", \"fused_norm\", "
                                       "\"cublaslt\"");
+  const std::string qkv = r.get_string("qkv_kernel", "auto");
+  if (qkv == "auto")
+    o.qkv_kernel = QkvKernel::Auto;
+  else if (qkv == "fused_norm")
+    o.qkv_kernel = QkvKernel::FusedNorm;
+  else if (qkv == "cublaslt")
+    o.qkv_kernel = QkvKernel::Cublaslt;
+  else
+    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: qkv_kernel = \"" + qkv +
+                                      "\" is not one of \"auto\", \"fused_norm\", \"cublaslt\"");
   r.reject_unknown();
   return o;
 }

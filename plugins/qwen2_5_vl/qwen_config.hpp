@@ -57,6 +57,12 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 // fastest of the three as timed in the tuning warm-up where the fused kernel
 // runs (without tuning: "fused_norm").
 enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
+// How norm1 and the qkv product run on CUDA. "fused_norm": our Hopper kernel
+// with the norm inside (rms_linear_bf16; compute capability 9.0); "cublaslt":
+// the norm, then cuBLASLt's product; "auto": per graph size the faster of the
+// two as timed in the tuning warm-up where the kernel runs (without tuning:
+// "cublaslt").
+enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
 struct Options {
   VisionConfig model;
@@ -81,6 +87,8 @@ struct Options {
   std::string tuning_cache;
   // CUDA: how the MLP's gate/up product and SiLU·mul run (the mlp_kernel key).
   MlpKernel mlp_kernel = MlpKernel::Auto;
+  // CUDA: how norm1 and the qkv product run (the qkv_kernel key).
+  QkvKernel qkv_kernel = QkvKernel::Auto;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment); `device` picks

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -52,13 +53,21 @@ int64_t padded_intermediate(const VisionConfig& c) {
 enum class MlpForm { Cublaslt, Fused, FusedNorm };
 const std::vector<std::string> kMlpFormNames = {"cublaslt", "fused", "fused_norm"};
 
+// The forms of norm1 + qkv (QkvKernel names them), in the order "auto" times
+// them; the names are the tuning cache's.
+enum class QkvForm { Cublaslt, FusedNorm };
+const std::vector<std::string> kQkvFormNames = {"cublaslt", "fused_norm"};
+
 // Whether a form needs room for cuBLASLt's [gate | up] product.
 bool needs_gate_up(MlpKernel k) {
   return k == MlpKernel::Auto || k == MlpKernel::Cublaslt;
 }
 
 struct DeviceBlock {
-  const bf16 *norm1, *qkv_w, *qkv_b, *proj_w, *proj_b;
+  // qkv's rows with norm1's weight folded into their columns: norm1 runs
+  // inside our kernel (rms_linear_bf16, QkvForm::FusedNorm) or as a norm of
+  // unit weight before cuBLASLt's product.
+  const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b;
   // gate and up rows blocked (padded_intermediate), with norm2's weight folded
   // into their columns: the MLP's RMSNorm runs inside the fused kernel
   // (rms_gate_up_silu_mul_bf16, MlpForm::FusedNorm), or as a norm of unit
@@ -106,7 +115,7 @@ struct CudaModel::Impl {
   void* weights = nullptr;  // one allocation for every parameter
   const bf16* patch_w = nullptr;
   std::vector<DeviceBlock> blocks;
-  const bf16* unit_norm = nullptr;  // hidden_size ones: norm2 with its weight folded away
+  const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
@@ -115,6 +124,8 @@ struct CudaModel::Impl {
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool fused_mlp_runs = false;          // this device runs gate_up_silu_mul_bf16
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
+  QkvKernel qkv_kernel = QkvKernel::Auto;
+  std::map<int64_t, QkvForm> qkv_form;  // "auto"'s timed choice per patch count
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -136,6 +147,13 @@ struct CudaModel::Impl {
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
+    // A copy of a [rows, dm] weight with an RMSNorm's weight folded into its columns.
+    auto folded = [&](const std::vector<float>& w, const std::vector<float>& norm) {
+      padded.push_back(w);
+      k::fold_norm_weight(padded.back().data(), static_cast<int64_t>(w.size()) / dm, dm,
+                          norm.data());
+      return &padded.back();
+    };
     // norm: an RMSNorm weight to fold into the columns (weights), or null (biases).
     auto blocked = [&](const std::vector<float>& gate, const std::vector<float>& up, int64_t cols,
                        const std::vector<float>* norm) -> const std::vector<float>* {
@@ -158,8 +176,7 @@ struct CudaModel::Impl {
     for (size_t i = 0; i < w.blocks.size(); ++i) {
       const BlockWeights& b = w.blocks[i];
       DeviceBlock& d = blocks[i];
-      add(&d.norm1, {&b.norm1});
-      add(&d.qkv_w, {&b.qkv_w});
+      add(&d.qkv_w, {folded(b.qkv_w, b.norm1)});
       add(&d.qkv_b, {&b.qkv_b});
       add(&d.proj_w, {&b.proj_w});
       add(&d.proj_b, {&b.proj_b});
@@ -230,6 +247,35 @@ struct CudaModel::Impl {
     return MlpForm::FusedNorm;
   }
 
+  QkvForm qkv_form_for(int64_t p) const {
+    switch (qkv_kernel) {
+      case QkvKernel::FusedNorm: return QkvForm::FusedNorm;
+      case QkvKernel::Cublaslt: return QkvForm::Cublaslt;
+      case QkvKernel::Auto: break;
+    }
+    if (!fused_mlp_runs) return QkvForm::Cublaslt;
+    const auto it = qkv_form.find(p);
+    // Untimed: cuBLASLt (at large sizes its product is ahead of ours by about
+    // the norm pass's time; bench/kernels/NOTES.md).
+    return it != qkv_form.end() ? it->second : QkvForm::Cublaslt;
+  }
+
+  // norm1 and qkv, [p, d] residual rows x -> [p, 3d] qkv: one kernel, or the
+  // norm (unit weight) and cuBLASLt's product.
+  void norm_qkv(const Activations& a, const DeviceBlock& b, int64_t p, QkvForm form,
+                cudaStream_t s) {
+    const int64_t d = c.hidden_size;
+    if (form == QkvForm::FusedNorm) {
+      check(k::rms_linear_bf16(a.x, b.qkv_w, b.qkv_b, a.qkv, p, 3 * d, d, c.rms_norm_eps, s),
+            "norm1 and qkv");
+      return;
+    }
+    check(k::rms_norm_bf16(a.x, unit_norm, a.normed, p, d, c.rms_norm_eps, s), "norm1");
+    check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
+                  k::GemmPlan::workspace_bytes(), s),
+          "qkv");
+  }
+
   // The MLP's first half with its norm, [p, d] residual rows x -> [p, inter]
   // act: one kernel, or the norm, cuBLASLt's product and silu_mul.
   void norm_gate_up_silu(const Activations& a, const DeviceBlock& b, int64_t p, MlpForm form,
@@ -258,10 +304,11 @@ struct CudaModel::Impl {
           "silu_mul");
   }
 
-  // "auto": times the three MLP forms at this size (after gate_up's own
-  // tuning), or takes the choice stored in the tuning cache for it.
-  void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
-    if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
+  // The fastest of `names`' forms, run(form index) each, at this size: the
+  // choice stored in the tuning cache under `key`, or the best of 3 rounds of
+  // 2 runs each after a warm-up (choose_fastest stores it).
+  size_t choose_form(const std::string& key, const std::vector<std::string>& names,
+                     const std::function<void(size_t)>& run, cudaStream_t s) {
     struct Events {  // destroyed however the timing ends
       cudaEvent_t ev[2] = {nullptr, nullptr};
       ~Events() {
@@ -269,34 +316,50 @@ struct CudaModel::Impl {
           if (e) cudaEventDestroy(e);
       }
     } t;
-    // kMlpFormNames' order: the best of 3 rounds of 2 runs each, after a warm-up.
     auto time_ms = [&](size_t form_index) {
-      const auto form = static_cast<MlpForm>(form_index);
       if (!t.ev[0]) {
         check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
         check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
       }
-      norm_gate_up_silu(a, blocks[0], p, form, s);
+      run(form_index);
       float best = 0.0f;
       for (int round = 0; round < 3; ++round) {
         check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
-        for (int r = 0; r < 2; ++r) norm_gate_up_silu(a, blocks[0], p, form, s);
+        for (int r = 0; r < 2; ++r) run(form_index);
         check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
-        check_cuda(cudaEventSynchronize(t.ev[1]), "timing the MLP kernels");
+        check_cuda(cudaEventSynchronize(t.ev[1]), "timing a layer's kernel forms");
         float ms = 0.0f;
         check_cuda(cudaEventElapsedTime(&ms, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
         if (round == 0 || ms < best) best = ms;
       }
       return static_cast<double>(best);
     };
-    // Everything the choice depends on besides the GPU and library versions
-    // (the cache file's context).
+    return encoder_kit::choose_fastest(gemm_cache.get(), key, names, time_ms);
+  }
+
+  // "auto": times the three MLP forms at this size (after gate_up's own
+  // tuning), or takes the choice stored in the tuning cache for it. The key
+  // holds everything the choice depends on besides the GPU and library
+  // versions (the cache file's context).
+  void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
+    if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
     const std::string key =
         "qwen-mlp:p=" + std::to_string(p) + ",d=" + std::to_string(c.hidden_size) +
         ",inter=" + std::to_string(padded_intermediate(c)) +
-        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v3+sm90rms";
-    mlp_form[p] = static_cast<MlpForm>(
-        encoder_kit::choose_fastest(gemm_cache.get(), key, kMlpFormNames, time_ms));
+        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v2+sm90rms";
+    mlp_form[p] = static_cast<MlpForm>(choose_form(
+        key, kMlpFormNames,
+        [&](size_t f) { norm_gate_up_silu(a, blocks[0], p, static_cast<MlpForm>(f), s); }, s));
+  }
+
+  // "auto": norm1 + qkv's two forms at this size (after qkv's own tuning).
+  void choose_qkv(const Activations& a, int64_t p, cudaStream_t s) {
+    if (qkv_kernel != QkvKernel::Auto || !fused_mlp_runs) return;
+    const std::string key = "qwen-qkv:p=" + std::to_string(p) +
+                            ",d=" + std::to_string(c.hidden_size) + ",forms=norm+cublaslt+sm90rms";
+    qkv_form[p] = static_cast<QkvForm>(choose_form(
+        key, kQkvFormNames,
+        [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
   // Times each product's candidates at this size on scratch memory (the
@@ -307,6 +370,7 @@ struct CudaModel::Impl {
     check(patch.tune(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
           "tune");
+    choose_qkv(a, p, s);
     check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
           "tune");
     if (needs_gate_up(mlp_kernel))  // else cuBLASLt's gate/up never runs (nor has room)
@@ -325,12 +389,13 @@ struct CudaModel::Impl {
 
 CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
                      const std::string& tuning_cache, std::function<void(const std::string&)> warn,
-                     MlpKernel mlp_kernel)
+                     MlpKernel mlp_kernel, QkvKernel qkv_kernel)
     : impl_(std::make_unique<Impl>()) {
   impl_->c = c;
   impl_->device = device_index;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   impl_->mlp_kernel = mlp_kernel;
+  impl_->qkv_kernel = qkv_kernel;
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   impl_->fused_mlp_runs = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) &&
@@ -341,6 +406,11 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
                           "\" needs a GPU of compute capability "
                           "9.0 (Hopper) and a driver that encodes tensor maps: set mlp_kernel to "
                           "\"auto\" or \"cublaslt\"");
+  if (qkv_kernel == QkvKernel::FusedNorm && !k::rms_linear_supported())
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      "qwen2_5_vl CUDA: qkv_kernel = \"fused_norm\" needs a GPU of compute "
+                      "capability 9.0 (Hopper) and a driver that encodes tensor maps: set "
+                      "qkv_kernel to \"auto\" or \"cublaslt\"");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "qwen2_5_vl CUDA: the attention kernel needs head_dim a multiple "
@@ -403,11 +473,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
         "patch_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
   const MlpForm mlp_form = m.mlp_form_for(p);
+  const QkvForm qkv_form = m.qkv_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
-    check(k::rms_norm_bf16(a.x, b.norm1, a.normed, p, d, c.rms_norm_eps, s), "norm1");
-    check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
-          "qkv");
+    m.norm_qkv(a, b, p, qkv_form, s);
     // Windows of up to 64 patches (the released models' 112-pixel windows) take
     // rotary inside the attention's loads; full attention and larger windows
     // rotate qkv in place first.

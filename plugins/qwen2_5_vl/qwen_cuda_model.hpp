@@ -27,11 +27,12 @@ class CudaModel {
   // outside capture).
   // `tuning_cache` is the plugin key of that name (a folder, "off", or "" for the
   // default folder; see encoder_kit/tuning_cache.hpp); `warn` gets the cache's
-  // warnings (stderr when empty). `mlp_kernel`: the plugin key of that name
-  // (qwen_config.hpp); "fused" on a GPU without the Hopper kernel is an error.
+  // warnings (stderr when empty). `mlp_kernel`, `qkv_kernel`: the plugin keys
+  // of those names (qwen_config.hpp); a fused form on a GPU without the Hopper
+  // kernel is an error.
   CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
             const std::string& tuning_cache = "", std::function<void(const std::string&)> warn = {},
-            MlpKernel mlp_kernel = MlpKernel::Auto);
+            MlpKernel mlp_kernel = MlpKernel::Auto, QkvKernel qkv_kernel = QkvKernel::Auto);
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;

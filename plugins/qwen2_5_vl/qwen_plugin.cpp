@@ -23,7 +23,8 @@
 // max_pixels, min_budget, max_budget, max_frames_per_video, seed, tune_gemm
 // (CUDA: time product algorithms while capturing; default true), tuning_cache
 // (CUDA: the folder tuned choices persist in, or "off"; docs/config.md), mlp_kernel
-// (CUDA: "auto", "fused_norm", "fused" or "cublaslt"; qwen_config.hpp), check_finite
+// (CUDA: "auto", "fused_norm", "fused" or "cublaslt"; qwen_config.hpp), qkv_kernel
+// (CUDA: "auto", "fused_norm" or "cublaslt"; qwen_config.hpp), check_finite
 // (default true: NaN/Inf weights are an error). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory / index json, or "random". A checkpoint directory's config.json
@@ -111,7 +112,8 @@ eg_status qwen_create(const eg_create_params* p, eg_instance** out, eg_error* er
       in->cuda = std::make_unique<qwen::CudaModel>(
           c, w, in->device_index, in->opt.max_budget * c.merge_unit(),
           in->opt.tune_gemm ? in->opt.tuning_cache : std::string("off"),
-          [](const std::string& message) { log(EG_LOG_WARN, message); }, in->opt.mlp_kernel);
+          [](const std::string& message) { log(EG_LOG_WARN, message); }, in->opt.mlp_kernel,
+          in->opt.qkv_kernel);
 #endif
     }
     eg_model_info& mi = in->info;

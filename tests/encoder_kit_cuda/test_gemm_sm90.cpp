@@ -72,12 +72,11 @@ struct BlockedMlp {
 };
 
 // The SiLU·mul kernel's forms: tile widths 256 and 128, each unsplit and with k
-// split over 2, 4 and 8 blocks, the ping-pong tiles, then the automatic choices.
+// split over 2, 4 and 8 blocks, then the automatic choices.
 std::vector<std::pair<int, int>> tiles_and_splits() {
   std::vector<std::pair<int, int>> v;
   for (const int tile_n : {256, 128})
     for (const int splits : {1, 2, 4, 8}) v.emplace_back(tile_n, splits);
-  v.emplace_back(k::kPingPongTiles, 1);
   v.emplace_back(0, 0);
   return v;
 }
@@ -149,13 +148,7 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
                                    16) == bad);
     CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
-                                   0, 64) == bad);  // tile_n not 0, 128, 256 or ping-pong
-    CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 4, 64, 8, 8, nullptr,
-                                   2, k::kPingPongTiles) == bad);  // ping-pong is unsplit
-    CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 16, 64, 2,
-                                    nullptr, k::kPingPongTiles) == bad);
-    CHECK(k::detail::gemm_sm90_bf16(buf.get(), buf.get(), nullptr, nullptr, buf.get(), 4, 16, 64, 1,
-                                    nullptr, 128) == bad);  // plain tiles: 256 or ping-pong
+                                   0, 64) == bad);  // tile_n not 0, 128 or 256
   }
   // Bad choices are refused even for no rows.
   CHECK(k::gate_up_silu_mul_bf16(buf.get(), buf.get(), buf.get(), buf.get(), 0, 64, 8, 8, nullptr,
@@ -172,7 +165,7 @@ GPU_TEST_CASE("Hopper GEMM: there on every compute capability 9.0 GPU, rejected 
 
 GPU_TEST_CASE(
     "Hopper GEMM, plain form: A W^T + bias + residual against float64, partial tiles, "
-    "k split across clusters of 1, 2, 4 and 8 blocks, ping-pong tiles") {
+    "k split across clusters of 1, 2, 4 and 8 blocks") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: the case above checks that
   struct Shape {
@@ -181,10 +174,10 @@ GPU_TEST_CASE(
   };
   // rows: one, a partial 128-row tile, several; n: partial 256-wide tiles
   // (264: a tile whose last three 64-column boxes lie wholly outside); k: one
-  // 64-wide block, a tail of 8, Qwen's 1280. The last: 300 ping-pong tiles,
-  // so each warpgroup of a block runs several (ring positions, residual
-  // phases and staging reuse across tiles), of more k-blocks than the ring
-  // has stages (the warpgroups' turns keep their waits on the ring exact).
+  // 64-wide block, a tail of 8, Qwen's 1280. The last: more tiles than an
+  // H200 has multiprocessors, of more k-blocks than the ring has stages (the
+  // persistent blocks' ring runs on across tiles; residual phases and
+  // staging reuse).
   for (const Shape sh :
        {Shape{1, 256, 64, true}, Shape{127, 264, 72, false}, Shape{300, 520, 200, true},
         Shape{515, 768, 1280, true}, Shape{1500, 3080, 456, true}}) {
@@ -213,8 +206,7 @@ GPU_TEST_CASE(
         if (sh.bias) ref[i] += to_f(b[i % static_cast<size_t>(sh.n)]);
         if (residual != 0) ref[i] += to_f(res[i]);
       }
-      // (splits -1: the ping-pong form)
-      for (const int splits : {1, 2, 4, 8, 0, -1}) {
+      for (const int splits : {1, 2, 4, 8, 0}) {
         CAPTURE(residual);
         CAPTURE(splits);
         if (residual == 2)
@@ -223,8 +215,7 @@ GPU_TEST_CASE(
           dc.poison();
         const bf16* r = residual == 0 ? nullptr : residual == 1 ? dres.get() : dc.get();
         CHECK_OK(k::detail::gemm_sm90_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, r,
-                                           dc.get(), sh.rows, sh.n, sh.k, std::max(splits, 1),
-                                           nullptr, splits < 0 ? k::kPingPongTiles : 256));
+                                           dc.get(), sh.rows, sh.n, sh.k, splits, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
         const auto got = dc.download();
         CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
@@ -398,18 +389,108 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
                                      nullptr) == bad);
 }
 
+GPU_TEST_CASE("rms_linear_bf16: RMSNorm in the plain product, against float64") {
+  require_gpu();
+  DeviceBuffer<bf16> buf(1 << 12);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  // Refused on any GPU: a negative or non-finite eps, n not a multiple of 8, a
+  // bad split (even for no rows).
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 16, 64, -1.0f, nullptr) ==
+        bad);
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 16, 64, NAN, nullptr) ==
+        bad);
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 12, 64, 1e-6f, nullptr) ==
+        bad);
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 16, 64, 1e-6f, nullptr,
+                           3) == bad);
+  CHECK(k::rms_linear_supported() == compute_capability_90());
+  if (!compute_capability_90()) {
+    CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 16, 64, 1e-6f, nullptr) ==
+          bad);
+    return;
+  }
+  struct Shape {
+    int64_t rows, n, k;
+    bool bias;
+  };
+  const float eps = 1e-6f;
+  // One row over two k-blocks, partial tiles on every side, Qwen's qkv
+  // (1280 -> 3840), and more tiles of 256 than an H200 has multiprocessors.
+  for (const Shape sh : {Shape{1, 16, 128, true}, Shape{129, 264, 200, false},
+                         Shape{300, 3840, 1280, true}, Shape{3000, 1288, 136, true}}) {
+    CAPTURE(sh.rows);
+    CAPTURE(sh.n);
+    CAPTURE(sh.k);
+    // Rows of sizes 1/8 .. 8 and one all-zero row (only eps keeps its scale
+    // finite: y = bias there); weights ~ N(0, 1/k).
+    auto x = random_bf16(static_cast<size_t>(sh.rows * sh.k), 1.0f);
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t i = 0; i < sh.k; ++i) {
+        bf16& v = x[r * sh.k + i];
+        v = r == 1 ? to_bf(0.0f) : to_bf(to_f(v) * std::ldexp(1.0f, static_cast<int>(r % 7) - 3));
+      }
+    const auto w =
+        random_bf16(static_cast<size_t>(sh.n * sh.k), 1.0f / std::sqrt(static_cast<float>(sh.k)));
+    const auto b = random_bf16(static_cast<size_t>(sh.n), 0.5f);
+    const auto norm_w = random_bf16(static_cast<size_t>(sh.k), 0.3f, 1.0f);
+    std::vector<bf16> folded(w);
+    for (size_t i = 0; i < folded.size(); ++i)
+      folded[i] = to_bf(to_f(w[i]) * to_f(norm_w[i % static_cast<size_t>(sh.k)]));
+    // float64: x * rsqrt(mean(x^2) + eps) times the folded bf16 weights (the
+    // per-element bound), and the module's exact math with the unfolded ones
+    // (the L2 bound; see rms_gate_up_silu_mul_bf16's case).
+    auto reference = [&](bool fold) {
+      std::vector<double> n(static_cast<size_t>(sh.rows * sh.k));
+      for (int64_t r = 0; r < sh.rows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < sh.k; ++i) ss += std::pow(to_f(x[r * sh.k + i]), 2);
+        const double scale = 1.0 / std::sqrt(ss / static_cast<double>(sh.k) + eps);
+        for (int64_t i = 0; i < sh.k; ++i)
+          n[r * sh.k + i] = to_f(x[r * sh.k + i]) * scale * (fold ? 1.0 : to_f(norm_w[i]));
+      }
+      const auto wd = to_double(fold ? folded : w);
+      std::vector<double> y(static_cast<size_t>((sh.rows + 2) * sh.n), 0.0);
+      for (int64_t r = 0; r < sh.rows; ++r)
+        for (int64_t j = 0; j < sh.n; ++j) {
+          double acc = sh.bias ? to_f(b[j]) : 0.0;
+          for (int64_t i = 0; i < sh.k; ++i) acc += n[r * sh.k + i] * wd[j * sh.k + i];
+          y[r * sh.n + j] = acc;
+        }
+      return y;
+    };
+    const auto ref = reference(true), exact = reference(false);
+    const auto inside = inside_output(sh.rows, sh.n, sh.n);
+    DeviceBuffer<bf16> dx(x.size()), dw(folded.size()), db(b.size()), dy(ref.size());
+    dx.upload(x);
+    dw.upload(folded);
+    db.upload(b);
+    // Unsplit and k split over clusters (the rows' sums of squares then add
+    // across the cluster's blocks), then the automatic choice.
+    for (const int splits : {1, 2, 4, 8, 0}) {
+      CAPTURE(splits);
+      dy.poison();
+      CHECK_OK(k::rms_linear_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, dy.get(),
+                                  sh.rows, sh.n, sh.k, eps, nullptr, splits));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto got = dy.download();
+      CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+      CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < 1e-2);
+    }
+  }
+}
+
 GPU_TEST_CASE(
     "gate_up_silu_mul_bf16 and its norm form replayed from a CUDA graph read the buffers' new "
     "contents") {
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 200, kk = 128, inter = 256;
-  // Persistent blocks and clusters of two, on wide and narrow tiles, and the
-  // ping-pong tiles, without and with the norm inside (its float64 check is
-  // the case above).
+  // Persistent blocks and clusters of two, on wide and narrow tiles, without
+  // and with the norm inside (its float64 check is the case above).
   for (const bool norm : {false, true})
-    for (const auto& form : {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1},
-                             std::pair{128, 2}, std::pair{k::kPingPongTiles, 1}}) {
+    for (const auto& form :
+         {std::pair{256, 1}, std::pair{256, 2}, std::pair{128, 1}, std::pair{128, 2}}) {
       const int tile_n = form.first, splits = form.second;
       CAPTURE(norm);
       CAPTURE(tile_n);

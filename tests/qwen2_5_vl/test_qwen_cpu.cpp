@@ -410,6 +410,19 @@ TEST_CASE("mlp_kernel takes auto, fused_norm, fused or cublaslt; anything else n
   }
 }
 
+TEST_CASE("qkv_kernel takes auto, fused_norm or cublaslt; anything else names the key") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+  rc.plugin_config.emplace_back("qkv_kernel", "fused");
+  const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
+  CHECK(msg.find("qkv_kernel = \"fused\" is not one of") != std::string::npos);
+  for (const char* v : {"auto", "fused_norm", "cublaslt"}) {
+    CAPTURE(v);
+    rc.plugin_config.back().second = v;
+    CHECK_NOTHROW(encgraph::Runtime{rc});
+  }
+}
+
 TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
   AbiInstance a;
   CHECK(a.api->abi_minor == EG_ABI_VERSION_MINOR);

@@ -150,22 +150,55 @@ TEST_CASE("the three MLP forms match the CPU path, in graphs and eager") {
   }
 }
 
-// "auto"'s timed MLP choice per graph size persists beside the products'
-// algorithms, and a second start with the same folder keeps it.
-TEST_CASE("the MLP's timed choice per graph size lands in the tuning cache") {
+// norm1 and qkv's two forms (qkv_kernel): the norm then cuBLASLt's product,
+// and our Hopper kernel with the norm inside, each against the CPU path and
+// each other. The config's norm1 weights are random, so the fold of norm1
+// into qkv's columns shows.
+TEST_CASE("the two qkv forms match the CPU path, in graphs and eager") {
+  const qwen_ref::Config c = wide_config();
+  const auto geo = standard_items();
+  const auto cpu = run(config(c, "cpu"), geo, false);
+  const char* forms[2] = {"cublaslt", "fused_norm"};
+  int device = 0, major = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  const int runnable = major == 9 ? 2 : 1;
+  std::vector<std::vector<float>> eager[2];
+  for (int f = 0; f < 2; ++f) {
+    CAPTURE(forms[f]);
+    encgraph::RuntimeConfig rc = config(c, "cuda");
+    rc.plugin_config.emplace_back("qkv_kernel", forms[f]);
+    if (f >= runnable) {
+      CHECK_THROWS_WITH(encgraph::Runtime{rc},
+                        doctest::Contains("needs a GPU of compute capability 9.0"));
+      continue;
+    }
+    compare(run(rc, geo, true), cpu, kBf16Tolerance, "cuda graphs vs cpu");
+    eager[f] = run(rc, geo, false);
+    compare(eager[f], cpu, kBf16Tolerance, "cuda eager vs cpu");
+  }
+  if (runnable < 2) return;
+  compare(eager[1], eager[0], kBf16Tolerance, "fused_norm vs cuBLASLt");
+}
+
+// "auto"'s timed MLP and qkv choices per graph size persist beside the
+// products' algorithms, and a second start with the same folder keeps them.
+TEST_CASE("the MLP's and qkv's timed choices per graph size land in the tuning cache") {
   qwen_test::TempDir dir("qwen-mlp-cache");
   encgraph::RuntimeConfig rc = config(wide_config(), "cuda");
   rc.plugin_config.emplace_back("tuning_cache", dir.path().string());
   const auto geo = standard_items();
   auto mlp_lines = [&] { return encgraph::test::tuning_cache_lines(dir.path(), "qwen-mlp:"); };
+  auto qkv_lines = [&] { return encgraph::test::tuning_cache_lines(dir.path(), "qwen-qkv:"); };
 
   const auto first = run(rc, geo, true);
-  const std::vector<std::string> lines = mlp_lines();
+  const std::vector<std::string> lines = mlp_lines(), qkv = qkv_lines();
   int device = 0, major = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
   if (major != 9) {  // no fused kernel, nothing to choose
     CHECK(lines.empty());
+    CHECK(qkv.empty());
     return;
   }
   CHECK(lines.size() >= rc.budgets.token_budgets.size());  // one a captured size
@@ -174,8 +207,15 @@ TEST_CASE("the MLP's timed choice per graph size lands in the tuning cache") {
     const std::string value = l.substr(l.rfind(' ') + 1);
     CHECK((value == "fused" || value == "fused_norm" || value == "cublaslt"));
   }
+  CHECK(qkv.size() >= rc.budgets.token_budgets.size());
+  for (const std::string& l : qkv) {
+    CAPTURE(l);
+    const std::string value = l.substr(l.rfind(' ') + 1);
+    CHECK((value == "fused_norm" || value == "cublaslt"));
+  }
   compare(run(rc, geo, true), first, kBf16Tolerance, "second start vs first");
   CHECK(mlp_lines() == lines);
+  CHECK(qkv_lines() == qkv);
 }
 
 TEST_CASE("CUDA graph replays equal eager runs for random mixes of sizes") {

@@ -56,14 +56,12 @@ constexpr int kMaxCachedM = 4096;  // past this, eager calls re-query instead of
 constexpr int64_t kSplitKMaxRows = 2048;
 
 // An algorithm for one row count: cuBLASLt's (own_splits == 0), or our Hopper
-// kernel (gemm_sm90.cu) with k shared by own_splits blocks, in tiles of 256
-// or ping-pong tiles (own_tile_n = kPingPongTiles, unsplit).
+// kernel (gemm_sm90.cu) with k shared by own_splits blocks.
 struct Choice {
   int64_t m;
   cublasLtMatmulAlgo_t algo;
   size_t workspace;
   int own_splits = 0;
-  int own_tile_n = 256;
 };
 
 // ENCGRAPH_GEMM_SM90=0 keeps our Hopper kernel out of tune()'s candidates
@@ -77,7 +75,6 @@ bool own_kernel_allowed() {
 }
 
 constexpr char kOwnPrefix[] = "sm90:s=";
-constexpr char kOwnPingPong[] = "sm90:pp";
 
 // The per-call objects, in stack storage.
 struct Problem {
@@ -112,8 +109,7 @@ const char* epilogue_name(GemmPlan::Epilogue ep) {
 }
 
 // A choice as the tuning cache stores it: the algorithm's opaque words in hex,
-// then its workspace size ("<128 hex>:<bytes>"); our kernel as "sm90:s=<splits>",
-// its ping-pong form as "sm90:pp".
+// then its workspace size ("<128 hex>:<bytes>"); our kernel as "sm90:s=<splits>".
 std::string encode_choice(const cublasLtMatmulAlgo_t& algo, size_t workspace) {
   std::string out;
   char buf[17];
@@ -125,7 +121,6 @@ std::string encode_choice(const cublasLtMatmulAlgo_t& algo, size_t workspace) {
 }
 
 std::string encode_choice(const Choice& c) {
-  if (c.own_splits > 0 && c.own_tile_n == kPingPongTiles) return kOwnPingPong;
   return c.own_splits > 0 ? kOwnPrefix + std::to_string(c.own_splits)
                           : encode_choice(c.algo, c.workspace);
 }
@@ -177,19 +172,17 @@ struct GemmPlan::Impl {
     return "gemm:m=" + std::to_string(m) + ",n=" + std::to_string(n) + ",k=" + std::to_string(k) +
            ",a=bf16,w=bf16,c=bf16,acc=f32,op=TN,ep=" + epilogue_name(ep) +
            ",res=" + (residual ? "1" : "0") + ",ws=" + std::to_string(workspace_bytes) +
-           ",align=16" + (split_k_search(m) ? ",search=splitk" : "") + (own ? ",own=sm90v2" : "");
+           ",align=16" + (split_k_search(m) ? ",search=splitk" : "") + (own ? ",own=sm90v1" : "");
   }
 
   // Our kernel's forms worth timing at m: unsplit, and k shared by 2, 4 or 8
   // blocks up to the kernel's own automatic choice (where the tiles alone
-  // leave multiprocessors idle); the ping-pong form where its 128 x 128 tiles
-  // give every multiprocessor two or more.
-  std::vector<Choice> own_forms_for(int64_t m) const {
+  // leave multiprocessors idle).
+  std::vector<int> own_splits_for(int64_t m) const {
     if (!own) return {};
-    std::vector<Choice> out;
+    std::vector<int> out;
     const int most = detail::gemm_sm90_auto_splits(m, n, k);
-    for (int s = 1; s <= most; s *= 2) out.push_back(Choice{m, {}, 0, s});
-    if (detail::gemm_sm90_pingpong_worth(m, n)) out.push_back(Choice{m, {}, 0, 1, kPingPongTiles});
+    for (int s = 1; s <= most; s *= 2) out.push_back(s);
     return out;
   }
 
@@ -200,11 +193,6 @@ struct GemmPlan::Impl {
     if (const int splits = decode_own_splits(text); splits > 0) {
       if (!own) return false;  // another GPU, or the epilogue is not ours to run
       out = Choice{m, {}, 0, splits};
-      return true;
-    }
-    if (text == kOwnPingPong) {
-      if (!own) return false;
-      out = Choice{m, {}, 0, 1, kPingPongTiles};
       return true;
     }
     cublasLtMatmulAlgo_t algo{};
@@ -359,8 +347,7 @@ struct GemmPlan::Impl {
              const bf16* bias, const bf16* residual, bf16* C, int64_t m, void* workspace,
              size_t workspace_bytes, cudaStream_t stream) const {
     if (choice.own_splits > 0)
-      return detail::gemm_sm90_bf16(A, W, bias, residual, C, m, n, k, choice.own_splits, stream,
-                                    choice.own_tile_n);
+      return detail::gemm_sm90_bf16(A, W, bias, residual, C, m, n, k, choice.own_splits, stream);
     const cublasLtMatmulAlgo_t& algo = choice.algo;
     Problem p;
     if (const int rc = build(p, m, bias)) return rc;
@@ -434,7 +421,8 @@ int GemmPlan::candidates_for(int64_t m, int max_candidates, std::vector<std::str
   if (split_k_forms != nullptr) *split_k_forms = static_cast<int>(found.size() - proposals);
   encoded.clear();
   for (const auto& r : found) encoded.push_back(encode_choice(r.algo, r.workspaceSize));
-  for (const Choice& c : impl_->own_forms_for(m)) encoded.push_back(encode_choice(c));
+  for (const int splits : impl_->own_splits_for(m))
+    encoded.push_back(kOwnPrefix + std::to_string(splits));
   return 0;
 }
 
@@ -519,7 +507,7 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
     return rc;
   std::vector<Choice> found;  // the heuristic's first stays first
   for (const auto& r : proposals) found.push_back(Choice{m, r.algo, r.workspaceSize});
-  for (const Choice& c : impl_->own_forms_for(m)) found.push_back(c);
+  for (const int splits : impl_->own_splits_for(m)) found.push_back(Choice{m, {}, 0, splits});
 
   cudaEvent_t ev[2] = {nullptr, nullptr};
   ENCODER_KIT_CUDA_TRY(cudaEventCreate(&ev[0]));

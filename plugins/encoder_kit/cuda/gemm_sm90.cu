@@ -19,7 +19,8 @@
 //    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte
 //    swizzled 128 x 64 boxes, and one thread stores them by TMA while the next
 //    tile's products start.
-//  - optionally (SwiGLU only) an RMSNorm of A's rows in front: A's k columns
+//  - optionally an RMSNorm of A's rows in front (rms_gate_up_silu_mul_bf16,
+//    rms_linear_bf16): A's k columns
 //    are a whole row, so the multipliers load A's fragments from the staged
 //    boxes into registers (ldmatrix; wgmma then reads A from registers), sum
 //    each row's squares from them, and the epilogue scales the row's products
@@ -47,7 +48,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -587,247 +587,6 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-// Ping-pong (tile_n = kPingPongTiles, unsplit): tiles of 128 rows x 128 of
-// W's rows, each warpgroup a whole tile (two m64n128k16 a k step, rows 0-63
-// and 64-127: 128 accumulators), warpgroup c on tiles c, c + 2, ... of the
-// block's sequence. The copier fills the one ring in tile order, so one
-// warpgroup's products run while the other is in its epilogue and store:
-// the tensor cores do not wait for epilogues, as they do in the cooperative
-// form (both warpgroups on one tile), where the epilogue and its barriers sit
-// between a tile's last product and the next tile's first. A stage is freed
-// by the four warps of the warpgroup that read it; each warpgroup stages and
-// stores its own tiles' output and residual.
-// The warpgroups take turns at the products (wait_turn / pass_turn): a tile's
-// products start once the other warpgroup has issued its previous tile's.
-// Besides keeping the tensor cores to one tile at a time, this keeps the
-// ring's parity waits exact: a warpgroup waits on a stage's "full" barrier
-// only after the phase before (the other warpgroup's k-block there) has
-// completed, never two phases ahead, where parity could not tell them apart.
-constexpr int kPingPongTileN = 128;
-template <Fused kFused>
-__host__ __device__ constexpr int pingpong_stages() {
-  return kFused == Fused::Bias ? 5 : 6;  // what two warpgroups' staging boxes leave
-}
-template <Fused kFused>
-constexpr size_t pingpong_smem_bytes() {
-  return 1024 /* alignment slack */ +
-         pingpong_stages<kFused>() * (kABytes + w_bytes<kPingPongTileN>()) +
-         2 * out_boxes<kFused, kPingPongTileN>() * kSubTileBytes +
-         (2 * pingpong_stages<kFused>() + 2) * sizeof(uint64_t);
-}
-static_assert(pingpong_smem_bytes<Fused::Bias>() <= 227 * 1024 &&
-              pingpong_smem_bytes<Fused::SiluMul>() <= 227 * 1024);
-
-// Named barrier 2 + c: warpgroup c's 128 threads alone.
-__device__ __forceinline__ void sync_warpgroup(int c) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
-}
-// The ping-pong turn (named barrier 4 + c, both warpgroups): warpgroup c
-// waits there before its tile's products until the other warpgroup, done
-// issuing its own tile's, arrives.
-__device__ __forceinline__ void wait_turn(int c) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
-}
-__device__ __forceinline__ void pass_turn(int c) {  // to the other warpgroup, 1 - c
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (1 - c)) : "memory");
-}
-
-template <Fused kFused, bool kNorm>
-__global__ void __launch_bounds__(384, 1)
-    gemm_sm90_pingpong_kernel(const __grid_constant__ CUtensorMap map_a,
-                              const __grid_constant__ CUtensorMap map_w,
-                              const __grid_constant__ CUtensorMap map_out,
-                              const __grid_constant__ CUtensorMap map_res,
-                              const bf16* __restrict__ bias, int64_t bias_len, int64_t out_cols,
-                              int has_res, int k_blocks, int n_tiles, int num_tiles, int rms_cols,
-                              float rms_eps) {
-#if ENCODER_KIT_HAS_WGMMA
-  constexpr int kTileN = kPingPongTileN;
-  constexpr int kStages = pingpong_stages<kFused>();
-  constexpr uint32_t kWBytes = w_bytes<kTileN>();
-  constexpr int kBoxes = out_boxes<kFused, kTileN>();  // a warpgroup's staging boxes
-  constexpr int kOutCols = kFused == Fused::Bias ? kTileN : kTileN / 2;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms
-  const uint32_t s_a = base;
-  const uint32_t s_w = base + kStages * kABytes;
-  const uint32_t s_out0 = s_w + kStages * kWBytes;            // warpgroup 1's boxes, then 2's
-  const uint32_t full = s_out0 + 2 * kBoxes * kSubTileBytes;  // kStages mbarriers,
-  const uint32_t empty = full + kStages * 8;                  // then kStages "empty",
-  const uint32_t res_bars = empty + kStages * 8;              // then a residual's a warpgroup
-  const int wg = static_cast<int>(threadIdx.x) / 128;
-  if constexpr (kFused != Fused::Bias) has_res = 0;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(full + 8 * s, 1);   // the copier's expect_tx arrival (+ the bytes)
-      mbarrier_init(empty + 8 * s, 4);  // the reading warpgroup's four warps
-    }
-    mbarrier_init(res_bars, 1);
-    mbarrier_init(res_bars + 8, 1);
-    fence_barrier_init();
-  }
-  __syncthreads();
-  detail::wait_for_prior_grid();  // A is the previous kernel's output (launch.cuh)
-  const int grid = static_cast<int>(gridDim.x);
-
-  if (wg == 0) {
-    release_registers<40>();
-    if (threadIdx.x == 0) {
-      int it = 0;  // k-blocks issued so far, over all tiles
-      for (int tile = static_cast<int>(blockIdx.x); tile < num_tiles; tile += grid) {
-        const int m0 = (tile / n_tiles) * kBM, tile_n = tile % n_tiles;
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const int s = it % kStages;
-          if (it >= kStages) mbarrier_wait(empty + 8 * s, ((it / kStages) - 1) & 1);
-          mbarrier_arrive_expect_tx(full + 8 * s, kABytes + kWBytes);
-          tma_load_2d(s_a + s * kABytes, &map_a, kb * kBK, m0, full + 8 * s);
-          if constexpr (kFused == Fused::Bias) {
-            tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK,
-                        static_cast<int>(w_row<kFused, kTileN>(tile_n, 0)), full + 8 * s);
-          } else {  // the gate rows, then the up rows (boxes of 64 rows)
-            for (int h = 0; h < 2; ++h)
-              tma_load_2d(s_w + s * kWBytes + h * (kWBytes / 2), &map_w, kb * kBK,
-                          static_cast<int>(w_row<kFused, kTileN>(tile_n, h * kTileN / 2)),
-                          full + 8 * s);
-          }
-        }
-      }
-    }
-    return;
-  }
-
-  claim_registers<232>();
-  const int c = wg - 1;  // this warpgroup's tiles: c, c + 2, ... of the block's
-  const int warp = (static_cast<int>(threadIdx.x) / 32) % 4;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int t = lane % 4;
-  const bool storer = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
-  const uint32_t s_out = s_out0 + static_cast<uint32_t>(c * kBoxes) * kSubTileBytes;
-  const uint32_t res_bar = res_bars + 8 * c;
-  float acc[2][kTileN / 2];  // rows 0-63 and 64-127 of the tile
-  int tiles_done = 0;        // this warpgroup's, the residual barrier's phase
-  for (int q = c, tile = static_cast<int>(blockIdx.x) + c * grid; tile < num_tiles;
-       q += 2, tile += 2 * grid, ++tiles_done) {
-    const int tile_n = tile % n_tiles;
-    const int m0 = (tile / n_tiles) * kBM;
-    const int col0 = tile_n * kOutCols;
-    const int it0 = q * k_blocks;  // the ring position of this tile's first k-block
-    float squares[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // kNorm: [half][row, row + 8]
-    uint32_t frag[2][2][4];  // kNorm: A's fragments of two k steps, both halves
-    if (q > 0) wait_turn(c);
-    for (int kb = 0; kb < k_blocks; ++kb) {
-      const int it = it0 + kb, s = it % kStages;
-      mbarrier_wait(full + 8 * s, (it / kStages) & 1);
-      const uint32_t a_tile = s_a + s * kABytes;
-      const uint32_t w_tile = s_w + s * kWBytes;
-      if constexpr (kNorm) {
-        // One commit group a k step, one in flight while the next step's
-        // fragments load (the other warpgroup keeps the tensor cores busy
-        // through the gaps). Fragment buffer kk % 2 is free once step kk - 2
-        // has completed.
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          uint32_t(&f)[2][4] = frag[kk & 1];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            load_a_fragment(a_tile + h * (64 * 128), warp, lane, kk, f[h]);
-            add_squares(f[h], squares[h]);
-          }
-          wgmma_fence();
-          const int accumulate = kb != 0 || kk != 0;
-          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) wgmma_m64n128k16_rs_kmajor(acc[h], f[h], desc_w, accumulate);
-          wgmma_commit();
-          wgmma_wait<1>();
-          if (kk == 0 && kb > 0) {  // the previous k-block's last step is done
-            __syncwarp();
-            if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
-          }
-        }
-      } else {
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          const int accumulate = kb != 0 || kk != 0;
-          const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            wgmma_m64n128k16_ss(acc[h], smem_desc_sw128(a_tile + h * (64 * 128) + kk * 32), desc_w,
-                                accumulate);
-        }
-        wgmma_commit();
-      }
-      // The residual into this warpgroup's staging boxes once its previous
-      // tile's stores have read them; its load flies during the products.
-      if (kb == 0 && has_res && storer) {
-        bulk_wait_read<0>();
-        load_residual(&map_res, s_out, res_bar, 0, kBoxes, col0, m0, out_cols);
-      }
-      if constexpr (!kNorm) {
-        wgmma_wait<1>();  // the previous k-block's products have read their stage
-        if (kb > 0) {
-          __syncwarp();
-          if (lane == 0) mbarrier_arrive(empty + 8 * ((it - 1) % kStages));
-        }
-      }
-    }
-    // The other warpgroup's next tile, if it has one, may start its products.
-    if (tile + grid < num_tiles) pass_turn(c);
-    // The bias pairs while the last k-block's products run (as above).
-    uint32_t bias_pairs[kTileN / 8];
-#pragma unroll
-    for (int j = 0; j < kTileN / 8; ++j) {
-      const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * j + 2 * t);
-      bias_pairs[j] = bias && n < bias_len ? ld_global_nc_u32(bias + n) : 0u;
-    }
-    wgmma_wait<0>();
-    fence_registers(acc[0]);
-    fence_registers(acc[1]);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty + 8 * ((it0 + k_blocks - 1) % kStages));
-
-    if constexpr (kNorm) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float scale[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float v = squares[h][r];
-          v += __shfl_xor_sync(0xffffffffu, v, 1);
-          v += __shfl_xor_sync(0xffffffffu, v, 2);
-          scale[r] = rsqrtf(v / static_cast<float>(rms_cols) + rms_eps);
-        }
-#pragma unroll
-        for (int i = 0; i < kTileN / 2; ++i) acc[h][i] *= (i & 2) ? scale[1] : scale[0];
-      }
-    }
-    if (storer) bulk_wait_read<0>();  // the previous tile's stores have read the boxes
-    sync_warpgroup(c);
-    if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      stage_rows<kFused, kTileN>(acc[h], bias_pairs, s_out, 64 * h + 16 * warp + lane / 4, t,
-                                 has_res);
-    fence_async_shared();  // generic-proxy writes, read by the TMA unit
-    sync_warpgroup(c);
-    if (storer) {  // rows and columns outside the output are clipped by the map
-      for (int box = 0; box < kBoxes; ++box)
-        if (col0 + 64 * box < out_cols)
-          tma_store_2d(&map_out, s_out + box * kSubTileBytes, col0 + box * 64, m0);
-      bulk_commit();
-    }
-  }
-  if (storer) bulk_wait<0>();  // the last stores complete before the block leaves
-#else
-  (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
-      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)rms_cols,
-      (void)rms_eps;
-  __trap();
-#endif
-}
-
 }  // namespace
 
 PFN_cuTensorMapEncodeTiled_v12000 detail::tensor_map_encoder() {
@@ -916,26 +675,9 @@ bool clusters_fit(Kernel* kernel, size_t smem, int splits) {
   return fit;
 }
 
-// ENCGRAPH_GEMM_PINGPONG=0 keeps the ping-pong form out of the automatic
-// choices (tile_n 0, GemmPlan's candidates): the A/B switch of the benchmarks.
-bool pingpong_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ENCGRAPH_GEMM_PINGPONG");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return allowed;
-}
-
-// Whether ping-pong tiles give every multiprocessor two or more (each
-// warpgroup one): below that the cooperative forms finish sooner.
-bool pingpong_fills(int64_t rows, int64_t w_rows, int sms) {
-  return ((rows + kBM - 1) / kBM) * ((w_rows + kPingPongTileN - 1) / kPingPongTileN) >=
-         2 * int64_t{sms};
-}
-
 // Valid tile widths and splits (0: chosen), checked before an empty call returns.
 bool tile_n_ok(int tile_n) {
-  return tile_n == 0 || tile_n == 128 || tile_n == 256 || tile_n == kPingPongTiles;
+  return tile_n == 0 || tile_n == 128 || tile_n == 256;
 }
 bool splits_ok(int splits) {
   return splits == 0 || splits == 1 || splits == 2 || splits == 4 || splits == 8;
@@ -987,39 +729,9 @@ int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
       k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
-// The ping-pong form (gemm_sm90_pingpong_kernel): persistent, one block a
-// multiprocessor, unsplit.
-template <Fused kFused, bool kNorm>
-int launch_pingpong(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
-                    const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
-                    int64_t ld_out, cudaStream_t stream, float rms_eps, int sms) {
-  constexpr int kTileN = kPingPongTileN;
-  const int64_t num_tiles = ((rows + kBM - 1) / kBM) * ((w_rows + kTileN - 1) / kTileN);
-  const int64_t n_tiles = (w_rows + kTileN - 1) / kTileN;
-  const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
-  ENCODER_KIT_REQUIRE(num_tiles <= int64_t{0x7fffffff} &&
-                      num_tiles / 2 * k_blocks < int64_t{0x7fffffff});  // ring positions
-  CUtensorMap map_a{}, map_w{}, map_out{}, map_res{};
-  if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
-  if (const int err =
-          encode_rows(&map_w, w, w_rows, k, k, kFused == Fused::Bias ? kTileN : kTileN / 2))
-    return err;
-  if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
-  if (residual != nullptr)
-    if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
-  constexpr size_t kSmem = pingpong_smem_bytes<kFused>();
-  auto* kernel = gemm_sm90_pingpong_kernel<kFused, kNorm>;
-  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
-  return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w, map_out,
-                               map_res, bias, w_rows, cols, residual != nullptr ? 1 : 0, k_blocks,
-                               static_cast<int>(n_tiles), static_cast<int>(num_tiles),
-                               kNorm ? static_cast<int>(k) : 0, rms_eps);
-}
-
-// tile_n: 256, 128 (SiLU·mul only), kPingPongTiles (unsplit), or 0: the
-// ping-pong tiles where they give every multiprocessor two or more, else 128
-// for SiLU·mul when tiles of 256 would leave multiprocessors idle, else 256.
+// tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
+// would leave multiprocessors idle, else 256. rms_eps >= 0: the RMSNorm of A's
+// rows inside (tiles of 256 for the plain product).
 template <Fused kFused>
 int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
            bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
@@ -1027,37 +739,25 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
   ENCODER_KIT_REQUIRE(splits_ok(splits));
-  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul) ||
-                      (tile_n == kPingPongTiles && splits <= 1));
+  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul));
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const bool norm = rms_eps >= 0.0f;
-  ENCODER_KIT_REQUIRE(!norm || kFused == Fused::SiluMul);  // the norm: SiLU·mul only
-  if (tile_n == 0 && splits <= 1 && pingpong_allowed() && pingpong_fills(rows, w_rows, sms))
-    tile_n = kPingPongTiles;
-  else if (tile_n == 0)
+  if (tile_n == 0)
     tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
                  ? 128
                  : 256;
-  if (tile_n == kPingPongTiles) {
-    if constexpr (kFused == Fused::SiluMul)
-      if (norm)
-        return launch_pingpong<kFused, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
-                                             ld_out, stream, rms_eps, sms);
-    return launch_pingpong<kFused, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
-                                          stream, rms_eps, sms);
-  }
   if constexpr (kFused == Fused::SiluMul) {
     if (tile_n == 128)
       return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
                                                     cols, ld_out, splits, stream, rms_eps, sms)
                   : launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k,
                                                      cols, ld_out, splits, stream, rms_eps, sms);
-    if (norm)
-      return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
-                                             ld_out, splits, stream, rms_eps, sms);
   }
+  if (norm)
+    return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                           splits, stream, rms_eps, sms);
   return launch_tiles<kFused, 256, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
                                           splits, stream, rms_eps, sms);
 }
@@ -1090,26 +790,14 @@ int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k) {
   return auto_splits(((rows + kBM - 1) / kBM) * ((n + 255) / 256), (k + kBK - 1) / kBK, sms);
 }
 
-bool gemm_sm90_pingpong_worth(int64_t rows, int64_t n) {
-  int device = 0, sms = 0;
-  if (rows <= 0 || n <= 0 || !pingpong_allowed() || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return pingpong_fills(rows, n, sms);
-}
-
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
-                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream,
-                   int tile_n) {
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
   ENCODER_KIT_REQUIRE(operands_ok(a, w, bias, c, k, n));
   ENCODER_KIT_REQUIRE(residual == nullptr || detail::aligned16(residual));
-  ENCODER_KIT_REQUIRE(splits_ok(splits) && (tile_n == 256 || tile_n == kPingPongTiles));
+  ENCODER_KIT_REQUIRE(splits_ok(splits));
   if (rows == 0) return 0;
-  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream, -1.0f,
-                             tile_n);
+  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream);
 }
 
 }  // namespace detail
@@ -1143,6 +831,19 @@ int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const
   if (rows == 0) return 0;
   return launch<Fused::SiluMul>(x, w_blocked_folded, gate_up_blocked_rows(inter), b_blocked,
                                 nullptr, y, rows, k, inter, ld_y, splits, stream, eps, tile_n);
+}
+
+bool rms_linear_supported() {
+  return detail::sm90_gemm_supported();
+}
+
+int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
+                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits) {
+  ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
+  ENCODER_KIT_REQUIRE(eps >= 0.0f && std::isfinite(eps) && splits_ok(splits));
+  ENCODER_KIT_REQUIRE(operands_ok(x, w_folded, bias, y, k, n));
+  if (rows == 0) return 0;
+  return launch<Fused::Bias>(x, w_folded, n, bias, nullptr, y, rows, k, n, n, splits, stream, eps);
 }
 
 }  // namespace encoder_kit::cuda

@@ -48,23 +48,14 @@ bool tma_attention_enabled();
 // against cuBLASLt and the tests against a reference. n a multiple of 8, k a
 // multiple of 8, A, W, C and residual 16-byte aligned; residual has C's shape
 // and may be C. splits: blocks a tile's k range is shared by (1, 2, 4 or 8;
-// 0 picks from the sizes, as gate_up_silu_mul_bf16 does). tile_n: 256
-// (tiles of 128 x 256, both warpgroups on one) or kPingPongTiles (kernels.hpp;
-// unsplit only).
+// 0 picks from the sizes, as gate_up_silu_mul_bf16 does).
 bool sm90_gemm_supported();
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
-                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream,
-                   int tile_n = 256);
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream);
 // The splits 0 picks for a rows x n x k product: the most (8, 4 or 2) that keep
 // every tile's cluster in one wave with two 64-deep k-blocks or more a block,
 // else 1. Fewer splits (powers of two) are the other forms worth timing.
 int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k);
-// Whether the ping-pong form is worth timing for a rows x n product: its
-// 128 x 128 tiles give every multiprocessor two or more (one warpgroup's
-// products under the other's epilogue); with fewer, a tile's two
-// warpgroups on one tile (the cooperative forms) finish sooner. False under
-// ENCGRAPH_GEMM_PINGPONG=0 (the benchmarks' A/B switch).
-bool gemm_sm90_pingpong_worth(int64_t rows, int64_t n);
 
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later, and the

@@ -159,11 +159,8 @@ void block_gate_up_rows(const T* gate, const T* up, int64_t inter, int64_t cols,
 // Compute capability 9.0 with the sm_90a code present and a driver that encodes tensor maps.
 bool gate_up_silu_mul_supported();
 // splits: blocks sharing a tile's k range (1, 2, 4, 8; 0 picks). tile_n: the
-// tile's width in W's rows, 256 or 128, both warpgroups of a block on one
-// tile ("cooperative"); kPingPongTiles: tiles of 128, each warpgroup its own,
-// one's products under the other's epilogue (unsplit only: splits 0 or 1);
-// 0 picks: 128 where tiles of 256 leave multiprocessors idle, e.g. 256 rows.
-inline constexpr int kPingPongTiles = -1;
+// tile's width in W's rows, 256 or 128 (0 picks: 128 where tiles of 256 leave
+// multiprocessors idle, e.g. 256 rows).
 int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_blocked, bf16* y,
                           int64_t rows, int64_t k, int64_t inter, int64_t ld_y, cudaStream_t stream,
                           int splits = 0, int tile_n = 0);
@@ -178,6 +175,13 @@ int gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked, const bf16* b_bl
 int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const bf16* b_blocked,
                               bf16* y, int64_t rows, int64_t k, int64_t inter, int64_t ld_y,
                               float eps, cudaStream_t stream, int splits = 0, int tile_n = 0);
+// The plain product's form: y[rows, n] = n(x) W^T + bias (bias may be null),
+// n(x) the RMSNorm of x's k columns with its weight folded into W
+// (fold_norm_weight), as after a transformer block's first norm (Qwen2.5-VL's
+// norm1 and qkv). Same rules and rounding note as above; tiles of 256.
+bool rms_linear_supported();
+int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
+                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits = 0);
 // w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
 // linear layer's weights after an RMSNorm or LayerNorm without bias). T is
 // float (a model folds its float weights before converting them).
