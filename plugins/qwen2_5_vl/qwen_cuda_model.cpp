@@ -305,27 +305,58 @@ struct CudaModel::Impl {
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the
-  // choice stored in the tuning cache under `key`, or the best of 3 rounds of
-  // 2 runs each after a warm-up (choose_fastest stores it).
+  // choice stored in the tuning cache under `key`, or the best of 3 rounds
+  // after a warm-up, each round a replay of a CUDA graph of 4 runs, as the
+  // forwards replay them (eager runs of a few microseconds would time the
+  // host's launches instead: cuBLASLt's cost more, and one image's norm1 +
+  // qkv was timed the wrong way round); eager runs where a form does not
+  // capture. choose_fastest stores the choice.
   size_t choose_form(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& run, cudaStream_t s) {
-    struct Events {  // destroyed however the timing ends
+    constexpr int kRuns = 4;
+    struct Timing {  // destroyed however the timing ends
       cudaEvent_t ev[2] = {nullptr, nullptr};
-      ~Events() {
+      cudaGraphExec_t exec = nullptr;
+      ~Timing() {
         for (cudaEvent_t e : ev)
           if (e) cudaEventDestroy(e);
+        if (exec) cudaGraphExecDestroy(exec);
       }
     } t;
+    auto capture = [&](size_t form_index) {
+      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+      }
+      bool ran = true;
+      try {
+        for (int r = 0; r < kRuns; ++r) run(form_index);
+      } catch (...) {  // ends the capture below; the eager runs then report it
+        ran = false;
+      }
+      cudaGraph_t graph = nullptr;
+      const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+      if (ran && ended == cudaSuccess && cudaGraphInstantiate(&t.exec, graph, 0) != cudaSuccess)
+        t.exec = nullptr;
+      if (graph) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+    };
     auto time_ms = [&](size_t form_index) {
       if (!t.ev[0]) {
         check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
         check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
       }
       run(form_index);
+      if (t.exec) check_cuda(cudaGraphExecDestroy(t.exec), "cudaGraphExecDestroy");
+      t.exec = nullptr;
+      capture(form_index);
       float best = 0.0f;
       for (int round = 0; round < 3; ++round) {
         check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
-        for (int r = 0; r < 2; ++r) run(form_index);
+        if (t.exec)
+          check_cuda(cudaGraphLaunch(t.exec, s), "replaying a layer's kernel form");
+        else
+          for (int r = 0; r < kRuns; ++r) run(form_index);
         check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(t.ev[1]), "timing a layer's kernel forms");
         float ms = 0.0f;
@@ -343,10 +374,11 @@ struct CudaModel::Impl {
   // versions (the cache file's context).
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
     if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
-    const std::string key =
-        "qwen-mlp:p=" + std::to_string(p) + ",d=" + std::to_string(c.hidden_size) +
-        ",inter=" + std::to_string(padded_intermediate(c)) +
-        ",blk=" + std::to_string(k::kGateUpBlock) + ",forms=norm+cublaslt+sm90v2+sm90rms";
+    const std::string key = "qwen-mlp:p=" + std::to_string(p) +
+                            ",d=" + std::to_string(c.hidden_size) +
+                            ",inter=" + std::to_string(padded_intermediate(c)) +
+                            ",blk=" + std::to_string(k::kGateUpBlock) +
+                            ",forms=norm+cublaslt+sm90v2+sm90rms,timed=graph";
     mlp_form[p] = static_cast<MlpForm>(choose_form(
         key, kMlpFormNames,
         [&](size_t f) { norm_gate_up_silu(a, blocks[0], p, static_cast<MlpForm>(f), s); }, s));
@@ -356,7 +388,8 @@ struct CudaModel::Impl {
   void choose_qkv(const Activations& a, int64_t p, cudaStream_t s) {
     if (qkv_kernel != QkvKernel::Auto || !fused_mlp_runs) return;
     const std::string key = "qwen-qkv:p=" + std::to_string(p) +
-                            ",d=" + std::to_string(c.hidden_size) + ",forms=norm+cublaslt+sm90rms";
+                            ",d=" + std::to_string(c.hidden_size) +
+                            ",forms=norm+cublaslt+sm90rms,timed=graph";
     qkv_form[p] = static_cast<QkvForm>(choose_form(
         key, kQkvFormNames,
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
