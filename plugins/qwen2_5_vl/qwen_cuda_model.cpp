@@ -8,10 +8,12 @@
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -122,7 +124,7 @@ struct CudaModel::Impl {
   k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
   MlpKernel mlp_kernel = MlpKernel::Auto;
-  bool fused_mlp_runs = false;          // this device runs gate_up_silu_mul_bf16
+  bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
   QkvKernel qkv_kernel = QkvKernel::Auto;
   std::map<int64_t, QkvForm> qkv_form;  // "auto"'s timed choice per patch count
@@ -238,7 +240,7 @@ struct CudaModel::Impl {
       case MlpKernel::Cublaslt: return MlpForm::Cublaslt;
       case MlpKernel::Auto: break;
     }
-    if (!fused_mlp_runs) return MlpForm::Cublaslt;
+    if (!sm90_kernels_run) return MlpForm::Cublaslt;
     const auto it = mlp_form.find(p);
     if (it != mlp_form.end()) return it->second;
     // Untimed: the norm inside the fused kernel, the fastest of the three at
@@ -253,10 +255,11 @@ struct CudaModel::Impl {
       case QkvKernel::Cublaslt: return QkvForm::Cublaslt;
       case QkvKernel::Auto: break;
     }
-    if (!fused_mlp_runs) return QkvForm::Cublaslt;
+    if (!sm90_kernels_run) return QkvForm::Cublaslt;
     const auto it = qkv_form.find(p);
-    // Untimed: cuBLASLt (at large sizes its product is ahead of ours by about
-    // the norm pass's time; bench/kernels/NOTES.md).
+    // Untimed: the norm and the tuned product, the form every GPU runs (the
+    // norm inside gains 2-5% from 1024 rows up and loses at 256;
+    // bench/kernels/NOTES.md).
     return it != qkv_form.end() ? it->second : QkvForm::Cublaslt;
   }
 
@@ -305,65 +308,84 @@ struct CudaModel::Impl {
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the
-  // choice stored in the tuning cache under `key`, or the best of 3 rounds
-  // after a warm-up, each round a replay of a CUDA graph of 4 runs, as the
-  // forwards replay them (eager runs of a few microseconds would time the
-  // host's launches instead: cuBLASLt's cost more, and one image's norm1 +
-  // qkv was timed the wrong way round); eager runs where a form does not
-  // capture. choose_fastest stores the choice.
+  // choice stored in the tuning cache under `key`, or timed here. Each form
+  // is timed as replays of a CUDA graph of 4 runs, as the forwards replay them
+  // (eager runs of a few microseconds would time the host's launches instead:
+  // cuBLASLt's cost more, and one image's norm1 + qkv was picked the wrong way
+  // round), the best of 3 rounds that alternate between the forms so that
+  // clock drift hits them alike. A form after the first must be 2% faster to
+  // win (the qkv forms differ by 2-5%: timing noise must not flip a choice
+  // between starts); one that fails to run or to capture is out (the graphs
+  // could not hold it). choose_fastest stores the choice.
   size_t choose_form(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& run, cudaStream_t s) {
-    constexpr int kRuns = 4;
+    constexpr int kRuns = 4, kRounds = 3;
+    constexpr double kMargin = 1.02;
+    const double out_of_the_running = std::numeric_limits<double>::infinity();
     struct Timing {  // destroyed however the timing ends
       cudaEvent_t ev[2] = {nullptr, nullptr};
-      cudaGraphExec_t exec = nullptr;
+      std::vector<cudaGraphExec_t> exec;
       ~Timing() {
         for (cudaEvent_t e : ev)
           if (e) cudaEventDestroy(e);
-        if (exec) cudaGraphExecDestroy(exec);
+        for (cudaGraphExec_t e : exec)
+          if (e) cudaGraphExecDestroy(e);
       }
     } t;
-    auto capture = [&](size_t form_index) {
+    // A graph of kRuns runs of form f, or null where it does not run or capture
+    // (the capture is ended whatever happens inside it).
+    auto capture = [&](size_t f) -> cudaGraphExec_t {
       if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         (void)cudaGetLastError();
-        return;
+        return nullptr;
       }
       bool ran = true;
       try {
-        for (int r = 0; r < kRuns; ++r) run(form_index);
-      } catch (...) {  // ends the capture below; the eager runs then report it
+        for (int r = 0; r < kRuns; ++r) run(f);
+      } catch (...) {
         ran = false;
       }
       cudaGraph_t graph = nullptr;
       const cudaError_t ended = cudaStreamEndCapture(s, &graph);
-      if (ran && ended == cudaSuccess && cudaGraphInstantiate(&t.exec, graph, 0) != cudaSuccess)
-        t.exec = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      if (ran && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+        exec = nullptr;
       if (graph) cudaGraphDestroy(graph);
       (void)cudaGetLastError();
+      return exec;
     };
-    auto time_ms = [&](size_t form_index) {
-      if (!t.ev[0]) {
-        check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
-        check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
+    std::vector<double> ms;  // every form's, measured on the first call
+    auto measure_all = [&] {
+      check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
+      check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
+      ms.assign(names.size(), out_of_the_running);
+      t.exec.assign(names.size(), nullptr);
+      for (size_t f = 0; f < names.size(); ++f) {
+        try {
+          run(f);  // warm-up; the first form's failure is the model's
+        } catch (...) {
+          if (f == 0) throw;
+          (void)cudaGetLastError();
+          continue;
+        }
+        t.exec[f] = capture(f);
       }
-      run(form_index);
-      if (t.exec) check_cuda(cudaGraphExecDestroy(t.exec), "cudaGraphExecDestroy");
-      t.exec = nullptr;
-      capture(form_index);
-      float best = 0.0f;
-      for (int round = 0; round < 3; ++round) {
-        check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
-        if (t.exec)
-          check_cuda(cudaGraphLaunch(t.exec, s), "replaying a layer's kernel form");
-        else
-          for (int r = 0; r < kRuns; ++r) run(form_index);
-        check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
-        check_cuda(cudaEventSynchronize(t.ev[1]), "timing a layer's kernel forms");
-        float ms = 0.0f;
-        check_cuda(cudaEventElapsedTime(&ms, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
-        if (round == 0 || ms < best) best = ms;
-      }
-      return static_cast<double>(best);
+      for (int round = 0; round < kRounds; ++round)
+        for (size_t f = 0; f < names.size(); ++f) {
+          if (!t.exec[f]) continue;
+          check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
+          check_cuda(cudaGraphLaunch(t.exec[f], s), "replaying a layer's kernel form");
+          check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
+          check_cuda(cudaEventSynchronize(t.ev[1]), "timing a layer's kernel forms");
+          float elapsed = 0.0f;
+          check_cuda(cudaEventElapsedTime(&elapsed, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
+          const double v = static_cast<double>(elapsed) * (f == 0 ? 1.0 : kMargin);
+          ms[f] = std::min(ms[f], v);
+        }
+    };
+    auto time_ms = [&](size_t f) {
+      if (ms.empty()) measure_all();
+      return ms[f];
     };
     return encoder_kit::choose_fastest(gemm_cache.get(), key, names, time_ms);
   }
@@ -373,7 +395,7 @@ struct CudaModel::Impl {
   // holds everything the choice depends on besides the GPU and library
   // versions (the cache file's context).
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
-    if (mlp_kernel != MlpKernel::Auto || !fused_mlp_runs) return;
+    if (mlp_kernel != MlpKernel::Auto || !sm90_kernels_run) return;
     const std::string key = "qwen-mlp:p=" + std::to_string(p) +
                             ",d=" + std::to_string(c.hidden_size) +
                             ",inter=" + std::to_string(padded_intermediate(c)) +
@@ -386,10 +408,10 @@ struct CudaModel::Impl {
 
   // "auto": norm1 + qkv's two forms at this size (after qkv's own tuning).
   void choose_qkv(const Activations& a, int64_t p, cudaStream_t s) {
-    if (qkv_kernel != QkvKernel::Auto || !fused_mlp_runs) return;
+    if (qkv_kernel != QkvKernel::Auto || !sm90_kernels_run) return;
     const std::string key = "qwen-qkv:p=" + std::to_string(p) +
                             ",d=" + std::to_string(c.hidden_size) +
-                            ",forms=norm+cublaslt+sm90rms,timed=graph";
+                            ",forms=norm+cublaslt+sm90rmslinear,timed=graph";
     qkv_form[p] = static_cast<QkvForm>(choose_form(
         key, kQkvFormNames,
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
@@ -430,9 +452,9 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
   impl_->mlp_kernel = mlp_kernel;
   impl_->qkv_kernel = qkv_kernel;
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
-  impl_->fused_mlp_runs = k::gate_up_silu_mul_supported();
+  impl_->sm90_kernels_run = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) &&
-      !impl_->fused_mlp_runs)
+      !impl_->sm90_kernels_run)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
                       std::string("qwen2_5_vl CUDA: mlp_kernel = \"") +
                           (mlp_kernel == MlpKernel::Fused ? "fused" : "fused_norm") +

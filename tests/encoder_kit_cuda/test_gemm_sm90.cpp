@@ -403,6 +403,10 @@ GPU_TEST_CASE("rms_linear_bf16: RMSNorm in the plain product, against float64") 
         bad);
   CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 16, 64, 1e-6f, nullptr,
                            3) == bad);
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 16, 64, -1.0f, nullptr) ==
+        bad);
+  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 12, 64, 1e-6f, nullptr) ==
+        bad);
   CHECK(k::rms_linear_supported() == compute_capability_90());
   if (!compute_capability_90()) {
     CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 16, 64, 1e-6f, nullptr) ==
@@ -477,6 +481,64 @@ GPU_TEST_CASE("rms_linear_bf16: RMSNorm in the plain product, against float64") 
       CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
       CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < 1e-2);
     }
+  }
+}
+
+GPU_TEST_CASE("rms_linear_bf16 replayed from a CUDA graph reads the buffers' new contents") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: checked above
+  const int64_t rows = 300, n = 264, kk = 136;
+  // Persistent blocks and clusters of two (rows' sums of squares across blocks).
+  for (const int splits : {1, 2}) {
+    CAPTURE(splits);
+    auto x = random_bf16(static_cast<size_t>(rows * kk), 1.0f);
+    const auto w = random_bf16(static_cast<size_t>(n * kk), 0.1f);
+    const auto b = random_bf16(static_cast<size_t>(n), 0.5f);
+    DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()), dy(static_cast<size_t>(rows * n)),
+        want(dy.size());
+    dx.upload(x);
+    dw.upload(w);
+    db.upload(b);
+    cudaStream_t stream = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    auto run = [&](bf16* y) {
+      return k::rms_linear_bf16(dx.get(), dw.get(), db.get(), y, rows, n, kk, 1e-6f, stream,
+                                splits);
+    };
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const int rc = run(dy.get());
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CHECK_OK(rc);
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    x = random_bf16(x.size(), 2.0f);  // new input in the same buffer
+    dx.upload(x);
+    dy.poison();
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CHECK_OK(run(want.get()));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto got = dy.download(), eager = want.download();
+    size_t differ = 0, finite = 0;
+    for (size_t i = 0; i < got.size(); ++i) {  // same kernel, same inputs: the same bits
+      differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
+      finite += std::isfinite(to_f(got[i])) ? 1 : 0;
+    }
+    CHECK(differ == 0);
+    CHECK(finite == got.size());  // every element written
+    // And the eager result is the new input's (one row against float64).
+    double ss = 0.0;
+    for (int64_t i = 0; i < kk; ++i) ss += std::pow(to_f(x[i]), 2);
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(kk) + 1e-6);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = to_f(b[j]);
+      for (int64_t i = 0; i < kk; ++i) acc += to_f(x[i]) * scale * to_f(w[j * kk + i]);
+      CHECK(std::fabs(to_f(eager[j]) - acc) <= 2e-2 * (1.0 + std::fabs(acc)));
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
 }
 

@@ -20,12 +20,11 @@
 //    swizzled 128 x 64 boxes, and one thread stores them by TMA while the next
 //    tile's products start.
 //  - optionally an RMSNorm of A's rows in front (rms_gate_up_silu_mul_bf16,
-//    rms_linear_bf16): A's k columns
-//    are a whole row, so the multipliers load A's fragments from the staged
-//    boxes into registers (ldmatrix; wgmma then reads A from registers), sum
-//    each row's squares from them, and the epilogue scales the row's products
-//    by rsqrt(mean + eps). The norm's weight is folded into W's columns
-//    (fold_norm_weight), so the normalised rows are never written.
+//    rms_linear_bf16): A's k columns are a whole row, so the multipliers
+//    load A's fragments from the staged boxes into registers (ldmatrix; wgmma then reads A from
+//    registers), sum each row's squares from them, and the epilogue scales the row's products by
+//    rsqrt(mean + eps). The norm's weight is folded into W's columns (fold_norm_weight), so the
+//    normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
 // 32 KiB for SiLU·mul; narrow tiles 6 stages of 32 KiB. Steps and
@@ -200,30 +199,31 @@ __device__ __forceinline__ void load_residual(const CUtensorMap* map_res, uint32
       tma_load_2d(s_out + b * kSubTileBytes, map_res, col0 + 64 * b, m0, bar);
 }
 
-// Where the pair of output column group j (columns 8j + 2t, + 1 of the tile)
-// of row row0 lies in the staging boxes: a 128 x 64 box per 64 columns,
-// 128-byte swizzled as TMA stores it (16-byte chunk c of row r at chunk
-// c ^ (r % 8)); row row0 + 8 lies 8 * 128 bytes further. A warp's lanes (8
-// rows x 4 pairs of one chunk) write 32 different banks.
-__device__ __forceinline__ uint32_t staging_offset(int j, int row0, int t) {
-  return static_cast<uint32_t>((j / 8) * kSubTileBytes + row0 * 128 + 4 * t +
-                               (((j & 7) ^ (row0 & 7)) << 4));
+// Where a thread's pair of output column group j (columns 8j + 2t, + 1 of
+// the tile) lies in the staging boxes, for its first row row0: a 128 x 64 box
+// per 64 columns, 128-byte swizzled as TMA stores it (16-byte chunk c of row r
+// at chunk c ^ (r % 8)); row row0 + 8 lies 8 * 128 bytes further. The thread
+// passes its row0 * 128 + 4t once (row_off) and row0 % 8 = lane / 4 (r7). A
+// warp's lanes (8 rows x 4 pairs of one chunk) write 32 different banks.
+__device__ __forceinline__ uint32_t staging_offset(int j, uint32_t row_off, int r7) {
+  return static_cast<uint32_t>((j / 8) * kSubTileBytes) + row_off + (((j & 7) ^ r7) << 4);
 }
 
 // A warpgroup's 64 rows of an unsplit tile into the staging boxes at s_out:
 // the products plus bias (plus the residual already staged there, has_res)
 // as bf16, or for SiLU·mul the gated product of the tile's two halves. acc in
 // the m64nNk16 layout (acc[4j + {0,1}]: row row0, columns 8j + 2t + {0,1};
-// acc[4j + {2,3}]: row row0 + 8); bias_pairs[j]: those columns' biases.
+// acc[4j + {2,3}]: row row0 + 8); bias_pairs[j]: those columns' biases;
+// row_off, r7: as staging_offset takes them.
 template <Fused kFused, int kTileN>
 __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
                                            const uint32_t (&bias_pairs)[kTileN / 8], uint32_t s_out,
-                                           int row0, int t, int has_res) {
+                                           uint32_t row_off, int r7, int has_res) {
   if constexpr (kFused == Fused::Bias) {
 #pragma unroll
     for (int j = 0; j < kTileN / 8; ++j) {
       const float2 b = unpack_bf16x2(bias_pairs[j]);
-      const uint32_t addr = s_out + staging_offset(j, row0, t);
+      const uint32_t addr = s_out + staging_offset(j, row_off, r7);
       float2 r0 = make_float2(0.0f, 0.0f), r1 = r0;
       if (has_res) {
         r0 = unpack_bf16x2(ld_shared_u32(addr));
@@ -248,7 +248,7 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
       const float up[4] = {acc[4 * ju] + bu.x, acc[4 * ju + 1] + bu.y, acc[4 * ju + 2] + bu.x,
                            acc[4 * ju + 3] + bu.y};
       const uint2 y = silu_mul_bf16x4(gate, up);
-      const uint32_t addr = s_out + staging_offset(j, row0, t);
+      const uint32_t addr = s_out + staging_offset(j, row_off, r7);
       st_shared_u32(addr, y.x);
       st_shared_u32(addr + 8 * 128, y.y);
     }
@@ -521,9 +521,10 @@ __global__ void __launch_bounds__(384, 1)
       };
       // The staging pair of output group j, in the block that stores its box.
       auto staged = [&](int j) {
-        return static_cast<uint32_t*>(
-            __cluster_map_shared_rank(smem + (s_out - base) + staging_offset(j, row0, t),
-                                      static_cast<unsigned>((j / 8) * 8 / per_rank)));
+        return static_cast<uint32_t*>(__cluster_map_shared_rank(
+            smem + (s_out - base) +
+                staging_offset(j, static_cast<uint32_t>(row0) * 128 + 4 * t, row0 & 7),
+            static_cast<unsigned>((j / 8) * 8 / per_rank)));
       };
       // (Two output groups at a time for the plain form; SiLU·mul reads twice
       // the partials a group and stays within the 168 registers at one.)
@@ -563,7 +564,9 @@ __global__ void __launch_bounds__(384, 1)
       if (storer) bulk_wait_read<0>();
       sync_multipliers();
       if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
-      stage_rows<kFused, kTileN>(acc, bias_pairs, s_out, row0, t, has_res);
+      // (row0 % 8 = lane / 4, which the compiler cannot know from row0)
+      stage_rows<kFused, kTileN>(acc, bias_pairs, s_out, static_cast<uint32_t>(row0) * 128 + 4 * t,
+                                 lane / 4, has_res);
       // Generic-proxy writes, read by the TMA unit: fence, then one thread
       // stores the boxes.
       fence_async_shared();
@@ -744,6 +747,7 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const bool norm = rms_eps >= 0.0f;
+  ENCODER_KIT_REQUIRE(!norm || residual == nullptr);  // no entry adds one to a normed product
   if (tile_n == 0)
     tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
                  ? 128
