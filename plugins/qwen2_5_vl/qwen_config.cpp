@@ -174,29 +174,11 @@ Options parse_options(const eg_create_params* p) {
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
-  const std::string mlp = r.get_string("mlp_kernel", "auto");
-  if (mlp == "auto")
-    o.mlp_kernel = MlpKernel::Auto;
-  else if (mlp == "fused")
-    o.mlp_kernel = MlpKernel::Fused;
-  else if (mlp == "fused_norm")
-    o.mlp_kernel = MlpKernel::FusedNorm;
-  else if (mlp == "cublaslt")
-    o.mlp_kernel = MlpKernel::Cublaslt;
-  else
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: mlp_kernel = \"" + mlp +
-                                      "\" is not one of \"auto\", \"fused\", \"fused_norm\", "
-                                      "\"cublaslt\"");
-  const std::string qkv = r.get_string("qkv_kernel", "auto");
-  if (qkv == "auto")
-    o.qkv_kernel = QkvKernel::Auto;
-  else if (qkv == "fused_norm")
-    o.qkv_kernel = QkvKernel::FusedNorm;
-  else if (qkv == "cublaslt")
-    o.qkv_kernel = QkvKernel::Cublaslt;
-  else
-    fail(EG_ERR_INVALID_ARGUMENT, "qwen2_5_vl: qkv_kernel = \"" + qkv +
-                                      "\" is not one of \"auto\", \"fused_norm\", \"cublaslt\"");
+  // (the names in the enums' order)
+  o.mlp_kernel = static_cast<MlpKernel>(
+      r.get_choice("mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"}));
+  o.qkv_kernel =
+      static_cast<QkvKernel>(r.get_choice("qkv_kernel", {"auto", "fused_norm", "cublaslt"}));
   r.reject_unknown();
   return o;
 }

@@ -56,12 +56,14 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 // cuBLASLt's product, then the SiLU·mul pass; "auto": per graph size the
 // fastest of the three as timed in the tuning warm-up where the fused kernel
 // runs (without tuning: "fused_norm").
+// (parse_options reads the key by these names, in this order)
 enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // How norm1 and the qkv product run on CUDA. "fused_norm": our Hopper kernel
 // with the norm inside (rms_linear_bf16; compute capability 9.0); "cublaslt":
 // the norm, then cuBLASLt's product; "auto": per graph size the faster of the
 // two as timed in the tuning warm-up where the kernel runs (without tuning:
 // "cublaslt").
+// (read by these names, in this order)
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
 struct Options {

@@ -2,6 +2,7 @@
 
 #include "qwen_batch.hpp"
 
+#include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
 #include <encoder_kit/cuda/tuning_cache.hpp>
@@ -308,80 +309,37 @@ struct CudaModel::Impl {
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the
-  // choice stored in the tuning cache under `key`, or timed here. Each form
-  // is timed as replays of a CUDA graph of 4 runs, as the forwards replay them
-  // (eager runs of a few microseconds would time the host's launches instead:
-  // cuBLASLt's cost more, and one image's norm1 + qkv was picked the wrong way
-  // round), the best of 3 rounds that alternate between the forms so that
-  // clock drift hits them alike. A form after the first must be 2% faster to
-  // win (the qkv forms differ by 2-5%: timing noise must not flip a choice
-  // between starts); one that fails to run or to capture is out (the graphs
-  // could not hold it). choose_fastest stores the choice.
+  // choice stored in the tuning cache under `key`, or timed here as replays
+  // of CUDA graphs in alternating rounds (time_forms: eager runs would time
+  // the host's launches, where cuBLASLt's cost more, and had picked one
+  // image's norm1 + qkv form the wrong way round). A form after the first must
+  // be 2% faster to win (the qkv forms differ by 2-5%: timing noise must not
+  // flip a choice between starts); one that fails to run or to capture is out
+  // (the graphs could not hold it). choose_fastest stores the choice.
   size_t choose_form(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& run, cudaStream_t s) {
     constexpr int kRuns = 4, kRounds = 3;
     constexpr double kMargin = 1.02;
-    const double out_of_the_running = std::numeric_limits<double>::infinity();
-    struct Timing {  // destroyed however the timing ends
-      cudaEvent_t ev[2] = {nullptr, nullptr};
-      std::vector<cudaGraphExec_t> exec;
-      ~Timing() {
-        for (cudaEvent_t e : ev)
-          if (e) cudaEventDestroy(e);
-        for (cudaGraphExec_t e : exec)
-          if (e) cudaGraphExecDestroy(e);
-      }
-    } t;
-    // A graph of kRuns runs of form f, or null where it does not run or capture
-    // (the capture is ended whatever happens inside it).
-    auto capture = [&](size_t f) -> cudaGraphExec_t {
-      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nullptr;
-      }
-      bool ran = true;
-      try {
-        for (int r = 0; r < kRuns; ++r) run(f);
-      } catch (...) {
-        ran = false;
-      }
-      cudaGraph_t graph = nullptr;
-      const cudaError_t ended = cudaStreamEndCapture(s, &graph);
-      cudaGraphExec_t exec = nullptr;
-      if (ran && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
-        exec = nullptr;
-      if (graph) cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
-      return exec;
-    };
-    std::vector<double> ms;  // every form's, measured on the first call
+    std::vector<double> ms;  // every form's, measured on choose_fastest's first call
     auto measure_all = [&] {
-      check_cuda(cudaEventCreate(&t.ev[0]), "cudaEventCreate");
-      check_cuda(cudaEventCreate(&t.ev[1]), "cudaEventCreate");
-      ms.assign(names.size(), out_of_the_running);
-      t.exec.assign(names.size(), nullptr);
-      for (size_t f = 0; f < names.size(); ++f) {
-        try {
-          run(f);  // warm-up; the first form's failure is the model's
-        } catch (...) {
-          if (f == 0) throw;
-          (void)cudaGetLastError();
-          continue;
-        }
-        t.exec[f] = capture(f);
-      }
-      for (int round = 0; round < kRounds; ++round)
-        for (size_t f = 0; f < names.size(); ++f) {
-          if (!t.exec[f]) continue;
-          check_cuda(cudaEventRecord(t.ev[0], s), "cudaEventRecord");
-          check_cuda(cudaGraphLaunch(t.exec[f], s), "replaying a layer's kernel form");
-          check_cuda(cudaEventRecord(t.ev[1], s), "cudaEventRecord");
-          check_cuda(cudaEventSynchronize(t.ev[1]), "timing a layer's kernel forms");
-          float elapsed = 0.0f;
-          check_cuda(cudaEventElapsedTime(&elapsed, t.ev[0], t.ev[1]), "cudaEventElapsedTime");
-          const double v = static_cast<double>(elapsed) * (f == 0 ? 1.0 : kMargin);
-          ms[f] = std::min(ms[f], v);
-        }
+      run(0);  // the first form's failure is the model's, reported as such
+      k::FormTimes times;
+      check(k::time_forms(
+                names.size(),
+                [&](size_t f) {
+                  try {
+                    run(f);
+                    return 0;
+                  } catch (...) {  // out of the running (inside a capture: ends it)
+                    return static_cast<int>(cudaErrorUnknown);
+                  }
+                },
+                s, kRuns, kRounds, times),
+            "timing a layer's kernel forms");
+      for (size_t f = 0; f < names.size(); ++f)
+        ms.push_back(times.best_ms[f] >= 0.0f && times.captured[f]
+                         ? times.best_ms[f] * (f == 0 ? 1.0 : kMargin)
+                         : std::numeric_limits<double>::infinity());
     };
     auto time_ms = [&](size_t f) {
       if (ms.empty()) measure_all();

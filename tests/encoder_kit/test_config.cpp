@@ -96,6 +96,17 @@ TEST_CASE("typed keys refuse what they cannot read, naming the key") {
   CHECK(contains(failure_of([&] { r.get_bool("g", false); }).message, "is not a boolean"));
 }
 
+TEST_CASE("choice keys: the value's index, the first when absent, else an error listing them") {
+  Table t;
+  t.kv = {{"form", "fused"}, {"bad", "fast"}};
+  encoder_kit::ConfigReader r = t.reader();
+  CHECK(r.get_choice("form", {"auto", "fused", "cublaslt"}) == 1);
+  CHECK(r.get_choice("absent", {"auto", "fused"}) == 0);
+  const std::string msg = failure_of([&] { r.get_choice("bad", {"auto", "fused"}); }).message;
+  CHECK(contains(msg, "bad = \"fast\" is not one of \"auto\", \"fused\""));
+  CHECK_NOTHROW(r.reject_unknown());  // every key was asked for
+}
+
 TEST_CASE("string lists: the host's rendering of a TOML array, quotes, empties") {
   using V = std::vector<std::string>;
   CHECK(encoder_kit::parse_string_list("k", "[last_hidden_state, pooled]") ==

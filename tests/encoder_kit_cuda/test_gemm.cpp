@@ -2,6 +2,8 @@
 // place), several row counts under one plan, tuning, and argument checks.
 #include "gpu_test_util.hpp"
 
+#include <encoder_kit/cuda/form_timing.hpp>
+
 #include <cstdlib>
 #include <string>
 
@@ -184,4 +186,39 @@ GPU_TEST_CASE("GemmPlan: every tuning candidate at few rows, split-K forms inclu
       check_case(gc, {256}, false, c);
     }
   }
+}
+
+// time_forms (GemmPlan::tune's and the plugins' timing): a form that runs is
+// timed from a captured graph; one that fails to run is left out; one that
+// cannot be captured (it synchronises its stream) is timed with eager calls;
+// every form ran as often as the rounds ask.
+GPU_TEST_CASE("time_forms: graphs, eager where a form does not capture, failures left out") {
+  require_gpu();
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  DeviceBuffer<bf16> buf(1 << 20);
+  buf.poison();
+  int calls[3] = {0, 0, 0};
+  const auto run = [&](size_t f) -> int {
+    ++calls[f];
+    if (f == 1) return static_cast<int>(cudaErrorInvalidValue);
+    const int rc = k::gelu_bf16(buf.get(), buf.get(), 1 << 20, false, stream);
+    if (rc != 0 || f == 0) return rc;
+    return static_cast<int>(cudaStreamSynchronize(stream));  // illegal while capturing
+  };
+  k::FormTimes times;
+  REQUIRE(k::time_forms(3, run, stream, 4, 3, times) == 0);
+  REQUIRE(times.best_ms.size() == 3);
+  CHECK(times.best_ms[0] > 0.0f);
+  CHECK(times.captured[0]);
+  CHECK(times.best_ms[1] == -1.0f);  // failed its first call: never timed again
+  CHECK(calls[1] == 1);
+  CHECK(times.best_ms[2] > 0.0f);
+  CHECK_FALSE(times.captured[2]);
+  CHECK(calls[0] == 1 + 4);          // the first call, then one graph of 4
+  CHECK(calls[2] == 1 + 1 + 3 * 4);  // the first call, the failed capture, 3 eager rounds of 4
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  CUDA_OK(cudaStreamIsCapturing(stream, &status));
+  CHECK(status == cudaStreamCaptureStatusNone);  // every capture was ended
+  CUDA_OK(cudaStreamDestroy(stream));
 }

@@ -8,6 +8,7 @@
 #include <encoder_kit/cuda/check.hpp>
 
 #include <cmath>
+#include <functional>
 #include <utility>
 
 using namespace encoder_kit_test;
@@ -95,6 +96,43 @@ size_t touched_outside(const std::vector<bf16>& y, int64_t rows, int64_t inter, 
   for (size_t i = 0; i < y.size(); ++i)
     if (!inside(i) && !std::isnan(to_f(y[i]))) ++touched;
   return touched;
+}
+
+// Captures run(out, stream) on a new non-blocking stream into a CUDA graph,
+// calls renew() (new input in the same buffers), replays the graph into y
+// and runs eagerly into want. The replay must write every element, with the
+// eager run's bits (the same kernel on the same inputs and GPU). Returns the
+// replay's output.
+std::vector<bf16> replay_against_eager(const std::function<int(bf16*, cudaStream_t)>& run,
+                                       const std::function<void()>& renew, DeviceBuffer<bf16>& y,
+                                       DeviceBuffer<bf16>& want) {
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const int rc = run(y.get(), stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CHECK_OK(rc);
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  renew();
+  y.poison();
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CHECK_OK(run(want.get(), stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const auto got = y.download(), eager = want.download();
+  size_t differ = 0, finite = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
+    finite += std::isfinite(to_f(got[i])) ? 1 : 0;
+  }
+  CHECK(differ == 0);
+  CHECK(finite == got.size());  // every element written
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return got;
 }
 
 }  // namespace
@@ -499,46 +537,25 @@ GPU_TEST_CASE("rms_linear_bf16 replayed from a CUDA graph reads the buffers' new
     dx.upload(x);
     dw.upload(w);
     db.upload(b);
-    cudaStream_t stream = nullptr;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    auto run = [&](bf16* y) {
-      return k::rms_linear_bf16(dx.get(), dw.get(), db.get(), y, rows, n, kk, 1e-6f, stream,
-                                splits);
-    };
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const int rc = run(dy.get());
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    CHECK_OK(rc);
-    cudaGraphExec_t exec = nullptr;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    x = random_bf16(x.size(), 2.0f);  // new input in the same buffer
-    dx.upload(x);
-    dy.poison();
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    CHECK_OK(run(want.get()));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const auto got = dy.download(), eager = want.download();
-    size_t differ = 0, finite = 0;
-    for (size_t i = 0; i < got.size(); ++i) {  // same kernel, same inputs: the same bits
-      differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
-      finite += std::isfinite(to_f(got[i])) ? 1 : 0;
-    }
-    CHECK(differ == 0);
-    CHECK(finite == got.size());  // every element written
-    // And the eager result is the new input's (one row against float64).
+    const auto got = replay_against_eager(
+        [&](bf16* y, cudaStream_t stream) {
+          return k::rms_linear_bf16(dx.get(), dw.get(), db.get(), y, rows, n, kk, 1e-6f, stream,
+                                    splits);
+        },
+        [&] {
+          x = random_bf16(x.size(), 2.0f);
+          dx.upload(x);
+        },
+        dy, want);
+    // The replay computed on the new input (its first row against float64).
     double ss = 0.0;
     for (int64_t i = 0; i < kk; ++i) ss += std::pow(to_f(x[i]), 2);
     const double scale = 1.0 / std::sqrt(ss / static_cast<double>(kk) + 1e-6);
     for (int64_t j = 0; j < n; ++j) {
       double acc = to_f(b[j]);
       for (int64_t i = 0; i < kk; ++i) acc += to_f(x[i]) * scale * to_f(w[j * kk + i]);
-      CHECK(std::fabs(to_f(eager[j]) - acc) <= 2e-2 * (1.0 + std::fabs(acc)));
+      CHECK(std::fabs(to_f(got[j]) - acc) <= 2e-2 * (1.0 + std::fabs(acc)));
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
   }
 }
 
@@ -561,45 +578,21 @@ GPU_TEST_CASE(
       BlockedMlp blocked(in, kk, inter);
       DeviceBuffer<bf16> dx(in.x.size()), dy(static_cast<size_t>(rows * inter)),
           want(static_cast<size_t>(rows * inter));
-      cudaStream_t stream = nullptr;
-      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       dx.upload(in.x);
-      cudaGraph_t graph = nullptr;
-      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      auto run = [&](bf16* y) {
-        return norm ? k::rms_gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), y,
-                                                   rows, kk, inter, inter, 1e-6f, stream, splits,
-                                                   tile_n)
-                    : k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), y, rows,
-                                               kk, inter, inter, stream, splits, tile_n);
-      };
-      const int rc = run(dy.get());
-      CUDA_OK(cudaStreamEndCapture(stream, &graph));
-      CHECK_OK(rc);
-      cudaGraphExec_t exec = nullptr;
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      // New input in the same buffer; the replay must compute on it.
-      in.x = random_bf16(in.x.size(), 0.3f);
-      dx.upload(in.x);
-      dy.poison();
-      CUDA_OK(cudaGraphLaunch(exec, stream));
-      CUDA_OK(cudaStreamSynchronize(stream));
-      CHECK_OK(run(want.get()));
-      CUDA_OK(cudaStreamSynchronize(stream));
-      const auto got = dy.download(), eager = want.download();
-      size_t differ = 0, finite = 0;
-      for (size_t i = 0; i < got.size(); ++i) {  // same kernel, same inputs: the same bits
-        differ += to_f(got[i]) == to_f(eager[i]) ? 0 : 1;
-        finite += std::isfinite(to_f(got[i])) ? 1 : 0;
-      }
-      CHECK(differ == 0);
-      CHECK(finite == got.size());  // every element written
-      if (norm) {
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        cudaStreamDestroy(stream);
-        continue;
-      }
+      const auto got = replay_against_eager(
+          [&](bf16* y, cudaStream_t stream) {
+            return norm ? k::rms_gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(),
+                                                       y, rows, kk, inter, inter, 1e-6f, stream,
+                                                       splits, tile_n)
+                        : k::gate_up_silu_mul_bf16(dx.get(), blocked.w.get(), blocked.b.get(), y,
+                                                   rows, kk, inter, inter, stream, splits, tile_n);
+          },
+          [&] {  // new input in the same buffer; the replay must compute on it
+            in.x = random_bf16(in.x.size(), 0.3f);
+            dx.upload(in.x);
+          },
+          dy, want);
+      if (norm) continue;
       const auto g = products(in.x, in.gate, rows, inter, kk);
       const auto u = products(in.x, in.up, rows, inter, kk);
       std::vector<double> ref(got.size());
@@ -608,8 +601,5 @@ GPU_TEST_CASE(
           ref[r * inter + f] = silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]),
                                             u[r * inter + f] + to_f(in.up_b[f]));
       CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
     }
 }

@@ -396,30 +396,25 @@ TEST_CASE("size keys are bounded, naming the key, before any product is formed")
   CHECK(msg.find("more than this machine's") != std::string::npos);
 }
 
-TEST_CASE("mlp_kernel takes auto, fused_norm, fused or cublaslt; anything else names the key") {
+TEST_CASE("mlp_kernel and qkv_kernel take their values; anything else names the key") {
   auto& f = fixture();
-  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
-  rc.plugin_config.emplace_back("mlp_kernel", "fast");
-  const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
-  CHECK(msg.find("mlp_kernel = \"fast\" is not one of") != std::string::npos);
-  // The CPU path has one MLP form: every valid value gives the same model.
-  for (const char* v : {"auto", "fused_norm", "fused", "cublaslt"}) {
-    CAPTURE(v);
-    rc.plugin_config.back().second = v;
-    CHECK_NOTHROW(encgraph::Runtime{rc});
-  }
-}
-
-TEST_CASE("qkv_kernel takes auto, fused_norm or cublaslt; anything else names the key") {
-  auto& f = fixture();
-  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
-  rc.plugin_config.emplace_back("qkv_kernel", "fused");
-  const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
-  CHECK(msg.find("qkv_kernel = \"fused\" is not one of") != std::string::npos);
-  for (const char* v : {"auto", "fused_norm", "cublaslt"}) {
-    CAPTURE(v);
-    rc.plugin_config.back().second = v;
-    CHECK_NOTHROW(encgraph::Runtime{rc});
+  struct Key {
+    const char* name;
+    std::vector<const char*> values;
+  };
+  for (const Key& key : {Key{"mlp_kernel", {"auto", "fused_norm", "fused", "cublaslt"}},
+                         Key{"qkv_kernel", {"auto", "fused_norm", "cublaslt"}}}) {
+    CAPTURE(key.name);
+    encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+    rc.plugin_config.emplace_back(key.name, "fast");
+    const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
+    CHECK(msg.find(std::string(key.name) + " = \"fast\" is not one of") != std::string::npos);
+    // The CPU path has one form of each: every valid value gives the same model.
+    for (const char* v : key.values) {
+      CAPTURE(v);
+      rc.plugin_config.back().second = v;
+      CHECK_NOTHROW(encgraph::Runtime{rc});
+    }
   }
 }
 

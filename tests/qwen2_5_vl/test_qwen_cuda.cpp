@@ -107,29 +107,32 @@ TEST_CASE("CUDA matches the CPU path on the same random weights") {
   }
 }
 
-// The MLP's three forms (mlp_kernel): cuBLASLt with the SiLU·mul pass, our
-// fused Hopper kernel after the norm, and that kernel with the norm inside,
-// each against the CPU path and the first; 27 blocks of 128 features with 36
-// padding ones (3420 -> 3456). The config's norm2 weights are random (not
-// ones), so the fold of norm2 into gate/up's columns shows.
-TEST_CASE("the three MLP forms match the CPU path, in graphs and eager") {
-  const qwen_ref::Config c = wide_config();
-  const auto geo = standard_items();
-  const auto cpu = run(config(c, "cpu"), geo, false);
-  const char* forms[3] = {"cublaslt", "fused", "fused_norm"};
-  // The fused forms need compute capability 9.0; elsewhere asking for them is
-  // an error at start-up.
+// Whether this GPU runs our Hopper kernels (compute capability 9.x); asking
+// for a fused form elsewhere is an error at start-up.
+bool runs_hopper_kernels() {
   int device = 0, major = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  const int runnable = major == 9 ? 3 : 1;
-  std::vector<std::vector<float>> eager[3];
-  encgraph::Stats stats[3];
-  for (int f = 0; f < 3; ++f) {
+  return major == 9;
+}
+
+// Each value of the plugin key `key` (the first runs on every GPU, the rest
+// are fused forms) against the CPU path, in graphs and eager, and against the
+// first: the same products in other kernels and roundings, so the bound is
+// bf16's. The fused forms are refused off Hopper. Returns each value's
+// stats (graphs), empty where refused.
+std::vector<encgraph::Stats> forms_match_cpu(const qwen_ref::Config& c, const char* key,
+                                             const std::vector<const char*>& forms) {
+  const auto geo = standard_items();
+  const auto cpu = run(config(c, "cpu"), geo, false);
+  const bool hopper = runs_hopper_kernels();
+  std::vector<std::vector<std::vector<float>>> eager(forms.size());  // per form, per item
+  std::vector<encgraph::Stats> stats(hopper ? forms.size() : 1);
+  for (size_t f = 0; f < forms.size(); ++f) {
     CAPTURE(forms[f]);
     encgraph::RuntimeConfig rc = config(c, "cuda");
-    rc.plugin_config.emplace_back("mlp_kernel", forms[f]);
-    if (f >= runnable) {
+    rc.plugin_config.emplace_back(key, forms[f]);
+    if (f > 0 && !hopper) {
       CHECK_THROWS_WITH(encgraph::Runtime{rc},
                         doctest::Contains("needs a GPU of compute capability 9.0"));
       continue;
@@ -137,48 +140,32 @@ TEST_CASE("the three MLP forms match the CPU path, in graphs and eager") {
     compare(run(rc, geo, true, &stats[f]), cpu, kBf16Tolerance, "cuda graphs vs cpu");
     eager[f] = run(rc, geo, false);
     compare(eager[f], cpu, kBf16Tolerance, "cuda eager vs cpu");
+    if (f > 0) compare(eager[f], eager[0], kBf16Tolerance, "fused form vs the first");
   }
-  if (runnable < 3) return;
-  // The same products in other kernels and roundings: the bound is bf16's.
-  compare(eager[1], eager[0], kBf16Tolerance, "fused vs cuBLASLt");
-  compare(eager[2], eager[0], kBf16Tolerance, "fused_norm vs cuBLASLt");
+  return stats;
+}
+
+// The MLP's three forms (mlp_kernel): cuBLASLt with the SiLU·mul pass, our
+// fused Hopper kernel after the norm, and that kernel with the norm inside;
+// 27 blocks of 128 features with 36 padding ones (3420 -> 3456). The config's
+// norm2 weights are random (not ones), so the fold of norm2 into gate/up's
+// columns shows.
+TEST_CASE("the three MLP forms match the CPU path, in graphs and eager") {
+  const auto stats =
+      forms_match_cpu(wide_config(), "mlp_kernel", {"cublaslt", "fused", "fused_norm"});
   // The fused kernels' workspace has no [gate | up] product (2 x 3456 bf16 a
   // patch row): the key did switch kernels.
-  for (int f = 1; f < 3; ++f) {
+  for (size_t f = 1; f < stats.size(); ++f) {
     const int64_t saved = stats[0].graph_memory_bytes - stats[f].graph_memory_bytes;
     CHECK(saved >= 1024 * 4 * 2 * 3456 * 2);  // at least the 1024-token graph's 4096 rows
   }
 }
 
 // norm1 and qkv's two forms (qkv_kernel): the norm then cuBLASLt's product,
-// and our Hopper kernel with the norm inside, each against the CPU path and
-// each other. The config's norm1 weights are random, so the fold of norm1
-// into qkv's columns shows.
+// and our Hopper kernel with the norm inside. The config's norm1 weights are
+// random, so the fold of norm1 into qkv's columns shows.
 TEST_CASE("the two qkv forms match the CPU path, in graphs and eager") {
-  const qwen_ref::Config c = wide_config();
-  const auto geo = standard_items();
-  const auto cpu = run(config(c, "cpu"), geo, false);
-  const char* forms[2] = {"cublaslt", "fused_norm"};
-  int device = 0, major = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  const int runnable = major == 9 ? 2 : 1;
-  std::vector<std::vector<float>> eager[2];
-  for (int f = 0; f < 2; ++f) {
-    CAPTURE(forms[f]);
-    encgraph::RuntimeConfig rc = config(c, "cuda");
-    rc.plugin_config.emplace_back("qkv_kernel", forms[f]);
-    if (f >= runnable) {
-      CHECK_THROWS_WITH(encgraph::Runtime{rc},
-                        doctest::Contains("needs a GPU of compute capability 9.0"));
-      continue;
-    }
-    compare(run(rc, geo, true), cpu, kBf16Tolerance, "cuda graphs vs cpu");
-    eager[f] = run(rc, geo, false);
-    compare(eager[f], cpu, kBf16Tolerance, "cuda eager vs cpu");
-  }
-  if (runnable < 2) return;
-  compare(eager[1], eager[0], kBf16Tolerance, "fused_norm vs cuBLASLt");
+  forms_match_cpu(wide_config(), "qkv_kernel", {"cublaslt", "fused_norm"});
 }
 
 // "auto"'s timed MLP and qkv choices per graph size persist beside the
@@ -193,10 +180,7 @@ TEST_CASE("the MLP's and qkv's timed choices per graph size land in the tuning c
 
   const auto first = run(rc, geo, true);
   const std::vector<std::string> lines = mlp_lines(), qkv = qkv_lines();
-  int device = 0, major = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  if (major != 9) {  // no fused kernel, nothing to choose
+  if (!runs_hopper_kernels()) {  // no fused kernel, nothing to choose
     CHECK(lines.empty());
     CHECK(qkv.empty());
     return;

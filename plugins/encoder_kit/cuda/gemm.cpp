@@ -9,6 +9,7 @@
 // threads. Only the algorithm choice is cached, per row count m; tune()'s
 // choices can also persist across processes in a TuningCache.
 #include <encoder_kit/cuda/check.hpp>
+#include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
@@ -509,73 +510,22 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
   for (const auto& r : proposals) found.push_back(Choice{m, r.algo, r.workspaceSize});
   for (const int splits : impl_->own_splits_for(m)) found.push_back(Choice{m, {}, 0, splits});
 
-  cudaEvent_t ev[2] = {nullptr, nullptr};
-  ENCODER_KIT_CUDA_TRY(cudaEventCreate(&ev[0]));
-  if (const cudaError_t e = cudaEventCreate(&ev[1]); e != cudaSuccess) {
-    cudaEventDestroy(ev[0]);
-    return detail::record_failure(static_cast<int>(e), "cudaEventCreate", __FILE__, __LINE__);
-  }
-  // Rounds interleave the candidates so that clock and power drift during the
-  // search hits all of them alike; each keeps its best batch. A batch is a
-  // CUDA graph of kRuns calls where the candidate captures (as the runtime's
-  // forwards replay it): eager calls of a few microseconds would time the
-  // host's launch cost, which differs between cuBLASLt and our kernel and
-  // which a replay does not pay.
+  // Graph replays of kRuns calls each, in rounds that alternate between the
+  // candidates (form_timing.hpp); a proposal that fails to run is left out.
   constexpr int kRounds = 4, kRuns = 5;
   const size_t count = found.size();
-  std::vector<float> best_ms(count, -1.0f);  // -1: unusable
-  auto once = [&](size_t i) {
-    return impl_->matmul(handle, found[i], A, W, bias, residual, C, m, workspace, workspace_bytes,
-                         stream);
-  };
-  struct Graphs {  // destroyed however the timing ends
-    std::vector<cudaGraphExec_t> exec;
-    ~Graphs() {
-      for (cudaGraphExec_t e : exec)
-        if (e != nullptr) cudaGraphExecDestroy(e);
-    }
-  } graphs;
-  graphs.exec.assign(count, nullptr);
-  auto capture = [&](size_t i) {
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;
-    }
-    int failed = 0;
-    for (int r = 0; r < kRuns && failed == 0; ++r) failed = once(i);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-    if (failed == 0 && ended == cudaSuccess &&
-        cudaGraphInstantiate(&graphs.exec[i], graph, 0) != cudaSuccess)
-      graphs.exec[i] = nullptr;
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    (void)cudaGetLastError();  // a candidate that does not capture is timed eagerly
-  };
-  int rc = 0;
-  for (size_t i = 0; i < count; ++i)  // a proposal that fails to run is skipped
-    if (found[i].workspace <= workspace_bytes && once(i) == 0) {
-      best_ms[i] = 0.0f;
-      capture(i);
-    }
-  for (int round = 0; round < kRounds && rc == 0; ++round) {
-    for (size_t i = 0; i < count && rc == 0; ++i) {
-      if (best_ms[i] < 0.0f) continue;
-      rc = static_cast<int>(cudaEventRecord(ev[0], stream));
-      if (graphs.exec[i] != nullptr) {
-        if (rc == 0) rc = static_cast<int>(cudaGraphLaunch(graphs.exec[i], stream));
-      } else {
-        for (int r = 0; r < kRuns && rc == 0; ++r) rc = once(i);
-      }
-      if (rc == 0) rc = static_cast<int>(cudaEventRecord(ev[1], stream));
-      if (rc == 0) rc = static_cast<int>(cudaEventSynchronize(ev[1]));
-      float ms = 0.0f;
-      if (rc == 0) rc = static_cast<int>(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-      if (rc == 0 && (round == 0 || ms < best_ms[i])) best_ms[i] = ms;
-    }
-  }
-  cudaEventDestroy(ev[0]);
-  cudaEventDestroy(ev[1]);
-  if (rc != 0) return detail::record_failure(rc, "timing a candidate", __FILE__, __LINE__);
+  FormTimes times;
+  if (const int rc = time_forms(
+          count,
+          [&](size_t i) {
+            if (found[i].workspace > workspace_bytes)
+              return static_cast<int>(cudaErrorInvalidValue);
+            return impl_->matmul(handle, found[i], A, W, bias, residual, C, m, workspace,
+                                 workspace_bytes, stream);
+          },
+          stream, kRuns, kRounds, times))
+    return rc;
+  const std::vector<float>& best_ms = times.best_ms;
   int best = -1;
   for (size_t i = 0; i < count; ++i)
     if (best_ms[i] >= 0.0f && (best < 0 || best_ms[i] < best_ms[static_cast<size_t>(best)]))

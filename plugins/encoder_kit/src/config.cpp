@@ -54,6 +54,17 @@ std::vector<std::string> ConfigReader::get_string_list(const std::string& key,
   return v ? parse_string_list(plugin_ + " config key '" + key + "'", *v) : fallback;
 }
 
+size_t ConfigReader::get_choice(const std::string& key, const std::vector<std::string>& names) {
+  auto v = get(key);
+  if (!v || names.empty()) return 0;
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == *v) return i;
+    listed += (i == 0 ? "\"" : ", \"") + names[i] + "\"";
+  }
+  fail(EG_ERR_INVALID_ARGUMENT, plugin_ + ": " + key + " = \"" + *v + "\" is not one of " + listed);
+}
+
 void ConfigReader::reject_unknown() const {
   std::string unknown;
   for (const auto& [k, v] : values_)

@@ -30,6 +30,10 @@ class ConfigReader {
   // A list of names: the host renders a TOML array of strings as "[a, b]".
   std::vector<std::string> get_string_list(const std::string& key,
                                            const std::vector<std::string>& fallback);
+  // A key with a fixed set of values: the index of its value in `names`
+  // (names[0], the default, when absent). Throws Error(INVALID_ARGUMENT)
+  // "<plugin>: <key> = "v" is not one of "a", "b", ..." otherwise.
+  size_t get_choice(const std::string& key, const std::vector<std::string>& names);
 
   // Throws Error(INVALID_ARGUMENT) when a key was never asked for.
   void reject_unknown() const;
