@@ -373,10 +373,7 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
   if (max_seqlen > 64 && detail::sm90_attention_supported())
     return detail::varlen_attention_bf16_sm90(
         qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-        !detail::tma_attention_enabled() || !detail::sm90_tma_attention_supported() ? 0
-        : detail::defer_pv_enabled()                                                ? 4
-                                                                                    : 3,
-        stream);
+        detail::tma_attention_enabled() && detail::sm90_tma_attention_supported() ? 3 : 0, stream);
   return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                              head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
 }

@@ -261,11 +261,10 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 
 namespace encoder_kit::cuda::detail {
 
-// The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
-// variants 3 and 4 (defer_pv), reached only through it, which checks the
-// arguments first.
+// The TMA form (attention_sm90_tma.cu): varlen_attention_bf16_sm90's variant
+// 3, reached only through it, which checks the arguments first.
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool defer_pv, cudaStream_t stream);
+                                   bf16* out, cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

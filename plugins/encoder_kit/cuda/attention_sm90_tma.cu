@@ -35,7 +35,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -47,15 +46,13 @@ constexpr int kBlockM = 128;  // two warpgroups of 64 query rows
 constexpr int kBlockN = 64;   // keys a tile
 constexpr int kThreads = 256;
 
-// Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128);
-// kDefer: the deferred P V wait (variant 4), whose ring refills a tile later
-// and so takes a fourth stage where two blocks a multiprocessor still fit.
-template <int kDPad, bool kDefer>
+// Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128).
+template <int kDPad>
 struct Geometry {
   static constexpr int kTail = kDPad - 64;               // columns of the second part
   static constexpr uint32_t kTailRow = 2 * kTail;        // its row, bytes: 0, 32, 64, 128
   static constexpr uint32_t kRowBytes = 128 + kTailRow;  // both parts of one row
-  static constexpr int kStages = kDefer && kDPad <= 80 ? 4 : kDPad <= 96 ? 3 : 2;
+  static constexpr int kStages = kDPad <= 96 ? 3 : 2;    // two blocks a multiprocessor either way
   static constexpr uint32_t kQBytes = kBlockM * kRowBytes;
   static constexpr uint32_t kTileBytes = kBlockN * kRowBytes;  // one K or one V tile
   static constexpr uint32_t kStageBytes = 2 * kTileBytes;
@@ -107,7 +104,7 @@ struct Maps {
   CUtensorMap q_main, q_tail, kv_main, kv_tail;
 };
 
-template <int kDPad, bool kDefer>
+template <int kDPad>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
@@ -117,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
                          bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
-  using G = Geometry<kDPad, kDefer>;
+  using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
@@ -244,28 +241,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
   float row_sum[2] = {0.0f, 0.0f};
-  if constexpr (kDefer) {
-    // Variant 4: tile it + 1's Q K^T is issued right behind tile it's P V,
-    // and one wait covers both. Nothing waits for a P V by itself, and the
-    // tensor pipe gets the next product without a round trip through the
-    // warps. Registers as before: s is free once the softmax has read it,
-    // and p and o stay untouched while their P V is in flight. s is zeroed
-    // before the P V is issued: a non-wgmma write to an accumulator between
-    // two wgmma of one wait makes ptxas serialise them.
-    float s[kBlockN / 2];
-    uint32_t p[kPSteps][4];
-    auto issue_qk_of = [&](int it) {  // s zeroed and fenced
-      issue_qk(s, it % kStages);
-      wgmma_commit();
-    };
-    // The sequence's last, partial tile, by cp.async behind block barriers
-    // (as variant 3 does), issued on its own once every earlier product is
-    // done: copy loops between two products would make ptxas serialise them.
-    // Its stage last held tile it - kStages, whose P V every warp has waited
-    // for once all are past the first barrier.
-    auto partial_qk = [&](int it) {
-      const int stage = it % kStages;
-      wgmma_wait<0>();
+  for (int it = 0; it < n_tiles; ++it) {
+    const int stage = it % kStages;
+    const uint32_t parity = static_cast<uint32_t>(it / kStages) & 1u;
+    const bool by_tma = it < n_full;
+    if (!by_tma) {
+      // The sequence's last, partial tile. Its stage was last filled for
+      // tile it - kStages, whose products every warp has finished once all
+      // are past this barrier; no TMA is ever issued into it again.
       __syncthreads();
       copy_rows(k_tile(stage), k_base, it * kBlockN, kBlockN);
       copy_rows(v_tile(stage), v_base, it * kBlockN, kBlockN);
@@ -273,102 +256,39 @@ __global__ void __launch_bounds__(kThreads, 2)
       cp_async_wait<0>();
       fence_async_shared();
       __syncthreads();
-      wgmma_fence();
-      issue_qk_of(it);
-    };
-    zeroed_for_wgmma(s);
-    fence_registers(o);  // o's zeros too, before the first product is in flight
-    wgmma_fence();
-    if (n_full > 0) {
-      mbarrier_wait(full_k(0), 0);
-      issue_qk_of(0);
     } else {
-      partial_qk(0);
+      mbarrier_wait(full_k(stage), parity);
     }
-    for (int it = 0; it < n_tiles; ++it) {
-      const int stage = it % kStages;
-      const uint32_t parity = static_cast<uint32_t>(it / kStages) & 1u;
-      wgmma_wait<0>();  // Q K^T of tile it, and P V of tile it - 1 before it
-      fence_registers(s);
-      fence_registers(o);
-      fence_registers(p);
-      if (it >= 1 && it - 1 < n_full && lane == 0) mbarrier_arrive(empty((it - 1) % kStages));
-      float alpha[2];
-      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
-      rescale_o<kDPad>(o, alpha);
-      zeroed_for_wgmma(s);  // on every path: no merge of s values at the loop end
-      fence_registers(o);
-      fence_registers(p);
-      if (it < n_full) mbarrier_wait(full_v(stage), parity);
-      wgmma_fence();
-      issue_pv(p, stage);
-      wgmma_commit();
-      if (it + 1 < n_full) {
-        mbarrier_wait(full_k((it + 1) % kStages), static_cast<uint32_t>((it + 1) / kStages) & 1u);
-        issue_qk_of(it + 1);
-      }
-      // The copier refills tile it - 1's stage, released by every warp at
-      // the top of this iteration, while this warpgroup's products run.
-      if (tid == 0 && it >= 1 && it - 1 + kStages < n_full) {
-        const int prev = it - 1;
-        mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
-        issue_kv(prev + kStages);
-      }
-      __syncwarp();
-      if (it + 1 < n_tiles && it + 1 >= n_full) partial_qk(it + 1);
+    float s[kBlockN / 2];
+    zeroed_for_wgmma(s);
+    wgmma_fence();
+    issue_qk(s, stage);
+    wgmma_commit();
+    // The copier refills the stage of the tile before, as soon as every warp
+    // has released it, while this warpgroup's Q K^T runs. (Tile it - 1's last
+    // reader may be the other warpgroup, one tile behind at most.)
+    if (tid == 0 && it >= 1 && it - 1 + kStages < n_full) {
+      const int prev = it - 1;
+      mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
+      issue_kv(prev + kStages);
     }
+    __syncwarp();
+    wgmma_wait<0>();
+    fence_registers(s);
+    uint32_t p[kPSteps][4];
+    float alpha[2];
+    online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
+    rescale_o<kDPad>(o, alpha);
+    fence_registers(o);
+    fence_registers(p);
+    if (by_tma) mbarrier_wait(full_v(stage), parity);
+    wgmma_fence();
+    issue_pv(p, stage);
+    wgmma_commit();
     wgmma_wait<0>();
     fence_registers(o);
-  } else {
-    for (int it = 0; it < n_tiles; ++it) {
-      const int stage = it % kStages;
-      const uint32_t parity = static_cast<uint32_t>(it / kStages) & 1u;
-      const bool by_tma = it < n_full;
-      if (!by_tma) {
-        // The sequence's last, partial tile. Its stage was last filled for
-        // tile it - kStages, whose products every warp has finished once all
-        // are past this barrier; no TMA is ever issued into it again.
-        __syncthreads();
-        copy_rows(k_tile(stage), k_base, it * kBlockN, kBlockN);
-        copy_rows(v_tile(stage), v_base, it * kBlockN, kBlockN);
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_async_shared();
-        __syncthreads();
-      } else {
-        mbarrier_wait(full_k(stage), parity);
-      }
-      float s[kBlockN / 2];
-      zeroed_for_wgmma(s);
-      wgmma_fence();
-      issue_qk(s, stage);
-      wgmma_commit();
-      // The copier refills the stage of the tile before, as soon as every warp
-      // has released it, while this warpgroup's Q K^T runs. (Tile it - 1's last
-      // reader may be the other warpgroup, one tile behind at most.)
-      if (tid == 0 && it >= 1 && it - 1 + kStages < n_full) {
-        const int prev = it - 1;
-        mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
-        issue_kv(prev + kStages);
-      }
-      __syncwarp();
-      wgmma_wait<0>();
-      fence_registers(s);
-      uint32_t p[kPSteps][4];
-      float alpha[2];
-      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
-      rescale_o<kDPad>(o, alpha);
-      fence_registers(o);
-      fence_registers(p);
-      if (by_tma) mbarrier_wait(full_v(stage), parity);
-      wgmma_fence();
-      issue_pv(p, stage);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(o);
-      fence_registers(p);
-      if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
-    }
+    fence_registers(p);
+    if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
   }
 
   const int row_g = q0 + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
@@ -399,10 +319,10 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-template <int kDPad, bool kDefer>
+template <int kDPad>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
-  using G = Geometry<kDPad, kDefer>;
+  using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
   // one bucket of a batch), so max_seqs x max_seqlen is no bound; TMA reads
@@ -418,7 +338,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad, kDefer>;
+  auto* kernel = tma_attention_kernel<kDPad>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -439,26 +359,20 @@ bool sm90_tma_attention_supported() {
 
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool defer_pv, cudaStream_t stream) {
+                                   bf16* out, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto defer) {
-    return launch<decltype(dpad)::value, decltype(defer)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out, stream);
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  using D64 = std::integral_constant<int, 64>;
-  using D80 = std::integral_constant<int, 80>;
-  using D96 = std::integral_constant<int, 96>;
-  using D128 = std::integral_constant<int, 128>;
-  // Deferred at head_dim 80 only (Qwen's 80, SigLIP's and Qwen3's 72): at
-  // 64 and 96 the overlap spills under the two-block register bound, and 128
-  // has two stages, too few to refill a tile later.
-  if (head_dim <= 64) return go(D64{}, No{});
-  if (head_dim <= 80) return defer_pv ? go(D80{}, Yes{}) : go(D80{}, No{});
-  if (head_dim <= 96) return go(D96{}, No{});
-  return go(D128{}, No{});
+  if (head_dim <= 64)
+    return launch<64>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
+  if (head_dim <= 80)
+    return launch<80>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
+  if (head_dim <= 96)
+    return launch<96>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
+  return launch<128>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                     stream);
 }
 
 }  // namespace detail

@@ -19,14 +19,6 @@ bool tma_attention_enabled() {
   return enabled;
 }
 
-bool defer_pv_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ENCGRAPH_ATTENTION_DEFER_PV");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-}
-
 bool pdl_enabled() {
   static const bool allowed = [] {
     const char* v = std::getenv("ENCGRAPH_PDL");

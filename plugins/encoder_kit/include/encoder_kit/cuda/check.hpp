@@ -28,7 +28,7 @@ int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int 
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // for sequences over 64 when supported (below); the benchmark and the tests
 // call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 5;
+inline constexpr int kSm90AttentionVariants = 4;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -40,10 +40,6 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 // switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
-// Variant 4: variant 3 with each P V's wait folded into the next tile's Q K^T
-// wait. The public entry picks it over 3 unless ENCGRAPH_ATTENTION_DEFER_PV is
-// "0" (the A/B switch), which defer_pv_enabled() reads once.
-bool defer_pv_enabled();
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
