@@ -30,6 +30,11 @@ struct AttnCase {
   // as a plugin passes one bucket of a batch): the call's tokens start far
   // past 0, further than max_seqs x max_seqlen, and earlier rows stay unwritten.
   int first_seq = 0;
+  // Non-zero: q's last column is 1 and key j's (j from its sequence's start)
+  // key_ramp * j, so scores climb (or fall) steadily along the keys, and the
+  // running max moves by about key_ramp * 64 * scale a 64-key tile: below and
+  // above the kernel's slack before it rescales O (online_softmax).
+  float key_ramp = 0.0f;
 };
 
 void run_case(const AttnCase& ac) {
@@ -48,6 +53,13 @@ void run_case(const AttnCase& ac) {
   for (int64_t t = 0; t < covered; ++t)  // sharpen q
     for (int64_t i = 0; i < int64_t{H} * D; ++i)
       qkv[t * row + i] = to_bf(to_f(qkv[t * row + i]) * ac.q_scale);
+  if (ac.key_ramp != 0.0f)
+    for (size_t s = 0; s + 1 < cu.size(); ++s)
+      for (int64_t t = cu[s]; t < cu[s + 1]; ++t)
+        for (int h = 0; h < H; ++h) {
+          qkv[t * row + h * D + D - 1] = to_bf(1.0f);
+          qkv[t * row + (H + h) * D + D - 1] = to_bf(ac.key_ramp * static_cast<float>(t - cu[s]));
+        }
   for (int64_t t = covered; t < tokens; ++t)
     for (int64_t i = 0; i < row; ++i) qkv[t * row + i] = to_bf(NAN);
 
@@ -231,6 +243,24 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 88, {150, 64}, 0, 150, 1.0f, 1});
   run_case({2, 104, {130}, 1, 130, 1.0f, 0});
   run_case({1, 120, {257, 3}, 0, 257, 2.0f, 1});
+}
+
+GPU_TEST_CASE("varlen attention: scores climbing and falling along the keys (lazy running max)") {
+  require_gpu();
+  // head_dim 80 (scale 0.112): a ramp of 0.5 a key lifts the max by about 5
+  // log2 units a 64-key tile, under the kernel's slack of 8, so probabilities
+  // against a stale max grow up to 2^8 before it moves; 1.5 a key lifts it by
+  // 15 a tile, past the slack every tile; a falling ramp never moves it after
+  // the first tile. Uneven tails and a short sequence besides.
+  for (float ramp : {0.5f, 1.5f, -0.5f}) {
+    CAPTURE(ramp);
+    AttnCase ac{2, 80, {1000, 77, 300}, 1, 1000, 1.0f, 2};
+    ac.key_ramp = ramp;
+    run_case(ac);
+    AttnCase siglip{2, 72, {729, 729}, 0, 729, 1.0f, 0};  // scale 0.118
+    siglip.key_ramp = ramp;
+    run_case(siglip);
+  }
 }
 
 GPU_TEST_CASE("varlen attention on one bucket of a batch: cu_seqlens from a later sequence") {

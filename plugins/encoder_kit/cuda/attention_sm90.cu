@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       fence_registers(s);
       uint32_t p[kPSteps][4];
       float alpha[2];
-      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
+      online_softmax<kBlockN, false>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p,
+                                     alpha, -INFINITY);
       rescale_o<kDPad>(o, alpha);
       fence_registers(o);
       fence_registers(p);
@@ -189,7 +190,8 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       wgmma_wait<0>();
       fence_registers(s);
       float alpha[2];
-      online_softmax<kBlockN>(s, 0, len, scale_log2, t, row_max, row_sum, p_prev, alpha);
+      online_softmax<kBlockN, false>(s, 0, len, scale_log2, t, row_max, row_sum, p_prev, alpha,
+                                     -INFINITY);
     }
     for (int it = 1; it < n_tiles; ++it) {
       cp_async_wait<0>();
@@ -213,7 +215,8 @@ __global__ void __launch_bounds__(kWarpgroups * 128,
       fence_registers(s);
       uint32_t p[kPSteps][4];
       float alpha[2];
-      online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
+      online_softmax<kBlockN, false>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p,
+                                     alpha, -INFINITY);
       wgmma_wait<0>();
       // P V has landed: only now may O change, and p_prev's registers be
       // reused (the fence keeps p in registers of its own until here).

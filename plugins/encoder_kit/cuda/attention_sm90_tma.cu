@@ -45,6 +45,9 @@ using namespace sm90;
 constexpr int kBlockM = 128;  // two warpgroups of 64 query rows
 constexpr int kBlockN = 64;   // keys a tile
 constexpr int kThreads = 256;
+// How far (log2 units) a row's scores may rise above its running max before
+// the max moves and O is rescaled (online_softmax): probabilities up to 2^8.
+constexpr float kRescaleSlack = 8.0f;
 
 // Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128).
 template <int kDPad>
@@ -104,7 +107,7 @@ struct Maps {
   CUtensorMap q_main, q_tail, kv_main, kv_tail;
 };
 
-template <int kDPad>
+template <int kDPad, bool kSumAfterPv>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bf16* __restrict__ out) {
+                         float rescale_slack, bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
@@ -277,14 +280,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     fence_registers(s);
     uint32_t p[kPSteps][4];
     float alpha[2];
-    online_softmax<kBlockN>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha);
-    rescale_o<kDPad>(o, alpha);
+    // Lazy below head_dim 128, whose kernel it would push past 128 registers.
+    if (online_softmax<kBlockN, (kDPad < 128), !kSumAfterPv>(
+            s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha, rescale_slack))
+      rescale_o<kDPad>(o, alpha);
     fence_registers(o);
     fence_registers(p);
     if (by_tma) mbarrier_wait(full_v(stage), parity);
     wgmma_fence();
     issue_pv(p, stage);
     wgmma_commit();
+    if constexpr (kSumAfterPv) add_row_sums<kBlockN>(p, row_sum);
     wgmma_wait<0>();
     fence_registers(o);
     fence_registers(p);
@@ -296,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)out;
+      (void)rescale_slack, (void)out;
   __trap();
 #endif
 }
@@ -319,7 +325,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-template <int kDPad>
+template <int kDPad, bool kSumAfterPv>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   using G = Geometry<kDPad>;
@@ -338,7 +344,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad>;
+  auto* kernel = tma_attention_kernel<kDPad, kSumAfterPv>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -346,7 +352,8 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f, out);
+                               num_heads, head_dim, scale * 1.4426950408889634f,
+                               detail::lazy_rescale_enabled() ? kRescaleSlack : -INFINITY, out);
 }
 
 }  // namespace
@@ -362,17 +369,26 @@ int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, i
                                    bf16* out, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
+  const bool after = sum_after_pv_enabled();
   if (head_dim <= 64)
-    return launch<64>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
+    return after ? launch<64, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                    scale, out, stream)
+                 : launch<64, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream);
   if (head_dim <= 80)
-    return launch<80>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
+    return after ? launch<80, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                    scale, out, stream)
+                 : launch<80, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream);
   if (head_dim <= 96)
-    return launch<96>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
-  return launch<128>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                     stream);
+    return after ? launch<96, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                    scale, out, stream)
+                 : launch<96, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                     scale, out, stream);
+  return after ? launch<128, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                   scale, out, stream)
+               : launch<128, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                    scale, out, stream);
 }
 
 }  // namespace detail

@@ -40,6 +40,14 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 // switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
+// Variant 3 moves each row's running max lazily (online_softmax's slack: O is
+// rescaled only when a score rises 2^8 above it) unless
+// ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch: every tile, as
+// variants 0-2 do); read once.
+bool lazy_rescale_enabled();
+// Experiment: variant 3 adds each tile's probabilities to the row sums after
+// issuing its P V (from P in bf16) when ENCGRAPH_ATTENTION_SUM_AFTER_PV is "1".
+bool sum_after_pv_enabled();
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
