@@ -163,8 +163,7 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 // cancels the choice. A warp that keeps its max skips O's rescaling, most
 // tiles after the first few. slack = -INFINITY moves it on every tile, and so
 // does kLazy = false (the code of before, for kernels at their register bound).
-// kSum = false leaves the sums' new terms to add_row_sums, after P V is issued.
-template <int kBlockN, bool kLazy = true, bool kSum = true>
+template <int kBlockN, bool kLazy = true>
 __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
                                                float (&row_sum)[2], uint32_t (&p)[kBlockN / 16][4],
@@ -229,33 +228,14 @@ __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0
 #pragma unroll
     for (int x = 0; x < 8; ++x)  // element x%4 of the n8 tile 2kk + x/4; row (x/2)%2
       e[x] = fast_exp2(fmaf(s[8 * kk + x], scale_log2, neg_max[(x >> 1) & 1]));
-    if constexpr (kSum) {
-      row_sum[0] += (e[0] + e[1]) + (e[4] + e[5]);
-      row_sum[1] += (e[2] + e[3]) + (e[6] + e[7]);
-    }
+    row_sum[0] += (e[0] + e[1]) + (e[4] + e[5]);
+    row_sum[1] += (e[2] + e[3]) + (e[6] + e[7]);
     p[kk][0] = pack_bf16(e[0], e[1]);
     p[kk][1] = pack_bf16(e[2], e[3]);
     p[kk][2] = pack_bf16(e[4], e[5]);
     p[kk][3] = pack_bf16(e[6], e[7]);
   }
   return rescale;
-}
-
-// The sums' terms of one tile from P as rounded to bf16 (the weights P V
-// applies), off the path to P V: online_softmax<..., kSum = false> left them.
-template <int kBlockN>
-__device__ __forceinline__ void add_row_sums(const uint32_t (&p)[kBlockN / 16][4],
-                                             float (&row_sum)[2]) {
-  float part[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // two chains a row
-#pragma unroll
-  for (int kk = 0; kk < kBlockN / 16; ++kk)
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {  // word w: row w % 2, n8 tile 2kk + w / 2
-      const float2 v = ptx::unpack_bf16x2(p[kk][w]);
-      part[w & 1][w >> 1] += v.x + v.y;
-    }
-  row_sum[0] += part[0][0] + part[0][1];
-  row_sum[1] += part[1][0] + part[1][1];
 }
 
 template <int kDPad>

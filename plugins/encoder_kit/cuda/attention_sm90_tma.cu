@@ -107,7 +107,7 @@ struct Maps {
   CUtensorMap q_main, q_tail, kv_main, kv_tail;
 };
 
-template <int kDPad, bool kSumAfterPv>
+template <int kDPad>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     uint32_t p[kPSteps][4];
     float alpha[2];
     // Lazy below head_dim 128, whose kernel it would push past 128 registers.
-    if (online_softmax<kBlockN, (kDPad < 128), !kSumAfterPv>(
-            s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p, alpha, rescale_slack))
+    if (online_softmax<kBlockN, (kDPad < 128)>(s, it * kBlockN, len, scale_log2, t, row_max,
+                                               row_sum, p, alpha, rescale_slack))
       rescale_o<kDPad>(o, alpha);
     fence_registers(o);
     fence_registers(p);
@@ -290,7 +290,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     wgmma_fence();
     issue_pv(p, stage);
     wgmma_commit();
-    if constexpr (kSumAfterPv) add_row_sums<kBlockN>(p, row_sum);
     wgmma_wait<0>();
     fence_registers(o);
     fence_registers(p);
@@ -325,7 +324,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-template <int kDPad, bool kSumAfterPv>
+template <int kDPad>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   using G = Geometry<kDPad>;
@@ -344,7 +343,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad, kSumAfterPv>;
+  auto* kernel = tma_attention_kernel<kDPad>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -369,26 +368,17 @@ int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, i
                                    bf16* out, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  const bool after = sum_after_pv_enabled();
   if (head_dim <= 64)
-    return after ? launch<64, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                    scale, out, stream)
-                 : launch<64, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                     scale, out, stream);
+    return launch<64>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
   if (head_dim <= 80)
-    return after ? launch<80, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                    scale, out, stream)
-                 : launch<80, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                     scale, out, stream);
+    return launch<80>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
   if (head_dim <= 96)
-    return after ? launch<96, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                    scale, out, stream)
-                 : launch<96, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                     scale, out, stream);
-  return after ? launch<128, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                   scale, out, stream)
-               : launch<128, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                    scale, out, stream);
+    return launch<96>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                      stream);
+  return launch<128>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
+                     stream);
 }
 
 }  // namespace detail

@@ -27,14 +27,6 @@ bool lazy_rescale_enabled() {
   return enabled;
 }
 
-bool sum_after_pv_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ENCGRAPH_ATTENTION_SUM_AFTER_PV");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return enabled;
-}
-
 bool pdl_enabled() {
   static const bool allowed = [] {
     const char* v = std::getenv("ENCGRAPH_PDL");

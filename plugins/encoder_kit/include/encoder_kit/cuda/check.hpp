@@ -45,9 +45,6 @@ bool tma_attention_enabled();
 // ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch: every tile, as
 // variants 0-2 do); read once.
 bool lazy_rescale_enabled();
-// Experiment: variant 3 adds each tile's probabilities to the row sums after
-// issuing its P V (from P in bf16) when ENCGRAPH_ATTENTION_SUM_AFTER_PV is "1".
-bool sum_after_pv_enabled();
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
