@@ -30,10 +30,13 @@ struct AttnCase {
   // as a plugin passes one bucket of a batch): the call's tokens start far
   // past 0, further than max_seqs x max_seqlen, and earlier rows stay unwritten.
   int first_seq = 0;
-  // Non-zero: q's last column is 1 and key j's (j from its sequence's start)
-  // key_ramp * j, so scores climb (or fall) steadily along the keys, and the
-  // running max moves by about key_ramp * 64 * scale a 64-key tile: below and
-  // above the kernel's slack before it rescales O (online_softmax).
+  // Non-zero: key j's last column (j from its sequence's start) is
+  // key_ramp * j, and q's last column is 1, or -1 on every third token: most
+  // rows' scores climb steadily along the keys and their neighbours' in the
+  // same warp fall, so one row may move the warp's running max while another
+  // keeps its own. A rising row's max moves by about key_ramp * 64 * scale *
+  // log2(e) a 64-key tile, in the log2 units of the kernel's slack before it
+  // rescales O (online_softmax).
   float key_ramp = 0.0f;
 };
 
@@ -57,7 +60,7 @@ void run_case(const AttnCase& ac) {
     for (size_t s = 0; s + 1 < cu.size(); ++s)
       for (int64_t t = cu[s]; t < cu[s + 1]; ++t)
         for (int h = 0; h < H; ++h) {
-          qkv[t * row + h * D + D - 1] = to_bf(1.0f);
+          qkv[t * row + h * D + D - 1] = to_bf(t % 3 == 0 ? -1.0f : 1.0f);
           qkv[t * row + (H + h) * D + D - 1] = to_bf(ac.key_ramp * static_cast<float>(t - cu[s]));
         }
   for (int64_t t = covered; t < tokens; ++t)
@@ -247,12 +250,14 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
 
 GPU_TEST_CASE("varlen attention: scores climbing and falling along the keys (lazy running max)") {
   require_gpu();
-  // head_dim 80 (scale 0.112): a ramp of 0.5 a key lifts the max by about 5
-  // log2 units a 64-key tile, under the kernel's slack of 8, so probabilities
-  // against a stale max grow up to 2^8 before it moves; 1.5 a key lifts it by
-  // 15 a tile, past the slack every tile; a falling ramp never moves it after
-  // the first tile. Uneven tails and a short sequence besides.
-  for (float ramp : {0.5f, 1.5f, -0.5f}) {
+  // head_dim 80 (scale 0.112): a ramp of 0.5 a key lifts a rising row's max by
+  // about 5 log2 units a 64-key tile, under the kernel's slack of 8, so its
+  // probabilities against a stale max grow up to 2^8 before it moves; 1.5 a
+  // key lifts it by 15 a tile, past the slack every tile. The falling rows
+  // beside them must keep their own max (lowered to the tile's, their sums
+  // would overflow at 1.5). Negative ramps swap the two kinds of row. Uneven
+  // tails and a short sequence besides; head_dim 72 (scale 0.118) as well.
+  for (float ramp : {0.5f, 1.5f, -0.5f, -1.5f}) {
     CAPTURE(ramp);
     AttnCase ac{2, 80, {1000, 77, 300}, 1, 1000, 1.0f, 2};
     ac.key_ramp = ramp;

@@ -151,8 +151,8 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 
 // Online softmax of one S tile (64 rows of a warpgroup x kBlockN keys from
 // key0) in the log2 domain: scales and masks s, moves the running max, rounds
-// the probabilities into P's A fragments and returns whether O must be
-// rescaled, by alpha (the sums are, here). t = lane % 4. Every tile holds at
+// the probabilities into P's A fragments, rescales the row sums, and returns
+// whether O must be rescaled too (by alpha). t = lane % 4. Every tile holds at
 // least one real key, so the new maximum is finite.
 //
 // The max moves lazily: only when some row of the warp sees a score more than
@@ -161,8 +161,8 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 // P and fp32 O hold exactly as well (relative precision does not depend on
 // magnitude); the final division by the sum taken against the same max
 // cancels the choice. A warp that keeps its max skips O's rescaling, most
-// tiles after the first few. slack = -INFINITY moves it on every tile, and so
-// does kLazy = false (the code of before, for kernels at their register bound).
+// tiles after the first few. kLazy = false moves it on every tile with no vote
+// or branch, for kernels at their register bound and for A/B runs.
 template <int kBlockN, bool kLazy = true>
 __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
@@ -281,10 +281,11 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 
 namespace encoder_kit::cuda::detail {
 
-// The TMA form (attention_sm90_tma.cu): varlen_attention_bf16_sm90's variant
-// 3, reached only through it, which checks the arguments first.
+// The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
+// variants 3 (lazy: the running max moves lazily) and 4, reached only through
+// it, which checks the arguments first.
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, cudaStream_t stream);
+                                   bf16* out, bool lazy, cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

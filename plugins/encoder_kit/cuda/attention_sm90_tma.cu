@@ -35,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -107,7 +108,10 @@ struct Maps {
   CUtensorMap q_main, q_tail, kv_main, kv_tail;
 };
 
-template <int kDPad>
+// kLazy: the running max moves lazily (online_softmax, kRescaleSlack; variant
+// 3); false compiles the per-tile form (variant 4, the A/B arm, and head_dim
+// 128's only form: lazy, it would pass the 128-register bound).
+template <int kDPad, bool kLazy>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         float rescale_slack, bf16* __restrict__ out) {
+                         bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
@@ -280,9 +284,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     fence_registers(s);
     uint32_t p[kPSteps][4];
     float alpha[2];
-    // Lazy below head_dim 128, whose kernel it would push past 128 registers.
-    if (online_softmax<kBlockN, (kDPad < 128)>(s, it * kBlockN, len, scale_log2, t, row_max,
-                                               row_sum, p, alpha, rescale_slack))
+    if (online_softmax<kBlockN, kLazy>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p,
+                                       alpha, kRescaleSlack))
       rescale_o<kDPad>(o, alpha);
     fence_registers(o);
     fence_registers(p);
@@ -301,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)rescale_slack, (void)out;
+      (void)out;
   __trap();
 #endif
 }
@@ -324,7 +327,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-template <int kDPad>
+template <int kDPad, bool kLazy>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bf16* out, cudaStream_t stream) {
   using G = Geometry<kDPad>;
@@ -343,7 +346,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad>;
+  auto* kernel = tma_attention_kernel<kDPad, kLazy>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -351,8 +354,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f,
-                               detail::lazy_rescale_enabled() ? kRescaleSlack : -INFINITY, out);
+                               num_heads, head_dim, scale * 1.4426950408889634f, out);
 }
 
 }  // namespace
@@ -365,20 +367,20 @@ bool sm90_tma_attention_supported() {
 
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, cudaStream_t stream) {
+                                   bf16* out, bool lazy, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  if (head_dim <= 64)
-    return launch<64>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
-  if (head_dim <= 80)
-    return launch<80>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
-  if (head_dim <= 96)
-    return launch<96>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                      stream);
-  return launch<128>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out,
-                     stream);
+  auto go = [&](auto dpad, auto lazy) {
+    return launch<decltype(dpad)::value, decltype(lazy)::value>(
+        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out, stream);
+  };
+  using Lazy = std::true_type;
+  using EveryTile = std::false_type;
+  auto pick = [&](auto dpad) { return lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
+  if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
+  if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
+  if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{}, EveryTile{});
 }
 
 }  // namespace detail

@@ -28,7 +28,7 @@ int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int 
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // for sequences over 64 when supported (below); the benchmark and the tests
 // call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 4;
+inline constexpr int kSm90AttentionVariants = 5;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -41,9 +41,10 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
 // Variant 3 moves each row's running max lazily (online_softmax's slack: O is
-// rescaled only when a score rises 2^8 above it) unless
-// ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch: every tile, as
-// variants 0-2 do); read once.
+// rescaled only when a score rises 2^8 above it) below head_dim 128. Variant 4
+// is the same kernel compiled to move it every tile, as variants 0-2 and
+// head_dim 128 do; the public entry picks it when
+// ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch; read once).
 bool lazy_rescale_enabled();
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
