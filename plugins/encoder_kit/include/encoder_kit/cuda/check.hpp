@@ -26,18 +26,18 @@ int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int 
 // the kernel itself in one of kSm90AttentionVariants configurations (0, the
 // default before the TMA ring, and the ones it was chosen against;
 // sm90_attention_variant_name says which). The public entry uses variant 3
-// for sequences over 64 when supported (below); the benchmark and the tests
-// call every variant to compare.
+// (4 for the A/B, below) for sequences over 64 when supported; the benchmark
+// and the tests call every variant to compare.
 inline constexpr int kSm90AttentionVariants = 5;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
-// Variant 3 (attention_sm90_tma.cu): K and V tiles by TMA into a ring of
-// stages; needs the driver's cuTensorMapEncodeTiled besides. The public entry
-// picks it where supported unless ENCGRAPH_ATTENTION_TMA is "0" (the A/B
-// switch: variant 0 then), which tma_attention_enabled() reads once.
+// Variants 3 and 4 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
+// of stages; they need the driver's cuTensorMapEncodeTiled besides. The
+// public entry picks them where supported unless ENCGRAPH_ATTENTION_TMA is "0"
+// (the A/B switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
 // Variant 3 moves each row's running max lazily (online_softmax's slack: O is
