@@ -11,6 +11,7 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/env_switch.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
 #include <cublasLt.h>
@@ -18,8 +19,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -68,10 +67,7 @@ struct Choice {
 // ENCGRAPH_GEMM_SM90=0 keeps our Hopper kernel out of tune()'s candidates
 // (the A/B switch of the benchmarks).
 bool own_kernel_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ENCGRAPH_GEMM_SM90");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = env_switch_on("ENCGRAPH_GEMM_SM90");
   return allowed;
 }
 
@@ -272,10 +268,7 @@ struct GemmPlan::Impl {
   // heuristic rarely proposes it, so tune() also times split-K forms of its
   // first proposals, where cuBLASLt accepts them.
   static bool split_k_search(int64_t m) {
-    static const bool allowed = [] {
-      const char* v = std::getenv("ENCGRAPH_GEMM_SPLITK");
-      return v == nullptr || std::strcmp(v, "0") != 0;
-    }();
+    static const bool allowed = env_switch_on("ENCGRAPH_GEMM_SPLITK");
     return allowed && m <= kSplitKMaxRows;
   }
 

@@ -1,10 +1,11 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
-// tma_attention_enabled() (check.hpp): the environment once a process.
+// tma_attention_enabled(), lazy_rescale_enabled() (check.hpp): the environment
+// once a process.
+#include <encoder_kit/env_switch.hpp>
+
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -12,26 +13,17 @@
 namespace encoder_kit::cuda::detail {
 
 bool tma_attention_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ENCGRAPH_ATTENTION_TMA");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_TMA");
   return enabled;
 }
 
 bool lazy_rescale_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ENCGRAPH_ATTENTION_LAZY_RESCALE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_LAZY_RESCALE");
   return enabled;
 }
 
 bool pdl_enabled() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ENCGRAPH_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = env_switch_on("ENCGRAPH_PDL");
   if (!allowed) return false;
   // Per device: 0 unknown, 1 no, 2 yes; devices past the table are asked every time.
   static std::atomic<int> known[64];

@@ -1,10 +1,9 @@
 #include <encoder_kit/cpu_kernels.hpp>
+#include <encoder_kit/env_switch.hpp>
 #include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace encoder_kit {
 namespace {
@@ -18,10 +17,7 @@ constexpr size_t kParallelFrom = size_t{1} << 20;
 }  // namespace
 
 bool parallel_staging_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ENCGRAPH_PARALLEL_STAGING");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = env_switch_on("ENCGRAPH_PARALLEL_STAGING");
   return enabled;
 }
 
