@@ -5,7 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|memory|mlp|qkv|siglip]
+//                 [--only gemm|small|attn|attnfull|window|memory|mlp|qkv|siglip]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -372,11 +372,15 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
           }),
           flops, bytes, "default");
   for (const int warps : {4, 8})
-    add_row(name, shape, time_us([&] {
-              BENCH_CHECK(k::detail::varlen_attention_bf16_warps(
-                  qkv, dcu, max_seqs, len, heads, head_dim, scale, out, warps, g_stream));
-            }),
-            flops, bytes, std::to_string(warps) + " warps");
+    for (const bool heads_first : {true, false})
+      add_row(name, shape, time_us([&] {
+                BENCH_CHECK(k::detail::varlen_attention_bf16_warps(qkv, dcu, max_seqs, len, heads,
+                                                                   head_dim, scale, out, warps,
+                                                                   heads_first, g_stream));
+              }),
+              flops, bytes,
+              std::to_string(warps) + " warps, " + (heads_first ? "heads" : "query blocks") +
+                  " fastest");
   if (k::detail::sm90_attention_supported())
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       add_row(name, shape, time_us([&] {
@@ -388,8 +392,8 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
 
 // Qwen2.5-VL's window layers two ways: the rotary pass over q and k followed
 // by window attention, and rotary fused into the attention's loads.
-void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim) {
-  const auto cu = cu_for(tokens, 64, 0);
+void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim, int padded) {
+  const auto cu = cu_for(tokens, 64, padded);
   int32_t* dcu = pool.raw<int32_t>(cu.size());
   BENCH_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   bf16* qkv = pool.bf(static_cast<size_t>(tokens * 3 * heads * head_dim));
@@ -401,7 +405,8 @@ void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim) {
   const double flops = 4.0 * 64 * tokens * heads * head_dim;
   const double bytes = 2.0 * tokens * heads * head_dim * 4;
   const std::string shape = std::to_string(tokens) + " tok, seq 64, " + std::to_string(heads) +
-                            "x" + std::to_string(head_dim);
+                            "x" + std::to_string(head_dim) +
+                            (padded ? ", +" + std::to_string(padded) + " empty" : "");
   add_row(
       "attn window + rotary", shape, time_us([&] {
         BENCH_CHECK(k::rotary_bf16(qkv, tokens, heads, head_dim, cs, cs, head_dim / 2, g_stream));
@@ -409,12 +414,25 @@ void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim) {
                                              g_stream));
       }),
       flops, bytes, "rotary pass, then attention");
-  add_row(
-      "attn window + rotary", shape, time_us([&] {
-        BENCH_CHECK(k::varlen_attention_rotary_bf16(qkv, dcu, max_seqs, 64, heads, head_dim, scale,
-                                                    cs, cs, head_dim / 2, out, g_stream));
-      }),
-      flops, bytes, "fused into the loads");
+  // The grid's forms alternating, three times each: the former one (query
+  // blocks fastest, a head a block), then heads fastest with the launch's pick
+  // of heads a block (the default) and with each count forced. The kernel is
+  // memory-bound: which blocks run together decides what DRAM and L2 see, and
+  // a block walking several heads loads its window's cos/sin rows once.
+  std::vector<std::pair<std::string, std::function<void()>>> orders;
+  auto add = [&](bool heads_first, int per_block, const std::string& label) {
+    orders.emplace_back("fused into the loads, " + label, [=] {
+      BENCH_CHECK(k::detail::varlen_attention_rotary_bf16_grid(
+          qkv, dcu, max_seqs, 64, heads, head_dim, scale, cs, cs, head_dim / 2, out, heads_first,
+          per_block, g_stream));
+    });
+  };
+  add(false, 1, "query blocks fastest, a head a block (before)");
+  add(true, 0, "heads fastest, heads a block picked (default)");
+  for (int per_block = 1; per_block <= heads; per_block *= 2)
+    if (heads % per_block == 0)
+      add(true, per_block, "heads fastest, " + std::to_string(per_block) + " heads a block");
+  alternate("attn window + rotary", shape, flops, bytes, orders);
 }
 
 // One SigLIP so400m layer at 64 images of 729 patches, kernel by kernel, as
@@ -479,12 +497,12 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
-                                    only == "qkv" || only == "siglip"))
+                                    only == "qkv" || only == "siglip" || only == "window"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|memory|mlp|qkv|siglip]\n");
+                   "gemm|small|attn|attnfull|window|memory|mlp|qkv|siglip]\n");
       return 2;
     }
   }
@@ -548,11 +566,18 @@ int main(int argc, char** argv) {
     // attnfull: one full-attention case alone (for a profiler).
     if (only == "attnfull") bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
     // Attention: 8x8-patch windows, full attention per frame, SigLIP images.
-    if (want("attn")) {
+    // "--only window": the window rows alone.
+    if (want("attn") || only == "window") {
       bench_attention(pool, "attn window", T, 64, 0, 16, 80);
       bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
-      bench_window_rotary(pool, T, 16, 80);
-      bench_window_rotary(pool, 4096, 16, 80);  // a 224² request of 16 images
+      // With as many empty window slots as the Qwen plugin's capture of that
+      // size holds (qwen_layout.cpp's cap.windows): none at the largest, 204
+      // beside a 224² request of 16 images' 64 windows, 12 beside one image's 4.
+      bench_window_rotary(pool, T, 16, 80, 0);
+      bench_window_rotary(pool, 4096, 16, 80, 204);
+      bench_window_rotary(pool, 256, 16, 80, 12);
+    }
+    if (want("attn")) {
       bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
       bench_attention(pool, "attn full", T, 4096, 0, 16, 80);
       bench_attention(pool, "attn full", T, 16384, 0, 16, 80);

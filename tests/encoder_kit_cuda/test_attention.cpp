@@ -155,6 +155,19 @@ void run_case(const AttnCase& ac) {
                               dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                               dcos.get(), dsin.get(), cs_stride, dout.get(), nullptr);
                         }});
+    // Both grid orders; one head a block, two, every head, and the launch's pick.
+    for (const bool heads_first : {true, false})
+      for (const int per_block : {0, 1, 2, H}) {
+        if (per_block > 0 && H % per_block != 0) continue;  // 2 of 3 heads: tested below
+        variants.push_back({std::string("rotary, ") + (heads_first ? "heads" : "query blocks") +
+                                " fastest, " + std::to_string(per_block) + " heads a block",
+                            [&, heads_first, per_block] {
+                              return k::detail::varlen_attention_rotary_bf16_grid(
+                                  dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
+                                  dcos.get(), dsin.get(), cs_stride, dout.get(), heads_first,
+                                  per_block, nullptr);
+                            }});
+      }
   } else {
     variants.push_back({"public entry", [&] {
                           return k::varlen_attention_bf16(dqkv.get(), call_cu, call_seqs,
@@ -162,14 +175,17 @@ void run_case(const AttnCase& ac) {
                                                           nullptr);
                         }});
   }
-  for (const int warps : {4, 8}) {
-    if (ac.rotary) break;
-    variants.push_back({"mma.sync " + std::to_string(warps) + " warps", [&, warps] {
-                          return k::detail::varlen_attention_bf16_warps(
-                              dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
-                              dout.get(), warps, nullptr);
-                        }});
-  }
+  for (const int warps : {4, 8})
+    for (const bool heads_first : {true, false}) {
+      if (ac.rotary) break;
+      variants.push_back({"mma.sync " + std::to_string(warps) + " warps, " +
+                              (heads_first ? "heads" : "query blocks") + " fastest",
+                          [&, warps, heads_first] {
+                            return k::detail::varlen_attention_bf16_warps(
+                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
+                                dout.get(), warps, heads_first, nullptr);
+                          }});
+    }
   if (k::detail::sm90_attention_supported() && !ac.rotary)
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       variants.push_back({k::detail::sm90_attention_variant_name(variant), [&, variant] {
@@ -397,4 +413,15 @@ GPU_TEST_CASE("varlen attention with rotary: argument rules") {
   CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get() + 1,
                                         table.get(), 40, buf.get(), nullptr) == bad);
   CHECK(std::string(k::last_error_detail()).find("aligned16") != std::string::npos);
+  // Heads a block: a divisor of num_heads, and more than one only with rotary.
+  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 3, 16, 1.0f,
+                                                     table.get(), table.get(), 8, buf.get(), true,
+                                                     2, nullptr) == bad);
+  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 2, 16, 1.0f,
+                                                     table.get(), table.get(), 8, buf.get(), true,
+                                                     -1, nullptr) == bad);
+  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 2, 16, 1.0f,
+                                                     table.get(), table.get(), 8, buf.get(), true,
+                                                     4, nullptr) == bad);
+  CHECK(std::string(k::last_error_detail()).find("heads_per_block") != std::string::npos);
 }

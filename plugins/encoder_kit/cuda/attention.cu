@@ -1,5 +1,6 @@
 // Variable-length attention, flash-attention style (FA2 structure): one block
-// per (sequence, block of query rows, head); each warp owns 16 query rows and
+// per (sequence, block of query rows, head; with fused rotary, a few heads
+// walked in turn), heads fastest; each warp owns 16 query rows and
 // walks the sequence's keys in tiles of 64 with an online softmax, so scores
 // never leave registers. Q·K^T and P·V run on mma.sync m16n8k16 bf16 with fp32
 // accumulators; tiles arrive through cp.async, double-buffered, K and V in
@@ -28,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -87,8 +89,9 @@ __device__ __forceinline__ void rotate4(bf16* lo, int half, float4 cs, float4 sn
 template <int kDPad, int kWarps, bool kRotary>
 __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
-                            int m_blocks, int num_heads, int head_dim, float scale_log2,
-                            RotaryTable rotary, bf16* __restrict__ out) {
+                            int max_seqs, int m_blocks, int num_heads, int head_dim,
+                            float scale_log2, RotaryTable rotary, bool heads_fastest,
+                            int heads_per_block, bf16* __restrict__ out) {
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   constexpr int kBlockM = 16 * kWarps;
   constexpr int kThreads = 32 * kWarps;
@@ -98,9 +101,23 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kDTiles = kDPad / 8;
 
-  const int seq = static_cast<int>(blockIdx.x) / m_blocks;
-  const int q0 = (static_cast<int>(blockIdx.x) - seq * m_blocks) * kBlockM;
-  const int head = static_cast<int>(blockIdx.y);
+  // The grid covers (query block, group of heads_per_block heads) pairs.
+  // Heads fastest, (group, block over y and z): the blocks that run together
+  // read whole qkv rows of the same tokens (all heads' 160-byte pieces of a
+  // 7680-byte row at head_dim 80) and share the rotary rows in L2, instead of
+  // one head's pieces of a thousand windows' rows. Query blocks fastest,
+  // (block, group), is the former order, kept for the benchmark's A/B. A block
+  // walks its group's heads one after the other; with kRotary it loads the
+  // sequence's cos/sin rows once for all of them (from L2 they cost as much
+  // traffic into the multiprocessor as a head's q, k and v). The coordinates
+  // come from special registers, which keep no register live (a computed
+  // flat index cost a spill at head_dim 64).
+  const int block = heads_fastest ? static_cast<int>(blockIdx.y + blockIdx.z * gridDim.y)
+                                  : static_cast<int>(blockIdx.x);
+  if (block >= m_blocks * max_seqs) return;  // z's last slice runs past the blocks
+  const int head0 = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y) * heads_per_block;
+  const int seq = block / m_blocks;
+  const int q0 = (block - seq * m_blocks) * kBlockM;
   const int start = cu_seqlens[seq];
   // kRotary holds a whole sequence in one tile: a longer one than the entry's
   // max_seqlen <= 64 promised is cut to its first 64 tokens (rows past them
@@ -113,228 +130,273 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   bf16* s_k = s_q + kBlockM * kStride;  // [2][kBlockN][kStride]
   bf16* s_v = s_k + 2 * kBlockN * kStride;
 
-  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
-  const bf16* q_base =
-      qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
-  const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
-  const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
-  const int valid_chunks = head_dim / 8;
+  // Without rotary a block has one head (the entry's rule): a constant here,
+  // so the loop leaves that form's code as it was.
+  const int block_heads = kRotary ? heads_per_block : 1;
+  for (int hi = 0; hi < block_heads; ++hi) {
+    const int head = head0 + hi;
+    // The previous head's warps are done with every buffer (their output
+    // staging in s_q included) before this head's copies overwrite them.
+    if (hi > 0) __syncthreads();
+    const int64_t row_stride = int64_t{3} * num_heads * head_dim;
+    const bf16* q_base =
+        qkv + static_cast<int64_t>(start) * row_stride + static_cast<int64_t>(head) * head_dim;
+    const bf16* k_base = q_base + static_cast<int64_t>(num_heads) * head_dim;
+    const bf16* v_base = k_base + static_cast<int64_t>(num_heads) * head_dim;
+    const int valid_chunks = head_dim / 8;
 
-  auto load_tile = [&](bf16* dst, const bf16* base, int row0, int rows) {
-    for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
-      const int r = i / kChunks;
-      const int c = i - r * kChunks;
-      const bool ok = row0 + r < len && c < valid_chunks;
-      const bf16* src = ok ? base + static_cast<int64_t>(row0 + r) * row_stride + c * 8 : base;
-      cp_async16(smem_addr(dst + r * kStride + c * 8), src, ok);
-    }
-  };
-
-  const int half = head_dim / 2;
-  // kRotary: every sequence fits one key tile and one query block (the entry
-  // requires max_seqlen <= 64), so Q and K hold the same tokens and one set of
-  // cos/sin rows serves both. They travel by cp.async with Q and K, into the
-  // second K and V buffers, which a single tile never uses (each holds 64 rows
-  // of up to head_dim/2 + 4 floats): the rotation costs shared-memory work
-  // only, not a second round trip to global memory after the tiles land.
-  static_assert(!kRotary || kBlockM == kBlockN, "rotary: one query block = one key tile");
-  float* s_cos = reinterpret_cast<float*>(s_k + kBlockN * kStride);
-  float* s_sin = reinterpret_cast<float*>(s_v + kBlockN * kStride);
-  auto load_table = [&]() {
-    const int quads = half / 4;  // 16-byte chunks of a table row
-    for (int i = threadIdx.x; i < len * quads; i += kThreads) {
-      const int r = i / quads;
-      const int c = (i - r * quads) * 4;
-      const int64_t at = (start + r) * rotary.stride + c;
-      cp_async16(smem_addr(s_cos + r * half + c), rotary.cos + at, true);
-      cp_async16(smem_addr(s_sin + r * half + c), rotary.sin + at, true);
-    }
-  };
-  auto rotate_window = [&]() {
-    const int quads = half / 4;
-    for (int i = threadIdx.x; i < len * quads; i += kThreads) {
-      const int r = i / quads;
-      const int c = (i - r * quads) * 4;
-      const float4 cs = *reinterpret_cast<const float4*>(s_cos + r * half + c);
-      const float4 sn = *reinterpret_cast<const float4*>(s_sin + r * half + c);
-      rotate4(s_q + r * kStride + c, half, cs, sn);
-      rotate4(s_k + r * kStride + c, half, cs, sn);
-    }
-  };
-
-  const int n_tiles = (len + kBlockN - 1) / kBlockN;
-  // K and V travel in separate cp.async groups, so Q·K^T and the softmax of a
-  // tile run while its V (and the next K) are still arriving. Groups in
-  // flight at the top of iteration `it`: [K_it], [V_it], oldest first.
-  load_tile(s_q, q_base, q0, kBlockM);
-  load_tile(s_k, k_base, 0, kBlockN);
-  if constexpr (kRotary) load_table();
-  cp_async_commit();
-  load_tile(s_v, v_base, 0, kBlockN);
-  cp_async_commit();
-
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  const int t = lane & 3;
-  // ldmatrix x4 row/column offsets of this lane (see the fragment notes above).
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-
-  uint32_t q_frag[kKSteps][4];
-  float o[kDTiles][4];
-#pragma unroll
-  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
-
-  for (int it = 0; it < n_tiles; ++it) {
-    const int buf = it & 1;
-    const bool more = it + 1 < n_tiles;
-    cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
-    __syncthreads();
-    const bf16* k_tile = s_k + buf * kBlockN * kStride;
-    const bf16* v_tile = s_v + buf * kBlockN * kStride;
-    if constexpr (kRotary) {
-      rotate_window();
-      __syncthreads();
-    }
-    if (it == 0) {
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        ldmatrix_x4(q_frag[kk], smem_addr(s_q + (warp * 16 + a_row) * kStride + kk * 16 + a_col));
-    }
-
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
-    float s[kNTiles][4];
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-      for (int p = 0; p < kNTiles / 2; ++p) {
-        uint32_t b[4];
-        ldmatrix_x4(b, smem_addr(k_tile + (p * 16 + b_row) * kStride + kk * 16 + b_col));
-        mma_bf16(s[2 * p], q_frag[kk], b[0], b[1]);
-        mma_bf16(s[2 * p + 1], q_frag[kk], b[2], b[3]);
+    auto load_tile = [&](bf16* dst, const bf16* base, int row0, int rows) {
+      for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+        const int r = i / kChunks;
+        const int c = i - r * kChunks;
+        const bool ok = row0 + r < len && c < valid_chunks;
+        const bf16* src = ok ? base + static_cast<int64_t>(row0 + r) * row_stride + c * 8 : base;
+        cp_async16(smem_addr(dst + r * kStride + c * 8), src, ok);
       }
-    }
+    };
 
-    // The other K buffer was last read by the previous tile's Q·K^T, which
-    // every warp finished before the barrier above.
-    if (more) load_tile(s_k + (buf ^ 1) * kBlockN * kStride, k_base, (it + 1) * kBlockN, kBlockN);
-    cp_async_commit();  // possibly empty: keeps the group count uniform
+    const int half = head_dim / 2;
+    // kRotary: every sequence fits one key tile and one query block (the entry
+    // requires max_seqlen <= 64), so Q and K hold the same tokens and one set of
+    // cos/sin rows serves both. They travel by cp.async with Q and K, into the
+    // second K and V buffers, which a single tile never uses (each holds 64 rows
+    // of up to head_dim/2 + 4 floats): the rotation costs shared-memory work
+    // only, not a second round trip to global memory after the tiles land.
+    static_assert(!kRotary || kBlockM == kBlockN, "rotary: one query block = one key tile");
+    float* s_cos = reinterpret_cast<float*>(s_k + kBlockN * kStride);
+    float* s_sin = reinterpret_cast<float*>(s_v + kBlockN * kStride);
+    auto load_table = [&]() {
+      const int quads = half / 4;  // 16-byte chunks of a table row
+      for (int i = threadIdx.x; i < len * quads; i += kThreads) {
+        const int r = i / quads;
+        const int c = (i - r * quads) * 4;
+        const int64_t at = (start + r) * rotary.stride + c;
+        cp_async16(smem_addr(s_cos + r * half + c), rotary.cos + at, true);
+        cp_async16(smem_addr(s_sin + r * half + c), rotary.sin + at, true);
+      }
+    };
+    auto rotate_window = [&]() {
+      const int quads = half / 4;
+      for (int i = threadIdx.x; i < len * quads; i += kThreads) {
+        const int r = i / quads;
+        const int c = (i - r * quads) * 4;
+        const float4 cs = *reinterpret_cast<const float4*>(s_cos + r * half + c);
+        const float4 sn = *reinterpret_cast<const float4*>(s_sin + r * half + c);
+        rotate4(s_q + r * kStride + c, half, cs, sn);
+        rotate4(s_k + r * kStride + c, half, cs, sn);
+      }
+    };
 
-    // Online softmax in the log2 domain. Every tile holds at least one real
-    // key, so the new maximum is finite and no -inf - -inf appears.
-    const int key0 = it * kBlockN + 2 * t;
-    float tile_max[2] = {row_max[0], row_max[1]};
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool real = key0 + j * 8 + (e & 1) < len;
-        s[j][e] = real ? s[j][e] * scale_log2 : -INFINITY;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = quad_max(tile_max[r]);
-      const float alpha = fast_exp2(row_max[r] - tile_max[r]);
-      row_max[r] = tile_max[r];
-      row_sum[r] *= alpha;
-#pragma unroll
-      for (int j = 0; j < kDTiles; ++j) {
-        o[j][2 * r] *= alpha;
-        o[j][2 * r + 1] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = fast_exp2(s[j][e] - row_max[e >> 1]);
-        row_sum[e >> 1] += s[j][e];
-      }
-    }
-
-    cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
-    __syncthreads();
-
-    // O += P V, P re-packed from the accumulators as bf16 A fragments.
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                             pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < kDTiles / 2; ++dp) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, smem_addr(v_tile + (kk * 16 + a_row) * kStride + dp * 16 + a_col));
-        mma_bf16(o[2 * dp], a, b[0], b[1]);
-        mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
-      }
-    }
-    // The other V buffer was last read by the previous tile's P·V, finished
-    // by every warp before the barrier above.
-    if (more) load_tile(s_v + (buf ^ 1) * kBlockN * kStride, v_base, (it + 1) * kBlockN, kBlockN);
+    const int n_tiles = (len + kBlockN - 1) / kBlockN;
+    // K and V travel in separate cp.async groups, so Q·K^T and the softmax of a
+    // tile run while its V (and the next K) are still arriving. Groups in
+    // flight at the top of iteration `it`: [K_it], [V_it], oldest first.
+    load_tile(s_q, q_base, q0, kBlockM);
+    load_tile(s_k, k_base, 0, kBlockN);
+    if (kRotary && hi == 0) load_table();
     cp_async_commit();
-  }
+    load_tile(s_v, v_base, 0, kBlockN);
+    cp_async_commit();
 
-  // Normalise and stage the warp's 16 rows in its own rows of s_q (only this
-  // warp ever read them), then write whole 16-byte chunks of real rows.
-  float inv[2];
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int t = lane & 3;
+    // ldmatrix x4 row/column offsets of this lane (see the fragment notes above).
+    const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+    const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+
+    uint32_t q_frag[kKSteps][4];
+    float o[kDTiles][4];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
-  bf16* stage = s_q + warp * 16 * kStride;
-  const int g = lane >> 2;
+    for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
+    float row_sum[2] = {0.0f, 0.0f};            // this thread's partial sums
+
+    for (int it = 0; it < n_tiles; ++it) {
+      const int buf = it & 1;
+      const bool more = it + 1 < n_tiles;
+      cp_async_wait<1>();  // K_it (and Q) landed; V_it may still be in flight
+      __syncthreads();
+      const bf16* k_tile = s_k + buf * kBlockN * kStride;
+      const bf16* v_tile = s_v + buf * kBlockN * kStride;
+      if constexpr (kRotary) {
+        rotate_window();
+        __syncthreads();
+      }
+      if (it == 0) {
 #pragma unroll
-  for (int j = 0; j < kDTiles; ++j) {
-    *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
-        __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
-    *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
-        __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
+        for (int kk = 0; kk < kKSteps; ++kk)
+          ldmatrix_x4(q_frag[kk], smem_addr(s_q + (warp * 16 + a_row) * kStride + kk * 16 + a_col));
+      }
+
+      // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+      float s[kNTiles][4];
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+        for (int p = 0; p < kNTiles / 2; ++p) {
+          uint32_t b[4];
+          ldmatrix_x4(b, smem_addr(k_tile + (p * 16 + b_row) * kStride + kk * 16 + b_col));
+          mma_bf16(s[2 * p], q_frag[kk], b[0], b[1]);
+          mma_bf16(s[2 * p + 1], q_frag[kk], b[2], b[3]);
+        }
+      }
+
+      // The other K buffer was last read by the previous tile's Q·K^T, which
+      // every warp finished before the barrier above.
+      if (more) load_tile(s_k + (buf ^ 1) * kBlockN * kStride, k_base, (it + 1) * kBlockN, kBlockN);
+      cp_async_commit();  // possibly empty: keeps the group count uniform
+
+      // Online softmax in the log2 domain. Every tile holds at least one real
+      // key, so the new maximum is finite and no -inf - -inf appears.
+      const int key0 = it * kBlockN + 2 * t;
+      float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const bool real = key0 + j * 8 + (e & 1) < len;
+          s[j][e] = real ? s[j][e] * scale_log2 : -INFINITY;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = quad_max(tile_max[r]);
+        const float alpha = fast_exp2(row_max[r] - tile_max[r]);
+        row_max[r] = tile_max[r];
+        row_sum[r] *= alpha;
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j) {
+          o[j][2 * r] *= alpha;
+          o[j][2 * r + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] = fast_exp2(s[j][e] - row_max[e >> 1]);
+          row_sum[e >> 1] += s[j][e];
+        }
+      }
+
+      cp_async_wait<1>();  // V_it landed; K_{it+1} may still be in flight
+      __syncthreads();
+
+      // O += P V, P re-packed from the accumulators as bf16 A fragments.
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                               pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                               pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                               pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kDTiles / 2; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, smem_addr(v_tile + (kk * 16 + a_row) * kStride + dp * 16 + a_col));
+          mma_bf16(o[2 * dp], a, b[0], b[1]);
+          mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+      // The other V buffer was last read by the previous tile's P·V, finished
+      // by every warp before the barrier above.
+      if (more) load_tile(s_v + (buf ^ 1) * kBlockN * kStride, v_base, (it + 1) * kBlockN, kBlockN);
+      cp_async_commit();
+    }
+
+    // Normalise and stage the warp's 16 rows in its own rows of s_q (only this
+    // warp ever read them), then write whole 16-byte chunks of real rows.
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
+    bf16* stage = s_q + warp * 16 * kStride;
+    const int g = lane >> 2;
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
+          __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
+      *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
+          __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
+    }
+    __syncwarp();
+    const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
+    for (int i = lane; i < 16 * valid_chunks; i += 32) {
+      const int r = i / valid_chunks;
+      const int c = i - r * valid_chunks;
+      const int row = q0 + warp * 16 + r;
+      if (row < len)
+        *reinterpret_cast<uint4*>(out + static_cast<int64_t>(start + row) * out_stride +
+                                  static_cast<int64_t>(head) * head_dim + c * 8) =
+            *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
+    }
   }
-  __syncwarp();
-  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-  for (int i = lane; i < 16 * valid_chunks; i += 32) {
-    const int r = i / valid_chunks;
-    const int c = i - r * valid_chunks;
-    const int row = q0 + warp * 16 + r;
-    if (row < len)
-      *reinterpret_cast<uint4*>(out + static_cast<int64_t>(start + row) * out_stride +
-                                static_cast<int64_t>(head) * head_dim + c * 8) =
-          *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
-  }
+}
+
+// How many heads one block of the fused rotary form walks (its cos/sin rows
+// are loaded once for them): the most, as a power of two dividing num_heads,
+// that still leave kRotaryBlocksPerSm blocks a multiprocessor to run, so that
+// small batches keep every multiprocessor busy and large ones read the table
+// rarely. pairs: (window, head) pairs of the call.
+constexpr int kRotaryBlocksPerSm = 16;
+int rotary_heads_per_block(int64_t pairs, int num_heads) {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 132;  // the benchmark's H200; only the block count depends on it
+    }
+    return count;
+  }();
+  int g = 1;
+  while (g < 16 && num_heads % (2 * g) == 0 && pairs / (2 * g) >= int64_t{kRotaryBlocksPerSm} * sms)
+    g *= 2;
+  return g;
 }
 
 template <int kDPad, int kWarps, bool kRotary>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, RotaryTable rotary, bf16* out, cudaStream_t stream) {
+           int head_dim, float scale, RotaryTable rotary, bool heads_fastest, int heads_per_block,
+           bf16* out, cudaStream_t stream) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
   auto* kernel = varlen_attention_kernel<kDPad, kWarps, kRotary>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
-  const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
+  const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
+  ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
+  if (heads_per_block == 0)
+    heads_per_block = kRotary ? rotary_heads_per_block(blocks * num_heads, num_heads) : 1;
+  const unsigned groups = static_cast<unsigned>(num_heads / heads_per_block);
+  // y and z hold up to 65535 each: blocks past that go on to z slices.
+  constexpr int64_t kYMax = 65535;
+  const dim3 grid = heads_fastest ? dim3(groups, static_cast<unsigned>(std::min(blocks, kYMax)),
+                                         static_cast<unsigned>((blocks + kYMax - 1) / kYMax))
+                                  : dim3(static_cast<unsigned>(blocks), groups);
   return detail::launch_kernel(kernel, grid, dim3(kWarps * 32), kSmem, stream, qkv, cu_seqlens,
-                               m_blocks, num_heads, head_dim, scale * 1.4426950408889634f, rotary,
-                               out);
+                               max_seqs, m_blocks, num_heads, head_dim, scale * 1.4426950408889634f,
+                               rotary, heads_fastest, heads_per_block, out);
 }
 
 // Both entries' argument rules and the choice of head-dim padding.
 template <bool kRotary>
 int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
               int num_heads, int head_dim, float scale, RotaryTable rotary, bf16* out, int warps,
-              cudaStream_t stream) {
+              bool heads_fastest, int heads_per_block, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
   ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
   ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
   ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
+  // 0: the launch picks (rotary_heads_per_block); else a divisor of num_heads,
+  // and more than one only for the fused rotary form.
+  ENCODER_KIT_REQUIRE(heads_per_block >= 0 && heads_per_block <= num_heads);
+  ENCODER_KIT_REQUIRE(heads_per_block == 0 || num_heads % heads_per_block == 0);
+  ENCODER_KIT_REQUIRE(kRotary || heads_per_block <= 1);
   if constexpr (kRotary) {
     ENCODER_KIT_REQUIRE(max_seqlen <= 64);  // one tile: the rotation is done once
     ENCODER_KIT_REQUIRE(rotary.cos != nullptr && rotary.sin != nullptr);
@@ -347,12 +409,13 @@ int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_
     // The fused form exists for windows of up to 64 patches: 4 warps.
     if constexpr (kRotary)
       return launch<d, 4, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                                rotary, out, stream);
+                                rotary, heads_fastest, heads_per_block, out, stream);
     else
-      return warps == 8 ? launch<d, 8, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                              head_dim, scale, rotary, out, stream)
-                        : launch<d, 4, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                              head_dim, scale, rotary, out, stream);
+      return warps == 8
+                 ? launch<d, 8, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                       scale, rotary, heads_fastest, heads_per_block, out, stream)
+                 : launch<d, 4, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                       scale, rotary, heads_fastest, heads_per_block, out, stream);
   };
   if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
@@ -378,25 +441,40 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
         : detail::lazy_rescale_enabled()                                            ? 3
                                                                                     : 4,
         stream);
-  return detail::varlen_attention_bf16_warps(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                             head_dim, scale, out, max_seqlen > 64 ? 8 : 4, stream);
+  return run_warps<false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
+                          RotaryTable{nullptr, nullptr, 0}, out, max_seqlen > 64 ? 8 : 4,
+                          detail::attention_heads_first_enabled(), 1, stream);
 }
 
 int varlen_attention_rotary_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                  int max_seqlen, int num_heads, int head_dim, float scale,
                                  const float* cos, const float* sin, int64_t cs_stride, bf16* out,
                                  cudaStream_t stream) {
+  // ENCGRAPH_ATTENTION_HEADS_FIRST=0 runs the former grid: query blocks
+  // fastest, one head a block.
+  const bool heads_first = detail::attention_heads_first_enabled();
   return run_warps<true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                         RotaryTable{cos, sin, cs_stride}, out, 4, stream);
+                         RotaryTable{cos, sin, cs_stride}, out, 4, heads_first, heads_first ? 0 : 1,
+                         stream);
 }
 
 namespace detail {
 
 int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                 int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                                int warps, cudaStream_t stream) {
+                                int warps, bool heads_first, cudaStream_t stream) {
   return run_warps<false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                          RotaryTable{nullptr, nullptr, 0}, out, warps, stream);
+                          RotaryTable{nullptr, nullptr, 0}, out, warps, heads_first, 1, stream);
+}
+
+int varlen_attention_rotary_bf16_grid(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                      int max_seqlen, int num_heads, int head_dim, float scale,
+                                      const float* cos, const float* sin, int64_t cs_stride,
+                                      bf16* out, bool heads_first, int heads_per_block,
+                                      cudaStream_t stream) {
+  return run_warps<true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
+                         RotaryTable{cos, sin, cs_stride}, out, 4, heads_first, heads_per_block,
+                         stream);
 }
 
 }  // namespace detail

@@ -1,6 +1,6 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
-// tma_attention_enabled(), lazy_rescale_enabled() (check.hpp): the environment
-// once a process.
+// tma_attention_enabled(), lazy_rescale_enabled(),
+// attention_heads_first_enabled() (check.hpp): the environment once a process.
 #include <encoder_kit/env_switch.hpp>
 
 #include <cuda_runtime.h>
@@ -19,6 +19,11 @@ bool tma_attention_enabled() {
 
 bool lazy_rescale_enabled() {
   static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_LAZY_RESCALE");
+  return enabled;
+}
+
+bool attention_heads_first_enabled() {
+  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_HEADS_FIRST");
   return enabled;
 }
 

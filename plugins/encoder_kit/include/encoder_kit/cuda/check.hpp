@@ -17,9 +17,24 @@ inline bool aligned16(const void* p) {
 
 // varlen_attention_bf16 with the block width forced (4 or 8 warps of 16 query
 // rows): the public entry picks by max_seqlen; the benchmark compares both.
+// heads_first orders the grid's blocks heads fastest (the blocks running
+// together read the same tokens' rows), else query blocks fastest (the former
+// order); the public entries take heads first unless
+// ENCGRAPH_ATTENTION_HEADS_FIRST is "0" (the A/B switch; read once by
+// attention_heads_first_enabled()).
 int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                 int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                                int warps, cudaStream_t stream);
+                                int warps, bool heads_first, cudaStream_t stream);
+// varlen_attention_rotary_bf16 with its grid forced: the order, as above, and
+// the heads a block walks with one load of its window's cos/sin rows (a
+// divisor of num_heads; 0 lets the launch pick from the block count, as the
+// public entry does with heads first; it runs one a block otherwise).
+int varlen_attention_rotary_bf16_grid(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                      int max_seqlen, int num_heads, int head_dim, float scale,
+                                      const float* cos, const float* sin, int64_t cs_stride,
+                                      bf16* out, bool heads_first, int heads_per_block,
+                                      cudaStream_t stream);
+bool attention_heads_first_enabled();
 
 // The Hopper kernel (attention_sm90.cu: wgmma, sm_90a): whether it runs on the
 // current device (compute capability 9.0 and the sm_90a code present), and
