@@ -155,9 +155,11 @@ void run_case(const AttnCase& ac) {
                               dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                               dcos.get(), dsin.get(), cs_stride, dout.get(), nullptr);
                         }});
-    // Both grid orders; one head a block, two, every head, and the launch's pick.
+    // Both grid orders; one head a block, two, four, every head, and the
+    // launch's pick.
     for (const bool heads_first : {true, false})
-      for (const int per_block : {0, 1, 2, H}) {
+      for (const int per_block : {0, 1, 2, 4, H}) {
+        if (per_block == 4 && H == 4) continue;             // H itself, next
         if (per_block > 0 && H % per_block != 0) continue;  // 2 of 3 heads: tested below
         variants.push_back({std::string("rotary, ") + (heads_first ? "heads" : "query blocks") +
                                 " fastest, " + std::to_string(per_block) + " heads a block",
@@ -365,6 +367,33 @@ GPU_TEST_CASE("varlen attention with rotary fused into the loads (Qwen2.5-VL win
   run_case({2, 96, {64, 30}, 0, 64, 2.0f, 1, true});
 }
 
+GPU_TEST_CASE("varlen attention: more than 65535 query blocks (the grid's z slices)") {
+  require_gpu();
+  // Heads fastest puts the blocks on y and z; 70000 empty slots first push the
+  // real windows past y's 65535, into the second z slice, whose tail past the
+  // last block must exit. Every order and kernel, with and without rotary.
+  for (const bool rotary : {false, true}) {
+    CAPTURE(rotary);
+    AttnCase ac{2, 80, std::vector<int>(70000, 0), 3, 64, 2.0f, 1, rotary};
+    ac.lens.insert(ac.lens.end(), {64, 33, 0, 5});
+    run_case(ac);
+  }
+}
+
+TEST_CASE("rotary_heads_per_block: the most heads a block that leave 16 blocks a multiprocessor") {
+  // An H200's 132 multiprocessors: 65536 patch rows (1024 windows of 16
+  // heads), a 224² request of 16 images (268 window slots), one image (16).
+  CHECK(k::detail::rotary_heads_per_block(1024 * 16, 16, 132) == 4);
+  CHECK(k::detail::rotary_heads_per_block(268 * 16, 16, 132) == 2);
+  CHECK(k::detail::rotary_heads_per_block(16 * 16, 16, 132) == 1);
+  CHECK(k::detail::rotary_heads_per_block(int64_t{1} << 24, 16, 132) == 16);  // at most 16
+  CHECK(k::detail::rotary_heads_per_block(int64_t{1} << 24, 32, 132) == 16);
+  CHECK(k::detail::rotary_heads_per_block(1024 * 16, 12, 132) == 4);  // powers of two dividing 12
+  CHECK(k::detail::rotary_heads_per_block(1024 * 16, 3, 132) == 1);
+  CHECK(k::detail::rotary_heads_per_block(1024 * 16, 16, 0) == 1);  // multiprocessors unknown
+  CHECK(k::detail::rotary_heads_per_block(1024 * 16, 16, 16) == 16);
+}
+
 GPU_TEST_CASE("varlen attention with rotary: a sequence longer than max_seqlen stays in bounds") {
   require_gpu();
   // The caller promised 64 and a window holds 100: the kernel takes its first
@@ -413,7 +442,7 @@ GPU_TEST_CASE("varlen attention with rotary: argument rules") {
   CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get() + 1,
                                         table.get(), 40, buf.get(), nullptr) == bad);
   CHECK(std::string(k::last_error_detail()).find("aligned16") != std::string::npos);
-  // Heads a block: a divisor of num_heads, and more than one only with rotary.
+  // Heads a block: a divisor of num_heads, not negative, not past num_heads.
   CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 3, 16, 1.0f,
                                                      table.get(), table.get(), 8, buf.get(), true,
                                                      2, nullptr) == bad);

@@ -108,13 +108,15 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   // one head's pieces of a thousand windows' rows. Query blocks fastest,
   // (block, group), is the former order, kept for the benchmark's A/B. A block
   // walks its group's heads one after the other; with kRotary it loads the
-  // sequence's cos/sin rows once for all of them (from L2 they cost as much
-  // traffic into the multiprocessor as a head's q, k and v). The coordinates
+  // sequence's cos/sin rows once for all of them (from L2 they cost two thirds
+  // of a head's q, k and v in traffic into the multiprocessor). The coordinates
   // come from special registers, which keep no register live (a computed
   // flat index cost a spill at head_dim 64).
-  const int block = heads_fastest ? static_cast<int>(blockIdx.y + blockIdx.z * gridDim.y)
-                                  : static_cast<int>(blockIdx.x);
-  if (block >= m_blocks * max_seqs) return;  // z's last slice runs past the blocks
+  // y + z * 65535 can pass INT_MAX in the last z slice: compared in 64 bits.
+  const int64_t block64 =
+      heads_fastest ? blockIdx.y + int64_t{blockIdx.z} * gridDim.y : int64_t{blockIdx.x};
+  if (block64 >= int64_t{m_blocks} * max_seqs) return;  // z's last slice runs past the blocks
+  const int block = static_cast<int>(block64);
   const int head0 = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y) * heads_per_block;
   const int seq = block / m_blocks;
   const int q0 = (block - seq * m_blocks) * kBlockM;
@@ -335,27 +337,34 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   }
 }
 
-// How many heads one block of the fused rotary form walks (its cos/sin rows
-// are loaded once for them): the most, as a power of two dividing num_heads,
-// that still leave kRotaryBlocksPerSm blocks a multiprocessor to run, so that
-// small batches keep every multiprocessor busy and large ones read the table
-// rarely. pairs: (window, head) pairs of the call.
-constexpr int kRotaryBlocksPerSm = 16;
-int rotary_heads_per_block(int64_t pairs, int num_heads) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;  // the benchmark's H200; only the block count depends on it
-    }
-    return count;
-  }();
+// The current device's multiprocessors, asked on every launch (a cheap host
+// query, legal during capture): a process may drive GPUs of several kinds.
+int current_multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;  // unknown: rotary_heads_per_block then keeps one head a block
+  }
+  return count;
+}
+
+}  // namespace
+
+namespace detail {
+
+int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors) {
+  constexpr int kBlocksPerSm = 16;
   int g = 1;
-  while (g < 16 && num_heads % (2 * g) == 0 && pairs / (2 * g) >= int64_t{kRotaryBlocksPerSm} * sms)
+  while (multiprocessors > 0 && g < 16 && num_heads % (2 * g) == 0 &&
+         pairs / (2 * g) >= int64_t{kBlocksPerSm} * multiprocessors)
     g *= 2;
   return g;
 }
+
+}  // namespace detail
+
+namespace {
 
 template <int kDPad, int kWarps, bool kRotary>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
@@ -370,7 +379,9 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
   ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
   if (heads_per_block == 0)
-    heads_per_block = kRotary ? rotary_heads_per_block(blocks * num_heads, num_heads) : 1;
+    heads_per_block = kRotary ? detail::rotary_heads_per_block(blocks * num_heads, num_heads,
+                                                               current_multiprocessors())
+                              : 1;
   const unsigned groups = static_cast<unsigned>(num_heads / heads_per_block);
   // y and z hold up to 65535 each: blocks past that go on to z slices.
   constexpr int64_t kYMax = 65535;
@@ -393,7 +404,8 @@ int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_
   ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
   ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
   // 0: the launch picks (rotary_heads_per_block); else a divisor of num_heads,
-  // and more than one only for the fused rotary form.
+  // and more than one only for the fused rotary form (the plain entries pass 1;
+  // a guard for later callers).
   ENCODER_KIT_REQUIRE(heads_per_block >= 0 && heads_per_block <= num_heads);
   ENCODER_KIT_REQUIRE(heads_per_block == 0 || num_heads % heads_per_block == 0);
   ENCODER_KIT_REQUIRE(kRotary || heads_per_block <= 1);

@@ -35,6 +35,11 @@ int varlen_attention_rotary_bf16_grid(const bf16* qkv, const int32_t* cu_seqlens
                                       bf16* out, bool heads_first, int heads_per_block,
                                       cudaStream_t stream);
 bool attention_heads_first_enabled();
+// The heads a block of the fused rotary form walks when the launch picks
+// (heads_per_block 0): the most, as a power of two up to 16 dividing
+// num_heads, that leave 16 blocks a multiprocessor for the call's (window
+// slot, head) pairs; 1 when multiprocessors is unknown (0).
+int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 
 // The Hopper kernel (attention_sm90.cu: wgmma, sm_90a): whether it runs on the
 // current device (compute capability 9.0 and the sm_90a code present), and
