@@ -5,7 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|window|memory|mlp|qkv|siglip]
+//                 [--only gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -348,8 +348,9 @@ std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
   return cu;
 }
 
+// hopper_only: the default and the wgmma variants, without the mma.sync rows.
 void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int len, int padded,
-                     int heads, int head_dim) {
+                     int heads, int head_dim, bool hopper_only = false) {
   const auto cu = cu_for(tokens, len, padded);
   int32_t* dcu = pool.raw<int32_t>(cu.size());
   BENCH_CUDA(cudaMemcpy(dcu, cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -372,7 +373,8 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
           }),
           flops, bytes, "default");
   for (const int warps : {4, 8})
-    for (const bool heads_first : {true, false})
+    for (const bool heads_first : {true, false}) {
+      if (hopper_only && k::detail::sm90_attention_supported()) break;
       add_row(name, shape, time_us([&] {
                 BENCH_CHECK(k::detail::varlen_attention_bf16_warps(qkv, dcu, max_seqs, len, heads,
                                                                    head_dim, scale, out, warps,
@@ -381,7 +383,17 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
               flops, bytes,
               std::to_string(warps) + " warps, " + (heads_first ? "heads" : "query blocks") +
                   " fastest");
-  if (k::detail::sm90_attention_supported())
+    }
+  if (hopper_only && k::detail::sm90_attention_supported()) {
+    // End-aligned tails (3, the default) against cp.async tails (5), alternating.
+    Forms forms;
+    for (const int variant : {3, 5})
+      forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
+        BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads, head_dim,
+                                                          scale, out, variant, g_stream));
+      });
+    alternate(name, shape, flops, bytes, forms);
+  } else if (k::detail::sm90_attention_supported())
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
       add_row(name, shape, time_us([&] {
                 BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(
@@ -497,12 +509,13 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
-                                    only == "qkv" || only == "siglip" || only == "window"))
+                                    only == "qkv" || only == "siglip" || only == "window" ||
+                                    only == "attnshort"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|window|memory|mlp|qkv|siglip]\n");
+                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]\n");
       return 2;
     }
   }
@@ -584,6 +597,14 @@ int main(int argc, char** argv) {
       bench_attention(pool, "attn siglip", 64 * 729, 729, 0, 16, 72);
       bench_attention(pool, "attn qwen3 1344", 8 * 7056, 7056, 0, 16, 72);
     }
+
+    // "--only attnshort": SigLIP's head_dim at lengths around its 729, for
+    // what a sequence's partial last tiles and its first tiles cost: 704
+    // (whole key tiles, a half query block), 729, 768 (whole tiles and
+    // blocks), then longer sequences over the same tokens.
+    if (only == "attnshort")
+      for (const int len : {704, 729, 768, 1024, 2048})
+        bench_attention(pool, "attn short", int64_t{64} * len, len, 0, 16, 72, true);
 
     // SigLIP so400m's layer at a 64-image budget (46656 rows of 1152, MLP
     // 4304, 16 heads of 72), and its sum: where siglip_bench's time goes.

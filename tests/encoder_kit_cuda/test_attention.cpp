@@ -258,6 +258,11 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
   run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
   run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
+  // Just past and just short of tile and block edges: the TMA kernel's
+  // end-aligned tails (a last key tile of 1 or 63 new keys over 63 or 1 the
+  // tile before covered; a last query block with 1 or 127 rows of its own),
+  // and Q by cp.async under 128 rows.
+  run_case({2, 72, {65, 127, 255, 129}, 1, 255, 2.0f, 1});
   // Whole last tiles: lengths that are multiples of the 64- and 128-key tiles.
   run_case({2, 80, {128, 256, 192, 64}, 1, 256, 2.0f, 2});
   // Head dims padded inside 96 and 128 (zero columns in Q, K and V tiles).

@@ -275,6 +275,7 @@ const char* sm90_attention_variant_name(int variant) {
     case 2: return "wgmma, 128-key tiles, overlapped";
     case 3: return "wgmma, 64-key tiles, TMA ring";
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
+    case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
     default: return "?";
   }
 }
@@ -313,7 +314,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                          head_dim, scale, out, variant == 3, stream);
+                                          head_dim, scale, out, variant != 4, variant != 5, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

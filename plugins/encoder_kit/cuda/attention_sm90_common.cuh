@@ -152,8 +152,11 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 // Online softmax of one S tile (64 rows of a warpgroup x kBlockN keys from
 // key0) in the log2 domain: scales and masks s, moves the running max, rounds
 // the probabilities into P's A fragments, rescales the row sums, and returns
-// whether O must be rescaled too (by alpha). t = lane % 4. Every tile holds at
-// least one real key, so the new maximum is finite.
+// whether O must be rescaled too (by alpha). t = lane % 4. Keys at len and
+// past it are masked, and so are keys below key_lo: a sequence's last tile may
+// be its last kBlockN rows (attention_sm90_tma.cu), which overlap the tile
+// before. Every tile holds at least one real key, so the new maximum is
+// finite.
 //
 // The max moves lazily: only when some row of the warp sees a score more than
 // `slack` (log2 units) above its running max. Below that, probabilities
@@ -167,20 +170,22 @@ template <int kBlockN, bool kLazy = true>
 __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
                                                float (&row_sum)[2], uint32_t (&p)[kBlockN / 16][4],
-                                               float (&alpha)[2], float slack) {
+                                               float (&alpha)[2], float slack, int key_lo = 0) {
   using namespace ptx;
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kPSteps = kBlockN / 16;
-  // Keys past the end exist only in the last tile; the running max is kept
-  // scaled (log2 domain) and the raw maximum scaled once, so each
-  // probability costs one FFMA and one ex2.
-  if (key0 + kBlockN > len) {
+  // Keys past the end or below key_lo exist only in the last tile; the
+  // running max is kept scaled (log2 domain) and the raw maximum scaled once,
+  // so each probability costs one FFMA and one ex2.
+  if (key0 + kBlockN > len || key0 < key_lo) {
     const int first = key0 + 2 * t;
 #pragma unroll
     for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (first + j * 8 + (e & 1) >= len) s[4 * j + e] = -INFINITY;
+      for (int e = 0; e < 4; ++e) {
+        const int key = first + j * 8 + (e & 1);
+        if (key >= len || key < key_lo) s[4 * j + e] = -INFINITY;
+      }
   }
   // Four independent chains a row (columns 2t and 2t+1 of even and odd n8
   // tiles): with four warps a scheduler, a 16-long chain of dependent
@@ -252,11 +257,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[kDPad / 2], const float (&a
 
 // Normalises O (rows g and g+8 of this thread's warp, 1 / the full row sums)
 // and writes whole bf16 pairs of real rows and columns. row_g: this thread's
-// first row within the sequence.
+// first row within the sequence; rows below row_lo belong to the block
+// before (a query block moved back to end at the sequence's end) and are not
+// written.
 template <int kDPad>
 __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const float (&row_sum)[2],
                                            int row_g, int t, int len, int start, int head,
-                                           int num_heads, int head_dim, bf16* __restrict__ out) {
+                                           int num_heads, int head_dim, bf16* __restrict__ out,
+                                           int row_lo = 0) {
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) inv[r] = 1.0f / ptx::quad_sum(row_sum[r]);
@@ -264,7 +272,7 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row_g + 8 * r;
-    if (row >= len) continue;
+    if (row >= len || row < row_lo) continue;
     bf16* dst = out + static_cast<int64_t>(start + row) * out_stride +
                 static_cast<int64_t>(head) * head_dim;
 #pragma unroll
@@ -286,6 +294,6 @@ namespace encoder_kit::cuda::detail {
 // it, which checks the arguments first.
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, cudaStream_t stream);
+                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

@@ -15,10 +15,15 @@
 //    the swizzle of its width. Columns past head_dim arrive as zeros.
 //  - TMA moves whole boxes, and a box that crosses a sequence's end would
 //    read the next sequence's rows (or rows no sequence covers, which may hold
-//    anything: a NaN there times a zero probability is NaN). So only tiles
-//    inside their sequence go by TMA; the last, partial tile of a sequence
-//    and the query block at its end are copied by cp.async with the rows past
-//    the end zeroed, as attention_sm90.cu does, behind a block barrier.
+//    anything: a NaN there times a zero probability is NaN). So every box
+//    lies inside its sequence: a sequence's last, partial key tile is its
+//    last 64 rows, with the keys the tile before already covered masked, and
+//    the query block at its end is its last 128 rows, writing only the rows
+//    no block before it owns (end-aligned tails). Sequences shorter than a
+//    box fall back to cp.async copies with the rows past the end zeroed, as
+//    attention_sm90.cu does, behind a block barrier; so do all partial tiles
+//    when end_aligned is false (variant 5, the A/B arm: the former form,
+//    whose block barriers pull the two warpgroups together once a block).
 // Shared steps (fences, softmax, output rows): attention_sm90_common.cuh.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
@@ -119,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bf16* __restrict__ out) {
+                         bool end_aligned, bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
@@ -148,8 +153,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int lane = tid % 32;
   const int t = lane & 3;
   const int n_tiles = (len + kBlockN - 1) / kBlockN;
-  const int n_full = len / kBlockN;  // tiles that lie inside the sequence: these go by TMA
-  const bool q_by_tma = q0 + kBlockM <= len;
+  const int n_full = len / kBlockN;  // whole tiles
+  // Tiles that go by TMA: the whole ones, and with end-aligned tails a partial
+  // last one too, as the sequence's last kBlockN rows.
+  const int n_tma = end_aligned && len >= kBlockN ? n_tiles : n_full;
+  // The first query row of the block's Q tile: q0, or the sequence's last
+  // kBlockM rows for the block at its end (rows below q0 are read, not written).
+  const bool q_end_aligned = end_aligned && q0 + kBlockM > len && len >= kBlockM;
+  const int q_first = q_end_aligned ? len - kBlockM : q0;
+  const bool q_by_tma = q_first + kBlockM <= len;
 
   const HeadRows seq_rows = head_rows(qkv, start, head, num_heads, head_dim);
   const int64_t row_stride = seq_rows.stride;
@@ -179,9 +191,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (G::kTail > 0)
       tma_load_3d(dst + static_cast<uint32_t>(rows) * 128, tail_map, 64, slot, token, bar);
   };
+  // A tile's first key: past the whole tiles only the end-aligned last one.
+  auto tile_key0 = [&](int tile) { return tile < n_full ? tile * kBlockN : len - kBlockN; };
   auto issue_kv = [&](int tile) {  // one thread
     const int stage = tile % kStages;
-    const int token = start + tile * kBlockN;
+    const int token = start + tile_key0(tile);
     mbarrier_arrive_expect_tx(full_k(stage), G::kTileBytes);
     tma_rows(k_tile(stage), &map_kv_main, &map_kv_tail, num_heads + head, token, kBlockN,
              full_k(stage));
@@ -203,9 +217,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (tid == 0) {
     if (q_by_tma) {
       mbarrier_arrive_expect_tx(full_q, G::kQBytes);
-      tma_rows(s_q, &map_q_main, &map_q_tail, head, start + q0, kBlockM, full_q);
+      tma_rows(s_q, &map_q_main, &map_q_tail, head, start + q_first, kBlockM, full_q);
     }
-    for (int tile = 0; tile < min(kStages, n_full); ++tile) issue_kv(tile);
+    for (int tile = 0; tile < min(kStages, n_tma); ++tile) issue_kv(tile);
   }
   if (q_by_tma) {
     mbarrier_wait(full_q, 0);
@@ -251,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int it = 0; it < n_tiles; ++it) {
     const int stage = it % kStages;
     const uint32_t parity = static_cast<uint32_t>(it / kStages) & 1u;
-    const bool by_tma = it < n_full;
+    const bool by_tma = it < n_tma;
     if (!by_tma) {
       // The sequence's last, partial tile. Its stage was last filled for
       // tile it - kStages, whose products every warp has finished once all
@@ -274,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // The copier refills the stage of the tile before, as soon as every warp
     // has released it, while this warpgroup's Q K^T runs. (Tile it - 1's last
     // reader may be the other warpgroup, one tile behind at most.)
-    if (tid == 0 && it >= 1 && it - 1 + kStages < n_full) {
+    if (tid == 0 && it >= 1 && it - 1 + kStages < n_tma) {
       const int prev = it - 1;
       mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
       issue_kv(prev + kStages);
@@ -284,8 +298,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     fence_registers(s);
     uint32_t p[kPSteps][4];
     float alpha[2];
-    if (online_softmax<kBlockN, kLazy>(s, it * kBlockN, len, scale_log2, t, row_max, row_sum, p,
-                                       alpha, kRescaleSlack))
+    // An end-aligned last tile starts before it * kBlockN: the keys below
+    // that, which the tile before covered, are masked.
+    if (online_softmax<kBlockN, kLazy>(s, by_tma ? tile_key0(it) : it * kBlockN, len, scale_log2, t,
+                                       row_max, row_sum, p, alpha, kRescaleSlack, it * kBlockN))
       rescale_o<kDPad>(o, alpha);
     fence_registers(o);
     fence_registers(p);
@@ -299,12 +315,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
   }
 
-  const int row_g = q0 + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
-  write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out);
+  const int row_g = q_first + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
+  write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out, q0);
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)out;
+      (void)end_aligned, (void)out;
   __trap();
 #endif
 }
@@ -329,7 +345,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 
 template <int kDPad, bool kLazy>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, bf16* out, cudaStream_t stream) {
+           int head_dim, float scale, bool end_aligned, bf16* out, cudaStream_t stream) {
   using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
@@ -354,7 +370,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f, out);
+                               num_heads, head_dim, scale * 1.4426950408889634f, end_aligned, out);
 }
 
 }  // namespace
@@ -367,12 +383,13 @@ bool sm90_tma_attention_supported() {
 
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, cudaStream_t stream) {
+                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   auto go = [&](auto dpad, auto lazy) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, out, stream);
+    return launch<decltype(dpad)::value, decltype(lazy)::value>(qkv, cu_seqlens, max_seqs,
+                                                                max_seqlen, num_heads, head_dim,
+                                                                scale, end_aligned, out, stream);
   };
   using Lazy = std::true_type;
   using EveryTile = std::false_type;

@@ -1,5 +1,5 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
-// tma_attention_enabled(), lazy_rescale_enabled(),
+// tma_attention_enabled(), lazy_rescale_enabled(), end_aligned_tails_enabled(),
 // attention_heads_first_enabled() (check.hpp): the environment once a process.
 #include <encoder_kit/env_switch.hpp>
 
@@ -19,6 +19,11 @@ bool tma_attention_enabled() {
 
 bool lazy_rescale_enabled() {
   static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_LAZY_RESCALE");
+  return enabled;
+}
+
+bool end_aligned_tails_enabled() {
+  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_END_ALIGNED");
   return enabled;
 }
 

@@ -48,7 +48,7 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // (4 for the A/B, below) for sequences over 64 when supported; the benchmark
 // and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 5;
+inline constexpr int kSm90AttentionVariants = 6;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -66,6 +66,12 @@ bool tma_attention_enabled();
 // head_dim 128 do; the public entry picks it when
 // ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch; read once).
 bool lazy_rescale_enabled();
+// Variants 3 and 4 read a sequence's last, partial key tile and the query
+// block at its end by TMA as the sequence's last 64 and 128 rows
+// (end-aligned); variant 5 is variant 3 with those copied by cp.async behind
+// block barriers, as before. The public entry picks 5 when
+// ENCGRAPH_ATTENTION_END_ALIGNED is "0" (the A/B switch; read once).
+bool end_aligned_tails_enabled();
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
