@@ -385,9 +385,10 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                   " fastest");
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
-    // End-aligned tails (3, the default) against cp.async tails (5), alternating.
+    // Chained query blocks with end-aligned tails (3, the default) against
+    // one query block a block (6) and cp.async tails as well (5), alternating.
     Forms forms;
-    for (const int variant : {3, 5})
+    for (const int variant : {3, 6, 5})
       forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
         BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads, head_dim,
                                                           scale, out, variant, g_stream));

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # GPU runner hook (scripts/gpu-run-all.sh calls: bash attention_ab.sh <bundle> <logdir>):
-# the Hopper attention's end-aligned tails (variant 3, the default: a
-# sequence's partial last key tile and its last query block read by TMA as its
-# last 64 and 128 rows) against the same kernel with those copied by cp.async
-# behind block barriers (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one
-# call: `bench_kernels --only attnshort` (SigLIP's head_dim at 704..2048
-# tokens, the two variants alternating) and `--only attn` once, then
-# `siglip_bench` (so400m, requests of 64, graphs) alternating the switch twice.
+# the Hopper attention's chained query blocks with end-aligned tails (variant
+# 3, the default: a block runs up to 4 query blocks, loading the next one's Q
+# and first tiles during the current one's last; a sequence's partial last key
+# tile and its last query block read by TMA as its last 64 and 128 rows)
+# against one query block a block (variant 6, ENCGRAPH_ATTENTION_CHAINED=0)
+# and the former kernel, tails copied by cp.async behind block barriers as
+# well (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one call:
+# `bench_kernels --only attnshort` (SigLIP's head_dim at 704..2048 tokens, the
+# variants alternating) and `--only attn` once, then `siglip_bench` (so400m,
+# requests of 64, graphs) alternating the three twice.
 # (The eleventh and twelfth sessions' lazy-max A/B: git history of this file.)
 # Leaves <logdir>/attention_ab.table for the summary; full logs beside it.
 #   device run: bash scripts/gpu-run-all.sh attention_ab
@@ -20,33 +23,35 @@ table=$logdir/attention_ab.table
 siglip=(--device cuda --weights random --set hidden_size=1152 --set intermediate_size=4304
   --set num_hidden_layers=27 --set num_attention_heads=16 --set image_size=384
   --set patch_size=14 --images 1024 --request-size 64 --repeats 2 --modes graphs)
+arms=("chained:ENCGRAPH_ATTENTION_CHAINED=1" "unchained:ENCGRAPH_ATTENTION_CHAINED=0"
+  "former:ENCGRAPH_ATTENTION_END_ALIGNED=0")
 for round in 1 2; do
-  for aligned in 1 0; do
-    ENCGRAPH_ATTENTION_END_ALIGNED=$aligned "$bundle/bin/siglip_bench" "${siglip[@]}" \
-      >"$logdir/attention_ab_siglip_${aligned}_$round.log" 2>&1
+  for arm in "${arms[@]}"; do
+    env "${arm#*:}" "$bundle/bin/siglip_bench" "${siglip[@]}" \
+      >"$logdir/attention_ab_siglip_${arm%%:*}_$round.log" 2>&1
   done
 done
 {
-  echo "attention: end-aligned tails (variant 3) against tails by cp.async (variant 5), µs"
-  echo "| case | end-aligned | cp.async tails |"
-  echo "|---|---|---|"
+  echo "attention: chained, end-aligned (variant 3) / unchained (6) / former, cp.async tails (5), µs"
+  echo "| case | chained | unchained | former |"
+  echo "|---|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
     awk '/TMA ring/ && !/every tile/ && / us / {
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      key = name (/cp.async/ ? "\t5" : "\t3")
+      key = name (/cp.async/ ? "\t5" : /unchained/ ? "\t6" : "\t3")
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t5"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t5"] }'
   echo
   for round in 1 2; do
-    for aligned in 1 0; do
-      rate=$(grep -o '"images_per_s": [0-9.]*' "$logdir/attention_ab_siglip_${aligned}_$round.log" |
+    for arm in "${arms[@]}"; do
+      rate=$(grep -o '"images_per_s": [0-9.]*' "$logdir/attention_ab_siglip_${arm%%:*}_$round.log" |
         awk '{print $2}')
-      echo "siglip_bench, round $round, ENCGRAPH_ATTENTION_END_ALIGNED=$aligned: ${rate:-failed} images/s"
+      echo "siglip_bench, round $round, ${arm%%:*} (${arm#*:}): ${rate:-failed} images/s"
     done
   done
 } >"$table"

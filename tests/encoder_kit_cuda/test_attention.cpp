@@ -195,6 +195,18 @@ void run_case(const AttnCase& ac) {
                                 dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                                 dout.get(), variant, nullptr);
                           }});
+  // The TMA kernel with 2 to 4 query blocks chained a block (the launch picks
+  // more than one only for calls far larger than these): the ring and the Q
+  // buffers run on across items, through empty items, sequences shorter than
+  // a box (cp.async tiles and Q) and the last block past the grid's end.
+  if (k::detail::sm90_tma_attention_supported() && !ac.rotary)
+    for (int per_block = 2; per_block <= k::detail::kMaxChainedItems; ++per_block)
+      variants.push_back(
+          {"TMA ring, " + std::to_string(per_block) + " query blocks a block", [&, per_block] {
+             return k::detail::varlen_attention_bf16_sm90_chained(dqkv.get(), call_cu, call_seqs,
+                                                                  ac.max_seqlen, H, D, scale,
+                                                                  dout.get(), per_block, nullptr);
+           }});
   for (const auto& v : variants) {
     CAPTURE(v.name);
     dout.poison();
@@ -383,6 +395,22 @@ GPU_TEST_CASE("varlen attention: more than 65535 query blocks (the grid's z slic
     ac.lens.insert(ac.lens.end(), {64, 33, 0, 5});
     run_case(ac);
   }
+}
+
+TEST_CASE("attention_items_per_block: chained query blocks that leave four rounds of blocks") {
+  // An H200's 132 multiprocessors hold 264 blocks: SigLIP at 64 images (64 x
+  // 6 query blocks x 16 heads), Qwen2.5-VL's full layers at 65536 patch rows
+  // of 1024-patch images (64 x 8 x 16), one 224² image (2 x 16).
+  // A round is 2 x 132 = 264 blocks, four of them 1056.
+  CHECK(k::detail::attention_items_per_block(64 * 6 * 16, 132) == 4);  // 5.8, at most 4
+  CHECK(k::detail::attention_items_per_block(64 * 8 * 16, 132) == 4);
+  CHECK(k::detail::attention_items_per_block(2 * 16, 132) == 1);
+  CHECK(k::detail::attention_items_per_block(1056 * 2 - 1, 132) == 1);
+  CHECK(k::detail::attention_items_per_block(1056 * 2, 132) == 2);
+  CHECK(k::detail::attention_items_per_block(1056 * 4 - 1, 132) == 3);
+  CHECK(k::detail::attention_items_per_block(int64_t{1} << 40, 132) == 4);
+  CHECK(k::detail::attention_items_per_block(0, 132) == 1);
+  CHECK(k::detail::attention_items_per_block(int64_t{1} << 20, 0) == 1);  // unknown
 }
 
 TEST_CASE("rotary_heads_per_block: the most heads a block that leave 16 blocks a multiprocessor") {

@@ -337,18 +337,6 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   }
 }
 
-// The current device's multiprocessors, asked on every launch (a cheap host
-// query, legal during capture): a process may drive GPUs of several kinds.
-int current_multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;  // unknown: rotary_heads_per_block then keeps one head a block
-  }
-  return count;
-}
-
 }  // namespace
 
 namespace detail {
@@ -380,7 +368,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
   if (heads_per_block == 0)
     heads_per_block = kRotary ? detail::rotary_heads_per_block(blocks * num_heads, num_heads,
-                                                               current_multiprocessors())
+                                                               detail::current_multiprocessors())
                               : 1;
   const unsigned groups = static_cast<unsigned>(num_heads / heads_per_block);
   // y and z hold up to 65535 each: blocks past that go on to z slices.
@@ -442,8 +430,9 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
                           cudaStream_t stream) {
   // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
   // run on Hopper's warpgroup MMA where there is one (K and V by TMA, variant
-  // 3, or 4 with ENCGRAPH_ATTENTION_LAZY_RESCALE=0, or 5 with
-  // ENCGRAPH_ATTENTION_END_ALIGNED=0, unless ENCGRAPH_ATTENTION_TMA=0 asks
+  // 3, or 4 with ENCGRAPH_ATTENTION_LAZY_RESCALE=0, 5 with
+  // ENCGRAPH_ATTENTION_END_ALIGNED=0, 6 with ENCGRAPH_ATTENTION_CHAINED=0,
+  // unless ENCGRAPH_ATTENTION_TMA=0 asks
   // for the cp.async form, variant 0), else on 8 warps so each K/V tile
   // brought into shared memory serves 128 queries.
   if (max_seqlen > 64 && detail::sm90_attention_supported()) {
@@ -451,6 +440,7 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
                             ? 0
                         : !detail::lazy_rescale_enabled()      ? 4
                         : !detail::end_aligned_tails_enabled() ? 5
+                        : !detail::chained_attention_enabled() ? 6
                                                                : 3;
     return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                               head_dim, scale, out, variant, stream);

@@ -275,7 +275,8 @@ const char* sm90_attention_variant_name(int variant) {
     case 2: return "wgmma, 128-key tiles, overlapped";
     case 3: return "wgmma, 64-key tiles, TMA ring";
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
-    case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
+    case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async, unchained";
+    case 6: return "wgmma, 64-key tiles, TMA ring, unchained";
     default: return "?";
   }
 }
@@ -302,19 +303,42 @@ bool sm90_attention_supported() {
   return known[device] == 1;
 }
 
-int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                               int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                               int variant, cudaStream_t stream) {
+// The rules every variant's arguments follow.
+static int check_arguments(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
+                           int num_heads, int head_dim, const bf16* out) {
   ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
   ENCODER_KIT_REQUIRE(aligned16(qkv) && aligned16(out));
   ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
   ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
-  ENCODER_KIT_REQUIRE(variant >= 0 && variant < kSm90AttentionVariants);
   ENCODER_KIT_REQUIRE(sm90_attention_supported());
+  return 0;
+}
+
+int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                       int max_seqlen, int num_heads, int head_dim, float scale,
+                                       bf16* out, int items_per_block, cudaStream_t stream) {
+  if (const int err =
+          check_arguments(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, out))
+    return err;
+  ENCODER_KIT_REQUIRE(items_per_block >= 1 && items_per_block <= kMaxChainedItems);
+  ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
+  if (max_seqs == 0 || max_seqlen == 0) return 0;
+  return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
+                                        scale, out, true, true, items_per_block, stream);
+}
+
+int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                               int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
+                               int variant, cudaStream_t stream) {
+  if (const int err =
+          check_arguments(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, out))
+    return err;
+  ENCODER_KIT_REQUIRE(variant >= 0 && variant < kSm90AttentionVariants);
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                          head_dim, scale, out, variant != 4, variant != 5, stream);
+                                          head_dim, scale, out, variant != 4, variant != 5,
+                                          variant < 5 ? 0 : 1, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

@@ -294,6 +294,7 @@ namespace encoder_kit::cuda::detail {
 // it, which checks the arguments first.
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream);
+                                   bf16* out, bool lazy, bool end_aligned, int items_per_block,
+                                   cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

@@ -1,6 +1,8 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
+// current_multiprocessors() (launch.cuh): asked every call.
 // tma_attention_enabled(), lazy_rescale_enabled(), end_aligned_tails_enabled(),
-// attention_heads_first_enabled() (check.hpp): the environment once a process.
+// chained_attention_enabled(), attention_heads_first_enabled() (check.hpp): the environment once a
+// process.
 #include <encoder_kit/env_switch.hpp>
 
 #include <cuda_runtime.h>
@@ -27,9 +29,24 @@ bool end_aligned_tails_enabled() {
   return enabled;
 }
 
+bool chained_attention_enabled() {
+  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_CHAINED");
+  return enabled;
+}
+
 bool attention_heads_first_enabled() {
   static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_HEADS_FIRST");
   return enabled;
+}
+
+int current_multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 bool pdl_enabled() {

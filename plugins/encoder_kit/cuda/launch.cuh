@@ -37,6 +37,11 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 // (launch.cpp; per kernel and device, once).
 bool kernel_waits_for_prior_grid(const void* kernel);
 
+// The current device's multiprocessors, asked on every launch (a cheap host
+// query, legal during capture: a process may drive GPUs of several kinds); 0
+// when unknown.
+int current_multiprocessors();
+
 // kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of
 // cluster_x blocks along x (1: no cluster attribute), with the PDL attribute
 // where pdl_enabled() and the kernel waits; the launch error, if any, is

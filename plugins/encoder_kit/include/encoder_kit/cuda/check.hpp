@@ -48,7 +48,7 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // (4 for the A/B, below) for sequences over 64 when supported; the benchmark
 // and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 6;
+inline constexpr int kSm90AttentionVariants = 7;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -68,10 +68,26 @@ bool tma_attention_enabled();
 bool lazy_rescale_enabled();
 // Variants 3 and 4 read a sequence's last, partial key tile and the query
 // block at its end by TMA as the sequence's last 64 and 128 rows
-// (end-aligned); variant 5 is variant 3 with those copied by cp.async behind
-// block barriers, as before. The public entry picks 5 when
-// ENCGRAPH_ATTENTION_END_ALIGNED is "0" (the A/B switch; read once).
+// (end-aligned), and up to head_dim 80 a block chains several query blocks
+// of one head, loading the next one's Q and first tiles while the current
+// one's last tiles run (attention_items_per_block of them). Variant 5 is the
+// former form: variant 3 with those tails copied by cp.async behind block
+// barriers and one query block a block; variant 6 is variant 3 unchained.
+// The public entry picks 5 when ENCGRAPH_ATTENTION_END_ALIGNED is "0" and 6
+// when ENCGRAPH_ATTENTION_CHAINED is "0" (the A/B switches; read once).
 bool end_aligned_tails_enabled();
+bool chained_attention_enabled();
+// Query blocks a block of variants 3 and 4 chains (head_dim up to 80): as
+// many as leave four rounds of two blocks a multiprocessor for the call's
+// `items` (query block, head) pairs, from 1 to 4; 1 when multiprocessors is
+// unknown (0).
+int attention_items_per_block(int64_t items, int multiprocessors);
+// Variant 3 with items_per_block query blocks a block, 1 to kMaxChainedItems
+// (head_dim over 80 runs one): for the tests and the benchmark.
+inline constexpr int kMaxChainedItems = 4;
+int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
+                                       int max_seqlen, int num_heads, int head_dim, float scale,
+                                       bf16* out, int items_per_block, cudaStream_t stream);
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
