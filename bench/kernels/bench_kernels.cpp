@@ -385,8 +385,8 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                   " fastest");
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
-    // Chained query blocks with end-aligned tails (3, the default) against
-    // one query block a block (6) and cp.async tails as well (5), alternating.
+    // End-aligned tails (3, the default) against chained query blocks (6)
+    // and the former cp.async tails (5), alternating.
     Forms forms;
     for (const int variant : {3, 6, 5})
       forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {

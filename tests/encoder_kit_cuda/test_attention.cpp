@@ -65,6 +65,10 @@ void run_case(const AttnCase& ac) {
         }
   for (int64_t t = covered; t < tokens; ++t)
     for (int64_t i = 0; i < row; ++i) qkv[t * row + i] = to_bf(NAN);
+  // Sequences left out of the call hold NaN too: a box that strayed back
+  // before its sequence's start (end-aligned tails read backwards) would show.
+  for (int64_t t = 0; t < cu[first]; ++t)
+    for (int64_t i = 0; i < row; ++i) qkv[t * row + i] = to_bf(NAN);
 
   DeviceBuffer<bf16> dqkv(qkv.size()), dout(static_cast<size_t>(tokens * H * D));
   DeviceBuffer<int32_t> dcu(cu.size());
@@ -195,18 +199,19 @@ void run_case(const AttnCase& ac) {
                                 dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                                 dout.get(), variant, nullptr);
                           }});
-  // The TMA kernel with 2 to 4 query blocks chained a block (the launch picks
-  // more than one only for calls far larger than these): the ring and the Q
-  // buffers run on across items, through empty items, sequences shorter than
-  // a box (cp.async tiles and Q) and the last block past the grid's end.
+  // The TMA kernel with 2 to 4 query blocks chained a block (variant 6's
+  // launch picks more than one only for calls of thousands): the ring and
+  // the Q buffers run on across items, through empty items, sequences shorter
+  // than a box (cp.async tiles and Q) and the last block past the grid's end.
+  // Past head_dim 80 the kernel runs one a block whatever is asked.
   if (k::detail::sm90_tma_attention_supported() && !ac.rotary)
     for (int per_block = 2; per_block <= k::detail::kMaxChainedItems; ++per_block)
-      variants.push_back(
-          {"TMA ring, " + std::to_string(per_block) + " query blocks a block", [&, per_block] {
-             return k::detail::varlen_attention_bf16_sm90_chained(dqkv.get(), call_cu, call_seqs,
-                                                                  ac.max_seqlen, H, D, scale,
-                                                                  dout.get(), per_block, nullptr);
-           }});
+      variants.push_back({"TMA ring, up to " + std::to_string(per_block) + " query blocks a block",
+                          [&, per_block] {
+                            return k::detail::varlen_attention_bf16_sm90_chained(
+                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
+                                dout.get(), per_block, nullptr);
+                          }});
   for (const auto& v : variants) {
     CAPTURE(v.name);
     dout.poison();
@@ -270,6 +275,12 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
   run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
   run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
+  // Many short sequences: chained blocks (the case's variants with 2 to 4
+  // query blocks a block) of several one-tile items, Q and K by cp.async
+  // (under 128 and 64 rows) and by TMA, so the copier stops at the Q buffer
+  // its own warp still uses and Q buffers are reused after cp.async loads.
+  run_case({2, 72, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});
+  run_case({2, 64, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});
   // Just past and just short of tile and block edges: the TMA kernel's
   // end-aligned tails (a last key tile of 1 or 63 new keys over 63 or 1 the
   // tile before covered; a last query block with 1 or 127 rows of its own),

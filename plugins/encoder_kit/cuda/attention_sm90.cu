@@ -275,8 +275,8 @@ const char* sm90_attention_variant_name(int variant) {
     case 2: return "wgmma, 128-key tiles, overlapped";
     case 3: return "wgmma, 64-key tiles, TMA ring";
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
-    case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async, unchained";
-    case 6: return "wgmma, 64-key tiles, TMA ring, unchained";
+    case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
+    case 6: return "wgmma, 64-key tiles, TMA ring, chained query blocks";
     default: return "?";
   }
 }
@@ -338,7 +338,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, variant != 4, variant != 5,
-                                          variant < 5 ? 0 : 1, stream);
+                                          variant == 6 ? 0 : 1, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

@@ -290,8 +290,11 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 namespace encoder_kit::cuda::detail {
 
 // The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
-// variants 3 (lazy: the running max moves lazily) and 4, reached only through
-// it, which checks the arguments first.
+// variants 3 to 6 and varlen_attention_bf16_sm90_chained, reached only
+// through them, which check the arguments first. lazy: the running max moves
+// lazily; end_aligned: a sequence's partial tiles by TMA as its last rows;
+// items_per_block: query blocks a block chains (0 picks, 1 is unchained;
+// past head_dim 80 every block runs one).
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
                                    bf16* out, bool lazy, bool end_aligned, int items_per_block,
