@@ -6,6 +6,7 @@
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
 //                 [--only gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]
+//                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
 
@@ -501,12 +502,15 @@ int main(int argc, char** argv) {
   std::string table_path;
   int64_t T = 65536;  // patches in the largest budget
   std::string only;   // one group of rows (device time is scarce), or all
+  int attn_len = 0;   // --only attnshort: this length alone (for a profiler)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--table" && i + 1 < argc)
       table_path = argv[++i];
     else if (a == "--tokens" && i + 1 < argc)
       T = std::atoll(argv[++i]);
+    else if (a == "--attn-len" && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
+      attn_len = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
@@ -516,7 +520,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]\n");
+                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip] "
+                   "[--attn-len N]\n");
       return 2;
     }
   }
@@ -603,8 +608,11 @@ int main(int argc, char** argv) {
     // what a sequence's partial last tiles and its first tiles cost: 704
     // (whole key tiles, a half query block), 729, 768 (whole tiles and
     // blocks), then longer sequences over the same tokens.
+    // --attn-len N runs that length alone (a profiler's target: e.g.
+    // profile_kernel.sh ... tma_attention_kernel --only attnshort --attn-len 768).
     if (only == "attnshort")
-      for (const int len : {704, 729, 768, 1024, 2048})
+      for (const int len :
+           attn_len > 0 ? std::vector<int>{attn_len} : std::vector<int>{704, 729, 768, 1024, 2048})
         bench_attention(pool, "attn short", int64_t{64} * len, len, 0, 16, 72, true);
 
     // SigLIP so400m's layer at a 64-image budget (46656 rows of 1152, MLP
