@@ -498,6 +498,13 @@ void bench_siglip_layer(Pool& pool, cublasLtHandle_t lt, void* ws) {
 
 }  // namespace
 
+// A whole positive decimal number, else 0.
+int positive_int(const char* text) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && v > 0 && v <= 1 << 20 ? static_cast<int>(v) : 0;
+}
+
 int main(int argc, char** argv) {
   std::string table_path;
   int64_t T = 65536;  // patches in the largest budget
@@ -509,8 +516,8 @@ int main(int argc, char** argv) {
       table_path = argv[++i];
     else if (a == "--tokens" && i + 1 < argc)
       T = std::atoll(argv[++i]);
-    else if (a == "--attn-len" && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
-      attn_len = std::atoi(argv[++i]);
+    else if (a == "--attn-len" && i + 1 < argc && (attn_len = positive_int(argv[i + 1])) > 0)
+      ++i;
     else if (a == "--only" && i + 1 < argc &&
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
@@ -521,9 +528,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
                    "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip] "
-                   "[--attn-len N]\n");
+                   "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
+  }
+  if (attn_len > 0 && only != "attnshort") {
+    std::fprintf(stderr, "bench_kernels: --attn-len %d needs --only attnshort\n", attn_len);
+    return 2;
   }
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -1,8 +1,9 @@
 // varlen_attention_bf16 against a float64 softmax(q k^T * scale) v per
 // sequence and head: uneven lengths, zero-length sequences in the middle and
 // as padding, a max_seqlen above the real maximum, both block widths, head
-// dims 64/72/80/96/128, and NaN in every token row no sequence covers (the
-// kernel must never read them, nor write those rows of out).
+// dims 64/72/80/96/128, and NaN in every token row no sequence of the call
+// covers, before its first sequence too (the kernel must never read them, nor
+// write those rows of out).
 #include "gpu_test_util.hpp"
 
 #include <encoder_kit/cuda/check.hpp>  // detail:: kernel variants
@@ -200,7 +201,8 @@ void run_case(const AttnCase& ac) {
                                 dout.get(), variant, nullptr);
                           }});
   // The TMA kernel with 2 to 4 query blocks chained a block (variant 6's
-  // launch picks more than one only for calls of thousands): the ring and
+  // launch picks more than one only past about 2100 (query block, head) pairs
+  // on 132 multiprocessors): the ring and
   // the Q buffers run on across items, through empty items, sequences shorter
   // than a box (cp.async tiles and Q) and the last block past the grid's end.
   // Past head_dim 80 the kernel runs one a block whatever is asked.

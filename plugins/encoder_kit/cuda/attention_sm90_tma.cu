@@ -156,9 +156,10 @@ struct ItemShape {
   }
 };
 
-// kLazy: the running max moves lazily (online_softmax, kRescaleSlack; variant
-// 3); false compiles the per-tile form (variant 4, the A/B arm, and head_dim
-// 128's only form: lazy, it would pass the 128-register bound).
+// kLazy: the running max moves lazily (online_softmax, kRescaleSlack;
+// variants 3, 5 and 6); false compiles the per-tile form (variant 4, the A/B
+// arm, and head_dim 128's only form: lazy, it would pass the 128-register
+// bound).
 //
 // Chained items (variant 6; the others pass items_per_block 1): a block runs
 // items_per_block query blocks of one head, a
@@ -176,7 +177,9 @@ struct ItemShape {
 // loading it again. Not the default: it measured level to 4% faster on
 // sequences of 704..2048 tokens, but a block's items are assigned before it
 // runs, and on batches of mixed lengths (up to 72 query blocks a sequence)
-// four items of very different lengths a block ran 3.4% slower end to end.
+// the one end-to-end A/B, chained and end-aligned against the former kernel,
+// ran 3.4% slower: four items of very different lengths a block, which the
+// hardware's scheduler can no longer even out, are the likely cause.
 // compute-sanitizer's synccheck reports "missing wait" on the copier's plain
 // arrivals there (a Q buffer or stage loaded by cp.async twice in a row):
 // the phase before has completed (the copier waited on the buffer's "empty"

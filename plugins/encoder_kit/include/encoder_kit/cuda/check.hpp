@@ -46,7 +46,7 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // the kernel itself in one of kSm90AttentionVariants configurations (0, the
 // default before the TMA ring, and the ones it was chosen against;
 // sm90_attention_variant_name says which). The public entry uses variant 3
-// (4, 5 or 6 for the A/B switches, below) for sequences over 64 when
+// (0, 4 or 5 for the A/B switches, below) for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
 inline constexpr int kSm90AttentionVariants = 7;
 const char* sm90_attention_variant_name(int variant);
@@ -56,7 +56,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
                                int variant, cudaStream_t stream);
 // Variants 3 to 6 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
 // of stages; they need the driver's cuTensorMapEncodeTiled besides. The
-// public entry picks them where supported unless ENCGRAPH_ATTENTION_TMA is "0"
+// public entry picks one of 3 to 5 where supported unless ENCGRAPH_ATTENTION_TMA is "0"
 // (the A/B switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
 bool tma_attention_enabled();
