@@ -4,7 +4,10 @@
 # stall sampling per SASS instruction, hottest first (where its time goes
 # besides the tensor cores).
 #   bash bench/kernels/profile_kernel.sh <bundle> <out-dir> <kernel-name regex> [bench_kernels args]
-# The second matching launch is profiled (the first after a warm-up call).
+# The second matching launch is profiled (the first after a warm-up call). The
+# regex sees the demangled name, template arguments included (e.g.
+# 'tma_attention_kernel<80, true, false>': the plain kernel, lazy, head_dim
+# 72 or 80).
 # e.g. tma_attention_kernel --only attnfull (the Hopper attention at 16 x 4096);
 # profile_gemm_sm90.sh names our GEMM and its case.
 set -euo pipefail
@@ -15,8 +18,8 @@ shift 3
 name=${kernel//[^A-Za-z0-9_]/_}
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
 [[ -n $ncu ]] || { echo "no ncu on this machine"; exit 1; }
-"$ncu" --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 \
-  --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+"$ncu" --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 \
+  --section WarpStateStats --section SchedulerStats --section SourceCounters --section SpeedOfLight \
   --section ComputeWorkloadAnalysis --section Occupancy \
   -o "$out/$name" -f "$bundle/bin/bench_kernels" "$@" >"$out/ncu-run-$name.log" 2>&1
 "$ncu" -i "$out/$name.ncu-rep" --page details >"$out/$name-details.txt"

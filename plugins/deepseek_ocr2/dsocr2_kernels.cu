@@ -504,28 +504,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     cp_async_commit();
   }
 
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
   if (kBias) __syncthreads();  // no warp reads the products any more
-  bf16* stage = s_q + warp * 16 * kStride;
-#pragma unroll
-  for (int j = 0; j < kDTiles; ++j) {
-    *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
-        __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
-    *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
-        __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
-  }
-  __syncwarp();
-  for (int i = lane; i < 16 * valid_chunks; i += 32) {
-    const int r = i / valid_chunks;
-    const int c = i - r * valid_chunks;
-    const int row = q0 + warp * 16 + r;
-    if (row < len)
-      *reinterpret_cast<uint4*>(a.out + (start + row) * a.out_stride +
-                                static_cast<int64_t>(head) * hd + c * 8) =
-          *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
-  }
+  store_warp_rows<kDTiles, kStride>(o, row_sum, s_q + warp * 16 * kStride, lane, q0 + warp * 16,
+                                    len, valid_chunks,
+                                    a.out + start * a.out_stride + static_cast<int64_t>(head) * hd,
+                                    a.out_stride);
 }
 
 // Vector width 8 when every pointer is 16-byte aligned and rows are whole vectors.

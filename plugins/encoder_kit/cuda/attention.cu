@@ -311,29 +311,11 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
 
     // Normalise and stage the warp's 16 rows in its own rows of s_q (only this
     // warp ever read them), then write whole 16-byte chunks of real rows.
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
-    bf16* stage = s_q + warp * 16 * kStride;
-    const int g = lane >> 2;
-#pragma unroll
-    for (int j = 0; j < kDTiles; ++j) {
-      *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
-          __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
-      *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
-          __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
-    }
-    __syncwarp();
     const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-    for (int i = lane; i < 16 * valid_chunks; i += 32) {
-      const int r = i / valid_chunks;
-      const int c = i - r * valid_chunks;
-      const int row = q0 + warp * 16 + r;
-      if (row < len)
-        *reinterpret_cast<uint4*>(out + static_cast<int64_t>(start + row) * out_stride +
-                                  static_cast<int64_t>(head) * head_dim + c * 8) =
-            *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
-    }
+    store_warp_rows<kDTiles, kStride>(
+        o, row_sum, s_q + warp * 16 * kStride, lane, q0 + warp * 16, len, valid_chunks,
+        out + static_cast<int64_t>(start) * out_stride + static_cast<int64_t>(head) * head_dim,
+        out_stride);
   }
 }
 

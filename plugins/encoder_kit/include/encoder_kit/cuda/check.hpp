@@ -81,8 +81,10 @@ bool end_aligned_tails_enabled();
 // (query block, head) pairs, from 1 to 4; 1 when multiprocessors is unknown
 // (0).
 int attention_items_per_block(int64_t items, int multiprocessors);
-// Variant 6 with items_per_block query blocks a block, 1 to kMaxChainedItems
-// (head_dim over 80 runs one): for the tests and the benchmark.
+// Variant 6's kernel with items_per_block query blocks a block, 1 to
+// kMaxChainedItems (head_dim over 80 runs the plain kernel, one a block): for
+// the tests and the benchmark (with 1 it measures what the chaining
+// machinery costs against variant 3, the plain kernel).
 inline constexpr int kMaxChainedItems = 4;
 int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                        int max_seqlen, int num_heads, int head_dim, float scale,

@@ -1,7 +1,8 @@
 // PTX helpers shared by the attention kernels (the kit's attention.cu and
 // attention_sm90.cu, DeepSeek-OCR-2's SAM attention): cp.async copies,
-// ldmatrix, mma.sync, packing and rounding to bf16, the SFU exponential and the reductions over
-// the four lanes that share an accumulator row.
+// ldmatrix, mma.sync, packing and rounding to bf16, the SFU exponential, the
+// reductions over the four lanes that share an accumulator row, and the
+// staged store of a warp's output rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,6 +81,39 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// A warp's 16 query rows of an mma.sync attention, out: O normalised by the
+// rows' full sums (row_sum: this thread's rows g and g + 8, quad-partial),
+// staged as bf16 in the warp's own 16 rows of `stage` (kStride elements apart;
+// no other warp may read them until the warp is done), then written as whole
+// 16-byte chunks: valid_chunks of each row r with first_row + r < len, to
+// out_rows + (first_row + r) * out_stride.
+template <int kDTiles, int kStride>
+__device__ __forceinline__ void store_warp_rows(const float (&o)[kDTiles][4],
+                                                const float (&row_sum)[2], __nv_bfloat16* stage,
+                                                int lane, int first_row, int len, int valid_chunks,
+                                                __nv_bfloat16* out_rows, int64_t out_stride) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kDTiles; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(stage + g * kStride + j * 8 + 2 * t) =
+        __floats2bfloat162_rn(o[j][0] * inv[0], o[j][1] * inv[0]);
+    *reinterpret_cast<__nv_bfloat162*>(stage + (g + 8) * kStride + j * 8 + 2 * t) =
+        __floats2bfloat162_rn(o[j][2] * inv[1], o[j][3] * inv[1]);
+  }
+  __syncwarp();
+  for (int i = lane; i < 16 * valid_chunks; i += 32) {
+    const int r = i / valid_chunks;
+    const int c = i - r * valid_chunks;
+    const int row = first_row + r;
+    if (row < len)
+      *reinterpret_cast<uint4*>(out_rows + static_cast<int64_t>(row) * out_stride + c * 8) =
+          *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
+  }
 }
 
 }  // namespace encoder_kit::cuda::ptx
