@@ -15,9 +15,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 lengths=(768 2048)
 for len in "${lengths[@]}"; do
   scratch=$(mktemp -d)
-  bash "$root/bench/kernels/profile_kernel.sh" "$bundle" "$scratch" \
-    'tma_attention_kernel<80, true, false>' --only attnshort --attn-len "$len" \
-    >"$logdir/attention_profile_$len.log" 2>&1
+  if ! bash "$root/bench/kernels/profile_kernel.sh" "$bundle" "$scratch" \
+    'tma_attention_kernel<\(int\)80, \(bool\)1, \(bool\)0>' --only attnshort --attn-len "$len" \
+    >"$logdir/attention_profile_$len.log" 2>&1; then
+    # Nsight Compute's own log says why (no counters, no matching launch).
+    tail -40 "$scratch"/ncu-run-*.log >>"$logdir/attention_profile_$len.log" 2>&1 || true
+    cat "$logdir/attention_profile_$len.log"
+    exit 1
+  fi
   cp "$scratch"/*-details.txt "$logdir/attention_profile_${len}_details.txt"
   rm -rf "$scratch"
 done

@@ -277,6 +277,7 @@ const char* sm90_attention_variant_name(int variant) {
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
     case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
     case 6: return "wgmma, 64-key tiles, TMA ring, chained query blocks";
+    case 7: return "wgmma, 64-key tiles, TMA ring, K and V shared by a pair of blocks";
     default: return "?";
   }
 }
@@ -324,7 +325,7 @@ int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlen
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                        scale, out, true, true, items_per_block, stream);
+                                        scale, out, true, true, items_per_block, false, stream);
 }
 
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -338,7 +339,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, variant != 4, variant != 5,
-                                          variant == 6 ? -1 : 0, stream);
+                                          variant == 6 ? -1 : 0, variant == 7, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {
