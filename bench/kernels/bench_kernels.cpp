@@ -386,12 +386,11 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                   " fastest");
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
-    // K and V shared by pairs of blocks (7, the default) against one query
-    // block a block with end-aligned tails (3), chained query blocks (6), the
-    // chained kernel with one query block a block (what its machinery costs
-    // against 3) and the former cp.async tails (5), alternating.
+    // End-aligned tails (3, the default) against chained query blocks (6),
+    // the chained kernel with one query block a block (what its machinery
+    // costs against 3) and the former cp.async tails (5), alternating.
     Forms forms;
-    for (const int variant : {7, 3, 6, -1, 5})
+    for (const int variant : {3, 7, 6, -1, 5})
       if (variant >= 0)
         forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
           BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads,

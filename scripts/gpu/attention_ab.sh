@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # GPU runner hook (scripts/gpu-run-all.sh calls: bash attention_ab.sh <bundle> <logdir>):
-# the Hopper attention's blocks in pairs that share each K and V tile by
-# multicast (variant 7, the default) against one query block a block with
-# end-aligned tails (variant 3, ENCGRAPH_ATTENTION_PAIRED=0), chained query
-# blocks (variant 6), the chained kernel with one query block a block and the
-# former kernel, tails copied by cp.async behind block barriers (variant 5,
-# ENCGRAPH_ATTENTION_END_ALIGNED=0), in one call: `bench_kernels --only
-# attnshort` (SigLIP's head_dim at 704..2048 tokens, the forms alternating)
-# and `--only attn` once, then `siglip_bench` (so400m, requests of 64,
-# graphs) alternating the default and variant 3 twice.
+# the Hopper attention's end-aligned tails (variant 3, the default: a
+# sequence's partial last key tile and its last query block read by TMA as its
+# last 64 and 128 rows) against chained query blocks (variant 6: a block runs
+# up to 4, loading the next one's Q and first tiles during the current one's
+# last), the chained kernel run with one query block a block (what its
+# machinery costs against variant 3's plain kernel) and the former kernel,
+# tails copied by cp.async behind block barriers
+# (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one call: `bench_kernels
+# --only attnshort` (SigLIP's head_dim at 704..2048 tokens, the variants
+# alternating) and `--only attn` once, then `siglip_bench` (so400m, requests
+# of 64, graphs) alternating the default and the former kernel twice.
 # (The eleventh and twelfth sessions' lazy-max A/B: git history of this file.)
 # Leaves <logdir>/attention_ab.table for the summary; full logs beside it.
 #   device run: bash scripts/gpu-run-all.sh attention_ab
@@ -22,7 +24,7 @@ table=$logdir/attention_ab.table
 siglip=(--device cuda --weights random --set hidden_size=1152 --set intermediate_size=4304
   --set num_hidden_layers=27 --set num_attention_heads=16 --set image_size=384
   --set patch_size=14 --images 1024 --request-size 64 --repeats 2 --modes graphs)
-arms=("paired:ENCGRAPH_ATTENTION_PAIRED=1" "unpaired:ENCGRAPH_ATTENTION_PAIRED=0")
+arms=("end-aligned:ENCGRAPH_ATTENTION_END_ALIGNED=1" "former:ENCGRAPH_ATTENTION_END_ALIGNED=0")
 for round in 1 2; do
   for arm in "${arms[@]}"; do
     env "${arm#*:}" "$bundle/bin/siglip_bench" "${siglip[@]}" \
@@ -30,8 +32,8 @@ for round in 1 2; do
   done
 done
 {
-  echo "attention: paired (variant 7) / end-aligned, unpaired (3) / chained (6) / chained kernel, one a block / former, cp.async tails (5), µs"
-  echo "| case | paired | unpaired | chained | chained, 1 a block | former |"
+  echo "attention: end-aligned (variant 3) / 4 stages (7) / chained (6) / chained kernel, one a block / former, cp.async tails (5), µs"
+  echo "| case | end-aligned | 4 stages | chained | chained, 1 a block | former |"
   echo "|---|---|---|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
@@ -39,11 +41,11 @@ done
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      key = name (/cp.async/ ? "\t5" : /one a block/ ? "\t1" : /chained/ ? "\t6" : /pair of blocks/ ? "\t7" : "\t3")
+      key = name (/cp.async/ ? "\t5" : /one a block/ ? "\t1" : /chained/ ? "\t6" : /4 stages/ ? "\t7" : "\t3")
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s | %s |\n", order[i], t[order[i] "\t7"], t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t1"], t[order[i] "\t5"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t7"], t[order[i] "\t6"], t[order[i] "\t1"], t[order[i] "\t5"] }'
   echo
   for round in 1 2; do
     for arm in "${arms[@]}"; do

@@ -277,7 +277,7 @@ const char* sm90_attention_variant_name(int variant) {
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
     case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
     case 6: return "wgmma, 64-key tiles, TMA ring, chained query blocks";
-    case 7: return "wgmma, 64-key tiles, TMA ring, K and V shared by a pair of blocks";
+    case 7: return "wgmma, 64-key tiles, TMA ring of 4 stages";
     default: return "?";
   }
 }

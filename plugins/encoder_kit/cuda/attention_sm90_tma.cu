@@ -57,19 +57,15 @@ constexpr int kThreads = 256;
 constexpr float kRescaleSlack = 8.0f;
 // Query blocks (items) one block may chain (chained items, below).
 constexpr int kMaxItems = detail::kMaxChainedItems;
-// How blocks are fed (tma_attention_kernel's kFeed, below).
-constexpr int kFeedPlain = 0;    // one query block a block: variants 3 to 5
-constexpr int kFeedChained = 1;  // up to kMaxItems a block: variant 6
-constexpr int kFeedPaired = 2;   // one a block, K and V shared by a cluster of two: variant 7
 
 // Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128),
 // for the plain kernel or the chained one (kChained: chained items, below).
-template <int kDPad, bool kChained>
+template <int kDPad, bool kChained, bool kDeep = false>
 struct Geometry {
   static constexpr int kTail = kDPad - 64;               // columns of the second part
   static constexpr uint32_t kTailRow = 2 * kTail;        // its row, bytes: 0, 32, 64, 128
   static constexpr uint32_t kRowBytes = 128 + kTailRow;  // both parts of one row
-  static constexpr int kStages = kDPad <= 96 ? 3 : 2;    // two blocks a multiprocessor either way
+  static constexpr int kStages = (kDPad <= 96 ? 3 : 2) + (kDeep ? 1 : 0);  // two blocks an SM
   // Q buffers: the chained kernel's second one lets a block load its next
   // query block's Q while the current one's last tiles run; past head_dim 80
   // it would leave room for one block a multiprocessor, so the chained kernel
@@ -90,6 +86,7 @@ struct Geometry {
   static constexpr uint64_t kTailLayout = kTailRow == 32 ? 3 : kTailRow == 64 ? 2 : 1;
   static_assert(kTail == 0 || kTail == 16 || kTail == 32 || kTail == 64, "padded head_dim");
   static_assert(!kChained || kDPad <= 80, "two blocks a multiprocessor");
+  static_assert(!kDeep || (kDPad <= 80 && !kChained), "two blocks a multiprocessor");
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "parts stay 1024-byte aligned");
 };
 
@@ -130,7 +127,7 @@ __device__ __forceinline__ void pv_part(float (&o)[kDPad / 2], const uint32_t (&
 }
 
 struct Maps {
-  CUtensorMap q_main, q_tail, kv_main, kv_tail, kv_half_main, kv_half_tail;
+  CUtensorMap q_main, q_tail, kv_main, kv_tail;
 };
 
 // One query block of one head: the block's item, and what it reads, worked
@@ -179,25 +176,12 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 // arm, and head_dim 128's only form: lazy, it would pass the 128-register
 // bound).
 //
-// kFeedPlain (variants 3 to 5): a block runs one query block of one head
+// kChained false (variants 3 to 5): a block runs one query block of one head
 // (grid x: sequence and query block, y: head) and leaves at once when it has
 // nothing to do. Thread 0 issues Q and the first kStages tiles, then refills
 // the stage of tile it - 1 while its warpgroup's Q K^T of tile it runs.
 //
-// kFeedPaired (variant 7): as kFeedPlain, in clusters of two blocks that hold
-// neighbouring query blocks of one sequence and head (m_blocks is even), and
-// so read the same K and V tiles. Each block's copier loads half of every
-// tile (32 keys) and multicasts it into both blocks, so each tile leaves L2
-// once for the pair instead of twice: at head_dim 72-80 L2 runs at ~80% of
-// its throughput on the plain kernel's reads. A stage is reloaded only once
-// both blocks' warps have released it (each arrives on both blocks' "empty"
-// barriers), and the pair meets at a cluster barrier after its barriers are
-// initialised and before it leaves (no arrival may reach a block that has
-// left). A block whose partner has nothing to do (past its sequence's end)
-// loads whole tiles alone, as kFeedPlain does; so does a pair whose tiles
-// are not all TMA-fed.
-//
-// kFeedChained (variant 6, up to head_dim 80; measured, not the default): a block
+// kChained (variant 6, up to head_dim 80; measured, not the default): a block
 // runs items_per_block query blocks of one head, a grid's width apart (x, x +
 // gridDim.x, ...): the blocks running together then hold neighbouring query
 // blocks, which read the same sequences' K and V tiles, as without chaining
@@ -218,23 +202,18 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 // query blocks a sequence) the one end-to-end A/B ran 3.4% slower: four items
 // of very different lengths a block, which the hardware's scheduler can no
 // longer even out, are the likely cause.
-template <int kDPad, bool kLazy, int kFeed>
+template <int kDPad, bool kLazy, bool kChained, bool kDeep>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
                          const __grid_constant__ CUtensorMap map_kv_main,
                          const __grid_constant__ CUtensorMap map_kv_tail,
-                         const __grid_constant__ CUtensorMap map_kv_half_main,
-                         const __grid_constant__ CUtensorMap map_kv_half_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int query_blocks, int num_heads, int head_dim,
                          float scale_log2, bool end_aligned, int items_per_block,
                          bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
-  constexpr bool kChained = kFeed == kFeedChained;
-  constexpr bool kPaired = kFeed == kFeedPaired;
-  constexpr int kHalfN = kBlockN / 2;  // keys a paired block loads of each tile
-  using G = Geometry<kDPad, kChained>;
+  using G = Geometry<kDPad, kChained, kDeep>;
   constexpr int kStages = G::kStages;
   constexpr int kQBuffers = G::kQBuffers;
   constexpr int kPSteps = kBlockN / 16;
@@ -243,17 +222,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // The plain kernel's one item, in every thread's registers; the chained
   // kernel's items live in shared memory (below).
   Item my_item{};
-  bool paired = false;  // sharing K and V tiles with the other block of its cluster
-  uint32_t rank = 0;    // in the cluster
   if constexpr (!kChained) {
     my_item = make_item(cu_seqlens, blockIdx.x, query_blocks, m_blocks, end_aligned);
-    if constexpr (kPaired) {
-      // The partner holds query block x ^ 1 of the same sequence (q0 ^ kBlockM);
-      // both blocks reach the same answer.
-      rank = cluster_rank();
-      paired = my_item.len > 0 && (my_item.q0 ^ kBlockM) < my_item.len &&
-               my_item.n_tma == my_item.n_tiles;
-    }
     if (my_item.len == 0) return;  // padded sequence or past its end: the whole block leaves
   }
 
@@ -290,8 +260,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full_k(s), 1);
       mbarrier_init(full_v(s), 1);
-      // Every warp (of both blocks, paired), once its products are done.
-      mbarrier_init(empty(s), (paired ? 2 : 1) * kThreads / 32);
+      mbarrier_init(empty(s), kThreads / 32);  // every warp, once its products are done
     }
     fence_barrier_init();
     if constexpr (kChained) *cursor = make_int4(0, 0, 0, 0);
@@ -301,12 +270,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       items[tid] = make_item(cu_seqlens, blockIdx.x + int64_t{tid} * gridDim.x, query_blocks,
                              m_blocks, end_aligned);
   }
-  // Paired: the partner's copies and arrivals may reach this block's barriers
-  // only once they are initialised.
-  if (paired)
-    cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
 
   const int64_t row_stride = int64_t{3} * num_heads * head_dim;
   const int64_t head_col = static_cast<int64_t>(head) * head_dim;
@@ -336,31 +300,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (G::kTail > 0)
       tma_load_3d(dst + static_cast<uint32_t>(rows) * 128, tail_map, 64, slot, token, bar);
   };
-  // This block's half of a tile (keys rank * kHalfN on), into both blocks of
-  // the pair; the full barrier at the same offset in each counts its bytes.
-  auto tma_half = [&](uint32_t tile, int slot, int token, uint32_t bar) {
-    const int r0 = static_cast<int>(rank) * kHalfN;
-    tma_load_3d_multicast(tile + r0 * 128, &map_kv_half_main, 0, slot, token + r0, bar, 3);
-    if constexpr (G::kTail > 0)
-      tma_load_3d_multicast(tile + kBlockN * 128 + r0 * G::kTailRow, &map_kv_half_tail, 64, slot,
-                            token + r0, bar, 3);
-  };
-  // Tile `tile` of `item` (its first key item.key0(tile)) into `stage`; each
-  // full barrier expects the whole tile (paired: both halves).
+  // Tile `tile` of `item` (its first key item.key0(tile)) into `stage`.
   auto issue_kv = [&](const Item& item, int tile, int stage) {
     const int token = item.start + item.key0(tile);
     mbarrier_arrive_expect_tx(full_k(stage), G::kTileBytes);
-    if (kPaired && paired)
-      tma_half(k_tile(stage), num_heads + head, token, full_k(stage));
-    else
-      tma_rows(k_tile(stage), &map_kv_main, &map_kv_tail, num_heads + head, token, kBlockN,
-               full_k(stage));
+    tma_rows(k_tile(stage), &map_kv_main, &map_kv_tail, num_heads + head, token, kBlockN,
+             full_k(stage));
     mbarrier_arrive_expect_tx(full_v(stage), G::kTileBytes);
-    if (kPaired && paired)
-      tma_half(v_tile(stage), 2 * num_heads + head, token, full_v(stage));
-    else
-      tma_rows(v_tile(stage), &map_kv_main, &map_kv_tail, 2 * num_heads + head, token, kBlockN,
-               full_v(stage));
+    tma_rows(v_tile(stage), &map_kv_main, &map_kv_tail, 2 * num_heads + head, token, kBlockN,
+             full_v(stage));
   };
   auto issue_q = [&](const Item& item, int b) {
     mbarrier_arrive_expect_tx(full_q(b), G::kQBytes);
@@ -515,11 +463,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (tid == 0 && tile >= 1) produce_chained(tile + kStages, q_loads + kQBuffers - 1);
       } else if (tid == 0 && it >= 1 && it - 1 + kStages < item.n_tma) {
         const int prev = it - 1;
-        const uint32_t prev_parity = static_cast<uint32_t>(prev / kStages) & 1u;
-        if (kPaired && paired)  // the partner's warps arrived too
-          mbarrier_wait_cluster(empty(prev % kStages), prev_parity);
-        else
-          mbarrier_wait(empty(prev % kStages), prev_parity);
+        mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
         issue_kv(item, prev + kStages, prev % kStages);
       }
       __syncwarp();
@@ -543,10 +487,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       fence_registers(o);
       fence_registers(p);
       // The plain kernel never refills a cp.async tile's stage (it is the last).
-      if (lane == 0 && (kChained || by_tma)) {
-        mbarrier_arrive(empty(stage));
-        if (kPaired && paired) mbarrier_arrive_cluster(empty(stage), rank ^ 1u);
-      }
+      if (lane == 0 && (kChained || by_tma)) mbarrier_arrive(empty(stage));
     }
 
     const int row_g = item.q_first + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
@@ -555,11 +496,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     tiles_before += item.n_tiles;
     ++q_loads;
   }
-  // The partner's last arrivals on this block's barriers have landed.
-  if (kPaired && paired) cluster_sync();
 #else
-  (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail,
-      (void)map_kv_half_main, (void)map_kv_half_tail, (void)qkv,
+  (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)query_blocks, (void)num_heads, (void)head_dim,
       (void)scale_log2, (void)end_aligned, (void)items_per_block, (void)out;
   __trap();
@@ -584,15 +522,13 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-// kFeed: kFeedPlain, kFeedPaired, or kFeedChained with chained_items query
-// blocks a block (1 to kMaxItems; -1: attention_items_per_block's pick).
-template <int kDPad, bool kLazy, int kFeed>
+// chained_items: 0 runs the plain kernel; 1 to kMaxItems the chained one with
+// that many query blocks a block, -1 with attention_items_per_block's pick.
+template <int kDPad, bool kLazy, bool kChained, bool kDeep>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bool end_aligned, int chained_items, bf16* out,
            cudaStream_t stream) {
-  constexpr bool kChained = kFeed == kFeedChained;
-  constexpr bool kPaired = kFeed == kFeedPaired;
-  using G = Geometry<kDPad, kChained>;
+  using G = Geometry<kDPad, kChained, kDeep>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
   // one bucket of a batch), so max_seqs x max_seqlen is no bound; TMA reads
@@ -608,21 +544,10 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  maps.kv_half_main = maps.kv_main;  // read only by paired blocks
-  maps.kv_half_tail = maps.kv_tail;
-  if constexpr (kPaired) {
-    if (const int err =
-            encode_qkv(&maps.kv_half_main, qkv, tokens, num_heads, head_dim, 64, kBlockN / 2))
-      return err;
-    if (const int err =
-            encode_qkv(&maps.kv_half_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN / 2))
-      return err;
-  }
-  auto* kernel = tma_attention_kernel<kDPad, kLazy, kFeed>;
+  auto* kernel = tma_attention_kernel<kDPad, kLazy, kChained, kDeep>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
-  int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  if (kPaired) m_blocks += m_blocks & 1;  // a cluster's two query blocks: one sequence's
+  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
   const int query_blocks = max_seqs * m_blocks;
   const int per_block = !kChained ? 1
@@ -632,10 +557,10 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
                                                                 detail::current_multiprocessors());
   const dim3 grid(static_cast<unsigned>((int64_t{query_blocks} + per_block - 1) / per_block),
                   static_cast<unsigned>(num_heads));
-  return detail::launch_kernel_in_clusters(
-      kernel, grid, dim3(kThreads), G::kSmem, stream, kPaired ? 2u : 1u, maps.q_main, maps.q_tail,
-      maps.kv_main, maps.kv_tail, maps.kv_half_main, maps.kv_half_tail, qkv, cu_seqlens, m_blocks,
-      query_blocks, num_heads, head_dim, scale * 1.4426950408889634f, end_aligned, per_block, out);
+  return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
+                               maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
+                               query_blocks, num_heads, head_dim, scale * 1.4426950408889634f,
+                               end_aligned, per_block, out);
 }
 
 }  // namespace
@@ -658,35 +583,37 @@ int attention_items_per_block(int64_t items, int multiprocessors) {
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
                                    bf16* out, bool lazy, bool end_aligned, int chained_items,
-                                   bool paired, cudaStream_t stream) {
+                                   bool deep, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   ENCODER_KIT_REQUIRE(chained_items >= -1 && chained_items <= kMaxItems);
-  ENCODER_KIT_REQUIRE(!(paired && chained_items != 0));
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto lazy, auto feed) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value, decltype(feed)::value>(
+  auto go = [&](auto dpad, auto lazy, auto chained, auto deep) {
+    return launch<decltype(dpad)::value, decltype(lazy)::value, decltype(chained)::value,
+                  decltype(deep)::value>(
         qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, end_aligned,
         chained_items, out, stream);
   };
   using Lazy = std::true_type;
   using EveryTile = std::false_type;
-  using Plain = std::integral_constant<int, kFeedPlain>;
-  using Chained = std::integral_constant<int, kFeedChained>;
-  using Paired = std::integral_constant<int, kFeedPaired>;
-  // The chained kernel: lazy, up to head_dim 80; the paired one: lazy, up to
-  // 96. Past those a block runs one query block alone, as the plain kernel does.
+  using Plain = std::false_type;
+  using Chained = std::true_type;
+  // The chained kernel: lazy, up to head_dim 80; past that a block runs one
+  // query block, as the plain kernel does.
+  const bool chained = chained_items != 0 && lazy && head_dim <= 80;
+  using Shallow = std::false_type;
+  using Deep = std::true_type;
   auto pick = [&](auto dpad) {
-    constexpr int d = decltype(dpad)::value;
-    if (!lazy) return go(dpad, EveryTile{}, Plain{});
-    if constexpr (d <= 80)
-      if (chained_items != 0) return go(dpad, Lazy{}, Chained{});
-    if (paired) return go(dpad, Lazy{}, Paired{});
-    return go(dpad, Lazy{}, Plain{});
+    if (!lazy) return go(dpad, EveryTile{}, Plain{}, Shallow{});
+    if constexpr (decltype(dpad)::value <= 80) {
+      if (chained) return go(dpad, Lazy{}, Chained{}, Shallow{});
+      if (deep) return go(dpad, Lazy{}, Plain{}, Deep{});
+    }
+    return go(dpad, Lazy{}, Plain{}, Shallow{});
   };
   if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
   if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{}, EveryTile{}, Plain{});
+  return go(std::integral_constant<int, 128>{}, EveryTile{}, Plain{}, Shallow{});
 }
 
 }  // namespace detail

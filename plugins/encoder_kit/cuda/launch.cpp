@@ -1,8 +1,7 @@
 // pdl_enabled() (launch.cuh): per device, once; the environment once a process.
 // current_multiprocessors() (launch.cuh): asked every call.
 // tma_attention_enabled(), lazy_rescale_enabled(), end_aligned_tails_enabled(),
-// attention_pairs_enabled(), attention_heads_first_enabled() (check.hpp): the
-// environment once a process.
+// attention_heads_first_enabled() (check.hpp): the environment once a process.
 #include <encoder_kit/env_switch.hpp>
 
 #include <cuda_runtime.h>
@@ -26,11 +25,6 @@ bool lazy_rescale_enabled() {
 
 bool end_aligned_tails_enabled() {
   static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_END_ALIGNED");
-  return enabled;
-}
-
-bool attention_pairs_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_PAIRED");
   return enabled;
 }
 

@@ -67,19 +67,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-// The same, multicast: the box lands at dst in every block of the cluster
-// that cta_mask names, and completes its bytes on the barrier at bar's offset
-// in each of them (attention_sm90_tma.cu's paired blocks share K and V tiles).
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtensorMap* map, int x,
-                                                      int y, int z, uint32_t bar,
-                                                      uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar), "h"(cta_mask)
-      : "memory");
-}
-
 // Box of shared memory at src into the 2-D tensor `map` at (x, y), clipped to
 // the tensor; completes in this thread's bulk async-group.
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int x, int y) {
@@ -133,28 +120,6 @@ __device__ __forceinline__ void st_shared_f32x4(uint32_t addr, float a, float b,
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c),
                "f"(d)
                : "memory");
-}
-// One arrival on the barrier at bar's offset in block `cta` of the cluster,
-// releasing this thread's earlier accesses at cluster scope.
-__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(cta)
-      : "memory");
-}
-// mbarrier_wait acquiring at cluster scope: the phase's arrivals came from
-// other blocks of the cluster too (mbarrier_arrive_cluster).
-__device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 // Every thread of every block in the cluster: writes before it (shared memory
 // of any block in the cluster) are visible to reads after it.

@@ -54,7 +54,7 @@ bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
-// Variants 3 to 7 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
+// Variants 3 to 6 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
 // of stages; they need the driver's cuTensorMapEncodeTiled besides. The
 // public entry picks one of 3 to 5 where supported unless ENCGRAPH_ATTENTION_TMA is "0"
 // (the A/B switch: variant 0 then), which tma_attention_enabled() reads once.
@@ -74,14 +74,8 @@ bool lazy_rescale_enabled();
 // Variant 6 (measured, not the default: bench/kernels/NOTES.md) chains, up to
 // head_dim 80, several query blocks of one head a block, a grid's width
 // apart, loading the next one's Q and first tiles while the current one's
-// last tiles run: attention_items_per_block of them. Variant 7 (measured
-// beside 3) runs variant 3's blocks in clusters of two neighbouring query
-// blocks of one sequence that load half of each K and V tile each and
-// multicast it to both, halving the tiles' reads from L2. The public entry
-// picks it unless ENCGRAPH_ATTENTION_PAIRED is "0" (the A/B switch: variant
-// 3 then; read once).
+// last tiles run: attention_items_per_block of them.
 bool end_aligned_tails_enabled();
-bool attention_pairs_enabled();
 // Query blocks a block of variant 6 chains (head_dim up to 80): as many as
 // leave four rounds of two blocks a multiprocessor for the call's `items`
 // (query block, head) pairs, from 1 to 4; 1 when multiprocessors is unknown
