@@ -390,7 +390,7 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
     // the chained kernel with one query block a block (what its machinery
     // costs against 3) and the former cp.async tails (5), alternating.
     Forms forms;
-    for (const int variant : {3, 7, 6, -1, 5})
+    for (const int variant : {3, 6, -1, 5})
       if (variant >= 0)
         forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
           BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads,

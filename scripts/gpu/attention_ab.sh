@@ -32,20 +32,20 @@ for round in 1 2; do
   done
 done
 {
-  echo "attention: end-aligned (variant 3) / 4 stages (7) / chained (6) / chained kernel, one a block / former, cp.async tails (5), µs"
-  echo "| case | end-aligned | 4 stages | chained | chained, 1 a block | former |"
-  echo "|---|---|---|---|---|---|"
+  echo "attention: end-aligned (variant 3) / chained (6) / chained kernel, one a block / former, cp.async tails (5), µs"
+  echo "| case | end-aligned | chained | chained, 1 a block | former |"
+  echo "|---|---|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
     awk '/TMA ring/ && !/every tile/ && !/window/ && / us / {
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      key = name (/cp.async/ ? "\t5" : /one a block/ ? "\t1" : /chained/ ? "\t6" : /4 stages/ ? "\t7" : "\t3")
+      key = name (/cp.async/ ? "\t5" : /one a block/ ? "\t1" : /chained/ ? "\t6" : "\t3")
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t7"], t[order[i] "\t6"], t[order[i] "\t1"], t[order[i] "\t5"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t1"], t[order[i] "\t5"] }'
   echo
   for round in 1 2; do
     for arm in "${arms[@]}"; do

@@ -277,7 +277,6 @@ const char* sm90_attention_variant_name(int variant) {
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
     case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
     case 6: return "wgmma, 64-key tiles, TMA ring, chained query blocks";
-    case 7: return "wgmma, 64-key tiles, TMA ring of 4 stages";
     default: return "?";
   }
 }
@@ -325,7 +324,7 @@ int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlen
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                        scale, out, true, true, items_per_block, false, stream);
+                                        scale, out, true, true, items_per_block, stream);
 }
 
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
@@ -339,7 +338,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, variant != 4, variant != 5,
-                                          variant == 6 ? -1 : 0, variant == 7, stream);
+                                          variant == 6 ? -1 : 0, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

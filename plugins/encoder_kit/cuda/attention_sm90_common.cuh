@@ -300,6 +300,6 @@ namespace encoder_kit::cuda::detail {
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
                                    bf16* out, bool lazy, bool end_aligned, int chained_items,
-                                   bool deep, cudaStream_t stream);
+                                   cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

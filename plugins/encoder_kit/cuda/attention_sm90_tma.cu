@@ -60,12 +60,12 @@ constexpr int kMaxItems = detail::kMaxChainedItems;
 
 // Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128),
 // for the plain kernel or the chained one (kChained: chained items, below).
-template <int kDPad, bool kChained, bool kDeep = false>
+template <int kDPad, bool kChained>
 struct Geometry {
   static constexpr int kTail = kDPad - 64;               // columns of the second part
   static constexpr uint32_t kTailRow = 2 * kTail;        // its row, bytes: 0, 32, 64, 128
   static constexpr uint32_t kRowBytes = 128 + kTailRow;  // both parts of one row
-  static constexpr int kStages = (kDPad <= 96 ? 3 : 2) + (kDeep ? 1 : 0);  // two blocks an SM
+  static constexpr int kStages = kDPad <= 96 ? 3 : 2;    // two blocks a multiprocessor either way
   // Q buffers: the chained kernel's second one lets a block load its next
   // query block's Q while the current one's last tiles run; past head_dim 80
   // it would leave room for one block a multiprocessor, so the chained kernel
@@ -86,7 +86,6 @@ struct Geometry {
   static constexpr uint64_t kTailLayout = kTailRow == 32 ? 3 : kTailRow == 64 ? 2 : 1;
   static_assert(kTail == 0 || kTail == 16 || kTail == 32 || kTail == 64, "padded head_dim");
   static_assert(!kChained || kDPad <= 80, "two blocks a multiprocessor");
-  static_assert(!kDeep || (kDPad <= 80 && !kChained), "two blocks a multiprocessor");
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "parts stay 1024-byte aligned");
 };
 
@@ -202,7 +201,7 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 // query blocks a sequence) the one end-to-end A/B ran 3.4% slower: four items
 // of very different lengths a block, which the hardware's scheduler can no
 // longer even out, are the likely cause.
-template <int kDPad, bool kLazy, bool kChained, bool kDeep>
+template <int kDPad, bool kLazy, bool kChained>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
@@ -213,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          float scale_log2, bool end_aligned, int items_per_block,
                          bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
-  using G = Geometry<kDPad, kChained, kDeep>;
+  using G = Geometry<kDPad, kChained>;
   constexpr int kStages = G::kStages;
   constexpr int kQBuffers = G::kQBuffers;
   constexpr int kPSteps = kBlockN / 16;
@@ -524,11 +523,11 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 
 // chained_items: 0 runs the plain kernel; 1 to kMaxItems the chained one with
 // that many query blocks a block, -1 with attention_items_per_block's pick.
-template <int kDPad, bool kLazy, bool kChained, bool kDeep>
+template <int kDPad, bool kLazy, bool kChained>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
            int head_dim, float scale, bool end_aligned, int chained_items, bf16* out,
            cudaStream_t stream) {
-  using G = Geometry<kDPad, kChained, kDeep>;
+  using G = Geometry<kDPad, kChained>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
   // one bucket of a batch), so max_seqs x max_seqlen is no bound; TMA reads
@@ -544,7 +543,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad, kLazy, kChained, kDeep>;
+  auto* kernel = tma_attention_kernel<kDPad, kLazy, kChained>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
@@ -583,13 +582,12 @@ int attention_items_per_block(int64_t items, int multiprocessors) {
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
                                    bf16* out, bool lazy, bool end_aligned, int chained_items,
-                                   bool deep, cudaStream_t stream) {
+                                   cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   ENCODER_KIT_REQUIRE(chained_items >= -1 && chained_items <= kMaxItems);
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto lazy, auto chained, auto deep) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value, decltype(chained)::value,
-                  decltype(deep)::value>(
+  auto go = [&](auto dpad, auto lazy, auto chained) {
+    return launch<decltype(dpad)::value, decltype(lazy)::value, decltype(chained)::value>(
         qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, end_aligned,
         chained_items, out, stream);
   };
@@ -600,20 +598,16 @@ int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, i
   // The chained kernel: lazy, up to head_dim 80; past that a block runs one
   // query block, as the plain kernel does.
   const bool chained = chained_items != 0 && lazy && head_dim <= 80;
-  using Shallow = std::false_type;
-  using Deep = std::true_type;
   auto pick = [&](auto dpad) {
-    if (!lazy) return go(dpad, EveryTile{}, Plain{}, Shallow{});
-    if constexpr (decltype(dpad)::value <= 80) {
-      if (chained) return go(dpad, Lazy{}, Chained{}, Shallow{});
-      if (deep) return go(dpad, Lazy{}, Plain{}, Deep{});
-    }
-    return go(dpad, Lazy{}, Plain{}, Shallow{});
+    if (!lazy) return go(dpad, EveryTile{}, Plain{});
+    if constexpr (decltype(dpad)::value <= 80)
+      if (chained) return go(dpad, Lazy{}, Chained{});
+    return go(dpad, Lazy{}, Plain{});
   };
   if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
   if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{}, EveryTile{}, Plain{}, Shallow{});
+  return go(std::integral_constant<int, 128>{}, EveryTile{}, Plain{});
 }
 
 }  // namespace detail

@@ -48,7 +48,7 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // (0, 4 or 5 for the A/B switches, below) for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 8;
+inline constexpr int kSm90AttentionVariants = 7;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
