@@ -386,25 +386,14 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                   " fastest");
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
-    // End-aligned tails (3, the default) against chained query blocks (6),
-    // the chained kernel with one query block a block (what its machinery
-    // costs against 3) and the former cp.async tails (5), alternating.
+    // End-aligned tails (3, the default) against the former cp.async tails
+    // (5), alternating.
     Forms forms;
-    for (const int variant : {3, 6, -1, 5})
-      if (variant >= 0)
-        forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
-          BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads,
-                                                            head_dim, scale, out, variant,
-                                                            g_stream));
-        });
-      else
-        forms.emplace_back(std::string(k::detail::sm90_attention_variant_name(6)) +
-                               ", one a block",
-                           [=] {
-                             BENCH_CHECK(k::detail::varlen_attention_bf16_sm90_chained(
-                                 qkv, dcu, max_seqs, len, heads, head_dim, scale, out, 1,
-                                 g_stream));
-                           });
+    for (const int variant : {3, 5})
+      forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
+        BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads, head_dim,
+                                                          scale, out, variant, g_stream));
+      });
     alternate(name, shape, flops, bytes, forms);
   } else if (k::detail::sm90_attention_supported())
     for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)

@@ -2,16 +2,14 @@
 # GPU runner hook (scripts/gpu-run-all.sh calls: bash attention_ab.sh <bundle> <logdir>):
 # the Hopper attention's end-aligned tails (variant 3, the default: a
 # sequence's partial last key tile and its last query block read by TMA as its
-# last 64 and 128 rows) against chained query blocks (variant 6: a block runs
-# up to 4, loading the next one's Q and first tiles during the current one's
-# last), the chained kernel run with one query block a block (what its
-# machinery costs against variant 3's plain kernel) and the former kernel,
-# tails copied by cp.async behind block barriers
-# (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one call: `bench_kernels
+# last 64 and 128 rows) against the former kernel, tails copied by cp.async
+# behind block barriers (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one
+# call: `bench_kernels
 # --only attnshort` (SigLIP's head_dim at 704..2048 tokens, the variants
 # alternating) and `--only attn` once, then `siglip_bench` (so400m, requests
 # of 64, graphs) alternating the default and the former kernel twice.
-# (The eleventh and twelfth sessions' lazy-max A/B: git history of this file.)
+# (The eleventh and twelfth sessions' lazy-max A/B, the thirteenth's and
+# fourteenth's chained query blocks: git history of this file.)
 # Leaves <logdir>/attention_ab.table for the summary; full logs beside it.
 #   device run: bash scripts/gpu-run-all.sh attention_ab
 # step-timeout: 540
@@ -32,20 +30,20 @@ for round in 1 2; do
   done
 done
 {
-  echo "attention: end-aligned (variant 3) / chained (6) / chained kernel, one a block / former, cp.async tails (5), µs"
-  echo "| case | end-aligned | chained | chained, 1 a block | former |"
-  echo "|---|---|---|---|---|"
+  echo "attention: end-aligned (variant 3) / former, cp.async tails (5), µs"
+  echo "| case | end-aligned | former |"
+  echo "|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
     awk '/TMA ring/ && !/every tile/ && !/window/ && / us / {
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      key = name (/cp.async/ ? "\t5" : /one a block/ ? "\t1" : /chained/ ? "\t6" : "\t3")
+      key = name (/cp.async/ ? "\t5" : "\t3")
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t1"], t[order[i] "\t5"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t5"] }'
   echo
   for round in 1 2; do
     for arm in "${arms[@]}"; do

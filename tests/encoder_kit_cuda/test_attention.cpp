@@ -200,22 +200,6 @@ void run_case(const AttnCase& ac) {
                                 dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                                 dout.get(), variant, nullptr);
                           }});
-  // The chained TMA kernel with 1 to 4 query blocks a block (variant 6's
-  // launch picks more than one only past about 2100 (query block, head) pairs
-  // on 132 multiprocessors; 1 is the benchmark's measure of the chaining
-  // machinery, a kernel of its own since variant 3 went back to the plain
-  // one): the ring and
-  // the Q buffers run on across items, through empty items, sequences shorter
-  // than a box (cp.async tiles and Q) and the last block past the grid's end.
-  // Past head_dim 80 the kernel runs one a block whatever is asked.
-  if (k::detail::sm90_tma_attention_supported() && !ac.rotary)
-    for (int per_block = 1; per_block <= k::detail::kMaxChainedItems; ++per_block)
-      variants.push_back({"TMA ring, up to " + std::to_string(per_block) + " query blocks a block",
-                          [&, per_block] {
-                            return k::detail::varlen_attention_bf16_sm90_chained(
-                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
-                                dout.get(), per_block, nullptr);
-                          }});
   for (const auto& v : variants) {
     CAPTURE(v.name);
     dout.poison();
@@ -279,10 +263,8 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
   run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
   run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
-  // Many short sequences: chained blocks (the case's variants with 2 to 4
-  // query blocks a block) of several one-tile items, Q and K by cp.async
-  // (under 128 and 64 rows) and by TMA, so the copier stops at the Q buffer
-  // its own warp still uses and Q buffers are reused after cp.async loads.
+  // Many short sequences, one tile each: Q and K by cp.async (under 128 and
+  // 64 rows) beside ones by TMA.
   run_case({2, 72, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});
   run_case({2, 64, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});
   // Just past and just short of tile and block edges: the TMA kernel's
@@ -410,22 +392,6 @@ GPU_TEST_CASE("varlen attention: more than 65535 query blocks (the grid's z slic
     ac.lens.insert(ac.lens.end(), {64, 33, 0, 5});
     run_case(ac);
   }
-}
-
-TEST_CASE("attention_items_per_block: chained query blocks that leave four rounds of blocks") {
-  // An H200's 132 multiprocessors hold 264 blocks: SigLIP at 64 images (64 x
-  // 6 query blocks x 16 heads), Qwen2.5-VL's full layers at 65536 patch rows
-  // of 1024-patch images (64 x 8 x 16), one 224² image (2 x 16).
-  // A round is 2 x 132 = 264 blocks, four of them 1056.
-  CHECK(k::detail::attention_items_per_block(64 * 6 * 16, 132) == 4);  // 5.8, at most 4
-  CHECK(k::detail::attention_items_per_block(64 * 8 * 16, 132) == 4);
-  CHECK(k::detail::attention_items_per_block(2 * 16, 132) == 1);
-  CHECK(k::detail::attention_items_per_block(1056 * 2 - 1, 132) == 1);
-  CHECK(k::detail::attention_items_per_block(1056 * 2, 132) == 2);
-  CHECK(k::detail::attention_items_per_block(1056 * 4 - 1, 132) == 3);
-  CHECK(k::detail::attention_items_per_block(int64_t{1} << 40, 132) == 4);
-  CHECK(k::detail::attention_items_per_block(0, 132) == 1);
-  CHECK(k::detail::attention_items_per_block(int64_t{1} << 20, 0) == 1);  // unknown
 }
 
 TEST_CASE("rotary_heads_per_block: the most heads a block that leave 16 blocks a multiprocessor") {

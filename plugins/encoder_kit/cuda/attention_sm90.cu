@@ -276,7 +276,6 @@ const char* sm90_attention_variant_name(int variant) {
     case 3: return "wgmma, 64-key tiles, TMA ring";
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
     case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
-    case 6: return "wgmma, 64-key tiles, TMA ring, chained query blocks";
     default: return "?";
   }
 }
@@ -314,19 +313,6 @@ static int check_arguments(const bf16* qkv, const int32_t* cu_seqlens, int max_s
   return 0;
 }
 
-int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                       int max_seqlen, int num_heads, int head_dim, float scale,
-                                       bf16* out, int items_per_block, cudaStream_t stream) {
-  if (const int err =
-          check_arguments(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, out))
-    return err;
-  ENCODER_KIT_REQUIRE(items_per_block >= 1 && items_per_block <= kMaxChainedItems);
-  ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
-  if (max_seqs == 0 || max_seqlen == 0) return 0;
-  return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                        scale, out, true, true, items_per_block, stream);
-}
-
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream) {
@@ -338,7 +324,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, variant != 4, variant != 5,
-                                          variant == 6 ? -1 : 0, stream);
+                                          stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

@@ -290,16 +290,11 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 namespace encoder_kit::cuda::detail {
 
 // The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
-// variants 3 to 6 and varlen_attention_bf16_sm90_chained, reached only
-// through them, which check the arguments first. lazy: the running max moves
-// lazily; end_aligned: a sequence's partial tiles by TMA as its last rows;
-// chained_items: 0 runs the plain kernel (one query block a block); 1 to
-// kMaxChainedItems the chained kernel with that many query blocks a block,
-// -1 with attention_items_per_block's pick (the chained kernel is lazy and
-// end-aligned, up to head_dim 80; past that a block runs one).
+// variants 3 to 5, reached only through it, which checks the arguments first.
+// lazy: the running max moves lazily; end_aligned: a sequence's partial
+// tiles by TMA as its last rows.
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, bool end_aligned, int chained_items,
-                                   cudaStream_t stream);
+                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream);
 
 }  // namespace encoder_kit::cuda::detail

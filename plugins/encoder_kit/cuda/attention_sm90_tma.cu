@@ -39,7 +39,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,37 +54,24 @@ constexpr int kThreads = 256;
 // How far (log2 units) a row's scores may rise above its running max before
 // the max moves and O is rescaled (online_softmax): probabilities up to 2^8.
 constexpr float kRescaleSlack = 8.0f;
-// Query blocks (items) one block may chain (chained items, below).
-constexpr int kMaxItems = detail::kMaxChainedItems;
 
-// Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128),
-// for the plain kernel or the chained one (kChained: chained items, below).
-template <int kDPad, bool kChained>
+// Shared-memory geometry for head_dim padded to kDPad (64, 80, 96 or 128).
+template <int kDPad>
 struct Geometry {
   static constexpr int kTail = kDPad - 64;               // columns of the second part
   static constexpr uint32_t kTailRow = 2 * kTail;        // its row, bytes: 0, 32, 64, 128
   static constexpr uint32_t kRowBytes = 128 + kTailRow;  // both parts of one row
   static constexpr int kStages = kDPad <= 96 ? 3 : 2;    // two blocks a multiprocessor either way
-  // Q buffers: the chained kernel's second one lets a block load its next
-  // query block's Q while the current one's last tiles run; past head_dim 80
-  // it would leave room for one block a multiprocessor, so the chained kernel
-  // is built up to head_dim 80 only.
-  static constexpr int kQBuffers = kChained ? 2 : 1;
   static constexpr uint32_t kQBytes = kBlockM * kRowBytes;
   static constexpr uint32_t kTileBytes = kBlockN * kRowBytes;  // one K or one V tile
   static constexpr uint32_t kStageBytes = 2 * kTileBytes;
-  // Full and empty a Q buffer; full K, full V and empty a stage.
-  static constexpr uint32_t kBarriers = 2 * kQBuffers + 3 * kStages;
-  static constexpr uint32_t kBarrierBytes = (8 * kBarriers + 15) / 16 * 16;
-  // The chained kernel's copier cursor (an int4) and the block's items.
-  static constexpr uint32_t kChainBytes = kChained ? 16 + 32 * kMaxItems : 0;
+  // Full Q; full K, full V and empty a stage.
+  static constexpr uint32_t kBarrierBytes = 8 * (1 + 3 * kStages);
   // 1024 bytes of slack: 128-byte swizzled parts start on 1024-byte boundaries.
-  static constexpr size_t kSmem =
-      1024 + kQBuffers * kQBytes + kStages * kStageBytes + kBarrierBytes + kChainBytes;
+  static constexpr size_t kSmem = 1024 + kQBytes + kStages * kStageBytes + kBarrierBytes;
   // The wgmma layout type of the second part's swizzle (bits 62-63).
   static constexpr uint64_t kTailLayout = kTailRow == 32 ? 3 : kTailRow == 64 ? 2 : 1;
   static_assert(kTail == 0 || kTail == 16 || kTail == 32 || kTail == 64, "padded head_dim");
-  static_assert(!kChained || kDPad <= 80, "two blocks a multiprocessor");
   static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "parts stay 1024-byte aligned");
 };
 
@@ -130,9 +116,9 @@ struct Maps {
 };
 
 // One query block of one head: the block's item, and what it reads, worked
-// out once from its sequence's length. Its sequence's rows start at `start`;
-// len 0 marks an item with nothing to do (a padded sequence, a block past the
-// sequence's end, or past the grid's last block). Its key tiles: whole ones,
+// out from its sequence's length. Its sequence's rows start at `start`; len
+// 0 marks an item with nothing to do (a padded sequence, or a block past the
+// sequence's end). Its key tiles: whole ones,
 // and with end-aligned tails a partial last one as the sequence's last
 // kBlockN rows (these go by TMA, the rest by cp.async); the first query row
 // of its Q tile: q0, or the sequence's last kBlockM rows for the block at its
@@ -146,15 +132,13 @@ struct Item {
     return tile < n_full ? tile * kBlockN : len - kBlockN;
   }
 };
-static_assert(sizeof(Item) == 32, "Geometry::kChainBytes counts 32 bytes an item");
 
-// Query block x (of m_blocks a sequence; none at or past query_blocks).
-__device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens, int64_t x,
-                                          int query_blocks, int m_blocks, bool end_aligned) {
+// Query block x (of m_blocks a sequence).
+__device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens, int x,
+                                          int m_blocks, bool end_aligned) {
   Item item{};
-  if (x >= query_blocks) return item;
-  const int seq = static_cast<int>(x / m_blocks);
-  item.q0 = (static_cast<int>(x) - seq * m_blocks) * kBlockM;
+  const int seq = x / m_blocks;
+  item.q0 = (x - seq * m_blocks) * kBlockM;
   item.start = cu_seqlens[seq];
   item.len = cu_seqlens[seq + 1] - item.start;
   if (item.q0 >= item.len) {
@@ -171,114 +155,63 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 }
 
 // kLazy: the running max moves lazily (online_softmax, kRescaleSlack;
-// variants 3, 5 and 6); false compiles the per-tile form (variant 4, the A/B
+// variants 3 and 5); false compiles the per-tile form (variant 4, the A/B
 // arm, and head_dim 128's only form: lazy, it would pass the 128-register
 // bound).
 //
-// kChained false (variants 3 to 5): a block runs one query block of one head
-// (grid x: sequence and query block, y: head) and leaves at once when it has
-// nothing to do. Thread 0 issues Q and the first kStages tiles, then refills
-// the stage of tile it - 1 while its warpgroup's Q K^T of tile it runs.
-//
-// kChained (variant 6, up to head_dim 80; measured, not the default): a block
-// runs items_per_block query blocks of one head, a grid's width apart (x, x +
-// gridDim.x, ...): the blocks running together then hold neighbouring query
-// blocks, which read the same sequences' K and V tiles, as without chaining
-// (consecutive ones a block would spread them over four times as many
-// sequences, past what L2 holds: 10% slower at 2048 tokens). The copier's
-// ring runs on across them, so the next item's Q (into the other Q buffer)
-// and first K and V tiles are in flight while the current item's last tiles
-// run, instead of every block waiting through its first loads; a block's
-// tiles are numbered on across its items for the ring's stages and phases.
-// The copier runs at most one item ahead of its own warp (Q buffers: two),
-// and waits for a Q buffer's "empty" barrier (every warp arrives once it has
-// finished the item that used it) before loading it again. Tiles and Q loads
-// that cp.async brings still complete a phase of their barriers (the
-// copier's plain arrival), and every consumer waits on it too, so the phases
-// stay in step and each arrival follows a wait on the phase before. It
-// measured level to 4% faster on sequences of 704..2048 tokens, but a block's
-// items are assigned before it runs, and on batches of mixed lengths (up to 72
-// query blocks a sequence) the one end-to-end A/B ran 3.4% slower: four items
-// of very different lengths a block, which the hardware's scheduler can no
-// longer even out, are the likely cause.
-template <int kDPad, bool kLazy, bool kChained>
+// A block runs one query block of one head (grid x: sequence and query
+// block, y: head) and leaves at once when it has nothing to do. Thread 0
+// issues Q and the first kStages tiles, then refills the stage of tile it - 1
+// while its warpgroup's Q K^T of tile it runs. (Chaining up to four query
+// blocks a block, the next one's Q and first tiles loading during the
+// current one's last, measured 7-20% slower: bench/kernels/NOTES.md,
+// thirteenth and fourteenth sessions; commit 521041b holds it.)
+template <int kDPad, bool kLazy>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,
                          const __grid_constant__ CUtensorMap map_q_tail,
                          const __grid_constant__ CUtensorMap map_kv_main,
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
-                         int m_blocks, int query_blocks, int num_heads, int head_dim,
-                         float scale_log2, bool end_aligned, int items_per_block,
-                         bf16* __restrict__ out) {
+                         int m_blocks, int num_heads, int head_dim, float scale_log2,
+                         bool end_aligned, bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
-  using G = Geometry<kDPad, kChained>;
+  using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
-  constexpr int kQBuffers = G::kQBuffers;
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
 
-  // The plain kernel's one item, in every thread's registers; the chained
-  // kernel's items live in shared memory (below).
-  Item my_item{};
-  if constexpr (!kChained) {
-    my_item = make_item(cu_seqlens, blockIdx.x, query_blocks, m_blocks, end_aligned);
-    if (my_item.len == 0) return;  // padded sequence or past its end: the whole block leaves
-  }
+  const Item item = make_item(cu_seqlens, static_cast<int>(blockIdx.x), m_blocks, end_aligned);
+  if (item.len == 0) return;  // padded sequence or past its end: the whole block leaves
+  const int start = item.start, len = item.len;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  // Q buffers; then per stage K main, K tail, V main, V tail (each Q or tile
-  // as [main part: rows of 128 bytes][tail part]); then the barriers, and for
-  // the chained kernel the copier's cursor and the block's items.
-  auto q_buffer = [&](int b) { return base + b * G::kQBytes; };
-  auto k_tile = [&](int stage) { return base + kQBuffers * G::kQBytes + stage * G::kStageBytes; };
+  // Q, then per stage K main, K tail, V main, V tail (each Q or tile as
+  // [main part: rows of 128 bytes][tail part]), then the barriers.
+  const uint32_t s_q = base;
+  auto k_tile = [&](int stage) { return base + G::kQBytes + stage * G::kStageBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + G::kTileBytes; };
-  const uint32_t bars = base + kQBuffers * G::kQBytes + kStages * G::kStageBytes;
-  auto full_q = [&](int b) { return bars + 8 * b; };
-  auto empty_q = [&](int b) { return bars + 8 * (kQBuffers + b); };
-  auto full_k = [&](int stage) { return bars + 8 * (2 * kQBuffers + stage); };
-  auto full_v = [&](int stage) { return bars + 8 * (2 * kQBuffers + kStages + stage); };
-  auto empty = [&](int stage) { return bars + 8 * (2 * kQBuffers + 2 * kStages + stage); };
-  unsigned char* after_bars = smem_raw + (bars + G::kBarrierBytes - smem_addr(smem_raw));
-  int4* cursor = reinterpret_cast<int4*>(after_bars);  // the copier's only (thread 0)
-  Item* items = reinterpret_cast<Item*>(after_bars + sizeof(int4));
+  const uint32_t bars = base + G::kQBytes + kStages * G::kStageBytes;
+  const uint32_t full_q = bars;
+  auto full_k = [&](int stage) { return bars + 8 * (1 + stage); };
+  auto full_v = [&](int stage) { return bars + 8 * (1 + kStages + stage); };
+  auto empty = [&](int stage) { return bars + 8 * (1 + 2 * kStages + stage); };
 
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = tid / 128;
   const int lane = tid % 32;
   const int t = lane & 3;
   const int head = static_cast<int>(blockIdx.y);
-  const int block_items = kChained ? items_per_block : 1;
 
-  if (tid == 0) {
-    for (int b = 0; b < kQBuffers; ++b) {
-      mbarrier_init(full_q(b), 1);
-      mbarrier_init(empty_q(b), kThreads / 32);  // every warp, once its item is done
-    }
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(full_k(s), 1);
-      mbarrier_init(full_v(s), 1);
-      mbarrier_init(empty(s), kThreads / 32);  // every warp, once its products are done
-    }
-    fence_barrier_init();
-    if constexpr (kChained) *cursor = make_int4(0, 0, 0, 0);
-  }
-  if constexpr (kChained) {
-    if (tid < block_items)
-      items[tid] = make_item(cu_seqlens, blockIdx.x + int64_t{tid} * gridDim.x, query_blocks,
-                             m_blocks, end_aligned);
-  }
-  __syncthreads();
-
-  const int64_t row_stride = int64_t{3} * num_heads * head_dim;
-  const int64_t head_col = static_cast<int64_t>(head) * head_dim;
-  const int64_t kv_col = static_cast<int64_t>(num_heads) * head_dim;
+  const HeadRows seq_rows = head_rows(qkv, start, head, num_heads, head_dim);
+  const int64_t row_stride = seq_rows.stride;
+  const bf16 *q_base = seq_rows.q, *k_base = seq_rows.k, *v_base = seq_rows.v;
 
   // cp.async copy of `rows` rows from row0 (the sequence's rows only, zeros
   // past its end and past head_dim) into the swizzled two-part layout.
   const int valid_chunks = head_dim / 8;
-  auto copy_rows = [&](uint32_t dst, const bf16* src_base, int len, int row0, int rows) {
+  auto copy_rows = [&](uint32_t dst, const bf16* src_base, int row0, int rows) {
     constexpr int kChunks = kDPad / 8;
     const uint32_t tail = dst + static_cast<uint32_t>(rows) * 128;
     for (int i = tid; i < rows * kChunks; i += kThreads) {
@@ -299,9 +232,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (G::kTail > 0)
       tma_load_3d(dst + static_cast<uint32_t>(rows) * 128, tail_map, 64, slot, token, bar);
   };
-  // Tile `tile` of `item` (its first key item.key0(tile)) into `stage`.
-  auto issue_kv = [&](const Item& item, int tile, int stage) {
-    const int token = item.start + item.key0(tile);
+  // Tile `tile` (its first key item.key0(tile)) into its stage (one thread).
+  auto issue_kv = [&](int tile) {
+    const int stage = tile % kStages;
+    const int token = start + item.key0(tile);
     mbarrier_arrive_expect_tx(full_k(stage), G::kTileBytes);
     tma_rows(k_tile(stage), &map_kv_main, &map_kv_tail, num_heads + head, token, kBlockN,
              full_k(stage));
@@ -309,196 +243,127 @@ __global__ void __launch_bounds__(kThreads, 2)
     tma_rows(v_tile(stage), &map_kv_main, &map_kv_tail, 2 * num_heads + head, token, kBlockN,
              full_v(stage));
   };
-  auto issue_q = [&](const Item& item, int b) {
-    mbarrier_arrive_expect_tx(full_q(b), G::kQBytes);
-    tma_rows(q_buffer(b), &map_q_main, &map_q_tail, head, item.start + item.q_first, kBlockM,
-             full_q(b));
-  };
 
-  // The chained copier (thread 0): issues the block's tiles in order up to
-  // (not including) tile `limit`, and each item's Q before its first tile, but
-  // not Q load max_q + 1 or later (the copier's own warp must have finished
-  // the item that used the buffer before, or it would wait for itself). Tiles
-  // and Q loads that cp.async brings are counted through their barriers'
-  // phases (a plain arrival). Its cursor lives in shared memory: as registers
-  // it would occupy every thread's.
-  auto produce_chained = [&](int limit, int max_q) {
-    int4 c = *cursor;  // x: next tile, y: its item, z: its tile there, w: Q loads so far
-    while (c.x < limit && c.y < block_items) {
-      const Item& item = items[c.y];
-      if (item.len == 0) {
-        ++c.y;
-        continue;
-      }
-      if (c.z == 0) {
-        if (c.w > max_q) break;
-        const int b = c.w % kQBuffers;
-        if (c.w >= kQBuffers)
-          mbarrier_wait(empty_q(b), static_cast<uint32_t>(c.w / kQBuffers - 1) & 1u);
-        if (item.q_by_tma)
-          issue_q(item, b);
-        else
-          mbarrier_arrive(full_q(b));
-      }
-      const int stage = c.x % kStages;
-      if (c.x >= kStages)
-        mbarrier_wait(empty(stage), static_cast<uint32_t>(c.x / kStages - 1) & 1u);
-      if (c.z < item.n_tma) {
-        issue_kv(item, c.z, stage);
-      } else {
-        mbarrier_arrive(full_k(stage));
-        mbarrier_arrive(full_v(stage));
-      }
-      ++c.x;
-      if (++c.z == item.n_tiles) {
-        c.z = 0;
-        ++c.y;
-        ++c.w;
-      }
-    }
-    *cursor = c;
-  };
   if (tid == 0) {
-    if constexpr (kChained) {
-      produce_chained(kStages, kQBuffers - 1);
-    } else {
-      if (my_item.q_by_tma) issue_q(my_item, 0);
-      for (int tile = 0; tile < min(kStages, my_item.n_tma); ++tile) issue_kv(my_item, tile, tile);
+    mbarrier_init(full_q, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(full_k(s), 1);
+      mbarrier_init(full_v(s), 1);
+      mbarrier_init(empty(s), kThreads / 32);  // every warp, once its products are done
     }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (item.q_by_tma) {
+      mbarrier_arrive_expect_tx(full_q, G::kQBytes);
+      tma_rows(s_q, &map_q_main, &map_q_tail, head, start + item.q_first, kBlockM, full_q);
+    }
+    for (int tile = 0; tile < min(kStages, item.n_tma); ++tile) issue_kv(tile);
+  }
+  if (item.q_by_tma) {
+    mbarrier_wait(full_q, 0);
+  } else {
+    copy_rows(s_q, q_base, item.q_first, kBlockM);
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    __syncthreads();
   }
 
-  int tiles_before = 0;  // the block's tiles in the items before this one
-  int q_loads = 0;       // and its Q loads
-  for (int j = 0; j < block_items; ++j) {
-    const Item item = kChained ? items[j] : my_item;
-    if (kChained && item.len == 0) continue;
-    const int start = item.start, len = item.len;
-    const bf16* q_base = qkv + static_cast<int64_t>(start) * row_stride + head_col;
-    const bf16* k_base = q_base + kv_col;
-    const bf16* v_base = k_base + kv_col;
-    const int b = q_loads % kQBuffers;
-    const uint32_t s_q = q_buffer(b);
-    const uint32_t q_parity = static_cast<uint32_t>(q_loads / kQBuffers) & 1u;
-    if (item.q_by_tma) {
-      mbarrier_wait(full_q(b), q_parity);
-    } else {
-      // Every warp has finished the item that used this buffer before.
-      if constexpr (kChained) __syncthreads();
-      copy_rows(s_q, q_base, len, item.q_first, kBlockM);
+  // This warpgroup's 64 query rows, both parts.
+  const uint32_t q_main = s_q + wg * 64 * 128;
+  const uint32_t q_tail = s_q + kBlockM * 128 + wg * 64 * G::kTailRow;
+  auto issue_qk = [&](float(&s)[kBlockN / 2], int stage) {
+    const uint32_t k_main = k_tile(stage);
+    const uint32_t k_tail = k_main + kBlockN * 128;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      qk_step<kBlockN>(s, smem_desc_sw128(q_main + kk * 32), smem_desc_sw128(k_main + kk * 32), 1);
+#pragma unroll
+    for (int kk = 0; kk < G::kTail / 16; ++kk)
+      qk_step<kBlockN>(s, desc_swizzled(q_tail + kk * 32, G::kTailRow, G::kTailLayout),
+                       desc_swizzled(k_tail + kk * 32, G::kTailRow, G::kTailLayout), 1);
+  };
+  float o[kDPad / 2];
+#pragma unroll
+  for (int i = 0; i < kDPad / 2; ++i) o[i] = 0.0f;
+  auto issue_pv = [&](const uint32_t(&p)[kPSteps][4], int stage) {
+    const uint32_t v_main = v_tile(stage);
+    const uint32_t v_tail = v_main + kBlockN * 128;
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk) {  // 16 keys a step: two 8-row atoms
+      pv_part<kDPad, 0, 64>(o, p[kk], desc_swizzled(v_main + kk * 16 * 128, 128, 1));
+      if constexpr (G::kTail > 0)
+        pv_part<kDPad, 64, G::kTail>(
+            o, p[kk], desc_swizzled(v_tail + kk * 16 * G::kTailRow, G::kTailRow, G::kTailLayout));
+    }
+  };
+
+  float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
+  float row_sum[2] = {0.0f, 0.0f};
+  for (int it = 0; it < item.n_tiles; ++it) {
+    const int stage = it % kStages;
+    const uint32_t parity = static_cast<uint32_t>(it / kStages) & 1u;
+    const bool by_tma = it < item.n_tma;
+    if (!by_tma) {
+      // A partial tile of a sequence shorter than a box (or any partial
+      // tile, without end-aligned tails): the sequence's last. Its stage was
+      // last filled for tile it - kStages, whose products every warp has
+      // finished once all are past this barrier; no TMA is ever issued into
+      // it again.
+      __syncthreads();
+      copy_rows(k_tile(stage), k_base, it * kBlockN, kBlockN);
+      copy_rows(v_tile(stage), v_base, it * kBlockN, kBlockN);
       cp_async_commit();
       cp_async_wait<0>();
       fence_async_shared();
       __syncthreads();
-      // The copier arrived on this phase before its own warp got here.
-      if constexpr (kChained) mbarrier_wait(full_q(b), q_parity);
+    } else {
+      mbarrier_wait(full_k(stage), parity);
     }
-
-    // This warpgroup's 64 query rows, both parts.
-    const uint32_t q_main = s_q + wg * 64 * 128;
-    const uint32_t q_tail = s_q + kBlockM * 128 + wg * 64 * G::kTailRow;
-    auto issue_qk = [&](float(&s)[kBlockN / 2], int stage) {
-      const uint32_t k_main = k_tile(stage);
-      const uint32_t k_tail = k_main + kBlockN * 128;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        qk_step<kBlockN>(s, smem_desc_sw128(q_main + kk * 32), smem_desc_sw128(k_main + kk * 32),
-                         1);
-#pragma unroll
-      for (int kk = 0; kk < G::kTail / 16; ++kk)
-        qk_step<kBlockN>(s, desc_swizzled(q_tail + kk * 32, G::kTailRow, G::kTailLayout),
-                         desc_swizzled(k_tail + kk * 32, G::kTailRow, G::kTailLayout), 1);
-    };
-    float o[kDPad / 2];
-#pragma unroll
-    for (int i = 0; i < kDPad / 2; ++i) o[i] = 0.0f;
-    auto issue_pv = [&](const uint32_t(&p)[kPSteps][4], int stage) {
-      const uint32_t v_main = v_tile(stage);
-      const uint32_t v_tail = v_main + kBlockN * 128;
-#pragma unroll
-      for (int kk = 0; kk < kPSteps; ++kk) {  // 16 keys a step: two 8-row atoms
-        pv_part<kDPad, 0, 64>(o, p[kk], desc_swizzled(v_main + kk * 16 * 128, 128, 1));
-        if constexpr (G::kTail > 0)
-          pv_part<kDPad, 64, G::kTail>(
-              o, p[kk], desc_swizzled(v_tail + kk * 16 * G::kTailRow, G::kTailRow, G::kTailLayout));
-      }
-    };
-
-    float row_max[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
-    float row_sum[2] = {0.0f, 0.0f};
-    for (int it = 0; it < item.n_tiles; ++it) {
-      const int tile = tiles_before + it;  // the block's numbering: stages and phases
-      const int stage = tile % kStages;
-      const uint32_t parity = static_cast<uint32_t>(tile / kStages) & 1u;
-      const bool by_tma = it < item.n_tma;
-      if (!by_tma) {
-        // A partial tile of a sequence shorter than a box (or any partial
-        // tile, without end-aligned tails). Its stage was last filled for
-        // tile - kStages, whose products every warp has finished once all
-        // are past this barrier; the copier issues no TMA into it before
-        // every warp has released this tile.
-        __syncthreads();
-        copy_rows(k_tile(stage), k_base, len, it * kBlockN, kBlockN);
-        copy_rows(v_tile(stage), v_base, len, it * kBlockN, kBlockN);
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_async_shared();
-        __syncthreads();
-        if constexpr (kChained) {  // the copier's plain arrivals, as for Q
-          mbarrier_wait(full_k(stage), parity);
-          mbarrier_wait(full_v(stage), parity);
-        }
-      } else {
-        mbarrier_wait(full_k(stage), parity);
-      }
-      float s[kBlockN / 2];
-      zeroed_for_wgmma(s);
-      wgmma_fence();
-      issue_qk(s, stage);
-      wgmma_commit();
-      // The copier refills the stage of the tile before, as soon as every
-      // warp has released it, while this warpgroup's Q K^T runs. (Tile - 1's
-      // last reader may be the other warpgroup, one tile behind at most.)
-      if constexpr (kChained) {
-        if (tid == 0 && tile >= 1) produce_chained(tile + kStages, q_loads + kQBuffers - 1);
-      } else if (tid == 0 && it >= 1 && it - 1 + kStages < item.n_tma) {
-        const int prev = it - 1;
-        mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
-        issue_kv(item, prev + kStages, prev % kStages);
-      }
-      __syncwarp();
-      wgmma_wait<0>();
-      fence_registers(s);
-      uint32_t p[kPSteps][4];
-      float alpha[2];
-      // An end-aligned last tile starts before it * kBlockN: the keys below
-      // that, which the tile before covered, are masked.
-      if (online_softmax<kBlockN, kLazy>(s, by_tma ? item.key0(it) : it * kBlockN, len,
-                                         scale_log2, t, row_max, row_sum, p, alpha, kRescaleSlack,
-                                         it * kBlockN))
-        rescale_o<kDPad>(o, alpha);
-      fence_registers(o);
-      fence_registers(p);
-      if (by_tma) mbarrier_wait(full_v(stage), parity);
-      wgmma_fence();
-      issue_pv(p, stage);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(o);
-      fence_registers(p);
-      // The plain kernel never refills a cp.async tile's stage (it is the last).
-      if (lane == 0 && (kChained || by_tma)) mbarrier_arrive(empty(stage));
+    float s[kBlockN / 2];
+    zeroed_for_wgmma(s);
+    wgmma_fence();
+    issue_qk(s, stage);
+    wgmma_commit();
+    // The copier refills the stage of the tile before, as soon as every warp
+    // has released it, while this warpgroup's Q K^T runs. (Tile it - 1's last
+    // reader may be the other warpgroup, one tile behind at most.)
+    if (tid == 0 && it >= 1 && it - 1 + kStages < item.n_tma) {
+      const int prev = it - 1;
+      mbarrier_wait(empty(prev % kStages), static_cast<uint32_t>(prev / kStages) & 1u);
+      issue_kv(prev + kStages);
     }
-
-    const int row_g = item.q_first + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
-    write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out, item.q0);
-    if (kChained && lane == 0) mbarrier_arrive(empty_q(b));
-    tiles_before += item.n_tiles;
-    ++q_loads;
+    __syncwarp();
+    wgmma_wait<0>();
+    fence_registers(s);
+    uint32_t p[kPSteps][4];
+    float alpha[2];
+    // An end-aligned last tile starts before it * kBlockN: the keys below
+    // that, which the tile before covered, are masked.
+    if (online_softmax<kBlockN, kLazy>(s, by_tma ? item.key0(it) : it * kBlockN, len, scale_log2,
+                                       t, row_max, row_sum, p, alpha, kRescaleSlack,
+                                       it * kBlockN))
+      rescale_o<kDPad>(o, alpha);
+    fence_registers(o);
+    fence_registers(p);
+    if (by_tma) mbarrier_wait(full_v(stage), parity);
+    wgmma_fence();
+    issue_pv(p, stage);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(o);
+    fence_registers(p);
+    if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
   }
+
+  const int row_g = item.q_first + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
+  write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out, item.q0);
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
-      (void)cu_seqlens, (void)m_blocks, (void)query_blocks, (void)num_heads, (void)head_dim,
-      (void)scale_log2, (void)end_aligned, (void)items_per_block, (void)out;
+      (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
+      (void)end_aligned, (void)out;
   __trap();
 #endif
 }
@@ -521,13 +386,10 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
-// chained_items: 0 runs the plain kernel; 1 to kMaxItems the chained one with
-// that many query blocks a block, -1 with attention_items_per_block's pick.
-template <int kDPad, bool kLazy, bool kChained>
+template <int kDPad, bool kLazy>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, bool end_aligned, int chained_items, bf16* out,
-           cudaStream_t stream) {
-  using G = Geometry<kDPad, kChained>;
+           int head_dim, float scale, bool end_aligned, bf16* out, cudaStream_t stream) {
+  using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
   // one bucket of a batch), so max_seqs x max_seqlen is no bound; TMA reads
@@ -543,23 +405,15 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
     return err;
   if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
     return err;
-  auto* kernel = tma_attention_kernel<kDPad, kLazy, kChained>;
+  auto* kernel = tma_attention_kernel<kDPad, kLazy>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
-  const int query_blocks = max_seqs * m_blocks;
-  const int per_block = !kChained ? 1
-                        : chained_items > 0
-                            ? chained_items
-                            : detail::attention_items_per_block(int64_t{query_blocks} * num_heads,
-                                                                detail::current_multiprocessors());
-  const dim3 grid(static_cast<unsigned>((int64_t{query_blocks} + per_block - 1) / per_block),
-                  static_cast<unsigned>(num_heads));
+  const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               query_blocks, num_heads, head_dim, scale * 1.4426950408889634f,
-                               end_aligned, per_block, out);
+                               num_heads, head_dim, scale * 1.4426950408889634f, end_aligned, out);
 }
 
 }  // namespace
@@ -570,44 +424,23 @@ bool sm90_tma_attention_supported() {
   return sm90_attention_supported() && tensor_map_encoder() != nullptr;
 }
 
-int attention_items_per_block(int64_t items, int multiprocessors) {
-  // Enough blocks to keep four rounds of two a multiprocessor, so the
-  // hardware's scheduler still evens out uneven sequences; up to kMaxItems.
-  constexpr int kRounds = 4, kBlocksPerSm = 2;
-  if (multiprocessors <= 0) return 1;
-  const int64_t per_block = items / (int64_t{kRounds} * kBlocksPerSm * multiprocessors);
-  return static_cast<int>(std::clamp<int64_t>(per_block, 1, kMaxItems));
-}
-
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, bool end_aligned, int chained_items,
-                                   cudaStream_t stream) {
+                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
-  ENCODER_KIT_REQUIRE(chained_items >= -1 && chained_items <= kMaxItems);
   if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto lazy, auto chained) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value, decltype(chained)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, end_aligned,
-        chained_items, out, stream);
+  auto go = [&](auto dpad, auto lazy) {
+    return launch<decltype(dpad)::value, decltype(lazy)::value>(
+        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, end_aligned, out,
+        stream);
   };
   using Lazy = std::true_type;
   using EveryTile = std::false_type;
-  using Plain = std::false_type;
-  using Chained = std::true_type;
-  // The chained kernel: lazy, up to head_dim 80; past that a block runs one
-  // query block, as the plain kernel does.
-  const bool chained = chained_items != 0 && lazy && head_dim <= 80;
-  auto pick = [&](auto dpad) {
-    if (!lazy) return go(dpad, EveryTile{}, Plain{});
-    if constexpr (decltype(dpad)::value <= 80)
-      if (chained) return go(dpad, Lazy{}, Chained{});
-    return go(dpad, Lazy{}, Plain{});
-  };
+  auto pick = [&](auto dpad) { return lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
   if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
   if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{}, EveryTile{}, Plain{});
+  return go(std::integral_constant<int, 128>{}, EveryTile{});
 }
 
 }  // namespace detail

@@ -48,13 +48,13 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // (0, 4 or 5 for the A/B switches, below) for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 7;
+inline constexpr int kSm90AttentionVariants = 6;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
-// Variants 3 to 6 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
+// Variants 3 to 5 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
 // of stages; they need the driver's cuTensorMapEncodeTiled besides. The
 // public entry picks one of 3 to 5 where supported unless ENCGRAPH_ATTENTION_TMA is "0"
 // (the A/B switch: variant 0 then), which tma_attention_enabled() reads once.
@@ -66,29 +66,12 @@ bool tma_attention_enabled();
 // head_dim 128 do; the public entry picks it when
 // ENCGRAPH_ATTENTION_LAZY_RESCALE is "0" (the A/B switch; read once).
 bool lazy_rescale_enabled();
-// Variants 3, 4 and 6 read a sequence's last, partial key tile and the query
+// Variants 3 and 4 read a sequence's last, partial key tile and the query
 // block at its end by TMA as the sequence's last 64 and 128 rows
 // (end-aligned). Variant 5 is the former form, variant 3 with those tails
 // copied by cp.async behind block barriers; the public entry picks it when
 // ENCGRAPH_ATTENTION_END_ALIGNED is "0" (the A/B switch; read once).
-// Variant 6 (measured, not the default: bench/kernels/NOTES.md) chains, up to
-// head_dim 80, several query blocks of one head a block, a grid's width
-// apart, loading the next one's Q and first tiles while the current one's
-// last tiles run: attention_items_per_block of them.
 bool end_aligned_tails_enabled();
-// Query blocks a block of variant 6 chains (head_dim up to 80): as many as
-// leave four rounds of two blocks a multiprocessor for the call's `items`
-// (query block, head) pairs, from 1 to 4; 1 when multiprocessors is unknown
-// (0).
-int attention_items_per_block(int64_t items, int multiprocessors);
-// Variant 6's kernel with items_per_block query blocks a block, 1 to
-// kMaxChainedItems (head_dim over 80 runs the plain kernel, one a block): for
-// the tests and the benchmark (with 1 it measures what the chaining
-// machinery costs against variant 3, the plain kernel).
-inline constexpr int kMaxChainedItems = 4;
-int varlen_attention_bf16_sm90_chained(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                       int max_seqlen, int num_heads, int head_dim, float scale,
-                                       bf16* out, int items_per_block, cudaStream_t stream);
 
 // The Hopper matrix product (gemm_sm90.cu: TMA, wgmma, sm_90a): whether it
 // runs on the current device (sm90_attention_supported() and a driver with
