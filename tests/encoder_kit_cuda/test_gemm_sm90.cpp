@@ -38,6 +38,18 @@ std::vector<double> products(const std::vector<bf16>& x, const std::vector<bf16>
   return c;
 }
 
+// Per-element tolerance (relative to |y|) of a SiLU·mul output against
+// silu_mul_ref. The kernel rounds as the module does, but its fp32 gate and up
+// are not the reference's float64 ones: where either lies next to a bf16
+// rounding boundary, it rounds one step (up to 2^-7 of the value) the other
+// way, and the steps chain through silu(gate)'s rounding and the product's.
+// Rounding each of gate, up and silu(gate) either way over random values
+// (|y| > 0.5) moves y by up to 1.9% with one of them flipped and 3.3% with all
+// three. One element in 3.5 million exceeded the former 1.5% on an H200
+// (0.0745 off; seed 1016744059, the fourteenth session). The L2 error (8e-3)
+// still bounds the whole output.
+constexpr double kSiluMulRtol = 3.5e-2;
+
 // The module's rounding: gate and up in bf16, silu(gate) in bf16, the product.
 double silu_mul_ref(double gate, double up) {
   const double g = round_bf(gate), u = round_bf(up);
@@ -301,9 +313,8 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
                                         sh.rows, sh.k, sh.inter, ld_y, nullptr, splits, tile_n));
       CUDA_OK(cudaDeviceSynchronize());
       got = dy.download();
-      // A bf16 rounding of gate or up that lands the other way moves y by up to
-      // about one bf16 step of each: 1.5% of the terms' size.
-      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      // Roundings that land the other way: kSiluMulRtol.
+      CHECK_CLOSE(compare(got, ref, kSiluMulRtol, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
       CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
     }
 
@@ -422,7 +433,7 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
                                             tile_n));
       CUDA_OK(cudaDeviceSynchronize());
       const auto got = dy.download();
-      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      CHECK_CLOSE(compare(got, ref, kSiluMulRtol, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
       CHECK(touched_outside(got, sh.rows, sh.inter, ld_y) == 0);
       CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < exact_bound(sh.rows * sh.inter));
     }
@@ -609,6 +620,6 @@ GPU_TEST_CASE(
         for (int64_t f = 0; f < inter; ++f)
           ref[r * inter + f] = silu_mul_ref(g[r * inter + f] + to_f(in.gate_b[f]),
                                             u[r * inter + f] + to_f(in.up_b[f]));
-      CHECK_CLOSE(compare(got, ref, 1.5e-2, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
+      CHECK_CLOSE(compare(got, ref, kSiluMulRtol, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
     }
 }
