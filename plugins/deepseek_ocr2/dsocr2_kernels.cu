@@ -505,10 +505,9 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   }
 
   if (kBias) __syncthreads();  // no warp reads the products any more
-  store_warp_rows<kDTiles, kStride>(o, row_sum, s_q + warp * 16 * kStride, lane, q0 + warp * 16,
-                                    len, valid_chunks,
-                                    a.out + start * a.out_stride + static_cast<int64_t>(head) * hd,
-                                    a.out_stride);
+  store_warp_rows<kDTiles, kStride>(
+      o, row_sum, s_q + warp * 16 * kStride, lane, q0 + warp * 16, len, valid_chunks,
+      a.out + start * a.out_stride + static_cast<int64_t>(head) * hd, a.out_stride);
 }
 
 // Vector width 8 when every pointer is 16-byte aligned and rows are whole vectors.

@@ -352,7 +352,9 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
 // (one row of 8 or 16) the error's own spread reaches 1% (0.0106 was seen on
 // an H200 with one row of 8), so those get twice the bound.
 namespace {
-double exact_bound(int64_t outputs) { return outputs < 64 ? 2e-2 : 1e-2; }
+double exact_bound(int64_t outputs) {
+  return outputs < 64 ? 2e-2 : 1e-2;
+}
 }  // namespace
 
 GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float64") {

@@ -323,8 +323,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   if (variant >= 3)
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                          head_dim, scale, out, variant != 4, variant != 5,
-                                          stream);
+                                          head_dim, scale, out, variant != 4, variant != 5, stream);
   auto go = [&](auto dpad) {
     constexpr int d = decltype(dpad)::value;
     auto run = [&](auto kernel_launch) {

@@ -342,9 +342,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     float alpha[2];
     // An end-aligned last tile starts before it * kBlockN: the keys below
     // that, which the tile before covered, are masked.
-    if (online_softmax<kBlockN, kLazy>(s, by_tma ? item.key0(it) : it * kBlockN, len, scale_log2,
-                                       t, row_max, row_sum, p, alpha, kRescaleSlack,
-                                       it * kBlockN))
+    if (online_softmax<kBlockN, kLazy>(s, by_tma ? item.key0(it) : it * kBlockN, len, scale_log2, t,
+                                       row_max, row_sum, p, alpha, kRescaleSlack, it * kBlockN))
       rescale_o<kDPad>(o, alpha);
     fence_registers(o);
     fence_registers(p);
@@ -430,9 +429,9 @@ int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, i
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   auto go = [&](auto dpad, auto lazy) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, end_aligned, out,
-        stream);
+    return launch<decltype(dpad)::value, decltype(lazy)::value>(qkv, cu_seqlens, max_seqs,
+                                                                max_seqlen, num_heads, head_dim,
+                                                                scale, end_aligned, out, stream);
   };
   using Lazy = std::true_type;
   using EveryTile = std::false_type;
