@@ -6,8 +6,8 @@
 #   bash bench/kernels/profile_kernel.sh <bundle> <out-dir> <kernel-name regex> [bench_kernels args]
 # The second matching launch is profiled (the first after a warm-up call). The
 # regex sees the demangled name, template arguments included, as Nsight
-# Compute spells them (e.g. 'tma_attention_kernel<\(int\)80, \(bool\)1,
-# \(bool\)0>': the plain kernel, lazy, head_dim 72 or 80).
+# Compute spells them (e.g. 'tma_attention_kernel<\(int\)80, \(bool\)1>': the
+# TMA attention kernel, lazy, head_dim 72 or 80).
 # e.g. tma_attention_kernel --only attnfull (the Hopper attention at 16 x 4096);
 # profile_gemm_sm90.sh names our GEMM and its case.
 set -euo pipefail
@@ -19,7 +19,7 @@ name=${kernel//[^A-Za-z0-9_]/_}
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
 [[ -n $ncu ]] || { echo "no ncu on this machine"; exit 1; }
 "$ncu" --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 \
-  --section WarpStateStats --section SchedulerStats --section SourceCounters --section SpeedOfLight \
+  --section WarpStateStats --section SchedulerStats --section LaunchStats --section SourceCounters --section SpeedOfLight \
   --section ComputeWorkloadAnalysis --section Occupancy \
   -o "$out/$name" -f "$bundle/bin/bench_kernels" "$@" >"$out/ncu-run-$name.log" 2>&1
 "$ncu" -i "$out/$name.ncu-rep" --page details >"$out/$name-details.txt"

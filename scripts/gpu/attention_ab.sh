@@ -4,10 +4,10 @@
 # sequence's partial last key tile and its last query block read by TMA as its
 # last 64 and 128 rows) against the former kernel, tails copied by cp.async
 # behind block barriers (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one
-# call: `bench_kernels
-# --only attnshort` (SigLIP's head_dim at 704..2048 tokens, the variants
-# alternating) and `--only attn` once, then `siglip_bench` (so400m, requests
-# of 64, graphs) alternating the default and the former kernel twice.
+# call: `bench_kernels --only attnshort` (SigLIP's head_dim at 704..2048
+# tokens, the variants alternating) and `--only attn` once, then
+# `siglip_bench` (so400m, requests of 64, graphs) alternating the default and
+# the former kernel twice.
 # (The eleventh and twelfth sessions' lazy-max A/B, the thirteenth's and
 # fourteenth's chained query blocks: git history of this file.)
 # Leaves <logdir>/attention_ab.table for the summary; full logs beside it.

@@ -16,7 +16,7 @@ lengths=(768 2048)
 for len in "${lengths[@]}"; do
   scratch=$(mktemp -d)
   if ! bash "$root/bench/kernels/profile_kernel.sh" "$bundle" "$scratch" \
-    'tma_attention_kernel<\(int\)80, \(bool\)1, \(bool\)0>' --only attnshort --attn-len "$len" \
+    'tma_attention_kernel<\(int\)80, \(bool\)1>' --only attnshort --attn-len "$len" \
     >"$logdir/attention_profile_$len.log" 2>&1; then
     # Nsight Compute's own log says why (no counters, no matching launch).
     tail -40 "$scratch"/ncu-run-*.log >>"$logdir/attention_profile_$len.log" 2>&1 || true
@@ -37,8 +37,9 @@ metrics=("Duration" "SM Frequency" "Compute (SM) Throughput" "Memory Throughput"
   for m in "${metrics[@]}"; do
     row="| $m"
     for len in "${lengths[@]}"; do
-      v=$(grep -m1 -E "^ +$m " "$logdir/attention_profile_${len}_details.txt" |
-        awk '{print $(NF-1), $NF}' || true)
+      # The metric's name as a fixed string (some hold parentheses): "value unit".
+      v=$(awk -v m="$m" '$0 ~ /^ +/ && index($0, " " m " ") { print $NF, $(NF-1); exit }' \
+        "$logdir/attention_profile_${len}_details.txt" || true)
       row="$row | ${v:-?}"
     done
     echo "$row |"

@@ -263,7 +263,7 @@ GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softma
   run_case({2, 80, {1000, 77, 513}, 1, 1000, 3.0f, 3});
   run_case({2, 72, {730, 129}, 0, 730, 2.0f, 1});
   run_case({1, 128, {400, 1}, 2, 400, 2.0f, 0});
-  // Many short sequences, one tile each: Q and K by cp.async (under 128 and
+  // Many short sequences, one query block each: Q and K by cp.async (under 128 and
   // 64 rows) beside ones by TMA.
   run_case({2, 72, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});
   run_case({2, 64, {1, 17, 63, 64, 65, 100, 127, 128, 5, 64, 1, 127}, 0, 128, 2.0f, 1});

@@ -347,7 +347,7 @@ GPU_TEST_CASE("gate_up_silu_mul_bf16 against float64 and against cuBLASLt plus s
 }
 
 // Bound on the L2 error against the module's exact math (the norm's weight
-// unfolded): the fold's rounding of each weight (2^-9 at most) and the
+// unfolded): the fold's rounding of each weight (2^-8 at most) and the
 // output's bf16 rounding average out over many outputs, but over a handful
 // (one row of 8 or 16) the error's own spread reaches 1% (0.0106 was seen on
 // an H200 with one row of 8), so those get twice the bound.
@@ -394,7 +394,7 @@ GPU_TEST_CASE("rms_gate_up_silu_mul_bf16: RMSNorm in the product, against float6
     // float64, twice: what the kernel computes (x * rsqrt(mean(x^2) + eps)
     // times the folded bf16 weights: the per-element bound), and the module's
     // exact math (n = x * rsqrt(...) * w_norm times the unfolded weights: the
-    // fold's rounding of each weight, 2^-9 at most, averages out in the L2 error).
+    // fold's rounding of each weight, 2^-8 at most, averages out in the L2 error).
     const int64_t ld_y = sh.inter + 8;  // padding columns must stay untouched
     auto reference = [&](bool fold) {
       const auto wg = to_double(fold ? folded.gate : in.gate);
