@@ -167,6 +167,26 @@ void alternate(const std::string& kernel, const std::string& shape, double flops
   }
 }
 
+// Square products for about `seconds`, untimed, so that the first rows do not
+// run on an idle card's higher clocks: an H200 gave 457 µs for an attention
+// kernel timed first in its process and 499 µs for the same kernel a few
+// seconds later (bench/kernels/NOTES.md, fourteenth session).
+void warm_card(Pool& pool, cublasLtHandle_t lt, void* ws, double seconds) {
+  constexpr int64_t kN = 4096;
+  k::GemmPlan plan;
+  BENCH_CHECK(plan.initialize(kN, kN, kN, Ep::None, false));
+  bf16* A = pool.bf(static_cast<size_t>(kN * kN));
+  bf16* C = pool.bf(static_cast<size_t>(kN * kN));
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+         seconds) {
+    for (int i = 0; i < 20; ++i)
+      BENCH_CHECK(plan.run(lt, A, A, nullptr, nullptr, C, kN, ws, k::GemmPlan::workspace_bytes(),
+                           g_stream));
+    BENCH_CUDA(cudaStreamSynchronize(g_stream));
+  }
+}
+
 void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& name, int64_t m,
                 int64_t n, int64_t kk, Ep ep, bool residual) {
   k::GemmPlan plan;
@@ -548,6 +568,7 @@ int main(int argc, char** argv) {
   {
     Pool pool;
     void* ws = pool.raw<unsigned char>(k::GemmPlan::workspace_bytes());
+    warm_card(pool, lt, ws, 3.0);
 
     // Ceilings: a large device copy and a large square product.
     if (want("gemm") || want("memory")) {
