@@ -118,11 +118,11 @@ struct Maps {
 // One query block of one head: the block's item, and what it reads, worked
 // out from its sequence's length. Its sequence's rows start at `start`; len
 // 0 marks an item with nothing to do (a padded sequence, or a block past the
-// sequence's end). Its key tiles: whole ones,
-// and with end-aligned tails a partial last one as the sequence's last
-// kBlockN rows (these go by TMA, the rest by cp.async); the first query row
-// of its Q tile: q0, or the sequence's last kBlockM rows for the block at its
-// end (rows below q0 are read, not written).
+// sequence's end). Its key tiles: whole ones, and with end-aligned tails a
+// partial last one as the sequence's last kBlockN rows (these go by TMA, the
+// rest by cp.async). The first query row of its Q tile: q0, or the
+// sequence's last kBlockM rows for the block at its end (rows below q0 are
+// read, not written).
 struct Item {
   int start, len, q0;
   int n_tiles, n_full, n_tma, q_first;
