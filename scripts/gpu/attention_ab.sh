@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # GPU runner hook (scripts/gpu-run-all.sh calls: bash attention_ab.sh <bundle> <logdir>):
-# the Hopper attention's end-aligned tails (variant 3, the default: a
-# sequence's partial last key tile and its last query block read by TMA as its
-# last 64 and 128 rows) against the former kernel, tails copied by cp.async
-# behind block barriers (variant 5, ENCGRAPH_ATTENTION_END_ALIGNED=0), in one
-# call: `bench_kernels --only attnshort` (SigLIP's head_dim at 704..2048
-# tokens, the variants alternating) and `--only attn` once, then
-# `siglip_bench` (so400m, requests of 64, graphs) alternating the default and
-# the former kernel twice.
+# the Hopper attention's grid and output stores. Variant 3, the default, runs
+# a sequence's heads and query blocks together (sequence-major grid) and
+# stores O as 16-byte chunks staged in shared memory; 6 is the former kernel
+# (query blocks fastest, one head a grid row, 4-byte stores from registers;
+# ENCGRAPH_ATTENTION_HEADS_FIRST=0); 7 orders a sequence's blocks heads
+# fastest; 8 is 3 with 4-byte stores. In one call: `bench_kernels --only
+# attnshort` (SigLIP's head_dim at 704..2048 tokens, the variants
+# alternating) and `--only attn` once, then `siglip_bench` (so400m, requests
+# of 64, graphs) alternating the default and the former kernel twice.
 # (The eleventh and twelfth sessions' lazy-max A/B, the thirteenth's and
-# fourteenth's chained query blocks: git history of this file.)
+# fourteenth's chained query blocks and end-aligned tails: git history.)
 # Leaves <logdir>/attention_ab.table for the summary; full logs beside it.
 #   device run: bash scripts/gpu-run-all.sh attention_ab
 # step-timeout: 540
@@ -22,7 +23,7 @@ table=$logdir/attention_ab.table
 siglip=(--device cuda --weights random --set hidden_size=1152 --set intermediate_size=4304
   --set num_hidden_layers=27 --set num_attention_heads=16 --set image_size=384
   --set patch_size=14 --images 1024 --request-size 64 --repeats 2 --modes graphs)
-arms=("end-aligned:ENCGRAPH_ATTENTION_END_ALIGNED=1" "former:ENCGRAPH_ATTENTION_END_ALIGNED=0")
+arms=("sequence-major:ENCGRAPH_ATTENTION_HEADS_FIRST=1" "former:ENCGRAPH_ATTENTION_HEADS_FIRST=0")
 for round in 1 2; do
   for arm in "${arms[@]}"; do
     env "${arm#*:}" "$bundle/bin/siglip_bench" "${siglip[@]}" \
@@ -30,20 +31,23 @@ for round in 1 2; do
   done
 done
 {
-  echo "attention: end-aligned (variant 3) / former, cp.async tails (5), µs"
-  echo "| case | end-aligned | former |"
-  echo "|---|---|---|"
+  echo "attention, µs: 3 sequence-major + staged stores (default) / 6 former grid, 4-byte stores /"
+  echo "7 heads fastest + staged / 8 sequence-major, 4-byte stores"
+  echo "| case | 3 | 6 | 7 | 8 |"
+  echo "|---|---|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
-    awk '/TMA ring/ && !/every tile/ && !/window/ && / us / {
+    awk '/TMA ring/ && !/every tile/ && !/cp.async/ && !/window/ && / us / {
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      key = name (/cp.async/ ? "\t5" : "\t3")
+      v = /former grid/ ? 6 : /heads fastest/ ? 7 : /4-byte stores/ ? 8 : 3
+      key = name "\t" v
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s |\n", order[i], t[order[i] "\t3"], t[order[i] "\t5"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s |\n", order[i],
+      t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t7"], t[order[i] "\t8"] }'
   echo
   for round in 1 2; do
     for arm in "${arms[@]}"; do

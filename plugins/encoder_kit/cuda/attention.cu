@@ -413,7 +413,8 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
   // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
   // run on Hopper's warpgroup MMA where there is one (K and V by TMA, variant
   // 3, or 4 with ENCGRAPH_ATTENTION_LAZY_RESCALE=0, 5 with
-  // ENCGRAPH_ATTENTION_END_ALIGNED=0, unless ENCGRAPH_ATTENTION_TMA=0 asks
+  // ENCGRAPH_ATTENTION_END_ALIGNED=0, 6 with ENCGRAPH_ATTENTION_HEADS_FIRST=0,
+  // unless ENCGRAPH_ATTENTION_TMA=0 asks
   // for the cp.async form, variant 0), else on 8 warps so each K/V tile
   // brought into shared memory serves 128 queries.
   if (max_seqlen > 64 && detail::sm90_attention_supported()) {
@@ -421,7 +422,8 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
                             ? 0
                         : !detail::lazy_rescale_enabled()      ? 4
                         : !detail::end_aligned_tails_enabled() ? 5
-                                                               : 3;
+                        : !detail::attention_heads_first_enabled() ? 6
+                                                                   : 3;
     return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                               head_dim, scale, out, variant, stream);
   }

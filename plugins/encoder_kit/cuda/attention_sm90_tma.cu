@@ -133,6 +133,30 @@ struct Item {
   }
 };
 
+// The grid's orders (TmaForm::order): kQueryBlocksFastest is the former
+// (x: sequence and query block, y: head), whose blocks running together are
+// one head of many sequences, each reading a head_dim-wide piece of every
+// qkv row (and the 128-byte lines around it, most of which the next head
+// reads again from DRAM once L2 has moved on). The sequence-major orders
+// (flat x) run a sequence's heads and query blocks together, so its rows come
+// from DRAM once: kHeadsFastest puts a row's heads side by side in launch
+// order, kSequenceMajor a head's query blocks (which read the same K and V).
+enum GridOrder : int { kQueryBlocksFastest = 0, kHeadsFastest = 1, kSequenceMajor = 2 };
+
+struct BlockCoords {
+  int x;  // sequence * m_blocks + query block, as make_item takes it
+  int head;
+};
+
+__device__ __forceinline__ BlockCoords block_coords(int order, int m_blocks, int num_heads) {
+  const int flat = static_cast<int>(blockIdx.x);
+  if (order == kQueryBlocksFastest) return {flat, static_cast<int>(blockIdx.y)};
+  if (order == kHeadsFastest) return {flat / num_heads, flat % num_heads};
+  const int qb = flat % m_blocks;  // kSequenceMajor
+  const int seq_head = flat / m_blocks;
+  return {(seq_head / num_heads) * m_blocks + qb, seq_head % num_heads};
+}
+
 // Query block x (of m_blocks a sequence).
 __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens, int x,
                                           int m_blocks, bool end_aligned) {
@@ -174,14 +198,15 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bool end_aligned, bf16* __restrict__ out) {
+                         bool end_aligned, int order, bool staged_out, bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
 
-  const Item item = make_item(cu_seqlens, static_cast<int>(blockIdx.x), m_blocks, end_aligned);
+  const BlockCoords coords = block_coords(order, m_blocks, num_heads);
+  const Item item = make_item(cu_seqlens, coords.x, m_blocks, end_aligned);
   if (item.len == 0) return;  // padded sequence or past its end: the whole block leaves
   const int start = item.start, len = item.len;
 
@@ -202,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int wg = tid / 128;
   const int lane = tid % 32;
   const int t = lane & 3;
-  const int head = static_cast<int>(blockIdx.y);
+  const int head = coords.head;
 
   const HeadRows seq_rows = head_rows(qkv, start, head, num_heads, head_dim);
   const int64_t row_stride = seq_rows.stride;
@@ -357,12 +382,31 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
   }
 
-  const int row_g = item.q_first + wg * 64 + ((tid % 128) / 32) * 16 + (lane >> 2);
-  write_rows<kDPad>(o, row_sum, row_g, t, len, start, head, num_heads, head_dim, out, item.q0);
+  const int warp_row0 = item.q_first + wg * 64 + ((tid % 128) / 32) * 16;
+  if (staged_out) {
+    // Every warp is past its last tile (each waited on every tile's full
+    // barriers, and no copy is in flight): shared memory is free. Each warp
+    // stages its 16 rows and writes them as 16-byte chunks, where 4-byte
+    // stores of the accumulators' pairs wrote each 32-byte sector twice.
+    __syncthreads();
+    constexpr int kStageStride = kDPad + 8;  // 16 bytes of pad: no bank conflicts
+    static_assert(kThreads / 32 * 16 * kStageStride * 2 <= G::kQBytes + G::kStageBytes,
+                  "the staged rows fit in Q and the first stage");
+    auto* stage = reinterpret_cast<bf16*>(smem_raw + (base - smem_addr(smem_raw))) +
+                  (tid / 32) * 16 * kStageStride;
+    const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
+    store_warp_rows<kDPad / 8, kStageStride>(
+        reinterpret_cast<const float(&)[kDPad / 8][4]>(o), row_sum, stage, lane, warp_row0, len,
+        head_dim / 8, out + static_cast<int64_t>(start) * out_stride + head * head_dim,
+        out_stride, item.q0);
+  } else {
+    write_rows<kDPad>(o, row_sum, warp_row0 + (lane >> 2), t, len, start, head, num_heads,
+                      head_dim, out, item.q0);
+  }
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)end_aligned, (void)out;
+      (void)end_aligned, (void)order, (void)staged_out, (void)out;
   __trap();
 #endif
 }
@@ -387,7 +431,8 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 
 template <int kDPad, bool kLazy>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, bool end_aligned, bf16* out, cudaStream_t stream) {
+           int head_dim, float scale, const detail::TmaForm& form, bf16* out,
+           cudaStream_t stream) {
   using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
@@ -408,11 +453,16 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  ENCODER_KIT_REQUIRE(static_cast<int64_t>(max_seqs) * m_blocks <= int64_t{0x7fffffff});
-  const dim3 grid(static_cast<unsigned>(max_seqs * m_blocks), static_cast<unsigned>(num_heads));
+  const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
+  const bool flat = form.order != kQueryBlocksFastest;
+  ENCODER_KIT_REQUIRE(form.order >= 0 && form.order <= kSequenceMajor);
+  ENCODER_KIT_REQUIRE((flat ? blocks * num_heads : blocks) <= int64_t{0x7fffffff});
+  const dim3 grid = flat ? dim3(static_cast<unsigned>(blocks * num_heads))
+                         : dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f, end_aligned, out);
+                               num_heads, head_dim, scale * 1.4426950408889634f, form.end_aligned,
+                               form.order, form.staged_out, out);
 }
 
 }  // namespace
@@ -425,17 +475,16 @@ bool sm90_tma_attention_supported() {
 
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, bool lazy, bool end_aligned, cudaStream_t stream) {
+                                   bf16* out, const TmaForm& form, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
   if (max_seqs == 0 || max_seqlen == 0) return 0;
   auto go = [&](auto dpad, auto lazy) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value>(qkv, cu_seqlens, max_seqs,
-                                                                max_seqlen, num_heads, head_dim,
-                                                                scale, end_aligned, out, stream);
+    return launch<decltype(dpad)::value, decltype(lazy)::value>(
+        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, form, out, stream);
   };
   using Lazy = std::true_type;
   using EveryTile = std::false_type;
-  auto pick = [&](auto dpad) { return lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
+  auto pick = [&](auto dpad) { return form.lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
   if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
   if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
   if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});

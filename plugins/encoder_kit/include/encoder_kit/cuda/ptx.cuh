@@ -83,17 +83,19 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// A warp's 16 query rows of an mma.sync attention, out: O normalised by the
+// A warp's 16 query rows of an attention (mma.sync's accumulator layout,
+// which each warp of a wgmma m64nN accumulator shares), out: O normalised by the
 // rows' full sums (row_sum: this thread's rows g and g + 8, quad-partial),
 // staged as bf16 in the warp's own 16 rows of `stage` (kStride elements apart;
 // no other warp may read them until the warp is done), then written as whole
-// 16-byte chunks: valid_chunks of each row r with first_row + r < len, to
-// out_rows + (first_row + r) * out_stride.
+// 16-byte chunks: valid_chunks of each row r with row_lo <= first_row + r <
+// len, to out_rows + (first_row + r) * out_stride.
 template <int kDTiles, int kStride>
 __device__ __forceinline__ void store_warp_rows(const float (&o)[kDTiles][4],
                                                 const float (&row_sum)[2], __nv_bfloat16* stage,
                                                 int lane, int first_row, int len, int valid_chunks,
-                                                __nv_bfloat16* out_rows, int64_t out_stride) {
+                                                __nv_bfloat16* out_rows, int64_t out_stride,
+                                                int row_lo = 0) {
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) inv[r] = 1.0f / quad_sum(row_sum[r]);
@@ -110,7 +112,7 @@ __device__ __forceinline__ void store_warp_rows(const float (&o)[kDTiles][4],
     const int r = i / valid_chunks;
     const int c = i - r * valid_chunks;
     const int row = first_row + r;
-    if (row < len)
+    if (row < len && row >= row_lo)
       *reinterpret_cast<uint4*>(out_rows + static_cast<int64_t>(row) * out_stride + c * 8) =
           *reinterpret_cast<const uint4*>(stage + r * kStride + c * 8);
   }
