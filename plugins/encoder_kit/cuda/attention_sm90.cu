@@ -279,6 +279,7 @@ const char* sm90_attention_variant_name(int variant) {
     case 6: return "wgmma, 64-key tiles, TMA ring, former grid and 4-byte stores";
     case 7: return "wgmma, 64-key tiles, TMA ring, heads fastest";
     case 8: return "wgmma, 64-key tiles, TMA ring, 4-byte stores";
+    case 9: return "wgmma, 64-key tiles, TMA ring, next sequence to L2";
     default: return "?";
   }
 }
@@ -330,6 +331,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
     form.end_aligned = variant != 5;
     form.order = variant == 6 ? 0 : variant == 7 ? 1 : 2;
     form.staged_out = variant != 6 && variant != 8;
+    form.prefetch_next = variant == 9;
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, form, stream);
   }

@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bool end_aligned, int order, bool staged_out, bf16* __restrict__ out) {
+                         bool end_aligned, int order, bool staged_out, bool prefetch_next,
+                         bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
@@ -279,6 +280,22 @@ __global__ void __launch_bounds__(kThreads, 2)
     fence_barrier_init();
   }
   __syncthreads();
+  if (prefetch_next && coords.head == 0 && item.q0 == 0) {
+    // The first block of a sequence (sequence-major orders) asks L2 for the
+    // next sequence's qkv rows, which its blocks, launched next, would
+    // otherwise all wait on from DRAM at once. In 32 KiB pieces, one a thread.
+    const int seq = coords.x / m_blocks;
+    const int max_seqs = static_cast<int>(gridDim.x) / (m_blocks * num_heads);
+    if (seq + 1 < max_seqs) {
+      constexpr int64_t kPiece = 32 << 10;
+      const int64_t row_bytes = row_stride * static_cast<int64_t>(sizeof(bf16));
+      const int64_t first = cu_seqlens[seq + 1];
+      const int64_t bytes = (cu_seqlens[seq + 2] - first) * row_bytes;
+      const auto* rows = reinterpret_cast<const unsigned char*>(qkv) + first * row_bytes;
+      for (int64_t at = int64_t{tid} * kPiece; at < bytes; at += kThreads * kPiece)
+        prefetch_l2(rows + at, static_cast<uint32_t>(min(kPiece, bytes - at)));
+    }
+  }
   if (tid == 0) {
     if (item.q_by_tma) {
       mbarrier_arrive_expect_tx(full_q, G::kQBytes);
@@ -406,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)end_aligned, (void)order, (void)staged_out, (void)out;
+      (void)end_aligned, (void)order, (void)staged_out, (void)prefetch_next, (void)out;
   __trap();
 #endif
 }
@@ -462,7 +479,7 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
                                num_heads, head_dim, scale * 1.4426950408889634f, form.end_aligned,
-                               form.order, form.staged_out, out);
+                               form.order, form.staged_out, flat && form.prefetch_next, out);
 }
 
 }  // namespace
