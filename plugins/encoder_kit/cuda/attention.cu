@@ -420,8 +420,8 @@ int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_se
   if (max_seqlen > 64 && detail::sm90_attention_supported()) {
     const int variant = !detail::tma_attention_enabled() || !detail::sm90_tma_attention_supported()
                             ? 0
-                        : !detail::lazy_rescale_enabled()      ? 4
-                        : !detail::end_aligned_tails_enabled() ? 5
+                        : !detail::lazy_rescale_enabled()          ? 4
+                        : !detail::end_aligned_tails_enabled()     ? 5
                         : !detail::attention_heads_first_enabled() ? 6
                                                                    : 3;
     return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,

@@ -414,11 +414,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
     store_warp_rows<kDPad / 8, kStageStride>(
         reinterpret_cast<const float(&)[kDPad / 8][4]>(o), row_sum, stage, lane, warp_row0, len,
-        head_dim / 8, out + static_cast<int64_t>(start) * out_stride + head * head_dim,
-        out_stride, item.q0);
+        head_dim / 8, out + static_cast<int64_t>(start) * out_stride + head * head_dim, out_stride,
+        item.q0);
   } else {
-    write_rows<kDPad>(o, row_sum, warp_row0 + (lane >> 2), t, len, start, head, num_heads,
-                      head_dim, out, item.q0);
+    write_rows<kDPad>(o, row_sum, warp_row0 + (lane >> 2), t, len, start, head, num_heads, head_dim,
+                      out, item.q0);
   }
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
@@ -448,8 +448,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 
 template <int kDPad, bool kLazy>
 int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, const detail::TmaForm& form, bf16* out,
-           cudaStream_t stream) {
+           int head_dim, float scale, const detail::TmaForm& form, bf16* out, cudaStream_t stream) {
   using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
