@@ -407,9 +407,9 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
     // The sequence-major grid with staged stores (3, the default) against
-    // the former grid with 4-byte stores (6), heads fastest (7) and 4-byte
-    // stores alone (8) and the next sequence's rows asked of L2 (9),
-    // alternating.
+    // the former grid with 4-byte stores (6), 4-byte stores alone (8) and
+    // the next sequence's rows asked of L2 (9), alternating (heads fastest,
+    // 7, runs in --only attn's rows).
     Forms forms;
     for (const int variant : {3, 6, 8, 9})
       forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {

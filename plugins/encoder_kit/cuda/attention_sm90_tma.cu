@@ -179,12 +179,12 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 }
 
 // kLazy: the running max moves lazily (online_softmax, kRescaleSlack;
-// variants 3 and 5); false compiles the per-tile form (variant 4, the A/B
+// variants 3 and 5 to 9); false compiles the per-tile form (variant 4, the A/B
 // arm, and head_dim 128's only form: lazy, it would pass the 128-register
 // bound).
 //
-// A block runs one query block of one head (grid x: sequence and query
-// block, y: head) and leaves at once when it has nothing to do. Thread 0
+// A block runs one query block of one head (block_coords: the grid's order)
+// and leaves at once when it has nothing to do. Thread 0
 // issues Q and the first kStages tiles, then refills the stage of tile it - 1
 // while its warpgroup's Q K^T of tile it runs. (Chaining up to four query
 // blocks a block, the next one's Q and first tiles loading during the
@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // stages its 16 rows and writes them as 16-byte chunks, where 4-byte
     // stores of the accumulators' pairs wrote each 32-byte sector twice.
     __syncthreads();
-    constexpr int kStageStride = kDPad + 8;  // 16 bytes of pad: no bank conflicts
+    constexpr int kStageStride = kDPad + 8;  // 16 bytes of pad: conflict-free writes
     static_assert(kThreads / 32 * 16 * kStageStride * 2 <= G::kQBytes + G::kStageBytes,
                   "the staged rows fit in Q and the first stage");
     auto* stage = reinterpret_cast<bf16*>(smem_raw + (base - smem_addr(smem_raw))) +

@@ -46,7 +46,7 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // the kernel itself in one of kSm90AttentionVariants configurations (0, the
 // default before the TMA ring, and the ones it was chosen against;
 // sm90_attention_variant_name says which). The public entry uses variant 3
-// (0, 4 or 5 for the A/B switches, below) for sequences over 64 when
+// (0, 4, 5 or 6 for the A/B switches, below) for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
 inline constexpr int kSm90AttentionVariants = 10;
 const char* sm90_attention_variant_name(int variant);
