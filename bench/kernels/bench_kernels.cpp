@@ -407,11 +407,9 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
     }
   if (hopper_only && k::detail::sm90_attention_supported()) {
     // The sequence-major grid with staged stores (3, the default) against
-    // the former grid with 4-byte stores (6), 4-byte stores alone (8) and
-    // the next sequence's rows asked of L2 (9), alternating (heads fastest,
-    // 7, runs in --only attn's rows).
+    // the former grid with 4-byte stores (6), alternating.
     Forms forms;
-    for (const int variant : {3, 6, 8, 9})
+    for (const int variant : {3, 6})
       forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
         BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads, head_dim,
                                                           scale, out, variant, g_stream));

@@ -4,9 +4,9 @@
 # a sequence's heads and query blocks together (sequence-major grid) and
 # stores O as 16-byte chunks staged in shared memory; 6 is the former kernel
 # (query blocks fastest, one head a grid row, 4-byte stores from registers;
-# ENCGRAPH_ATTENTION_HEADS_FIRST=0); 7 orders a sequence's blocks heads
-# fastest; 8 is 3 with 4-byte stores; 9 is 3 with each sequence's first block
-# asking L2 for the next sequence's rows. In one call: `bench_kernels --only
+# ENCGRAPH_ATTENTION_HEADS_FIRST=0). (Heads fastest, 4-byte stores alone
+# and an L2 prefetch of the next sequence, variants 7-9 of the fifteenth
+# session, measured slower: git history.) In one call: `bench_kernels --only
 # attnshort` (SigLIP's head_dim at 704..2048 tokens, the variants
 # alternating) and `--only attn` once, then `siglip_bench` (so400m, requests
 # of 64, graphs) alternating the default and the former kernel twice.
@@ -32,24 +32,22 @@ for round in 1 2; do
   done
 done
 {
-  echo "attention, µs: 3 sequence-major + staged stores (default) / 6 former grid, 4-byte stores /"
-  echo "7 heads fastest + staged / 8 sequence-major, 4-byte stores / 9 next sequence to L2"
-  echo "| case | 3 | 6 | 7 | 8 | 9 |"
-  echo "|---|---|---|---|---|---|"
+  echo "attention, µs: 3 sequence-major + staged stores (default) / 6 former grid, 4-byte stores"
+  echo "| case | 3 | 6 |"
+  echo "|---|---|---|"
   # Rows of the TMA-fed kernel: "<case words> ... <µs> us <TFLOP/s> TFLOP/s ... <variant name>".
   cat "$logdir"/attention_ab_short.log "$logdir"/attention_ab_attn.log |
     awk '/TMA ring/ && !/every tile/ && !/cp.async/ && !/window/ && / us / {
       us = ""; for (i = 1; i <= NF; ++i) if ($i == "us") { us = $(i - 1); break }
       split($0, parts, /[ ]+[0-9.]+ us /); name = parts[1]; sub(/[ ]+$/, "", name)
       gsub(/[ ]+/, " ", name)
-      v = /former grid/ ? 6 : /heads fastest/ ? 7 : /4-byte stores/ ? 8 : /to L2/ ? 9 : 3
+      v = /former grid/ ? 6 : 3
       key = name "\t" v
       if (count[key]++) t[key] = t[key] " / " us; else t[key] = us
       if (!(name in seen)) { seen[name] = 1; order[++n] = name }
     }
-    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s | %s | %s | %s |\n", order[i],
-      t[order[i] "\t3"], t[order[i] "\t6"], t[order[i] "\t7"], t[order[i] "\t8"],
-      t[order[i] "\t9"] }'
+    END { for (i = 1; i <= n; ++i) printf "| %s | %s | %s |\n", order[i],
+      t[order[i] "\t3"], t[order[i] "\t6"] }'
   echo
   for round in 1 2; do
     for arm in "${arms[@]}"; do

@@ -277,9 +277,6 @@ const char* sm90_attention_variant_name(int variant) {
     case 4: return "wgmma, 64-key tiles, TMA ring, max moved every tile";
     case 5: return "wgmma, 64-key tiles, TMA ring, tails by cp.async";
     case 6: return "wgmma, 64-key tiles, TMA ring, former grid and 4-byte stores";
-    case 7: return "wgmma, 64-key tiles, TMA ring, heads fastest";
-    case 8: return "wgmma, 64-key tiles, TMA ring, 4-byte stores";
-    case 9: return "wgmma, 64-key tiles, TMA ring, next sequence to L2";
     default: return "?";
   }
 }
@@ -329,9 +326,7 @@ int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int m
     TmaForm form;  // variant 3: lazy max, end-aligned tails, sequence-major, staged stores
     form.lazy = variant != 4;
     form.end_aligned = variant != 5;
-    form.order = variant == 6 ? 0 : variant == 7 ? 1 : 2;
-    form.staged_out = variant != 6 && variant != 8;
-    form.prefetch_next = variant == 9;
+    form.former = variant == 6;
     return varlen_attention_bf16_sm90_tma(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
                                           head_dim, scale, out, form, stream);
   }

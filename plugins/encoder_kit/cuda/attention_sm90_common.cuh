@@ -290,20 +290,15 @@ __device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const fl
 namespace encoder_kit::cuda::detail {
 
 // The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
-// variants 3 to 9, reached only through it, which checks the arguments first.
+// variants 3 to 6, reached only through it, which checks the arguments first.
 // lazy: the running max moves lazily; end_aligned: a sequence's partial
-// tiles by TMA as its last rows; order: the grid's (attention_sm90_tma.cu's
-// GridOrder: 0 query blocks fastest, one head a grid row; 1 sequence-major,
-// heads fastest; 2 sequence-major, query blocks fastest); staged_out: O
-// through shared memory to 16-byte stores, else 4-byte stores from registers;
-// prefetch_next (sequence-major orders only): each sequence's first block asks
-// L2 for the next sequence's rows.
+// tiles by TMA as its last rows; former: the former grid (query blocks
+// fastest, one head a grid row) with 4-byte stores of O from registers, else
+// the sequence-major grid with O staged in shared memory for 16-byte stores.
 struct TmaForm {
   bool lazy = true;
   bool end_aligned = true;
-  int order = 2;
-  bool staged_out = true;
-  bool prefetch_next = false;
+  bool former = false;
 };
 int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                    int max_seqlen, int num_heads, int head_dim, float scale,

@@ -133,26 +133,24 @@ struct Item {
   }
 };
 
-// The grid's orders (TmaForm::order): kQueryBlocksFastest is the former
-// (x: sequence and query block, y: head), whose blocks running together are
-// one head of many sequences, each reading a head_dim-wide piece of every
-// qkv row (and the 128-byte lines around it, most of which the next head
-// reads again from DRAM once L2 has moved on). The sequence-major orders
-// (flat x) run a sequence's heads and query blocks together, so its rows come
-// from DRAM once: kHeadsFastest puts a row's heads side by side in launch
-// order, kSequenceMajor a head's query blocks (which read the same K and V).
-enum GridOrder : int { kQueryBlocksFastest = 0, kHeadsFastest = 1, kSequenceMajor = 2 };
-
+// The grid: sequence-major (flat x: a head's query blocks fastest, then
+// heads, then sequences), so a sequence's blocks run together and its qkv
+// rows come from DRAM once. The former grid (former: x sequence and query
+// block, y head; variant 6, the A/B arm) ran one head of many sequences at a
+// time, each block reading a head_dim-wide piece of every row and the
+// 128-byte lines around it, which the next head's pass fetched again.
+// (Heads fastest within a sequence, and each sequence's first block asking L2
+// for the next sequence's rows, measured slower: bench/kernels/NOTES.md,
+// fifteenth session.)
 struct BlockCoords {
   int x;  // sequence * m_blocks + query block, as make_item takes it
   int head;
 };
 
-__device__ __forceinline__ BlockCoords block_coords(int order, int m_blocks, int num_heads) {
+__device__ __forceinline__ BlockCoords block_coords(bool former, int m_blocks, int num_heads) {
   const int flat = static_cast<int>(blockIdx.x);
-  if (order == kQueryBlocksFastest) return {flat, static_cast<int>(blockIdx.y)};
-  if (order == kHeadsFastest) return {flat / num_heads, flat % num_heads};
-  const int qb = flat % m_blocks;  // kSequenceMajor
+  if (former) return {flat, static_cast<int>(blockIdx.y)};
+  const int qb = flat % m_blocks;
   const int seq_head = flat / m_blocks;
   return {(seq_head / num_heads) * m_blocks + qb, seq_head % num_heads};
 }
@@ -179,7 +177,7 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 }
 
 // kLazy: the running max moves lazily (online_softmax, kRescaleSlack;
-// variants 3 and 5 to 9); false compiles the per-tile form (variant 4, the A/B
+// variants 3, 5 and 6); false compiles the per-tile form (variant 4, the A/B
 // arm, and head_dim 128's only form: lazy, it would pass the 128-register
 // bound).
 //
@@ -198,15 +196,14 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bool end_aligned, int order, bool staged_out, bool prefetch_next,
-                         bf16* __restrict__ out) {
+                         bool end_aligned, bool former, bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
 
-  const BlockCoords coords = block_coords(order, m_blocks, num_heads);
+  const BlockCoords coords = block_coords(former, m_blocks, num_heads);
   const Item item = make_item(cu_seqlens, coords.x, m_blocks, end_aligned);
   if (item.len == 0) return;  // padded sequence or past its end: the whole block leaves
   const int start = item.start, len = item.len;
@@ -280,22 +277,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     fence_barrier_init();
   }
   __syncthreads();
-  if (prefetch_next && coords.head == 0 && item.q0 == 0) {
-    // The first block of a sequence (sequence-major orders) asks L2 for the
-    // next sequence's qkv rows, which its blocks, launched next, would
-    // otherwise all wait on from DRAM at once. In 32 KiB pieces, one a thread.
-    const int seq = coords.x / m_blocks;
-    const int max_seqs = static_cast<int>(gridDim.x) / (m_blocks * num_heads);
-    if (seq + 1 < max_seqs) {
-      constexpr int64_t kPiece = 32 << 10;
-      const int64_t row_bytes = row_stride * static_cast<int64_t>(sizeof(bf16));
-      const int64_t first = cu_seqlens[seq + 1];
-      const int64_t bytes = (cu_seqlens[seq + 2] - first) * row_bytes;
-      const auto* rows = reinterpret_cast<const unsigned char*>(qkv) + first * row_bytes;
-      for (int64_t at = int64_t{tid} * kPiece; at < bytes; at += kThreads * kPiece)
-        prefetch_l2(rows + at, static_cast<uint32_t>(min(kPiece, bytes - at)));
-    }
-  }
   if (tid == 0) {
     if (item.q_by_tma) {
       mbarrier_arrive_expect_tx(full_q, G::kQBytes);
@@ -400,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   const int warp_row0 = item.q_first + wg * 64 + ((tid % 128) / 32) * 16;
-  if (staged_out) {
+  if (!former) {
     // Every warp is past its last tile (each waited on every tile's full
     // barriers, and no copy is in flight): shared memory is free. Each warp
     // stages its 16 rows and writes them as 16-byte chunks, where 4-byte
@@ -423,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)end_aligned, (void)order, (void)staged_out, (void)prefetch_next, (void)out;
+      (void)end_aligned, (void)former, (void)out;
   __trap();
 #endif
 }
@@ -470,15 +451,14 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   if (opt_in != 0) return opt_in;
   const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
   const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
-  const bool flat = form.order != kQueryBlocksFastest;
-  ENCODER_KIT_REQUIRE(form.order >= 0 && form.order <= kSequenceMajor);
-  ENCODER_KIT_REQUIRE((flat ? blocks * num_heads : blocks) <= int64_t{0x7fffffff});
-  const dim3 grid = flat ? dim3(static_cast<unsigned>(blocks * num_heads))
-                         : dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads));
+  ENCODER_KIT_REQUIRE((form.former ? blocks : blocks * num_heads) <= int64_t{0x7fffffff});
+  const dim3 grid = form.former
+                        ? dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads))
+                        : dim3(static_cast<unsigned>(blocks * num_heads));
   return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
                                maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
                                num_heads, head_dim, scale * 1.4426950408889634f, form.end_aligned,
-                               form.order, form.staged_out, flat && form.prefetch_next, out);
+                               form.former, out);
 }
 
 }  // namespace

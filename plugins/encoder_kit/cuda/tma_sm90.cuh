@@ -89,11 +89,6 @@ template <int N>
 __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
-// Asks L2 to fetch `bytes` (a multiple of 16) from 16-byte aligned global
-// memory; nothing waits on it.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
 // A read-only global load the compiler keeps where it is written (volatile:
 // not sunk towards its use past the other volatile asm, e.g. a main loop).
 __device__ __forceinline__ uint32_t ld_global_nc_u32(const void* p) {

@@ -48,20 +48,19 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors);
 // sm90_attention_variant_name says which). The public entry uses variant 3
 // (0, 4, 5 or 6 for the A/B switches, below) for sequences over 64 when
 // supported; the benchmark and the tests call every variant to compare.
-inline constexpr int kSm90AttentionVariants = 10;
+inline constexpr int kSm90AttentionVariants = 7;
 const char* sm90_attention_variant_name(int variant);
 bool sm90_attention_supported();
 int varlen_attention_bf16_sm90(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
                                int variant, cudaStream_t stream);
-// Variants 3 to 9 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
+// Variants 3 to 6 (attention_sm90_tma.cu): K and V tiles by TMA into a ring
 // of stages; they need the driver's cuTensorMapEncodeTiled besides. Variant 3
 // runs a sequence's heads and query blocks together (sequence-major grid) and
 // stores O by 16-byte chunks staged in shared memory; 6 is the former grid
 // (query blocks fastest, one head a grid row) with 4-byte stores from
 // registers, the public entry's pick when ENCGRAPH_ATTENTION_HEADS_FIRST is
-// "0"; 7 orders a sequence's blocks heads fastest; 8 is 3 with 4-byte stores;
-// 9 is 3 with each sequence's first block asking L2 for the next one's rows.
+// "0".
 // The public entry picks one of 3 to 6 where supported unless ENCGRAPH_ATTENTION_TMA is "0"
 // (the A/B switch: variant 0 then), which tma_attention_enabled() reads once.
 bool sm90_tma_attention_supported();
