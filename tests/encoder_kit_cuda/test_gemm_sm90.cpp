@@ -625,3 +625,159 @@ GPU_TEST_CASE(
       CHECK_CLOSE(compare(got, ref, kSiluMulRtol, 1e-2 * std::max(rms(ref), 1e-3)), 8e-3);
     }
 }
+
+namespace {
+
+// GELU(tanh) in float64.
+double gelu_tanh_ref(double v) {
+  return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+}
+
+}  // namespace
+
+GPU_TEST_CASE(
+    "layer_norm_linear_gelu_tanh_bf16: LayerNorm and GELU in the product, against "
+    "float64") {
+  require_gpu();
+  DeviceBuffer<bf16> buf(1 << 12);
+  DeviceBuffer<float> sums(1 << 10);
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  const float* misaligned = sums.get() + 1;
+  // Refused on any GPU: a negative or non-finite eps, n not a multiple of 8,
+  // no or misaligned column sums (even for no rows).
+  auto call = [&](int64_t rows, int64_t n, float eps, const float* cs) {
+    return k::layer_norm_linear_gelu_tanh_bf16(buf.get(), buf.get(), buf.get(), cs, buf.get(), rows,
+                                               n, 64, eps, nullptr);
+  };
+  CHECK(call(4, 16, -1.0f, sums.get()) == bad);
+  CHECK(call(4, 16, NAN, sums.get()) == bad);
+  CHECK(call(4, 12, 1e-6f, sums.get()) == bad);
+  CHECK(call(0, 16, 1e-6f, nullptr) == bad);
+  CHECK(call(0, 16, 1e-6f, misaligned) == bad);
+  CHECK(k::layer_norm_linear_gelu_supported() == compute_capability_90());
+  if (!compute_capability_90()) {
+    CHECK(call(4, 16, 1e-6f, sums.get()) == bad);
+    return;
+  }
+  struct Shape {
+    int64_t rows, n, k;
+  };
+  const float eps = 1e-6f;
+  // One row over two k-blocks, partial tiles on every side, SigLIP so400m's
+  // fc1 (1152 -> 4304: a partial last tile of W's rows), and more tiles of
+  // 256 than an H200 has multiprocessors.
+  for (const Shape sh :
+       {Shape{1, 16, 128}, Shape{129, 264, 200}, Shape{300, 4304, 1152}, Shape{3000, 1288, 136}}) {
+    CAPTURE(sh.rows);
+    CAPTURE(sh.n);
+    CAPTURE(sh.k);
+    // Rows of spreads 1/8 .. 8 around means of up to 4 times their spread
+    // (the mean goes through W's column sums), and one constant row (its
+    // variance is 0: only eps keeps rstd finite, and the output is beta's).
+    auto x = random_bf16(static_cast<size_t>(sh.rows * sh.k), 1.0f);
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      const float spread = std::ldexp(1.0f, static_cast<int>(r % 7) - 3);
+      const float mean = spread * static_cast<float>(r % 9 - 4);
+      for (int64_t i = 0; i < sh.k; ++i) {
+        bf16& v = x[r * sh.k + i];
+        v = r == 1 ? to_bf(0.75f) : to_bf(mean + to_f(v) * spread);
+      }
+    }
+    const auto w =
+        random_bf16(static_cast<size_t>(sh.n * sh.k), 1.0f / std::sqrt(static_cast<float>(sh.k)));
+    const auto b = random_bf16(static_cast<size_t>(sh.n), 0.5f);
+    const auto gamma = random_bf16(static_cast<size_t>(sh.k), 0.3f, 1.0f);
+    const auto beta = random_bf16(static_cast<size_t>(sh.k), 0.3f);
+    // The fold on float copies, then rounded to the device's bf16.
+    std::vector<float> wf(w.size()), bf(b.size()), gf(gamma.size()), betaf(beta.size()),
+        col_sums(static_cast<size_t>(sh.n));
+    for (size_t i = 0; i < w.size(); ++i) wf[i] = to_f(w[i]);
+    for (size_t i = 0; i < b.size(); ++i) bf[i] = to_f(b[i]);
+    for (size_t i = 0; i < gamma.size(); ++i) gf[i] = to_f(gamma[i]), betaf[i] = to_f(beta[i]);
+    k::fold_layer_norm(wf.data(), bf.data(), col_sums.data(), sh.n, sh.k, gf.data(), betaf.data(),
+                       [](float v) { return to_f(to_bf(v)); });
+    std::vector<bf16> folded(wf.size()), b_folded(bf.size());
+    for (size_t i = 0; i < wf.size(); ++i) folded[i] = to_bf(wf[i]);
+    for (size_t i = 0; i < bf.size(); ++i) b_folded[i] = to_bf(bf[i]);
+    // float64: the kernel's math on the folded bf16 operands (the per-element
+    // bound), and the module's (LayerNorm, then the product with the unfolded
+    // weights and bias; the L2 bound).
+    std::vector<double> mean(static_cast<size_t>(sh.rows)), rstd(mean.size());
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      double s = 0.0, ss = 0.0;
+      for (int64_t i = 0; i < sh.k; ++i) s += to_f(x[r * sh.k + i]);
+      mean[r] = s / static_cast<double>(sh.k);
+      for (int64_t i = 0; i < sh.k; ++i) ss += std::pow(to_f(x[r * sh.k + i]) - mean[r], 2);
+      rstd[r] = 1.0 / std::sqrt(ss / static_cast<double>(sh.k) + eps);
+    }
+    std::vector<double> ref(static_cast<size_t>((sh.rows + 2) * sh.n), 0.0), exact(ref);
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t j = 0; j < sh.n; ++j) {
+        double folded_acc = 0.0, module_acc = to_f(b[j]);
+        for (int64_t i = 0; i < sh.k; ++i) {
+          const double xv = to_f(x[r * sh.k + i]);
+          folded_acc += (xv - mean[r]) * to_f(folded[j * sh.k + i]);
+          module_acc +=
+              ((xv - mean[r]) * rstd[r] * to_f(gamma[i]) + to_f(beta[i])) * to_f(w[j * sh.k + i]);
+        }
+        ref[r * sh.n + j] = gelu_tanh_ref(round_bf(rstd[r] * folded_acc + to_f(b_folded[j])));
+        exact[r * sh.n + j] = gelu_tanh_ref(module_acc);
+      }
+    const auto inside = inside_output(sh.rows, sh.n, sh.n);
+    DeviceBuffer<bf16> dx(x.size()), dw(folded.size()), db(b_folded.size()), dy(ref.size());
+    DeviceBuffer<float> dsums(col_sums.size());
+    dx.upload(x);
+    dw.upload(folded);
+    db.upload(b_folded);
+    dsums.upload(col_sums);
+    dy.poison();
+    CHECK_OK(k::layer_norm_linear_gelu_tanh_bf16(dx.get(), dw.get(), db.get(), dsums.get(),
+                                                 dy.get(), sh.rows, sh.n, sh.k, eps, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto got = dy.download();
+    CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+    CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+    CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < exact_bound(sh.rows * sh.n));
+  }
+}
+
+GPU_TEST_CASE("layer_norm_linear_gelu_tanh_bf16 replayed from a CUDA graph reads new contents") {
+  require_gpu();
+  if (!compute_capability_90()) return;  // rejected there: checked above
+  const int64_t rows = 300, n = 264, kk = 136;
+  auto x = random_bf16(static_cast<size_t>(rows * kk), 1.0f, 0.5f);
+  const auto w = random_bf16(static_cast<size_t>(n * kk), 0.1f);
+  const auto b = random_bf16(static_cast<size_t>(n), 0.5f);
+  std::vector<float> col_sums(static_cast<size_t>(n), 0.0f);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < kk; ++i) col_sums[j] += to_f(w[j * kk + i]);
+  DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()), dy(static_cast<size_t>(rows * n)),
+      want(dy.size());
+  DeviceBuffer<float> dsums(col_sums.size());
+  dx.upload(x);
+  dw.upload(w);
+  db.upload(b);
+  dsums.upload(col_sums);
+  const auto got = replay_against_eager(
+      [&](bf16* y, cudaStream_t stream) {
+        return k::layer_norm_linear_gelu_tanh_bf16(dx.get(), dw.get(), db.get(), dsums.get(), y,
+                                                   rows, n, kk, 1e-6f, stream);
+      },
+      [&] {
+        x = random_bf16(x.size(), 2.0f, -1.0f);
+        dx.upload(x);
+      },
+      dy, want);
+  // The replay computed on the new input (its first row against float64).
+  double s = 0.0, ss = 0.0;
+  for (int64_t i = 0; i < kk; ++i) s += to_f(x[i]);
+  const double mean = s / static_cast<double>(kk);
+  for (int64_t i = 0; i < kk; ++i) ss += std::pow(to_f(x[i]) - mean, 2);
+  const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(kk) + 1e-6);
+  for (int64_t j = 0; j < n; ++j) {
+    double acc = to_f(b[j]);
+    for (int64_t i = 0; i < kk; ++i) acc += (to_f(x[i]) - mean) * rstd * to_f(w[j * kk + i]);
+    const double want_j = gelu_tanh_ref(acc);
+    CHECK(std::fabs(to_f(got[j]) - want_j) <= 2e-2 * (1.0 + std::fabs(want_j)));
+  }
+}
