@@ -47,13 +47,15 @@ int64_t padded_intermediate(const VisionConfig& c) {
   return (c.intermediate_size + 15) / 16 * 16;
 }
 
-// fc1's weights and bias hold norm2's (k::fold_layer_norm): the norm runs
-// inside our Hopper product (MlpForm::FusedNorm, reading fc1_sums), or as a
-// norm of unit weight and no bias before cuBLASLt's product.
+// Where our Hopper product with a LayerNorm inside runs (and mlp_kernel is
+// not "cublaslt"), fc1's weights and bias hold norm2's (k::fold_layer_norm):
+// the norm runs inside that product (MlpForm::FusedNorm, reading fc1_sums),
+// or as a norm of unit weight (norm2_w) and no bias (norm2_b null) before
+// cuBLASLt's product. Elsewhere fc1 and the norm are as loaded.
 struct DeviceBlock {
-  const bf16 *norm1_w, *norm1_b;
+  const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  const float* fc1_sums;  // [padded inter]: the sums of fc1's folded bf16 rows
+  const float* fc1_sums;  // [padded inter]: the sums of fc1's folded bf16 rows (folded only)
 };
 
 // The forms of norm2 + fc1 + GELU, in the order "auto" times them; the names
@@ -112,7 +114,9 @@ struct CudaModel::Impl {
   k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
   std::set<int64_t> tuned;              // patch counts whose algorithms were timed
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
-  bool fused_norm_runs = false;         // layer_norm_linear_gelu runs on this GPU
+  // norm2 folded into fc1: layer_norm_linear_gelu runs on this GPU and
+  // mlp_kernel allows it.
+  bool folded = false;
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -122,7 +126,7 @@ struct CudaModel::Impl {
       if (p) {
         const cudaError_t e = cudaFree(p);
         if (e != cudaSuccess)
-          std::fprintf(stderr, "qwen3_vl: freeing weights: %s\n", cudaGetErrorString(e));
+          std::fprintf(stderr, "qwen3_vl: freeing device weights: %s\n", cudaGetErrorString(e));
       }
   }
 
@@ -167,12 +171,16 @@ struct CudaModel::Impl {
       DeviceBlock& d = blocks[i];
       add(&d.norm1_w, b.norm1_w);
       add(&d.norm1_b, b.norm1_b);
+      if (!folded) {
+        add(&d.norm2_w, b.norm2_w);
+        add(&d.norm2_b, b.norm2_b);
+      }
       add(&d.qkv_w, b.qkv_w);
       add(&d.qkv_b, b.qkv_b);
       add(&d.proj_w, b.proj_w);
       add(&d.proj_b, b.proj_b);
-      fc1_slots.push_back(plan.size());
-      add(&d.fc1_w, pad_rows(b.fc1_w, dm));  // replaced by the folded weights below
+      if (folded) fc1_slots.push_back(plan.size());  // replaced by the folded weights below
+      add(&d.fc1_w, pad_rows(b.fc1_w, dm));
       add(&d.fc1_b, pad_rows(b.fc1_b, 1));
       add(&d.fc2_w, pad_cols(b.fc2_w, dm));
       add(&d.fc2_b, b.fc2_b);
@@ -192,8 +200,8 @@ struct CudaModel::Impl {
       for (float f : *plan[t].second) *out++ = encoder_kit::f32_to_bf16(f);
     }
     // norm2 folded into fc1 (its padded rows stay zero), one block at a time.
-    std::vector<float> sums(blocks.size() * static_cast<size_t>(ip));
-    for (size_t i = 0; i < blocks.size(); ++i) {
+    std::vector<float> sums(fc1_slots.size() * static_cast<size_t>(ip));
+    for (size_t i = 0; i < fc1_slots.size(); ++i) {
       const BlockWeights& b = w.blocks[i];
       const size_t t = fc1_slots[i];
       k::fold_layer_norm_bf16(b.fc1_w, b.fc1_b, ip, dm, b.norm2_w, b.norm2_b,
@@ -211,13 +219,16 @@ struct CudaModel::Impl {
       check_cuda(
           cudaMemcpy(fc1_sums, sums.data(), sums.size() * sizeof(float), cudaMemcpyHostToDevice),
           "uploading fc1's column sums");
-      for (size_t i = 0; i < blocks.size(); ++i)
+      for (size_t i = 0; i < blocks.size(); ++i) {
         blocks[i].fc1_sums = fc1_sums + i * static_cast<size_t>(ip);
+        blocks[i].norm2_w = unit;
+        blocks[i].norm2_b = nullptr;
+      }
     }
   }
 
   MlpForm mlp_form_for(int64_t p) const {
-    if (!fused_norm_runs || mlp_kernel == MlpKernel::Cublaslt) return MlpForm::Cublaslt;
+    if (!folded) return MlpForm::Cublaslt;
     if (mlp_kernel == MlpKernel::FusedNorm) return MlpForm::FusedNorm;
     const auto it = mlp_form.find(p);
     // Untimed (tune_gemm = false): the norm inside, faster than the norm pass
@@ -226,7 +237,8 @@ struct CudaModel::Impl {
   }
 
   // norm2, fc1 and GELU, [p, d] residual rows x -> [p, inter] act: one
-  // kernel, or the norm (unit weight, no bias) and cuBLASLt's product.
+  // kernel, or the norm (unit weight and no bias where folded) and cuBLASLt's
+  // product.
   void norm_fc1(const DeviceBlock& b, const Activations& a, int64_t p, MlpForm form,
                 cudaStream_t s) const {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
@@ -236,7 +248,8 @@ struct CudaModel::Impl {
             "norm2 and mlp.linear_fc1");
       return;
     }
-    check(k::layer_norm_bf16(a.x, unit, nullptr, a.normed, p, d, c.layer_norm_eps, s), "norm2");
+    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.layer_norm_eps, s),
+          "norm2");
     check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws,
                   k::GemmPlan::workspace_bytes(), s),
           "mlp.linear_fc1");
@@ -245,7 +258,7 @@ struct CudaModel::Impl {
   // "auto": times norm2 + fc1's forms at this size (after fc1's own tuning),
   // or takes the choice stored in the tuning cache.
   void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
-    if (mlp_kernel != MlpKernel::Auto || !fused_norm_runs || blocks.empty()) return;
+    if (mlp_kernel != MlpKernel::Auto || !folded || blocks.empty()) return;
     const std::string key = "qwen3-mlp:p=" + std::to_string(p) +
                             ",d=" + std::to_string(c.hidden_size) +
                             ",inter=" + std::to_string(padded_intermediate(c)) +
@@ -339,8 +352,8 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
                                            " deepstack mergers for " +
                                            std::to_string(c.deepstack_visual_indexes.size()) +
                                            " deepstack_visual_indexes");
+  impl_->folded = mlp_kernel != MlpKernel::Cublaslt && k::layer_norm_linear_gelu_supported();
   impl_->upload(w);
-  impl_->fused_norm_runs = k::layer_norm_linear_gelu_supported();
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,

@@ -36,13 +36,15 @@ void check_cuda(cudaError_t e, const char* what) {
   k::throw_on_cuda_error(kWho, e, what);
 }
 
-// fc1's weights and bias hold layer_norm2's (k::fold_layer_norm): the norm
-// runs inside our Hopper product (MlpForm::FusedNorm, reading fc1_sums), or as
-// a norm of unit weight and no bias before cuBLASLt's product.
+// Where our Hopper product with a LayerNorm inside runs (and mlp_kernel is
+// not "cublaslt"), fc1's weights and bias hold layer_norm2's
+// (k::fold_layer_norm): the norm runs inside that product (MlpForm::FusedNorm,
+// reading fc1_sums), or as a norm of unit weight (ln2_w) and no bias (ln2_b
+// null) before cuBLASLt's product. Elsewhere fc1 and the norm are as loaded.
 struct DeviceLayer {
   const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
-  const bf16 *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  const float* fc1_sums;  // [inter]: the sums of fc1's folded bf16 rows
+  const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+  const float* fc1_sums;  // [inter]: the sums of fc1's folded bf16 rows (folded only)
 };
 
 // The forms of layer_norm2 + fc1 + GELU, in the order "auto" times them; the
@@ -98,7 +100,9 @@ struct CudaModel::Impl {
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
   std::set<int64_t> tuned;                            // row counts whose algorithms were timed
   std::map<int64_t, MlpForm> mlp_form;                // "auto"'s timed choice per row count
-  bool fused_norm_runs = false;                       // layer_norm_linear_gelu runs on this GPU
+  // layer_norm2 folded into fc1: layer_norm_linear_gelu runs on this GPU and
+  // mlp_kernel allows it.
+  bool folded = false;
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -108,7 +112,7 @@ struct CudaModel::Impl {
       if (p) {
         const cudaError_t e = cudaFree(p);
         if (e != cudaSuccess)
-          std::fprintf(stderr, "siglip: freeing weights: %s\n", cudaGetErrorString(e));
+          std::fprintf(stderr, "siglip: freeing device weights: %s\n", cudaGetErrorString(e));
       }
   }
 
@@ -134,8 +138,13 @@ struct CudaModel::Impl {
       add(&d.qkv_b, l.qkv_b);
       add(&d.out_w, l.out_w);
       add(&d.out_b, l.out_b);
-      fc1_slots.push_back(plan.size());
-      add(&d.fc1_w, l.fc1_w);  // replaced by the folded weights below
+      if (folded) {
+        fc1_slots.push_back(plan.size());  // replaced by the folded weights below
+      } else {
+        add(&d.ln2_w, l.ln2_w);
+        add(&d.ln2_b, l.ln2_b);
+      }
+      add(&d.fc1_w, l.fc1_w);
       add(&d.fc1_b, l.fc1_b);
       add(&d.fc2_w, l.fc2_w);
       add(&d.fc2_b, l.fc2_b);
@@ -172,8 +181,8 @@ struct CudaModel::Impl {
     }
     // layer_norm2 folded into fc1, one layer at a time (a float copy each).
     const int64_t d = o.model.hidden_size, inter = o.model.intermediate_size;
-    std::vector<float> sums(layers.size() * static_cast<size_t>(inter));
-    for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<float> sums(fc1_slots.size() * static_cast<size_t>(inter));
+    for (size_t i = 0; i < fc1_slots.size(); ++i) {
       const LayerWeights& l = w.layers[i];
       const size_t t = fc1_slots[i];
       k::fold_layer_norm_bf16(l.fc1_w, l.fc1_b, inter, d, l.ln2_w, l.ln2_b,
@@ -191,13 +200,16 @@ struct CudaModel::Impl {
       check_cuda(
           cudaMemcpy(fc1_sums, sums.data(), sums.size() * sizeof(float), cudaMemcpyHostToDevice),
           "uploading fc1's column sums");
-      for (size_t i = 0; i < layers.size(); ++i)
+      for (size_t i = 0; i < layers.size(); ++i) {
         layers[i].fc1_sums = fc1_sums + i * static_cast<size_t>(inter);
+        layers[i].ln2_w = unit;
+        layers[i].ln2_b = nullptr;
+      }
     }
   }
 
   MlpForm mlp_form_for(int64_t rows) const {
-    if (!fused_norm_runs || o.mlp_kernel == MlpKernel::Cublaslt) return MlpForm::Cublaslt;
+    if (!folded) return MlpForm::Cublaslt;
     if (o.mlp_kernel == MlpKernel::FusedNorm) return MlpForm::FusedNorm;
     const auto it = mlp_form.find(rows);
     // Untimed (tune_gemm = false): the norm inside, 3-15% faster than the norm
@@ -206,7 +218,8 @@ struct CudaModel::Impl {
   }
 
   // layer_norm2, fc1 and GELU, [rows, d] residual rows x -> [rows, inter] mlp:
-  // one kernel, or the norm (unit weight, no bias) and cuBLASLt's product.
+  // one kernel, or the norm (unit weight and no bias where folded) and
+  // cuBLASLt's product.
   void norm_fc1(const DeviceLayer& l, const Activations& a, int64_t rows, MlpForm form,
                 cudaStream_t s) const {
     const VisionConfig& c = o.model;
@@ -217,7 +230,7 @@ struct CudaModel::Impl {
             "layer_norm2 and fc1 + gelu");
       return;
     }
-    check(k::layer_norm_bf16(a.x, unit, nullptr, a.normed, rows, d, c.layer_norm_eps, s),
+    check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
           "layer_norm2");
     check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws,
                   k::GemmPlan::workspace_bytes(), s),
@@ -227,7 +240,7 @@ struct CudaModel::Impl {
   // "auto": times layer_norm2 + fc1's forms at this size (after fc1's own
   // tuning), or takes the choice stored in the tuning cache.
   void choose_mlp(const Activations& a, int64_t rows, cudaStream_t s) {
-    if (o.mlp_kernel != MlpKernel::Auto || !fused_norm_runs || layers.empty()) return;
+    if (o.mlp_kernel != MlpKernel::Auto || !folded || layers.empty()) return;
     const VisionConfig& c = o.model;
     const std::string key = "siglip-mlp:rows=" + std::to_string(rows) +
                             ",d=" + std::to_string(c.hidden_size) +
@@ -379,8 +392,8 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
                       "(16-byte bf16 rows)");
+  impl_->folded = o.mlp_kernel != MlpKernel::Cublaslt && k::layer_norm_linear_gelu_supported();
   impl_->upload(w);
-  impl_->fused_norm_runs = k::layer_norm_linear_gelu_supported();
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
     encoder_kit::fail(EG_ERR_DEVICE,

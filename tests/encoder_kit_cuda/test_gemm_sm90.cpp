@@ -1,11 +1,14 @@
 // The Hopper matrix product (gemm_sm90.cu) against a float64 reference: the
-// plain form with bias, and gate/up with SiLU·mul fused into its epilogue,
+// plain form with bias, gate/up with SiLU·mul fused into its epilogue, and the
+// norm forms (RMSNorm; LayerNorm with GELU(tanh) and its host-side fold),
 // at uneven rows, k and widths (partial tiles on every side); also against
 // the cuBLASLt product plus the silu_mul pass it replaces, and replayed from a
 // CUDA graph on new data.
 #include "gpu_test_util.hpp"
 
 #include <encoder_kit/cuda/check.hpp>
+#include <encoder_kit/cuda/plugin_host.hpp>  // fold_layer_norm_bf16
+#include <encoder_kit/numeric.hpp>
 
 #include <cmath>
 #include <functional>
@@ -635,6 +638,37 @@ double gelu_tanh_ref(double v) {
 
 }  // namespace
 
+TEST_CASE("fold_layer_norm_bf16: the folded bf16 rows, bias and sums, zero padding rows") {
+  const int64_t rows = 3, padded = 5, cols = 7;
+  std::vector<float> w(static_cast<size_t>(rows * cols)), b(static_cast<size_t>(rows)),
+      gamma(static_cast<size_t>(cols)), beta(gamma.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * static_cast<float>(i % 11) - 0.4f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * static_cast<float>(i) - 0.3f;
+  for (size_t i = 0; i < gamma.size(); ++i)
+    gamma[i] = 1.0f + 0.05f * static_cast<float>(i),
+    beta[i] = 0.02f * static_cast<float>(i) - 0.05f;
+  std::vector<uint16_t> dw(static_cast<size_t>(padded * cols), 0xffff),
+      db(static_cast<size_t>(padded), 0xffff);
+  std::vector<float> sums(static_cast<size_t>(padded), -1.0f);
+  k::fold_layer_norm_bf16(w, b, padded, cols, gamma, beta, dw.data(), db.data(), sums.data());
+  for (int64_t r = 0; r < padded; ++r) {
+    CAPTURE(r);
+    double shift = 0.0, sum = 0.0;
+    for (int64_t i = 0; i < cols; ++i) {
+      const double wv = r < rows ? w[r * cols + i] : 0.0;
+      shift += wv * beta[i];
+      const float folded = encoder_kit::bf16_to_f32(dw[r * cols + i]);
+      CHECK(folded ==
+            encoder_kit::bf16_to_f32(encoder_kit::f32_to_bf16(static_cast<float>(wv) * gamma[i])));
+      sum += folded;
+    }
+    CHECK(sums[r] == doctest::Approx(sum).epsilon(1e-6));
+    const double want_b = (r < rows ? b[r] : 0.0) + shift;
+    CHECK(encoder_kit::bf16_to_f32(db[r]) == doctest::Approx(want_b).epsilon(1e-2).scale(1e-3));
+    if (r >= rows) CHECK(db[r] == 0);
+  }
+}
+
 GPU_TEST_CASE(
     "layer_norm_linear_gelu_tanh_bf16: LayerNorm and GELU in the product, against "
     "float64") {
@@ -672,12 +706,14 @@ GPU_TEST_CASE(
     CAPTURE(sh.n);
     CAPTURE(sh.k);
     // Rows of spreads 1/8 .. 8 around means of up to 4 times their spread
-    // (the mean goes through W's column sums), and one constant row (its
-    // variance is 0: only eps keeps rstd finite, and the output is beta's).
+    // (the mean goes through W's column sums), every 11th from row 2 around
+    // 100 times its spread (the variance must not cancel), and one constant
+    // row (its variance is 0: only eps keeps rstd finite, and the output is
+    // beta's).
     auto x = random_bf16(static_cast<size_t>(sh.rows * sh.k), 1.0f);
     for (int64_t r = 0; r < sh.rows; ++r) {
       const float spread = std::ldexp(1.0f, static_cast<int>(r % 7) - 3);
-      const float mean = spread * static_cast<float>(r % 9 - 4);
+      const float mean = spread * (r % 11 == 2 ? 100.0f : static_cast<float>(r % 9 - 4));
       for (int64_t i = 0; i < sh.k; ++i) {
         bf16& v = x[r * sh.k + i];
         v = r == 1 ? to_bf(0.75f) : to_bf(mean + to_f(v) * spread);

@@ -13,17 +13,21 @@
 //    (two k steps with the norm, below); after a stage's products have
 //    completed, each of their warps arrives on its "empty" mbarrier, and the
 //    copier reuses the stage once all eight have.
-//  - the epilogue runs from the accumulators: bias, then either the plain bf16
-//    product or, with W's rows blocked as [128 gate | 128 up], the SwiGLU
-//    product of a tile's two halves, gate rows and the same features' up rows
-//    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte
-//    swizzled 128 x 64 boxes, and one thread stores them by TMA while the next
-//    tile's products start.
-//  - optionally an RMSNorm of A's rows in front (rms_gate_up_silu_mul_bf16,
-//    rms_linear_bf16): A's k columns are a whole row, so the multipliers
-//    load A's fragments from the staged boxes into registers (ldmatrix; wgmma then reads A from
-//    registers), sum each row's squares from them, and the epilogue scales the row's products by
-//    rsqrt(mean + eps). The norm's weight is folded into W's columns (fold_norm_weight), so the
+//  - the epilogue runs from the accumulators: bias, then the plain bf16
+//    product, GELU(tanh) of it (layer_norm_linear_gelu_tanh_bf16: SigLIP's and
+//    Qwen3-VL's fc1), or, with W's rows blocked as [128 gate | 128 up], the
+//    SwiGLU product of a tile's two halves, gate rows and the same features'
+//    up rows (gate_up_silu_mul_bf16). The tile is staged in shared memory as
+//    128-byte swizzled 128 x 64 boxes, and one thread stores them by TMA while
+//    the next tile's products start.
+//  - optionally a norm of A's rows in front: RMSNorm (rms_gate_up_silu_mul_bf16,
+//    rms_linear_bf16) or LayerNorm (with the GELU form). A's k columns are a
+//    whole row, so the multipliers load A's fragments from the staged boxes
+//    into registers (ldmatrix; wgmma then reads A from registers), sum each
+//    row's squares (and values) from them, and the epilogue scales the row's
+//    products by rsqrt(mean square + eps) (LayerNorm: subtracts the mean's
+//    share through W's column sums first, see the kernel). The norm's weight
+//    is folded into W's columns (fold_norm_weight, fold_layer_norm), so the
 //    normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
@@ -132,7 +136,7 @@ __device__ __forceinline__ int64_t w_row(int tile_n, int col) {
   }
 }
 
-// RMSNorm (kNorm): A goes through registers, so that the norm's sums of
+// A norm in front (Norm::Rms, Norm::Layer): A goes through registers, so that the norm's sums of
 // squares read no extra shared memory (that traffic cost the staged-A form up
 // to 40% on narrow tiles, which are bound by it). One warp's fragment of k
 // step kk of a k-block in the m64nNk16 register layout (rows 16 warp + lane/4
@@ -158,24 +162,40 @@ __device__ __forceinline__ void add_squares(const uint32_t (&frag)[4], float (&s
   asm volatile("" : "+f"(sq[0]), "+f"(sq[1]));
 }
 
-// LayerNorm: sum[0] += this thread's values of row lane/4, sum[1] of row
-// lane/4 + 8 (the means, beside add_squares' second moments).
-__device__ __forceinline__ void add_sums(const uint32_t (&frag)[4], float (&sum)[2]) {
+// LayerNorm: the moments of this thread's values of row lane/4 (index 0)
+// and lane/4 + 8 (index 1) about a shift per row (its first value, near the
+// row's values): sum += x - shift, sq += (x - shift)^2. Shifted, the
+// variance sq / k - (sum / k)^2 does not cancel for rows whose mean is far
+// above their spread (unshifted, a mean 100 times the spread lost ~10% of
+// the variance in float).
+__device__ __forceinline__ void add_shifted_moments(const uint32_t (&frag)[4],
+                                                    const float (&shift)[2], float (&sum)[2],
+                                                    float (&sq)[2]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-    sum[i & 1] += __uint_as_float(frag[i] << 16) + __uint_as_float(frag[i] & 0xffff0000u);
-  asm volatile("" : "+f"(sum[0]), "+f"(sum[1]));
+  for (int i = 0; i < 4; ++i) {
+    const float lo = __uint_as_float(frag[i] << 16) - shift[i & 1];
+    const float hi = __uint_as_float(frag[i] & 0xffff0000u) - shift[i & 1];
+    sum[i & 1] += lo + hi;
+    sq[i & 1] = fmaf(lo, lo, fmaf(hi, hi, sq[i & 1]));
+  }
+  asm volatile("" : "+f"(sum[0]), "+f"(sum[1]), "+f"(sq[0]), "+f"(sq[1]));
 }
 
 // GELU(tanh) of v as the bf16 module computes it: the product rounded to
-// bf16, then 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))) in float
-// (tanh.approx: relative error below 2^-10, under the output's bf16 rounding).
+// bf16, then 0.5 v (1 + tanh(u)), u = sqrt(2 / pi) (v + 0.044715 v^3), in
+// float, written as v * sigmoid(2u) = v / (1 + e^(-2u)): no cancellation
+// where tanh(u) nears -1 (tanh.approx's absolute error there would be most of
+// a small output), two MUFU operations (ex2, rcp; relative error ~2^-21, far
+// under the output's bf16 rounding). e^(-2u) is capped at 2^63 so that the
+// quotient stays finite (an output below |v| 2^-63 then reads as that).
 __device__ __forceinline__ float gelu_tanh(float v) {
   v = __bfloat162float(__float2bfloat16_rn(v));
+  constexpr float kMinus2Log2e = -2.0f * 1.4426950408889634f;
   const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
-  float t;
-  asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
-  return 0.5f * v * (1.0f + t);
+  const float d = 1.0f + fast_exp2(fminf(kMinus2Log2e * u, 63.0f));
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(d));
+  return v * r;
 }
 
 // The 256 multiplying threads, apart from the copier (named barrier 1).
@@ -421,7 +441,8 @@ __global__ void __launch_bounds__(384, 1)
         load_residual(&map_res, s_out, res_bar, box_lo, box_hi, col0, m0, out_cols);
     }
     float squares[2] = {0.0f, 0.0f};  // kNormed: this thread's two rows, its columns
-    float sums[2] = {0.0f, 0.0f};     // Norm::Layer: the same rows' sums
+    float sums[2] = {0.0f, 0.0f};     // Norm::Layer: the same rows' sums (shifted)
+    float shift[2] = {0.0f, 0.0f};    // Norm::Layer: each row's first value
     uint32_t frag[kBK / 16][4];       // kNormed: A's fragments, one a k step
     for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
       const int s = it % kStages;
@@ -436,8 +457,15 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk) {
           load_a_fragment(a_tile, warp, lane, kk, frag[kk]);
-          add_squares(frag[kk], squares);
-          if constexpr (kNorm == Norm::Layer) add_sums(frag[kk], sums);
+          if constexpr (kNorm == Norm::Layer) {
+            if (kb == kb_lo &&
+                kk == 0)  // column 0: the low halves of a0 and a1 in lane 4 (lane / 4)
+              for (int h = 0; h < 2; ++h)
+                shift[h] = __shfl_sync(0xffffffffu, __uint_as_float(frag[0][h] << 16), lane & ~3);
+            add_shifted_moments(frag[kk], shift, sums, squares);
+          } else {
+            add_squares(frag[kk], squares);
+          }
           wgmma_fence();
           const int accumulate = kb != kb_lo || kk != 0;
           const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
@@ -504,8 +532,8 @@ __global__ void __launch_bounds__(384, 1)
     // acc[4j + {0,1}]: row 16 warp + lane/4, columns 8j + 2(lane%4) + {0,1};
     // acc[4j + {2,3}]: the same columns, 8 rows further.
     const int row0 = 64 * c + 16 * warp + lane / 4;  // in the tile
-    // kNorm: this thread's rows' sums of squares over this block's k-blocks,
-    // from the four lanes that hold the rows' columns.
+    // kNormed: this thread's rows' sums of squares (and for LayerNorm of values) over this block's
+    // k-blocks, from the four lanes that hold the rows' columns.
     float row_squares[2] = {squares[0], squares[1]}, row_sums[2] = {sums[0], sums[1]};
     if constexpr (kNormed)
       for (float& v : row_squares) {
@@ -615,16 +643,18 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < kTileN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
       } else if constexpr (kNorm == Norm::Layer) {
-        // rstd (acc - mean s[n]) per row; var = E[x^2] - mean^2 in float (the
-        // rows are bf16, so the cancellation costs bits only for rows whose
-        // mean is far above their spread).
+        // rstd (acc - mean s[n]) per row. The moments are about the row's
+        // shift; the k-block's columns past k (zeros from TMA) each added
+        // -shift and shift^2, taken back here.
         const float inv_k = 1.0f / static_cast<float>(rms_cols);
+        const float past_k = static_cast<float>(k_blocks * kBK - rms_cols);
         float rs[2], rm[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float mean = row_sums[h] * inv_k;
-          rs[h] = rsqrtf(fmaxf(fmaf(-mean, mean, row_squares[h] * inv_k), 0.0f) + rms_eps);
-          rm[h] = rs[h] * mean;
+          const float d = fmaf(past_k, shift[h], row_sums[h]) * inv_k;  // mean - shift
+          const float sq = fmaf(-past_k * shift[h], shift[h], row_squares[h]) * inv_k;
+          rs[h] = rsqrtf(fmaxf(fmaf(-d, d, sq), 0.0f) + rms_eps);
+          rm[h] = rs[h] * (shift[h] + d);
         }
 #pragma unroll
         for (int j = 0; j < kTileN / 8; ++j) {
@@ -945,8 +975,8 @@ int layer_norm_linear_gelu_tanh_bf16(const bf16* x, const bf16* w_folded, const 
   ENCODER_KIT_REQUIRE(operands_ok(x, w_folded, b_folded, y, k, n));
   ENCODER_KIT_REQUIRE(col_sums != nullptr && reinterpret_cast<uintptr_t>(col_sums) % 8 == 0);
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && n <= int64_t{0x7fffffff});
-  ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   if (rows == 0) return 0;
+  ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

@@ -190,7 +190,8 @@ int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16*
 // uploaded (bf16), so that LN(x) W^T + b = rstd (x W'^T - mean col_sums) + b'.
 // The kernel sums each row's values and squares from the A tiles it stages,
 // and the normalised rows are never written. The product is rounded to bf16
-// before GELU, as the bf16 module rounds fc1's output. Tiles of 256, unsplit;
+// before GELU, as the bf16 module rounds fc1's output (GELU itself in float,
+// as v sigmoid(2u), equal to tanh's form). Tiles of 256, unsplit;
 // col_sums 8-byte aligned. Not the separate norm's rounding (it rounds the
 // normalised rows to bf16): the difference is of the order of that rounding.
 bool layer_norm_linear_gelu_supported();
