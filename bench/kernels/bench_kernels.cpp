@@ -5,7 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip|lnprobe]
+//                 [--only gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
@@ -20,7 +20,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -360,56 +359,6 @@ void bench_qkv(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
             forms);
 }
 
-// SigLIP so400m's (and Qwen3-VL's) LayerNorm in front of qkv and fc1, at m
-// rows: the norm pass then cuBLASLt's tuned product (GELU(tanh) in fc1's
-// epilogue), against our kernel after the norm, our kernel with an RMSNorm
-// inside (rms_linear_bf16, no GELU: the bound measured before the LayerNorm
-// form was written), and for fc1 that form (layer_norm_linear_gelu_tanh_bf16).
-void bench_layer_norm_products(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
-  constexpr int64_t D = 1152;
-  bf16* x = pool.bf(static_cast<size_t>(m * D));
-  bf16* normed = pool.bf(static_cast<size_t>(m * D));
-  bf16* norm_w = pool.bf(static_cast<size_t>(D));
-  for (const auto& [name, n, ep] :
-       {std::tuple{"siglip ln1+qkv", int64_t{3 * D}, Ep::Bias},
-        std::tuple{"siglip ln2+fc1", int64_t{4304}, Ep::BiasGeluTanh}}) {
-    const int64_t N = n;
-    k::GemmPlan plan;
-    BENCH_CHECK(plan.initialize(m, N, D, ep, false));
-    bf16* w = pool.bf(static_cast<size_t>(N * D));
-    bf16* b = pool.bf(static_cast<size_t>(N));
-    bf16* y = pool.bf(static_cast<size_t>(m * N));
-    BENCH_CHECK(plan.tune(lt, normed, w, b, nullptr, y, m, ws, k::GemmPlan::workspace_bytes(),
-                          g_stream, 16));
-    auto norm = [&] {
-      BENCH_CHECK(k::layer_norm_bf16(x, norm_w, norm_w, normed, m, D, 1e-6f, g_stream));
-    };
-    Forms forms = {{"layer_norm, cuBLASLt (tuned)", [&] {
-                      norm();
-                      BENCH_CHECK(plan.run(lt, normed, w, b, nullptr, y, m, ws,
-                                           k::GemmPlan::workspace_bytes(), g_stream));
-                    }}};
-    if (k::rms_linear_supported()) {
-      forms.emplace_back("layer_norm, own kernel (no gelu)", [&, N] {
-        norm();
-        BENCH_CHECK(k::detail::gemm_sm90_bf16(normed, w, b, nullptr, y, m, N, D, 0, g_stream));
-      });
-      forms.emplace_back("rms norm inside own kernel (no gelu)", [&, N] {
-        BENCH_CHECK(k::rms_linear_bf16(x, w, b, y, m, N, D, 1e-6f, g_stream));
-      });
-    }
-    if (ep == Ep::BiasGeluTanh && k::layer_norm_linear_gelu_supported()) {
-      float* sums = pool.raw<float>(static_cast<size_t>(N));
-      BENCH_CUDA(cudaMemset(sums, 0, static_cast<size_t>(N) * sizeof(float)));
-      forms.emplace_back("layer norm inside own kernel, gelu (siglip's fused_norm)", [&, N, sums] {
-        BENCH_CHECK(
-            k::layer_norm_linear_gelu_tanh_bf16(x, w, b, sums, y, m, N, D, 1e-6f, g_stream));
-      });
-    }
-    alternate(name, shape3(m, N, D), 2.0 * m * N * D, 2.0 * (m * D + N * D + m * N), forms);
-  }
-}
-
 // Sequences of `len` tokens (the last one shorter) filling `tokens`, plus
 // `padded` zero-length slots.
 std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
@@ -593,12 +542,12 @@ int main(int argc, char** argv) {
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
-                                    only == "lnprobe" || only == "attnshort"))
+                                    only == "attnshort"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip|lnprobe] "
+                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip] "
                    "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
@@ -701,10 +650,6 @@ int main(int argc, char** argv) {
     // SigLIP so400m's layer at a 64-image budget (46656 rows of 1152, MLP
     // 4304, 16 heads of 72), and its sum: where siglip_bench's time goes.
     if (only == "siglip") bench_siglip_layer(pool, lt, ws);
-    // "--only lnprobe": LayerNorm in front of SigLIP's products, two budgets.
-    if (only == "lnprobe")
-      for (const int64_t m : {int64_t{46656}, int64_t{16384}, int64_t{2916}})
-        bench_layer_norm_products(pool, lt, ws, m);
 
     // Memory-bound kernels.
     if (want("memory")) {

@@ -308,10 +308,44 @@ struct CudaModel::Impl {
           "silu_mul");
   }
 
-  // The fastest form at this size (encoder_kit::cuda::choose_form).
+  // The fastest of `names`' forms, run(form index) each, at this size: the
+  // choice stored in the tuning cache under `key`, or timed here as replays
+  // of CUDA graphs in alternating rounds (time_forms: eager runs would time
+  // the host's launches, where cuBLASLt's cost more, and had picked one
+  // image's norm1 + qkv form the wrong way round). A form after the first must
+  // be 2% faster to win (the qkv forms differ by 2-5%: timing noise must not
+  // flip a choice between starts); one that fails to run or to capture is out
+  // (the graphs could not hold it). choose_fastest stores the choice.
   size_t choose_form(const std::string& key, const std::vector<std::string>& names,
                      const std::function<void(size_t)>& run, cudaStream_t s) {
-    return k::choose_form(gemm_cache.get(), key, names, run, s, kWho);
+    constexpr int kRuns = 4, kRounds = 3;
+    constexpr double kMargin = 1.02;
+    std::vector<double> ms;  // every form's, measured on choose_fastest's first call
+    auto measure_all = [&] {
+      run(0);  // the first form's failure is the model's, reported as such
+      k::FormTimes times;
+      check(k::time_forms(
+                names.size(),
+                [&](size_t f) {
+                  try {
+                    run(f);
+                    return 0;
+                  } catch (...) {  // out of the running (inside a capture: ends it)
+                    return static_cast<int>(cudaErrorUnknown);
+                  }
+                },
+                s, kRuns, kRounds, times),
+            "timing a layer's kernel forms");
+      for (size_t f = 0; f < names.size(); ++f)
+        ms.push_back(times.best_ms[f] >= 0.0f && times.captured[f]
+                         ? times.best_ms[f] * (f == 0 ? 1.0 : kMargin)
+                         : std::numeric_limits<double>::infinity());
+    };
+    auto time_ms = [&](size_t f) {
+      if (ms.empty()) measure_all();
+      return ms[f];
+    };
+    return encoder_kit::choose_fastest(gemm_cache.get(), key, names, time_ms);
   }
 
   // "auto": times the three MLP forms at this size (after gate_up's own

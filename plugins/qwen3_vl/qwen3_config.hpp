@@ -52,12 +52,6 @@ using Dtype = encoder_kit::ComputeDtype;
 inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 
-// CUDA: how each block's norm2 (LayerNorm), linear_fc1 and GELU run (the
-// mlp_kernel key): "auto" times the forms per graph size (Hopper only), or one
-// fixed: the norm pass then cuBLASLt's product, or the norm inside our Hopper
-// product (layer_norm_linear_gelu_tanh_bf16; other GPUs fall back to cuBLASLt).
-enum class MlpKernel { Auto, FusedNorm, Cublaslt };
-
 struct Options {
   VisionConfig model;
   // The config.json the tower's sizes came from (config_json, or the one in
@@ -77,7 +71,6 @@ struct Options {
   uint64_t seed = 0;
   bool check_finite = true;
   bool tune_gemm = true;  // CUDA: time the products' algorithms in each capture's warm-up
-  MlpKernel mlp_kernel = MlpKernel::Auto;
   // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
   // library versions and shapes): a folder, "off", or "" for the default
   // ($ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).

@@ -13,8 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <functional>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -47,21 +45,10 @@ int64_t padded_intermediate(const VisionConfig& c) {
   return (c.intermediate_size + 15) / 16 * 16;
 }
 
-// Where our Hopper product with a LayerNorm inside runs (and mlp_kernel is
-// not "cublaslt"), fc1's weights and bias hold norm2's (k::fold_layer_norm):
-// the norm runs inside that product (MlpForm::FusedNorm, reading fc1_sums),
-// or as a norm of unit weight (norm2_w) and no bias (norm2_b null) before
-// cuBLASLt's product. Elsewhere fc1 and the norm are as loaded.
 struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  const float* fc1_sums;  // [padded inter]: the sums of fc1's folded bf16 rows (folded only)
 };
-
-// The forms of norm2 + fc1 + GELU, in the order "auto" times them; the names
-// are the tuning cache's.
-enum class MlpForm { Cublaslt, FusedNorm };
-const std::vector<std::string> kMlpFormNames = {"cublaslt", "fused_norm"};
 
 struct DeviceMerger {
   const bf16 *norm_w, *norm_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -101,10 +88,7 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 struct CudaModel::Impl {
   VisionConfig c;
   int device = 0;
-  MlpKernel mlp_kernel = MlpKernel::Auto;
-  void* weights = nullptr;     // one allocation for every parameter
-  float* fc1_sums = nullptr;   // every block's, one allocation
-  const bf16* unit = nullptr;  // [hidden] ones: norm2's weight, folded into fc1
+  void* weights = nullptr;  // one allocation for every parameter
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos_embed = nullptr;
   std::vector<DeviceBlock> blocks;
   DeviceMerger merger{};
@@ -112,22 +96,17 @@ struct CudaModel::Impl {
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
-  std::set<int64_t> tuned;              // patch counts whose algorithms were timed
-  std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
-  // norm2 folded into fc1: layer_norm_linear_gelu runs on this GPU and
-  // mlp_kernel allows it.
-  bool folded = false;
+  std::set<int64_t> tuned;  // patch counts whose algorithms were timed
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
-    for (void* p : {weights, static_cast<void*>(fc1_sums)})
-      if (p) {
-        const cudaError_t e = cudaFree(p);
-        if (e != cudaSuccess)
-          std::fprintf(stderr, "qwen3_vl: freeing device weights: %s\n", cudaGetErrorString(e));
-      }
+    if (weights) {
+      const cudaError_t e = cudaFree(weights);
+      if (e != cudaSuccess)
+        std::fprintf(stderr, "qwen3_vl: freeing weights: %s\n", cudaGetErrorString(e));
+    }
   }
 
   void upload(const Weights& w) {
@@ -159,9 +138,6 @@ struct CudaModel::Impl {
       add(&d.fc2_w, m.fc2_w);
       add(&d.fc2_b, m.fc2_b);
     };
-    std::vector<size_t> fc1_slots;  // each block's fc1 weights' plan entry (its bias next)
-    const std::vector<float> ones(static_cast<size_t>(dm), 1.0f);
-    add(&unit, ones);
     add(&patch_w, w.patch_embed_w);
     add(&patch_b, w.patch_embed_b);
     add(&pos_embed, w.pos_embed);
@@ -171,15 +147,12 @@ struct CudaModel::Impl {
       DeviceBlock& d = blocks[i];
       add(&d.norm1_w, b.norm1_w);
       add(&d.norm1_b, b.norm1_b);
-      if (!folded) {
-        add(&d.norm2_w, b.norm2_w);
-        add(&d.norm2_b, b.norm2_b);
-      }
+      add(&d.norm2_w, b.norm2_w);
+      add(&d.norm2_b, b.norm2_b);
       add(&d.qkv_w, b.qkv_w);
       add(&d.qkv_b, b.qkv_b);
       add(&d.proj_w, b.proj_w);
       add(&d.proj_b, b.proj_b);
-      if (folded) fc1_slots.push_back(plan.size());  // replaced by the folded weights below
       add(&d.fc1_w, pad_rows(b.fc1_w, dm));
       add(&d.fc1_b, pad_rows(b.fc1_b, 1));
       add(&d.fc2_w, pad_cols(b.fc2_w, dm));
@@ -199,73 +172,11 @@ struct CudaModel::Impl {
       uint16_t* out = host.data() + offsets[t] / 2;
       for (float f : *plan[t].second) *out++ = encoder_kit::f32_to_bf16(f);
     }
-    // norm2 folded into fc1 (its padded rows stay zero), one block at a time.
-    std::vector<float> sums(fc1_slots.size() * static_cast<size_t>(ip));
-    for (size_t i = 0; i < fc1_slots.size(); ++i) {
-      const BlockWeights& b = w.blocks[i];
-      const size_t t = fc1_slots[i];
-      k::fold_layer_norm_bf16(b.fc1_w, b.fc1_b, ip, dm, b.norm2_w, b.norm2_b,
-                              host.data() + offsets[t] / 2, host.data() + offsets[t + 1] / 2,
-                              sums.data() + i * static_cast<size_t>(ip));
-    }
     check_cuda(cudaMalloc(&weights, total), "allocating the weights");
     check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
                "uploading weights");
     for (size_t t = 0; t < plan.size(); ++t)
       *plan[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(weights) + offsets[t]);
-    if (!sums.empty()) {
-      check_cuda(cudaMalloc(&fc1_sums, sums.size() * sizeof(float)),
-                 "allocating fc1's column sums");
-      check_cuda(
-          cudaMemcpy(fc1_sums, sums.data(), sums.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "uploading fc1's column sums");
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        blocks[i].fc1_sums = fc1_sums + i * static_cast<size_t>(ip);
-        blocks[i].norm2_w = unit;
-        blocks[i].norm2_b = nullptr;
-      }
-    }
-  }
-
-  MlpForm mlp_form_for(int64_t p) const {
-    if (!folded) return MlpForm::Cublaslt;
-    if (mlp_kernel == MlpKernel::FusedNorm) return MlpForm::FusedNorm;
-    const auto it = mlp_form.find(p);
-    // Untimed (tune_gemm = false): the norm inside, faster than the norm pass
-    // and cuBLASLt at so400m's widths from ~3000 rows (bench/kernels/NOTES.md).
-    return it != mlp_form.end() ? it->second : MlpForm::FusedNorm;
-  }
-
-  // norm2, fc1 and GELU, [p, d] residual rows x -> [p, inter] act: one
-  // kernel, or the norm (unit weight and no bias where folded) and cuBLASLt's
-  // product.
-  void norm_fc1(const DeviceBlock& b, const Activations& a, int64_t p, MlpForm form,
-                cudaStream_t s) const {
-    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    if (form == MlpForm::FusedNorm) {
-      check(k::layer_norm_linear_gelu_tanh_bf16(a.x, b.fc1_w, b.fc1_b, b.fc1_sums, a.act, p, inter,
-                                                d, c.layer_norm_eps, s),
-            "norm2 and mlp.linear_fc1");
-      return;
-    }
-    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.layer_norm_eps, s),
-          "norm2");
-    check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws,
-                  k::GemmPlan::workspace_bytes(), s),
-          "mlp.linear_fc1");
-  }
-
-  // "auto": times norm2 + fc1's forms at this size (after fc1's own tuning),
-  // or takes the choice stored in the tuning cache.
-  void choose_mlp(const Activations& a, int64_t p, cudaStream_t s) {
-    if (mlp_kernel != MlpKernel::Auto || !folded || blocks.empty()) return;
-    const std::string key = "qwen3-mlp:p=" + std::to_string(p) +
-                            ",d=" + std::to_string(c.hidden_size) +
-                            ",inter=" + std::to_string(padded_intermediate(c)) +
-                            ",forms=ln+cublaslt+sm90lngelu,timed=graph";
-    mlp_form[p] = static_cast<MlpForm>(k::choose_form(
-        gemm_cache.get(), key, kMlpFormNames,
-        [&](size_t f) { norm_fc1(blocks[0], a, p, static_cast<MlpForm>(f), s); }, s, kWho));
   }
 
   void plan_products(int64_t patches) {
@@ -335,11 +246,9 @@ struct CudaModel::Impl {
 };
 
 CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
-                     MlpKernel mlp_kernel, const std::string& tuning_cache,
-                     std::function<void(const std::string&)> warn)
+                     const std::string& tuning_cache, std::function<void(const std::string&)> warn)
     : impl_(std::make_unique<Impl>()) {
   impl_->c = c;
-  impl_->mlp_kernel = mlp_kernel;
   impl_->device = device_index;
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
@@ -352,7 +261,6 @@ CudaModel::CudaModel(const VisionConfig& c, const Weights& w, int device_index, 
                                            " deepstack mergers for " +
                                            std::to_string(c.deepstack_visual_indexes.size()) +
                                            " deepstack_visual_indexes");
-  impl_->folded = mlp_kernel != MlpKernel::Cublaslt && k::layer_norm_linear_gelu_supported();
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -408,7 +316,6 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
   }
   if (tune && !in_capture && !m.tuned.count(p)) {
     m.tune(a, pixels, p, tokens, gemm_ws, s);
-    m.choose_mlp(a, p, s);
     m.tuned.insert(p);
     if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
   }
@@ -421,7 +328,6 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
                                  p, d, s),
         "pos_embed");
   const std::vector<SeqBucket> buckets = attention_buckets(cap);
-  const MlpForm mlp_form = m.mlp_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
     check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.layer_norm_eps, s),
@@ -435,7 +341,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
             "attention");
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
-    m.norm_fc1(b, a, p, mlp_form, s);
+    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.layer_norm_eps, s),
+          "norm2");
+    check(m.fc1.run(m.handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
+          "mlp.linear_fc1");
     check(m.fc2.run(m.handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "mlp.linear_fc2");
     // Deepstack outputs come in layer order, each from its own merger.

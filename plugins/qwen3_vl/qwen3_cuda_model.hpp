@@ -27,9 +27,9 @@ class CudaModel {
   // outside capture).
   // `tuning_cache` is the plugin key of that name (a folder, "off", or "" for the
   // default folder; see encoder_kit/tuning_cache.hpp); `warn` gets the cache's
-  // warnings (stderr when empty). `mlp_kernel`: the key of that name.
+  // warnings (stderr when empty).
   CudaModel(const VisionConfig& c, const Weights& w, int device_index, int64_t max_patches,
-            MlpKernel mlp_kernel = MlpKernel::Auto, const std::string& tuning_cache = "",
+            const std::string& tuning_cache = "",
             std::function<void(const std::string&)> warn = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;

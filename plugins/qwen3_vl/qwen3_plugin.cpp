@@ -27,9 +27,7 @@
 // deepstack_visual_indexes (each overrides config_json), dtype (f32 on the
 // CPU, bf16 on CUDA), min_pixels, max_pixels (images), video_min_pixels,
 // video_max_pixels (all frames of a video together), min_budget, max_budget,
-// max_frames_per_video, seed, tune_gemm, mlp_kernel (CUDA: "auto" |
-// "fused_norm" | "cublaslt", how norm2 and linear_fc1 run; docs/config.md),
-// check_finite. Weights: a
+// max_frames_per_video, seed, tune_gemm, check_finite. Weights: a
 // .safetensors file, a checkpoint directory / index json (tensors under
 // `visual.` or `model.visual.`, detected; others ignored), or "random".
 #include "qwen3_batch.hpp"
@@ -122,7 +120,7 @@ eg_status q3_create(const eg_create_params* p, eg_instance** out, eg_error* err)
     } else {
 #ifdef QWEN3_HAVE_CUDA
       in->cuda = std::make_unique<qwen3::CudaModel>(
-          c, w, in->device_index, in->opt.max_budget * c.merge_unit(), in->opt.mlp_kernel,
+          c, w, in->device_index, in->opt.max_budget * c.merge_unit(),
           in->opt.tune_gemm ? in->opt.tuning_cache : std::string("off"),
           [](const std::string& message) { log(EG_LOG_WARN, message); });
 #endif

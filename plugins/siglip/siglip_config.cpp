@@ -207,8 +207,6 @@ Options parse_options(const eg_create_params* p) {
   o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
   o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
   o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
-  o.mlp_kernel =
-      static_cast<MlpKernel>(r.get_choice("mlp_kernel", {"auto", "fused_norm", "cublaslt"}));
   r.reject_unknown();
   return o;
 }

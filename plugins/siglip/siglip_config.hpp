@@ -52,12 +52,6 @@ enum class Output {
 const char* output_name(Output output);
 using Dtype = encoder_kit::ComputeDtype;
 
-// CUDA: how each layer's LayerNorm (layer_norm2) and fc1 + GELU run (the
-// mlp_kernel key): "auto" times the forms per graph size (Hopper only), or one
-// fixed: the norm pass then cuBLASLt's product, or the norm inside our Hopper
-// product (layer_norm_linear_gelu_tanh_bf16; other GPUs fall back to cuBLASLt).
-enum class MlpKernel { Auto, FusedNorm, Cublaslt };
-
 struct Options {
   VisionConfig model;
   // The config.json the tower's sizes came from (config_json, or the one in
@@ -78,7 +72,6 @@ struct Options {
   uint64_t seed = 0;               // random weights and synthetic items
   bool check_finite = true;        // a checkpoint's NaN/Inf weights are an error
   bool tune_gemm = true;           // CUDA: time the products' algorithms in each capture's warm-up
-  MlpKernel mlp_kernel = MlpKernel::Auto;
   // Where tuned choices persist: "" the default folder (XDG cache), "off",
   // or a folder (encoder_kit/tuning_cache.hpp).
   std::string tuning_cache;

@@ -10,8 +10,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <functional>
-#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -36,21 +34,10 @@ void check_cuda(cudaError_t e, const char* what) {
   k::throw_on_cuda_error(kWho, e, what);
 }
 
-// Where our Hopper product with a LayerNorm inside runs (and mlp_kernel is
-// not "cublaslt"), fc1's weights and bias hold layer_norm2's
-// (k::fold_layer_norm): the norm runs inside that product (MlpForm::FusedNorm,
-// reading fc1_sums), or as a norm of unit weight (ln2_w) and no bias (ln2_b
-// null) before cuBLASLt's product. Elsewhere fc1 and the norm are as loaded.
 struct DeviceLayer {
   const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
   const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  const float* fc1_sums;  // [inter]: the sums of fc1's folded bf16 rows (folded only)
 };
-
-// The forms of layer_norm2 + fc1 + GELU, in the order "auto" times them; the
-// names are the tuning cache's.
-enum class MlpForm { Cublaslt, FusedNorm };
-const std::vector<std::string> kMlpFormNames = {"cublaslt", "fused_norm"};
 
 struct DeviceHead {
   const bf16 *query, *kv_w, *kv_b, *out_w, *out_b, *ln_w, *ln_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -87,9 +74,7 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 
 struct CudaModel::Impl {
   Options o;
-  void* weights = nullptr;     // one allocation for every parameter
-  float* fc1_sums = nullptr;   // every layer's, one allocation
-  const bf16* unit = nullptr;  // [hidden] ones: layer_norm2's weight, folded into fc1
+  void* weights = nullptr;  // one allocation for every parameter
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos = nullptr;
   const bf16 *post_w = nullptr, *post_b = nullptr;
   std::vector<DeviceLayer> layers;
@@ -99,32 +84,24 @@ struct CudaModel::Impl {
   k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
   std::set<int64_t> tuned;                            // row counts whose algorithms were timed
-  std::map<int64_t, MlpForm> mlp_form;                // "auto"'s timed choice per row count
-  // layer_norm2 folded into fc1: layer_norm_linear_gelu runs on this GPU and
-  // mlp_kernel allows it.
-  bool folded = false;
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
-    for (void* p : {weights, static_cast<void*>(fc1_sums)})
-      if (p) {
-        const cudaError_t e = cudaFree(p);
-        if (e != cudaSuccess)
-          std::fprintf(stderr, "siglip: freeing device weights: %s\n", cudaGetErrorString(e));
-      }
+    if (weights) {
+      const cudaError_t e = cudaFree(weights);
+      if (e != cudaSuccess)
+        std::fprintf(stderr, "siglip: freeing weights: %s\n", cudaGetErrorString(e));
+    }
   }
 
   void upload(const Weights& w) {
     // Every tensor laid out in one host image, then one copy.
     std::vector<std::pair<const bf16**, const std::vector<float>*>> plan;
-    std::vector<size_t> fc1_slots;  // each layer's fc1 weights' plan entry (its bias next)
     auto add = [&](const bf16** dst, const std::vector<float>& src) {
       plan.emplace_back(dst, &src);
     };
-    const std::vector<float> ones(static_cast<size_t>(o.model.hidden_size), 1.0f);
-    add(&unit, ones);
     add(&patch_w, w.patch_w);
     add(&patch_b, w.patch_b);
     add(&pos, w.pos);
@@ -138,12 +115,8 @@ struct CudaModel::Impl {
       add(&d.qkv_b, l.qkv_b);
       add(&d.out_w, l.out_w);
       add(&d.out_b, l.out_b);
-      if (folded) {
-        fc1_slots.push_back(plan.size());  // replaced by the folded weights below
-      } else {
-        add(&d.ln2_w, l.ln2_w);
-        add(&d.ln2_b, l.ln2_b);
-      }
+      add(&d.ln2_w, l.ln2_w);
+      add(&d.ln2_b, l.ln2_b);
       add(&d.fc1_w, l.fc1_w);
       add(&d.fc1_b, l.fc1_b);
       add(&d.fc2_w, l.fc2_w);
@@ -179,76 +152,11 @@ struct CudaModel::Impl {
       uint16_t* dst = host.data() + offsets[t] / 2;
       for (float f : *plan[t].second) *dst++ = encoder_kit::f32_to_bf16(f);
     }
-    // layer_norm2 folded into fc1, one layer at a time (a float copy each).
-    const int64_t d = o.model.hidden_size, inter = o.model.intermediate_size;
-    std::vector<float> sums(fc1_slots.size() * static_cast<size_t>(inter));
-    for (size_t i = 0; i < fc1_slots.size(); ++i) {
-      const LayerWeights& l = w.layers[i];
-      const size_t t = fc1_slots[i];
-      k::fold_layer_norm_bf16(l.fc1_w, l.fc1_b, inter, d, l.ln2_w, l.ln2_b,
-                              host.data() + offsets[t] / 2, host.data() + offsets[t + 1] / 2,
-                              sums.data() + i * static_cast<size_t>(inter));
-    }
     check_cuda(cudaMalloc(&weights, total), "allocating the weights");
     check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
                "uploading the weights");
     for (size_t t = 0; t < plan.size(); ++t)
       *plan[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(weights) + offsets[t]);
-    if (!sums.empty()) {
-      check_cuda(cudaMalloc(&fc1_sums, sums.size() * sizeof(float)),
-                 "allocating fc1's column sums");
-      check_cuda(
-          cudaMemcpy(fc1_sums, sums.data(), sums.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "uploading fc1's column sums");
-      for (size_t i = 0; i < layers.size(); ++i) {
-        layers[i].fc1_sums = fc1_sums + i * static_cast<size_t>(inter);
-        layers[i].ln2_w = unit;
-        layers[i].ln2_b = nullptr;
-      }
-    }
-  }
-
-  MlpForm mlp_form_for(int64_t rows) const {
-    if (!folded) return MlpForm::Cublaslt;
-    if (o.mlp_kernel == MlpKernel::FusedNorm) return MlpForm::FusedNorm;
-    const auto it = mlp_form.find(rows);
-    // Untimed (tune_gemm = false): the norm inside, 3-15% faster than the norm
-    // pass and cuBLASLt from 4 images up (bench/kernels/NOTES.md).
-    return it != mlp_form.end() ? it->second : MlpForm::FusedNorm;
-  }
-
-  // layer_norm2, fc1 and GELU, [rows, d] residual rows x -> [rows, inter] mlp:
-  // one kernel, or the norm (unit weight and no bias where folded) and
-  // cuBLASLt's product.
-  void norm_fc1(const DeviceLayer& l, const Activations& a, int64_t rows, MlpForm form,
-                cudaStream_t s) const {
-    const VisionConfig& c = o.model;
-    const int64_t d = c.hidden_size, inter = c.intermediate_size;
-    if (form == MlpForm::FusedNorm) {
-      check(k::layer_norm_linear_gelu_tanh_bf16(a.x, l.fc1_w, l.fc1_b, l.fc1_sums, a.mlp, rows,
-                                                inter, d, c.layer_norm_eps, s),
-            "layer_norm2 and fc1 + gelu");
-      return;
-    }
-    check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
-          "layer_norm2");
-    check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws,
-                  k::GemmPlan::workspace_bytes(), s),
-          "fc1 + gelu");
-  }
-
-  // "auto": times layer_norm2 + fc1's forms at this size (after fc1's own
-  // tuning), or takes the choice stored in the tuning cache.
-  void choose_mlp(const Activations& a, int64_t rows, cudaStream_t s) {
-    if (o.mlp_kernel != MlpKernel::Auto || !folded || layers.empty()) return;
-    const VisionConfig& c = o.model;
-    const std::string key = "siglip-mlp:rows=" + std::to_string(rows) +
-                            ",d=" + std::to_string(c.hidden_size) +
-                            ",inter=" + std::to_string(c.intermediate_size) +
-                            ",forms=ln+cublaslt+sm90lngelu,timed=graph";
-    mlp_form[rows] = static_cast<MlpForm>(k::choose_form(
-        gemm_cache.get(), key, kMlpFormNames,
-        [&](size_t f) { norm_fc1(layers[0], a, rows, static_cast<MlpForm>(f), s); }, s, kWho));
   }
 
   void plan_products(const Capacity& cap) {
@@ -343,7 +251,10 @@ void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Ca
                                  static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s),
         "attention");
   check(out.run(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s), "out_proj");
-  norm_fc1(l, a, rows, mlp_form_for(rows), s);
+  check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
+        "layer_norm2");
+  check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
+        "fc1 + gelu");
   check(fc2.run(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s), "fc2");
 }
 
@@ -392,7 +303,6 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
                       "(16-byte bf16 rows)");
-  impl_->folded = o.mlp_kernel != MlpKernel::Cublaslt && k::layer_norm_linear_gelu_supported();
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -436,7 +346,6 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const Out
   }
   if (tune && !in_capture && !m.tuned.count(rows)) {
     m.tune(a, pixels, cap, s);
-    m.choose_mlp(a, rows, s);
     m.tuned.insert(rows);
     if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
   }

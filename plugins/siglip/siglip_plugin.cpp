@@ -33,9 +33,7 @@
 // resample ("bicubic" | "bilinear"), seed, check_finite (default true:
 // NaN/Inf weights are an error), tune_gemm (CUDA: time the products'
 // algorithms in each graph's warm-up; default true), tuning_cache (where those
-// choices persist: a folder, "off", or unset for the default), mlp_kernel
-// (CUDA: "auto" | "fused_norm" | "cublaslt", how layer_norm2 and fc1 run;
-// docs/config.md). Size keys are bounded (see
+// choices persist: a folder, "off", or unset for the default). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory or index json (sharded), or "random".
 #include "siglip_batch.hpp"

@@ -128,26 +128,6 @@ TEST_CASE("CUDA matches the CPU path on the same random weights, every output") 
   }
 }
 
-// norm2 + linear_fc1 + GELU in each form mlp_kernel names: the norm inside
-// our Hopper product (other GPUs run cuBLASLt's form for it), the norm pass
-// and cuBLASLt, and the timed choice; graphs and eager, against the CPU path.
-TEST_CASE("CUDA: every mlp_kernel form matches the CPU path") {
-  const auto geo = standard_items();
-  // The tiny tower's MLP width is padded on the device (zero rows of fc1).
-  for (const Keys& tower : {tiny_tower(), wide_tower()}) {
-    CAPTURE(tower[1].second);
-    const auto cpu = run(config(tower, "cpu"), geo, false);
-    for (const char* form : {"fused_norm", "cublaslt", "auto"}) {
-      CAPTURE(form);
-      encgraph::RuntimeConfig rc = config(tower, "cuda");
-      rc.plugin_config.emplace_back("mlp_kernel", form);
-      rc.plugin_config.emplace_back("tuning_cache", "off");
-      compare(run(rc, geo, true), cpu, kBf16Tolerance, "cuda graphs vs cpu");
-      compare(run(rc, geo, false), cpu, kBf16Tolerance, "cuda eager vs cpu");
-    }
-  }
-}
-
 TEST_CASE("CUDA graph replays equal eager runs for random mixes of sizes") {
   std::mt19937_64 rng(17);
   std::vector<Geometry> geo;

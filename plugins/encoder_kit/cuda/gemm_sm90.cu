@@ -13,21 +13,17 @@
 //    (two k steps with the norm, below); after a stage's products have
 //    completed, each of their warps arrives on its "empty" mbarrier, and the
 //    copier reuses the stage once all eight have.
-//  - the epilogue runs from the accumulators: bias, then the plain bf16
-//    product, GELU(tanh) of it (layer_norm_linear_gelu_tanh_bf16: SigLIP's and
-//    Qwen3-VL's fc1), or, with W's rows blocked as [128 gate | 128 up], the
-//    SwiGLU product of a tile's two halves, gate rows and the same features'
-//    up rows (gate_up_silu_mul_bf16). The tile is staged in shared memory as
-//    128-byte swizzled 128 x 64 boxes, and one thread stores them by TMA while
-//    the next tile's products start.
-//  - optionally a norm of A's rows in front: RMSNorm (rms_gate_up_silu_mul_bf16,
-//    rms_linear_bf16) or LayerNorm (with the GELU form). A's k columns are a
-//    whole row, so the multipliers load A's fragments from the staged boxes
-//    into registers (ldmatrix; wgmma then reads A from registers), sum each
-//    row's squares (and values) from them, and the epilogue scales the row's
-//    products by rsqrt(mean square + eps) (LayerNorm: subtracts the mean's
-//    share through W's column sums first, see the kernel). The norm's weight
-//    is folded into W's columns (fold_norm_weight, fold_layer_norm), so the
+//  - the epilogue runs from the accumulators: bias, then either the plain bf16
+//    product or, with W's rows blocked as [128 gate | 128 up], the SwiGLU
+//    product of a tile's two halves, gate rows and the same features' up rows
+//    (gate_up_silu_mul_bf16). The tile is staged in shared memory as 128-byte
+//    swizzled 128 x 64 boxes, and one thread stores them by TMA while the next
+//    tile's products start.
+//  - optionally an RMSNorm of A's rows in front (rms_gate_up_silu_mul_bf16,
+//    rms_linear_bf16): A's k columns are a whole row, so the multipliers
+//    load A's fragments from the staged boxes into registers (ldmatrix; wgmma then reads A from
+//    registers), sum each row's squares from them, and the epilogue scales the row's products by
+//    rsqrt(mean + eps). The norm's weight is folded into W's columns (fold_norm_weight), so the
 //    normalised rows are never written.
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
@@ -69,16 +65,7 @@ constexpr int kBM = 128, kBK = 64;
 constexpr uint32_t kABytes = kBM * kBK * 2;       // 16 KiB a stage
 constexpr uint32_t kSubTileBytes = kBM * 64 * 2;  // one 128 x 64 box of the output, 16 KiB
 
-// The epilogue: bias (plus an optional residual), the SwiGLU product of a
-// tile's gate and up halves, or bias then GELU(tanh) (SigLIP's and Qwen3-VL's
-// fc1). Bias and GeluTanh are "plain": a tile's columns are W's rows in order.
-enum class Fused { Bias, SiluMul, GeluTanh };
-__host__ __device__ constexpr bool plain(Fused f) {
-  return f != Fused::SiluMul;
-}
-// A norm of A's rows in front of the product (A then goes through registers):
-// none, RMSNorm, or LayerNorm (its mean through W's column sums, see the kernel).
-enum class Norm { None, Rms, Layer };
+enum class Fused { Bias, SiluMul };
 
 template <int kTileN>
 __host__ __device__ constexpr uint32_t w_bytes() {  // W's box of a stage
@@ -90,11 +77,11 @@ __host__ __device__ constexpr uint32_t w_bytes() {  // W's box of a stage
 // holds the stages.
 template <Fused kFused, int kTileN>
 __host__ __device__ constexpr int out_boxes() {
-  return plain(kFused) ? kTileN / 64 : kTileN / 128;
+  return kFused == Fused::Bias ? kTileN / 64 : kTileN / 128;
 }
 template <Fused kFused, int kTileN>
 __host__ __device__ constexpr int stages() {
-  return kTileN == 128 ? 6 : plain(kFused) ? 3 : 4;
+  return kTileN == 128 ? 6 : kFused == Fused::Bias ? 3 : 4;
 }
 template <Fused kFused, int kTileN>
 constexpr size_t smem_bytes() {
@@ -127,7 +114,7 @@ constexpr int kMaxSplits = 8;  // a portable cluster
 // the rest the up rows.
 template <Fused kFused, int kTileN>
 __device__ __forceinline__ int64_t w_row(int tile_n, int col) {
-  if constexpr (plain(kFused)) {
+  if constexpr (kFused == Fused::Bias) {
     return static_cast<int64_t>(tile_n) * kTileN + col;
   } else {
     const int64_t f0 = static_cast<int64_t>(tile_n) * (kTileN / 2);
@@ -136,7 +123,7 @@ __device__ __forceinline__ int64_t w_row(int tile_n, int col) {
   }
 }
 
-// A norm in front (Norm::Rms, Norm::Layer): A goes through registers, so that the norm's sums of
+// RMSNorm (kNorm): A goes through registers, so that the norm's sums of
 // squares read no extra shared memory (that traffic cost the staged-A form up
 // to 40% on narrow tiles, which are bound by it). One warp's fragment of k
 // step kk of a k-block in the m64nNk16 register layout (rows 16 warp + lane/4
@@ -160,42 +147,6 @@ __device__ __forceinline__ void add_squares(const uint32_t (&frag)[4], float (&s
   // Done before the product is issued: reading a fragment while its wgmma is
   // in flight is undefined.
   asm volatile("" : "+f"(sq[0]), "+f"(sq[1]));
-}
-
-// LayerNorm: the moments of this thread's values of row lane/4 (index 0)
-// and lane/4 + 8 (index 1) about a shift per row (its first value, near the
-// row's values): sum += x - shift, sq += (x - shift)^2. Shifted, the
-// variance sq / k - (sum / k)^2 does not cancel for rows whose mean is far
-// above their spread (unshifted, a mean 100 times the spread lost ~10% of
-// the variance in float).
-__device__ __forceinline__ void add_shifted_moments(const uint32_t (&frag)[4],
-                                                    const float (&shift)[2], float (&sum)[2],
-                                                    float (&sq)[2]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float lo = __uint_as_float(frag[i] << 16) - shift[i & 1];
-    const float hi = __uint_as_float(frag[i] & 0xffff0000u) - shift[i & 1];
-    sum[i & 1] += lo + hi;
-    sq[i & 1] = fmaf(lo, lo, fmaf(hi, hi, sq[i & 1]));
-  }
-  asm volatile("" : "+f"(sum[0]), "+f"(sum[1]), "+f"(sq[0]), "+f"(sq[1]));
-}
-
-// GELU(tanh) of v as the bf16 module computes it: the product rounded to
-// bf16, then 0.5 v (1 + tanh(u)), u = sqrt(2 / pi) (v + 0.044715 v^3), in
-// float, written as v * sigmoid(2u) = v / (1 + e^(-2u)): no cancellation
-// where tanh(u) nears -1 (tanh.approx's absolute error there would be most of
-// a small output), two MUFU operations (ex2, rcp; relative error ~2^-21, far
-// under the output's bf16 rounding). e^(-2u) is capped at 2^63 so that the
-// quotient stays finite (an output below |v| 2^-63 then reads as that).
-__device__ __forceinline__ float gelu_tanh(float v) {
-  v = __bfloat162float(__float2bfloat16_rn(v));
-  constexpr float kMinus2Log2e = -2.0f * 1.4426950408889634f;
-  const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
-  const float d = 1.0f + fast_exp2(fminf(kMinus2Log2e * u, 63.0f));
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(d));
-  return v * r;
 }
 
 // The 256 multiplying threads, apart from the copier (named barrier 1).
@@ -282,16 +233,6 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
       st_shared_u32(addr + 8 * 128,
                     pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
     }
-  } else if constexpr (kFused == Fused::GeluTanh) {
-    (void)has_res;
-#pragma unroll
-    for (int j = 0; j < kTileN / 8; ++j) {
-      const float2 b = unpack_bf16x2(bias_pairs[j]);
-      const uint32_t addr = s_out + staging_offset(j, row_off, r7);
-      st_shared_u32(addr, pack_bf16(gelu_tanh(acc[4 * j] + b.x), gelu_tanh(acc[4 * j + 1] + b.y)));
-      st_shared_u32(addr + 8 * 128,
-                    pack_bf16(gelu_tanh(acc[4 * j + 2] + b.x), gelu_tanh(acc[4 * j + 3] + b.y)));
-    }
   } else {
     // Tile columns [0, kTileN / 2) are gate rows of the tile's features, the
     // rest their up rows (w_row, block_gate_up_rows). As the bf16 module
@@ -330,32 +271,23 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
 // Residual (plain form): out = A W^T + bias + residual, from a tensor map of
 // the same shape as out (it may be out itself), TMA-loaded into the staging
 // boxes, where each thread reads the pair it then overwrites.
-// RMSNorm (Norm::Rms; rms_cols = A's k columns): each product row is scaled by
+// RMSNorm (kNorm; rms_cols = A's k columns): each product row is scaled by
 // rsqrt(sum of the row's squares / rms_cols + rms_eps) before the bias; in
 // split mode the blocks of a cluster add their slices' sums through
 // distributed shared memory, beside the partial tiles.
-// LayerNorm (Norm::Layer, unsplit only): with W' = W diag(gamma) and s[n] =
-// sum_k W'[n, k] (col_sums), n(x) W^T = rstd (x W'^T - mean s); the row's
-// mean and variance come from its sums and sums of squares, and the mean
-// term is subtracted from the accumulators before the bias (beta's share
-// W beta is folded into the bias: fold_layer_norm).
-template <Fused kFused, bool kSplit, int kTileN, Norm kNorm>
+template <Fused kFused, bool kSplit, int kTileN, bool kNorm>
 __global__ void __launch_bounds__(384, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                      const __grid_constant__ CUtensorMap map_w,
                      const __grid_constant__ CUtensorMap map_out,
                      const __grid_constant__ CUtensorMap map_res, const bf16* __restrict__ bias,
-                     const float* __restrict__ col_sums, int64_t bias_len, int64_t out_cols,
-                     int has_res, int k_blocks, int n_tiles, int num_tiles, int splits,
-                     int rms_cols, float rms_eps) {
-  static_assert(!kSplit || (kNorm != Norm::Layer && kFused != Fused::GeluTanh),
-                "LayerNorm and GELU run unsplit");
+                     int64_t bias_len, int64_t out_cols, int has_res, int k_blocks, int n_tiles,
+                     int num_tiles, int splits, int rms_cols, float rms_eps) {
 #if ENCODER_KIT_HAS_WGMMA
   constexpr int kStages = stages<kFused, kTileN>();
   constexpr uint32_t kWBytes = w_bytes<kTileN>();
   constexpr uint32_t kPartialBytes = partial_bytes<kTileN>();
-  constexpr int kOutCols = plain(kFused) ? kTileN : kTileN / 2;
-  constexpr bool kNormed = kNorm != Norm::None;
+  constexpr int kOutCols = kFused == Fused::Bias ? kTileN : kTileN / 2;
   constexpr int kOutGroups = kOutCols / 8;  // groups of 8 output columns a tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // 128-byte swizzle atoms
@@ -400,7 +332,7 @@ __global__ void __launch_bounds__(384, 1)
           if (it >= kStages) mbarrier_wait(empty + 8 * s, ((it / kStages) - 1) & 1);
           mbarrier_arrive_expect_tx(full + 8 * s, kABytes + kWBytes);
           tma_load_2d(s_a + s * kABytes, &map_a, kb * kBK, m0, full + 8 * s);
-          if constexpr (plain(kFused)) {
+          if constexpr (kFused == Fused::Bias) {
             tma_load_2d(s_w + s * kWBytes, &map_w, kb * kBK,
                         static_cast<int>(w_row<kFused, kTileN>(tile_n, 0)), full + 8 * s);
           } else {  // the gate rows, then the up rows (boxes of kTileN / 2 rows)
@@ -440,16 +372,14 @@ __global__ void __launch_bounds__(384, 1)
       if (has_res && storer)
         load_residual(&map_res, s_out, res_bar, box_lo, box_hi, col0, m0, out_cols);
     }
-    float squares[2] = {0.0f, 0.0f};  // kNormed: this thread's two rows, its columns
-    float sums[2] = {0.0f, 0.0f};     // Norm::Layer: the same rows' sums (shifted)
-    float shift[2] = {0.0f, 0.0f};    // Norm::Layer: each row's first value
-    uint32_t frag[kBK / 16][4];       // kNormed: A's fragments, one a k step
+    float squares[2] = {0.0f, 0.0f};  // kNorm: this thread's two rows, its columns
+    uint32_t frag[kBK / 16][4];       // kNorm: A's fragments, one a k step
     for (int kb = kb_lo; kb < kb_hi; ++kb, ++it) {
       const int s = it % kStages;
       mbarrier_wait(full + 8 * s, (it / kStages) & 1);
       const uint32_t a_tile = s_a + s * kABytes + c * (64 * 128);
       const uint32_t w_tile = s_w + s * kWBytes;
-      if constexpr (kNormed) {
+      if constexpr (kNorm) {
         // One commit group a k step, two in flight: the fragments of those two
         // stay untouched while the next is loaded (12 registers, within the
         // 168 beside the accumulators). Fragment buffer kk: the groups in
@@ -457,15 +387,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk) {
           load_a_fragment(a_tile, warp, lane, kk, frag[kk]);
-          if constexpr (kNorm == Norm::Layer) {
-            if (kb == kb_lo &&
-                kk == 0)  // column 0: the low halves of a0 and a1 in lane 4 (lane / 4)
-              for (int h = 0; h < 2; ++h)
-                shift[h] = __shfl_sync(0xffffffffu, __uint_as_float(frag[0][h] << 16), lane & ~3);
-            add_shifted_moments(frag[kk], shift, sums, squares);
-          } else {
-            add_squares(frag[kk], squares);
-          }
+          add_squares(frag[kk], squares);
           wgmma_fence();
           const int accumulate = kb != kb_lo || kk != 0;
           const uint64_t desc_w = smem_desc_sw128(w_tile + kk * 32);
@@ -503,7 +425,7 @@ __global__ void __launch_bounds__(384, 1)
                         out_cols);
         }
       }
-      if constexpr (!kNormed) {
+      if constexpr (!kNorm) {
         wgmma_wait<1>();  // the previous k-block's products have read their stage
         if (kb > kb_lo) {
           __syncwarp();
@@ -532,16 +454,11 @@ __global__ void __launch_bounds__(384, 1)
     // acc[4j + {0,1}]: row 16 warp + lane/4, columns 8j + 2(lane%4) + {0,1};
     // acc[4j + {2,3}]: the same columns, 8 rows further.
     const int row0 = 64 * c + 16 * warp + lane / 4;  // in the tile
-    // kNormed: this thread's rows' sums of squares (and for LayerNorm of values) over this block's
-    // k-blocks, from the four lanes that hold the rows' columns.
-    float row_squares[2] = {squares[0], squares[1]}, row_sums[2] = {sums[0], sums[1]};
-    if constexpr (kNormed)
+    // kNorm: this thread's rows' sums of squares over this block's k-blocks,
+    // from the four lanes that hold the rows' columns.
+    float row_squares[2] = {squares[0], squares[1]};
+    if constexpr (kNorm)
       for (float& v : row_squares) {
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
-      }
-    if constexpr (kNorm == Norm::Layer)
-      for (float& v : row_sums) {
         v += __shfl_xor_sync(0xffffffffu, v, 1);
         v += __shfl_xor_sync(0xffffffffu, v, 2);
       }
@@ -560,7 +477,7 @@ __global__ void __launch_bounds__(384, 1)
                         acc[4 * g + 2], acc[4 * g + 3]);
       // RMSNorm: this slice's sums of squares of the tile's rows, after the
       // partial tile (one float a row).
-      if (kNormed && t == 0)
+      if (kNorm && t == 0)
         for (int h = 0; h < 2; ++h)
           st_shared_f32(s_a + kPartialBytes + static_cast<uint32_t>(row0 + 8 * h) * 4,
                         row_squares[h]);
@@ -578,7 +495,7 @@ __global__ void __launch_bounds__(384, 1)
                                    tid
                              : nullptr;
       float scale[2] = {1.0f, 1.0f};  // RMSNorm: this thread's two rows
-      if constexpr (kNormed) {
+      if constexpr (kNorm) {
         for (int h = 0; h < 2; ++h) {
           float sum = 0.0f;
           for (int q = 0; q < splits; ++q)
@@ -595,7 +512,7 @@ __global__ void __launch_bounds__(384, 1)
             const float4 p = part[q][g * 256];
             v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
           }
-        if constexpr (kNormed) v.x *= scale[0], v.y *= scale[0], v.z *= scale[1], v.w *= scale[1];
+        if constexpr (kNorm) v.x *= scale[0], v.y *= scale[0], v.z *= scale[1], v.w *= scale[1];
         return v;
       };
       auto bias_pair = [&](int g) {  // columns 8g + 2t, + 1 of the tile
@@ -638,33 +555,10 @@ __global__ void __launch_bounds__(384, 1)
       fence_async_shared_cluster();
       cluster_sync();  // the staging boxes are complete; no block reads another's any more
     } else {
-      if constexpr (kNorm == Norm::Rms) {
+      if constexpr (kNorm) {
         const float s0 = rms_scale(row_squares[0]), s1 = rms_scale(row_squares[1]);
 #pragma unroll
         for (int i = 0; i < kTileN / 2; ++i) acc[i] *= (i & 2) ? s1 : s0;
-      } else if constexpr (kNorm == Norm::Layer) {
-        // rstd (acc - mean s[n]) per row. The moments are about the row's
-        // shift; the k-block's columns past k (zeros from TMA) each added
-        // -shift and shift^2, taken back here.
-        const float inv_k = 1.0f / static_cast<float>(rms_cols);
-        const float past_k = static_cast<float>(k_blocks * kBK - rms_cols);
-        float rs[2], rm[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float d = fmaf(past_k, shift[h], row_sums[h]) * inv_k;  // mean - shift
-          const float sq = fmaf(-past_k * shift[h], shift[h], row_squares[h]) * inv_k;
-          rs[h] = rsqrtf(fmaxf(fmaf(-d, d, sq), 0.0f) + rms_eps);
-          rm[h] = rs[h] * (shift[h] + d);
-        }
-#pragma unroll
-        for (int j = 0; j < kTileN / 8; ++j) {
-          const int64_t n = w_row<kFused, kTileN>(tile_n, 8 * j + 2 * t);
-          const float2 cs = n < bias_len ? ld_global_nc_f32x2(col_sums + n) : make_float2(0.f, 0.f);
-          acc[4 * j] = fmaf(rs[0], acc[4 * j], -rm[0] * cs.x);
-          acc[4 * j + 1] = fmaf(rs[0], acc[4 * j + 1], -rm[0] * cs.y);
-          acc[4 * j + 2] = fmaf(rs[1], acc[4 * j + 2], -rm[1] * cs.x);
-          acc[4 * j + 3] = fmaf(rs[1], acc[4 * j + 3], -rm[1] * cs.y);
-        }
       }
       // The previous tile's stores must have read the staging boxes.
       if (storer) bulk_wait_read<0>();
@@ -689,9 +583,9 @@ __global__ void __launch_bounds__(384, 1)
   }                            // tiles
   if (storer) bulk_wait<0>();  // the last stores complete before the block leaves
 #else
-  (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)col_sums,
-      (void)bias_len, (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles,
-      (void)splits, (void)rms_cols, (void)rms_eps;
+  (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
+      (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits,
+      (void)rms_cols, (void)rms_eps;
   __trap();
 #endif
 }
@@ -794,53 +688,48 @@ bool splits_ok(int splits) {
 
 // out[rows x cols] (row stride ld_out) from A[rows x k] and W[w_rows x k],
 // plus residual (same shape and stride as out; may be out) when given.
-// kNorm: a norm of A's rows in front, eps rms_eps (the kernel's rms_cols = k);
-// Norm::Layer reads W's column sums (col_sums) and runs unsplit, as GELU does.
-template <Fused kFused, int kTileN, Norm kNorm>
+// kNorm: RMSNorm of A's rows in front, eps rms_eps (the kernel's rms_cols = k).
+template <Fused kFused, int kTileN, bool kNorm>
 int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
-                 const float* col_sums, const bf16* residual, bf16* out, int64_t rows, int64_t k,
-                 int64_t cols, int64_t ld_out, int splits, cudaStream_t stream, float rms_eps,
-                 int sms) {
-  constexpr bool kSplittable = kNorm != Norm::Layer && kFused != Fused::GeluTanh;
+                 const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
+                 int64_t ld_out, int splits, cudaStream_t stream, float rms_eps, int sms) {
   const int64_t m_tiles = (rows + kBM - 1) / kBM;
   const int64_t n_tiles = (w_rows + kTileN - 1) / kTileN;
   const int64_t num_tiles = m_tiles * n_tiles;
   const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
   ENCODER_KIT_REQUIRE(num_tiles * kMaxSplits <= int64_t{0x7fffffff});
-  if (splits == 0) splits = kSplittable ? auto_splits(num_tiles, k_blocks, sms) : 1;
-  if (!kSplittable) splits = 1;
+  if (splits == 0) splits = auto_splits(num_tiles, k_blocks, sms);
   while (splits > k_blocks) splits /= 2;  // every block at least one k-block
   CUtensorMap map_a{}, map_w{}, map_out{}, map_res{};
   if (const int err = encode_rows(&map_a, a, rows, k, k, kBM)) return err;
   // (SiLU·mul loads its gate and up rows as two boxes of half the tile)
-  if (const int err = encode_rows(&map_w, w, w_rows, k, k, plain(kFused) ? kTileN : kTileN / 2))
+  if (const int err =
+          encode_rows(&map_w, w, w_rows, k, k, kFused == Fused::Bias ? kTileN : kTileN / 2))
     return err;
   if (const int err = encode_rows(&map_out, out, rows, cols, ld_out, kBM)) return err;
   if (residual != nullptr)
     if (const int err = encode_rows(&map_res, residual, rows, cols, ld_out, kBM)) return err;
   const int has_res = residual != nullptr ? 1 : 0;
-  const int rms_cols = kNorm != Norm::None ? static_cast<int>(k) : 0;
+  const int rms_cols = kNorm ? static_cast<int>(k) : 0;
   constexpr size_t kSmem = smem_bytes<kFused, kTileN>();
-  if constexpr (kSplittable) {
-    auto* split_kernel = gemm_sm90_kernel<kFused, true, kTileN, kNorm>;
-    if (splits > 1) {
-      if (const int err = detail::opt_in_dynamic_smem(split_kernel, kSmem)) return err;
-      while (splits > 1 && !clusters_fit(split_kernel, kSmem, splits)) splits /= 2;  // same sums
-    }
-    if (splits > 1)
-      return detail::launch_kernel_in_clusters(
-          split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
-          static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, col_sums, w_rows,
-          cols, has_res, k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits,
-          rms_cols, rms_eps);
+  auto* split_kernel = gemm_sm90_kernel<kFused, true, kTileN, kNorm>;
+  if (splits > 1) {
+    if (const int err = detail::opt_in_dynamic_smem(split_kernel, kSmem)) return err;
+    while (splits > 1 && !clusters_fit(split_kernel, kSmem, splits)) splits /= 2;  // same sums
   }
-  auto* kernel = gemm_sm90_kernel<kFused, false, kTileN, kNorm>;
-  if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
-  return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w, map_out,
-                               map_res, bias, col_sums, w_rows, cols, has_res, k_blocks,
-                               static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1, rms_cols,
-                               rms_eps);
+  if (splits == 1) {
+    auto* kernel = gemm_sm90_kernel<kFused, false, kTileN, kNorm>;
+    if (const int err = detail::opt_in_dynamic_smem(kernel, kSmem)) return err;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(num_tiles, sms));
+    return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
+                                 map_out, map_res, bias, w_rows, cols, has_res, k_blocks,
+                                 static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1,
+                                 rms_cols, rms_eps);
+  }
+  return detail::launch_kernel_in_clusters(
+      split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
+      static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
+      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
 // tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
@@ -865,18 +754,16 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
                  : 256;
   if constexpr (kFused == Fused::SiluMul) {
     if (tile_n == 128)
-      return norm ? launch_tiles<kFused, 128, Norm::Rms>(a, w, w_rows, bias, nullptr, residual, out,
-                                                         rows, k, cols, ld_out, splits, stream,
-                                                         rms_eps, sms)
-                  : launch_tiles<kFused, 128, Norm::None>(a, w, w_rows, bias, nullptr, residual,
-                                                          out, rows, k, cols, ld_out, splits,
-                                                          stream, rms_eps, sms);
+      return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
+                                                    cols, ld_out, splits, stream, rms_eps, sms)
+                  : launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k,
+                                                     cols, ld_out, splits, stream, rms_eps, sms);
   }
   if (norm)
-    return launch_tiles<kFused, 256, Norm::Rms>(a, w, w_rows, bias, nullptr, residual, out, rows, k,
-                                                cols, ld_out, splits, stream, rms_eps, sms);
-  return launch_tiles<kFused, 256, Norm::None>(a, w, w_rows, bias, nullptr, residual, out, rows, k,
-                                               cols, ld_out, splits, stream, rms_eps, sms);
+    return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                           splits, stream, rms_eps, sms);
+  return launch_tiles<kFused, 256, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
+                                          splits, stream, rms_eps, sms);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
@@ -961,27 +848,6 @@ int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16*
   ENCODER_KIT_REQUIRE(operands_ok(x, w_folded, bias, y, k, n));
   if (rows == 0) return 0;
   return launch<Fused::Bias>(x, w_folded, n, bias, nullptr, y, rows, k, n, n, splits, stream, eps);
-}
-
-bool layer_norm_linear_gelu_supported() {
-  return detail::sm90_gemm_supported();
-}
-
-int layer_norm_linear_gelu_tanh_bf16(const bf16* x, const bf16* w_folded, const bf16* b_folded,
-                                     const float* col_sums, bf16* y, int64_t rows, int64_t n,
-                                     int64_t k, float eps, cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
-  ENCODER_KIT_REQUIRE(eps >= 0.0f && std::isfinite(eps));
-  ENCODER_KIT_REQUIRE(operands_ok(x, w_folded, b_folded, y, k, n));
-  ENCODER_KIT_REQUIRE(col_sums != nullptr && reinterpret_cast<uintptr_t>(col_sums) % 8 == 0);
-  ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && n <= int64_t{0x7fffffff});
-  if (rows == 0) return 0;
-  ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
-  int device = 0, sms = 0;
-  ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
-  ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return launch_tiles<Fused::GeluTanh, 256, Norm::Layer>(
-      x, w_folded, n, b_folded, col_sums, nullptr, y, rows, k, n, n, 1, stream, eps, sms);
 }
 
 }  // namespace encoder_kit::cuda

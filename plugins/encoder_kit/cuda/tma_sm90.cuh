@@ -96,11 +96,6 @@ __device__ __forceinline__ uint32_t ld_global_nc_u32(const void* p) {
   asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
   return v;
 }
-__device__ __forceinline__ float2 ld_global_nc_f32x2(const void* p) {  // 8-byte aligned
-  float2 v;
-  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
-  return v;
-}
 __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");

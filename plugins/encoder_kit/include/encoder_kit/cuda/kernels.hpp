@@ -182,43 +182,6 @@ int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const
 bool rms_linear_supported();
 int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
                     int64_t n, int64_t k, float eps, cudaStream_t stream, int splits = 0);
-// LayerNorm, then a product and GELU(tanh), in one kernel (SigLIP's and
-// Qwen3-VL's norm2 and fc1): y[rows, n] = gelu_tanh(LN(x) W^T + b) with
-// LN(x) = (x - mean) rsqrt(var + eps) gamma + beta over x's k columns. The
-// norm's parameters are folded beforehand (fold_layer_norm): W' = W
-// diag(gamma), b' = b + W beta, col_sums[n] = sum_k W'[n, k] of W' as
-// uploaded (bf16), so that LN(x) W^T + b = rstd (x W'^T - mean col_sums) + b'.
-// The kernel sums each row's values and squares from the A tiles it stages,
-// and the normalised rows are never written. The product is rounded to bf16
-// before GELU, as the bf16 module rounds fc1's output (GELU itself in float,
-// as v sigmoid(2u), equal to tanh's form). Tiles of 256, unsplit;
-// col_sums 8-byte aligned. Not the separate norm's rounding (it rounds the
-// normalised rows to bf16): the difference is of the order of that rounding.
-bool layer_norm_linear_gelu_supported();
-int layer_norm_linear_gelu_tanh_bf16(const bf16* x, const bf16* w_folded, const bf16* b_folded,
-                                     const float* col_sums, bf16* y, int64_t rows, int64_t n,
-                                     int64_t k, float eps, cudaStream_t stream);
-// Folds a LayerNorm (gamma, beta over cols) into the [rows, cols] row-major
-// weights w and the bias (rows values) of the product after it: bias[r] +=
-// w[r, :] . beta, then w[r, i] *= gamma[i]; col_sums[r] (null: not wanted) =
-// the sum of round(w[r, i]) after the fold, round giving each weight as the
-// device holds it (bf16). A product with the folded w and bias, on rows
-// normalised with unit weight and no bias, equals the unfolded one.
-template <class Round>
-void fold_layer_norm(float* w, float* bias, float* col_sums, int64_t rows, int64_t cols,
-                     const float* gamma, const float* beta, Round round) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = w + r * cols;
-    double shift = 0.0, sum = 0.0;
-    for (int64_t i = 0; i < cols; ++i) shift += static_cast<double>(row[i]) * beta[i];
-    bias[r] = static_cast<float>(bias[r] + shift);
-    for (int64_t i = 0; i < cols; ++i) {
-      row[i] *= gamma[i];
-      sum += round(row[i]);
-    }
-    if (col_sums) col_sums[r] = static_cast<float>(sum);
-  }
-}
 // w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
 // linear layer's weights after an RMSNorm or LayerNorm without bias). T is
 // float (a model folds its float weights before converting them).
