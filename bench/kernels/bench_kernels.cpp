@@ -351,14 +351,9 @@ void bench_qkv(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
       norm();
       BENCH_CHECK(k::detail::gemm_sm90_bf16(normed, w, b, nullptr, y, m, N, D, 0, g_stream));
     });
-    for (const int tile_n : {0, 256, 128})
-      forms.emplace_back(
-          "norm inside own kernel (rms_linear)" + (tile_n == 0
-                                                       ? std::string(", tiles chosen")
-                                                       : ", tiles of " + std::to_string(tile_n)),
-          [&, tile_n] {
-            BENCH_CHECK(k::rms_linear_bf16(x, w, b, y, m, N, D, 1e-6f, g_stream, 0, tile_n));
-          });
+    forms.emplace_back("norm inside own kernel (rms_linear)", [&] {
+      BENCH_CHECK(k::rms_linear_bf16(x, w, b, y, m, N, D, 1e-6f, g_stream));
+    });
   }
   alternate("qkv norm1+product", shape3(m, N, D), 2.0 * m * N * D, 2.0 * (m * D + N * D + m * N),
             forms);

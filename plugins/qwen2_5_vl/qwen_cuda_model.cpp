@@ -369,7 +369,7 @@ struct CudaModel::Impl {
     if (qkv_kernel != QkvKernel::Auto || !sm90_kernels_run) return;
     const std::string key = "qwen-qkv:p=" + std::to_string(p) +
                             ",d=" + std::to_string(c.hidden_size) +
-                            ",forms=norm+cublaslt+sm90rmslinear,n128,timed=graph";
+                            ",forms=norm+cublaslt+sm90rmslinear,timed=graph";
     qkv_form[p] = static_cast<QkvForm>(choose_form(
         key, kQkvFormNames,
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));

@@ -467,8 +467,6 @@ GPU_TEST_CASE("rms_linear_bf16: RMSNorm in the plain product, against float64") 
         bad);
   CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 12, 64, 1e-6f, nullptr) ==
         bad);
-  CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 0, 16, 64, 1e-6f, nullptr, 0,
-                           64) == bad);  // tiles of 128 or 256 only
   CHECK(k::rms_linear_supported() == compute_capability_90());
   if (!compute_capability_90()) {
     CHECK(k::rms_linear_bf16(buf.get(), buf.get(), nullptr, buf.get(), 4, 16, 64, 1e-6f, nullptr) ==
@@ -531,21 +529,18 @@ GPU_TEST_CASE("rms_linear_bf16: RMSNorm in the plain product, against float64") 
     dw.upload(folded);
     db.upload(b);
     // Unsplit and k split over clusters (the rows' sums of squares then add
-    // across the cluster's blocks), then the automatic choice; tiles of 256,
-    // of 128 (few rows) and chosen.
-    for (const int tile_n : {256, 128, 0})
-      for (const int splits : {1, 2, 4, 8, 0}) {
-        CAPTURE(tile_n);
-        CAPTURE(splits);
-        dy.poison();
-        CHECK_OK(k::rms_linear_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, dy.get(),
-                                    sh.rows, sh.n, sh.k, eps, nullptr, splits, tile_n));
-        CUDA_OK(cudaDeviceSynchronize());
-        const auto got = dy.download();
-        CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
-        CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
-        CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < exact_bound(sh.rows * sh.n));
-      }
+    // across the cluster's blocks), then the automatic choice.
+    for (const int splits : {1, 2, 4, 8, 0}) {
+      CAPTURE(splits);
+      dy.poison();
+      CHECK_OK(k::rms_linear_bf16(dx.get(), dw.get(), sh.bias ? db.get() : nullptr, dy.get(),
+                                  sh.rows, sh.n, sh.k, eps, nullptr, splits));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto got = dy.download();
+      CHECK_CLOSE(compare(got, ref, 1e-2, 1e-2 * std::max(rms(ref), 1e-3), inside), 8e-3);
+      CHECK(touched_outside(got, sh.rows, sh.n, sh.n) == 0);
+      CHECK(compare(got, exact, 1.0, 1.0, inside).rel_l2 < exact_bound(sh.rows * sh.n));
+    }
   }
 }
 
@@ -553,40 +548,37 @@ GPU_TEST_CASE("rms_linear_bf16 replayed from a CUDA graph reads the buffers' new
   require_gpu();
   if (!compute_capability_90()) return;  // rejected there: checked above
   const int64_t rows = 300, n = 264, kk = 136;
-  // Persistent blocks and clusters of two (rows' sums of squares across
-  // blocks), in tiles of 256 and of 128.
-  for (const int tile_n : {256, 128})
-    for (const int splits : {1, 2}) {
-      CAPTURE(tile_n);
-      CAPTURE(splits);
-      auto x = random_bf16(static_cast<size_t>(rows * kk), 1.0f);
-      const auto w = random_bf16(static_cast<size_t>(n * kk), 0.1f);
-      const auto b = random_bf16(static_cast<size_t>(n), 0.5f);
-      DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()),
-          dy(static_cast<size_t>(rows * n)), want(dy.size());
-      dx.upload(x);
-      dw.upload(w);
-      db.upload(b);
-      const auto got = replay_against_eager(
-          [&](bf16* y, cudaStream_t stream) {
-            return k::rms_linear_bf16(dx.get(), dw.get(), db.get(), y, rows, n, kk, 1e-6f, stream,
-                                      splits, tile_n);
-          },
-          [&] {
-            x = random_bf16(x.size(), 2.0f);
-            dx.upload(x);
-          },
-          dy, want);
-      // The replay computed on the new input (its first row against float64).
-      double ss = 0.0;
-      for (int64_t i = 0; i < kk; ++i) ss += std::pow(to_f(x[i]), 2);
-      const double scale = 1.0 / std::sqrt(ss / static_cast<double>(kk) + 1e-6);
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = to_f(b[j]);
-        for (int64_t i = 0; i < kk; ++i) acc += to_f(x[i]) * scale * to_f(w[j * kk + i]);
-        CHECK(std::fabs(to_f(got[j]) - acc) <= 2e-2 * (1.0 + std::fabs(acc)));
-      }
+  // Persistent blocks and clusters of two (rows' sums of squares across blocks).
+  for (const int splits : {1, 2}) {
+    CAPTURE(splits);
+    auto x = random_bf16(static_cast<size_t>(rows * kk), 1.0f);
+    const auto w = random_bf16(static_cast<size_t>(n * kk), 0.1f);
+    const auto b = random_bf16(static_cast<size_t>(n), 0.5f);
+    DeviceBuffer<bf16> dx(x.size()), dw(w.size()), db(b.size()), dy(static_cast<size_t>(rows * n)),
+        want(dy.size());
+    dx.upload(x);
+    dw.upload(w);
+    db.upload(b);
+    const auto got = replay_against_eager(
+        [&](bf16* y, cudaStream_t stream) {
+          return k::rms_linear_bf16(dx.get(), dw.get(), db.get(), y, rows, n, kk, 1e-6f, stream,
+                                    splits);
+        },
+        [&] {
+          x = random_bf16(x.size(), 2.0f);
+          dx.upload(x);
+        },
+        dy, want);
+    // The replay computed on the new input (its first row against float64).
+    double ss = 0.0;
+    for (int64_t i = 0; i < kk; ++i) ss += std::pow(to_f(x[i]), 2);
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(kk) + 1e-6);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = to_f(b[j]);
+      for (int64_t i = 0; i < kk; ++i) acc += to_f(x[i]) * scale * to_f(w[j * kk + i]);
+      CHECK(std::fabs(to_f(got[j]) - acc) <= 2e-2 * (1.0 + std::fabs(acc)));
     }
+  }
 }
 
 GPU_TEST_CASE(

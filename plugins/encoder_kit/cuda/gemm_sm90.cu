@@ -101,8 +101,8 @@ constexpr bool partial_fits() {
              stages<kFused, kTileN>() * (kABytes + w_bytes<kTileN>()) &&
          smem_bytes<kFused, kTileN>() <= 227 * 1024;
 }
-static_assert(partial_fits<Fused::Bias, 256>() && partial_fits<Fused::Bias, 128>() &&
-              partial_fits<Fused::SiluMul, 256>() && partial_fits<Fused::SiluMul, 128>());
+static_assert(partial_fits<Fused::Bias, 256>() && partial_fits<Fused::SiluMul, 256>() &&
+              partial_fits<Fused::SiluMul, 128>());
 static_assert(kGateUpBlock == 128, "a SiLU·mul tile's gate and up halves lie in one block");
 constexpr int kMaxSplits = 8;  // a portable cluster
 
@@ -732,12 +732,9 @@ int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
       k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
-// tile_n: 256, 128 (SiLU·mul, or the plain product with the norm inside), or
-// 0: 128 when tiles of 256 would leave multiprocessors idle, else 256.
-// rms_eps >= 0: the RMSNorm of A's rows inside. A 128-wide tile halves each
-// block's k loop where there are few rows (norm1 + qkv at 256 rows: 60 tiles
-// of 128 x 128 instead of 30 of 128 x 256), the form the MLP's first half
-// takes there already.
+// tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
+// would leave multiprocessors idle, else 256. rms_eps >= 0: the RMSNorm of A's
+// rows inside (tiles of 256 for the plain product).
 template <Fused kFused>
 int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
            bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
@@ -745,26 +742,22 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
   ENCODER_KIT_REQUIRE(splits_ok(splits));
-  const bool norm = rms_eps >= 0.0f;
-  // (the plain product without the norm has no 128-wide kernel: never asked for)
-  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 ||
-                      (tile_n == 128 && (kFused == Fused::SiluMul || norm)));
+  ENCODER_KIT_REQUIRE(tile_n == 0 || tile_n == 256 || (tile_n == 128 && kFused == Fused::SiluMul));
   int device = 0, sms = 0;
   ENCODER_KIT_CUDA_TRY(cudaGetDevice(&device));
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const bool norm = rms_eps >= 0.0f;
   ENCODER_KIT_REQUIRE(!norm || residual == nullptr);  // no entry adds one to a normed product
   if (tile_n == 0)
-    tile_n = (kFused == Fused::SiluMul || norm) &&
-                     ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
+    tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
                  ? 128
                  : 256;
-  if (tile_n == 128) {
-    if (norm)
-      return launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k, cols,
-                                             ld_out, splits, stream, rms_eps, sms);
-    if constexpr (kFused == Fused::SiluMul)
-      return launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k, cols,
-                                              ld_out, splits, stream, rms_eps, sms);
+  if constexpr (kFused == Fused::SiluMul) {
+    if (tile_n == 128)
+      return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
+                                                    cols, ld_out, splits, stream, rms_eps, sms)
+                  : launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k,
+                                                     cols, ld_out, splits, stream, rms_eps, sms);
   }
   if (norm)
     return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
@@ -849,13 +842,12 @@ bool rms_linear_supported() {
 }
 
 int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
-                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits, int tile_n) {
+                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits) {
   ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
   ENCODER_KIT_REQUIRE(eps >= 0.0f && std::isfinite(eps) && splits_ok(splits));
-  ENCODER_KIT_REQUIRE(tile_n_ok(tile_n) && operands_ok(x, w_folded, bias, y, k, n));
+  ENCODER_KIT_REQUIRE(operands_ok(x, w_folded, bias, y, k, n));
   if (rows == 0) return 0;
-  return launch<Fused::Bias>(x, w_folded, n, bias, nullptr, y, rows, k, n, n, splits, stream, eps,
-                             tile_n);
+  return launch<Fused::Bias>(x, w_folded, n, bias, nullptr, y, rows, k, n, n, splits, stream, eps);
 }
 
 }  // namespace encoder_kit::cuda

@@ -178,12 +178,10 @@ int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const
 // The plain product's form: y[rows, n] = n(x) W^T + bias (bias may be null),
 // n(x) the RMSNorm of x's k columns with its weight folded into W
 // (fold_norm_weight), as after a transformer block's first norm (Qwen2.5-VL's
-// norm1 and qkv). Same rules and rounding note as above; tile_n 256 or 128,
-// 0: 128 where tiles of 256 would leave multiprocessors idle (few rows).
+// norm1 and qkv). Same rules and rounding note as above; tiles of 256.
 bool rms_linear_supported();
 int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
-                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits = 0,
-                    int tile_n = 0);
+                    int64_t n, int64_t k, float eps, cudaStream_t stream, int splits = 0);
 // w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
 // linear layer's weights after an RMSNorm or LayerNorm without bias). T is
 // float (a model folds its float weights before converting them).
