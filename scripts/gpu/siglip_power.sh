@@ -14,4 +14,5 @@ bash "$here/lib/power_sample.sh" "$logdir" siglip_power \
   --set intermediate_size=4304 --set num_hidden_layers=27 --set num_attention_heads=16 \
   --set image_size=384 --set patch_size=14 --images 2048 --request-size 64 --repeats 4 \
   --modes graphs
-echo "siglip_bench: $(grep -o '"images_per_s": [0-9.]*' "$logdir/siglip_power_bench.log")"
+echo "siglip_bench: $(grep -o '"images_per_s": [0-9.]*' "$logdir/siglip_power_bench.log")" |
+  tee -a "$logdir/siglip_power.table"

@@ -14,7 +14,9 @@ logdir=$1
 name=$2
 shift 2
 samples=$logdir/${name}_smi.csv
-nvidia-smi --query-gpu=power.draw,clocks.sm,temperature.gpu,clocks_throttle_reasons.active \
+gpu=${POWER_SAMPLE_GPU:-0}  # the GPU sampled (the benchmark's, device 0 by default)
+: >"$samples"                # exists even if the command ends before the first sample
+nvidia-smi -i "$gpu" --query-gpu=power.draw,clocks.sm,temperature.gpu,clocks_throttle_reasons.active \
   --format=csv,noheader,nounits -lms 100 >"$samples" &
 smi=$!
 "$@" >"$logdir/${name}_bench.log" 2>&1
@@ -22,7 +24,7 @@ rc=$?
 kill "$smi" 2>/dev/null
 wait "$smi" 2>/dev/null
 {
-  echo "$name: command exit $rc; power limit $(nvidia-smi --query-gpu=power.limit --format=csv,noheader)"
+  echo "$name: command exit $rc; power limit $(nvidia-smi -i "$gpu" --query-gpu=power.limit --format=csv,noheader)"
   echo "samples over 400 W: $(awk -F', ' '$1 > 400' "$samples" | wc -l) of $(wc -l <"$samples")"
   echo "p10 / p50 / p90 by power (power W, SM MHz, temperature C, throttle reasons):"
   awk -F', ' '$1 > 400' "$samples" | sort -t, -k1 -n |
@@ -32,7 +34,7 @@ wait "$smi" 2>/dev/null
     awk '{v[NR] = $1} END { print (NR ? v[int(NR * 0.5) + 1] : "none") }') MHz"
   echo "throttle reasons under load (count):"
   awk -F', ' '$1 > 400 {print $4}' "$samples" | sort | uniq -c
-  echo "max SM clock: $(nvidia-smi --query-gpu=clocks.max.sm --format=csv,noheader)"
+  echo "max SM clock: $(nvidia-smi -i "$gpu" --query-gpu=clocks.max.sm --format=csv,noheader)"
 } >"$logdir/$name.table"
 cat "$logdir/$name.table"
 exit "$rc"
