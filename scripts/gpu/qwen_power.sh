@@ -25,7 +25,9 @@ bash "$here/lib/power_sample.sh" "$logdir" qwen_power_video \
   "$bundle/bin/encgraph" bench --config "$config" --set 'workload.kind="trace"' \
   --set "workload.trace=\"$trace\"" \
   --report "$logdir/qwen_power_video.json"
-for w in 224 video; do
-  echo "$w: $(grep -o '"items_per_s": [0-9.]*' "$logdir/qwen_power_$w.json" | head -1)" |
-    tee -a "$logdir/qwen_power_$w.table"
+for w in 224 video; do  # items/s per mode, from the report's results
+  python3 -c 'import json, sys
+print(sys.argv[2] + ": " + ", ".join("%s %.1f items/s" % (r["mode"], r["items_per_s"])
+                                     for r in json.load(open(sys.argv[1]))["results"]))' \
+    "$logdir/qwen_power_$w.json" "$w" | tee -a "$logdir/qwen_power_$w.table"
 done
