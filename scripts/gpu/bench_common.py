@@ -175,6 +175,39 @@ def padded_efficiency(mode, per_path=False):
     return eff
 
 
+def parse_variant(text):
+    """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}, [config settings]); a relative
+    path value that exists is made absolute (encgraph runs from another folder). A VAR with a
+    dot is a config key (plugin.config.mlp_kernel="cublaslt"), passed as `--set VAR=VALUE`.
+    Assignments are split at commas, so a value cannot hold one (no TOML arrays)."""
+    label, _, assignments = text.partition(":")
+    env, sets = {}, []
+    for a in filter(None, assignments.split(",")):
+        key, _, value = a.partition("=")
+        if "." in key:
+            sets.append(f"{key}={value}")
+            continue
+        env[key] = os.path.abspath(value) if os.path.exists(value) else value
+    if not label or not (env or sets):
+        raise SystemExit(f"--variant wants LABEL:VAR=VALUE[,VAR=VALUE], got {text!r}")
+    return label, env, sets
+
+
+def run_encgraph_variant(bundle, config, trace, report_stem, name, request, variant=None,
+                         extra=(), launcher=()):
+    """encgraph_results of `encgraph bench` on a trace, its report at
+    <report_stem>-<name>[-<variant label>].json; `variant`: (label, {variable: value}, [config
+    settings]) from parse_variant, for a run under other environment variables and `--set`
+    config values; None: the plain run, labelled "encgraph"."""
+    label, env, sets = variant or ("encgraph", None, [])
+    tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
+    report = f"{report_stem}-{name}{tag}.json"
+    extra = [*extra, *[a for s in sets for a in ("--set", s)]]
+    return encgraph_results(
+        run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher, env),
+        chosen=True, label=label)
+
+
 def encgraph_results(report, per_path=False, chosen=False, label="encgraph"):
     """{"<label> <mode>": results-table entry} from an `encgraph bench` report; `chosen` adds
     how many eager batches the runtime chose to the note."""

@@ -22,6 +22,7 @@ forward up to the device's last write. Model FLOPs count the matrix products
 an 8192^3 bf16 torch.matmul measured in the same run.
 
 usage: qwen3_bench.py --bundle gpu-bundle --out-dir DIR [--only 224,mixed] [--skip-transformers]
+                      [--variant "LABEL:VAR=VALUE,..."]...
 """
 import argparse
 import json
@@ -33,8 +34,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (encgraph_results, log, matmul_peak,  # noqa: E402
-                          run_encgraph_bench)
+from bench_common import (log, matmul_peak, parse_variant,  # noqa: E402
+                          run_encgraph_variant)
 
 PATCH, TEMPORAL, MERGE = 16, 2, 2
 D, HEADS, INTER, OUT, DEPTH, DEEPSTACK = 1152, 16, 4304, 4096, 27, (8, 16, 24)
@@ -120,10 +121,9 @@ def output_tokens(item):
     return t * h * w // (MERGE * MERGE)
 
 
-def run_encgraph(bundle, config, trace, out_dir, name, request):
-    report = os.path.join(out_dir, f"qwen3-bench-{name}.json")
-    return encgraph_results(run_encgraph_bench(bundle, config, trace, report, name, request),
-                            chosen=True)
+def run_encgraph(bundle, config, trace, out_dir, name, request, variant=None):
+    return run_encgraph_variant(bundle, config, trace, os.path.join(out_dir, "qwen3-bench"), name,
+                                request, variant)
 
 
 def build_transformers(attn):
@@ -177,7 +177,12 @@ def main():
     ap.add_argument("--skip-transformers", action="store_true")
     ap.add_argument("--with-eager", action="store_true",
                     help="also transformers with eager attention (slow)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
+                         "variables, side by side in the same run (\"serial buckets:"
+                         "ENCGRAPH_ATTENTION_BRANCHES=0\"); a dotted VAR is a config key")
     args = ap.parse_args()
+    variants = [parse_variant(v) for v in args.variant]
     import transformers
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
         f"{torch.cuda.get_device_name()}")
@@ -200,6 +205,9 @@ def main():
                 fh.write(json.dumps(it) + "\n")
         results[name] = run_encgraph(bundle, config, trace, args.out_dir, name,
                                      REQUEST_SIZES.get(name, REQUEST))
+        for variant in variants:
+            results[name].update(run_encgraph(bundle, config, trace, args.out_dir, name,
+                                              REQUEST_SIZES.get(name, REQUEST), variant))
     if not args.skip_transformers:
         for attn in ("sdpa", "eager") if args.with_eager else ("sdpa",):
             model = build_transformers(attn)
@@ -226,7 +234,7 @@ def main():
             ratio = f"{(ref['seconds'] / r['seconds']):.2f}x" if ref else "-"
             eff = "-" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
             lines.append(f"| {name} | {system} | {speed:.1f} | {tokens / r['seconds']:.0f} | "
-                         f"{r['p50']:.1f} | {r['p99']:.1f} | {eff} | "
+                         f"{r['p50']:.2f} | {r['p99']:.2f} | {eff} | "
                          f"{tf:.0f} | {100 * tf / peak:.0f}% | {ratio} | {r['note']} |")
     table = "\n".join(lines)
     log("\n" + table)

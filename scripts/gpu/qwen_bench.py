@@ -30,8 +30,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (encgraph_results, log, matmul_peak,  # noqa: E402
-                          run_encgraph_bench)
+from bench_common import (log, matmul_peak, parse_variant,  # noqa: E402
+                          run_encgraph_variant)
 
 PATCH, TEMPORAL, MERGE, WINDOW = 14, 2, 2, 112
 D, HEADS, INTER, OUT, DEPTH, FULL = 1280, 16, 3420, 3584, 32, (7, 15, 23, 31)
@@ -84,33 +84,9 @@ def output_tokens(item):
 def run_encgraph(bundle, config, trace, out_dir, name, request, extra=(), launcher=(),
                  variant=None):
     """`launcher`: a command the encgraph command line follows (mpirun -np N ...); `variant`:
-    (label, {variable: value}, [config settings]) from parse_variant, for a run under other
-    environment variables and `--set` config values."""
-    label, env, sets = variant or ("encgraph", None, [])
-    tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
-    report = os.path.join(out_dir, f"qwen-bench-{name}{tag}.json")
-    extra = [*extra, *[a for s in sets for a in ("--set", s)]]
-    return encgraph_results(
-        run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher, env),
-        chosen=True, label=label)
-
-
-def parse_variant(text):
-    """"LABEL:VAR=VALUE[,VAR=VALUE...]" -> (label, {VAR: VALUE}, [config settings]); a relative
-    path value that exists is made absolute (encgraph runs from another folder). A VAR with a
-    dot is a config key (plugin.config.mlp_kernel="cublaslt"), passed as `--set VAR=VALUE`.
-    Assignments are split at commas, so a value cannot hold one (no TOML arrays)."""
-    label, _, assignments = text.partition(":")
-    env, sets = {}, []
-    for a in filter(None, assignments.split(",")):
-        key, _, value = a.partition("=")
-        if "." in key:
-            sets.append(f"{key}={value}")
-            continue
-        env[key] = os.path.abspath(value) if os.path.exists(value) else value
-    if not label or not (env or sets):
-        raise SystemExit(f"--variant wants LABEL:VAR=VALUE[,VAR=VALUE], got {text!r}")
-    return label, env, sets
+    from parse_variant (bench_common)."""
+    return run_encgraph_variant(bundle, config, trace, os.path.join(out_dir, "qwen-bench"),
+                                name, request, variant, extra, launcher)
 
 
 def build_transformers(attn):
@@ -222,7 +198,7 @@ def main():
             ratio = f"{(ref['seconds'] / r['seconds']):.2f}x" if ref else "-"
             eff = "-" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
             lines.append(f"| {name} | {system} | {speed:.1f} | {tokens / r['seconds']:.0f} | "
-                         f"{r['p50']:.1f} | {r['p99']:.1f} | {eff} | "
+                         f"{r['p50']:.2f} | {r['p99']:.2f} | {eff} | "
                          f"{tf:.0f} | {100 * tf / peak:.0f}% | {ratio} | {r['note']} |")
     table = "\n".join(lines)
     log("\n" + table)
