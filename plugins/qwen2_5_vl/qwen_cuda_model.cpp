@@ -2,7 +2,6 @@
 
 #include "qwen_batch.hpp"
 
-#include <encoder_kit/cuda/branches.hpp>
 #include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
@@ -125,9 +124,6 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
-  // Side streams for the attention buckets after the first (Branches), made in
-  // the warm-up run before a graph's capture.
-  k::Branches branches;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
@@ -489,9 +485,6 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
-  if (!in_capture)
-    check(m.branches.reserve(k::Branches::sides_for(static_cast<int>(buckets.size()))),
-          "making the attention's side streams");
   const MlpForm mlp_form = m.mlp_form_for(p);
   const QkvForm qkv_form = m.qkv_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
@@ -503,13 +496,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
     const bool fused_rotary = !c.full_attention(i) && cap.max_window_patches <= 64;
     if (!fused_rotary) check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
     if (c.full_attention(i)) {
-      check(m.branches.run(s, static_cast<int>(buckets.size()),
-                           [&](int j, cudaStream_t bs) {
-                             const SeqBucket& bk = buckets[static_cast<size_t>(j)];
-                             return k::varlen_attention_bf16(
-                                 a.qkv, cu_frames + bk.first, static_cast<int>(bk.count),
-                                 static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, bs);
-                           }),
+      for (const SeqBucket& bk : buckets)
+        check(
+            k::varlen_attention_bf16(a.qkv, cu_frames + bk.first, static_cast<int>(bk.count),
+                                     static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
             "full attention");
     } else if (fused_rotary) {
       check(k::varlen_attention_rotary_bf16(a.qkv, cu_windows, static_cast<int>(cap.windows),

@@ -3,7 +3,6 @@
 #include "qwen3_batch.hpp"
 #include "qwen3_kernels.hpp"
 
-#include <encoder_kit/cuda/branches.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
 #include <encoder_kit/cuda/tuning_cache.hpp>
@@ -98,9 +97,6 @@ struct CudaModel::Impl {
   int64_t planned_patches = 0;
   k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
-  // Side streams for the attention buckets after the first (Branches), made in
-  // the warm-up run before a graph's capture.
-  k::Branches branches;
   // tune()'s choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 
@@ -332,9 +328,6 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
                                  p, d, s),
         "pos_embed");
   const std::vector<SeqBucket> buckets = attention_buckets(cap);
-  if (!in_capture)
-    check(m.branches.reserve(k::Branches::sides_for(static_cast<int>(buckets.size()))),
-          "making the attention's side streams");
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
     check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.layer_norm_eps, s),
@@ -342,14 +335,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* con
     check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
           "attn.qkv");
     check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
-    check(m.branches.run(s, static_cast<int>(buckets.size()),
-                         [&](int j, cudaStream_t bs) {
-                           const SeqBucket& bk = buckets[static_cast<size_t>(j)];
-                           return k::varlen_attention_bf16(
-                               a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
-                               static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, bs);
-                         }),
-          "attention");
+    for (const SeqBucket& bk : buckets)
+      check(k::varlen_attention_bf16(a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
+                                     static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
+            "attention");
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
     check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.layer_norm_eps, s),
