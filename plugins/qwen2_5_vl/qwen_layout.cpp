@@ -54,17 +54,8 @@ void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32
   }
 }
 
-std::vector<SeqBucket> full_attention_buckets(const Capacity& cap) {
-  std::vector<SeqBucket> out;
-  for (int64_t first = 0, width = 1; first < cap.frames; first += width, width *= 2) {
-    SeqBucket b;
-    b.first = first;
-    b.count = std::min(width, cap.frames - first);
-    b.max_seqlen = std::min(cap.max_frame_patches, cap.patches / (first + 1));
-    if (b.max_seqlen <= 0) break;  // no frame this far down the order can hold a row
-    out.push_back(b);
-  }
-  return out;
+std::vector<SeqBucket> full_attention_buckets(const Capacity& cap, int64_t merge_units) {
+  return encoder_kit::length_buckets(cap.frames, cap.patches, cap.max_frame_patches, merge_units);
 }
 
 int64_t min_frame_units(const Options& o) {

@@ -12,6 +12,7 @@
 #include "qwen_preprocess.hpp"
 
 #include <encgraph/plugin_api.h>
+#include <encoder_kit/seq_buckets.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -56,18 +57,16 @@ struct Capacity {
 // thousands of empty sequences.
 Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
 
-// One launch of full attention over sequences [first, first + count) of the
-// frame table, none longer than max_seqlen patches.
-struct SeqBucket {
-  int64_t first = 0, count = 0, max_seqlen = 0;
-};
-
-// A rectangular attention grid over cap.frames sequences of up to
-// cap.max_frame_patches would be mostly empty blocks. stage_batch lays frames
-// out longest first, so the i-th (0-based) holds at most patches / (i + 1)
-// rows; launching sequences [2^j - 1, 2^(j+1) - 1) with max_seqlen
-// patches / 2^j keeps every launch's grid near `patches` rows in total.
-std::vector<SeqBucket> full_attention_buckets(const Capacity& cap);
+// The full-attention launches over the frame table's sequences. A rectangular
+// grid over cap.frames sequences of up to cap.max_frame_patches would be mostly
+// empty blocks; stage_batch lays frames out longest first, so the i-th
+// (0-based) holds at most patches / (i + 1) rows, and encoder_kit's
+// length_buckets launches sequences [2^j - 1, 2^(j+1) - 1) with max_seqlen
+// patches / 2^j, small launches merged up to merge_units
+// (encoder_kit/seq_buckets.hpp).
+using encoder_kit::SeqBucket;
+std::vector<SeqBucket> full_attention_buckets(
+    const Capacity& cap, int64_t merge_units = encoder_kit::default_bucket_merge_units());
 
 // Fewest merged units smart_resize can give a frame under these options.
 int64_t min_frame_units(const Options& o);

@@ -95,17 +95,8 @@ Capacity capacity_for(const Options& o, const eg_graph_shape& shape) {
   return cap;
 }
 
-std::vector<SeqBucket> attention_buckets(const Capacity& cap) {
-  std::vector<SeqBucket> out;
-  for (int64_t first = 0, width = 1; first < cap.frames; first += width, width *= 2) {
-    SeqBucket b;
-    b.first = first;
-    b.count = std::min(width, cap.frames - first);
-    b.max_seqlen = std::min(cap.max_frame_patches, cap.patches / (first + 1));
-    if (b.max_seqlen <= 0) break;
-    out.push_back(b);
-  }
-  return out;
+std::vector<SeqBucket> attention_buckets(const Capacity& cap, int64_t merge_units) {
+  return encoder_kit::length_buckets(cap.frames, cap.patches, cap.max_frame_patches, merge_units);
 }
 
 }  // namespace qwen3

@@ -11,6 +11,7 @@
 #include "qwen3_preprocess.hpp"
 
 #include <encgraph/plugin_api.h>
+#include <encoder_kit/seq_buckets.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -47,13 +48,12 @@ Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
 // Most merged units the processors can give one frame (images or videos).
 int64_t max_frame_units(const Options& o);
 
-// One launch of attention over sequences [first, first + count) of
-// cu_seqlens, none longer than max_seqlen patches: stage_batch lays frames
-// out longest first, so the i-th (0-based) holds at most patches / (i + 1)
-// rows (the same bucketing as the Qwen2.5-VL plugin's full attention).
-struct SeqBucket {
-  int64_t first = 0, count = 0, max_seqlen = 0;
-};
-std::vector<SeqBucket> attention_buckets(const Capacity& cap);
+// The attention launches over cu_seqlens' sequences (encoder_kit's
+// length_buckets: stage_batch lays frames out longest first, so the i-th,
+// 0-based, holds at most patches / (i + 1) rows), small ones merged up to
+// merge_units (encoder_kit/seq_buckets.hpp).
+using encoder_kit::SeqBucket;
+std::vector<SeqBucket> attention_buckets(
+    const Capacity& cap, int64_t merge_units = encoder_kit::default_bucket_merge_units());
 
 }  // namespace qwen3

@@ -246,32 +246,38 @@ TEST_CASE("full-attention buckets cover every sequence a budget can hold") {
     shape.token_budget = budget;
     shape.max_batch_size = 128;
     const qwen::Capacity cap = qwen::capacity_for(o, shape);
-    const auto buckets = qwen::full_attention_buckets(cap);
-    int64_t covered = 0, blocks = 0;
-    for (const auto& b : buckets) {
-      CHECK(b.first == covered);
-      covered += b.count;
-      blocks += b.count * ((b.max_seqlen + 63) / 64);
-    }
-    CHECK(covered <= cap.frames);
-    // Far fewer attention blocks than a rectangular frames x longest-frame grid.
-    CHECK(blocks * 4 < cap.frames * ((cap.max_frame_patches + 63) / 64) + 64);
-    for (int trial = 0; trial < 100; ++trial) {
-      std::vector<int64_t> lengths;  // patches per frame, longest first
-      int64_t left = budget;
-      while (left >= 4) {
-        const int64_t units =
-            4 +
-            static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(left - 3, 200)));
-        lengths.push_back(std::min(units, left) * 4);
-        left -= std::min(units, left);
+    // Unmerged, and with small launches merged as the plugin runs them.
+    for (const int64_t merge : {int64_t{0}, encoder_kit::default_bucket_merge_units()}) {
+      CAPTURE(merge);
+      const auto buckets = qwen::full_attention_buckets(cap, merge);
+      int64_t covered = 0, blocks = 0;
+      for (const auto& b : buckets) {
+        CHECK(b.first == covered);
+        covered += b.count;
+        blocks += b.count * ((b.max_seqlen + 63) / 64);
       }
-      std::sort(lengths.rbegin(), lengths.rend());
-      REQUIRE(static_cast<int64_t>(lengths.size()) <= cap.frames);
-      for (const auto& b : buckets)
-        for (int64_t i = b.first; i < b.first + b.count && i < int64_t(lengths.size()); ++i)
-          CHECK(lengths[i] <= b.max_seqlen);
-      CHECK(static_cast<int64_t>(lengths.size()) <= covered);
+      CHECK(covered <= cap.frames);
+      // Far fewer attention blocks than a rectangular frames x longest-frame grid
+      // (merging adds at most `merge` a launch).
+      CHECK(blocks * 4 < cap.frames * ((cap.max_frame_patches + 63) / 64) + 64 +
+                             4 * merge * static_cast<int64_t>(buckets.size()));
+      for (int trial = 0; trial < 100; ++trial) {
+        std::vector<int64_t> lengths;  // patches per frame, longest first
+        int64_t left = budget;
+        while (left >= 4) {
+          const int64_t units =
+              4 +
+              static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(left - 3, 200)));
+          lengths.push_back(std::min(units, left) * 4);
+          left -= std::min(units, left);
+        }
+        std::sort(lengths.rbegin(), lengths.rend());
+        REQUIRE(static_cast<int64_t>(lengths.size()) <= cap.frames);
+        for (const auto& b : buckets)
+          for (int64_t i = b.first; i < b.first + b.count && i < int64_t(lengths.size()); ++i)
+            CHECK(lengths[i] <= b.max_seqlen);
+        CHECK(static_cast<int64_t>(lengths.size()) <= covered);
+      }
     }
   }
 }
