@@ -5,10 +5,11 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip]
+//                 [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
+#include <encoder_kit/seq_buckets.hpp>
 
 #include <cuda_runtime.h>
 
@@ -246,6 +247,44 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
     add_row(name, shape3(m, n, kk), heuristic[1], flops, bytes,
             "heuristic, alternating (median of 3)");
   }
+}
+
+// Attention over a small budget as the Qwen plugins launch it: `rows` patch
+// rows with room for `frames` frames, filled by frames of `lengths` (the rest
+// empty): the doubling groups of encoder_kit::length_buckets (one launch a
+// group, most of them empty here) against the merged launches the plugins
+// run, alternating.
+void bench_buckets(Pool& pool, const std::string& what, int64_t rows, int64_t frames,
+                   const std::vector<int64_t>& lengths, int heads, int hd) {
+  std::vector<int32_t> cu(static_cast<size_t>(frames + 1), 0);
+  double flops = 0.0;
+  for (size_t i = 0; i < cu.size() - 1; ++i) {
+    const int64_t len = i < lengths.size() ? lengths[i] : 0;
+    cu[i + 1] = cu[i] + static_cast<int32_t>(len);
+    flops += 4.0 * static_cast<double>(len * len) * hd * heads;
+  }
+  BENCH_CHECK(cu.back() <= rows ? 0 : static_cast<int>(cudaErrorInvalidValue));
+  int32_t* d_cu = pool.raw<int32_t>(cu.size());
+  BENCH_CUDA(cudaMemcpy(d_cu, cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  bf16* qkv = pool.bf(static_cast<size_t>(rows * 3 * heads * hd));
+  bf16* out = pool.bf(static_cast<size_t>(rows * heads * hd));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  Forms forms;
+  for (const int64_t merge : {int64_t{0}, encoder_kit::default_bucket_merge_units()}) {
+    const auto buckets = encoder_kit::length_buckets(frames, rows, rows, merge);
+    forms.emplace_back(std::string(merge == 0 ? "doubling groups" : "merged") + ", " +
+                           std::to_string(buckets.size()) + " launches",
+                       [=] {
+                         for (const auto& b : buckets)
+                           BENCH_CHECK(k::varlen_attention_bf16(
+                               qkv, d_cu + b.first, static_cast<int>(b.count),
+                               static_cast<int>(b.max_seqlen), heads, hd, scale, out, g_stream));
+                       });
+  }
+  const double bytes = 2.0 * static_cast<double>(cu.back()) * heads * hd * 4;
+  alternate("attn buckets " + what,
+            std::to_string(rows) + " rows, " + std::to_string(frames) + " frames", flops, bytes,
+            forms);
 }
 
 // The MLP's first half at m rows, as the Qwen2.5-VL-7B plugin runs it (3420
@@ -542,12 +581,12 @@ int main(int argc, char** argv) {
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
-                                    only == "attnshort"))
+                                    only == "attnshort" || only == "buckets"))
       continue;
     else {
       std::fprintf(stderr,
                    "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|attnshort|window|memory|mlp|qkv|siglip] "
+                   "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|qkv|siglip] "
                    "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
@@ -627,6 +666,13 @@ int main(int argc, char** argv) {
       bench_window_rotary(pool, T, 16, 80, 0);
       bench_window_rotary(pool, 4096, 16, 80, 204);
       bench_window_rotary(pool, 256, 16, 80, 12);
+    }
+    // One small budget's full attention, as launched (--only buckets alone).
+    if (want("attn") || only == "buckets") {
+      bench_buckets(pool, "qwen2.5 one 224² image", 256, 16, {256}, 16, 80);
+      bench_buckets(pool, "qwen3 one 224² image", 256, 16, {196}, 16, 72);
+      bench_buckets(pool, "qwen2.5 four 224² images", 1024, 64, {256, 256, 256, 256}, 16, 80);
+      bench_buckets(pool, "qwen3 two images", 1024, 64, {576, 196}, 16, 72);
     }
     if (want("attn")) {
       bench_attention(pool, "attn full", T, 1024, 0, 16, 80);
