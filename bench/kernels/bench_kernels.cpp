@@ -5,7 +5,8 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|qkv|siglip]
+//                 [--only
+//                 gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
@@ -581,13 +582,14 @@ int main(int argc, char** argv) {
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
-                                    only == "attnshort" || only == "buckets"))
+                                    only == "attnshort" || only == "buckets" || only == "mlpsmall"))
       continue;
     else {
-      std::fprintf(stderr,
-                   "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|qkv|siglip] "
-                   "[--attn-len N (with --only attnshort)]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_kernels [--table PATH] [--tokens N] [--only "
+          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip] "
+          "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
   }
@@ -648,6 +650,12 @@ int main(int argc, char** argv) {
     if (want("mlp"))
       for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})
         bench_mlp(pool, lt, ws, m);
+    // "--only mlpsmall": one image's rows against half of them (one row tile
+    // of 128: half the tiles, each with the same k loop and operand bytes),
+    // which tells a bound per multiprocessor (equal times) from one shared
+    // by all of them, L2 or memory (half the time).
+    if (only == "mlpsmall")
+      for (const int64_t m : {int64_t{256}, int64_t{128}}) bench_mlp(pool, lt, ws, m);
     // norm1 and qkv, the same sizes ("--only qkv" alone).
     if (want("mlp") || only == "qkv")
       for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})
