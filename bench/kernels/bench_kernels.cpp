@@ -5,8 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//                 [--only
-//                 gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
+//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
@@ -253,8 +252,10 @@ void bench_gemm(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& na
 // Attention over a small budget as the Qwen plugins launch it: `rows` patch
 // rows with room for `frames` frames, filled by frames of `lengths` (the rest
 // empty): the doubling groups of encoder_kit::length_buckets (one launch a
-// group, most of them empty here) against the merged launches the plugins
-// run, alternating.
+// group, most of them empty here) against groups merged up to 128 and 256
+// units (the plugins' bound: kBucketMergeUnits), alternating. Frame slots as
+// the plugins' capacities give them: Qwen2.5-VL 16 at 256 rows and 64 at
+// 1024; Qwen3-VL 64 and 128.
 void bench_buckets(Pool& pool, const std::string& what, int64_t rows, int64_t frames,
                    const std::vector<int64_t>& lengths, int heads, int hd) {
   std::vector<int32_t> cu(static_cast<size_t>(frames + 1), 0);
@@ -271,10 +272,11 @@ void bench_buckets(Pool& pool, const std::string& what, int64_t rows, int64_t fr
   bf16* out = pool.bf(static_cast<size_t>(rows * heads * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Forms forms;
-  for (const int64_t merge : {int64_t{0}, encoder_kit::default_bucket_merge_units()}) {
+  for (const int64_t merge : {int64_t{0}, int64_t{128}, int64_t{256}}) {
     const auto buckets = encoder_kit::length_buckets(frames, rows, rows, merge);
-    forms.emplace_back(std::string(merge == 0 ? "doubling groups" : "merged") + ", " +
-                           std::to_string(buckets.size()) + " launches",
+    forms.emplace_back((merge == 0 ? std::string("doubling groups")
+                                   : "merged up to " + std::to_string(merge) + " units") +
+                           ", " + std::to_string(buckets.size()) + " launches",
                        [=] {
                          for (const auto& b : buckets)
                            BENCH_CHECK(k::varlen_attention_bf16(
@@ -678,9 +680,9 @@ int main(int argc, char** argv) {
     // One small budget's full attention, as launched (--only buckets alone).
     if (want("attn") || only == "buckets") {
       bench_buckets(pool, "qwen2.5 one 224² image", 256, 16, {256}, 16, 80);
-      bench_buckets(pool, "qwen3 one 224² image", 256, 16, {196}, 16, 72);
+      bench_buckets(pool, "qwen3 one 224² image", 256, 64, {196}, 16, 72);
       bench_buckets(pool, "qwen2.5 four 224² images", 1024, 64, {256, 256, 256, 256}, 16, 80);
-      bench_buckets(pool, "qwen3 two images", 1024, 64, {576, 196}, 16, 72);
+      bench_buckets(pool, "qwen3 two images", 1024, 128, {576, 196}, 16, 72);
     }
     if (want("attn")) {
       bench_attention(pool, "attn full", T, 1024, 0, 16, 80);

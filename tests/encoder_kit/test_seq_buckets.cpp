@@ -53,14 +53,41 @@ TEST_CASE("length_buckets without merging: the doubling groups") {
 }
 
 TEST_CASE("length_buckets merges small budgets into one launch") {
-  // One 224² image's budget (256 patch rows, up to 16 frames): five groups, one launch.
-  const auto b = length_buckets(16, 256, 256, 128);
+  // One 224² image's budget in Qwen2.5-VL (256 patch rows, up to 16 frames):
+  // five groups, one launch.
+  const auto b = length_buckets(16, 256, 256, encoder_kit::kBucketMergeUnits);
   REQUIRE(b.size() == 1);
   CHECK(b[0].first == 0);
   CHECK(b[0].count == 16);
   CHECK(b[0].max_seqlen == 256);
   CHECK(bucket_units(b[0]) == 64);
   check_covers(b, 16, 256, 256);
+}
+
+TEST_CASE("length_buckets merges up to the bound, inclusive") {
+  // 16 slots of up to 256 rows: 64 units merged.
+  CHECK(length_buckets(16, 256, 256, 64).size() == 1);
+  CHECK(length_buckets(16, 256, 256, 63).size() > 1);
+  // Qwen3-VL's one-image capacity: 64 slots, 256 units in one launch at the
+  // plugins' bound, two at 128.
+  CHECK(length_buckets(64, 256, 256, encoder_kit::kBucketMergeUnits).size() == 1);
+  CHECK(length_buckets(64, 256, 256, 128).size() == 2);
+}
+
+TEST_CASE("the merge bound from ENCGRAPH_ATTENTION_MERGE_BUCKETS's value") {
+  using encoder_kit::bucket_merge_units_from;
+  using encoder_kit::kBucketMergeUnits;
+  CHECK(bucket_merge_units_from(nullptr) == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("") == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("0") == 0);
+  CHECK(bucket_merge_units_from("128") == 128);
+  CHECK(bucket_merge_units_from("1") == 1);
+  // Not a count: the default stays.
+  CHECK(bucket_merge_units_from("-5") == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("12x") == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("on") == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("99999999999999999999") == kBucketMergeUnits);
+  CHECK(bucket_merge_units_from("2000000") == kBucketMergeUnits);
 }
 
 TEST_CASE("length_buckets: merged launches stay within the bound, never more launches") {
@@ -100,8 +127,9 @@ TEST_CASE("length_buckets: merged launches stay within the bound, never more lau
 
 TEST_CASE("length_buckets leaves large budgets' groups apart") {
   // 16384 tokens of 4 patches, up to 256 frames of at most 9216 patches (1344²):
-  // every group is over the bound, so none merges.
+  // every group but the last is over the bound, and the last (one slot of 256
+  // rows, 4 units) would make its neighbour 1032, so none merges.
   const auto plain = length_buckets(256, 65536, 9216, 0);
-  const auto merged = length_buckets(256, 65536, 9216, 128);
+  const auto merged = length_buckets(256, 65536, 9216, encoder_kit::kBucketMergeUnits);
   CHECK(merged.size() == plain.size());
 }

@@ -247,7 +247,7 @@ TEST_CASE("full-attention buckets cover every sequence a budget can hold") {
     shape.max_batch_size = 128;
     const qwen::Capacity cap = qwen::capacity_for(o, shape);
     // Unmerged, and with small launches merged as the plugin runs them.
-    for (const int64_t merge : {int64_t{0}, encoder_kit::default_bucket_merge_units()}) {
+    for (const int64_t merge : {int64_t{0}, encoder_kit::kBucketMergeUnits}) {
       CAPTURE(merge);
       const auto buckets = qwen::full_attention_buckets(cap, merge);
       int64_t covered = 0, blocks = 0;

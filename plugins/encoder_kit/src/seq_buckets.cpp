@@ -1,7 +1,8 @@
-#include <encoder_kit/env_switch.hpp>
 #include <encoder_kit/seq_buckets.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace encoder_kit {
 
@@ -9,8 +10,18 @@ int64_t bucket_units(const SeqBucket& b) {
   return b.count * ((b.max_seqlen + 63) / 64);
 }
 
+int64_t bucket_merge_units_from(const char* value) {
+  if (value == nullptr || *value == '\0') return kBucketMergeUnits;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0 || v > kMaxBucketMergeUnits) return kBucketMergeUnits;
+  return static_cast<int64_t>(v);
+}
+
 int64_t default_bucket_merge_units() {
-  static const int64_t units = env_switch_on("ENCGRAPH_ATTENTION_MERGE_BUCKETS") ? 128 : 0;
+  static const int64_t units =
+      bucket_merge_units_from(std::getenv("ENCGRAPH_ATTENTION_MERGE_BUCKETS"));
   return units;
 }
 

@@ -26,9 +26,21 @@ struct SeqBucket {
 // ceil(max_seqlen / 64).
 int64_t bucket_units(const SeqBucket& b);
 
-// The merge bound the plugins use: 128 units (2048 blocks of 64 queries at 16
-// heads), or 0, no merging, when ENCGRAPH_ATTENTION_MERGE_BUCKETS is "0" (the
-// benchmarks' A/B switch, read once a process).
+// The merge bound the plugins use, kBucketMergeUnits, unless
+// ENCGRAPH_ATTENTION_MERGE_BUCKETS says otherwise (the benchmarks' A/B switch,
+// read once a process): "0" merges nothing, an integer up to
+// kMaxBucketMergeUnits is the bound, anything else leaves the default.
+// bucket_merge_units_from is that rule on one value (nullptr: unset).
+//
+// Why 256: the largest launch it makes, at 16 heads, is 4096 blocks of 64
+// queries (2048 of the 128 the Hopper kernel runs), nearly all of them empty
+// blocks that exit at once; one 224² image's budget then runs one launch in
+// either Qwen plugin (Qwen3-VL's capacity gives it 64 frame slots, 256
+// units), where each launch saved is ~4 µs in a replay (bench/kernels/NOTES.md,
+// eighteenth session).
+inline constexpr int64_t kBucketMergeUnits = 256;
+inline constexpr int64_t kMaxBucketMergeUnits = int64_t{1} << 20;
+int64_t bucket_merge_units_from(const char* value);
 int64_t default_bucket_merge_units();
 
 // The launches for up to `sequences` sequences of together at most `rows` rows,
