@@ -6,10 +6,10 @@
 // holds at most rows / (i + 1) of them, so launching sequences
 // [2^j - 1, 2^(j+1) - 1) with that bound keeps each launch's grid near `rows`.
 // At small budgets those launches are mostly empty: one 224² image fills the
-// first and leaves four more that still cost a few microseconds each in a
-// replay. So adjacent launches are merged while the merged one stays within
-// `merge_units` grid units (below): empty blocks exit at once, a launch does
-// not.
+// first and leaves four more (Qwen2.5-VL's capacity) or six (Qwen3-VL's), each
+// still a few microseconds in a replay. So adjacent launches are merged while
+// the merged one stays within `merge_units` grid units (below): empty blocks
+// exit at once, a launch does not.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,8 @@ int64_t bucket_units(const SeqBucket& b);
 // queries (2048 of the 128 the Hopper kernel runs), nearly all of them empty
 // blocks that exit at once; one 224² image's budget then runs one launch in
 // either Qwen plugin (Qwen3-VL's capacity gives it 64 frame slots, 256
-// units), where each launch saved is ~4 µs in a replay (bench/kernels/NOTES.md,
-// eighteenth session).
+// units), where each launch saved is ~4 µs in a replay. 256 beat 128 in every
+// case measured (bench/kernels/NOTES.md, eighteenth session).
 inline constexpr int64_t kBucketMergeUnits = 256;
 inline constexpr int64_t kMaxBucketMergeUnits = int64_t{1} << 20;
 int64_t bucket_merge_units_from(const char* value);
