@@ -88,6 +88,18 @@ TEST_CASE("the merge bound from ENCGRAPH_ATTENTION_MERGE_BUCKETS's value") {
   CHECK(bucket_merge_units_from("on") == kBucketMergeUnits);
   CHECK(bucket_merge_units_from("99999999999999999999") == kBucketMergeUnits);
   CHECK(bucket_merge_units_from("2000000") == kBucketMergeUnits);
+  // Which values were usable (the caller warns about the others).
+  bool valid = false;
+  CHECK(bucket_merge_units_from("64", &valid) == 64);
+  CHECK(valid);
+  CHECK(bucket_merge_units_from(nullptr, &valid) == kBucketMergeUnits);
+  CHECK(valid);
+  for (const char* bad : {"-5", "12x", "on", " ", "99999999999999999999", "2000000"}) {
+    CAPTURE(bad);
+    valid = true;
+    CHECK(bucket_merge_units_from(bad, &valid) == kBucketMergeUnits);
+    CHECK_FALSE(valid);
+  }
 }
 
 TEST_CASE("length_buckets: merged launches stay within the bound, never more launches") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace encoder_kit {
@@ -10,18 +11,32 @@ int64_t bucket_units(const SeqBucket& b) {
   return b.count * ((b.max_seqlen + 63) / 64);
 }
 
-int64_t bucket_merge_units_from(const char* value) {
+int64_t bucket_merge_units_from(const char* value, bool* valid) {
+  if (valid) *valid = true;
   if (value == nullptr || *value == '\0') return kBucketMergeUnits;
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(value, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 0 || v > kMaxBucketMergeUnits) return kBucketMergeUnits;
+  if (errno != 0 || end == value || *end != '\0' || v < 0 || v > kMaxBucketMergeUnits) {
+    if (valid) *valid = false;
+    return kBucketMergeUnits;
+  }
   return static_cast<int64_t>(v);
 }
 
 int64_t default_bucket_merge_units() {
-  static const int64_t units =
-      bucket_merge_units_from(std::getenv("ENCGRAPH_ATTENTION_MERGE_BUCKETS"));
+  static const int64_t units = [] {
+    const char* value = std::getenv("ENCGRAPH_ATTENTION_MERGE_BUCKETS");
+    bool valid = true;
+    const int64_t u = bucket_merge_units_from(value, &valid);
+    if (!valid)  // said once a process: a mistyped A/B switch must not pass unnoticed
+      std::fprintf(stderr,
+                   "encgraph: ENCGRAPH_ATTENTION_MERGE_BUCKETS=\"%s\" is not a count from 0 to "
+                   "%lld; merging attention launches up to the default, %lld units\n",
+                   value, static_cast<long long>(kMaxBucketMergeUnits),
+                   static_cast<long long>(kBucketMergeUnits));
+    return u;
+  }();
   return units;
 }
 

@@ -29,8 +29,9 @@ int64_t bucket_units(const SeqBucket& b);
 // The merge bound the plugins use, kBucketMergeUnits, unless
 // ENCGRAPH_ATTENTION_MERGE_BUCKETS says otherwise (the benchmarks' A/B switch,
 // read once a process): "0" merges nothing, an integer up to
-// kMaxBucketMergeUnits is the bound, anything else leaves the default.
-// bucket_merge_units_from is that rule on one value (nullptr: unset).
+// kMaxBucketMergeUnits is the bound; anything else leaves the default, with a
+// warning on stderr. bucket_merge_units_from is that rule on one value
+// (nullptr: unset); `valid`, when given, says whether the value was usable.
 //
 // Why 256: the largest launch it makes, at 16 heads, is 4096 blocks of 64
 // queries (2048 of the 128 the Hopper kernel runs), nearly all of them empty
@@ -40,7 +41,7 @@ int64_t bucket_units(const SeqBucket& b);
 // case measured (bench/kernels/NOTES.md, eighteenth session).
 inline constexpr int64_t kBucketMergeUnits = 256;
 inline constexpr int64_t kMaxBucketMergeUnits = int64_t{1} << 20;
-int64_t bucket_merge_units_from(const char* value);
+int64_t bucket_merge_units_from(const char* value, bool* valid = nullptr);
 int64_t default_bucket_merge_units();
 
 // The launches for up to `sequences` sequences of together at most `rows` rows,
