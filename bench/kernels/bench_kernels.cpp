@@ -5,8 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//     [--only
-//     gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|mlpblock|mlptrace|qkv|siglip]
+//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
 #include <encoder_kit/cuda/kernels.hpp>
@@ -364,133 +363,6 @@ void bench_mlp(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
           flops, bytes, "own Hopper kernel, bias");
 }
 
-// The weights of kMlpLayers blocks' MLPs (7B widths): calls take them in
-// turn, so that each reads its weights from device memory as the tower's 32
-// layers do (8 x 26.5 MB against the 50 MB L2), not from the L2 that a
-// benchmark repeating one layer's 26.5 MB would leave them in.
-constexpr int64_t kMlpInter = 3456, kMlpDim = 1280;
-constexpr int kMlpLayers = 8;
-struct MlpLayers {
-  std::vector<bf16*> w, b, wd, bd;
-  int next = 0;
-  explicit MlpLayers(Pool& pool) {
-    for (int l = 0; l < kMlpLayers; ++l) {
-      w.push_back(pool.bf(static_cast<size_t>(k::gate_up_blocked_rows(kMlpInter) * kMlpDim)));
-      b.push_back(pool.bf(static_cast<size_t>(k::gate_up_blocked_rows(kMlpInter))));
-      wd.push_back(pool.bf(static_cast<size_t>(kMlpDim * kMlpInter)));
-      bd.push_back(pool.bf(static_cast<size_t>(kMlpDim)));
-    }
-  }
-  int take() { return next++ % kMlpLayers; }
-};
-
-// A block's whole MLP at m rows (x += down(silu(gate) * up of norm2(x)), in
-// place, as the Qwen2.5-VL-7B plugin runs it) over MlpLayers' weights: the
-// norm inside our SiLU·mul product, then cuBLASLt's tuned down product with
-// bias and residual (two launches), against the one-launch kernel
-// (rms_mlp_bf16), alternating; then each half of the two-launch form alone.
-void bench_mlp_block(Pool& pool, cublasLtHandle_t lt, void* ws, int64_t m) {
-  constexpr int64_t I = kMlpInter, D = kMlpDim;
-  if (!k::rms_mlp_supported()) return;
-  MlpLayers L(pool);
-  bf16* x = pool.bf(static_cast<size_t>(m * D));
-  bf16* act = pool.bf(static_cast<size_t>(m * I));
-  k::GemmPlan down;
-  BENCH_CHECK(down.initialize(m, D, I, Ep::Bias, true));
-  BENCH_CHECK(down.tune(lt, act, L.wd[0], L.bd[0], x, x, m, ws, k::GemmPlan::workspace_bytes(),
-                        g_stream, 16));
-  const size_t mlp_ws_bytes = k::rms_mlp_workspace_bytes(m, D, I);
-  void* mlp_ws = pool.raw<unsigned char>(mlp_ws_bytes);
-  BENCH_CHECK(k::rms_mlp_clear(mlp_ws, m, D, I, g_stream));  // every call leaves it clear
-  auto first_half = [&](int l) {
-    BENCH_CHECK(k::rms_gate_up_silu_mul_bf16(x, L.w[l], L.b[l], act, m, D, I, I, 1e-6f, g_stream));
-  };
-  auto second_half = [&](int l) {
-    BENCH_CHECK(
-        down.run(lt, act, L.wd[l], L.bd[l], x, x, m, ws, k::GemmPlan::workspace_bytes(), g_stream));
-  };
-  const double flops = 2.0 * m * 3 * I * D;
-  const double bytes = 2.0 * (3 * I * D + 2 * m * D + 2 * m * I);
-  const std::string shape = std::to_string(m) + " rows, 1280 -> 3456 -> 1280";
-  alternate("mlp block", shape, flops, bytes,
-            {{"norm+gate/up+SiLU·mul, then cuBLASLt down+res (2 launches)",
-              [&] {
-                const int l = L.take();
-                first_half(l);
-                second_half(l);
-              }},
-             {"one launch (rms_mlp_bf16)", [&] {
-                const int l = L.take();
-                BENCH_CHECK(k::rms_mlp_bf16(x, L.w[l], L.b[l], L.wd[l], L.bd[l], act, m, D, I,
-                                            1e-6f, mlp_ws, mlp_ws_bytes, g_stream));
-              }}});
-  // Experiments (detail::rms_mlp_set_variant), when ENCGRAPH_MLP_VARIANTS is set.
-  if (std::getenv("ENCGRAPH_MLP_VARIANTS") != nullptr)
-    for (const int v : {1, 4, 2, 3})  // 2 and 3 leave counters set: last
-      add_row("mlp block", shape, time_us([&] {
-                k::detail::rms_mlp_set_variant(v);
-                const int l = L.take();
-                BENCH_CHECK(k::rms_mlp_bf16(x, L.w[l], L.b[l], L.wd[l], L.bd[l], act, m, D, I,
-                                            1e-6f, mlp_ws, mlp_ws_bytes, g_stream));
-                k::detail::rms_mlp_set_variant(0);
-              }),
-              flops, bytes, "one launch, variant " + std::to_string(v));
-  BENCH_CHECK(k::rms_mlp_clear(mlp_ws, m, D, I, g_stream));
-  add_row("mlp block", shape, time_us([&] { first_half(L.take()); }), 2.0 * m * 2 * I * D, 0.0,
-          "first launch alone: norm+gate/up+SiLU·mul");
-  add_row("mlp block", shape, time_us([&] { second_half(L.take()); }), 2.0 * m * I * D, 0.0,
-          "second launch alone: cuBLASLt down+res, tuned");
-}
-
-// "--only mlptrace": where one rms_mlp_bf16 launch's time goes, from its
-// blocks' global-timer stamps (detail::rms_mlp_set_trace): per stamp, the
-// median and latest block, µs after the earliest start. Weights from device
-// memory (MlpLayers; the traced call is a layer's first).
-void trace_mlp_block(Pool& pool, int64_t m) {
-  constexpr int64_t I = kMlpInter, D = kMlpDim;
-  if (!k::rms_mlp_supported()) return;
-  MlpLayers L(pool);
-  bf16* x = pool.bf(static_cast<size_t>(m * D));
-  bf16* act = pool.bf(static_cast<size_t>(m * I));
-  const size_t ws_bytes = k::rms_mlp_workspace_bytes(m, D, I);
-  void* ws = pool.raw<unsigned char>(ws_bytes);
-  BENCH_CHECK(k::rms_mlp_clear(ws, m, D, I, g_stream));
-  const int n = k::detail::rms_mlp_trace_stamps(), blocks = 132 * 2;
-  auto* stamps = pool.raw<unsigned long long>(static_cast<size_t>(blocks * n));
-  for (int rep = 0; rep < 3; ++rep) {
-    BENCH_CUDA(cudaMemset(stamps, 0, static_cast<size_t>(blocks * n) * 8));
-    k::detail::rms_mlp_set_trace(rep == 2 ? stamps : nullptr);
-    if (const char* v = std::getenv("ENCGRAPH_MLP_TRACE_VARIANT"); v != nullptr && rep == 2)
-      k::detail::rms_mlp_set_variant(std::atoi(v));
-    const int l = L.take();
-    BENCH_CHECK(k::rms_mlp_bf16(x, L.w[l], L.b[l], L.wd[l], L.bd[l], act, m, D, I, 1e-6f, ws,
-                                ws_bytes, g_stream));
-    BENCH_CUDA(cudaStreamSynchronize(g_stream));
-    k::detail::rms_mlp_set_variant(0);
-  }
-  k::detail::rms_mlp_set_trace(nullptr);
-  std::vector<unsigned long long> h(static_cast<size_t>(blocks * n));
-  BENCH_CUDA(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
-  unsigned long long t0 = ~0ull;
-  for (int bl = 0; bl < blocks; ++bl)
-    if (h[bl * n] != 0) t0 = std::min(t0, h[bl * n]);
-  std::printf(
-      "mlp trace, %lld rows (µs after the first block's start: median / latest block, "
-      "blocks):",
-      static_cast<long long>(m));
-  for (int i = 0; i < n; ++i) {
-    std::vector<double> v;
-    for (int bl = 0; bl < blocks; ++bl)
-      if (h[bl * n + i] != 0) v.push_back(static_cast<double>(h[bl * n + i] - t0) / 1000.0);
-    std::sort(v.begin(), v.end());
-    if (v.empty())
-      std::printf("  [%d] -", i);
-    else
-      std::printf("  [%d] %.2f / %.2f (%zu)", i, v[v.size() / 2], v.back(), v.size());
-  }
-  std::printf("\n");
-}
-
 // norm1 and the qkv product at m rows, as the Qwen2.5-VL-7B plugin runs them:
 // the norm pass then cuBLASLt's tuned product, against the product with the
 // norm inside our Hopper kernel (rms_linear_bf16; norm1's weight folded into
@@ -712,15 +584,14 @@ int main(int argc, char** argv) {
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
-                                    only == "attnshort" || only == "buckets" ||
-                                    only == "mlpsmall" || only == "mlpblock" || only == "mlptrace"))
+                                    only == "attnshort" || only == "buckets" || only == "mlpsmall"))
       continue;
     else {
-      std::fprintf(stderr,
-                   "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-                   "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|mlpblock|"
-                   "mlptrace|qkv|siglip] "
-                   "[--attn-len N (with --only attnshort)]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_kernels [--table PATH] [--tokens N] [--only "
+          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip] "
+          "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
   }
@@ -787,13 +658,6 @@ int main(int argc, char** argv) {
     // by all of them, L2 or memory (half the time).
     if (only == "mlpsmall")
       for (const int64_t m : {int64_t{256}, int64_t{128}}) bench_mlp(pool, lt, ws, m);
-    // "--only mlpblock": a block's whole MLP at one to eight small images'
-    // rows, two launches against one.
-    if (only == "mlptrace")
-      for (const int64_t m : {int64_t{256}, int64_t{1024}}) trace_mlp_block(pool, m);
-    if (want("mlp") || only == "mlpblock")
-      for (const int64_t m : {int64_t{256}, int64_t{512}, int64_t{1024}, int64_t{2048}})
-        bench_mlp_block(pool, lt, ws, m);
     // norm1 and qkv, the same sizes ("--only qkv" alone).
     if (want("mlp") || only == "qkv")
       for (const int64_t m : {T, int64_t{16384}, int64_t{4096}, int64_t{1024}, int64_t{256}})

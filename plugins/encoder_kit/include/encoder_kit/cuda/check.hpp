@@ -94,17 +94,6 @@ int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* r
 // else 1. Fewer splits (powers of two) are the other forms worth timing.
 int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k);
 
-// Profiling of rms_mlp_bf16 (bench_kernels --only mlptrace): while stamps is
-// set, each launch has every block write rms_mlp_trace_stamps() global-timer
-// readings (ns) at stamps[block * that + i]: 0 start, 1 stage 1 done, 2 the
-// copier's wait for stage 1's tiles over, 3 the down k loop done, 4 the
-// tile's partials all in place, 5 end (0 where a block never got there).
-void rms_mlp_set_trace(unsigned long long* stamps);
-int rms_mlp_trace_stamps();
-// Experiments (bench_kernels): 1 no W loads before stage 1's tiles are in,
-// 2 stage 1 alone, 4 a back-off in the wait for them. 0 is the kernel.
-void rms_mlp_set_variant(int bits);
-
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later, and the
 // environment variable ENCGRAPH_PDL is not "0".

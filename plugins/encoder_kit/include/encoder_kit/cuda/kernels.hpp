@@ -182,27 +182,6 @@ int rms_gate_up_silu_mul_bf16(const bf16* x, const bf16* w_blocked_folded, const
 bool rms_linear_supported();
 int rms_linear_bf16(const bf16* x, const bf16* w_folded, const bf16* bias, bf16* y, int64_t rows,
                     int64_t n, int64_t k, float eps, cudaStream_t stream, int splits = 0);
-// A transformer block's whole SwiGLU MLP with its RMSNorm in one launch
-// (Hopper only, mlp_sm90.cu), for few rows (one to a few small images):
-// x += down(act) + b_down with act = silu(gate) * up of n(x) as
-// rms_gate_up_silu_mul_bf16 computes it (written to act, [rows, inter]), in
-// place on x [rows, d]. w_gate_up / b_gate_up: blocked and folded as there;
-// w_down: [d, inter] row-major. inter a multiple of kGateUpBlock (pad with
-// zero features), d a multiple of 8; x, act and the weights 16-byte aligned.
-// The down product's k is split across blocks when its tiles alone leave
-// multiprocessors idle; their fp32 partials meet in `workspace`
-// (rms_mlp_workspace_bytes, 256-byte aligned) and are added in a fixed order,
-// so results do not vary between runs. The workspace's counters must be zero
-// when a call starts: rms_mlp_clear zeroes them (once, or after anything else
-// wrote the workspace), and every completed call leaves them zero. Its blocks
-// wait for each other, so every one must be resident at once (one a
-// multiprocessor; a block that waits seconds traps the launch, not the stream).
-bool rms_mlp_supported();
-size_t rms_mlp_workspace_bytes(int64_t rows, int64_t d, int64_t inter);
-int rms_mlp_clear(void* workspace, int64_t rows, int64_t d, int64_t inter, cudaStream_t stream);
-int rms_mlp_bf16(bf16* x, const bf16* w_gate_up, const bf16* b_gate_up, const bf16* w_down,
-                 const bf16* b_down, bf16* act, int64_t rows, int64_t d, int64_t inter, float eps,
-                 void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // w[r, i] *= norm_w[i] for every row r of a row-major [rows, cols] matrix (a
 // linear layer's weights after an RMSNorm or LayerNorm without bias). T is
 // float (a model folds its float weights before converting them).
