@@ -1,9 +1,10 @@
+#include <encoder_kit/config.hpp>
 #include <encoder_kit/seq_buckets.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace encoder_kit {
 
@@ -14,14 +15,16 @@ int64_t bucket_units(const SeqBucket& b) {
 int64_t bucket_merge_units_from(const char* value, bool* valid) {
   if (valid) *valid = true;
   if (value == nullptr || *value == '\0') return kBucketMergeUnits;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || v < 0 || v > kMaxBucketMergeUnits) {
+  int64_t v = -1;
+  try {
+    v = parse_int("ENCGRAPH_ATTENTION_MERGE_BUCKETS", value);
+  } catch (const std::exception&) {  // not an integer: the default, and the caller warns
+  }
+  if (v < 0 || v > kMaxBucketMergeUnits) {
     if (valid) *valid = false;
     return kBucketMergeUnits;
   }
-  return static_cast<int64_t>(v);
+  return v;
 }
 
 int64_t default_bucket_merge_units() {
