@@ -226,9 +226,9 @@ TEST_CASE("CUDA graphs: requests queued back to back, uploads overlapping the re
   }
   // The mirror is there (and counted as graph memory) unless switched off.
   const int64_t with_mirror = graphs.stats().graph_memory_bytes;
-  REQUIRE(setenv("ENCGRAPH_OVERLAP_UPLOADS", "0", 1) == 0);
-  Runtime in_line(cfg);
-  REQUIRE(unsetenv("ENCGRAPH_OVERLAP_UPLOADS") == 0);
+  RuntimeConfig in_line_cfg = cfg;
+  in_line_cfg.overlap_uploads = false;
+  Runtime in_line(in_line_cfg);
   in_line.capture();
   const int64_t without = in_line.stats().graph_memory_bytes;
   CHECK(with_mirror - without >= 2 * 2048 * 512 * 4);  // both slots hold the x buffer

@@ -147,7 +147,8 @@ class CudaGraph final : public RecordedGraph {
 
 class CudaBackend final : public DeviceBackend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, bool overlap_uploads)
+      : device_(device), overlap_uploads_(overlap_uploads) {
     // Streams and events belong to the device current when they are made: make
     // them after selecting ours (a second rank's events made on device 0 failed
     // cudaEventRecord with an invalid resource handle). The caller's device is
@@ -168,8 +169,6 @@ class CudaBackend final : public DeviceBackend {
     EG_CUDA_CHECK(cudaMemPoolCreate(&result_pool_, &props));
     uint64_t keep = UINT64_MAX;
     EG_CUDA_CHECK(cudaMemPoolSetAttribute(result_pool_, cudaMemPoolAttrReleaseThreshold, &keep));
-    const char* overlap = std::getenv("ENCGRAPH_OVERLAP_UPLOADS");  // "0": the A/B switch
-    overlap_uploads_ = overlap == nullptr || std::string(overlap) != "0";
   }
   ~CudaBackend() override {
     log_if_failed(cudaStreamSynchronize(stream_->get()), "synchronising at shutdown");
@@ -449,6 +448,7 @@ class CudaBackend final : public DeviceBackend {
 
  private:
   int device_;
+  bool overlap_uploads_;  // RuntimeConfig::overlap_uploads
   std::string name_;
   std::unique_ptr<Stream> stream_;
   std::array<std::unique_ptr<Event>, 2> staging_events_;
@@ -462,7 +462,6 @@ class CudaBackend final : public DeviceBackend {
     const void* src;
     size_t bytes;
   };
-  bool overlap_uploads_ = true;
   std::unique_ptr<Stream> copy_stream_;
   std::array<std::unique_ptr<Event>, 2> uploaded_events_;
   std::array<void*, 2> mirror_{nullptr, nullptr};
@@ -473,7 +472,7 @@ class CudaBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
+std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index, bool overlap_uploads) {
   int count = 0;
   const cudaError_t st = cudaGetDeviceCount(&count);
   if (st != cudaSuccess || count == 0) {
@@ -487,7 +486,7 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index) {
   if (device_index < 0 || device_index >= count)
     throw Error(ErrorKind::Config, "CUDA device " + std::to_string(device_index) +
                                        " does not exist (" + std::to_string(count) + " present)");
-  return std::make_shared<CudaBackend>(device_index);
+  return std::make_shared<CudaBackend>(device_index, overlap_uploads);
 }
 
 int cuda_device_count() {

@@ -6,7 +6,7 @@
 
 namespace encgraph {
 
-std::shared_ptr<DeviceBackend> make_cuda_backend(int) {
+std::shared_ptr<DeviceBackend> make_cuda_backend(int, bool) {
   throw Error(ErrorKind::Device,
               "this encgraph was built without CUDA; run on the CPU (runtime.device = \"cpu\", or "
               "\"cpu\" ranks in runtime.data_parallel) or rebuild with the CUDA toolkit installed");

@@ -109,7 +109,8 @@ class DeviceBackend {
 
 std::shared_ptr<DeviceBackend> make_cpu_backend();
 // Throws Error(Device) when CUDA is not compiled in or no device is usable.
-std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index);
+// overlap_uploads: RuntimeConfig::overlap_uploads.
+std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index, bool overlap_uploads = true);
 // Whether a CUDA device is present and usable (false when built without CUDA).
 bool cuda_device_available();
 // CUDA devices this process sees (0 without CUDA).

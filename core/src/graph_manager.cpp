@@ -96,6 +96,10 @@ void GraphManager::capture() {
       phases.other, static_cast<double>(cache_.memory_bytes()) / 1048576.0);
 }
 
+void GraphManager::force_axis_keys(std::optional<std::vector<int64_t>> keys) {
+  executor_.force_axis_keys(std::move(keys));
+}
+
 void GraphManager::clear() {
   cache_.clear();
   cost_.reset();

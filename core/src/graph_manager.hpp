@@ -19,6 +19,7 @@
 #include <encgraph/runtime_config.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,8 @@ class GraphManager {
     staging_.override_padding(buffer, logic);
   }
   void clear_padding_overrides() { staging_.clear_padding_overrides(); }
+  // Diagnosis: every batch runs under `keys` (nullopt: the plugin's choice).
+  void force_axis_keys(std::optional<std::vector<int64_t>> keys);
 
  private:
   void prepare_device_once();

@@ -153,4 +153,16 @@ std::vector<float> Result::item_as_float(size_t i, size_t o) const {
   return out;
 }
 
+const std::vector<int64_t>& Result::axis_keys(size_t i) const {
+  static const std::vector<int64_t> none;
+  if (i >= size()) throw Error(ErrorKind::Input, "axis_keys: no item " + std::to_string(i));
+  return i < axis_keys_.size() ? axis_keys_[i] : none;
+}
+
+void Result::set_axis_keys(size_t i, const std::vector<int64_t>& keys) {
+  if (i >= size()) bad_layout("axis keys for item " + std::to_string(i));
+  if (axis_keys_.size() < size()) axis_keys_.resize(size());
+  axis_keys_[i] = keys;
+}
+
 }  // namespace encgraph

@@ -43,7 +43,8 @@ Runtime::Runtime(const RuntimeConfig& config) {
   PluginRegistry registry(config.plugin_dirs);
   const LoadedPlugin& plugin = registry.get(config.plugin);
   const DeviceChoice device = choose_device(config.device, plugin.api->devices);
-  backend_ = device.type == EG_DEVICE_CUDA ? make_cuda_backend(device.index) : make_cpu_backend();
+  backend_ = device.type == EG_DEVICE_CUDA ? make_cuda_backend(device.index, config.overlap_uploads)
+                                           : make_cpu_backend();
   backend_->make_current();  // the plugin instance is made on its device
   instance_ = std::make_shared<PluginInstance>(plugin, device.type, device.index, config.weights,
                                                config.plugin_config);
@@ -151,6 +152,14 @@ void Runtime::override_padding(const std::string& buffer, eg_padding_logic logic
 }
 void Runtime::clear_padding_overrides() {
   manager_->clear_padding_overrides();
+}
+void Runtime::force_axis_keys(std::optional<std::vector<int64_t>> keys) {
+  const int32_t axes = instance_->info().num_capture_axes;
+  if (keys && static_cast<int32_t>(keys->size()) != axes)
+    throw Error(ErrorKind::Input, "force_axis_keys: " + std::to_string(keys->size()) +
+                                      " keys for plugin '" + instance_->name() + "' with " +
+                                      std::to_string(axes) + " capture axes");
+  manager_->force_axis_keys(std::move(keys));
 }
 std::string Runtime::plugin_name() const {
   return instance_->name();

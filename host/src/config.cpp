@@ -315,6 +315,7 @@ void read_runtime(const Reader& r, HostConfig& c) {
   r.get("runtime.drop_budget_on_oom", rt.drop_budget_on_oom);
   r.get("runtime.prefer_faster_path", rt.prefer_faster_path);
   r.get("runtime.pipeline_first_batch", rt.pipeline_first_batch);
+  r.get("runtime.overlap_uploads", rt.overlap_uploads);
   r.get("runtime.poison_memory", rt.poison_memory);
   r.get("runtime.stats_log_interval", rt.stats_log_interval);
   check_min(r, "runtime.stats_log_interval", rt.stats_log_interval, 0);
@@ -717,6 +718,7 @@ std::string canonical_config(const HostConfig& c) {
   kv["runtime.drop_budget_on_oom"] = rt.drop_budget_on_oom ? "true" : "false";
   kv["runtime.prefer_faster_path"] = rt.prefer_faster_path ? "true" : "false";
   kv["runtime.pipeline_first_batch"] = rt.pipeline_first_batch ? "true" : "false";
+  kv["runtime.overlap_uploads"] = rt.overlap_uploads ? "true" : "false";
   kv["runtime.poison_memory"] = rt.poison_memory ? "true" : "false";
   kv["plugin.name"] = rt.plugin;
   kv["plugin.weights"] = rt.weights;

@@ -34,6 +34,9 @@ const std::vector<KeySpec>& config_schema() {
       {"runtime.pipeline_first_batch", KeyType::Boolean, "true",
        "with prefer_faster_path: split a request's first batch when staging the rest during "
        "the head's replay is expected to be faster"},
+      {"runtime.overlap_uploads", KeyType::Boolean, "true",
+       "CUDA: upload a replay's large inputs on a second stream, overlapping the replay before "
+       "(false: in line, saving twice the largest graph's input bytes of device memory)"},
       {"runtime.poison_memory", KeyType::Boolean, "false",
        "debugging: fill outputs and workspace with NaN before each run"},
       {"runtime.stats_log_interval", KeyType::Integer, "100",

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace encgraph::host {
 namespace {
@@ -64,6 +65,77 @@ std::vector<PaddingTrial> try_other_paddings(Runtime& runtime, const std::vector
     }
   }
   return trials;
+}
+
+// Rows of item i's output o (a float dtype) whose every byte is 0xFF: the
+// poison the runtime writes before each run, so no forward wrote them.
+// Returns {first row, count}; count 0 when every row was written.
+std::pair<int64_t, int64_t> poisoned_rows(const Result& r, size_t i, size_t o) {
+  const int32_t dtype = r.dtype(o);
+  if (dtype != EG_DTYPE_F32 && dtype != EG_DTYPE_BF16 && dtype != EG_DTYPE_F16 &&
+      dtype != EG_DTYPE_F64)
+    return {0, 0};  // an integer row of -1 is a value
+  const std::vector<uint8_t> host = r.to_host(o);
+  const size_t row_bytes =
+      host.empty() || r.total_rows(o) == 0 ? 0 : host.size() / static_cast<size_t>(r.total_rows(o));
+  const size_t start = r.host_offset(i, o);
+  int64_t first = -1, count = 0;
+  for (int64_t row = 0; row < r.rows(i, o); ++row) {
+    const uint8_t* p = host.data() + start + static_cast<size_t>(row) * row_bytes;
+    if (row_bytes == 0 || !std::all_of(p, p + row_bytes, [](uint8_t b) { return b == 0xFF; }))
+      continue;
+    if (first < 0) first = row;
+    ++count;
+  }
+  return {std::max<int64_t>(first, 0), count};
+}
+
+// The shift s under which the graph's rows equal the reference's (graph row
+// r + s against reference row r), over at least two common rows and half the
+// reference's: a rows-per-item count that differs from what the forward writes
+// moves each item by that difference times the items before it in its batch.
+std::optional<int64_t> find_row_shift(const std::vector<float>& graph,
+                                      const std::vector<float>& reference, int64_t width,
+                                      Tolerance tolerance) {
+  const size_t w = static_cast<size_t>(std::max<int64_t>(width, 1));
+  const int64_t g_rows = static_cast<int64_t>(graph.size() / w);
+  const int64_t r_rows = static_cast<int64_t>(reference.size() / w);
+  const auto row = [&](const std::vector<float>& v, int64_t r) {
+    return std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(r * w),
+                              v.begin() + static_cast<std::ptrdiff_t>((r + 1) * w));
+  };
+  const int64_t min_overlap = std::max<int64_t>(2, (r_rows + 1) / 2);
+  for (int64_t step = 1; step < std::max(g_rows, r_rows); ++step)
+    for (int64_t s : {step, -step}) {
+      const int64_t lo = std::max<int64_t>(0, -s), hi = std::min(r_rows, g_rows - s);
+      if (hi - lo < min_overlap) continue;
+      bool all = true;
+      for (int64_t r = lo; r < hi && all; ++r)
+        all = !compare_output(row(graph, r + s), row(reference, r), width, tolerance).first;
+      if (all) return s;
+    }
+  return std::nullopt;
+}
+
+// The failing item alone under the keys its batch ran under: whether it still
+// matches its own reference (a plugin whose batch keys do not cover every
+// item of the batch computes that item under the wrong keys).
+void try_batch_axis_keys(Runtime& runtime, const Item& item, Mismatch& m,
+                         const std::vector<float>& reference, size_t output,
+                         const VerifyOptions& options) {
+  if (m.batch_axis_keys.empty() || m.batch_axis_keys == m.own_axis_keys) return;
+  try {
+    runtime.force_axis_keys(m.batch_axis_keys);
+    const Result r = runtime.execute(std::vector<const Item*>{&item}, ExecuteMode::Reference);
+    runtime.force_axis_keys(std::nullopt);
+    const OutputSpec& spec = runtime.outputs()[output];
+    m.alone_under_batch_keys_matches = !compare_output(r.item_as_float(0, output), reference,
+                                                       spec.width, tolerance_of(spec, options))
+                                            .first;
+  } catch (const Error&) {
+    runtime.force_axis_keys(std::nullopt);
+    m.alone_under_batch_keys_matches = false;  // the plugin refuses them for this item
+  }
 }
 
 void add_problems(VerifyResult& result, const std::vector<std::string>& problems,
@@ -314,12 +386,21 @@ VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work
     bool request_failed = false;
     for (size_t i = 0; i < items.size(); ++i) {
       const Stats alone_before = runtime.stats();
-      const Result alone = runtime.execute(std::vector<const Item*>{&items[i]}, ExecuteMode::Eager);
+      const Result alone =
+          runtime.execute(std::vector<const Item*>{&items[i]}, ExecuteMode::Reference);
       add_problems(result, check_eager_stats(stats_delta(runtime.stats(), alone_before)),
                    "item '" + work[first + i].id + "' (eager)");
-      bool item_failed = false;
+      bool item_failed = false, item_unwritten = false;
       for (size_t o = 0; o < outputs.size(); ++o) {
         eager[i].push_back(alone.item_as_float(0, o));
+        const auto [first_row, unwritten] = poisoned_rows(alone, 0, o);
+        if (unwritten > 0 && !item_unwritten) {
+          item_unwritten = true;
+          ++result.items_unwritten;
+          if (!result.unwritten)
+            result.unwritten = UnwrittenRows{work[first + i].id, outputs[o].name, first_row,
+                                             unwritten, alone.rows(0, o)};
+        }
         const Comparison c = compare_output(graph.item_as_float(i, o), eager[i][o],
                                             outputs[o].width, tolerance_of(outputs[o], options));
         result.rows += c.rows;
@@ -338,6 +419,11 @@ VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work
         m.dtype = outputs[o].dtype;
         m.difference = *c.first;
         m.request_stats = request_stats;
+        m.row_shift = find_row_shift(graph.item_as_float(i, o), eager[i][o], outputs[o].width,
+                                     tolerance_of(outputs[o], options));
+        m.batch_axis_keys = graph.axis_keys(i);
+        m.own_axis_keys = alone.axis_keys(0);
+        try_batch_axis_keys(runtime, items[i], m, eager[i][o], o, options);
         result.mismatch = std::move(m);
         request_failed = true;
       }

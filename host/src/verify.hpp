@@ -1,5 +1,6 @@
 // `encgraph verify`'s checks: a workload run through the graphs (memory
-// poisoned) against every item run alone eagerly, output by output and row by
+// poisoned) against every item run alone eagerly in a shape of exactly its
+// size (ExecuteMode::Reference: no padding anywhere), output by output and row by
 // row at a tolerance chosen by the output's dtype; the engine's statistics
 // checked against what each call must have counted; and, for a mismatch, the
 // failing request run again with one buffer's padding logic swapped at a time
@@ -86,6 +87,27 @@ struct Mismatch {
   ValueDifference difference;
   Stats request_stats;  // what the failing request's Planned call counted
   std::vector<PaddingTrial> trials;
+  // s when the item's rows in the batch equal the reference's shifted by s
+  // rows (graph row r + s == reference row r): the rows declared per item
+  // differ from the rows the forward writes.
+  std::optional<int64_t> row_shift;
+  // Capture axes: the keys the item's batch ran under and the keys it selects
+  // alone; `alone_under_batch_keys_matches`: whether the item alone under the
+  // batch's keys still matches its reference (false: the keys do not serve it).
+  std::vector<int64_t> batch_axis_keys;
+  std::vector<int64_t> own_axis_keys;
+  std::optional<bool> alone_under_batch_keys_matches;
+};
+
+// A row of a float output that the item-alone reference never wrote: it
+// still holds the poison (every byte 0xFF) when the run ends, so the plugin
+// declares more rows than its forward writes.
+struct UnwrittenRows {
+  std::string item;
+  std::string output;
+  int64_t first_row = 0;
+  int64_t rows = 0;       // unwritten rows of that item and output
+  int64_t item_rows = 0;  // rows declared for the item
 };
 
 // An item whose spec, asked for before the item existed (Runtime::spec_for:
@@ -123,6 +145,8 @@ struct VerifyResult {
   int64_t items_differing = 0;
   Stats planned;  // the Planned calls' statistics, summed
   std::optional<Mismatch> mismatch;
+  std::optional<UnwrittenRows> unwritten;  // the first item with unwritten reference rows
+  int64_t items_unwritten = 0;
   std::vector<std::string> stats_problems;  // the first few broken statistics rules
   int64_t stats_problem_count = 0;
   std::optional<SpecMismatch> spec_mismatch;  // the first item whose spec_for differs

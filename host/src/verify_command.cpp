@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace encgraph::host {
@@ -83,6 +84,17 @@ void print_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResul
       << m.request_items << " items (requests of " << request_size
       << ") ran in batches: " << batches_text(m.request_stats) << "\n";
   print_buffers(out, runtime);
+  if (m.row_shift)
+    out << "diagnosis: the item's rows in its batch equal its reference's shifted by "
+        << *m.row_shift << " row" << (std::abs(*m.row_shift) == 1 ? "" : "s")
+        << ": the rows the plugin declares per item (item_spec output_tokens, or the output's "
+           "rows_per_item) differ from the rows its forward writes (each item moves by the "
+           "difference times the items before it in its batch)\n";
+  if (m.alone_under_batch_keys_matches && !*m.alone_under_batch_keys_matches)
+    out << "diagnosis: the batch ran under capture-axis keys " << list(m.batch_axis_keys)
+        << ", but the item alone selects " << list(m.own_axis_keys)
+        << " and under the batch's keys computes other values: select_axis_keys must return "
+           "keys that serve every item of the batch (e.g. the largest any item needs)\n";
   out << "diagnosis (the failing request run again through its graphs, one buffer's padding "
          "logic swapped at a time):\n";
   bool found = false;
@@ -103,6 +115,18 @@ void print_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResul
   if (m.request_stats.batches_graph + m.request_stats.batches_mixed == 0)
     out << "  the failing request replayed no graph: its batches ran eagerly, so the "
            "difference comes from batching several items, not from a graph\n";
+}
+
+// Rows the item-alone reference never wrote: the plugin declares more rows
+// than its forward writes, and those rows would reach users as garbage.
+void print_unwritten(std::ostream& out, const VerifyResult& r) {
+  const UnwrittenRows& u = *r.unwritten;
+  out << "UNWRITTEN: item '" << u.item << "', output '" << u.output << "': " << u.rows << " of its "
+      << u.item_rows << " rows (the first: row " << u.first_row
+      << ") were never written by its forward run alone (they still hold the poison); "
+      << r.items_unwritten << " of " << r.items
+      << " items have such rows. The plugin declares more rows than its forward writes: check "
+         "item_spec's output_tokens, the output's rows_per_item and output_shape\n";
 }
 
 // An item's spec asked for before it existed differs from the made item's: a
@@ -187,8 +211,9 @@ int verify_command(const std::vector<std::string>& args) {
     print_mismatch(std::cout, *runtime, r, options.request_size);
     rc_exit = kExitFailure;
   } else {
-    std::cout << "OK: " << r.items << " items, " << r.outputs << " output"
-              << (r.outputs == 1 ? "" : "s") << " (";
+    // Rows never written fail the run even where both runs agree on them.
+    std::cout << (r.unwritten ? "AGREE (see UNWRITTEN below): " : "OK: ") << r.items << " items, "
+              << r.outputs << " output" << (r.outputs == 1 ? "" : "s") << " (";
     for (size_t o = 0; o < runtime->outputs().size(); ++o)
       std::cout << (o ? ", " : "") << runtime->outputs()[o].name;
     std::cout << "), " << r.rows << " rows (" << r.values
@@ -199,6 +224,10 @@ int verify_command(const std::vector<std::string>& args) {
     if (r.planned.graph_hits == 0)
       std::cout << "  warning: no item replayed a graph, so no graph was checked (are the "
                    "budgets smaller than the items?)\n";
+  }
+  if (r.unwritten) {
+    print_unwritten(std::cout, r);
+    rc_exit = kExitFailure;
   }
   if (r.nonfinite_both > 0)
     std::cout << "  warning: " << r.nonfinite_both

@@ -337,7 +337,7 @@ TEST_CASE("errors about overridden keys name the --set argument") {
       config_error(kMinimal, {"runtime.devise=gpu"}) ==
       "--set runtime.devise=gpu: unknown key 'runtime.devise' (known keys in [runtime]: device, "
       "data_parallel, log_level, plugin_dirs, use_graphs, drop_budget_on_oom, prefer_faster_path, "
-      "pipeline_first_batch, poison_memory, stats_log_interval); did you "
+      "pipeline_first_batch, overlap_uploads, poison_memory, stats_log_interval); did you "
       "mean 'device'?");
   CHECK(config_error(kMinimal, {"runtime.use_graphs=yes"}) ==
         "--set runtime.use_graphs=yes: runtime.use_graphs: expected a boolean, got a string");

@@ -244,6 +244,78 @@ TEST_CASE("verify catches a plugin that zero-pads cu_seqlens and names the buffe
   CHECK(o.out.find("buffer 'x' is declared") == std::string::npos);
 }
 
+namespace {
+
+host_test::Outcome run_mistake(const std::string& mistake) {
+  return run("verify",
+             {"--config", std::string(EG_HOST_SOURCE_DIR) + "/tests/host/verify_mistakes.toml",
+              "--set", "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]", "--set",
+              "plugin.config.mistake=\"" + mistake + "\""});
+}
+
+}  // namespace
+
+TEST_CASE("verify passes the mistakes plugin when it makes none") {
+  const auto o = run_mistake("none");
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 0);
+  CHECK(o.out.find("OK: 24 items, 2 outputs (rows, pooled)") != std::string::npos);
+  CHECK(o.out.find("UNWRITTEN") == std::string::npos);
+}
+
+TEST_CASE("verify names zero-padded cu_seqlens: the reference runs each item unpadded") {
+  // With the graphs' batch shape, an item alone is padded the same wrong way
+  // and would agree with the graph; the reference's shape needs no padding.
+  const auto o = run_mistake("zero_cu_seqlens");
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("\nMISMATCH: item 'synthetic/") != std::string::npos);
+  CHECK(o.out.find("buffer 'cu_seqlens' is declared zero padding; with repeat-last padding the "
+                   "batch matches") != std::string::npos);
+  CHECK(o.out.find("buffer 'values' is declared") == std::string::npos);
+  CHECK(o.out.find("capture-axis keys") == std::string::npos);
+}
+
+TEST_CASE("verify names axis keys that do not cover every item of the batch") {
+  const auto o = run_mistake("axis_key_first_item");
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("\nMISMATCH: item 'synthetic/") != std::string::npos);
+  CHECK(o.out.find("diagnosis: the batch ran under capture-axis keys [8], but the item alone "
+                   "selects [32]") != std::string::npos);
+  CHECK(o.out.find("select_axis_keys must return keys that serve every item") != std::string::npos);
+  CHECK(o.out.find("with repeat-last padding the batch matches") == std::string::npos);
+}
+
+TEST_CASE("verify names rows declared but never written (an output's rows per item)") {
+  const auto o = run_mistake("pooled_rows_plus_one");
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("AGREE (see UNWRITTEN below): 24 items") != std::string::npos);
+  CHECK(o.out.find("UNWRITTEN: item 'synthetic/") != std::string::npos);
+  CHECK(o.out.find("output 'pooled': 1 of its 2 rows (the first: row 1) were never written") !=
+        std::string::npos);
+  CHECK(o.out.find("24 of 24 items have such rows") != std::string::npos);
+}
+
+TEST_CASE("verify names rows shifted by a rows-per-item count off by one") {
+  const auto o = run_mistake("rows_minus_one");
+  INFO(o.out);
+  INFO(o.log);
+  CHECK(o.code == 1);
+  CHECK(o.out.find("\nMISMATCH: item 'synthetic/") != std::string::npos);
+  CHECK(o.out.find("output 'rows' (f32)") != std::string::npos);
+  CHECK(o.out.find("diagnosis: the item's rows in its batch equal its reference's shifted by ") !=
+        std::string::npos);
+  CHECK(o.out.find(": the rows the plugin declares per item (item_spec output_tokens, or the "
+                   "output's rows_per_item) differ from the rows its forward writes") !=
+        std::string::npos);
+}
+
 TEST_CASE("spec texts: geometry and every field the runtime reads") {
   eg_item_desc d{};
   d.modality = EG_MODALITY_IMAGE;

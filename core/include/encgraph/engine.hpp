@@ -29,7 +29,12 @@ struct Request {
 
 enum class ExecuteMode {
   Planned,  // graphs where they fit (and are expected faster), eager elsewhere
-  Eager,    // every batch eagerly at its exact size (verify's reference)
+  Eager,    // every batch eagerly at its exact token count, the graphs' batch shape
+  // Every item alone, eagerly, in a shape of exactly its size: max_batch_size 1,
+  // max_frames_per_batch its frames, the axis keys it selects alone. Buffers
+  // sized from such a shape need no padding, so a wrong padding logic cannot
+  // reach the output (verify's reference).
+  Reference,
 };
 
 // Attaches item i's pixels to `desc` (decoding its files) just before the

@@ -52,14 +52,18 @@ class Result {
   void wait() const;
   // Item i's rows of output o as float on the host (converts bf16/f16/f64).
   std::vector<float> item_as_float(size_t i, size_t o = 0) const;
+  // The capture-axis keys item i's batch ran under (empty without axes).
+  const std::vector<int64_t>& axis_keys(size_t i) const;
+  void set_axis_keys(size_t i, const std::vector<int64_t>& keys);
 
  private:
   std::vector<OutputSpec> outputs_;
-  std::vector<std::vector<int64_t>> rows_;     // [output][item]
-  std::vector<std::vector<int64_t>> offsets_;  // [output][item], in rows
-  std::vector<int64_t> total_rows_;            // [output]
-  std::vector<size_t> region_;                 // [output] byte offset of its region
-  std::shared_ptr<void> memory_;               // frees through the owning backend
+  std::vector<std::vector<int64_t>> rows_;       // [output][item]
+  std::vector<std::vector<int64_t>> offsets_;    // [output][item], in rows
+  std::vector<int64_t> total_rows_;              // [output]
+  std::vector<size_t> region_;                   // [output] byte offset of its region
+  std::vector<std::vector<int64_t>> axis_keys_;  // [item]; empty until set
+  std::shared_ptr<void> memory_;                 // frees through the owning backend
   int32_t device_ = EG_DEVICE_CPU;
   std::shared_ptr<DeviceBackend> backend_;
 };

@@ -23,6 +23,7 @@
 #include <encgraph/stats.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,10 @@ class Runtime : public Engine {
   // recapturing. Throws Input for an unknown buffer name.
   void override_padding(const std::string& buffer, eg_padding_logic logic);
   void clear_padding_overrides();
+  // Diagnosis (`encgraph verify`): every batch from the next execute on runs
+  // under these capture-axis keys instead of the plugin's select_axis_keys;
+  // nullopt restores the plugin's choice. Throws Input for a wrong key count.
+  void force_axis_keys(std::optional<std::vector<int64_t>> keys);
 
   // Internal: the device backend results are made on (DataParallelRuntime).
   const std::shared_ptr<DeviceBackend>& backend() const { return backend_; }

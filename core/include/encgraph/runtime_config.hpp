@@ -30,6 +30,11 @@ struct RuntimeConfig {
   // say that overlapping the rest's staging with the head's replay is faster
   // (docs/architecture.md, "Execute").
   bool pipeline_first_batch = true;
+  // CUDA: copy a replay's large inputs (spans of 1 MiB and more) to the device
+  // on a second stream, overlapping the replay before, through two device
+  // mirrors of the largest graph's inputs reserved after capture. false copies
+  // in line and saves that memory (docs/architecture.md, "Execute").
+  bool overlap_uploads = true;
   // Debugging (and `encgraph verify`): fill every output, workspace and input
   // buffer with NaN bytes before each run, so rows nobody wrote show.
   bool poison_memory = false;

@@ -20,7 +20,7 @@ bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
                                  CapturedGraph*& skipped, EagerReason& reason) const {
   graph = nullptr;
   skipped = nullptr;
-  if (mode == ExecuteMode::Eager || !config_.use_graphs || !parts_.cache.captured()) {
+  if (mode != ExecuteMode::Planned || !config_.use_graphs || !parts_.cache.captured()) {
     reason = EagerReason::GraphsOff;
     return false;
   }
@@ -177,9 +177,11 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       rows[o][i] = specs[o].rows_per_item > 0 ? specs[o].rows_per_item : s.output_tokens;
   }
 
+  // A reference call runs each item alone (its own batch, whatever its frames).
+  const bool reference = mode == ExecuteMode::Reference;
   std::vector<PackedBatch> batches =
       pack_items(out_tokens, path_tokens, frames, parts_.cache.packing_budgets(),
-                 plan.max_batch_size, plan.max_frames_per_batch);
+                 reference ? 1 : plan.max_batch_size, reference ? 0 : plan.max_frames_per_batch);
   const bool pipelined = pipelining(mode);
   bool split = false;
   if (pipelined) {
@@ -225,11 +227,14 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
         batch_rows[o] += rows[o][idx];
       }
     }
-    if (info.num_capture_axes > 0)
+    if (info.num_capture_axes > 0) {
       plugin_.call("select_axis_keys", [&](eg_error* e) {
         return plugin_.api()->select_axis_keys(plugin_.handle(), batch_items.data(), bn,
                                                axis_keys.data(), e);
       });
+      if (forced_axis_keys_) axis_keys = *forced_axis_keys_;
+      for (int64_t idx : batch.items) result.set_axis_keys(static_cast<size_t>(idx), axis_keys);
+    }
     const bool too_many_frames =
         plan.max_frames_per_batch > 0 && batch.frames > plan.max_frames_per_batch;
 
@@ -267,8 +272,9 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
         spdlog::debug("'{}': {} items, {} {} on path '{}' run eagerly ({})", plugin_.name(), bn,
                       run.tokens, parts_.plan.path_unit(p), parts_.plan.path_name(p),
                       eager_reason_name(run.reason));
-      const eg_graph_shape shape =
-          parts_.plan.shape(p, run.tokens, axis_keys, too_many_frames ? batch.frames : 0);
+      eg_graph_shape shape = parts_.plan.shape(p, run.tokens, axis_keys,
+                                               too_many_frames || reference ? batch.frames : 0);
+      if (reference) shape.max_batch_size = bn;
       if (skipped == nullptr) {
         path_outputs[p] = &parts_.eager.run(shape, batch_items);
         continue;

@@ -47,6 +47,11 @@ class BatchExecutor {
     staging_checks_.clear();
     staging_ms_per_token_ = 0.0;
   }
+  // Diagnosis (verify): every batch runs under these axis keys, whatever the
+  // plugin selects; nullopt restores the plugin's choice.
+  void force_axis_keys(std::optional<std::vector<int64_t>> keys) {
+    forced_axis_keys_ = std::move(keys);
+  }
 
  private:
   // Whether path `path` of `batch` replays a graph (then `graph` is it);
@@ -97,6 +102,7 @@ class BatchExecutor {
   std::vector<EagerCheck> eager_checks_;
   std::vector<StagingCheck> staging_checks_;
   double staging_ms_per_token_ = 0.0;  // path 0; 0: not measured yet
+  std::optional<std::vector<int64_t>> forced_axis_keys_;
 };
 
 }  // namespace encgraph
