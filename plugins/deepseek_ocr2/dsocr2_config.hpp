@@ -5,7 +5,9 @@
 
 #include <encgraph/plugin_api.h>
 
-#include <encoder_kit/config.hpp>
+#include <encoder_kit/config_checks.hpp>
+
+#include <encgraph/sdk/config.hpp>
 
 #include <cstdint>
 #include <string>
@@ -70,6 +72,11 @@ struct Options {
   std::string tuning_cache;  // CUDA: where tuned choices persist ("off", a folder, "": default)
 };
 
+// Reads the plugin table's keys (see the plugin's header comment) and refuses
+// any other; params.device picks the default dtype, params.weights may name a
+// checkpoint folder.
+Options parse_options(encgraph::sdk::Config& config, const eg_create_params& params);
+// The same from raw params alone (the tests' entry).
 Options parse_options(const eg_create_params* params);
 
 }  // namespace dsocr2
