@@ -36,25 +36,15 @@
 // choices persist: a folder, "off", or unset for the default). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory or index json (sharded), or "random".
+#include "siglip_backend.hpp"
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
-#include "siglip_cpu_forward.hpp"
 #include "siglip_preprocess.hpp"
-#include "siglip_weights.hpp"
-
-#include <encoder_kit/config_json.hpp>
-#include <encoder_kit/weights.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
-
-#ifdef SIGLIP_HAVE_CUDA
-#include "siglip_cuda_model.hpp"
-#endif
 
 namespace {
 
@@ -66,56 +56,24 @@ class Siglip {
       "siglip", "1.1.0",
       "SigLIP vision tower (fixed resolution; last hidden state or a feature layer, and/or "
       "pooled)",
-      EG_MODALITY_IMAGE,
-#ifdef SIGLIP_HAVE_CUDA
-      EG_DEVICE_CPU | EG_DEVICE_CUDA
-#else
-      EG_DEVICE_CPU
-#endif
-  };
+      EG_MODALITY_IMAGE, siglip::kDevices};
   using Item = siglip::ItemData;
 
-  explicit Siglip(sdk::CreateArgs& args) : opt_(siglip::parse_options(args.config, args.raw)) {
-    const siglip::VisionConfig& c = opt_.model;
-#ifndef SIGLIP_HAVE_CUDA
-    if (args.device() == EG_DEVICE_CUDA)
-      sdk::fail(EG_ERR_UNSUPPORTED,
-                "siglip was built without its CUDA kernels; use device = \"cpu\"");
-#endif
-    const std::string weights = args.weights().value_or("");
-    const encoder_kit::WeightSource source(weights.empty() ? "random" : weights, opt_.seed,
-                                           opt_.check_finite);
-    sdk::host().info(
-        "loading " + source.description() + " (" + std::to_string(opt_.layers_to_run()) + " of " +
-        std::to_string(c.num_hidden_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
-        ", " + std::to_string(c.tokens_per_image()) + " tokens per image)");
-    siglip::Weights w = encoder_kit::naming_config_on_failure(
-        opt_.config_path, [&] { return siglip::load_weights(opt_, source); });
-    if (args.device() == EG_DEVICE_CPU) {
-      cpu_weights_ = std::move(w);
-    } else {
-#ifdef SIGLIP_HAVE_CUDA
-      eg_graph_shape largest{};
-      largest.token_budget = budget_range().max_budget;
-      cuda_ = std::make_unique<siglip::CudaModel>(
-          opt_, w, args.device_index(), siglip::capacity_for(opt_, largest),
-          opt_.tune_gemm ? opt_.tuning_cache : std::string("off"),
-          [](const std::string& message) { sdk::host().warn(message); });
-#endif
-    }
+  explicit Siglip(sdk::CreateArgs& args)
+      : opt_(siglip::parse_options(args.config, args.raw)),
+        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
+                 capacity(budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == siglip::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", opt_.pooled() ? "images" : "patch tokens");
     // The primary output's rows are the item's output_tokens (rows_per_item
     // 0); every other output has a fixed row count per image.
     for (size_t k = 0; k < opt_.outputs.size(); ++k)
-      info_.output(siglip::output_name(opt_.outputs[k]), c.hidden_size, dtype,
+      info_.output(siglip::output_name(opt_.outputs[k]), opt_.model.hidden_size, dtype,
                    k == 0 ? 0 : opt_.rows_of(opt_.outputs[k]));
     info_.buffer("pixel_rows", dtype).buffer("cu_seqlens", EG_DTYPE_I32, EG_PAD_REPEAT_LAST);
   }
 
-  const sdk::ModelInfo& model_info() const {
-    return info_;
-  }
+  const sdk::ModelInfo& model_info() const { return info_; }
 
   // Budgets count result rows (see the header comment).
   sdk::BudgetRange budget_range() const {
@@ -130,44 +88,38 @@ class Siglip {
   }
 
   Item item_create(const eg_item_desc& d) const {
-    check_geometry(d);
+    siglip::check_geometry(d);
     // The channel count matters only for pixels (checked while reading them).
-    const std::vector<float> rows =
-        d.pixels ? siglip::patch_rows_from_pixels(opt_, d.pixels, d.height, d.width, d.channels)
-                 : siglip::synthetic_patch_rows(opt_, d.seed);
-    return siglip::make_item_data(opt_, rows);
+    return siglip::make_item_data(
+        opt_, d.pixels
+                  ? siglip::patch_rows_from_pixels(opt_, d.pixels, d.height, d.width, d.channels)
+                  : siglip::synthetic_patch_rows(opt_, d.seed));
   }
-  sdk::ItemSpec item_spec(const Item&) const {
-    return image_spec();
-  }
+  sdk::ItemSpec item_spec(const Item&) const { return image_spec(); }
   // 1.2: the spec before any pixels exist (data-parallel balancing).
   sdk::ItemSpec item_spec_for_desc(const eg_item_desc& d) const {
-    check_geometry(d);
+    siglip::check_geometry(d);
     return image_spec();
   }
 
   sdk::Shape buffer_shape(const eg_graph_shape& s, int32_t buffer) const {
-    const siglip::Capacity cap = siglip::capacity_for(opt_, s);
+    const siglip::Capacity cap = capacity(s.token_budget);
     if (buffer == siglip::kPixelRows) return {cap.rows, opt_.model.patch_cols()};
     return {cap.images + 1};  // kCuSeqlens
   }
   sdk::Shape output_shape(const eg_graph_shape& s, int32_t output) const {
     const siglip::Output o = opt_.outputs[static_cast<size_t>(output)];
-    return {siglip::capacity_for(opt_, s).rows_of(o), opt_.model.hidden_size};
+    return {capacity(s.token_budget).rows_of(o), opt_.model.hidden_size};
   }
   size_t workspace_size(const eg_graph_shape& s) const {
-    const siglip::Capacity cap = siglip::capacity_for(opt_, s);
-#ifdef SIGLIP_HAVE_CUDA
-    if (cuda_) return cuda_->workspace_bytes(cap);
-#endif
-    return siglip::cpu_workspace_bytes(opt_, cap);
+    return backend_.workspace_bytes(capacity(s.token_budget));
   }
 
   // Zero pixels (left unwritten: the runtime zeroes them) keep every value
   // finite; the offsets make the warm-up do a full batch's work.
   void prepare_capture_staging(const eg_graph_shape& s, sdk::StagingSet& buffers) {
     buffers.leave(siglip::kPixelRows);
-    const std::vector<int32_t> cu = siglip::capture_cu_seqlens(opt_, siglip::capacity_for(opt_, s));
+    const std::vector<int32_t> cu = siglip::capture_cu_seqlens(opt_, capacity(s.token_budget));
     buffers.get<int32_t>(siglip::kCuSeqlens).append(cu.data(), static_cast<int64_t>(cu.size()));
   }
 
@@ -178,35 +130,21 @@ class Siglip {
     sdk::UntypedStaging pixels = buffers.untyped(siglip::kPixelRows);
     sdk::Staging<int32_t> cu = buffers.get<int32_t>(siglip::kCuSeqlens);
     const siglip::StagedRows rows =
-        siglip::stage_batch(opt_, siglip::capacity_for(opt_, s), batch, pixels.data(), cu.data());
+        siglip::stage_batch(opt_, capacity(s.token_budget), batch, pixels.data(), cu.data());
     pixels.set_rows(rows.pixel_rows);
     cu.set_rows(rows.cu_entries);
   }
 
   // The graph path's warm-up times the matrix products' algorithms for its
   // size (once a size); eager runs of exact sizes keep the heuristic's pick.
-  void forward(const sdk::ForwardArgs& args) {
-    run(args, opt_.tune_gemm);
-  }
-  void forward_eager(const sdk::ForwardArgs& args) {
-    run(args, false);
-  }
+  void forward(const sdk::ForwardArgs& args) { run(args, opt_.tune_gemm); }
+  void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
-  // Every check item_create makes on an item's geometry: item_create and
-  // item_spec_for_desc both run it, so they accept and refuse the same items.
-  static void check_geometry(const eg_item_desc& d) {
-    if (d.modality != EG_MODALITY_IMAGE)
-      sdk::invalid("siglip: only images are supported (modality " + std::to_string(d.modality) +
-                   ")");
-    if (d.frames != 1)
-      sdk::invalid("siglip: an image has exactly one frame, got " + std::to_string(d.frames));
-    if (d.height <= 0 || d.width <= 0)
-      sdk::invalid("siglip: image size must be positive, got " + std::to_string(d.height) + "x" +
-                   std::to_string(d.width));
-    if (d.height > siglip::kMaxSide || d.width > siglip::kMaxSide)
-      sdk::invalid("siglip: image of " + std::to_string(d.height) + "x" + std::to_string(d.width) +
-                   " has a side over " + std::to_string(siglip::kMaxSide) + " pixels");
+  siglip::Capacity capacity(int64_t token_budget) const {
+    eg_graph_shape shape{};
+    shape.token_budget = token_budget;
+    return siglip::capacity_for(opt_, shape);
   }
 
   // Every image is resized to the model's square: one spec for all, whose
@@ -217,28 +155,16 @@ class Siglip {
   }
 
   void run(const sdk::ForwardArgs& args, bool tune) {
-    const siglip::Capacity cap = siglip::capacity_for(opt_, args.shape());
     siglip::OutputPtrs outputs;
     for (size_t k = 0; k < opt_.outputs.size(); ++k)
       (opt_.outputs[k] == siglip::Output::Pooled ? outputs.pooled : outputs.last_hidden_state) =
           args.output_data(static_cast<int32_t>(k));
-#ifdef SIGLIP_HAVE_CUDA
-    if (cuda_) {
-      cuda_->forward(cap, args.buffers(), outputs, args.workspace(), args.workspace_size(),
-                     args.stream(), tune);
-      return;
-    }
-#endif
-    (void)tune;
-    siglip::cpu_forward(opt_, cpu_weights_, cap, args.buffers(), outputs, args.workspace(),
-                        args.workspace_size());
+    backend_.forward(capacity(args.shape().token_budget), args.buffers(), outputs, args.workspace(),
+                     args.workspace_size(), args.stream(), tune);
   }
 
-  siglip::Options opt_;
-  siglip::Weights cpu_weights_;  // CPU instances
-#ifdef SIGLIP_HAVE_CUDA
-  std::unique_ptr<siglip::CudaModel> cuda_;  // CUDA instances
-#endif
+  siglip::Options opt_;  // first: the backend and the description are made from it
+  siglip::Backend backend_;
   sdk::ModelInfo info_;
 };
 

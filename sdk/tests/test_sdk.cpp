@@ -280,6 +280,37 @@ TEST_CASE("untyped staging: a dtype chosen at run time, rows bounded") {
   CHECK(b.rows == 3);
 }
 
+TEST_CASE("postprocess args: paths used, typed and untyped outputs and results") {
+  eg_model_info info{};
+  info.num_paths = 2;
+  info.paths[0].name = "global";
+  info.paths[1].name = "local";
+  info.num_outputs = 1;
+  info.outputs[0] = {"features", 2, EG_DTYPE_F32, 0, 0};
+  float g[4] = {1, 2, 3, 4}, r0[2] = {}, r1[2] = {};
+  const eg_tensor outputs[2] = {{g, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {2, 2}},
+                                {}};  // the local path ran no tokens
+  const eg_tensor results[2] = {{r0, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {1, 2}},
+                                {r1, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {1, 2}}};
+  struct Item {
+    int v;
+  };
+  const Item a{1}, b{2};
+  const eg_item* items[2] = {reinterpret_cast<const eg_item*>(&a),
+                             reinterpret_cast<const eg_item*>(&b)};
+  const sdk::PostprocessArgs<Item> args(outputs, 2, 1, sdk::Batch<Item>(items, 2), results, nullptr,
+                                        info);
+  CHECK(args.path_used(0));
+  CHECK_FALSE(args.path_used(1));
+  CHECK(args.items()[1].v == 2);
+  CHECK(args.output<float>(0, 0).at(1, 1) == 4.0f);
+  CHECK(args.output_data(0, 0) == g);
+  CHECK(contains(failure_of([&] { (void)args.output_data(1, 0); }), "path 1 ran no tokens"));
+  CHECK(args.result_data(0, 1) == r1);
+  CHECK(contains(failure_of([&] { (void)args.result_data(0, 2); }), "no item 2"));
+  CHECK(contains(failure_of([&] { (void)args.result_data(1, 0); }), "no output 1"));
+}
+
 TEST_CASE("forward args: untyped outputs, size-safe and never NULL past the primary") {
   eg_model_info info{};
   info.num_outputs = 2;

@@ -198,6 +198,24 @@ class PostprocessArgs {
     return TensorView<T>(results_[o * items_.size() + i],
                          "item " + std::to_string(i) + " result '" + info_.outputs[o].name + "'");
   }
+  // The same two untyped, for a dtype chosen at run time (f32 on the CPU,
+  // bf16 on CUDA): device pointers when the outputs live on the device.
+  const void* output_data(int32_t path, int32_t o) const {
+    check_output(o);
+    if (!path_used(path))
+      fail(EG_ERR_INTERNAL, "postprocess: path " + std::to_string(path) + " ran no tokens");
+    return outputs_[path * num_outputs_ + o].data;
+  }
+  void* result_data(int32_t o, int64_t i) const {
+    check_output(o);
+    if (i < 0 || i >= items_.size())
+      fail(EG_ERR_INTERNAL, "postprocess: no item " + std::to_string(i));
+    void* data = results_[o * items_.size() + i].data;
+    if (!data)
+      fail(EG_ERR_INTERNAL, "postprocess: item " + std::to_string(i) + " result '" +
+                                info_.outputs[o].name + "' has no memory");
+    return data;
+  }
 
  private:
   void check_output(int32_t o) const {
