@@ -5,7 +5,7 @@
 
 #include <encgraph/plugin_api.h>
 
-#include <encoder_kit/config_checks.hpp>
+#include <encoder_kit/config.hpp>
 
 #include <encgraph/sdk/config.hpp>
 

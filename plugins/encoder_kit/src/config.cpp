@@ -94,6 +94,20 @@ ComputeDtype read_compute_dtype(ConfigReader& r, int32_t device) {
   return out;
 }
 
+void require_positive(const std::string& plugin, const char* name, int64_t value) {
+  if (value <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         plugin + ": " + name + " must be positive, got " + std::to_string(value));
+}
+
+void require_in_range(const std::string& plugin, const char* name, int64_t value, int64_t lo,
+                      int64_t hi) {
+  if (value < lo || value > hi)
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": " + name + " = " + std::to_string(value) +
+                                      " is outside [" + std::to_string(lo) + ", " +
+                                      std::to_string(hi) + "]");
+}
+
 bool read_check_finite(ConfigReader& reader) {
   return reader.get_bool("check_finite", true);
 }

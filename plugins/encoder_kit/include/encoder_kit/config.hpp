@@ -1,12 +1,9 @@
 // Reading a plugin's flattened configuration (eg_create_params.config): typed
 // getters with defaults, and a check that every key given was understood, so a
 // misspelt key is an error naming the known ones rather than silently ignored.
-// Superseded by sdk::Config (bounds, "did you mean") with the kit's
-// encoder_kit/plugin_config.hpp; kept while plugins outside the SDK use it.
 #pragma once
 
 #include <encgraph/plugin_api.h>
-#include <encoder_kit/config_checks.hpp>
 
 #include <cstdint>
 #include <map>
@@ -47,9 +44,20 @@ class ConfigReader {
   std::set<std::string> asked_;
 };
 
+// What a model plugin computes in: f32 on the CPU, bf16 on CUDA.
+enum class ComputeDtype { F32, BF16 };
+
 // The `dtype` key ("f32"/"float32", "bf16"/"bfloat16"; default by `device`).
 // Throws Error(INVALID_ARGUMENT) when the device's path does not compute in it.
 ComputeDtype read_compute_dtype(ConfigReader& reader, int32_t device);
+
+// Throws Error(INVALID_ARGUMENT) "<plugin>: <name> must be positive, got <v>".
+void require_positive(const std::string& plugin, const char* name, int64_t value);
+// Throws Error(INVALID_ARGUMENT) "<plugin>: <name> = <v> is outside [lo, hi]".
+// Plugins bound every size key so that the products they compute from them
+// stay far inside 64 bits (and a typo is named, not allocated).
+void require_in_range(const std::string& plugin, const char* name, int64_t value, int64_t lo,
+                      int64_t hi);
 
 // The [plugin.config] key check_finite (default true): whether a checkpoint's
 // NaN or infinite weights are an error (see encoder_kit::WeightSource).

@@ -1,9 +1,11 @@
 // The kit's configuration pieces on the SDK's reader (sdk::Config): the keys
 // every model plugin shares (dtype, check_finite) and the size keys that a
-// checkpoint folder's config.json may also set.
+// checkpoint folder's config.json may also set. ComputeDtype and
+// require_in_range come from encoder_kit/config.hpp, whose ConfigReader these
+// replace for plugins on the SDK.
 #pragma once
 
-#include <encoder_kit/config_checks.hpp>
+#include <encoder_kit/config.hpp>
 
 #include <encgraph/sdk/config.hpp>
 
