@@ -4,6 +4,7 @@
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
+#include <encoder_kit/plugin_config.hpp>
 
 #include <algorithm>
 
@@ -166,17 +167,16 @@ void ModelConfig::validate() const {
                                       "(query_1024 / query_768) need different view sizes");
 }
 
-Options parse_options(const eg_create_params* p) {
+Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
-  encoder_kit::ConfigReader r(p->config, p->num_config, "deepseek_ocr2");
   ModelConfig& m = o.model;
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
-  const auto named = r.get("config_json");
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;
   if (named || folder_config) read_config_json(o.config_path, m);
-  const encoder_kit::FolderKeys keys(r, "deepseek_ocr2",
-                                     folder_config ? folder.config : std::string());
+  // validate() bounds the sizes wherever they came from (key or config.json).
+  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
   keys.dim("patch_size", m.patch_size);
   keys.dim("sam_image_size", m.sam_image_size);
   keys.dim("sam_hidden_size", m.sam_hidden_size);
@@ -191,29 +191,35 @@ Options parse_options(const eg_create_params* p) {
   keys.dim("encoder_heads", m.encoder_heads);
   keys.dim("encoder_kv_heads", m.encoder_kv_heads);
   keys.dim("encoder_intermediate_size", m.encoder_intermediate_size);
-  m.rope_theta = r.get_double("rope_theta", m.rope_theta);
+  m.rope_theta = r.get<double>("rope_theta", m.rope_theta);
   keys.dim("text_hidden_size", m.text_hidden_size);
-  m.global_size = r.get_int("global_size", m.global_size);
-  m.tile_size = r.get_int("tile_size", m.tile_size);
-  m.min_crops = r.get_int("min_crops", m.min_crops);
-  m.max_crops = r.get_int("max_crops", m.max_crops);
+  m.global_size = r.get<int64_t>("global_size", m.global_size);
+  m.tile_size = r.get<int64_t>("tile_size", m.tile_size);
+  m.min_crops = r.get<int64_t>("min_crops", m.min_crops);
+  m.max_crops = r.get<int64_t>("max_crops", m.max_crops);
   m.validate();
 
-  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
+  o.dtype = encoder_kit::read_compute_dtype(r, p.device);
   const int64_t views = m.global_tokens();
-  o.min_budget = r.get_int("min_budget", std::min(m.global_tokens(), m.local_tokens()));
-  o.max_budget = r.get_int("max_budget", 8 * views);
+  o.min_budget = r.get<int64_t>("min_budget", std::min(m.global_tokens(), m.local_tokens()));
+  o.max_budget = r.get<int64_t>("max_budget", 8 * views);
   encoder_kit::require_in_range("deepseek_ocr2", "min_budget", o.min_budget, 1, kMaxBudget);
   // One image must fit each path's largest graph: its global view, its most crops.
   encoder_kit::require_in_range("deepseek_ocr2", "max_budget", o.max_budget,
                                 std::max({o.min_budget, views, m.max_crops * m.local_tokens()}),
                                 kMaxBudget);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
-  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
+  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
+  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;
+}
+
+Options parse_options(const eg_create_params* p) {
+  encgraph::sdk::Config config(p->config, p->num_config, "deepseek_ocr2");
+  return parse_options(config, *p);
 }
 
 }  // namespace dsocr2

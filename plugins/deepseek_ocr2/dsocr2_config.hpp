@@ -7,6 +7,8 @@
 
 #include <encoder_kit/config.hpp>
 
+#include <encgraph/sdk/config.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -70,6 +72,11 @@ struct Options {
   std::string tuning_cache;  // CUDA: where tuned choices persist ("off", a folder, "": default)
 };
 
+// Reads the plugin table's keys (see the plugin's header comment) and refuses
+// any other; params.device picks the default dtype, params.weights may name a
+// checkpoint folder.
+Options parse_options(encgraph::sdk::Config& config, const eg_create_params& params);
+// The same from raw params alone (the tests' entry).
 Options parse_options(const eg_create_params* params);
 
 }  // namespace dsocr2

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 
 namespace dsocr2 {
@@ -31,6 +32,20 @@ std::vector<uint8_t> to_rgb(const uint8_t* px, int64_t h, int64_t w, int64_t cha
 }
 
 }  // namespace
+
+void check_geometry(const eg_item_desc& d) {
+  using encoder_kit::fail;
+  if (d.modality != EG_MODALITY_IMAGE)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "deepseek_ocr2: items are images only (got modality " + std::to_string(d.modality) + ")");
+  if (d.frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "deepseek_ocr2: an image has exactly one frame, got " + std::to_string(d.frames));
+  if (d.height <= 0 || d.width <= 0 || d.height > kMaxSide || d.width > kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "deepseek_ocr2: image of " + std::to_string(d.height) + "x" +
+                                      std::to_string(d.width) + " has a side outside [1, " +
+                                      std::to_string(kMaxSide) + "] pixels");
+}
 
 CropGrid crop_grid(const ModelConfig& m, int64_t height, int64_t width) {
   if (std::max(height, width) <= m.tile_size) return {};

@@ -6,10 +6,17 @@
 
 #include "dsocr2_config.hpp"
 
+#include <encgraph/plugin_api.h>
+
 #include <cstdint>
 #include <vector>
 
 namespace dsocr2 {
+
+// Every check item_create makes on a description's geometry (the plugin's
+// item_create and item_spec_for_desc both call it, so they fail alike): one
+// frame of an image, each side in [1, kMaxSide]. Throws Error(INVALID_ARGUMENT).
+void check_geometry(const eg_item_desc& d);
 
 struct CropGrid {
   int64_t cols = 0, rows = 0;  // 0 x 0: no local crops

@@ -1,9 +1,9 @@
 #include "siglip_config.hpp"
 
-#include <encoder_kit/config.hpp>
 #include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/json.hpp>
+#include <encoder_kit/plugin_config.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -70,14 +70,16 @@ Output parse_output(const std::string& key, const std::string& text) {
 
 // `output = "name"` (one output) or `outputs = ["name", ...]` (several, the
 // first one primary), not both.
-std::vector<Output> read_outputs(encoder_kit::ConfigReader& r) {
+std::vector<Output> read_outputs(encgraph::sdk::Config& r) {
   if (r.has("output") && r.has("outputs"))
     fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: both `output` and `outputs` are set; keep `outputs` (a list) and remove "
          "`output`");
+  r.known("outputs");
   if (!r.has("outputs"))
-    return {parse_output("output", r.get_string("output", "last_hidden_state"))};
-  const std::vector<std::string> names = r.get_string_list("outputs", {});
+    return {parse_output("output", r.get<std::string>("output", "last_hidden_state"))};
+  r.known("output");
+  const auto names = r.get<std::vector<std::string>>("outputs", {});
   if (names.empty())
     fail(EG_ERR_INVALID_ARGUMENT,
          "siglip: outputs is empty; list at least one of \"last_hidden_state\", \"pooled\"");
@@ -139,21 +141,21 @@ int64_t Options::layers_to_run() const {
   return *feature_layer >= 0 ? *feature_layer : n + 1 + *feature_layer;
 }
 
-Options parse_options(const eg_create_params* p) {
+Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
-  encoder_kit::ConfigReader r(p->config, p->num_config, "siglip");
   VisionConfig& m = o.model;
   bool has_head = true;
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and preprocessor_config.json.
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
-  const auto named = r.get("config_json");
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;
   if (named || folder_config) has_head = read_config_json(o.config_path, m);
   // Keys override config_json; a key that contradicts the folder's own
   // config.json is an error (the weights beside it have its sizes).
-  const encoder_kit::FolderKeys keys(r, "siglip", folder_config ? folder.config : std::string());
+  // validate() bounds the sizes wherever they came from.
+  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
   keys.dim("hidden_size", m.hidden_size);
   keys.dim("num_hidden_layers", m.num_hidden_layers);
   keys.dim("num_attention_heads", m.num_attention_heads);
@@ -161,13 +163,14 @@ Options parse_options(const eg_create_params* p) {
   keys.dim("image_size", m.image_size);
   keys.dim("patch_size", m.patch_size);
   keys.dim("num_channels", m.num_channels);
-  m.layer_norm_eps = static_cast<float>(r.get_double("layer_norm_eps", m.layer_norm_eps));
+  m.layer_norm_eps = r.get<float>("layer_norm_eps", m.layer_norm_eps);
   m.validate();
 
   o.outputs = read_outputs(r);
-  if (auto fl = r.get("feature_layer"); fl && *fl != "none") {
+  // An integer, or "none" (the default: the last layer through post_layernorm).
+  if (auto fl = r.get_optional<std::string>("feature_layer"); fl && *fl != "none") {
     const int64_t n = m.num_hidden_layers;
-    const int64_t v = encoder_kit::parse_int("siglip config key 'feature_layer'", *fl);
+    const int64_t v = r.get<int64_t>("feature_layer", 0);
     if (v < -(n + 1) || v > n)
       fail(EG_ERR_INVALID_ARGUMENT,
            "siglip: feature_layer " + std::to_string(v) + " is outside [-" + std::to_string(n + 1) +
@@ -184,11 +187,10 @@ Options parse_options(const eg_create_params* p) {
          "siglip: output = \"pooled\" needs the pooling head, but config_json says "
          "vision_use_head = false");
 
-  o.weight_prefix = r.get_string("weight_prefix", o.weight_prefix);
-  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
+  o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
+  o.dtype = encoder_kit::read_compute_dtype(r, p.device);
 
-  o.max_budget_images = r.get_int("max_budget_images", o.max_budget_images);
-  encoder_kit::require_in_range("siglip", "max_budget_images", o.max_budget_images, 1, 65536);
+  o.max_budget_images = r.get<int64_t>("max_budget_images", o.max_budget_images, {1, 65536});
   // Patch rows of the largest graph live in int32 sequence offsets.
   if (o.max_budget_images * m.tokens_per_image() > std::numeric_limits<int32_t>::max())
     fail(EG_ERR_INVALID_ARGUMENT,
@@ -197,18 +199,22 @@ Options parse_options(const eg_create_params* p) {
              " tokens per image overflow the int32 sequence offsets: lower max_budget_images "
              "(or image_size)");
   o.check_finite = encoder_kit::read_check_finite(r);
-  const std::string resample = r.get_string(
+  const std::string resample = r.get_choice(
       "resample",
-      folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m));
-  if (resample != "bicubic" && resample != "bilinear")
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "siglip: resample '" + resample + "' is not \"bicubic\" or \"bilinear\"");
+      folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m),
+      {"bicubic", "bilinear"});
   o.bilinear_resize = resample == "bilinear";
-  o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
-  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
+  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
+  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;
+}
+
+Options parse_options(const eg_create_params* p) {
+  encgraph::sdk::Config config(p->config, p->num_config, "siglip");
+  return parse_options(config, *p);
 }
 
 }  // namespace siglip

@@ -7,6 +7,8 @@
 
 #include <encoder_kit/config.hpp>
 
+#include <encgraph/sdk/config.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -91,8 +93,11 @@ struct Options {
   int64_t rows_per_image() const { return rows_of(outputs.front()); }
 };
 
-// Reads the plugin table's keys (see the plugin's header comment); `device`
-// picks the default dtype (bf16 on CUDA, f32 on the CPU).
+// Reads the plugin table's keys (see the plugin's header comment) and refuses
+// any other; params.device picks the default dtype (bf16 on CUDA, f32 on the
+// CPU), params.weights may name a checkpoint folder.
+Options parse_options(encgraph::sdk::Config& config, const eg_create_params& params);
+// The same from raw params alone (the tests' entry).
 Options parse_options(const eg_create_params* params);
 
 }  // namespace siglip

@@ -31,6 +31,23 @@ std::vector<float> patchify(const VisionConfig& c, const std::vector<uint8_t>& r
 
 }  // namespace
 
+void check_geometry(const eg_item_desc& d) {
+  using encoder_kit::fail;
+  if (d.modality != EG_MODALITY_IMAGE)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: only images are supported (modality " + std::to_string(d.modality) + ")");
+  if (d.frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "siglip: an image has exactly one frame, got " + std::to_string(d.frames));
+  if (d.height <= 0 || d.width <= 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: image size must be positive, got " +
+                                      std::to_string(d.height) + "x" + std::to_string(d.width));
+  if (d.height > kMaxSide || d.width > kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "siglip: image of " + std::to_string(d.height) + "x" +
+                                      std::to_string(d.width) + " has a side over " +
+                                      std::to_string(kMaxSide) + " pixels");
+}
+
 std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixels, int64_t height,
                                           int64_t width, int64_t channels) {
   const VisionConfig& c = o.model;

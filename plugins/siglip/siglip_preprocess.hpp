@@ -8,10 +8,18 @@
 
 #include "siglip_config.hpp"
 
+#include <encgraph/plugin_api.h>
+
 #include <cstdint>
 #include <vector>
 
 namespace siglip {
+
+// Every check item_create makes on an item's geometry (the plugin's
+// item_create and item_spec_for_desc both run it, so they accept and refuse
+// the same items): one frame of an image, each side in [1, kMaxSide]. Throws
+// Error(INVALID_ARGUMENT).
+void check_geometry(const eg_item_desc& d);
 
 // pixels: height x width x channels bytes (1 grey, 3 RGB, 4 RGBA with alpha
 // ignored). Returns [tokens_per_image, patch_cols] with zero pad columns.

@@ -90,7 +90,23 @@ TEST_CASE("config: typed values, defaults, bounds and lists") {
   CHECK(c.get<int32_t>("n", 0, {1, 16}) == 12);
   CHECK(c.get<std::vector<int64_t>>("empty", {9}).empty());
   CHECK(c.get<std::vector<std::string>>("words", {}) == std::vector<std::string>{"a", "b"});
-  CHECK_NOTHROW(c.reject_unknown());
+  CHECK(c.get_optional<int64_t>("n", {1, 16}) == std::optional<int64_t>(12));
+  CHECK_FALSE(c.get_optional<std::string>("absent").has_value());
+  CHECK_NOTHROW(c.reject_unknown());  // get_optional made "absent" known
+
+  const Entries q{{"names", "[\"a\", 'b', c]"},
+                  {"holes", "[a, , b]"},
+                  {"tail", "[1, 2,]"},
+                  {"seed", "18446744073709551615"},
+                  {"neg", "-1"}};
+  sdk::Config c2 = q.reader();
+  CHECK(c2.get<std::vector<std::string>>("names", {}) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(contains(failure_of([&] { c2.get<std::vector<std::string>>("holes", {}); }),
+                 "holes = '[a, , b]' has an empty element"));
+  CHECK(contains(failure_of([&] { c2.get<std::vector<int64_t>>("tail", {}); }),
+                 "has an empty element"));
+  CHECK(c2.get<uint64_t>("seed", 0) == UINT64_MAX);
+  CHECK(contains(failure_of([&] { c2.get<uint64_t>("neg", 0); }), "not a non-negative integer"));
 }
 
 TEST_CASE("config: bad values name the key, the value and the fix") {
@@ -237,6 +253,89 @@ TEST_CASE("staging views: typed rows, bounds, set_rows, append and push") {
   CHECK(c.rows == 2);
   CHECK(cu[1] == 4);
   CHECK(contains(failure_of([&] { (void)set.get<int32_t>(1); }), "no buffer 1"));
+  set.leave(0);
+  CHECK(c.rows == -1);
+}
+
+TEST_CASE("untyped staging: a dtype chosen at run time, rows bounded") {
+  std::vector<uint16_t> mem(4 * 6, 0);
+  eg_replay_buffer b{};
+  b.staging = eg_tensor{mem.data(), EG_DTYPE_BF16, EG_DEVICE_CPU, 2, 0, {4, 6}};
+  b.rows = -1;
+  eg_model_info info{};
+  info.num_buffers = 1;
+  info.buffers[0] = {"pixel_rows", EG_DTYPE_BF16, EG_PAD_ZERO};
+  sdk::StagingSet set(&b, 1, info);
+  sdk::UntypedStaging u = set.untyped(0);
+  CHECK(u.data() == mem.data());
+  CHECK(u.dtype() == EG_DTYPE_BF16);
+  CHECK(u.rows() == 4);
+  CHECK(u.width() == 6);
+  u.set_rows(3);
+  CHECK(b.rows == 3);
+  eg_status st = EG_OK;
+  CHECK(contains(failure_of([&] { u.set_rows(5); }, &st),
+                 "buffer 'pixel_rows' (staging) holds 4 rows; rows [0, 5) do not fit"));
+  CHECK(st == EG_ERR_INVALID_ARGUMENT);
+  CHECK(b.rows == 3);
+}
+
+TEST_CASE("postprocess args: paths used, typed and untyped outputs and results") {
+  eg_model_info info{};
+  info.num_paths = 2;
+  info.paths[0].name = "global";
+  info.paths[1].name = "local";
+  info.num_outputs = 1;
+  info.outputs[0] = {"features", 2, EG_DTYPE_F32, 0, 0};
+  float g[4] = {1, 2, 3, 4}, r0[2] = {}, r1[2] = {};
+  const eg_tensor outputs[2] = {{g, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {2, 2}},
+                                {}};  // the local path ran no tokens
+  const eg_tensor results[2] = {{r0, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {1, 2}},
+                                {r1, EG_DTYPE_F32, EG_DEVICE_CPU, 2, 0, {1, 2}}};
+  struct Item {
+    int v;
+  };
+  const Item a{1}, b{2};
+  const eg_item* items[2] = {reinterpret_cast<const eg_item*>(&a),
+                             reinterpret_cast<const eg_item*>(&b)};
+  const sdk::PostprocessArgs<Item> args(outputs, 2, 1, sdk::Batch<Item>(items, 2), results, nullptr,
+                                        info);
+  CHECK(args.path_used(0));
+  CHECK_FALSE(args.path_used(1));
+  CHECK(args.items()[1].v == 2);
+  CHECK(args.output<float>(0, 0).at(1, 1) == 4.0f);
+  CHECK(args.output_data(0, 0) == g);
+  CHECK(contains(failure_of([&] { (void)args.output_data(1, 0); }), "path 1 ran no tokens"));
+  CHECK(args.result_data(0, 1) == r1);
+  CHECK(contains(failure_of([&] { (void)args.result_data(0, 2); }), "no item 2"));
+  CHECK(contains(failure_of([&] { (void)args.result_data(1, 0); }), "no output 1"));
+}
+
+TEST_CASE("forward args: untyped outputs, size-safe and never NULL past the primary") {
+  eg_model_info info{};
+  info.num_outputs = 2;
+  info.outputs[0] = {"last_hidden_state", 4, EG_DTYPE_BF16, 0, 0};
+  info.outputs[1] = {"pooled", 4, EG_DTYPE_BF16, 0, 1};
+  uint16_t a[4] = {}, b[4] = {};
+  eg_tensor outs[2] = {{a, EG_DTYPE_BF16, EG_DEVICE_CPU, 2, 0, {1, 4}},
+                       {b, EG_DTYPE_BF16, EG_DEVICE_CPU, 2, 0, {1, 4}}};
+  eg_forward_args fa{};
+  fa.struct_size = sizeof(fa);
+  fa.output = outs[0];
+  fa.outputs = outs;
+  fa.num_outputs = 2;
+  const sdk::ForwardArgs args(fa, info);
+  CHECK(args.output_data(0) == a);
+  CHECK(args.output_data(1) == b);
+  CHECK(contains(failure_of([&] { (void)args.output_data(2); }),
+                 "no tensor for output 2 (fewer outputs than model_info declares)"));
+  outs[1].data = nullptr;
+  CHECK(contains(failure_of([&] { (void)args.output_data(1); }), "no memory for output 1"));
+  eg_forward_args v10{};  // a 1.0 runtime's args: the primary output only
+  v10.output = outs[0];
+  const sdk::ForwardArgs old(v10, info);
+  CHECK(old.output_data(0) == a);
+  CHECK(contains(failure_of([&] { (void)old.output_data(1); }), "no tensor for output 1"));
 }
 
 namespace {
@@ -361,9 +460,22 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   CHECK(api->item_spec(inst, item, &spec, &err) == EG_OK);
   CHECK(spec.path_tokens[0] == 5);
 
-  // A 1.0-sized eg_forward_args (struct_size 0) has the primary output only.
+  // Another buffer count than model_info declares is refused before the model runs.
   eg_forward_args fa{};
   fa.shape = shape;
+  CHECK(api->forward(inst, &fa, &err) == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(err.message, "tiny: forward got 0 buffers; model_info declares 1"));
+  CHECK(reinterpret_cast<Tiny*>(inst)->forwards_seen_outputs == -1);
+  eg_replay_buffer none{};
+  CHECK(api->prepare_replay_buffers(inst, &shape, nullptr, 0, &none, 2, &err) ==
+        EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(err.message, "prepare_replay_buffers got 2 buffers"));
+
+  // A 1.0-sized eg_forward_args (struct_size 0) has the primary output only.
+  float x = 0.0f;
+  eg_tensor xb{&x, EG_DTYPE_F32, EG_DEVICE_CPU, 1, 0, {1}};
+  fa.buffers = &xb;
+  fa.num_buffers = 1;
   CHECK(api->forward(inst, &fa, &err) == EG_ERR_INTERNAL);
   CHECK(std::string(err.message) == "forward failed on purpose");
   CHECK(reinterpret_cast<Tiny*>(inst)->forwards_seen_outputs == 1);

@@ -41,8 +41,16 @@ KeyValues base16(int layers) {
           {"seed", "4"}};
 }
 
+// kv with `extra` on top: a key in both takes extra's value (a TOML table
+// holds each key once, and the plugin refuses a key given twice).
 KeyValues with(KeyValues kv, const KeyValues& extra) {
-  kv.insert(kv.end(), extra.begin(), extra.end());
+  for (const auto& [key, value] : extra) {
+    auto it = std::find_if(kv.begin(), kv.end(), [&](const auto& e) { return e.first == key; });
+    if (it != kv.end())
+      it->second = value;
+    else
+      kv.emplace_back(key, value);
+  }
   return kv;
 }
 

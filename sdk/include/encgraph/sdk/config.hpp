@@ -128,6 +128,16 @@ class Config {
     return parse_checked<T>(key, it->second, bounds);
   }
 
+  // The key's value, or nullopt when it is absent; the key becomes known.
+  template <class T>
+  std::optional<T> get_optional(const std::string& key,
+                                Bounds<typename detail::ConfigValue<T>::element> bounds = {}) {
+    known(key);
+    const auto it = values_.find(key);
+    if (it == values_.end()) return std::nullopt;
+    return parse_checked<T>(key, it->second, bounds);
+  }
+
   // A key without which the plugin cannot work.
   template <class T>
   T require(const std::string& key, Bounds<typename detail::ConfigValue<T>::element> bounds = {}) {
@@ -184,10 +194,19 @@ class Config {
         body = body.substr(1, body.size() - 2);
       T out;
       if (detail::trim(body).empty()) return out;
-      std::stringstream ss(body);
+      std::stringstream ss(body + ",");  // the sentinel makes a trailing empty element visible
       std::string part;
-      while (std::getline(ss, part, ','))
-        out.push_back(parse_checked<E>(key, detail::trim(part), bounds));
+      while (std::getline(ss, part, ',')) {
+        part = detail::trim(part);
+        // A TOML array of strings may reach the plugin with its quotes.
+        if (part.size() >= 2 && (part.front() == '"' || part.front() == '\'') &&
+            part.back() == part.front())
+          part = part.substr(1, part.size() - 2);
+        if (part.empty())
+          invalid(where(key) + " = '" + text + "' has an empty element; write a list such as " +
+                  "[a, b]");
+        out.push_back(parse_checked<E>(key, part, bounds));
+      }
       return out;
     } else {
       T v = parse<T>(key, text);
@@ -208,6 +227,17 @@ class Config {
       if (text == "true") return true;
       if (text == "false") return false;
       invalid(where(key) + " = '" + text + "' is not a boolean; use true or false");
+    } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+      // strtoull would wrap "-1" to the largest value: a sign is refused first.
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+      if (text.empty() || text.find('-') != std::string::npos ||
+          end != text.c_str() + text.size() || errno == ERANGE ||
+          v > static_cast<unsigned long long>(std::numeric_limits<T>::max()))
+        invalid(where(key) + " = '" + text +
+                "' is not a non-negative integer (a whole number such as 4)");
+      return static_cast<T>(v);
     } else if constexpr (std::is_integral_v<T>) {
       char* end = nullptr;
       errno = 0;

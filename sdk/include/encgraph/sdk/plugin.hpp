@@ -130,6 +130,21 @@ class ForwardArgs {
     const char* n = index < info_.num_outputs ? info_.outputs[index].name : "embeddings";
     return TensorView<T>(t, std::string("output '") + n + "'");
   }
+  // Output `index`'s memory untyped, for a forward whose dtype is chosen at
+  // run time; a runtime that passed no tensor for it is an error, not a skip.
+  void* output_data(int32_t index = 0) const {
+    if (index < 0 || index >= num_outputs() || index >= info_.num_outputs)
+      invalid("forward: the runtime passed no tensor for output " + std::to_string(index) +
+              " (fewer outputs than model_info declares)");
+    void* data = index == 0 ? a_.output.data : a_.outputs[index].data;
+    if (!data && index > 0)
+      invalid("forward: the runtime passed no memory for output " + std::to_string(index) + " ('" +
+              info_.outputs[index].name + "')");
+    return data;
+  }
+  // Every buffer, in declared order (as many as model_info declares; the SDK
+  // checked the count), for kernels that take the raw tensors.
+  const eg_tensor* buffers() const { return a_.buffers; }
   void* workspace() const { return a_.workspace; }
   size_t workspace_size() const { return a_.workspace_size; }
   void* stream() const { return a_.stream; }
@@ -182,6 +197,24 @@ class PostprocessArgs {
       fail(EG_ERR_INTERNAL, "postprocess: no item " + std::to_string(i));
     return TensorView<T>(results_[o * items_.size() + i],
                          "item " + std::to_string(i) + " result '" + info_.outputs[o].name + "'");
+  }
+  // The same two untyped, for a dtype chosen at run time (f32 on the CPU,
+  // bf16 on CUDA): device pointers when the outputs live on the device.
+  const void* output_data(int32_t path, int32_t o) const {
+    check_output(o);
+    if (!path_used(path))
+      fail(EG_ERR_INTERNAL, "postprocess: path " + std::to_string(path) + " ran no tokens");
+    return outputs_[path * num_outputs_ + o].data;
+  }
+  void* result_data(int32_t o, int64_t i) const {
+    check_output(o);
+    if (i < 0 || i >= items_.size())
+      fail(EG_ERR_INTERNAL, "postprocess: no item " + std::to_string(i));
+    void* data = results_[o * items_.size() + i].data;
+    if (!data)
+      fail(EG_ERR_INTERNAL, "postprocess: item " + std::to_string(i) + " result '" +
+                                info_.outputs[o].name + "' has no memory");
+    return data;
   }
 
  private:
@@ -247,6 +280,14 @@ struct Thunks {
   static const Item& item(const eg_item* it) { return *reinterpret_cast<const Item*>(it); }
   static void need(const void* p, const char* what) {
     if (!p) fail(EG_ERR_INVALID_ARGUMENT, std::string(what) + " is NULL");
+  }
+  // The runtime passes every declared buffer to the staging calls and forward;
+  // another count would let the model index past them.
+  static void need_buffers(eg_instance* i, int32_t n, const char* call) {
+    const int32_t declared = info(i).num_buffers;
+    if (n != declared)
+      invalid(std::string(M::identity.name) + ": " + call + " got " + std::to_string(n) +
+              " buffers; model_info declares " + std::to_string(declared));
   }
 
   static eg_status create(const eg_create_params* params, eg_instance** out, eg_error* err) {
@@ -364,6 +405,7 @@ struct Thunks {
   static eg_status capture_staging(eg_instance* i, const eg_graph_shape* shape,
                                    eg_replay_buffer* buffers, int32_t n, eg_error* err) {
     return guard(err, [&] {
+      need_buffers(i, n, "prepare_capture_staging");
       StagingSet set(buffers, n, info(i));
       if constexpr (has_capture_staging<M>::value) {
         self(i).prepare_capture_staging(*shape, set);
@@ -377,6 +419,7 @@ struct Thunks {
                                   const eg_item* const* items, int64_t num_items,
                                   eg_replay_buffer* buffers, int32_t n, eg_error* err) {
     return guard(err, [&] {
+      need_buffers(i, n, "prepare_replay_buffers");
       StagingSet set(buffers, n, info(i));
       self(i).prepare_replay_buffers(*shape, Batch<Item>(items, num_items), set);
     });
@@ -386,10 +429,18 @@ struct Thunks {
     return guard(err, [&] { self(i).pad_buffer(index, *dst, rows, stream); });
   }
   static eg_status forward(eg_instance* i, const eg_forward_args* args, eg_error* err) {
-    return guard(err, [&] { self(i).forward(ForwardArgs(*args, info(i))); });
+    return guard(err, [&] {
+      need(args, "forward: args");
+      need_buffers(i, args->num_buffers, "forward");
+      self(i).forward(ForwardArgs(*args, info(i)));
+    });
   }
   static eg_status forward_eager(eg_instance* i, const eg_forward_args* args, eg_error* err) {
-    return guard(err, [&] { self(i).forward_eager(ForwardArgs(*args, info(i))); });
+    return guard(err, [&] {
+      need(args, "forward_eager: args");
+      need_buffers(i, args->num_buffers, "forward_eager");
+      self(i).forward_eager(ForwardArgs(*args, info(i)));
+    });
   }
   static eg_status postprocess(eg_instance* i, const eg_tensor* outputs, int32_t num_paths,
                                int32_t num_outputs, const eg_item* const* items, int64_t n,

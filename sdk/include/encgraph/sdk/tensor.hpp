@@ -155,6 +155,41 @@ class Staging : public TensorView<T> {
   int64_t cursor_ = 0;
 };
 
+// Host staging of a buffer whose element type the plugin picks at run time
+// (f32 on the CPU, bf16 on CUDA): raw bytes for a kit routine that knows the
+// dtype, with the same row bounds and `rows` reporting as Staging<T>.
+class UntypedStaging {
+ public:
+  UntypedStaging(eg_replay_buffer& b, const std::string& what)
+      : buffer_(&b), what_("buffer '" + what + "' (staging)") {
+    const eg_tensor& t = b.staging;
+    if (t.ndim < 1 || t.ndim > EG_MAX_DIMS)
+      fail(EG_ERR_INTERNAL, what_ + " has " + std::to_string(t.ndim) + " dimensions");
+    rows_ = t.shape[0];
+    for (int32_t d = 1; d < t.ndim; ++d) width_ *= t.shape[d];
+    if (rows_ < 0 || width_ < 0) fail(EG_ERR_INTERNAL, what_ + " has a negative dimension");
+    if (!t.data && rows_ * width_ > 0) fail(EG_ERR_INTERNAL, what_ + " has no memory");
+  }
+  int32_t dtype() const { return buffer_->staging.dtype; }
+  int64_t rows() const { return rows_; }
+  int64_t width() const { return width_; }
+  void* data() const { return buffer_->staging.data; }
+  // Reports the first `n` rows as written; more than the buffer holds means
+  // the batch does not fit its shape (EG_ERR_INVALID_ARGUMENT).
+  void set_rows(int64_t n) {
+    if (n < 0 || n > rows_)
+      invalid(what_ + " holds " + std::to_string(rows_) + " rows; rows [0, " + std::to_string(n) +
+              ") do not fit (the batch is larger than its shape)");
+    buffer_->rows = n;
+  }
+
+ private:
+  eg_replay_buffer* buffer_;
+  std::string what_;
+  int64_t rows_ = 0;
+  int64_t width_ = 1;
+};
+
 // The staging of every buffer of one call, by declared index, with names.
 class StagingSet {
  public:
@@ -163,14 +198,30 @@ class StagingSet {
   int32_t size() const { return count_; }
   template <class T>
   Staging<T> get(int32_t index) const {
-    if (index < 0 || index >= count_)
-      fail(EG_ERR_INTERNAL, "staging: no buffer " + std::to_string(index) +
-                                " (the runtime passed " + std::to_string(count_) + ")");
+    check(index);
     const char* name = index < info_->num_buffers ? info_->buffers[index].name : nullptr;
     return Staging<T>(buffers_[index], name ? name : std::to_string(index));
   }
+  // Says buffer `index` was left unwritten (rows = -1, as the runtime presets
+  // it): zero in capture staging, its captured values kept on replay
+  // (docs/plugin-abi.md §9). For a call that must not depend on the preset.
+  void leave(int32_t index) const {
+    check(index);
+    buffers_[index].rows = -1;
+  }
+  // Buffer `index` as bytes (its dtype chosen at run time, see UntypedStaging).
+  UntypedStaging untyped(int32_t index) const {
+    check(index);
+    const char* name = index < info_->num_buffers ? info_->buffers[index].name : nullptr;
+    return UntypedStaging(buffers_[index], name ? name : std::to_string(index));
+  }
 
  private:
+  void check(int32_t index) const {
+    if (index < 0 || index >= count_)
+      fail(EG_ERR_INTERNAL, "staging: no buffer " + std::to_string(index) +
+                                " (the runtime passed " + std::to_string(count_) + ")");
+  }
   eg_replay_buffer* buffers_;
   int32_t count_;
   const eg_model_info* info_;

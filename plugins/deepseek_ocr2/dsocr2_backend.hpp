@@ -1,0 +1,57 @@
+// Where the vision side runs: the CPU fp32 model, or the CUDA bf16 model when
+// the plugin is built with its kernels. One type, so the plugin's model class
+// holds no device branches and no #ifdef.
+#pragma once
+
+#include "dsocr2_config.hpp"
+#include "dsocr2_layout.hpp"
+
+#include <encgraph/plugin_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dsocr2 {
+
+class CpuModel;
+class CudaModel;
+
+// The devices this build can run on (the plugin's identity).
+#ifdef DSOCR2_HAVE_CUDA
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
+#else
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
+#endif
+
+class Backend {
+ public:
+  // Loads the weights (`weights`: a checkpoint path or "random") onto
+  // `device`, logging what was loaded. Throws Error(UNSUPPORTED) for an
+  // unknown device, or CUDA in a build without the kernels.
+  Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index);
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // Scratch for `views` views of `side` pixels (the CPU model keeps its own).
+  size_t workspace_bytes(int64_t side, int64_t views) const;
+  // A graph of `capacity` views of `side` pixels: `buffers` in Buffer order,
+  // `out` [capacity * view tokens, text_hidden_size]. `tune`: the CUDA
+  // products time their algorithms at this size first (graph warm-ups).
+  void forward(int64_t side, int64_t capacity, const eg_tensor* buffers, void* out, void* workspace,
+               size_t workspace_bytes, void* stream, bool tune);
+  // One image's rows into `out`: its crops' rows from `local` (row
+  // `local_row` on), its global rows from `global` (row `global_row` on), then
+  // view_separator; device copies on `stream` for CUDA.
+  void assemble(const ItemData& item, const void* local, int64_t local_row, const void* global,
+                int64_t global_row, void* out, void* stream) const;
+
+ private:
+  const ModelConfig& m_;
+  std::unique_ptr<CpuModel> cpu_;    // CPU instances
+  std::unique_ptr<CudaModel> cuda_;  // CUDA instances
+};
+
+}  // namespace dsocr2

@@ -1,0 +1,47 @@
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/plugin_config.hpp>
+
+namespace encoder_kit {
+
+ComputeDtype read_compute_dtype(encgraph::sdk::Config& config, int32_t device) {
+  const std::string& plugin = config.plugin();
+  const std::string dtype =
+      config.get<std::string>("dtype", device == EG_DEVICE_CUDA ? "bf16" : "f32");
+  ComputeDtype out;
+  if (dtype == "f32" || dtype == "float32")
+    out = ComputeDtype::F32;
+  else if (dtype == "bf16" || dtype == "bfloat16")
+    out = ComputeDtype::BF16;
+  else
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": dtype '" + dtype + "' is not f32 or bf16");
+  if (device == EG_DEVICE_CPU && out != ComputeDtype::F32)
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": the CPU path computes in f32; set dtype = \"f32\"");
+  if (device == EG_DEVICE_CUDA && out != ComputeDtype::BF16)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         plugin + ": the CUDA path computes in bf16; set dtype = \"bf16\"");
+  return out;
+}
+
+bool read_check_finite(encgraph::sdk::Config& config) {
+  return config.get<bool>("check_finite", true);
+}
+
+void CheckpointKeys::dim(const char* key, int64_t& value) const {
+  const int64_t set = config_.get<int64_t>(key, value);
+  if (!folder_config_.empty() && config_.has(key))
+    require_agree(config_.plugin(), "config.json '" + folder_config_ + "' vision_config." + key,
+                  value, std::string("[plugin.config] ") + key, set);
+  value = set;
+}
+
+void CheckpointKeys::int_list(const char* key, std::vector<int64_t>& value) const {
+  std::vector<int64_t> set = config_.get<std::vector<int64_t>>(key, value);
+  if (!folder_config_.empty() && set != value)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         config_.plugin() + ": [plugin.config] " + key + " contradicts config.json '" +
+             folder_config_ + "' vision_config." + key + ": they must agree (remove the key)");
+  value = std::move(set);
+}
+
+}  // namespace encoder_kit
