@@ -117,7 +117,7 @@ TEST_CASE("a data-parallel runtime is an Engine: prepare, execute, summed stats"
   engine.capture();
   CHECK(engine.is_captured());
   CHECK(engine.world_size() == 2);
-  CHECK(&engine.front() == &dp.rank(0));
+  CHECK(&engine.model() == static_cast<Model*>(&dp.rank(0)));
   std::mt19937 rng(7);
   const std::vector<eg_item_desc> descs = random_descs(rng, 12, 20);
   const Request request = engine.prepare(descs);

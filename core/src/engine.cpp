@@ -1,6 +1,6 @@
 // Engine's defaults: one process, every item loaded before it is made.
 #include <encgraph/engine.hpp>
-#include <encgraph/runtime.hpp>
+#include <encgraph/model.hpp>
 
 namespace encgraph {
 
@@ -14,7 +14,7 @@ Request Engine::prepare_lazy(const std::vector<eg_item_desc>& items,
 }
 
 std::vector<std::string> Engine::device_names() const {
-  return {front().device_name()};
+  return {model().device_name()};
 }
 
 }  // namespace encgraph

@@ -96,7 +96,7 @@ int bench_command(const std::vector<std::string>& args) {
     RuntimeConfig rc = config.runtime;
     rc.use_graphs = graphs;
     engines.push_back(make_engine(rc, config.data_parallel));
-    check_workload_supported(engines.back()->front(), work);
+    check_workload_supported(engines.back()->model(), work);
   }
   describe_engine(*engines[0], input);
   engines[0]->capture();

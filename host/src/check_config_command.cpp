@@ -30,13 +30,13 @@ std::string list(const std::vector<int64_t>& v) {
 
 // The plan, and each path's own list when they can differ (several paths, or
 // [budgets.paths.<name>] set).
-void print_plan(const Runtime& runtime, const BudgetRequest& request) {
-  const BudgetPlan& plan = runtime.plan();
+void print_plan(const Model& model, const BudgetRequest& request) {
+  const BudgetPlan& plan = model.plan();
   std::cout << "  plan: token_budgets " << list(plan.token_budgets) << ", max_items_per_batch "
             << plan.max_batch_size << ", max_frames_per_batch " << plan.max_frames_per_batch
             << "\n";
   if (plan.path_budgets.size() < 2 && request.paths.empty()) return;
-  const eg_model_info& info = runtime.model_info();
+  const eg_model_info& info = model.model_info();
   std::cout << "  path budgets:";
   for (size_t p = 0; p < plan.path_budgets.size(); ++p) {
     const bool named = static_cast<int32_t>(p) < info.num_paths && info.paths[p].name;

@@ -9,17 +9,17 @@
 namespace encgraph::host {
 namespace {
 
-std::map<std::string, std::string> metadata(const Runtime& runtime, const HostConfig& config) {
+std::map<std::string, std::string> metadata(const Model& model, const HostConfig& config) {
   // out_hidden_size and dtype describe the first output (the id-named
   // tensors), as in files written before outputs had names.
   std::string names;
-  for (const OutputSpec& o : runtime.outputs()) names += (names.empty() ? "" : ",") + o.name;
+  for (const OutputSpec& o : model.outputs()) names += (names.empty() ? "" : ",") + o.name;
   return {{"format", "encgraph.embeddings/1"},
-          {"plugin", runtime.plugin_name()},
-          {"device", runtime.device_name()},
+          {"plugin", model.plugin_name()},
+          {"device", model.device_name()},
           {"config_digest", config.digest},
-          {"out_hidden_size", std::to_string(runtime.model_info().out_hidden_size)},
-          {"dtype", safetensors_dtype(runtime.model_info().out_dtype)},
+          {"out_hidden_size", std::to_string(model.model_info().out_hidden_size)},
+          {"dtype", safetensors_dtype(model.model_info().out_dtype)},
           {"outputs", names}};
 }
 
@@ -49,10 +49,9 @@ void check_embedding_names(const std::vector<WorkItem>& work,
     }
 }
 
-EmbeddingSink::EmbeddingSink(const std::string& path, const Runtime& runtime,
-                             const HostConfig& config)
-    : outputs_(runtime.outputs()),
-      writer_(path, metadata(runtime, config)),
+EmbeddingSink::EmbeddingSink(const std::string& path, const Model& model, const HostConfig& config)
+    : outputs_(model.outputs()),
+      writer_(path, metadata(model, config)),
       rows_(outputs_.size(), 0) {}
 
 ResultConsumer EmbeddingSink::consumer() {

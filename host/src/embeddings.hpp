@@ -25,7 +25,7 @@ void check_embedding_names(const std::vector<WorkItem>& work,
 
 class EmbeddingSink {
  public:
-  EmbeddingSink(const std::string& path, const Runtime& runtime, const HostConfig& config);
+  EmbeddingSink(const std::string& path, const Model& model, const HostConfig& config);
   // The consumer to hand to execute_workload.
   ResultConsumer consumer();
   // Writes the file; returns the number of items.

@@ -72,7 +72,7 @@ int encode_command(const std::vector<std::string>& args) {
   require_items(work, config.workload, "encode");
   on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
   auto engine = make_engine(config.runtime, config.data_parallel);
-  const Runtime& front = engine->front();
+  const Model& front = engine->model();
   check_workload_supported(front, work);
   check_embedding_names(work, front.outputs());
   if (config.runtime.use_graphs) engine->capture();

@@ -93,7 +93,7 @@ Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work
     request.assignment.items_per_rank = {static_cast<int64_t>(work.size())};
     request.assignment.load_per_rank = {0};
     for (const WorkItem* w : work) {
-      Item item = make_item(engine.front(), *w);
+      Item item = make_item(engine.model(), *w);
       request.assignment.order.push_back(static_cast<int64_t>(request.tokens.size()));
       request.assignment.load_per_rank[0] += item.spec().input_size;
       request.tokens.push_back(item.spec().output_tokens);
@@ -119,28 +119,28 @@ Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work
                              });
 }
 
-Item make_item(Runtime& runtime, const WorkItem& w) {
+Item make_item(Model& model, const WorkItem& w) {
   eg_item_desc desc = describe(w);
-  if (!has_files(w)) return runtime.make_item(desc);
+  if (!has_files(w)) return model.make_item(desc);
   const DecodedImage pixels = decode_files(w);  // lives until the plugin has made the item
   attach_pixels(desc, pixels);
   try {
-    return runtime.make_item(desc);
+    return model.make_item(desc);
   } catch (const Error& e) {
     throw Error(e.kind(), source_of(w) + ": " + e.what());
   }
 }
 
-void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem>& work) {
+void check_workload_supported(const Model& model, const std::vector<WorkItem>& work) {
   const auto videos = std::count_if(
       work.begin(), work.end(), [](const WorkItem& w) { return w.modality == EG_MODALITY_VIDEO; });
   if (videos == 0) return;
-  if (!runtime.supports_modality(EG_MODALITY_VIDEO))
+  if (!model.supports_modality(EG_MODALITY_VIDEO))
     throw_config("the workload holds " + std::to_string(videos) + " video items but plugin '" +
-                 runtime.plugin_name() +
+                 model.plugin_name() +
                  "' takes images only; set workload.video_fraction = 0 "
                  "or remove the videos from the trace");
-  if (runtime.plan().max_frames_per_batch == 0)
+  if (model.plan().max_frames_per_batch == 0)
     throw_config("the workload holds " + std::to_string(videos) +
                  " video items but the plan "
                  "allows no frames (budgets.video = false or budgets.max_frames_per_batch = 0)");
@@ -218,7 +218,7 @@ std::vector<Measurement> execute_interleaved(const std::vector<Engine*>& engines
                                              const std::vector<WorkItem>& work,
                                              const ExecOptions& options,
                                              const std::vector<ResultConsumer>& consumers) {
-  for (Engine* engine : engines) check_workload_supported(engine->front(), work);
+  for (Engine* engine : engines) check_workload_supported(engine->model(), work);
   const size_t request_size = static_cast<size_t>(std::max<int64_t>(options.request_size, 1));
   const size_t num_requests = (work.size() + request_size - 1) / request_size;
   const size_t n = engines.size();

@@ -54,10 +54,10 @@ struct ExecOptions {
 
 // Makes a plugin item: decodes its image file or a video's frame files if it
 // has them, else synthetic values.
-Item make_item(Runtime& runtime, const WorkItem& work);
+Item make_item(Model& model, const WorkItem& work);
 
 // Throws a Config error when the workload holds videos the runtime cannot run.
-void check_workload_supported(const Runtime& runtime, const std::vector<WorkItem>& work);
+void check_workload_supported(const Model& model, const std::vector<WorkItem>& work);
 
 Measurement execute_workload(Engine& engine, const std::vector<WorkItem>& work,
                              const ExecOptions& options, const ResultConsumer& consumer = {});

@@ -44,15 +44,15 @@ std::string where_text(const ReportInput& in) {
 
 }  // namespace
 
-void describe_runtime(const Runtime& runtime, ReportInput& input) {
-  input.plugin = runtime.plugin_name();
-  input.device_type = device_type_name(runtime.device_type());
-  input.device_name = runtime.device_name();
-  input.plan = runtime.plan();
-  const eg_model_info& info = runtime.model_info();
+void describe_runtime(const Model& model, ReportInput& input) {
+  input.plugin = model.plugin_name();
+  input.device_type = device_type_name(model.device_type());
+  input.device_name = model.device_name();
+  input.plan = model.plan();
+  const eg_model_info& info = model.model_info();
   input.out_hidden_size = info.out_hidden_size;
   input.out_dtype = info.out_dtype;
-  input.outputs = runtime.outputs();
+  input.outputs = model.outputs();
   input.paths.clear();
   for (int p = 0; p < info.num_paths; ++p) {
     PathPlan path;
@@ -65,7 +65,7 @@ void describe_runtime(const Runtime& runtime, ReportInput& input) {
 }
 
 void describe_engine(Engine& engine, ReportInput& input) {
-  describe_runtime(engine.front(), input);
+  describe_runtime(engine.model(), input);
   input.data_parallel_devices.clear();
   if (engine.world_size() > 1) input.data_parallel_devices = rank_device_names(engine);
 }

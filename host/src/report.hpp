@@ -75,7 +75,7 @@ struct ReportInput {
 nlohmann::json video_items_json(const std::vector<WorkItem>& work);
 
 // Facts of a runtime (plugin, device, plan, output) copied into `input`.
-void describe_runtime(const Runtime& runtime, ReportInput& input);
+void describe_runtime(const Model& model, ReportInput& input);
 // The same for an engine: its first runtime's facts, and its ranks' devices
 // when data parallel.
 void describe_engine(Engine& engine, ReportInput& input);

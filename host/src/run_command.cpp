@@ -43,7 +43,7 @@ int run_command(const std::vector<std::string>& args) {
   require_items(work, config.workload, "run");
   on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
   auto engine = make_engine(config.runtime, config.data_parallel);
-  const Runtime& front = engine->front();
+  const Model& front = engine->model();
   spdlog::info("running {} items on {} with plugin '{}'", work.size(),
                fmt::join(rank_device_names(*engine), ", "), front.plugin_name());
   check_workload_supported(front, work);

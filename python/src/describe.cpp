@@ -76,9 +76,9 @@ py::dict describe_stats(const Stats& s) {
   return d;
 }
 
-py::dict describe_plan(const Runtime& runtime) {
-  const BudgetPlan& plan = runtime.plan();
-  const eg_model_info& info = runtime.model_info();
+py::dict describe_plan(const Model& model) {
+  const BudgetPlan& plan = model.plan();
+  const eg_model_info& info = model.model_info();
   py::dict d;
   d["token_budgets"] = int_list(plan.token_budgets);
   d["max_batch_size"] = plan.max_batch_size;
@@ -93,21 +93,21 @@ py::dict describe_plan(const Runtime& runtime) {
   return d;
 }
 
-py::dict describe_model(const Runtime& runtime) {
-  const eg_model_info& info = runtime.model_info();
+py::dict describe_model(const Model& model) {
+  const eg_model_info& info = model.model_info();
   py::dict d;
-  d["plugin"] = runtime.plugin_name();
-  d["plugin_version"] = runtime.plugin_version();
-  d["device"] = runtime.device_name();
+  d["plugin"] = model.plugin_name();
+  d["plugin_version"] = model.plugin_version();
+  d["device"] = model.device_name();
   d["out_hidden_size"] = info.out_hidden_size;
   d["out_dtype"] = dtype_name(info.out_dtype);
   d["max_frames_per_video"] = info.max_frames_per_video;
   py::list modalities;
-  if (runtime.supports_modality(EG_MODALITY_IMAGE)) modalities.append("image");
-  if (runtime.supports_modality(EG_MODALITY_VIDEO)) modalities.append("video");
+  if (model.supports_modality(EG_MODALITY_IMAGE)) modalities.append("image");
+  if (model.supports_modality(EG_MODALITY_VIDEO)) modalities.append("video");
   d["modalities"] = modalities;
   py::list outputs;
-  for (const OutputSpec& o : runtime.outputs()) {
+  for (const OutputSpec& o : model.outputs()) {
     py::dict od;
     od["name"] = o.name;
     od["width"] = o.width;

@@ -14,8 +14,8 @@
 namespace encgraph::python {
 
 pybind11::dict describe_stats(const Stats& stats);
-pybind11::dict describe_plan(const Runtime& runtime);
-pybind11::dict describe_model(const Runtime& runtime);
+pybind11::dict describe_plan(const Model& model);
+pybind11::dict describe_model(const Model& model);
 // Every plugin on the search path (the same survey as `encgraph plugins`).
 pybind11::list describe_plugins(const std::vector<std::filesystem::path>& dirs,
                                 bool include_rejected);

@@ -44,7 +44,7 @@ PyRuntime::PyRuntime(const py::object& config, const py::dict& overrides) {
     py::gil_scoped_release release;  // loading weights takes a while
     engine_ = host::make_engine(config_.runtime, config_.data_parallel);
   }
-  device_id_ = cuda_ordinal(engine_->front().device_name());
+  device_id_ = cuda_ordinal(engine_->model().device_name());
 }
 
 Engine& PyRuntime::engine() {
@@ -89,10 +89,10 @@ py::list PyRuntime::encode(const py::object& images, const py::object& videos,
   const bool has_videos =
       std::any_of(inputs.sources.begin(), inputs.sources.end(),
                   [](const Source& s) { return s.modality == EG_MODALITY_VIDEO; });
-  if (has_videos && !e.front().supports_modality(EG_MODALITY_VIDEO))
-    raise_input("videos given, but plugin '" + e.front().plugin_name() +
+  if (has_videos && !e.model().supports_modality(EG_MODALITY_VIDEO))
+    raise_input("videos given, but plugin '" + e.model().plugin_name() +
                 "' takes images only; pass them as images (one frame each) or use a video plugin");
-  if (has_videos && e.front().plan().max_frames_per_batch == 0)
+  if (has_videos && e.model().plan().max_frames_per_batch == 0)
     raise_config(
         "videos given, but the plan allows no frames (budgets.video = false or "
         "budgets.max_frames_per_batch = 0); set budgets.video = true");
@@ -147,12 +147,12 @@ py::dict PyRuntime::stats() {
 
 py::dict PyRuntime::plan() {
   auto lock = lock_without_gil(mutex_);
-  return describe_plan(engine().front());
+  return describe_plan(engine().model());
 }
 
 py::dict PyRuntime::model_info() {
   auto lock = lock_without_gil(mutex_);
-  py::dict d = describe_model(engine().front());
+  py::dict d = describe_model(engine().model());
   d["world_size"] = engine().world_size();
   return d;
 }

@@ -31,8 +31,8 @@ class DataParallelRuntime : public Engine {
 
   int world_size() const override { return static_cast<int>(ranks_.size()); }
   Runtime& rank(int r) { return *ranks_.at(r); }
-  const Runtime& front() const override { return *ranks_.front(); }
-  Runtime& front() override { return *ranks_.front(); }
+  const Model& model() const override { return *ranks_.front(); }
+  Model& model() override { return *ranks_.front(); }
 
   void capture() override;
   bool is_captured() const override;

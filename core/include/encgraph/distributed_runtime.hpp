@@ -55,8 +55,8 @@ class DistributedRuntime : public Engine {
   // Every rank's statistics, summed (collective).
   Stats stats() const override;
   int world_size() const override;
-  const Runtime& front() const override { return *local_; }
-  Runtime& front() override { return *local_; }
+  const Model& model() const override { return *local_; }
+  Model& model() override { return *local_; }
   void synchronize() override;
   int process_rank() const override;
   std::vector<std::string> device_names() const override { return device_names_; }

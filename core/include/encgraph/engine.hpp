@@ -5,6 +5,7 @@
 #include <encgraph/plugin_api.h>
 #include <encgraph/item.hpp>
 #include <encgraph/load_balance.hpp>
+#include <encgraph/model.hpp>
 #include <encgraph/result.hpp>
 #include <encgraph/stats.hpp>
 
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace encgraph {
-
-class Runtime;
 
 // A request made ready to execute: each item made on the rank that runs it, and
 // the assignment. Making items runs the plugin's preprocessing, so a caller
@@ -63,9 +62,9 @@ class Engine {
   // Summed over ranks.
   virtual Stats stats() const = 0;
   virtual int world_size() const = 0;
-  // Rank 0's runtime: model description, plan, plugin and device names.
-  virtual const Runtime& front() const = 0;
-  virtual Runtime& front() = 0;
+  // Rank 0's model: items, description, plan, plugin and device names.
+  virtual const Model& model() const = 0;
+  virtual Model& model() = 0;
   // Waits for all work every rank has enqueued.
   virtual void synchronize() = 0;
   // This process's rank in a multi-process job (0 otherwise). Only rank 0's

@@ -33,29 +33,29 @@ class DeviceBackend;
 class GraphManager;
 class PluginInstance;
 
-class Runtime : public Engine {
+class Runtime : public Engine, public Model {
  public:
   explicit Runtime(const RuntimeConfig& config);
   ~Runtime() override;
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Decoded pixels or a synthetic geometry in; a plugin item out.
-  Item make_item(const eg_item_desc& desc);
-  // The spec make_item(desc).spec() would have, without making the item or
-  // reading desc.pixels (the plugin's item_spec_for_desc, ABI 1.2, else a
-  // synthetic item's): balances items over ranks before pixels are decoded.
-  // Fails as make_item would on the geometry (same ErrorKind, the plugin named).
-  // Used from one thread at a time, as make_item.
-  eg_item_spec spec_for(const eg_item_desc& desc);
-  // Whether spec_for asks the plugin (item_spec_for_desc) rather than making a
-  // synthetic item.
-  bool has_spec_for_desc() const;
+  // Model (model.hpp): items and the plugin's description.
+  Item make_item(const eg_item_desc& desc) override;
+  eg_item_spec spec_for(const eg_item_desc& desc) override;
+  bool has_spec_for_desc() const override;
+  bool supports_modality(eg_modality modality) const override;
+  const BudgetPlan& plan() const override;
+  const eg_model_info& model_info() const override;
+  const std::vector<OutputSpec>& outputs() const override;
+  std::string plugin_name() const override;
+  std::string plugin_version() const override;
+  eg_device_type device_type() const override;
+  std::string device_name() const override;
 
   void capture() override;
   bool is_captured() const override;
   void clear();
-  bool supports_modality(eg_modality modality) const;
 
   // Runs every item; results in the order given.
   Result execute(const std::vector<const Item*>& items, ExecuteMode mode = ExecuteMode::Planned);
@@ -67,20 +67,10 @@ class Runtime : public Engine {
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
   Stats stats() const override;
   int world_size() const override { return 1; }
-  const Runtime& front() const override { return *this; }
-  Runtime& front() override { return *this; }
+  const Model& model() const override { return *this; }
+  Model& model() override { return *this; }
   // Waits for all work the runtime has enqueued.
   void synchronize() override;
-
-  const BudgetPlan& plan() const;
-  // The plugin's description, normalised: a 1.0 plugin's single output appears
-  // as outputs[0] ("embeddings"), every path has a unit.
-  const eg_model_info& model_info() const;
-  const std::vector<OutputSpec>& outputs() const;
-  std::string plugin_name() const;
-  std::string plugin_version() const;
-  eg_device_type device_type() const;
-  std::string device_name() const;
 
   // Diagnosis (`encgraph verify`): pad buffer `buffer` with `logic` instead of
   // its declared padding logic from the next execute on; takes effect without
