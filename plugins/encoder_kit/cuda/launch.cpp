@@ -1,4 +1,4 @@
-// pdl_enabled() (launch.cuh): per device, once; the environment once a process.
+// pdl_enabled() (launch.cuh): per device, once.
 // current_multiprocessors() (launch.cuh): asked every call.
 // tma_attention_enabled(), lazy_rescale_enabled(), end_aligned_tails_enabled(),
 // attention_heads_first_enabled() (check.hpp): the environment once a process.
@@ -44,8 +44,6 @@ int current_multiprocessors() {
 }
 
 bool pdl_enabled() {
-  static const bool allowed = env_switch_on("ENCGRAPH_PDL");
-  if (!allowed) return false;
   // Per device: 0 unknown, 1 no, 2 yes; devices past the table are asked every time.
   static std::atomic<int> known[64];
   int device = 0;

@@ -95,8 +95,7 @@ int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* r
 int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k);
 
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
-// current device (cuda/launch.cuh): compute capability 9.0 or later, and the
-// environment variable ENCGRAPH_PDL is not "0".
+// current device (cuda/launch.cuh): compute capability 9.0 or later.
 bool pdl_enabled();
 
 }  // namespace encoder_kit::cuda::detail
