@@ -40,7 +40,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -428,8 +430,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 }
 
 template <int kDPad, bool kLazy>
-int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, const detail::TmaForm& form, bf16* out, cudaStream_t stream) {
+int launch(const AttentionParams& p) {
   using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
@@ -438,53 +439,65 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const int64_t tokens = int64_t{0x7fffffff};
   Maps maps{};
   const int tail = G::kTail > 0 ? G::kTail : 64;  // unused when there is no tail part
-  if (const int err = encode_qkv(&maps.q_main, qkv, tokens, num_heads, head_dim, 64, kBlockM))
+  const int heads = p.num_heads, head_dim = p.head_dim;
+  if (const int err = encode_qkv(&maps.q_main, p.qkv, tokens, heads, head_dim, 64, kBlockM))
     return err;
-  if (const int err = encode_qkv(&maps.q_tail, qkv, tokens, num_heads, head_dim, tail, kBlockM))
+  if (const int err = encode_qkv(&maps.q_tail, p.qkv, tokens, heads, head_dim, tail, kBlockM))
     return err;
-  if (const int err = encode_qkv(&maps.kv_main, qkv, tokens, num_heads, head_dim, 64, kBlockN))
+  if (const int err = encode_qkv(&maps.kv_main, p.qkv, tokens, heads, head_dim, 64, kBlockN))
     return err;
-  if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
+  if (const int err = encode_qkv(&maps.kv_tail, p.qkv, tokens, heads, head_dim, tail, kBlockN))
     return err;
   auto* kernel = tma_attention_kernel<kDPad, kLazy>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
-  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
-  ENCODER_KIT_REQUIRE((form.former ? blocks : blocks * num_heads) <= int64_t{0x7fffffff});
-  const dim3 grid = form.former
-                        ? dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads))
-                        : dim3(static_cast<unsigned>(blocks * num_heads));
-  return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
-                               maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f, form.end_aligned,
-                               form.former, out);
+  const int m_blocks = (p.max_seqlen + kBlockM - 1) / kBlockM;
+  const int64_t blocks = static_cast<int64_t>(p.max_seqs) * m_blocks * heads;
+  ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
+  return detail::launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                               G::kSmem, p.stream, maps.q_main, maps.q_tail, maps.kv_main,
+                               maps.kv_tail, p.qkv, p.cu_seqlens, m_blocks, heads, head_dim,
+                               p.scale * 1.4426950408889634f, true, false, p.out);
 }
 
 }  // namespace
 
 namespace detail {
 
-bool sm90_tma_attention_supported() {
-  return sm90_attention_supported() && tensor_map_encoder() != nullptr;
+bool sm90_attention_supported() {
+  // Per device, once: an sm_90a cubin loads on compute capability 9.0 only.
+  static std::mutex mutex;
+  static std::vector<int> known;  // per device: -1 unknown, 0 no, 1 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<int>(known.size()) <= device) known.resize(static_cast<size_t>(device) + 1, -1);
+  if (known[device] < 0) {
+    int major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 &&
+        cudaFuncGetAttributes(&attr, tma_attention_kernel<80, true>) == cudaSuccess &&
+        tensor_map_encoder() != nullptr;
+    if (!ok) (void)cudaGetLastError();  // a failed lookup must not linger as a sticky error
+    known[device] = ok ? 1 : 0;
+  }
+  return known[device] == 1;
 }
 
-int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                   int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, const TmaForm& form, cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
-  if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto lazy) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, form, out, stream);
+int run_attention_hopper(const AttentionParams& p) {
+  // The running max moves lazily up to head_dim 96; at 128 the lazy form
+  // would pass the 128-register bound of two blocks a multiprocessor.
+  auto go = [&](auto dpad) {
+    constexpr int d = decltype(dpad)::value;
+    return launch<d, (d <= 96)>(p);
   };
-  using Lazy = std::true_type;
-  using EveryTile = std::false_type;
-  auto pick = [&](auto dpad) { return form.lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
-  if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
-  if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
-  if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{}, EveryTile{});
+  if (p.head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (p.head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (p.head_dim <= 96) return go(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{});
 }
 
 }  // namespace detail
