@@ -1,3 +1,7 @@
+// The attention family's portable instances (attention.hpp: Warps4, Warps8,
+// WarpsRotary; sm80+) and its dispatch, run_attention, which sends long
+// sequences on compute capability 9.0 to attention_sm90_tma.cu.
+//
 // Variable-length attention, flash-attention style (FA2 structure): one block
 // per (sequence, block of query rows, head; with fused rotary, a few heads
 // walked in turn), heads fastest; each warp owns 16 query rows and
@@ -90,8 +94,8 @@ template <int kDPad, int kWarps, bool kRotary>
 __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                             int max_seqs, int m_blocks, int num_heads, int head_dim,
-                            float scale_log2, RotaryTable rotary, bool heads_fastest,
-                            int heads_per_block, bf16* __restrict__ out) {
+                            float scale_log2, RotaryTable rotary, int heads_per_block,
+                            bf16* __restrict__ out) {
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   constexpr int kBlockM = 16 * kWarps;
   constexpr int kThreads = 32 * kWarps;
@@ -101,23 +105,21 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kDTiles = kDPad / 8;
 
-  // The grid covers (query block, group of heads_per_block heads) pairs.
-  // Heads fastest, (group, block over y and z): the blocks that run together
-  // read whole qkv rows of the same tokens (all heads' 160-byte pieces of a
-  // 7680-byte row at head_dim 80) and share the rotary rows in L2, instead of
-  // one head's pieces of a thousand windows' rows. Query blocks fastest,
-  // (block, group), is the former order, kept for the benchmark's A/B. A block
-  // walks its group's heads one after the other; with kRotary it loads the
+  // The grid covers (query block, group of heads_per_block heads) pairs,
+  // heads fastest: x the group, y and z the block. The blocks that run
+  // together read whole qkv rows of the same tokens (all heads' 160-byte
+  // pieces of a 7680-byte row at head_dim 80) and share the rotary rows in L2,
+  // instead of one head's pieces of a thousand windows' rows. A block walks
+  // its group's heads one after the other; with kRotary it loads the
   // sequence's cos/sin rows once for all of them (from L2 they cost two thirds
   // of a head's q, k and v in traffic into the multiprocessor). The coordinates
   // come from special registers, which keep no register live (a computed
   // flat index cost a spill at head_dim 64).
   // y + z * 65535 can pass INT_MAX in the last z slice: compared in 64 bits.
-  const int64_t block64 =
-      heads_fastest ? blockIdx.y + int64_t{blockIdx.z} * gridDim.y : int64_t{blockIdx.x};
+  const int64_t block64 = blockIdx.y + int64_t{blockIdx.z} * gridDim.y;
   if (block64 >= int64_t{m_blocks} * max_seqs) return;  // z's last slice runs past the blocks
   const int block = static_cast<int>(block64);
-  const int head0 = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y) * heads_per_block;
+  const int head0 = static_cast<int>(blockIdx.x) * heads_per_block;
   const int seq = block / m_blocks;
   const int q0 = (block - seq * m_blocks) * kBlockM;
   const int start = cu_seqlens[seq];
@@ -361,7 +363,7 @@ int launch(const AttentionParams& p) {
                                      : RotaryTable{nullptr, nullptr, 0};
   return detail::launch_kernel(kernel, grid, dim3(kWarps * 32), kSmem, p.stream, p.qkv,
                                p.cu_seqlens, p.max_seqs, m_blocks, p.num_heads, p.head_dim,
-                               p.scale * 1.4426950408889634f, rotary, true, heads_per_block, p.out);
+                               p.scale * 1.4426950408889634f, rotary, heads_per_block, p.out);
 }
 
 // The warps forms' instances: head_dim padded to 64, 80, 96 or 128.

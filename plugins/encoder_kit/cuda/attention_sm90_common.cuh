@@ -1,7 +1,7 @@
 // The building blocks of the Hopper attention kernel (attention_sm90_tma.cu),
 // some shared with the Hopper matrix product (gemm_sm90.cu): the wgmma
 // bracket, the register fences, the shared-memory descriptors, the Q K^T
-// step, the online softmax and the output rows. sm_90a only (wgmma); included
+// step, the online softmax and O's rescaling. sm_90a only (wgmma); included
 // by .cu files of the encgraph_encoder_kit_cuda_sm90 object library.
 #pragma once
 
@@ -123,7 +123,7 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 // magnitude); the final division by the sum taken against the same max
 // cancels the choice. A warp that keeps its max skips O's rescaling, most
 // tiles after the first few. kLazy = false moves it on every tile with no vote
-// or branch, for kernels at their register bound and for A/B runs.
+// or branch, for kernels at their register bound.
 template <int kBlockN, bool kLazy = true>
 __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
@@ -209,36 +209,6 @@ __device__ __forceinline__ void rescale_o(float (&o)[kDPad / 2], const float (&a
     for (int r = 0; r < 2; ++r) {
       o[4 * j + 2 * r] *= alpha[r];
       o[4 * j + 2 * r + 1] *= alpha[r];
-    }
-  }
-}
-
-// Normalises O (rows g and g+8 of this thread's warp, 1 / the full row sums)
-// and writes whole bf16 pairs of real rows and columns. row_g: this thread's
-// first row within the sequence; rows below row_lo belong to the block
-// before (a query block moved back to end at the sequence's end) and are not
-// written.
-template <int kDPad>
-__device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const float (&row_sum)[2],
-                                           int row_g, int t, int len, int start, int head,
-                                           int num_heads, int head_dim, bf16* __restrict__ out,
-                                           int row_lo = 0) {
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / ptx::quad_sum(row_sum[r]);
-  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_g + 8 * r;
-    if (row >= len || row < row_lo) continue;
-    bf16* dst = out + static_cast<int64_t>(start + row) * out_stride +
-                static_cast<int64_t>(head) * head_dim;
-#pragma unroll
-    for (int j = 0; j < kDPad / 8; ++j) {
-      const int col = j * 8 + 2 * t;
-      if (col < head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-            __floats2bfloat162_rn(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
     }
   }
 }
