@@ -7,7 +7,7 @@
 //   bench_kernels [--table PATH] [--tokens N]
 //     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
-#include <encoder_kit/cuda/check.hpp>  // detail::varlen_attention_bf16_warps
+#include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/seq_buckets.hpp>
 
@@ -411,7 +411,7 @@ std::vector<int32_t> cu_for(int64_t tokens, int len, int padded) {
   return cu;
 }
 
-// hopper_only: the default and the wgmma variants, without the mma.sync rows.
+// hopper_only: on Hopper, the default and the Hopper kernel without the mma.sync rows.
 void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int len, int padded,
                      int heads, int head_dim, bool hopper_only = false) {
   const auto cu = cu_for(tokens, len, padded);
@@ -435,35 +435,25 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
                                                  out, g_stream));
           }),
           flops, bytes, "default");
-  for (const int warps : {4, 8})
-    for (const bool heads_first : {true, false}) {
-      if (hopper_only && k::detail::sm90_attention_supported()) break;
-      add_row(name, shape, time_us([&] {
-                BENCH_CHECK(k::detail::varlen_attention_bf16_warps(qkv, dcu, max_seqs, len, heads,
-                                                                   head_dim, scale, out, warps,
-                                                                   heads_first, g_stream));
-              }),
-              flops, bytes,
-              std::to_string(warps) + " warps, " + (heads_first ? "heads" : "query blocks") +
-                  " fastest");
-    }
-  if (hopper_only && k::detail::sm90_attention_supported()) {
-    // The sequence-major grid with staged stores (3, the default) against
-    // the former grid with 4-byte stores (6), alternating.
-    Forms forms;
-    for (const int variant : {3, 6})
-      forms.emplace_back(k::detail::sm90_attention_variant_name(variant), [=] {
-        BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(qkv, dcu, max_seqs, len, heads, head_dim,
-                                                          scale, out, variant, g_stream));
-      });
-    alternate(name, shape, flops, bytes, forms);
-  } else if (k::detail::sm90_attention_supported())
-    for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
-      add_row(name, shape, time_us([&] {
-                BENCH_CHECK(k::detail::varlen_attention_bf16_sm90(
-                    qkv, dcu, max_seqs, len, heads, head_dim, scale, out, variant, g_stream));
-              }),
-              flops, bytes, k::detail::sm90_attention_variant_name(variant));
+  // Each instance that can take the shape, forced (the dispatch's pick is the
+  // "default" row above).
+  k::AttentionParams p;
+  p.qkv = qkv;
+  p.cu_seqlens = dcu;
+  p.max_seqs = max_seqs;
+  p.max_seqlen = len;
+  p.num_heads = heads;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.out = out;
+  p.stream = g_stream;
+  std::vector<k::AttentionKernel> kernels;
+  if (!hopper_only || !k::detail::sm90_attention_supported())
+    kernels = {k::AttentionKernel::Warps4, k::AttentionKernel::Warps8};
+  if (k::detail::sm90_attention_supported()) kernels.push_back(k::AttentionKernel::Hopper);
+  for (const k::AttentionKernel kernel : kernels)
+    add_row(name, shape, time_us([&] { BENCH_CHECK(k::run_attention(p, kernel)); }), flops, bytes,
+            k::attention_kernel_name(kernel));
 }
 
 // Qwen2.5-VL's window layers two ways: the rotary pass over q and k followed
@@ -490,24 +480,32 @@ void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim, in
                                              g_stream));
       }),
       flops, bytes, "rotary pass, then attention");
-  // The grid's forms alternating, three times each: the former one (query
-  // blocks fastest, a head a block), then heads fastest with the launch's pick
-  // of heads a block (the default) and with each count forced. The kernel is
-  // memory-bound: which blocks run together decides what DRAM and L2 see, and
-  // a block walking several heads loads its window's cos/sin rows once.
+  // Heads a block alternating, three times each: the launch's pick (the
+  // default) and each count forced. The kernel is memory-bound: a block
+  // walking several heads loads its window's cos/sin rows once.
+  k::AttentionParams p;
+  p.qkv = qkv;
+  p.cu_seqlens = dcu;
+  p.max_seqs = max_seqs;
+  p.max_seqlen = 64;
+  p.num_heads = heads;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.rotary_cos = cs;
+  p.rotary_sin = cs;
+  p.rotary_stride = head_dim / 2;
+  p.out = out;
+  p.stream = g_stream;
   std::vector<std::pair<std::string, std::function<void()>>> orders;
-  auto add = [&](bool heads_first, int per_block, const std::string& label) {
-    orders.emplace_back("fused into the loads, " + label, [=] {
-      BENCH_CHECK(k::detail::varlen_attention_rotary_bf16_grid(
-          qkv, dcu, max_seqs, 64, heads, head_dim, scale, cs, cs, head_dim / 2, out, heads_first,
-          per_block, g_stream));
-    });
+  auto add = [&](int per_block, const std::string& label) {
+    k::AttentionParams forced = p;
+    forced.rotary_heads_per_block = per_block;
+    orders.emplace_back("fused into the loads, " + label,
+                        [=] { BENCH_CHECK(k::run_attention(forced)); });
   };
-  add(false, 1, "query blocks fastest, a head a block (before)");
-  add(true, 0, "heads fastest, heads a block picked (default)");
+  add(0, "heads a block picked (default)");
   for (int per_block = 1; per_block <= heads; per_block *= 2)
-    if (heads % per_block == 0)
-      add(true, per_block, "heads fastest, " + std::to_string(per_block) + " heads a block");
+    if (heads % per_block == 0) add(per_block, std::to_string(per_block) + " heads a block");
   alternate("attn window + rotary", shape, flops, bytes, orders);
 }
 

@@ -1,5 +1,5 @@
 # Writes plugins/encoder_kit/cuda/wgmma.cuh: the wgmma.mma_async wrappers (m64nNk16, bf16 in,
-# f32 accumulate) used by attention_sm90.cu, attention_sm90_tma.cu and gemm_sm90.cu. Run: python3 scripts/dev/gen_wgmma.py > plugins/encoder_kit/cuda/wgmma.cuh
+# f32 accumulate) used by attention_sm90_tma.cu and gemm_sm90.cu. Run: python3 scripts/dev/gen_wgmma.py > plugins/encoder_kit/cuda/wgmma.cuh
 def regs(n, start):
     return ", ".join(f"%{i}" for i in range(start, start + n))
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU runner hook (scripts/gpu-run-all.sh calls: bash attention_profile.sh <bundle> <logdir>):
-# Nsight Compute on the plain Hopper attention kernel (variant 3, head_dim 72
+# Nsight Compute on the Hopper attention kernel (head_dim 72
 # padded to 80, lazy max) at 768 and 2048 tokens a sequence (64 sequences x
 # 16 heads: bench_kernels --only attnshort --attn-len N), side by side: what
 # holds short sequences back per FLOP (bench/kernels/NOTES.md, "Open leads").

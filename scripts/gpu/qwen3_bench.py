@@ -179,8 +179,9 @@ def main():
                     help="also transformers with eager attention (slow)")
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
-                         "variables, side by side in the same run (\"unmerged:"
-                         "ENCGRAPH_ATTENTION_MERGE_BUCKETS=0\"); a dotted VAR is a config key")
+                         "variables, side by side in the same run (\"previous build:"
+                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\"); a dotted VAR is a "
+                         "config key")
     args = ap.parse_args()
     variants = [parse_variant(v) for v in args.variant]
     import transformers

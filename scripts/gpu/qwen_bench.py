@@ -146,7 +146,7 @@ def main():
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL:VAR=VALUE[,...]: encgraph again under these environment "
                          "variables, side by side in the same run (e.g. \"previous build:"
-                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\", \"no PDL:ENCGRAPH_PDL=0\"); a "
+                         "ENCGRAPH_PLUGIN_PATH=gpu-bundle/prev-plugins\"); a "
                          "dotted VAR is a config key instead (\"cuBLASLt MLP:plugin.config."
                          "mlp_kernel='cublaslt'\")")
     args = ap.parse_args()

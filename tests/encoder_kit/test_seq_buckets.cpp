@@ -74,32 +74,9 @@ TEST_CASE("length_buckets merges up to the bound, inclusive") {
   CHECK(length_buckets(64, 256, 256, 128).size() == 2);
 }
 
-TEST_CASE("the merge bound from ENCGRAPH_ATTENTION_MERGE_BUCKETS's value") {
-  using encoder_kit::bucket_merge_units_from;
-  using encoder_kit::kBucketMergeUnits;
-  CHECK(bucket_merge_units_from(nullptr) == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("") == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("0") == 0);
-  CHECK(bucket_merge_units_from("128") == 128);
-  CHECK(bucket_merge_units_from("1") == 1);
-  // Not a count: the default stays.
-  CHECK(bucket_merge_units_from("-5") == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("12x") == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("on") == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("99999999999999999999") == kBucketMergeUnits);
-  CHECK(bucket_merge_units_from("2000000") == kBucketMergeUnits);
-  // Which values were usable (the caller warns about the others).
-  bool valid = false;
-  CHECK(bucket_merge_units_from("64", &valid) == 64);
-  CHECK(valid);
-  CHECK(bucket_merge_units_from(nullptr, &valid) == kBucketMergeUnits);
-  CHECK(valid);
-  for (const char* bad : {"-5", "12x", "on", " ", "99999999999999999999", "2000000"}) {
-    CAPTURE(bad);
-    valid = true;
-    CHECK(bucket_merge_units_from(bad, &valid) == kBucketMergeUnits);
-    CHECK_FALSE(valid);
-  }
+TEST_CASE("the plugins' merge bound is the measured 256 units") {
+  static_assert(encoder_kit::default_bucket_merge_units() == encoder_kit::kBucketMergeUnits);
+  CHECK(encoder_kit::kBucketMergeUnits == 256);
 }
 
 TEST_CASE("length_buckets: merged launches stay within the bound, never more launches") {

@@ -1,12 +1,13 @@
 // varlen_attention_bf16 against a float64 softmax(q k^T * scale) v per
 // sequence and head: uneven lengths, zero-length sequences in the middle and
 // as padding, a max_seqlen above the real maximum, both block widths, head
-// dims 64/72/80/96/128, and NaN in every token row no sequence of the call
+// dims 64/72/80/96/128 and ones that are not multiples of 16, one-token
+// sequences, and NaN in every token row no sequence of the call
 // covers, before its first sequence too (the kernel must never read them, nor
 // write those rows of out).
 #include "gpu_test_util.hpp"
 
-#include <encoder_kit/cuda/check.hpp>  // detail:: kernel variants
+#include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
 
 #include <algorithm>
 #include <cstring>
@@ -147,59 +148,57 @@ void run_case(const AttnCase& ac) {
   const size_t real = static_cast<size_t>(covered * H * D);
   const int32_t* call_cu = dcu.get() + first;
 
-  // Every kernel against the same reference: the public entry (whatever it
-  // picks), both mma.sync block widths, and on Hopper every wgmma variant.
+  // Every instance of the family against the same reference: the public
+  // entry (whatever the dispatch picks), both mma.sync block widths, and on
+  // Hopper the TMA + wgmma kernel; the rotary form with each count of heads a
+  // block.
+  k::AttentionParams params;
+  params.qkv = dqkv.get();
+  params.cu_seqlens = call_cu;
+  params.max_seqs = call_seqs;
+  params.max_seqlen = ac.max_seqlen;
+  params.num_heads = H;
+  params.head_dim = D;
+  params.scale = scale;
+  params.out = dout.get();
   struct Variant {
     std::string name;
     std::function<int()> run;
   };
   std::vector<Variant> variants;
   if (ac.rotary) {
+    params.rotary_cos = dcos.get();
+    params.rotary_sin = dsin.get();
+    params.rotary_stride = cs_stride;
     variants.push_back({"rotary, public entry", [&] {
                           return k::varlen_attention_rotary_bf16(
                               dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
                               dcos.get(), dsin.get(), cs_stride, dout.get(), nullptr);
                         }});
-    // Both grid orders; one head a block, two, four, every head, and the
-    // launch's pick.
-    for (const bool heads_first : {true, false})
-      for (const int per_block : {0, 1, 2, 4, H}) {
-        if (per_block == 4 && H == 4) continue;             // H itself, next
-        if (per_block > 0 && H % per_block != 0) continue;  // 2 of 3 heads: tested below
-        variants.push_back({std::string("rotary, ") + (heads_first ? "heads" : "query blocks") +
-                                " fastest, " + std::to_string(per_block) + " heads a block",
-                            [&, heads_first, per_block] {
-                              return k::detail::varlen_attention_rotary_bf16_grid(
-                                  dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
-                                  dcos.get(), dsin.get(), cs_stride, dout.get(), heads_first,
-                                  per_block, nullptr);
-                            }});
-      }
+    // One head a block, two, four, every head, and the launch's pick.
+    std::vector<int> counts{0, 1, 2, 4};
+    if (std::find(counts.begin(), counts.end(), H) == counts.end()) counts.push_back(H);
+    for (const int per_block : counts) {
+      if (per_block > 0 && H % per_block != 0) continue;  // 2 of 3 heads: tested below
+      variants.push_back(
+          {"rotary, " + std::to_string(per_block) + " heads a block", [&, per_block] {
+             k::AttentionParams forced = params;
+             forced.rotary_heads_per_block = per_block;
+             return k::run_attention(forced);
+           }});
+    }
   } else {
     variants.push_back({"public entry", [&] {
                           return k::varlen_attention_bf16(dqkv.get(), call_cu, call_seqs,
                                                           ac.max_seqlen, H, D, scale, dout.get(),
                                                           nullptr);
                         }});
+    std::vector<k::AttentionKernel> kernels{k::AttentionKernel::Warps4, k::AttentionKernel::Warps8};
+    if (k::detail::sm90_attention_supported()) kernels.push_back(k::AttentionKernel::Hopper);
+    for (const k::AttentionKernel kernel : kernels)
+      variants.push_back({k::attention_kernel_name(kernel),
+                          [&, kernel] { return k::run_attention(params, kernel); }});
   }
-  for (const int warps : {4, 8})
-    for (const bool heads_first : {true, false}) {
-      if (ac.rotary) break;
-      variants.push_back({"mma.sync " + std::to_string(warps) + " warps, " +
-                              (heads_first ? "heads" : "query blocks") + " fastest",
-                          [&, warps, heads_first] {
-                            return k::detail::varlen_attention_bf16_warps(
-                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
-                                dout.get(), warps, heads_first, nullptr);
-                          }});
-    }
-  if (k::detail::sm90_attention_supported() && !ac.rotary)
-    for (int variant = 0; variant < k::detail::kSm90AttentionVariants; ++variant)
-      variants.push_back({k::detail::sm90_attention_variant_name(variant), [&, variant] {
-                            return k::detail::varlen_attention_bf16_sm90(
-                                dqkv.get(), call_cu, call_seqs, ac.max_seqlen, H, D, scale,
-                                dout.get(), variant, nullptr);
-                          }});
   for (const auto& v : variants) {
     CAPTURE(v.name);
     dout.poison();
@@ -234,10 +233,10 @@ GPU_TEST_CASE("varlen attention, head_dim 80 (Qwen), uneven and empty sequences"
   run_case({2, 80, {300}, 1, 300, 4.0f, 0});
 }
 
-GPU_TEST_CASE("varlen attention: the wgmma kernel is there on every compute capability 9.0 GPU") {
+GPU_TEST_CASE("varlen attention: the Hopper kernel is there on every compute capability 9.0 GPU") {
   require_gpu();
-  // Guards the build: without sm_90a code the public entry would quietly fall
-  // back to mma.sync on an H100/H200 and every wgmma case above would vanish.
+  // Guards the build: without sm_90a code the dispatch would quietly fall
+  // back to mma.sync on an H100/H200 and every Hopper case above would vanish.
   int device = 0, major = 0, minor = 0;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
@@ -245,15 +244,33 @@ GPU_TEST_CASE("varlen attention: the wgmma kernel is there on every compute capa
   CAPTURE(major);
   CAPTURE(minor);
   CHECK(k::detail::sm90_attention_supported() == (major == 9 && minor == 0));
-  // Rejected, not trapped, where it cannot run; an unknown variant always.
   DeviceBuffer<bf16> buf(1024);
   DeviceBuffer<int32_t> cu(2);
+  k::AttentionParams p;
+  p.qkv = buf.get();
+  p.cu_seqlens = cu.get();
+  p.max_seqs = 1;
+  p.num_heads = 1;
+  p.head_dim = 80;
+  p.scale = 1.0f;
+  p.out = buf.get();
+  // The dispatch: one tile on 4 warps; longer on the Hopper kernel where it
+  // runs, else on 8 warps; a rotary table on the rotary form.
+  p.max_seqlen = 64;
+  CHECK(k::pick_attention_kernel(p) == k::AttentionKernel::Warps4);
+  p.max_seqlen = 65;
+  CHECK(k::pick_attention_kernel(p) == (k::detail::sm90_attention_supported()
+                                            ? k::AttentionKernel::Hopper
+                                            : k::AttentionKernel::Warps8));
+  DeviceBuffer<float> table(64);
+  p.rotary_cos = table.get();
+  CHECK(k::pick_attention_kernel(p) == k::AttentionKernel::WarpsRotary);
+  p.rotary_cos = nullptr;
+  // Rejected, not trapped, where it cannot run.
   const int bad = static_cast<int>(cudaErrorInvalidValue);
-  CHECK(k::detail::varlen_attention_bf16_sm90(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, buf.get(), 96,
-                                              nullptr) == bad);
   if (!k::detail::sm90_attention_supported())
-    CHECK(k::detail::varlen_attention_bf16_sm90(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, buf.get(),
-                                                0, nullptr) == bad);
+    CHECK(k::run_attention(p, k::AttentionKernel::Hopper) == bad);
+  CHECK(k::run_attention(p, static_cast<k::AttentionKernel>(99)) == bad);
 }
 
 GPU_TEST_CASE("varlen attention, long sequences: several key tiles, sharp softmax, uneven tails") {
@@ -385,7 +402,7 @@ GPU_TEST_CASE("varlen attention: more than 65535 query blocks (the grid's z slic
   require_gpu();
   // Heads fastest puts the blocks on y and z; 70000 empty slots first push the
   // real windows past y's 65535, into the second z slice, whose tail past the
-  // last block must exit. Every order and kernel, with and without rotary.
+  // last block must exit. Every instance, with and without rotary.
   for (const bool rotary : {false, true}) {
     CAPTURE(rotary);
     AttnCase ac{2, 80, std::vector<int>(70000, 0), 3, 64, 2.0f, 1, rotary};
@@ -456,15 +473,34 @@ GPU_TEST_CASE("varlen attention with rotary: argument rules") {
   CHECK(k::varlen_attention_rotary_bf16(buf.get(), cu.get(), 1, 4, 1, 80, 1.0f, table.get() + 1,
                                         table.get(), 40, buf.get(), nullptr) == bad);
   CHECK(std::string(k::last_error_detail()).find("aligned16") != std::string::npos);
-  // Heads a block: a divisor of num_heads, not negative, not past num_heads.
-  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 3, 16, 1.0f,
-                                                     table.get(), table.get(), 8, buf.get(), true,
-                                                     2, nullptr) == bad);
-  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 2, 16, 1.0f,
-                                                     table.get(), table.get(), 8, buf.get(), true,
-                                                     -1, nullptr) == bad);
-  CHECK(k::detail::varlen_attention_rotary_bf16_grid(buf.get(), cu.get(), 1, 4, 2, 16, 1.0f,
-                                                     table.get(), table.get(), 8, buf.get(), true,
-                                                     4, nullptr) == bad);
+  // Heads a block: a divisor of num_heads, not negative, not past num_heads;
+  // more than one only for the rotary form. A plain form given a rotary
+  // table, and the rotary form without one, are refused too.
+  k::AttentionParams p;
+  p.qkv = buf.get();
+  p.cu_seqlens = cu.get();
+  p.max_seqs = 1;
+  p.max_seqlen = 4;
+  p.num_heads = 3;
+  p.head_dim = 16;
+  p.scale = 1.0f;
+  p.rotary_cos = table.get();
+  p.rotary_sin = table.get();
+  p.rotary_stride = 8;
+  p.out = buf.get();
+  p.rotary_heads_per_block = 2;
+  CHECK(k::run_attention(p) == bad);
+  p.num_heads = 2;
+  p.rotary_heads_per_block = -1;
+  CHECK(k::run_attention(p) == bad);
+  p.rotary_heads_per_block = 4;
+  CHECK(k::run_attention(p) == bad);
   CHECK(std::string(k::last_error_detail()).find("heads_per_block") != std::string::npos);
+  p.rotary_heads_per_block = 0;
+  CHECK(k::run_attention(p, k::AttentionKernel::Warps4) == bad);  // a table, a plain form
+  p.rotary_heads_per_block = 2;
+  p.rotary_cos = nullptr;
+  p.rotary_sin = nullptr;
+  CHECK(k::run_attention(p, k::AttentionKernel::WarpsRotary) == bad);  // no table
+  CHECK(k::run_attention(p, k::AttentionKernel::Warps4) == bad);       // 2 heads a block, plain
 }

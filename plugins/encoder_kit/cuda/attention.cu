@@ -1,3 +1,7 @@
+// The attention family's portable instances (attention.hpp: Warps4, Warps8,
+// WarpsRotary; sm80+) and its dispatch, run_attention, which sends long
+// sequences on compute capability 9.0 to attention_sm90_tma.cu.
+//
 // Variable-length attention, flash-attention style (FA2 structure): one block
 // per (sequence, block of query rows, head; with fused rotary, a few heads
 // walked in turn), heads fastest; each warp owns 16 query rows and
@@ -90,8 +94,8 @@ template <int kDPad, int kWarps, bool kRotary>
 __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
     varlen_attention_kernel(const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                             int max_seqs, int m_blocks, int num_heads, int head_dim,
-                            float scale_log2, RotaryTable rotary, bool heads_fastest,
-                            int heads_per_block, bf16* __restrict__ out) {
+                            float scale_log2, RotaryTable rotary, int heads_per_block,
+                            bf16* __restrict__ out) {
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
   constexpr int kBlockM = 16 * kWarps;
   constexpr int kThreads = 32 * kWarps;
@@ -101,23 +105,21 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<kDPad, kWarps>()))
   constexpr int kNTiles = kBlockN / 8;
   constexpr int kDTiles = kDPad / 8;
 
-  // The grid covers (query block, group of heads_per_block heads) pairs.
-  // Heads fastest, (group, block over y and z): the blocks that run together
-  // read whole qkv rows of the same tokens (all heads' 160-byte pieces of a
-  // 7680-byte row at head_dim 80) and share the rotary rows in L2, instead of
-  // one head's pieces of a thousand windows' rows. Query blocks fastest,
-  // (block, group), is the former order, kept for the benchmark's A/B. A block
-  // walks its group's heads one after the other; with kRotary it loads the
+  // The grid covers (query block, group of heads_per_block heads) pairs,
+  // heads fastest: x the group, y and z the block. The blocks that run
+  // together read whole qkv rows of the same tokens (all heads' 160-byte
+  // pieces of a 7680-byte row at head_dim 80) and share the rotary rows in L2,
+  // instead of one head's pieces of a thousand windows' rows. A block walks
+  // its group's heads one after the other; with kRotary it loads the
   // sequence's cos/sin rows once for all of them (from L2 they cost two thirds
   // of a head's q, k and v in traffic into the multiprocessor). The coordinates
   // come from special registers, which keep no register live (a computed
   // flat index cost a spill at head_dim 64).
   // y + z * 65535 can pass INT_MAX in the last z slice: compared in 64 bits.
-  const int64_t block64 =
-      heads_fastest ? blockIdx.y + int64_t{blockIdx.z} * gridDim.y : int64_t{blockIdx.x};
+  const int64_t block64 = blockIdx.y + int64_t{blockIdx.z} * gridDim.y;
   if (block64 >= int64_t{m_blocks} * max_seqs) return;  // z's last slice runs past the blocks
   const int block = static_cast<int>(block64);
-  const int head0 = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y) * heads_per_block;
+  const int head0 = static_cast<int>(blockIdx.x) * heads_per_block;
   const int seq = block / m_blocks;
   const int q0 = (block - seq * m_blocks) * kBlockM;
   const int start = cu_seqlens[seq];
@@ -337,131 +339,138 @@ int rotary_heads_per_block(int64_t pairs, int num_heads, int multiprocessors) {
 namespace {
 
 template <int kDPad, int kWarps, bool kRotary>
-int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, RotaryTable rotary, bool heads_fastest, int heads_per_block,
-           bf16* out, cudaStream_t stream) {
+int launch(const AttentionParams& p) {
   constexpr int kBlockM = 16 * kWarps;
   constexpr size_t kSmem = smem_bytes<kDPad, kWarps>();
   auto* kernel = varlen_attention_kernel<kDPad, kWarps, kRotary>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, kSmem);
   if (opt_in != 0) return opt_in;
-  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
+  const int m_blocks = (p.max_seqlen + kBlockM - 1) / kBlockM;
+  const int64_t blocks = static_cast<int64_t>(p.max_seqs) * m_blocks;
   ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
+  int heads_per_block = p.rotary_heads_per_block;
   if (heads_per_block == 0)
-    heads_per_block = kRotary ? detail::rotary_heads_per_block(blocks * num_heads, num_heads,
+    heads_per_block = kRotary ? detail::rotary_heads_per_block(blocks * p.num_heads, p.num_heads,
                                                                detail::current_multiprocessors())
                               : 1;
-  const unsigned groups = static_cast<unsigned>(num_heads / heads_per_block);
-  // y and z hold up to 65535 each: blocks past that go on to z slices.
+  const unsigned groups = static_cast<unsigned>(p.num_heads / heads_per_block);
+  // Heads fastest: (group, block over y and z). y and z hold up to 65535
+  // each: blocks past that go on to z slices.
   constexpr int64_t kYMax = 65535;
-  const dim3 grid = heads_fastest ? dim3(groups, static_cast<unsigned>(std::min(blocks, kYMax)),
-                                         static_cast<unsigned>((blocks + kYMax - 1) / kYMax))
-                                  : dim3(static_cast<unsigned>(blocks), groups);
-  return detail::launch_kernel(kernel, grid, dim3(kWarps * 32), kSmem, stream, qkv, cu_seqlens,
-                               max_seqs, m_blocks, num_heads, head_dim, scale * 1.4426950408889634f,
-                               rotary, heads_fastest, heads_per_block, out);
+  const dim3 grid(groups, static_cast<unsigned>(std::min(blocks, kYMax)),
+                  static_cast<unsigned>((blocks + kYMax - 1) / kYMax));
+  const RotaryTable rotary = kRotary ? RotaryTable{p.rotary_cos, p.rotary_sin, p.rotary_stride}
+                                     : RotaryTable{nullptr, nullptr, 0};
+  return detail::launch_kernel(kernel, grid, dim3(kWarps * 32), kSmem, p.stream, p.qkv,
+                               p.cu_seqlens, p.max_seqs, m_blocks, p.num_heads, p.head_dim,
+                               p.scale * 1.4426950408889634f, rotary, heads_per_block, p.out);
 }
 
-// Both entries' argument rules and the choice of head-dim padding.
-template <bool kRotary>
-int run_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
-              int num_heads, int head_dim, float scale, RotaryTable rotary, bf16* out, int warps,
-              bool heads_fastest, int heads_per_block, cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(qkv != nullptr && cu_seqlens != nullptr && out != nullptr);
-  ENCODER_KIT_REQUIRE(detail::aligned16(qkv) && detail::aligned16(out));
-  ENCODER_KIT_REQUIRE(max_seqs >= 0 && max_seqlen >= 0 && num_heads > 0 && num_heads <= 65535);
-  ENCODER_KIT_REQUIRE(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128);
-  ENCODER_KIT_REQUIRE(warps == 4 || warps == 8);
-  // 0: the launch picks (rotary_heads_per_block); else a divisor of num_heads,
-  // and more than one only for the fused rotary form (the plain entries pass 1;
-  // a guard for later callers).
-  ENCODER_KIT_REQUIRE(heads_per_block >= 0 && heads_per_block <= num_heads);
-  ENCODER_KIT_REQUIRE(heads_per_block == 0 || num_heads % heads_per_block == 0);
-  ENCODER_KIT_REQUIRE(kRotary || heads_per_block <= 1);
-  if constexpr (kRotary) {
-    ENCODER_KIT_REQUIRE(max_seqlen <= 64);  // one tile: the rotation is done once
-    ENCODER_KIT_REQUIRE(rotary.cos != nullptr && rotary.sin != nullptr);
-    ENCODER_KIT_REQUIRE(detail::aligned16(rotary.cos) && detail::aligned16(rotary.sin));
-    ENCODER_KIT_REQUIRE(rotary.stride >= head_dim / 2 && rotary.stride % 4 == 0);
-  }
-  if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad) {
-    constexpr int d = decltype(dpad)::value;
-    // The fused form exists for windows of up to 64 patches: 4 warps.
-    if constexpr (kRotary)
-      return launch<d, 4, true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                                rotary, heads_fastest, heads_per_block, out, stream);
-    else
-      return warps == 8
-                 ? launch<d, 8, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                       scale, rotary, heads_fastest, heads_per_block, out, stream)
-                 : launch<d, 4, false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim,
-                                       scale, rotary, heads_fastest, heads_per_block, out, stream);
-  };
-  if (head_dim <= 64) return go(std::integral_constant<int, 64>{});
-  if (head_dim <= 80) return go(std::integral_constant<int, 80>{});
-  if (head_dim <= 96) return go(std::integral_constant<int, 96>{});
+// The warps forms' instances: head_dim padded to 64, 80, 96 or 128.
+template <int kWarps, bool kRotary>
+int run_warps(const AttentionParams& p) {
+  auto go = [&](auto dpad) { return launch<decltype(dpad)::value, kWarps, kRotary>(p); };
+  if (p.head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (p.head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (p.head_dim <= 96) return go(std::integral_constant<int, 96>{});
   return go(std::integral_constant<int, 128>{});
+}
+
+// The rules every instance's arguments follow, and each instance's own.
+int check(const AttentionParams& p, AttentionKernel kernel) {
+  ENCODER_KIT_REQUIRE(p.qkv != nullptr && p.cu_seqlens != nullptr && p.out != nullptr);
+  ENCODER_KIT_REQUIRE(detail::aligned16(p.qkv) && detail::aligned16(p.out));
+  ENCODER_KIT_REQUIRE(p.max_seqs >= 0 && p.max_seqlen >= 0 && p.num_heads > 0 &&
+                      p.num_heads <= 65535);
+  ENCODER_KIT_REQUIRE(p.head_dim > 0 && p.head_dim % 8 == 0 && p.head_dim <= 128);
+  // 0: the launch picks; else a divisor of num_heads, and more than one only
+  // for the rotary form.
+  ENCODER_KIT_REQUIRE(p.rotary_heads_per_block >= 0 && p.rotary_heads_per_block <= p.num_heads);
+  ENCODER_KIT_REQUIRE(p.rotary_heads_per_block == 0 || p.num_heads % p.rotary_heads_per_block == 0);
+  const bool rotary = kernel == AttentionKernel::WarpsRotary;
+  ENCODER_KIT_REQUIRE(rotary == (p.rotary_cos != nullptr));
+  ENCODER_KIT_REQUIRE(rotary || p.rotary_heads_per_block <= 1);
+  if (rotary) {
+    ENCODER_KIT_REQUIRE(p.max_seqlen <= 64);  // one tile: the rotation is done once
+    ENCODER_KIT_REQUIRE(p.rotary_cos != nullptr && p.rotary_sin != nullptr);
+    ENCODER_KIT_REQUIRE(detail::aligned16(p.rotary_cos) && detail::aligned16(p.rotary_sin));
+    ENCODER_KIT_REQUIRE(p.rotary_stride >= p.head_dim / 2 && p.rotary_stride % 4 == 0);
+  }
+  if (kernel == AttentionKernel::Hopper) ENCODER_KIT_REQUIRE(detail::sm90_attention_supported());
+  return 0;
 }
 
 }  // namespace
 
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::Hopper: return "Hopper: TMA, wgmma, 2 warpgroups";
+    case AttentionKernel::Warps4: return "mma.sync, 4 warps";
+    case AttentionKernel::Warps8: return "mma.sync, 8 warps";
+    case AttentionKernel::WarpsRotary: return "mma.sync, 4 warps, rotary fused";
+  }
+  return "?";
+}
+
+AttentionKernel pick_attention_kernel(const AttentionParams& p) {
+  if (p.rotary_cos != nullptr) return AttentionKernel::WarpsRotary;
+  if (p.max_seqlen <= 64) return AttentionKernel::Warps4;
+  return detail::sm90_attention_supported() ? AttentionKernel::Hopper : AttentionKernel::Warps8;
+}
+
+int run_attention(const AttentionParams& p, AttentionKernel kernel) {
+  if (const int err = check(p, kernel)) return err;
+  if (p.max_seqs == 0 || p.max_seqlen == 0) return 0;
+  switch (kernel) {
+    case AttentionKernel::Hopper: return detail::run_attention_hopper(p);
+    case AttentionKernel::Warps4: return run_warps<4, false>(p);
+    case AttentionKernel::Warps8: return run_warps<8, false>(p);
+    case AttentionKernel::WarpsRotary: return run_warps<4, true>(p);
+  }
+  return detail::record_failure(static_cast<int>(cudaErrorInvalidValue),
+                                "kernel (not an AttentionKernel)", __FILE__, __LINE__);
+}
+
+int run_attention(const AttentionParams& p) {
+  return run_attention(p, pick_attention_kernel(p));
+}
+
 int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
                           int num_heads, int head_dim, float scale, bf16* out,
                           cudaStream_t stream) {
-  // Short sequences (Qwen's 64-patch windows) fill 4 warps exactly; longer ones
-  // run on Hopper's warpgroup MMA where there is one (K and V by TMA, variant
-  // 3, or 4 with ENCGRAPH_ATTENTION_LAZY_RESCALE=0, 5 with
-  // ENCGRAPH_ATTENTION_END_ALIGNED=0, 6 with ENCGRAPH_ATTENTION_HEADS_FIRST=0,
-  // unless ENCGRAPH_ATTENTION_TMA=0 asks
-  // for the cp.async form, variant 0), else on 8 warps so each K/V tile
-  // brought into shared memory serves 128 queries.
-  if (max_seqlen > 64 && detail::sm90_attention_supported()) {
-    const int variant = !detail::tma_attention_enabled() || !detail::sm90_tma_attention_supported()
-                            ? 0
-                        : !detail::lazy_rescale_enabled()          ? 4
-                        : !detail::end_aligned_tails_enabled()     ? 5
-                        : !detail::attention_heads_first_enabled() ? 6
-                                                                   : 3;
-    return detail::varlen_attention_bf16_sm90(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads,
-                                              head_dim, scale, out, variant, stream);
-  }
-  return run_warps<false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                          RotaryTable{nullptr, nullptr, 0}, out, max_seqlen > 64 ? 8 : 4,
-                          detail::attention_heads_first_enabled(), 1, stream);
+  AttentionParams p;
+  p.qkv = qkv;
+  p.cu_seqlens = cu_seqlens;
+  p.max_seqs = max_seqs;
+  p.max_seqlen = max_seqlen;
+  p.num_heads = num_heads;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.out = out;
+  p.stream = stream;
+  return run_attention(p);
 }
 
 int varlen_attention_rotary_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                  int max_seqlen, int num_heads, int head_dim, float scale,
                                  const float* cos, const float* sin, int64_t cs_stride, bf16* out,
                                  cudaStream_t stream) {
-  // ENCGRAPH_ATTENTION_HEADS_FIRST=0 runs the former grid: query blocks
-  // fastest, one head a block.
-  const bool heads_first = detail::attention_heads_first_enabled();
-  return run_warps<true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                         RotaryTable{cos, sin, cs_stride}, out, 4, heads_first, heads_first ? 0 : 1,
-                         stream);
+  AttentionParams p;
+  p.qkv = qkv;
+  p.cu_seqlens = cu_seqlens;
+  p.max_seqs = max_seqs;
+  p.max_seqlen = max_seqlen;
+  p.num_heads = num_heads;
+  p.head_dim = head_dim;
+  p.scale = scale;
+  p.rotary_cos = cos;
+  p.rotary_sin = sin;
+  p.rotary_stride = cs_stride;
+  p.out = out;
+  p.stream = stream;
+  // Always the rotary form: a missing table is an argument error, not a
+  // silent plain attention over unrotated q and k.
+  return run_attention(p, AttentionKernel::WarpsRotary);
 }
 
-namespace detail {
-
-int varlen_attention_bf16_warps(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                int max_seqlen, int num_heads, int head_dim, float scale, bf16* out,
-                                int warps, bool heads_first, cudaStream_t stream) {
-  return run_warps<false>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                          RotaryTable{nullptr, nullptr, 0}, out, warps, heads_first, 1, stream);
-}
-
-int varlen_attention_rotary_bf16_grid(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                      int max_seqlen, int num_heads, int head_dim, float scale,
-                                      const float* cos, const float* sin, int64_t cs_stride,
-                                      bf16* out, bool heads_first, int heads_per_block,
-                                      cudaStream_t stream) {
-  return run_warps<true>(qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale,
-                         RotaryTable{cos, sin, cs_stride}, out, 4, heads_first, heads_per_block,
-                         stream);
-}
-
-}  // namespace detail
 }  // namespace encoder_kit::cuda

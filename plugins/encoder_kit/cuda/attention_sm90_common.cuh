@@ -1,18 +1,8 @@
-// The building blocks of the Hopper attention kernel (attention_sm90.cu), kept
-// apart so that another wgmma kernel can share them: the wgmma bracket, the
-// register fences, the shared-memory descriptors of the core-matrix tile
-// layout, the product steps, the online softmax and the output rows. sm_90a
-// only (wgmma); included by .cu files of the encgraph_encoder_kit_cuda_sm90
-// object library.
-//
-// Tile layout in shared memory: 8x8 "core matrices" (8 rows of 16 bytes, 128
-// contiguous bytes), which wgmma reads without swizzling. Element (r, c) of a
-// tile with kDPad columns sits at byte
-//   (r / 8) * kGroupBytes + (c / 8) * 128 + (r % 8) * 16 + (c % 8) * 2,
-// kGroupBytes = 16 * kDPad. Q and K are K-major operands (leading byte offset
-// 128: the next 8 columns; stride byte offset kGroupBytes: the next 8 rows);
-// V, whose rows are keys, is the N-major B operand of P V (leading byte offset
-// kGroupBytes: the next 8 keys; stride byte offset 128: the next 8 columns).
+// The building blocks of the Hopper attention kernel (attention_sm90_tma.cu),
+// some shared with the Hopper matrix product (gemm_sm90.cu): the wgmma
+// bracket, the register fences, the shared-memory descriptors, the Q K^T
+// step, the online softmax and O's rescaling. sm_90a only (wgmma); included
+// by .cu files of the encgraph_encoder_kit_cuda_sm90 object library.
 #pragma once
 
 #include <encoder_kit/cuda/kernels.hpp>
@@ -99,38 +89,6 @@ __device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, ui
   else
     wgmma_m64n128k16_ss(s, da, db, accumulate);
 }
-// One k16 step of O += P V, P from registers, V an N-major shared tile.
-template <int kDPad>
-__device__ __forceinline__ void pv_step(float (&o)[kDPad / 2], const uint32_t (&a)[4],
-                                        uint64_t db) {
-  if constexpr (kDPad == 64)
-    wgmma_m64n64k16_rs(o, a, db);
-  else if constexpr (kDPad == 80)
-    wgmma_m64n80k16_rs(o, a, db);
-  else if constexpr (kDPad == 96)
-    wgmma_m64n96k16_rs(o, a, db);
-  else
-    wgmma_m64n128k16_rs(o, a, db);
-}
-
-// The query block this block owns: grid x is (sequence, block of kBlockM
-// queries), y the head. `len` is the sequence's length; a block with q0 >= len
-// (a padded sequence, or past its end) has nothing to do.
-struct QueryBlock {
-  int seq, q0, head, start, len;
-};
-template <int kBlockM>
-__device__ __forceinline__ QueryBlock query_block(const int32_t* __restrict__ cu_seqlens,
-                                                  int m_blocks) {
-  QueryBlock b;
-  b.seq = static_cast<int>(blockIdx.x) / m_blocks;
-  b.q0 = (static_cast<int>(blockIdx.x) - b.seq * m_blocks) * kBlockM;
-  b.head = static_cast<int>(blockIdx.y);
-  b.start = cu_seqlens[b.seq];
-  b.len = cu_seqlens[b.seq + 1] - b.start;
-  return b;
-}
-
 // Where one sequence's rows of one head begin in a packed qkv[tokens, 3,
 // num_heads, head_dim]: q, k and v, and the stride between tokens.
 struct HeadRows {
@@ -165,7 +123,7 @@ __device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int he
 // magnitude); the final division by the sum taken against the same max
 // cancels the choice. A warp that keeps its max skips O's rescaling, most
 // tiles after the first few. kLazy = false moves it on every tile with no vote
-// or branch, for kernels at their register bound and for A/B runs.
+// or branch, for kernels at their register bound.
 template <int kBlockN, bool kLazy = true>
 __device__ __forceinline__ bool online_softmax(float (&s)[kBlockN / 2], int key0, int len,
                                                float scale_log2, int t, float (&row_max)[2],
@@ -255,53 +213,4 @@ __device__ __forceinline__ void rescale_o(float (&o)[kDPad / 2], const float (&a
   }
 }
 
-// Normalises O (rows g and g+8 of this thread's warp, 1 / the full row sums)
-// and writes whole bf16 pairs of real rows and columns. row_g: this thread's
-// first row within the sequence; rows below row_lo belong to the block
-// before (a query block moved back to end at the sequence's end) and are not
-// written.
-template <int kDPad>
-__device__ __forceinline__ void write_rows(const float (&o)[kDPad / 2], const float (&row_sum)[2],
-                                           int row_g, int t, int len, int start, int head,
-                                           int num_heads, int head_dim, bf16* __restrict__ out,
-                                           int row_lo = 0) {
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / ptx::quad_sum(row_sum[r]);
-  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_g + 8 * r;
-    if (row >= len || row < row_lo) continue;
-    bf16* dst = out + static_cast<int64_t>(start + row) * out_stride +
-                static_cast<int64_t>(head) * head_dim;
-#pragma unroll
-    for (int j = 0; j < kDPad / 8; ++j) {
-      const int col = j * 8 + 2 * t;
-      if (col < head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-            __floats2bfloat162_rn(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-    }
-  }
-}
-
 }  // namespace encoder_kit::cuda::sm90
-
-namespace encoder_kit::cuda::detail {
-
-// The TMA forms (attention_sm90_tma.cu): varlen_attention_bf16_sm90's
-// variants 3 to 6, reached only through it, which checks the arguments first.
-// lazy: the running max moves lazily; end_aligned: a sequence's partial
-// tiles by TMA as its last rows; former: the former grid (query blocks
-// fastest, one head a grid row) with 4-byte stores of O from registers, else
-// the sequence-major grid with O staged in shared memory for 16-byte stores.
-struct TmaForm {
-  bool lazy = true;
-  bool end_aligned = true;
-  bool former = false;
-};
-int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                   int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, const TmaForm& form, cudaStream_t stream);
-
-}  // namespace encoder_kit::cuda::detail

@@ -1,7 +1,8 @@
-// Variable-length attention on Hopper with the K and V tiles brought in by the
-// tensor-memory accelerator (TMA, sm_90a): the contract, block shape (two
-// warpgroups of 64 query rows), 64-key tiles, products and online softmax of
-// attention_sm90.cu's variant 0, with a different way of filling shared memory:
+// The attention family's Hopper instance (attention.hpp, AttentionKernel::
+// Hopper): variable-length attention with the K and V tiles brought in by the
+// tensor-memory accelerator (TMA, sm_90a). A block is two warpgroups of 64
+// query rows; per 64-key tile, S = Q K^T (wgmma, Q and K from shared memory),
+// the online softmax, and O += P V (P from registers) run in turn:
 //  - one thread issues TMA loads of whole K and V tiles into a ring of
 //    kStages stages; each tile completes on its stage's "full" mbarrier (K and
 //    V apart, so Q K^T starts while V is still in flight), and every warp
@@ -20,10 +21,8 @@
 //    last 64 rows, with the keys the tile before already covered masked, and
 //    the query block at its end is its last 128 rows, writing only the rows
 //    no block before it owns (end-aligned tails). Sequences shorter than a
-//    box fall back to cp.async copies with the rows past the end zeroed, as
-//    attention_sm90.cu does, behind a block barrier; so do all partial tiles
-//    when end_aligned is false (variant 5, the A/B arm: the former form,
-//    whose block barriers pull the two warpgroups together once a block).
+//    box fall back to cp.async copies with the rows past the end zeroed,
+//    behind a block barrier.
 // Shared steps (fences, softmax, output rows): attention_sm90_common.cuh.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
@@ -40,7 +39,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -118,9 +119,9 @@ struct Maps {
 // One query block of one head: the block's item, and what it reads, worked
 // out from its sequence's length. Its sequence's rows start at `start`; len
 // 0 marks an item with nothing to do (a padded sequence, or a block past the
-// sequence's end). Its key tiles: whole ones, and with end-aligned tails a
-// partial last one as the sequence's last kBlockN rows (these go by TMA, the
-// rest by cp.async). The first query row of its Q tile: q0, or the
+// sequence's end). Its key tiles: whole ones, and a partial last one as the
+// sequence's last kBlockN rows, all by TMA where the sequence holds a box
+// (kBlockN rows), else by cp.async. The first query row of its Q tile: q0, or the
 // sequence's last kBlockM rows for the block at its end (rows below q0 are
 // read, not written).
 struct Item {
@@ -135,21 +136,16 @@ struct Item {
 
 // The grid: sequence-major (flat x: a head's query blocks fastest, then
 // heads, then sequences), so a sequence's blocks run together and its qkv
-// rows come from DRAM once. The former grid (former: x sequence and query
-// block, y head; variant 6, the A/B arm) ran one head of many sequences at a
-// time, each block reading a head_dim-wide piece of every row and the
-// 128-byte lines around it, which the next head's pass fetched again.
-// (Heads fastest within a sequence, and each sequence's first block asking L2
-// for the next sequence's rows, measured slower: bench/kernels/NOTES.md,
-// fifteenth session.)
+// rows come from DRAM once. (One head of many sequences at a time, heads
+// fastest within a sequence, and each sequence's first block asking L2 for
+// the next sequence's rows measured slower: bench/kernels/EXPERIMENTS.md.)
 struct BlockCoords {
   int x;  // sequence * m_blocks + query block, as make_item takes it
   int head;
 };
 
-__device__ __forceinline__ BlockCoords block_coords(bool former, int m_blocks, int num_heads) {
+__device__ __forceinline__ BlockCoords block_coords(int m_blocks, int num_heads) {
   const int flat = static_cast<int>(blockIdx.x);
-  if (former) return {flat, static_cast<int>(blockIdx.y)};
   const int qb = flat % m_blocks;
   const int seq_head = flat / m_blocks;
   return {(seq_head / num_heads) * m_blocks + qb, seq_head % num_heads};
@@ -157,7 +153,7 @@ __device__ __forceinline__ BlockCoords block_coords(bool former, int m_blocks, i
 
 // Query block x (of m_blocks a sequence).
 __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens, int x,
-                                          int m_blocks, bool end_aligned) {
+                                          int m_blocks) {
   Item item{};
   const int seq = x / m_blocks;
   item.q0 = (x - seq * m_blocks) * kBlockM;
@@ -169,17 +165,16 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
   }
   item.n_tiles = (item.len + kBlockN - 1) / kBlockN;
   item.n_full = item.len / kBlockN;
-  item.n_tma = end_aligned && item.len >= kBlockN ? item.n_tiles : item.n_full;
-  const bool q_end = end_aligned && item.q0 + kBlockM > item.len && item.len >= kBlockM;
+  item.n_tma = item.len >= kBlockN ? item.n_tiles : item.n_full;
+  const bool q_end = item.q0 + kBlockM > item.len && item.len >= kBlockM;
   item.q_first = q_end ? item.len - kBlockM : item.q0;
   item.q_by_tma = item.q_first + kBlockM <= item.len;
   return item;
 }
 
-// kLazy: the running max moves lazily (online_softmax, kRescaleSlack;
-// variants 3, 5 and 6); false compiles the per-tile form (variant 4, the A/B
-// arm, and head_dim 128's only form: lazy, it would pass the 128-register
-// bound).
+// kLazy: the running max moves lazily (online_softmax, kRescaleSlack); false
+// moves it every tile, head_dim 128's form (lazy, it would pass the
+// 128-register bound).
 //
 // A block runs one query block of one head (block_coords: the grid's order)
 // and leaves at once when it has nothing to do. Thread 0
@@ -196,15 +191,15 @@ __global__ void __launch_bounds__(kThreads, 2)
                          const __grid_constant__ CUtensorMap map_kv_tail,
                          const bf16* __restrict__ qkv, const int32_t* __restrict__ cu_seqlens,
                          int m_blocks, int num_heads, int head_dim, float scale_log2,
-                         bool end_aligned, bool former, bf16* __restrict__ out) {
+                         bf16* __restrict__ out) {
 #if ENCODER_KIT_HAS_WGMMA
   using G = Geometry<kDPad>;
   constexpr int kStages = G::kStages;
   constexpr int kPSteps = kBlockN / 16;
   detail::wait_for_prior_grid();  // before any global access (launch.cuh)
 
-  const BlockCoords coords = block_coords(former, m_blocks, num_heads);
-  const Item item = make_item(cu_seqlens, coords.x, m_blocks, end_aligned);
+  const BlockCoords coords = block_coords(m_blocks, num_heads);
+  const Item item = make_item(cu_seqlens, coords.x, m_blocks);
   if (item.len == 0) return;  // padded sequence or past its end: the whole block leaves
   const int start = item.start, len = item.len;
 
@@ -380,31 +375,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (by_tma && lane == 0) mbarrier_arrive(empty(stage));
   }
 
+  // Every warp is past its last tile (each waited on every tile's full
+  // barriers, and no copy is in flight): shared memory is free. Each warp
+  // stages its 16 rows and writes them as 16-byte chunks, where 4-byte
+  // stores of the accumulators' pairs wrote each 32-byte sector twice.
+  __syncthreads();
   const int warp_row0 = item.q_first + wg * 64 + ((tid % 128) / 32) * 16;
-  if (!former) {
-    // Every warp is past its last tile (each waited on every tile's full
-    // barriers, and no copy is in flight): shared memory is free. Each warp
-    // stages its 16 rows and writes them as 16-byte chunks, where 4-byte
-    // stores of the accumulators' pairs wrote each 32-byte sector twice.
-    __syncthreads();
-    constexpr int kStageStride = kDPad + 8;  // 16 bytes of pad: conflict-free writes
-    static_assert(kThreads / 32 * 16 * kStageStride * 2 <= G::kQBytes + G::kStageBytes,
-                  "the staged rows fit in Q and the first stage");
-    auto* stage = reinterpret_cast<bf16*>(smem_raw + (base - smem_addr(smem_raw))) +
-                  (tid / 32) * 16 * kStageStride;
-    const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
-    store_warp_rows<kDPad / 8, kStageStride>(
-        reinterpret_cast<const float(&)[kDPad / 8][4]>(o), row_sum, stage, lane, warp_row0, len,
-        head_dim / 8, out + static_cast<int64_t>(start) * out_stride + head * head_dim, out_stride,
-        item.q0);
-  } else {
-    write_rows<kDPad>(o, row_sum, warp_row0 + (lane >> 2), t, len, start, head, num_heads, head_dim,
-                      out, item.q0);
-  }
+  constexpr int kStageStride = kDPad + 8;  // 16 bytes of pad: conflict-free writes
+  static_assert(kThreads / 32 * 16 * kStageStride * 2 <= G::kQBytes + G::kStageBytes,
+                "the staged rows fit in Q and the first stage");
+  auto* stage = reinterpret_cast<bf16*>(smem_raw + (base - smem_addr(smem_raw))) +
+                (tid / 32) * 16 * kStageStride;
+  const int64_t out_stride = static_cast<int64_t>(num_heads) * head_dim;
+  store_warp_rows<kDPad / 8, kStageStride>(
+      reinterpret_cast<const float(&)[kDPad / 8][4]>(o), row_sum, stage, lane, warp_row0, len,
+      head_dim / 8, out + static_cast<int64_t>(start) * out_stride + head * head_dim, out_stride,
+      item.q0);
 #else
   (void)map_q_main, (void)map_q_tail, (void)map_kv_main, (void)map_kv_tail, (void)qkv,
       (void)cu_seqlens, (void)m_blocks, (void)num_heads, (void)head_dim, (void)scale_log2,
-      (void)end_aligned, (void)former, (void)out;
+      (void)out;
   __trap();
 #endif
 }
@@ -428,8 +418,7 @@ int encode_qkv(CUtensorMap* map, const bf16* qkv, int64_t tokens, int num_heads,
 }
 
 template <int kDPad, bool kLazy>
-int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen, int num_heads,
-           int head_dim, float scale, const detail::TmaForm& form, bf16* out, cudaStream_t stream) {
+int launch(const AttentionParams& p) {
   using G = Geometry<kDPad>;
   // The maps' extent in tokens: every token an int32 cu_seqlens can name.
   // Sequences start anywhere in qkv (a plugin passes cu_seqlens + first for
@@ -438,53 +427,65 @@ int launch(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seq
   const int64_t tokens = int64_t{0x7fffffff};
   Maps maps{};
   const int tail = G::kTail > 0 ? G::kTail : 64;  // unused when there is no tail part
-  if (const int err = encode_qkv(&maps.q_main, qkv, tokens, num_heads, head_dim, 64, kBlockM))
+  const int heads = p.num_heads, head_dim = p.head_dim;
+  if (const int err = encode_qkv(&maps.q_main, p.qkv, tokens, heads, head_dim, 64, kBlockM))
     return err;
-  if (const int err = encode_qkv(&maps.q_tail, qkv, tokens, num_heads, head_dim, tail, kBlockM))
+  if (const int err = encode_qkv(&maps.q_tail, p.qkv, tokens, heads, head_dim, tail, kBlockM))
     return err;
-  if (const int err = encode_qkv(&maps.kv_main, qkv, tokens, num_heads, head_dim, 64, kBlockN))
+  if (const int err = encode_qkv(&maps.kv_main, p.qkv, tokens, heads, head_dim, 64, kBlockN))
     return err;
-  if (const int err = encode_qkv(&maps.kv_tail, qkv, tokens, num_heads, head_dim, tail, kBlockN))
+  if (const int err = encode_qkv(&maps.kv_tail, p.qkv, tokens, heads, head_dim, tail, kBlockN))
     return err;
   auto* kernel = tma_attention_kernel<kDPad, kLazy>;
   const int opt_in = detail::opt_in_dynamic_smem(kernel, G::kSmem);
   if (opt_in != 0) return opt_in;
-  const int m_blocks = (max_seqlen + kBlockM - 1) / kBlockM;
-  const int64_t blocks = static_cast<int64_t>(max_seqs) * m_blocks;
-  ENCODER_KIT_REQUIRE((form.former ? blocks : blocks * num_heads) <= int64_t{0x7fffffff});
-  const dim3 grid = form.former
-                        ? dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_heads))
-                        : dim3(static_cast<unsigned>(blocks * num_heads));
-  return detail::launch_kernel(kernel, grid, dim3(kThreads), G::kSmem, stream, maps.q_main,
-                               maps.q_tail, maps.kv_main, maps.kv_tail, qkv, cu_seqlens, m_blocks,
-                               num_heads, head_dim, scale * 1.4426950408889634f, form.end_aligned,
-                               form.former, out);
+  const int m_blocks = (p.max_seqlen + kBlockM - 1) / kBlockM;
+  const int64_t blocks = static_cast<int64_t>(p.max_seqs) * m_blocks * heads;
+  ENCODER_KIT_REQUIRE(blocks <= int64_t{0x7fffffff});
+  return detail::launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                               G::kSmem, p.stream, maps.q_main, maps.q_tail, maps.kv_main,
+                               maps.kv_tail, p.qkv, p.cu_seqlens, m_blocks, heads, head_dim,
+                               p.scale * 1.4426950408889634f, p.out);
 }
 
 }  // namespace
 
 namespace detail {
 
-bool sm90_tma_attention_supported() {
-  return sm90_attention_supported() && tensor_map_encoder() != nullptr;
+bool sm90_attention_supported() {
+  // Per device, once: an sm_90a cubin loads on compute capability 9.0 only.
+  static std::mutex mutex;
+  static std::vector<int> known;  // per device: -1 unknown, 0 no, 1 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (static_cast<int>(known.size()) <= device) known.resize(static_cast<size_t>(device) + 1, -1);
+  if (known[device] < 0) {
+    int major = 0, minor = 0;
+    cudaFuncAttributes attr{};
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0 &&
+        cudaFuncGetAttributes(&attr, tma_attention_kernel<80, true>) == cudaSuccess &&
+        tensor_map_encoder() != nullptr;
+    if (!ok) (void)cudaGetLastError();  // a failed lookup must not linger as a sticky error
+    known[device] = ok ? 1 : 0;
+  }
+  return known[device] == 1;
 }
 
-int varlen_attention_bf16_sm90_tma(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
-                                   int max_seqlen, int num_heads, int head_dim, float scale,
-                                   bf16* out, const TmaForm& form, cudaStream_t stream) {
-  ENCODER_KIT_REQUIRE(sm90_tma_attention_supported());
-  if (max_seqs == 0 || max_seqlen == 0) return 0;
-  auto go = [&](auto dpad, auto lazy) {
-    return launch<decltype(dpad)::value, decltype(lazy)::value>(
-        qkv, cu_seqlens, max_seqs, max_seqlen, num_heads, head_dim, scale, form, out, stream);
+int run_attention_hopper(const AttentionParams& p) {
+  // The running max moves lazily up to head_dim 96; at 128 the lazy form
+  // would pass the 128-register bound of two blocks a multiprocessor.
+  auto go = [&](auto dpad) {
+    constexpr int d = decltype(dpad)::value;
+    return launch<d, (d <= 96)>(p);
   };
-  using Lazy = std::true_type;
-  using EveryTile = std::false_type;
-  auto pick = [&](auto dpad) { return form.lazy ? go(dpad, Lazy{}) : go(dpad, EveryTile{}); };
-  if (head_dim <= 64) return pick(std::integral_constant<int, 64>{});
-  if (head_dim <= 80) return pick(std::integral_constant<int, 80>{});
-  if (head_dim <= 96) return pick(std::integral_constant<int, 96>{});
-  return go(std::integral_constant<int, 128>{}, EveryTile{});
+  if (p.head_dim <= 64) return go(std::integral_constant<int, 64>{});
+  if (p.head_dim <= 80) return go(std::integral_constant<int, 80>{});
+  if (p.head_dim <= 96) return go(std::integral_constant<int, 96>{});
+  return go(std::integral_constant<int, 128>{});
 }
 
 }  // namespace detail

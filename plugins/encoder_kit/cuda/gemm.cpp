@@ -11,7 +11,6 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
-#include <encoder_kit/env_switch.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
 #include <cublasLt.h>
@@ -51,8 +50,7 @@ const char* error_string(int code) {
 namespace {
 
 constexpr int kMaxCachedM = 4096;  // past this, eager calls re-query instead of growing
-// tune() also times split-K forms up to this many rows (see add_split_k_forms);
-// ENCGRAPH_GEMM_SPLITK=0 turns that off.
+// tune() also times split-K forms up to this many rows (see add_split_k_forms).
 constexpr int64_t kSplitKMaxRows = 2048;
 
 // An algorithm for one row count: cuBLASLt's (own_splits == 0), or our Hopper
@@ -63,13 +61,6 @@ struct Choice {
   size_t workspace;
   int own_splits = 0;
 };
-
-// ENCGRAPH_GEMM_SM90=0 keeps our Hopper kernel out of tune()'s candidates
-// (the A/B switch of the benchmarks).
-bool own_kernel_allowed() {
-  static const bool allowed = env_switch_on("ENCGRAPH_GEMM_SM90");
-  return allowed;
-}
 
 constexpr char kOwnPrefix[] = "sm90:s=";
 
@@ -267,10 +258,7 @@ struct GemmPlan::Impl {
   // each tile several blocks (partial sums reduced in the workspace). The
   // heuristic rarely proposes it, so tune() also times split-K forms of its
   // first proposals, where cuBLASLt accepts them.
-  static bool split_k_search(int64_t m) {
-    static const bool allowed = env_switch_on("ENCGRAPH_GEMM_SPLITK");
-    return allowed && m <= kSplitKMaxRows;
-  }
+  static bool split_k_search(int64_t m) { return m <= kSplitKMaxRows; }
 
   void add_split_k_forms(Problem& p, std::vector<cublasLtMatmulHeuristicResult_t>& out) const {
     const size_t bases = std::min<size_t>(out.size(), 4);
@@ -439,8 +427,8 @@ int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool 
   impl->k = k;
   impl->ep = ep;
   impl->residual = add_residual;
-  impl->own = own_kernel_allowed() && (ep == Epilogue::None || ep == Epilogue::Bias) &&
-              n % 8 == 0 && k % 8 == 0 && k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
+  impl->own = (ep == Epilogue::None || ep == Epilogue::Bias) && n % 8 == 0 && k % 8 == 0 &&
+              k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
   const uint64_t ws = workspace_bytes();

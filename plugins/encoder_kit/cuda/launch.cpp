@@ -1,8 +1,6 @@
-// pdl_enabled() (launch.cuh): per device, once; the environment once a process.
+// pdl_enabled() (launch.cuh): per device, once.
 // current_multiprocessors() (launch.cuh): asked every call.
-// tma_attention_enabled(), lazy_rescale_enabled(), end_aligned_tails_enabled(),
-// attention_heads_first_enabled() (check.hpp): the environment once a process.
-#include <encoder_kit/env_switch.hpp>
+#include <encoder_kit/cuda/check.hpp>
 
 #include <cuda_runtime.h>
 
@@ -12,26 +10,6 @@
 #include <utility>
 
 namespace encoder_kit::cuda::detail {
-
-bool tma_attention_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_TMA");
-  return enabled;
-}
-
-bool lazy_rescale_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_LAZY_RESCALE");
-  return enabled;
-}
-
-bool end_aligned_tails_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_END_ALIGNED");
-  return enabled;
-}
-
-bool attention_heads_first_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_ATTENTION_HEADS_FIRST");
-  return enabled;
-}
 
 int current_multiprocessors() {
   int device = 0, count = 0;
@@ -44,8 +22,6 @@ int current_multiprocessors() {
 }
 
 bool pdl_enabled() {
-  static const bool allowed = env_switch_on("ENCGRAPH_PDL");
-  if (!allowed) return false;
   // Per device: 0 unknown, 1 no, 2 yes; devices past the table are asked every time.
   static std::atomic<int> known[64];
   int device = 0;

@@ -12,9 +12,8 @@
 // visible, so results are as with ordinary stream order. Kernels do not trigger
 // their dependents early (griddepcontrol.launch_dependents): a waiting block
 // would hold a multiprocessor's slots the draining kernel could still use.
-//
-// ENCGRAPH_PDL=0 launches without the attribute (the A/B switch of the
-// benchmarks; wait_for_prior_grid() then returns at once).
+// Before compute capability 9.0 kernels launch without the attribute and
+// wait_for_prior_grid() returns at once.
 #pragma once
 
 #include <encoder_kit/cuda/check.hpp>

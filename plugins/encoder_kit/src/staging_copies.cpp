@@ -1,5 +1,4 @@
 #include <encoder_kit/cpu_kernels.hpp>
-#include <encoder_kit/env_switch.hpp>
 #include <encoder_kit/staging_copies.hpp>
 
 #include <algorithm>
@@ -15,11 +14,6 @@ constexpr size_t kPieceBytes = size_t{256} << 10;
 constexpr size_t kParallelFrom = size_t{1} << 20;
 
 }  // namespace
-
-bool parallel_staging_enabled() {
-  static const bool enabled = env_switch_on("ENCGRAPH_PARALLEL_STAGING");
-  return enabled;
-}
 
 void StagingCopies::add(void* dst, const void* src, size_t bytes) {
   char* d = static_cast<char*>(dst);
@@ -37,7 +31,7 @@ void StagingCopies::run() {
     }
   };
   const auto n = static_cast<int64_t>(pieces_.size());
-  if (total_ < kParallelFrom || !parallel_staging_enabled())
+  if (total_ < kParallelFrom)
     copy(0, n);
   else
     cpu::pool().parallel_for(n, 1, [&](int64_t begin, int64_t end, int) { copy(begin, end); });

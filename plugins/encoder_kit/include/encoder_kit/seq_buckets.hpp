@@ -26,23 +26,18 @@ struct SeqBucket {
 // ceil(max_seqlen / 64).
 int64_t bucket_units(const SeqBucket& b);
 
-// The merge bound the plugins use, kBucketMergeUnits, unless
-// ENCGRAPH_ATTENTION_MERGE_BUCKETS says otherwise (the benchmarks' A/B switch,
-// read once a process): "0" merges nothing, an integer up to
-// kMaxBucketMergeUnits is the bound; anything else leaves the default, with a
-// warning on stderr. bucket_merge_units_from is that rule on one value
-// (nullptr: unset); `valid`, when given, says whether the value was usable.
-//
-// Why 256: the largest launch it makes, at 16 heads, is 4096 blocks of 64
-// queries (2048 of the 128 the Hopper kernel runs), nearly all of them empty
-// blocks that exit at once; one 224² image's budget then runs one launch in
-// either Qwen plugin (Qwen3-VL's capacity gives it 64 frame slots, 256
-// units), where each launch saved is ~4 µs in a replay. 256 beat 128 in every
-// case measured (bench/kernels/NOTES.md, eighteenth session).
+// The merge bound the plugins use. Why 256: the largest launch it makes, at
+// 16 heads, is 4096 blocks of 64 queries (2048 of the 128 the Hopper kernel
+// runs), nearly all of them empty blocks that exit at once; one 224² image's
+// budget then runs one launch in either Qwen plugin (Qwen3-VL's capacity
+// gives it 64 frame slots, 256 units), where each launch saved is ~4 µs in a
+// replay. 256 beat 128 in every case measured (bench/kernels/NOTES.md,
+// eighteenth session).
 inline constexpr int64_t kBucketMergeUnits = 256;
-inline constexpr int64_t kMaxBucketMergeUnits = int64_t{1} << 20;
-int64_t bucket_merge_units_from(const char* value, bool* valid = nullptr);
-int64_t default_bucket_merge_units();
+// The same, as the plugins' layouts take it for a default argument.
+inline constexpr int64_t default_bucket_merge_units() {
+  return kBucketMergeUnits;
+}
 
 // The launches for up to `sequences` sequences of together at most `rows` rows,
 // none over `max_seqlen`: the doubling groups above, then adjacent groups merged

@@ -3,7 +3,6 @@
 // moves about 10 GB/s into pinned memory; a request of 16 images at 224²
 // stages ~11 MB, and a request waits for its staging before its upload and
 // replay, so on one thread the copy alone is ~10% of such a request.
-// ENCGRAPH_PARALLEL_STAGING=0 copies on the caller's thread (the A/B switch).
 #pragma once
 
 #include <cstddef>
@@ -30,8 +29,5 @@ class StagingCopies {
   std::vector<Piece> pieces_;
   size_t total_ = 0;
 };
-
-// Whether run() may use the thread pool (ENCGRAPH_PARALLEL_STAGING is not "0").
-bool parallel_staging_enabled();
 
 }  // namespace encoder_kit

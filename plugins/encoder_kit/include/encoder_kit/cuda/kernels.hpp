@@ -16,6 +16,8 @@
 // Plain C++: this header is included by .cpp files compiled by the host compiler.
 #pragma once
 
+#include <encoder_kit/cuda/attention.hpp>
+
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -241,28 +243,16 @@ int rotary_bf16(bf16* qkv, int64_t tokens, int num_heads, int head_dim, const fl
                 const float* sin, int64_t cs_stride, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
-// Variable-length attention over a packed qkv[tokens, 3, num_heads, head_dim]:
-// sequence s covers tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 and attends to
-// itself only (no causal mask); out[t, h*head_dim + d] = softmax(q k^T * scale) v.
-//  - cu_seqlens: device int32[max_seqs + 1], non-decreasing, padded by
-//    repeating the last value (zero-length sequences cost one early exit);
-//  - max_seqlen: an upper bound on every sequence length, fixed at capture;
-//    query blocks beyond a sequence's end exit at once;
-//  - head_dim: a multiple of 8, at most 128 (64, 72, 80, 96, 128 all fine;
-//    internally padded to 64/80/96/128);
-//  - rows of `out` outside every sequence are not written.
-// Flash-attention style: online softmax in fp32, tensor cores (mma.sync bf16),
-// no scores in memory. qkv and out 16-byte aligned.
+// Attention: thin forms of run_attention (encoder_kit/cuda/attention.hpp,
+// where AttentionParams states the contract), kept for the plugins' calls.
+// varlen_attention_bf16: no rotary, the dispatch's pick of instance.
 int varlen_attention_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs, int max_seqlen,
                           int num_heads, int head_dim, float scale, bf16* out, cudaStream_t stream);
 
-// varlen_attention_bf16 on q and k rotated as rotary_bf16(qkv, ..., cos, sin,
-// cs_stride) would rotate them, without writing qkv: the rotation happens in
-// shared memory as the tiles arrive, which saves rotary_bf16's pass over q and
-// k. For short sequences only (Qwen2.5-VL's 64-patch windows): max_seqlen at
-// most 64, and one block holds a whole sequence. cos and sin 16-byte aligned,
-// cs_stride a multiple of 4 and >= head_dim/2 (rows indexed by token, as for
-// rotary_bf16).
+// varlen_attention_rotary_bf16: q and k rotated as rotary_bf16(qkv, ..., cos,
+// sin, cs_stride) would rotate them, in shared memory as the tiles arrive
+// (qkv is not written), which saves rotary_bf16's pass over q and k; for
+// max_seqlen <= 64 (Qwen2.5-VL's 64-patch windows).
 int varlen_attention_rotary_bf16(const bf16* qkv, const int32_t* cu_seqlens, int max_seqs,
                                  int max_seqlen, int num_heads, int head_dim, float scale,
                                  const float* cos, const float* sin, int64_t cs_stride, bf16* out,

@@ -1,5 +1,5 @@
 // PTX helpers shared by the attention kernels (the kit's attention.cu and
-// attention_sm90.cu, DeepSeek-OCR-2's SAM attention): cp.async copies,
+// attention_sm90_tma.cu, DeepSeek-OCR-2's SAM attention): cp.async copies,
 // ldmatrix, mma.sync, packing and rounding to bf16, the SFU exponential, the
 // reductions over the four lanes that share an accumulator row, and the
 // staged store of a warp's output rows.

@@ -1,0 +1,81 @@
+// The attention family: one parameter struct, one dispatch by architecture
+// and shape over a few compiled instances (FlashAttention's pattern). The
+// instances, each its own tests' float64 reference:
+//  - Hopper (attention_sm90_tma.cu, sm_90a): K and V by TMA into a ring of
+//    stages, wgmma products, two warpgroups of 64 queries, the running max
+//    moved lazily below head_dim 128, a sequence's partial tiles read as its
+//    last rows, a sequence-major grid;
+//  - Warps (attention.cu, sm80+): mma.sync, 4 or 8 warps of 16 queries,
+//    cp.async tiles, heads fastest in the grid;
+//  - WarpsRotary: the 4-warp form with rotary_bf16's rotation applied to Q
+//    and K in shared memory (sequences of up to 64 tokens: Qwen's windows).
+// Plain C++: included by .cpp files compiled by the host compiler.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace encoder_kit::cuda {
+
+// Variable-length attention over a packed qkv[tokens, 3, num_heads,
+// head_dim]: sequence s covers tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 and
+// attends to itself only (no causal mask); out[t, h*head_dim + d] =
+// softmax(q k^T * scale) v, q and k rotated first when a rotary table is given.
+struct AttentionParams {
+  const __nv_bfloat16* qkv = nullptr;  // 16-byte aligned
+  // Device int32[max_seqs + 1], non-decreasing, padded by repeating the last
+  // value (zero-length sequences cost one early exit).
+  const int32_t* cu_seqlens = nullptr;
+  int max_seqs = 0;
+  // An upper bound on every sequence length, fixed at capture; query blocks
+  // beyond a sequence's end exit at once.
+  int max_seqlen = 0;
+  int num_heads = 0;  // 1 .. 65535
+  int head_dim = 0;   // a multiple of 8, at most 128 (padded inside to 64/80/96/128)
+  float scale = 0.0f;
+  // Rotary fused into the Q and K loads (optional: rotary_cos == nullptr for
+  // none), as rotary_bf16(qkv, ..., cos, sin, stride) would rotate them,
+  // without writing qkv. fp32 tables, rows indexed by token, 16-byte
+  // aligned; stride (floats) a multiple of 4 and >= head_dim / 2. Only for
+  // max_seqlen <= 64: one block holds a whole sequence.
+  const float* rotary_cos = nullptr;
+  const float* rotary_sin = nullptr;
+  int64_t rotary_stride = 0;
+  // The rotary form's heads a block walks with one load of its sequence's
+  // cos/sin rows: 0 picks from the grid (detail::rotary_heads_per_block), else
+  // a divisor of num_heads (the tests and the benchmark force it).
+  int rotary_heads_per_block = 0;
+  // Rows outside every sequence are not written. 16-byte aligned.
+  __nv_bfloat16* out = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// The compiled instances run_attention chooses from.
+enum class AttentionKernel {
+  Hopper,       // TMA + wgmma (compute capability 9.0 with the sm_90a code and a driver
+                // that encodes tensor maps)
+  Warps4,       // mma.sync, 64 queries a block
+  Warps8,       // mma.sync, 128 queries a block
+  WarpsRotary,  // mma.sync, 64 queries a block, rotary fused
+};
+const char* attention_kernel_name(AttentionKernel kernel);
+
+// The dispatch: the rotary form when a table is given; else sequences over 64
+// tokens on the Hopper kernel where it runs, and on 8 warps elsewhere (each
+// K/V tile brought into shared memory serves 128 queries); shorter ones (one
+// tile: Qwen's 64-patch windows) on 4 warps, which they fill exactly.
+AttentionKernel pick_attention_kernel(const AttentionParams& p);
+
+// Checks p, then runs it on pick_attention_kernel(p). 0 or an error code
+// (kernels.hpp's conventions); nothing allocates or synchronises, so it can
+// be captured into a graph.
+int run_attention(const AttentionParams& p);
+
+// The same on a given instance (tests and benchmark): cudaErrorInvalidValue
+// where it cannot take p (Hopper off Hopper, a rotary table given to a plain
+// form or missing for the rotary one).
+int run_attention(const AttentionParams& p, AttentionKernel kernel);
+
+}  // namespace encoder_kit::cuda
