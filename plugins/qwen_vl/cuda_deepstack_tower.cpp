@@ -1,0 +1,298 @@
+// Qwen3-VL's forward on CUDA (Attention::Full, PosEmbed::Interpolated,
+// Norm::Layer, Mlp::GeluTanh, deepstack outputs): cuBLASLt products with fused
+// bias, residual add and GELU (tanh in the blocks, erf in the mergers),
+// LayerNorm, rotary, variable-length flash attention; plus the interpolated
+// position embedding (pos_embed_kernel.cu).
+#include "batch.hpp"
+#include "cuda_tower.hpp"
+#include "pos_embed_kernel.hpp"
+#include "spec.hpp"
+
+#include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace qwen_vl {
+namespace {
+
+namespace k = encoder_kit::cuda;
+using k::bf16;
+using Epilogue = k::GemmPlan::Epilogue;
+
+using k::align_up;
+
+// The MLP width on the device, padded to a multiple of 16 with zero rows of
+// fc1 and zero columns of fc2 (gelu(0) * 0 = 0 adds nothing): cuBLASLt runs
+// products whose K rows are not 16-byte multiples several times slower
+// (bench/kernels/NOTES.md). The released towers (4304, 4096) need none.
+int64_t padded_intermediate(const VisionConfig& c) {
+  return (c.intermediate_size + 15) / 16 * 16;
+}
+
+struct DeviceBlock {
+  const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
+  const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+struct DeviceMerger {
+  const bf16 *norm_w, *norm_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+};
+
+// Activations of one forward, carved from the runtime's workspace.
+struct Activations {
+  bf16 *x, *normed, *qkv, *attn, *act, *merged;
+  void* gemm_ws;
+  size_t total;
+};
+
+Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
+  const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
+  const size_t inter = static_cast<size_t>(padded_intermediate(c));
+  Activations a{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* ptr = base ? base + off : nullptr;
+    off += align_up(bytes);
+    return ptr;
+  };
+  a.x = reinterpret_cast<bf16*>(take(p * d * 2));
+  a.normed = reinterpret_cast<bf16*>(take(p * d * 2));  // also a merger's [tokens, 4d] input
+  a.qkv = reinterpret_cast<bf16*>(take(3 * p * d * 2));
+  a.attn = reinterpret_cast<bf16*>(take(p * d * 2));  // also a merger's hidden [tokens, 4d]
+  a.act = reinterpret_cast<bf16*>(take(p * inter * 2));
+  // A merger's output in layout order, before the gather into batch order.
+  a.merged = reinterpret_cast<bf16*>(take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2));
+  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
+  a.total = off;
+  return a;
+}
+
+}  // namespace
+
+class DeepstackTower final : public CudaTower {
+ public:
+  DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn);
+  size_t workspace_bytes(const Capacity& cap) const override;
+  void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
+               void* workspace, size_t workspace_bytes, void* stream, bool tune) override;
+
+ private:
+  const Buffers buffers_{*c.spec};
+  const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos_embed = nullptr;
+  std::vector<DeviceBlock> blocks;
+  DeviceMerger merger{};
+  std::vector<DeviceMerger> deepstack;
+  k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
+
+  void upload(const Weights& w) {
+    WeightImage image;
+    auto add = [&](const bf16** dst, const std::vector<float>& v) { image.add(dst, v); };
+    // Zero-padded copies for the MLP width (see padded_intermediate).
+    const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
+    std::deque<std::vector<float>> padded;
+    auto pad_rows = [&](const std::vector<float>& v, int64_t cols) -> const std::vector<float>& {
+      if (ip == inter) return v;
+      padded.emplace_back(static_cast<size_t>(ip * cols), 0.0f);
+      std::copy(v.begin(), v.end(), padded.back().begin());
+      return padded.back();
+    };
+    auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>& {
+      if (ip == inter) return v;
+      padded.emplace_back(static_cast<size_t>(rows * ip), 0.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(v.begin() + r * inter, v.begin() + (r + 1) * inter,
+                  padded.back().begin() + r * ip);
+      return padded.back();
+    };
+    auto add_merger = [&](DeviceMerger& d, const MergerWeights& m) {
+      add(&d.norm_w, m.norm_w);
+      add(&d.norm_b, m.norm_b);
+      add(&d.fc1_w, m.fc1_w);
+      add(&d.fc1_b, m.fc1_b);
+      add(&d.fc2_w, m.fc2_w);
+      add(&d.fc2_b, m.fc2_b);
+    };
+    add(&patch_w, w.patch_embed_w);
+    add(&patch_b, w.patch_embed_b);
+    add(&pos_embed, w.pos_embed);
+    blocks.resize(w.blocks.size());
+    for (size_t i = 0; i < w.blocks.size(); ++i) {
+      const BlockWeights& b = w.blocks[i];
+      DeviceBlock& d = blocks[i];
+      add(&d.norm1_w, b.norm1_w);
+      add(&d.norm1_b, b.norm1_b);
+      add(&d.norm2_w, b.norm2_w);
+      add(&d.norm2_b, b.norm2_b);
+      add(&d.qkv_w, b.qkv_w);
+      add(&d.qkv_b, b.qkv_b);
+      add(&d.proj_w, b.proj_w);
+      add(&d.proj_b, b.proj_b);
+      add(&d.fc1_w, pad_rows(b.fc1_w, dm));
+      add(&d.fc1_b, pad_rows(b.fc1_b, 1));
+      add(&d.fc2_w, pad_cols(b.fc2_w, dm));
+      add(&d.fc2_b, b.fc2_b);
+    }
+    add_merger(merger, w.merger);
+    deepstack.resize(w.deepstack.size());
+    for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
+    image.upload(*this);
+  }
+
+  void plan_products(int64_t patches) override {
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c), md = d * c.merge_unit();
+    const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
+    check(patch.initialize(patches, d, c.patch_dim(), Epilogue::Bias, false),
+          "planning patch_embed");
+    check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv");
+    check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj");
+    check(fc1.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
+          "planning mlp.linear_fc1");
+    check(fc2.initialize(patches, d, inter, Epilogue::Bias, true), "planning mlp.linear_fc2");
+    // nn.GELU() in the mergers: the exact (erf) form.
+    check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false),
+          "planning merger.linear_fc1");
+    check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
+          "planning merger.linear_fc2");
+    for (k::GemmPlan* g : {&patch, &qkv, &proj, &fc1, &fc2, &merge1, &merge2})
+      g->set_tuning_cache(gemm_cache);
+    planned_patches = patches;
+    tuned.clear();
+  }
+
+  // Times each product's candidates at this size on scratch memory (the
+  // forward that follows recomputes everything).
+  void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
+            cudaStream_t s) {
+    const DeviceBlock& b = blocks[0];
+    check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
+    check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+          "tune");
+    check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(fc1.tune(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
+          "tune");
+    check(fc2.tune(handle, a.act, b.fc2_w, b.fc2_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(merge1.tune(handle, a.normed, merger.fc1_w, merger.fc1_b, nullptr, a.attn, tokens,
+                      a.gemm_ws, ws, s),
+          "tune");
+    check(merge2.tune(handle, a.attn, merger.fc2_w, merger.fc2_b, nullptr, a.merged, tokens,
+                      a.gemm_ws, ws, s),
+          "tune");
+  }
+
+  // A merger over the patch rows in `x`: LayerNorm per patch (main merger) or
+  // per merged token of 4 patches (use_postshuffle_norm, the deepstack ones),
+  // then [tokens, 4d] -> Linear + GELU -> Linear, and the rows gathered
+  // from layout order into batch order (`token_index`) into `out`.
+  void run_merger(const DeviceMerger& m, bool postshuffle, const Activations& a, int64_t p,
+                  int64_t tokens, const int32_t* token_index, bf16* out, size_t ws,
+                  cudaStream_t s) const {
+    const int64_t d = c.hidden_size, md = d * c.merge_unit();
+    if (postshuffle)
+      check(k::layer_norm_bf16(a.x, m.norm_w, m.norm_b, a.normed, tokens, md, c.norm_eps, s),
+            "deepstack merger norm");
+    else
+      check(k::layer_norm_bf16(a.x, m.norm_w, m.norm_b, a.normed, p, d, c.norm_eps, s),
+            "merger norm");
+    check(merge1.run(handle, a.normed, m.fc1_w, m.fc1_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
+          "merger linear_fc1");
+    check(merge2.run(handle, a.attn, m.fc2_w, m.fc2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
+          "merger linear_fc2");
+    check(k::gather_rows_bf16(a.merged, token_index, out, tokens, c.out_hidden_size, s),
+          "output order");
+  }
+};
+
+DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
+    : CudaTower(o.model, device_index) {
+  if (w.deepstack.size() != c.deepstack_visual_indexes.size())
+    fail(EG_ERR_INTERNAL, std::to_string(w.deepstack.size()) + " deepstack mergers for " +
+                              std::to_string(c.deepstack_visual_indexes.size()) +
+                              " deepstack_visual_indexes");
+  upload(w);
+  start(o.tune_gemm ? o.tuning_cache : std::string("off"), std::move(warn),
+        o.max_budget * c.merge_unit());
+}
+
+size_t DeepstackTower::workspace_bytes(const Capacity& cap) const {
+  return carve(c, cap, nullptr).total;
+}
+
+void DeepstackTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
+                             int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
+                             bool tune) {
+  DeepstackTower& m = *this;
+  auto s = static_cast<cudaStream_t>(stream);
+  const Activations a = carve(c, cap, static_cast<char*>(workspace));
+  if (a.total > workspace_bytes)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
+  if (num_outputs != 1 + static_cast<int>(m.deepstack.size()))
+    fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(1 + m.deepstack.size()) +
+                                      " outputs, got " + std::to_string(num_outputs));
+  const size_t gemm_ws = k::GemmPlan::workspace_bytes();
+  const int64_t p = cap.patches, tokens = cap.tokens;
+  const int64_t d = c.hidden_size;
+  const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto* pixels = static_cast<const bf16*>(buffers[buffers_.pixel_rows].data);
+  const auto* pos_index = static_cast<const int32_t*>(buffers[buffers_.pos_index].data);
+  const auto* pos_weight = static_cast<const float*>(buffers[buffers_.pos_weight].data);
+  const auto* cos = static_cast<const float*>(buffers[buffers_.rope_cos].data);
+  const auto* sin = static_cast<const float*>(buffers[buffers_.rope_sin].data);
+  const auto* cu_seqlens = static_cast<const int32_t*>(buffers[buffers_.cu_seqlens].data);
+  const auto* token_index = static_cast<const int32_t*>(buffers[buffers_.token_index].data);
+  prepare(p, tune, s, [&] { tune_products(a, pixels, p, tokens, gemm_ws, s); });
+
+  // Patch embedding (Conv3d with stride = kernel: one product with bias),
+  // then the learned positions interpolated to each item's grid.
+  check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
+        "patch_embed");
+  check(pos_embed_add_bf16(a.x, m.pos_embed, c.num_position_embeddings, pos_index, pos_weight,
+                                 p, d, s),
+        "pos_embed");
+  const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
+    check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s),
+          "norm1");
+    check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
+          "attn.qkv");
+    check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
+    for (const SeqBucket& bk : buckets)
+      check(k::varlen_attention_bf16(a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
+                                     static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
+            "attention");
+    check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "attn.proj");
+    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s),
+          "norm2");
+    check(m.fc1.run(m.handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
+          "mlp.linear_fc1");
+    check(m.fc2.run(m.handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "mlp.linear_fc2");
+    // Deepstack outputs come in layer order, each from its own merger.
+    const int64_t slot = c.deepstack_slot(i);
+    if (slot >= 0)
+      m.run_merger(m.deepstack[static_cast<size_t>(c.deepstack_merger(slot))],
+                   /*postshuffle=*/true, a, p, tokens, token_index,
+                   static_cast<bf16*>(outputs[1 + slot]), gemm_ws, s);
+  }
+  m.run_merger(m.merger, /*postshuffle=*/false, a, p, tokens, token_index,
+               static_cast<bf16*>(outputs[0]), gemm_ws, s);
+}
+
+std::unique_ptr<CudaModel> make_deepstack_tower(const Options& o, const Weights& w,
+                                                int device_index, Warn warn) {
+  return std::make_unique<DeepstackTower>(o, w, device_index, std::move(warn));
+}
+
+}  // namespace qwen_vl

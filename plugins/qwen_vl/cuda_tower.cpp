@@ -1,0 +1,106 @@
+#include "cuda_tower.hpp"
+
+#include "spec.hpp"
+
+#include <encoder_kit/cuda/plugin_host.hpp>
+#include <encoder_kit/cuda/tuning_cache.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/numeric.hpp>
+
+#include <cstdio>
+
+namespace qwen_vl {
+
+CudaTower::CudaTower(const VisionConfig& config, int device_index)
+    : c(config), who(std::string(config.spec->name) + " CUDA"), device(device_index) {
+  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
+    fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
+         "the attention kernel needs head_dim (hidden_size / num_heads) a multiple of 8 up to "
+         "128, got " +
+             std::to_string(c.head_dim()));
+}
+
+CudaTower::~CudaTower() {
+  if (handle) cublasLtDestroy(handle);
+  if (weights) {
+    const cudaError_t e = cudaFree(weights);
+    if (e != cudaSuccess)
+      std::fprintf(stderr, "%s: freeing weights: %s\n", c.spec->name, cudaGetErrorString(e));
+  }
+}
+
+void CudaTower::check(int rc, const char* what) const {
+  kit::throw_on_kit_failure(who.c_str(), rc, what);
+}
+
+void CudaTower::check_cuda(cudaError_t e, const char* what) const {
+  kit::throw_on_cuda_error(who.c_str(), e, what);
+}
+
+void CudaTower::fail(eg_status status, const std::string& message) const {
+  encoder_kit::fail(status, who + ": " + message);
+}
+
+void CudaTower::WeightImage::upload(CudaTower& owner) {
+  // Lay every tensor out in one host image, then one copy.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const auto& [dst, v] : plan_) {
+    offsets.push_back(total);
+    total += kit::align_up(v->size() * 2);
+  }
+  std::vector<uint16_t> host(total / 2, 0);
+  for (size_t t = 0; t < plan_.size(); ++t) {
+    uint16_t* out = host.data() + offsets[t] / 2;
+    for (float f : *plan_[t].second) *out++ = encoder_kit::f32_to_bf16(f);
+  }
+  owner.check_cuda(cudaMalloc(&owner.weights, total), "allocating the weights");
+  owner.check_cuda(cudaMemcpy(owner.weights, host.data(), total, cudaMemcpyHostToDevice),
+                   "uploading weights");
+  for (size_t t = 0; t < plan_.size(); ++t)
+    *plan_[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(owner.weights) + offsets[t]);
+}
+
+void CudaTower::start(const std::string& tuning_cache, Warn warn, int64_t max_patches) {
+  const cublasStatus_t st = cublasLtCreate(&handle);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail(EG_ERR_DEVICE, std::string("cublasLtCreate: ") + cublasLtGetStatusString(st));
+  gemm_cache =
+      kit::open_plugin_gemm_tuning_cache(device, tuning_cache, c.spec->name, std::move(warn));
+  plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
+}
+
+void CudaTower::prepare(int64_t p, bool tune, cudaStream_t s,
+                        const std::function<void()>& run_tuning) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
+  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  if (p > planned_patches) {
+    if (in_capture)
+      fail(EG_ERR_INTERNAL, "a graph of " + std::to_string(p) +
+                                " patch rows was captured without its warm-up run");
+    plan_products(p);
+  }
+  if (tune && !in_capture && !tuned.count(p)) {
+    run_tuning();
+    tuned.insert(p);
+    if (gemm_cache) gemm_cache->save();  // never fatal: warns once
+  }
+}
+
+std::unique_ptr<CudaModel> make_cuda_model(const Options& o, const Weights& w, int device_index,
+                                           Warn warn) {
+  const Spec& s = o.spec();
+  // Each forward implements one combination of the forms, as tuned.
+  if (s.attention == Attention::Windowed && s.pos_embed == PosEmbed::None &&
+      s.norm == Norm::Rms && s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Merger)
+    return make_window_tower(o, w, device_index, std::move(warn));
+  if (s.attention == Attention::Full && s.pos_embed == PosEmbed::Interpolated &&
+      s.norm == Norm::Layer && s.mlp == Mlp::GeluTanh && s.outputs == Outputs::Deepstack)
+    return make_deepstack_tower(o, w, device_index, std::move(warn));
+  encoder_kit::fail(EG_ERR_UNSUPPORTED,
+                    std::string(s.name) + ": no CUDA forward implements this tower's forms");
+}
+
+}  // namespace qwen_vl
