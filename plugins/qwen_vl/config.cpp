@@ -31,7 +31,8 @@ void check_block_list(const std::string& who, const char* key, const std::vector
                                         " is outside [0, depth=" + std::to_string(depth) + ")");
     if (unique && std::find(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(i), b) !=
                       blocks.begin() + static_cast<std::ptrdiff_t>(i))
-      fail(EG_ERR_INVALID_ARGUMENT, who + ": " + key + " lists block " + std::to_string(b) + " twice");
+      fail(EG_ERR_INVALID_ARGUMENT,
+           who + ": " + key + " lists block " + std::to_string(b) + " twice");
   }
 }
 
@@ -177,9 +178,10 @@ void VisionConfig::validate() const {
             " must be a multiple of 4 (2-D rotary: half the dims, split between rows and columns)");
   if (s.attention == Attention::Windowed) {
     if (window_size % (spatial_merge_size * patch_size) != 0)
-      fail(EG_ERR_INVALID_ARGUMENT, who + ": window_size " + std::to_string(window_size) +
-                                        " must be a multiple of spatial_merge_size * patch_size = " +
-                                        std::to_string(spatial_merge_size * patch_size));
+      fail(EG_ERR_INVALID_ARGUMENT,
+           who + ": window_size " + std::to_string(window_size) +
+               " must be a multiple of spatial_merge_size * patch_size = " +
+               std::to_string(spatial_merge_size * patch_size));
     check_block_list(who, "fullatt_block_indexes", fullatt_block_indexes, depth, false);
   }
   if (s.pos_embed == PosEmbed::Interpolated && pos_grid() * pos_grid() != num_position_embeddings)

@@ -19,13 +19,13 @@ using encoder_kit::fail;
 
 // Workspace carved into the activations of one forward.
 struct Activations {
-  float* x;       // [patches, hidden] residual stream
-  float* normed;  // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
-  float* qkv;     // [patches, 3 hidden]
-  float* attn;    // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
-  float* mlp;     // [patches, inter]: fc1's output, or gate_proj's (then SiLU·up)
-  float* up;      // [patches, inter]: up_proj's output (Mlp::GatedSilu)
-  float* merged;  // [tokens, out_hidden] a merger's output in unit order
+  float* x;        // [patches, hidden] residual stream
+  float* normed;   // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
+  float* qkv;      // [patches, 3 hidden]
+  float* attn;     // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
+  float* mlp;      // [patches, inter]: fc1's output, or gate_proj's (then SiLU·up)
+  float* up;       // [patches, inter]: up_proj's output (Mlp::GatedSilu)
+  float* merged;   // [tokens, out_hidden] a merger's output in unit order
   float* scratch;  // attention scores
   size_t scratch_floats;
   size_t total_floats;
@@ -103,9 +103,9 @@ void check_sequences(const std::string& who, const char* name, const int32_t* cu
                      int64_t p) {
   for (int64_t s = 0; s <= n; ++s)
     if (cu[s] < (s ? cu[s - 1] : 0) || cu[s] > p)
-      fail(EG_ERR_INVALID_ARGUMENT, who + ": " + name + "[" + std::to_string(s) + "] = " +
-                                        std::to_string(cu[s]) + " is out of order or past the " +
-                                        std::to_string(p) + " patch rows");
+      fail(EG_ERR_INVALID_ARGUMENT,
+           who + ": " + name + "[" + std::to_string(s) + "] = " + std::to_string(cu[s]) +
+               " is out of order or past the " + std::to_string(p) + " patch rows");
 }
 
 void check_index(const std::string& who, const char* name, const int32_t* index, int64_t n,

@@ -45,46 +45,15 @@ struct DeviceMerger {
   const bf16 *norm_w, *norm_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 };
 
-// Activations of one forward, carved from the runtime's workspace.
-struct Activations {
-  bf16 *x, *normed, *qkv, *attn, *act, *merged;
-  void* gemm_ws;
-  size_t total;
-};
-
-Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
-  const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
-  const size_t inter = static_cast<size_t>(padded_intermediate(c));
-  Activations a{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char* ptr = base ? base + off : nullptr;
-    off += align_up(bytes);
-    return ptr;
-  };
-  a.x = reinterpret_cast<bf16*>(take(p * d * 2));
-  a.normed = reinterpret_cast<bf16*>(take(p * d * 2));  // also a merger's [tokens, 4d] input
-  a.qkv = reinterpret_cast<bf16*>(take(3 * p * d * 2));
-  a.attn = reinterpret_cast<bf16*>(take(p * d * 2));  // also a merger's hidden [tokens, 4d]
-  a.act = reinterpret_cast<bf16*>(take(p * inter * 2));
-  // A merger's output in layout order, before the gather into batch order.
-  a.merged = reinterpret_cast<bf16*>(take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2));
-  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
-  a.total = off;
-  return a;
-}
-
 }  // namespace
 
 class DeepstackTower final : public CudaTower {
  public:
   DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn);
-  size_t workspace_bytes(const Capacity& cap) const override;
   void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
                void* workspace, size_t workspace_bytes, void* stream, bool tune) override;
 
  private:
-  const Buffers buffers_{*c.spec};
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos_embed = nullptr;
   std::vector<DeviceBlock> blocks;
   DeviceMerger merger{};
@@ -101,14 +70,6 @@ class DeepstackTower final : public CudaTower {
       if (ip == inter) return v;
       padded.emplace_back(static_cast<size_t>(ip * cols), 0.0f);
       std::copy(v.begin(), v.end(), padded.back().begin());
-      return padded.back();
-    };
-    auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>& {
-      if (ip == inter) return v;
-      padded.emplace_back(static_cast<size_t>(rows * ip), 0.0f);
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(v.begin() + r * inter, v.begin() + (r + 1) * inter,
-                  padded.back().begin() + r * ip);
       return padded.back();
     };
     auto add_merger = [&](DeviceMerger& d, const MergerWeights& m) {
@@ -136,7 +97,7 @@ class DeepstackTower final : public CudaTower {
       add(&d.proj_b, b.proj_b);
       add(&d.fc1_w, pad_rows(b.fc1_w, dm));
       add(&d.fc1_b, pad_rows(b.fc1_b, 1));
-      add(&d.fc2_w, pad_cols(b.fc2_w, dm));
+      add(&d.fc2_w, pad_cols(b.fc2_w, dm, padded));
       add(&d.fc2_b, b.fc2_b);
     }
     add_merger(merger, w.merger);
@@ -160,16 +121,13 @@ class DeepstackTower final : public CudaTower {
           "planning merger.linear_fc1");
     check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
           "planning merger.linear_fc2");
-    for (k::GemmPlan* g : {&patch, &qkv, &proj, &fc1, &fc2, &merge1, &merge2})
-      g->set_tuning_cache(gemm_cache);
-    planned_patches = patches;
-    tuned.clear();
+    planned({&patch, &qkv, &proj, &fc1, &fc2, &merge1, &merge2}, patches);
   }
 
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything).
   void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
-            cudaStream_t s) {
+                     cudaStream_t s) {
     const DeviceBlock& b = blocks[0];
     check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
@@ -212,7 +170,7 @@ class DeepstackTower final : public CudaTower {
 };
 
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
-    : CudaTower(o.model, device_index) {
+    : CudaTower(o.model, device_index, padded_intermediate(o.model)) {
   if (w.deepstack.size() != c.deepstack_visual_indexes.size())
     fail(EG_ERR_INTERNAL, std::to_string(w.deepstack.size()) + " deepstack mergers for " +
                               std::to_string(c.deepstack_visual_indexes.size()) +
@@ -222,48 +180,35 @@ DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_in
         o.max_budget * c.merge_unit());
 }
 
-size_t DeepstackTower::workspace_bytes(const Capacity& cap) const {
-  return carve(c, cap, nullptr).total;
-}
-
 void DeepstackTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
                              int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
                              bool tune) {
   DeepstackTower& m = *this;
   auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = carve(c, cap, static_cast<char*>(workspace));
-  if (a.total > workspace_bytes)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
-  if (num_outputs != 1 + static_cast<int>(m.deepstack.size()))
-    fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(1 + m.deepstack.size()) +
-                                      " outputs, got " + std::to_string(num_outputs));
+  const Activations a = begin_forward(cap, workspace, workspace_bytes, num_outputs);
+  const Inputs in = inputs(buffers);
   const size_t gemm_ws = k::GemmPlan::workspace_bytes();
   const int64_t p = cap.patches, tokens = cap.tokens;
   const int64_t d = c.hidden_size;
   const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const auto* pixels = static_cast<const bf16*>(buffers[buffers_.pixel_rows].data);
-  const auto* pos_index = static_cast<const int32_t*>(buffers[buffers_.pos_index].data);
-  const auto* pos_weight = static_cast<const float*>(buffers[buffers_.pos_weight].data);
-  const auto* cos = static_cast<const float*>(buffers[buffers_.rope_cos].data);
-  const auto* sin = static_cast<const float*>(buffers[buffers_.rope_sin].data);
-  const auto* cu_seqlens = static_cast<const int32_t*>(buffers[buffers_.cu_seqlens].data);
-  const auto* token_index = static_cast<const int32_t*>(buffers[buffers_.token_index].data);
+  const bf16* pixels = in.pixels;
+  const int32_t* pos_index = in.pos_index;
+  const float *pos_weight = in.pos_weight, *cos = in.cos, *sin = in.sin;
+  const int32_t *cu_seqlens = in.cu_seqlens, *token_index = in.token_index;
   prepare(p, tune, s, [&] { tune_products(a, pixels, p, tokens, gemm_ws, s); });
 
   // Patch embedding (Conv3d with stride = kernel: one product with bias),
   // then the learned positions interpolated to each item's grid.
   check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
-  check(pos_embed_add_bf16(a.x, m.pos_embed, c.num_position_embeddings, pos_index, pos_weight,
-                                 p, d, s),
+  check(pos_embed_add_bf16(a.x, m.pos_embed, c.num_position_embeddings, pos_index, pos_weight, p, d,
+                           s),
         "pos_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
-    check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s),
-          "norm1");
+    check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s), "norm1");
     check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
           "attn.qkv");
     check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
@@ -273,8 +218,7 @@ void DeepstackTower::forward(const Capacity& cap, const eg_tensor* buffers, void
             "attention");
     check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
-    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s),
-          "norm2");
+    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s), "norm2");
     check(m.fc1.run(m.handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
           "mlp.linear_fc1");
     check(m.fc2.run(m.handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),

@@ -7,12 +7,16 @@
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/numeric.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace qwen_vl {
 
-CudaTower::CudaTower(const VisionConfig& config, int device_index)
-    : c(config), who(std::string(config.spec->name) + " CUDA"), device(device_index) {
+CudaTower::CudaTower(const VisionConfig& config, int device_index, int64_t mlp)
+    : c(config),
+      who(std::string(config.spec->name) + " CUDA"),
+      device(device_index),
+      mlp_width(mlp) {
   check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
     fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
@@ -71,6 +75,73 @@ void CudaTower::start(const std::string& tuning_cache, Warn warn, int64_t max_pa
   plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
 }
 
+void CudaTower::planned(std::initializer_list<kit::GemmPlan*> plans, int64_t patches) {
+  for (kit::GemmPlan* g : plans) g->set_tuning_cache(gemm_cache);
+  planned_patches = patches;
+  tuned.clear();
+}
+
+Activations CudaTower::carve(const Capacity& cap, char* base) const {
+  const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
+  const size_t mlp = static_cast<size_t>(mlp_width);
+  Activations a{};
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* ptr = base ? base + off : nullptr;
+    off += kit::align_up(bytes);
+    return reinterpret_cast<bf16*>(ptr);
+  };
+  a.x = take(p * d * 2);
+  a.normed = take(p * d * 2);  // also a merger's [tokens, 4d] input
+  a.qkv = take(3 * p * d * 2);
+  a.attn = take(p * d * 2);
+  // Not with mlp_kernel = "fused", whose kernel never writes it: 13.5 KiB a
+  // patch row for Qwen2.5-VL's 7B tower.
+  a.gate_up = gate_up_room ? take(2 * p * mlp * 2) : nullptr;
+  a.act = take(p * mlp * 2);
+  a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2);
+  a.gemm_ws = take(kit::GemmPlan::workspace_bytes());
+  a.total = off;
+  return a;
+}
+
+Activations CudaTower::begin_forward(const Capacity& cap, void* workspace, size_t workspace_bytes,
+                                     int num_outputs) const {
+  const Activations a = carve(cap, static_cast<char*>(workspace));
+  if (a.total > workspace_bytes)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
+  if (num_outputs != 1 + c.num_deepstack())
+    fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(1 + c.num_deepstack()) +
+                                      " outputs, got " + std::to_string(num_outputs));
+  return a;
+}
+
+Inputs CudaTower::inputs(const eg_tensor* t) const {
+  auto at = [&](int32_t b) { return b >= 0 ? static_cast<const void*>(t[b].data) : nullptr; };
+  Inputs in{};
+  in.pixels = static_cast<const bf16*>(at(buffers.pixel_rows));
+  in.pos_index = static_cast<const int32_t*>(at(buffers.pos_index));
+  in.pos_weight = static_cast<const float*>(at(buffers.pos_weight));
+  in.cos = static_cast<const float*>(at(buffers.rope_cos));
+  in.sin = static_cast<const float*>(at(buffers.rope_sin));
+  in.cu_seqlens = static_cast<const int32_t*>(at(buffers.cu_seqlens));
+  in.cu_windows = static_cast<const int32_t*>(at(buffers.cu_window_seqlens));
+  in.token_index = static_cast<const int32_t*>(at(buffers.token_index));
+  return in;
+}
+
+const std::vector<float>& CudaTower::pad_cols(const std::vector<float>& v, int64_t rows,
+                                              std::deque<std::vector<float>>& store) const {
+  const int64_t width = c.intermediate_size;
+  if (mlp_width == width) return v;
+  store.emplace_back(static_cast<size_t>(rows * mlp_width), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(v.begin() + r * width, v.begin() + (r + 1) * width,
+              store.back().begin() + r * mlp_width);
+  return store.back();
+}
+
 void CudaTower::prepare(int64_t p, bool tune, cudaStream_t s,
                         const std::function<void()>& run_tuning) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -78,8 +149,8 @@ void CudaTower::prepare(int64_t p, bool tune, cudaStream_t s,
   const bool in_capture = capturing != cudaStreamCaptureStatusNone;
   if (p > planned_patches) {
     if (in_capture)
-      fail(EG_ERR_INTERNAL, "a graph of " + std::to_string(p) +
-                                " patch rows was captured without its warm-up run");
+      fail(EG_ERR_INTERNAL,
+           "a graph of " + std::to_string(p) + " patch rows was captured without its warm-up run");
     plan_products(p);
   }
   if (tune && !in_capture && !tuned.count(p)) {
@@ -93,8 +164,8 @@ std::unique_ptr<CudaModel> make_cuda_model(const Options& o, const Weights& w, i
                                            Warn warn) {
   const Spec& s = o.spec();
   // Each forward implements one combination of the forms, as tuned.
-  if (s.attention == Attention::Windowed && s.pos_embed == PosEmbed::None &&
-      s.norm == Norm::Rms && s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Merger)
+  if (s.attention == Attention::Windowed && s.pos_embed == PosEmbed::None && s.norm == Norm::Rms &&
+      s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Merger)
     return make_window_tower(o, w, device_index, std::move(warn));
   if (s.attention == Attention::Full && s.pos_embed == PosEmbed::Interpolated &&
       s.norm == Norm::Layer && s.mlp == Mlp::GeluTanh && s.outputs == Outputs::Deepstack)

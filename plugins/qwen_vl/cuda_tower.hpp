@@ -4,13 +4,16 @@
 // outside capture, tuned once per size in the warm-up).
 #pragma once
 
+#include "batch.hpp"
 #include "cuda_model.hpp"
 
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <set>
 #include <string>
@@ -22,10 +25,32 @@ namespace qwen_vl {
 namespace kit = encoder_kit::cuda;
 using kit::bf16;
 
+// Activations of one forward, carved from the runtime's workspace.
+struct Activations {
+  bf16 *x, *normed, *qkv, *attn;  // attn: also a merger's hidden [tokens, 4d]
+  bf16* gate_up;                  // cuBLASLt's [gate | up] product (Mlp::GatedSilu)
+  bf16* act;                      // [patches, inter]
+  bf16* merged;                   // a merger's output in unit order, before the gather
+  void* gemm_ws;
+  size_t total;
+};
+
+// The graph buffers on the device (null where the version has none).
+struct Inputs {
+  const bf16* pixels;
+  const int32_t* pos_index;
+  const float *pos_weight, *cos, *sin;
+  const int32_t *cu_seqlens, *cu_windows, *token_index;
+};
+
 class CudaTower : public CudaModel {
+ public:
+  size_t workspace_bytes(const Capacity& cap) const final { return carve(cap, nullptr).total; }
+
  protected:
   // Selects the device and refuses a head_dim the attention kernel lacks.
-  CudaTower(const VisionConfig& c, int device_index);
+  // `mlp`: the MLP width on the device (the version's padding of it).
+  CudaTower(const VisionConfig& c, int device_index, int64_t mlp);
   ~CudaTower() override;
 
   void check(int rc, const char* what) const;
@@ -36,7 +61,9 @@ class CudaTower : public CudaModel {
   // with the pointer that receives its place, then upload() once.
   class WeightImage {
    public:
-    void add(const bf16** dst, const std::vector<float>& values) { plan_.emplace_back(dst, &values); }
+    void add(const bf16** dst, const std::vector<float>& values) {
+      plan_.emplace_back(dst, &values);
+    }
     void upload(CudaTower& owner);
 
    private:
@@ -53,11 +80,28 @@ class CudaTower : public CudaModel {
   void prepare(int64_t p, bool tune, cudaStream_t s, const std::function<void()>& run_tuning);
 
   virtual void plan_products(int64_t patches) = 0;
+  // plan_products' end: the plans share the tuning cache; nothing is tuned yet.
+  void planned(std::initializer_list<kit::GemmPlan*> plans, int64_t patches);
+
+  // The activations in `workspace` (null: only their size), the gate/up
+  // product's room only with gate_up_room.
+  Activations carve(const Capacity& cap, char* workspace) const;
+  // The forward's checks of what the runtime passed, then its activations.
+  Activations begin_forward(const Capacity& cap, void* workspace, size_t workspace_bytes,
+                            int num_outputs) const;
+  Inputs inputs(const eg_tensor* buffers) const;
+  // `v` ([rows, intermediate_size]) with zero columns up to mlp_width; a padded
+  // copy lives in `store`.
+  const std::vector<float>& pad_cols(const std::vector<float>& v, int64_t rows,
+                                     std::deque<std::vector<float>>& store) const;
 
   VisionConfig c;
   std::string who;  // "<plugin> CUDA": leads every error message
   int device = 0;
-  void* weights = nullptr;  // one allocation for every parameter
+  const Buffers buffers{*c.spec};
+  int64_t mlp_width = 0;      // the MLP width on the device
+  bool gate_up_room = false;  // carve room for cuBLASLt's [gate | up] product
+  void* weights = nullptr;    // one allocation for every parameter
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed

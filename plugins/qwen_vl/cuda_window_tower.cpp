@@ -71,48 +71,15 @@ struct DeviceBlock {
   const bf16 *down_w, *down_b;
 };
 
-// Activations of one forward, carved from the runtime's workspace.
-struct Activations {
-  bf16 *x, *normed, *qkv, *attn, *gate_up, *act, *merged;
-  void* gemm_ws;
-  size_t total;
-};
-
-// `gate_up`: room for the [gate | up] product (not with mlp_kernel = "fused",
-// whose kernel never writes it: 13.5 KiB a patch row for the 7B tower).
-Activations carve(const VisionConfig& c, const Capacity& cap, bool gate_up, char* base) {
-  const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
-  const size_t inter = static_cast<size_t>(padded_intermediate(c));
-  Activations a{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char* ptr = base ? base + off : nullptr;
-    off += align_up(bytes);
-    return ptr;
-  };
-  a.x = reinterpret_cast<bf16*>(take(p * d * 2));
-  a.normed = reinterpret_cast<bf16*>(take(p * d * 2));
-  a.qkv = reinterpret_cast<bf16*>(take(3 * p * d * 2));
-  a.attn = reinterpret_cast<bf16*>(take(p * d * 2));  // also the merger's hidden [tokens, 4d]
-  a.gate_up = gate_up ? reinterpret_cast<bf16*>(take(2 * p * inter * 2)) : nullptr;
-  a.act = reinterpret_cast<bf16*>(take(p * inter * 2));
-  a.merged = reinterpret_cast<bf16*>(take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2));
-  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
-  a.total = off;
-  return a;
-}
-
 }  // namespace
 
 class WindowTower final : public CudaTower {
  public:
   WindowTower(const Options& o, const Weights& w, int device_index, Warn warn);
-  size_t workspace_bytes(const Capacity& cap) const override;
   void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
                void* workspace, size_t workspace_bytes, void* stream, bool tune) override;
 
  private:
-  const Buffers buffers_{*c.spec};
   const bf16* patch_w = nullptr;
   std::vector<DeviceBlock> blocks;
   const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
@@ -128,7 +95,7 @@ class WindowTower final : public CudaTower {
     WeightImage image;
     auto add = [&](const bf16** dst, const std::vector<float>* v) { image.add(dst, *v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
-    const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
+    const int64_t inter = c.intermediate_size, dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
     // A copy of a [rows, dm] weight with an RMSNorm's weight folded into its columns.
     auto folded = [&](const std::vector<float>& w, const std::vector<float>& norm) {
@@ -146,14 +113,6 @@ class WindowTower final : public CudaTower {
       if (norm) k::fold_norm_weight(padded.back().data(), rows, cols, norm->data());
       return &padded.back();
     };
-    auto pad_cols = [&](const std::vector<float>& v, int64_t rows) -> const std::vector<float>* {
-      if (ip == inter) return &v;
-      padded.emplace_back(static_cast<size_t>(rows * ip), 0.0f);
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(v.begin() + r * inter, v.begin() + (r + 1) * inter,
-                  padded.back().begin() + r * ip);
-      return &padded.back();
-    };
     add(&patch_w, &w.patch_embed_w);
     blocks.resize(w.blocks.size());
     for (size_t i = 0; i < w.blocks.size(); ++i) {
@@ -165,7 +124,7 @@ class WindowTower final : public CudaTower {
       add(&d.proj_b, &b.proj_b);
       add(&d.gate_up_w, blocked(b.fc1_w, b.up_w, dm, &b.norm2_w));
       add(&d.gate_up_b, blocked(b.fc1_b, b.up_b, 1, nullptr));
-      add(&d.down_w, pad_cols(b.fc2_w, dm));
+      add(&d.down_w, &pad_cols(b.fc2_w, dm, padded));
       add(&d.down_b, &b.fc2_b);
     }
     padded.emplace_back(static_cast<size_t>(dm), 1.0f);
@@ -189,10 +148,7 @@ class WindowTower final : public CudaTower {
     check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger.mlp.0");
     check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
           "planning merger.mlp.2");
-    for (k::GemmPlan* g : {&patch, &qkv, &proj, &gate_up, &down, &merge1, &merge2})
-      g->set_tuning_cache(gemm_cache);
-    planned_patches = patches;
-    tuned.clear();
+    planned({&patch, &qkv, &proj, &gate_up, &down, &merge1, &merge2}, patches);
   }
 
   MlpForm mlp_form_for(int64_t p) const {
@@ -339,7 +295,7 @@ class WindowTower final : public CudaTower {
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything).
   void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
-            cudaStream_t s) {
+                     cudaStream_t s) {
     const DeviceBlock& b = blocks[0];
     check(patch.tune(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
@@ -362,7 +318,10 @@ class WindowTower final : public CudaTower {
 };
 
 WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, Warn warn)
-    : CudaTower(o.model, device_index), mlp_kernel(o.mlp_kernel), qkv_kernel(o.qkv_kernel) {
+    : CudaTower(o.model, device_index, padded_intermediate(o.model)),
+      mlp_kernel(o.mlp_kernel),
+      qkv_kernel(o.qkv_kernel) {
+  gate_up_room = needs_gate_up(mlp_kernel);
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   sm90_kernels_run = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) && !sm90_kernels_run)
@@ -382,32 +341,22 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
         o.max_budget * c.merge_unit());
 }
 
-size_t WindowTower::workspace_bytes(const Capacity& cap) const {
-  return carve(c, cap, needs_gate_up(mlp_kernel), nullptr).total;
-}
-
 void WindowTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
                           int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
                           bool tune) {
   WindowTower& m = *this;
   auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = carve(c, cap, needs_gate_up(m.mlp_kernel), static_cast<char*>(workspace));
-  if (a.total > workspace_bytes)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
-  if (num_outputs != 1)
-    fail(EG_ERR_INVALID_ARGUMENT, "expected 1 output, got " + std::to_string(num_outputs));
+  const Activations a = begin_forward(cap, workspace, workspace_bytes, num_outputs);
+  const Inputs in = inputs(buffers);
   const size_t gemm_ws = k::GemmPlan::workspace_bytes();
   const int64_t p = cap.patches, tokens = cap.tokens;
   const int64_t d = c.hidden_size;
   const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const auto* pixels = static_cast<const bf16*>(buffers[buffers_.pixel_rows].data);
-  const auto* cos = static_cast<const float*>(buffers[buffers_.rope_cos].data);
-  const auto* sin = static_cast<const float*>(buffers[buffers_.rope_sin].data);
-  const auto* cu_frames = static_cast<const int32_t*>(buffers[buffers_.cu_seqlens].data);
-  const auto* cu_windows = static_cast<const int32_t*>(buffers[buffers_.cu_window_seqlens].data);
-  const auto* inverse = static_cast<const int32_t*>(buffers[buffers_.token_index].data);
+  const bf16* pixels = in.pixels;
+  const float *cos = in.cos, *sin = in.sin;
+  const int32_t *cu_frames = in.cu_seqlens, *cu_windows = in.cu_windows;
+  const int32_t* inverse = in.token_index;
   prepare(p, tune, s, [&] { tune_products(a, pixels, p, tokens, gemm_ws, s); });
 
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),

@@ -75,9 +75,9 @@ void read_config_json(const std::string& path, VisionConfig& c) {
   if (const encoder_kit::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string("vision_config.hidden_act");
     if (act != s.hidden_act)
-      fail(EG_ERR_INVALID_ARGUMENT, v.where() + "hidden_act is '" + act + "'; the " +
-                                        s.title + " tower this plugin implements uses '" +
-                                        s.hidden_act + "'");
+      fail(EG_ERR_INVALID_ARGUMENT, v.where() + "hidden_act is '" + act + "'; the " + s.title +
+                                        " tower this plugin implements uses '" + s.hidden_act +
+                                        "'");
   }
 }
 

@@ -63,8 +63,8 @@ void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32
   for (int64_t i = 0; i < quarter; ++i)
     inv_freq[static_cast<size_t>(i)] =
         c.spec->rotary_freq_f64
-            ? static_cast<float>(1.0 / std::pow(10000.0, static_cast<double>(2 * i) /
-                                                             static_cast<double>(half)))
+            ? static_cast<float>(
+                  1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(half)))
             : 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / static_cast<float>(half));
   int64_t row = 0;
   for_each_patch(c, g, unit_order, [&](int64_t y, int64_t x) {

@@ -22,12 +22,11 @@ float normalise(const Spec& s, int64_t channel, uint8_t v) {
 
 void check_aspect(int64_t height, int64_t width) {
   if (height <= 0 || width <= 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "item size must be positive, got " +
-                                      std::to_string(height) + "x" + std::to_string(width));
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "item size must be positive, got " + std::to_string(height) + "x" + std::to_string(width));
   const double h = static_cast<double>(height), w = static_cast<double>(width);
   if (std::max(h, w) / std::min(h, w) > 200.0)
-    fail(EG_ERR_INVALID_ARGUMENT, "item " + std::to_string(height) + "x" +
-                                      std::to_string(width) +
+    fail(EG_ERR_INVALID_ARGUMENT, "item " + std::to_string(height) + "x" + std::to_string(width) +
                                       ": absolute aspect ratio must be at most 200");
 }
 
@@ -60,10 +59,10 @@ std::pair<int64_t, int64_t> smart_resize_video(int64_t frames, int64_t height, i
                                                int64_t temporal_factor, int64_t factor,
                                                int64_t min_pixels, int64_t max_pixels) {
   if (frames < temporal_factor)
-    fail(EG_ERR_INVALID_ARGUMENT, "a video needs at least temporal_patch_size = " +
-                                      std::to_string(temporal_factor) + " frames, got " +
-                                      std::to_string(frames) +
-                                      " (Qwen3VLVideoProcessor refuses it too; send an image)");
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "a video needs at least temporal_patch_size = " + std::to_string(temporal_factor) +
+             " frames, got " + std::to_string(frames) +
+             " (Qwen3VLVideoProcessor refuses it too; send an image)");
   check_aspect(height, width);
   double h = static_cast<double>(height), w = static_cast<double>(width);
   const double f = static_cast<double>(factor);
@@ -99,9 +98,9 @@ Grid grid_for(const Options& o, bool video, int64_t height, int64_t width, int64
   const VisionConfig& c = o.model;
   const auto [rh, rw] =
       video && o.spec().video_pixels == VideoPixels::AllFrames
-            ? smart_resize_video(frames, height, width, c.temporal_patch_size, c.resize_factor(),
-                                 o.video_min_pixels, o.video_max_pixels)
-            : smart_resize(height, width, c.resize_factor(), o.min_pixels, o.max_pixels);
+          ? smart_resize_video(frames, height, width, c.temporal_patch_size, c.resize_factor(),
+                               o.video_min_pixels, o.video_max_pixels)
+          : smart_resize(height, width, c.resize_factor(), o.min_pixels, o.max_pixels);
   return {(frames + c.temporal_patch_size - 1) / c.temporal_patch_size, rh / c.patch_size,
           rw / c.patch_size};
 }
@@ -112,8 +111,9 @@ std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const ui
   const VisionConfig& c = o.model;
   const Spec& s = o.spec();
   if (channels != 3 && channels != 1 && channels != 4)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         std::string(o.spec().name) + ": pixels must have 1, 3 or 4 channels, got " + std::to_string(channels));
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(o.spec().name) +
+                                      ": pixels must have 1, 3 or 4 channels, got " +
+                                      std::to_string(channels));
   const Grid g = grid_for(o, video, height, width, frames);
   const int64_t rh = g.h * c.patch_size, rw = g.w * c.patch_size;
   std::vector<std::vector<uint8_t>> rgb(static_cast<size_t>(frames));
@@ -161,7 +161,8 @@ std::vector<float> synthetic_patch_rows(const VisionConfig& c, const Grid& grid,
   const int64_t per_channel = dim / c.in_channels;
   std::vector<float> rows(static_cast<size_t>(grid.patches() * dim));
   for (size_t i = 0; i < rows.size(); ++i) {
-    const auto v = static_cast<uint8_t>(encoder_kit::uniform01(seed, s.synthetic_stream, i) * 256.0);
+    const auto v =
+        static_cast<uint8_t>(encoder_kit::uniform01(seed, s.synthetic_stream, i) * 256.0);
     rows[i] = normalise(s, (static_cast<int64_t>(i) % dim) / per_channel, v);
   }
   return rows;

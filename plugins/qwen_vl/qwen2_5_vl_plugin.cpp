@@ -19,14 +19,10 @@
 
 namespace {
 
-class Qwen2_5Vl : public qwen_vl::Tower {
- public:
-  static constexpr qwen_vl::sdk::Identity identity{
-      "qwen2_5_vl", "1.1.0",
-      "Qwen2.5-VL vision tower (window attention, 2-D rotary, patch merger)",
-      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, qwen_vl::kDevices};
-  explicit Qwen2_5Vl(qwen_vl::sdk::CreateArgs& args) : Tower(qwen_vl::kQwen2_5Vl, args) {}
-};
+constexpr qwen_vl::sdk::Identity kIdentity{
+    "qwen2_5_vl", "1.1.0", "Qwen2.5-VL vision tower (window attention, 2-D rotary, patch merger)",
+    EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, qwen_vl::kDevices};
+using Qwen2_5Vl = qwen_vl::VersionTower<qwen_vl::kQwen2_5Vl, kIdentity>;
 
 }  // namespace
 

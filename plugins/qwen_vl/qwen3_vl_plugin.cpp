@@ -17,14 +17,11 @@
 
 namespace {
 
-class Qwen3Vl : public qwen_vl::Tower {
- public:
-  static constexpr qwen_vl::sdk::Identity identity{
-      "qwen3_vl", "1.1.0",
-      "Qwen3-VL vision tower (interpolated position embedding, 2-D rotary, deepstack outputs)",
-      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, qwen_vl::kDevices};
-  explicit Qwen3Vl(qwen_vl::sdk::CreateArgs& args) : Tower(qwen_vl::kQwen3Vl, args) {}
-};
+constexpr qwen_vl::sdk::Identity kIdentity{
+    "qwen3_vl", "1.1.0",
+    "Qwen3-VL vision tower (interpolated position embedding, 2-D rotary, deepstack outputs)",
+    EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, qwen_vl::kDevices};
+using Qwen3Vl = qwen_vl::VersionTower<qwen_vl::kQwen3Vl, kIdentity>;
 
 }  // namespace
 

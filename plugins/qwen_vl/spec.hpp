@@ -33,8 +33,8 @@ enum class Mlp { GatedSilu, GeluTanh };
 enum class VideoPixels { PerFrame, AllFrames };
 
 struct Spec {
-  const char* name;         // the plugin's name; leads every message
-  const char* title;        // the model's name in messages ("Qwen2.5-VL")
+  const char* name;   // the plugin's name; leads every message
+  const char* title;  // the model's name in messages ("Qwen2.5-VL")
   Attention attention;
   PosEmbed pos_embed;
   Outputs outputs;
@@ -56,8 +56,8 @@ struct Spec {
   // float (false): each plugin's tables as they have always been, so graphs
   // and references keep their last bits.
   bool rotary_freq_f64;
-  VisionConfig tower;  // the default sizes (keys and config.json override them)
-  int64_t min_pixels, max_pixels;              // images: the released processor's bounds
+  VisionConfig tower;              // the default sizes (keys and config.json override them)
+  int64_t min_pixels, max_pixels;  // images: the released processor's bounds
   int64_t video_min_pixels, video_max_pixels;  // VideoPixels::AllFrames only
 };
 

@@ -32,8 +32,8 @@ void describe(const Options& o, sdk::ModelInfo& info) {
   const VisionConfig& c = o.model;
   const eg_dtype dtype = o.dtype == Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
   // Budgets and path_tokens count the tower's output rows: merged 2x2 units.
-  info.path("default", "merged tokens").max_frames_per_video(
-      static_cast<int32_t>(o.max_frames_per_video));
+  info.path("default", "merged tokens")
+      .max_frames_per_video(static_cast<int32_t>(o.max_frames_per_video));
   if (s.outputs == Outputs::Merger) {
     info.output("embeddings", c.out_hidden_size, dtype);
   } else {
@@ -74,14 +74,14 @@ Tower::Tower(const Spec& spec, sdk::CreateArgs& args)
                                          opt_.check_finite);
   Weights w = encoder_kit::naming_config_on_failure(opt_.config_path,
                                                     [&] { return load_weights(c, source); });
-  sdk::host().info(
-      "loaded " + source.description() +
-      (source.is_random() ? std::string() : " (tensors under '" + w.prefix + "')") + " (depth " +
-      std::to_string(c.depth) + ", hidden " + std::to_string(c.hidden_size) + ", out_hidden " +
-      std::to_string(c.out_hidden_size) +
-      (spec.outputs == Outputs::Deepstack
-           ? ", " + std::to_string(c.num_deepstack()) + " deepstack outputs)"
-           : std::string(")")));
+  sdk::host().info("loaded " + source.description() +
+                   (source.is_random() ? std::string() : " (tensors under '" + w.prefix + "')") +
+                   " (depth " + std::to_string(c.depth) + ", hidden " +
+                   std::to_string(c.hidden_size) + ", out_hidden " +
+                   std::to_string(c.out_hidden_size) +
+                   (spec.outputs == Outputs::Deepstack
+                        ? ", " + std::to_string(c.num_deepstack()) + " deepstack outputs)"
+                        : std::string(")")));
   if (args.device() == EG_DEVICE_CUDA)
     cuda_ = make_cuda_model(opt_, w, args.device_index(),
                             [](const std::string& message) { sdk::host().warn(message); });
@@ -103,9 +103,9 @@ Grid Tower::checked_grid(const eg_item_desc& d) const {
   if (d.modality != EG_MODALITY_IMAGE && d.modality != EG_MODALITY_VIDEO)
     sdk::invalid(who + ": unknown modality " + std::to_string(d.modality));
   if (d.frames > opt_.max_frames_per_video)
-    sdk::invalid(who + ": video of " + std::to_string(d.frames) +
-                 " frames exceeds max_frames_per_video = " +
-                 std::to_string(opt_.max_frames_per_video));
+    sdk::invalid(
+        who + ": video of " + std::to_string(d.frames) +
+        " frames exceeds max_frames_per_video = " + std::to_string(opt_.max_frames_per_video));
   if (d.height > kMaxSide || d.width > kMaxSide)
     sdk::invalid(who + ": item of " + dims(d.height, d.width) + " has a side over " +
                  std::to_string(kMaxSide) + " pixels");
@@ -124,11 +124,11 @@ Grid Tower::checked_grid(const eg_item_desc& d) const {
   const int64_t factor = opt_.model.resize_factor(), unit_pixels = factor * factor;
   const int64_t frame_pixels = g.h * g.w / opt_.model.merge_unit() * unit_pixels;
   if (frame_pixels / unit_pixels > max_frame_units(opt_))
-    sdk::invalid(who + ": the processor's resize gives this " + dims(d.height, d.width) +
-                 " item " + std::to_string(frame_pixels) + " pixels per frame, above " +
-                 (all_frames ? "what max_pixels / video_max_pixels allow: the resize keeps "
-                             : "max_pixels = " + std::to_string(opt_.max_pixels) +
-                                   ": the resize keeps ") +
+    sdk::invalid(who + ": the processor's resize gives this " + dims(d.height, d.width) + " item " +
+                 std::to_string(frame_pixels) + " pixels per frame, above " +
+                 (all_frames
+                      ? "what max_pixels / video_max_pixels allow: the resize keeps "
+                      : "max_pixels = " + std::to_string(opt_.max_pixels) + ": the resize keeps ") +
                  "each side a multiple of " + std::to_string(factor) +
                  " and never below it, so a very thin item (or min_pixels close to max_pixels) "
                  "can exceed " +
@@ -148,10 +148,9 @@ Tower::Item Tower::item_create(const eg_item_desc& d) const {
   const Grid g = checked_grid(d);
   const bool video = d.modality == EG_MODALITY_VIDEO;
   // The channel count matters only for pixels (checked while reading them).
-  const std::vector<float> rows =
-      d.pixels ? patch_rows_from_pixels(opt_, video, d.pixels, d.frames, d.height, d.width,
-                                        d.channels)
-               : synthetic_patch_rows(opt_.model, g, d.seed);
+  const std::vector<float> rows = d.pixels ? patch_rows_from_pixels(opt_, video, d.pixels, d.frames,
+                                                                    d.height, d.width, d.channels)
+                                           : synthetic_patch_rows(opt_.model, g, d.seed);
   return make_item_data(opt_, g, d.frames, rows);
 }
 
@@ -214,8 +213,8 @@ void Tower::prepare_replay_buffers(const eg_graph_shape& s, const sdk::Batch<Ite
   sdk::Staging<int32_t> token_index = buffers.get<int32_t>(b.token_index);
 
   StagingTarget t;
-  t.pixels = f32_pixels ? static_cast<void*>(pixels_f32->data())
-                        : static_cast<void*>(pixels_bf16->data());
+  t.pixels =
+      f32_pixels ? static_cast<void*>(pixels_f32->data()) : static_cast<void*>(pixels_bf16->data());
   t.pos_index = pos_index ? pos_index->data() : nullptr;
   t.pos_weight = pos_weight ? pos_weight->data() : nullptr;
   t.cos = cos.data();
@@ -251,8 +250,8 @@ void Tower::run(const sdk::ForwardArgs& a, bool tune) {
     outputs.push_back(opt_.dtype == Dtype::F32 ? static_cast<void*>(a.output<float>(k).data())
                                                : static_cast<void*>(a.output<uint16_t>(k).data()));
   if (cuda_) {
-    cuda_->forward(cap, raw.buffers, outputs.data(), num_outputs, a.workspace(),
-                   a.workspace_size(), a.stream(), tune);
+    cuda_->forward(cap, raw.buffers, outputs.data(), num_outputs, a.workspace(), a.workspace_size(),
+                   a.stream(), tune);
     return;
   }
   std::vector<float*> f32(outputs.size());

@@ -1,6 +1,6 @@
 // A Qwen-VL vision tower as an encgraph plugin: one SDK model class for every
-// version, its Spec (spec.hpp) passed by the version's plugin file
-// (qwen2_5_vl_plugin.cpp, qwen3_vl_plugin.cpp), which adds only the identity.
+// version over its Spec (spec.hpp); a version's plugin file
+// (qwen2_5_vl_plugin.cpp, qwen3_vl_plugin.cpp) adds only its identity.
 //
 // Items are images (grid_thw = [1, h/p, w/p] after the processor's resize to
 // multiples of 2p) and videos (grid_t = ceil(frames / temporal_patch_size));
@@ -88,8 +88,17 @@ class Tower {
   Options opt_;
   Buffers buffers_;
   sdk::ModelInfo info_;
-  Weights cpu_weights_;               // CPU instances
+  Weights cpu_weights_;              // CPU instances
   std::unique_ptr<CudaModel> cuda_;  // CUDA instances
+};
+
+// A version's plugin class: the tower over spec S, with the identity I its
+// table carries (ENCGRAPH_SDK_PLUGIN / QWEN_VL_PLUGIN take one class).
+template <const Spec& S, const sdk::Identity& I>
+class VersionTower : public Tower {
+ public:
+  static constexpr sdk::Identity identity = I;
+  explicit VersionTower(sdk::CreateArgs& args) : Tower(S, args) {}
 };
 
 }  // namespace qwen_vl

@@ -43,8 +43,8 @@ void load_norm(const VisionConfig& c, const encoder_kit::WeightSource& src, cons
 
 // `norm`, `fc1`, `fc2`: the checkpoint's names of the merger's parts.
 MergerWeights load_merger(const VisionConfig& c, const encoder_kit::WeightSource& src,
-                          const std::string& p, int64_t norm_dim, const char* norm,
-                          const char* fc1, const char* fc2) {
+                          const std::string& p, int64_t norm_dim, const char* norm, const char* fc1,
+                          const char* fc2) {
   const int64_t merged = c.hidden_size * c.merge_unit();
   MergerWeights m;
   load_norm(c, src, p + norm, norm_dim, m.norm_w, m.norm_b);
@@ -69,9 +69,8 @@ int64_t parameter_count(const VisionConfig& c) {
       n.add({n.mul({2, norm, d}), n.mul({3, d, d}), n.mul({3, d}), n.mul({d, d}), d, mlp});
   const int64_t merger = n.add({n.mul({merged, merged}), merged, n.mul({out, merged}), out});
   return n.add({n.mul({d, c.patch_dim()}), s.patch_bias ? d : 0,
-                n.mul({c.num_position_embeddings, d}), n.mul({c.depth, block}),
-                n.mul({norm, d}), merger,
-                n.mul({c.num_deepstack(), n.add({n.mul({norm, merged}), merger})})});
+                n.mul({c.num_position_embeddings, d}), n.mul({c.depth, block}), n.mul({norm, d}),
+                merger, n.mul({c.num_deepstack(), n.add({n.mul({norm, merged}), merger})})});
 }
 
 Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src) {

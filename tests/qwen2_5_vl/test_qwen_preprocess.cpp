@@ -90,7 +90,8 @@ TEST_CASE("grey and RGBA pixels are read as RGB") {
   const auto a = qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgb.data(), 1, 56, 56, 3);
   CHECK(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, grey.data(), 1, 56, 56, 1) == a);
   CHECK(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgba.data(), 1, 56, 56, 4) == a);
-  CHECK_THROWS_AS(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgb.data(), 1, 56, 56, 2), encoder_kit::Error);
+  CHECK_THROWS_AS(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgb.data(), 1, 56, 56, 2),
+                  encoder_kit::Error);
 }
 
 TEST_CASE("resizing keeps flat images flat and same-size images unchanged") {
@@ -206,7 +207,8 @@ TEST_CASE("a staged batch concatenates items and offsets their tables") {
   const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
   std::vector<float> px(cap.patches * o.model.patch_dim()), cs(cap.patches * 8), sn(cs.size());
   std::vector<int32_t> cuf(cap.frames + 1), cuw(cap.windows + 1), inv(cap.tokens);
-  qwen_vl::StagingTarget t{px.data(), cs.data(), sn.data(), cuf.data(), cuw.data(), inv.data(), cap};
+  qwen_vl::StagingTarget t{px.data(),  cs.data(),  sn.data(), cuf.data(),
+                           cuw.data(), inv.data(), cap};
   const qwen_vl::StagedRows r = qwen_vl::stage_batch(o, {&a, &b}, t);
   CHECK(r.tokens == 6 + 8);
   CHECK(r.patches == 24 + 32);
@@ -231,7 +233,8 @@ TEST_CASE("frames are laid out longest first, tokens stay in batch order") {
   const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
   std::vector<float> px(cap.patches * o.model.patch_dim()), cs(cap.patches * 8), sn(cs.size());
   std::vector<int32_t> cuf(cap.frames + 1), cuw(cap.windows + 1), inv(cap.tokens);
-  qwen_vl::StagingTarget t{px.data(), cs.data(), sn.data(), cuf.data(), cuw.data(), inv.data(), cap};
+  qwen_vl::StagingTarget t{px.data(),  cs.data(),  sn.data(), cuf.data(),
+                           cuw.data(), inv.data(), cap};
   qwen_vl::stage_batch(o, {&small, &large}, t);
   CHECK(std::vector<int32_t>(cuf.begin(), cuf.begin() + 3) == std::vector<int32_t>{0, 48, 64});
   // Output token 0 is the small item's first: its rows follow the large item's 12 units.

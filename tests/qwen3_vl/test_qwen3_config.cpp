@@ -20,7 +20,7 @@
 namespace {
 
 qwen_vl::Options parse(const std::vector<std::pair<std::string, std::string>>& kv,
-                     const char* weights = nullptr) {
+                       const char* weights = nullptr) {
   std::vector<eg_config_entry> entries;
   for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
   eg_create_params p{};
