@@ -8,25 +8,13 @@
 #include "pos_embed_kernel.hpp"
 #include "spec.hpp"
 
-#include <encoder_kit/cuda/plugin_host.hpp>
-#include <encoder_kit/error.hpp>
-
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace qwen_vl {
 namespace {
-
-namespace k = encoder_kit::cuda;
-using k::bf16;
-using Epilogue = k::GemmPlan::Epilogue;
-
-using k::align_up;
 
 // The MLP width on the device, padded to a multiple of 16 with zero rows of
 // fc1 and zero columns of fc2 (gelu(0) * 0 = 0 adds nothing): cuBLASLt runs
@@ -45,15 +33,13 @@ struct DeviceMerger {
   const bf16 *norm_w, *norm_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 };
 
-}  // namespace
-
 class DeepstackTower final : public CudaTower {
  public:
   DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn);
-  void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
-               void* workspace, size_t workspace_bytes, void* stream, bool tune) override;
 
  private:
+  void run(const Pass& f, void* const* outputs) override;
+
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos_embed = nullptr;
   std::vector<DeviceBlock> blocks;
   DeviceMerger merger{};
@@ -127,7 +113,7 @@ class DeepstackTower final : public CudaTower {
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything).
   void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
-                     cudaStream_t s) {
+                     cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
     check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
@@ -176,27 +162,16 @@ DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_in
                               std::to_string(c.deepstack_visual_indexes.size()) +
                               " deepstack_visual_indexes");
   upload(w);
-  start(o.tune_gemm ? o.tuning_cache : std::string("off"), std::move(warn),
-        o.max_budget * c.merge_unit());
+  start(o, std::move(warn));
 }
 
-void DeepstackTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
-                             int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
-                             bool tune) {
+void DeepstackTower::run(const Pass& f, void* const* outputs) {
   DeepstackTower& m = *this;
-  auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = begin_forward(cap, workspace, workspace_bytes, num_outputs);
-  const Inputs in = inputs(buffers);
-  const size_t gemm_ws = k::GemmPlan::workspace_bytes();
-  const int64_t p = cap.patches, tokens = cap.tokens;
-  const int64_t d = c.hidden_size;
-  const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto& [cap, a, in, s, p, tokens, d, heads, hd, scale, gemm_ws] = f;
   const bf16* pixels = in.pixels;
   const int32_t* pos_index = in.pos_index;
   const float *pos_weight = in.pos_weight, *cos = in.cos, *sin = in.sin;
   const int32_t *cu_seqlens = in.cu_seqlens, *token_index = in.token_index;
-  prepare(p, tune, s, [&] { tune_products(a, pixels, p, tokens, gemm_ws, s); });
 
   // Patch embedding (Conv3d with stride = kernel: one product with bias),
   // then the learned positions interpolated to each item's grid.
@@ -233,6 +208,8 @@ void DeepstackTower::forward(const Capacity& cap, const eg_tensor* buffers, void
   m.run_merger(m.merger, /*postshuffle=*/false, a, p, tokens, token_index,
                static_cast<bf16*>(outputs[0]), gemm_ws, s);
 }
+
+}  // namespace
 
 std::unique_ptr<CudaModel> make_deepstack_tower(const Options& o, const Weights& w,
                                                 int device_index, Warn warn) {

@@ -8,6 +8,7 @@
 #include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace qwen_vl {
@@ -35,11 +36,11 @@ CudaTower::~CudaTower() {
 }
 
 void CudaTower::check(int rc, const char* what) const {
-  kit::throw_on_kit_failure(who.c_str(), rc, what);
+  k::throw_on_kit_failure(who.c_str(), rc, what);
 }
 
 void CudaTower::check_cuda(cudaError_t e, const char* what) const {
-  kit::throw_on_cuda_error(who.c_str(), e, what);
+  k::throw_on_cuda_error(who.c_str(), e, what);
 }
 
 void CudaTower::fail(eg_status status, const std::string& message) const {
@@ -52,7 +53,7 @@ void CudaTower::WeightImage::upload(CudaTower& owner) {
   size_t total = 0;
   for (const auto& [dst, v] : plan_) {
     offsets.push_back(total);
-    total += kit::align_up(v->size() * 2);
+    total += k::align_up(v->size() * 2);
   }
   std::vector<uint16_t> host(total / 2, 0);
   for (size_t t = 0; t < plan_.size(); ++t) {
@@ -66,17 +67,18 @@ void CudaTower::WeightImage::upload(CudaTower& owner) {
     *plan_[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(owner.weights) + offsets[t]);
 }
 
-void CudaTower::start(const std::string& tuning_cache, Warn warn, int64_t max_patches) {
+void CudaTower::start(const Options& o, Warn warn) {
+  const std::string tuning_cache = o.tune_gemm ? o.tuning_cache : std::string("off");
   const cublasStatus_t st = cublasLtCreate(&handle);
   if (st != CUBLAS_STATUS_SUCCESS)
     fail(EG_ERR_DEVICE, std::string("cublasLtCreate: ") + cublasLtGetStatusString(st));
   gemm_cache =
-      kit::open_plugin_gemm_tuning_cache(device, tuning_cache, c.spec->name, std::move(warn));
-  plan_products(std::max<int64_t>(max_patches, c.merge_unit()));
+      k::open_plugin_gemm_tuning_cache(device, tuning_cache, c.spec->name, std::move(warn));
+  plan_products(std::max<int64_t>(o.max_budget * c.merge_unit(), c.merge_unit()));
 }
 
-void CudaTower::planned(std::initializer_list<kit::GemmPlan*> plans, int64_t patches) {
-  for (kit::GemmPlan* g : plans) g->set_tuning_cache(gemm_cache);
+void CudaTower::planned(std::initializer_list<k::GemmPlan*> plans, int64_t patches) {
+  for (k::GemmPlan* g : plans) g->set_tuning_cache(gemm_cache);
   planned_patches = patches;
   tuned.clear();
 }
@@ -88,7 +90,7 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   size_t off = 0;
   auto take = [&](size_t bytes) {
     char* ptr = base ? base + off : nullptr;
-    off += kit::align_up(bytes);
+    off += k::align_up(bytes);
     return reinterpret_cast<bf16*>(ptr);
   };
   a.x = take(p * d * 2);
@@ -100,21 +102,48 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   a.gate_up = gate_up_room ? take(2 * p * mlp * 2) : nullptr;
   a.act = take(p * mlp * 2);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2);
-  a.gemm_ws = take(kit::GemmPlan::workspace_bytes());
+  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
   a.total = off;
   return a;
 }
 
-Activations CudaTower::begin_forward(const Capacity& cap, void* workspace, size_t workspace_bytes,
-                                     int num_outputs) const {
-  const Activations a = carve(cap, static_cast<char*>(workspace));
-  if (a.total > workspace_bytes)
+void CudaTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
+                        int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
+                        bool tune_now) {
+  Pass f{};
+  f.cap = cap;
+  f.a = carve(cap, static_cast<char*>(workspace));
+  if (f.a.total > workspace_bytes)
     fail(EG_ERR_INVALID_ARGUMENT,
          "workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   if (num_outputs != 1 + c.num_deepstack())
     fail(EG_ERR_INVALID_ARGUMENT, "expected " + std::to_string(1 + c.num_deepstack()) +
                                       " outputs, got " + std::to_string(num_outputs));
-  return a;
+  f.in = inputs(buffers);
+  f.s = static_cast<cudaStream_t>(stream);
+  f.p = cap.patches;
+  f.tokens = cap.tokens;
+  f.d = c.hidden_size;
+  f.heads = static_cast<int>(c.num_heads);
+  f.hd = static_cast<int>(c.head_dim());
+  f.scale = 1.0f / std::sqrt(static_cast<float>(f.hd));
+  f.gemm_ws = k::GemmPlan::workspace_bytes();
+
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(f.s, &capturing), "cudaStreamIsCapturing");
+  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  if (f.p > planned_patches) {
+    if (in_capture)
+      fail(EG_ERR_INTERNAL, "a graph of " + std::to_string(f.p) +
+                                " patch rows was captured without its warm-up run");
+    plan_products(f.p);
+  }
+  if (tune_now && !in_capture && !tuned.count(f.p)) {
+    tune_products(f.a, f.in.pixels, f.p, f.tokens, f.gemm_ws, f.s);
+    tuned.insert(f.p);
+    if (gemm_cache) gemm_cache->save();  // never fatal: warns once
+  }
+  run(f, outputs);
 }
 
 Inputs CudaTower::inputs(const eg_tensor* t) const {
@@ -140,24 +169,6 @@ const std::vector<float>& CudaTower::pad_cols(const std::vector<float>& v, int64
     std::copy(v.begin() + r * width, v.begin() + (r + 1) * width,
               store.back().begin() + r * mlp_width);
   return store.back();
-}
-
-void CudaTower::prepare(int64_t p, bool tune, cudaStream_t s,
-                        const std::function<void()>& run_tuning) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
-  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
-  if (p > planned_patches) {
-    if (in_capture)
-      fail(EG_ERR_INTERNAL,
-           "a graph of " + std::to_string(p) + " patch rows was captured without its warm-up run");
-    plan_products(p);
-  }
-  if (tune && !in_capture && !tuned.count(p)) {
-    run_tuning();
-    tuned.insert(p);
-    if (gemm_cache) gemm_cache->save();  // never fatal: warns once
-  }
 }
 
 std::unique_ptr<CudaModel> make_cuda_model(const Options& o, const Weights& w, int device_index,

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <set>
@@ -22,8 +21,9 @@
 
 namespace qwen_vl {
 
-namespace kit = encoder_kit::cuda;
-using kit::bf16;
+namespace k = encoder_kit::cuda;
+using k::bf16;
+using Epilogue = k::GemmPlan::Epilogue;
 
 // Activations of one forward, carved from the runtime's workspace.
 struct Activations {
@@ -43,9 +43,25 @@ struct Inputs {
   const int32_t *cu_seqlens, *cu_windows, *token_index;
 };
 
+// One forward's activations, inputs, stream and sizes: what every launch reads.
+struct Pass {
+  Capacity cap;
+  Activations a;
+  Inputs in;
+  cudaStream_t s;
+  int64_t p, tokens, d;  // patch rows, output tokens, hidden size
+  int heads, hd;
+  float scale;  // attention's 1 / sqrt(head_dim)
+  size_t gemm_ws;
+};
+
 class CudaTower : public CudaModel {
  public:
   size_t workspace_bytes(const Capacity& cap) const final { return carve(cap, nullptr).total; }
+  // Checks what the runtime passed, plans (and with `tune` times) the
+  // products for this size, then runs the version's launches.
+  void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
+               void* workspace, size_t workspace_bytes, void* stream, bool tune) final;
 
  protected:
   // Selects the device and refuses a head_dim the attention kernel lacks.
@@ -70,25 +86,24 @@ class CudaTower : public CudaModel {
     std::vector<std::pair<const bf16**, const std::vector<float>*>> plan_;
   };
 
-  // After the version's own set-up: the cuBLASLt handle, the tuning cache and
-  // the products planned for `max_patches` rows.
-  void start(const std::string& tuning_cache, Warn warn, int64_t max_patches);
-
-  // The forward's preamble for `p` patch rows: products planned for them
-  // (never inside a capture), and with `tune` the version's tune() run once
-  // per size outside capture.
-  void prepare(int64_t p, bool tune, cudaStream_t s, const std::function<void()>& run_tuning);
+  // After the version's own set-up: the cuBLASLt handle, the tuning cache
+  // (tuning_cache, "off" without tune_gemm) and the products planned for
+  // max_budget tokens.
+  void start(const Options& o, Warn warn);
 
   virtual void plan_products(int64_t patches) = 0;
+  // Times each product's candidates at this size on scratch memory (the
+  // forward that follows recomputes everything); once per size, outside capture.
+  virtual void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens,
+                             size_t ws, cudaStream_t s) = 0;
+  // The version's launches.
+  virtual void run(const Pass& f, void* const* outputs) = 0;
   // plan_products' end: the plans share the tuning cache; nothing is tuned yet.
-  void planned(std::initializer_list<kit::GemmPlan*> plans, int64_t patches);
+  void planned(std::initializer_list<k::GemmPlan*> plans, int64_t patches);
 
   // The activations in `workspace` (null: only their size), the gate/up
   // product's room only with gate_up_room.
   Activations carve(const Capacity& cap, char* workspace) const;
-  // The forward's checks of what the runtime passed, then its activations.
-  Activations begin_forward(const Capacity& cap, void* workspace, size_t workspace_bytes,
-                            int num_outputs) const;
   Inputs inputs(const eg_tensor* buffers) const;
   // `v` ([rows, intermediate_size]) with zero columns up to mlp_width; a padded
   // copy lives in `store`.

@@ -9,28 +9,17 @@
 #include "spec.hpp"
 
 #include <encoder_kit/cuda/form_timing.hpp>
-#include <encoder_kit/cuda/plugin_host.hpp>
-#include <encoder_kit/error.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
-#include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace qwen_vl {
 namespace {
-
-namespace k = encoder_kit::cuda;
-using k::bf16;
-using Epilogue = k::GemmPlan::Epilogue;
-
-using k::align_up;
 
 // The MLP width on the device, padded to whole blocks of kGateUpBlock features
 // with zero rows of gate/up and zero columns of down (silu(0) * 0 = 0 adds
@@ -71,15 +60,13 @@ struct DeviceBlock {
   const bf16 *down_w, *down_b;
 };
 
-}  // namespace
-
 class WindowTower final : public CudaTower {
  public:
   WindowTower(const Options& o, const Weights& w, int device_index, Warn warn);
-  void forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs, int num_outputs,
-               void* workspace, size_t workspace_bytes, void* stream, bool tune) override;
 
  private:
+  void run(const Pass& f, void* const* outputs) override;
+
   const bf16* patch_w = nullptr;
   std::vector<DeviceBlock> blocks;
   const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
@@ -295,7 +282,7 @@ class WindowTower final : public CudaTower {
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything).
   void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
-                     cudaStream_t s) {
+                     cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
     check(patch.tune(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
@@ -337,27 +324,16 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
          "capability 9.0 (Hopper) and a driver that encodes tensor maps: set "
          "qkv_kernel to \"auto\" or \"cublaslt\"");
   upload(w);
-  start(o.tune_gemm ? o.tuning_cache : std::string("off"), std::move(warn),
-        o.max_budget * c.merge_unit());
+  start(o, std::move(warn));
 }
 
-void WindowTower::forward(const Capacity& cap, const eg_tensor* buffers, void* const* outputs,
-                          int num_outputs, void* workspace, size_t workspace_bytes, void* stream,
-                          bool tune) {
+void WindowTower::run(const Pass& f, void* const* outputs) {
   WindowTower& m = *this;
-  auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = begin_forward(cap, workspace, workspace_bytes, num_outputs);
-  const Inputs in = inputs(buffers);
-  const size_t gemm_ws = k::GemmPlan::workspace_bytes();
-  const int64_t p = cap.patches, tokens = cap.tokens;
-  const int64_t d = c.hidden_size;
-  const int heads = static_cast<int>(c.num_heads), hd = static_cast<int>(c.head_dim());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto& [cap, a, in, s, p, tokens, d, heads, hd, scale, gemm_ws] = f;
   const bf16* pixels = in.pixels;
   const float *cos = in.cos, *sin = in.sin;
   const int32_t *cu_frames = in.cu_seqlens, *cu_windows = in.cu_windows;
   const int32_t* inverse = in.token_index;
-  prepare(p, tune, s, [&] { tune_products(a, pixels, p, tokens, gemm_ws, s); });
 
   check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
@@ -407,6 +383,8 @@ void WindowTower::forward(const Capacity& cap, const eg_tensor* buffers, void* c
                             c.out_hidden_size, s),
         "inverse window order");
 }
+
+}  // namespace
 
 std::unique_ptr<CudaModel> make_window_tower(const Options& o, const Weights& w, int device_index,
                                              Warn warn) {
