@@ -40,13 +40,17 @@ class DeepstackTower final : public CudaTower {
  private:
   void run(const Pass& f, void* const* outputs) override;
 
-  const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos_embed = nullptr;
+  const bf16* pos_embed = nullptr;
   std::vector<DeviceBlock> blocks;
   DeviceMerger merger{};
   std::vector<DeviceMerger> deepstack;
-  k::GemmPlan patch, qkv, proj, fc1, fc2, merge1, merge2;
+  k::GemmPlan fc1, fc2;
 
-  void upload(const Weights& w) {
+  void upload(const Weights& w) override {
+    if (w.deepstack.size() != c.deepstack_visual_indexes.size())
+      fail(EG_ERR_INTERNAL, std::to_string(w.deepstack.size()) + " deepstack mergers for " +
+                                std::to_string(c.deepstack_visual_indexes.size()) +
+                                " deepstack_visual_indexes");
     WeightImage image;
     auto add = [&](const bf16** dst, const std::vector<float>& v) { image.add(dst, v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
@@ -92,30 +96,17 @@ class DeepstackTower final : public CudaTower {
     image.upload(*this);
   }
 
-  void plan_products(int64_t patches) override {
-    const int64_t d = c.hidden_size, inter = padded_intermediate(c), md = d * c.merge_unit();
-    const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
-    check(patch.initialize(patches, d, c.patch_dim(), Epilogue::Bias, false),
-          "planning patch_embed");
-    check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv");
-    check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj");
+  std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
     check(fc1.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
           "planning mlp.linear_fc1");
     check(fc2.initialize(patches, d, inter, Epilogue::Bias, true), "planning mlp.linear_fc2");
-    // nn.GELU() in the mergers: the exact (erf) form.
-    check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false),
-          "planning merger.linear_fc1");
-    check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
-          "planning merger.linear_fc2");
-    planned({&patch, &qkv, &proj, &fc1, &fc2, &merge1, &merge2}, patches);
+    return {&fc1, &fc2};
   }
 
-  // Times each product's candidates at this size on scratch memory (the
-  // forward that follows recomputes everything).
-  void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
+  void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
           "tune");
     check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
@@ -157,56 +148,49 @@ class DeepstackTower final : public CudaTower {
 
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)) {
-  if (w.deepstack.size() != c.deepstack_visual_indexes.size())
-    fail(EG_ERR_INTERNAL, std::to_string(w.deepstack.size()) + " deepstack mergers for " +
-                              std::to_string(c.deepstack_visual_indexes.size()) +
-                              " deepstack_visual_indexes");
-  upload(w);
-  start(o, std::move(warn));
+  start(o, w, std::move(warn));
 }
 
 void DeepstackTower::run(const Pass& f, void* const* outputs) {
-  DeepstackTower& m = *this;
   const auto& [cap, a, in, s, p, tokens, d, heads, hd, scale, gemm_ws] = f;
-  const bf16* pixels = in.pixels;
   const int32_t* pos_index = in.pos_index;
   const float *pos_weight = in.pos_weight, *cos = in.cos, *sin = in.sin;
   const int32_t *cu_seqlens = in.cu_seqlens, *token_index = in.token_index;
 
   // Patch embedding (Conv3d with stride = kernel: one product with bias),
   // then the learned positions interpolated to each item's grid.
-  check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
+  check(patch.run(handle, in.pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
-  check(pos_embed_add_bf16(a.x, m.pos_embed, c.num_position_embeddings, pos_index, pos_weight, p, d,
-                           s),
-        "pos_embed");
+  check(
+      pos_embed_add_bf16(a.x, pos_embed, c.num_position_embeddings, pos_index, pos_weight, p, d, s),
+      "pos_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
   for (int64_t i = 0; i < c.depth; ++i) {
-    const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
+    const DeviceBlock& b = blocks[static_cast<size_t>(i)];
     check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s), "norm1");
-    check(m.qkv.run(m.handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
+    check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
           "attn.qkv");
     check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
     for (const SeqBucket& bk : buckets)
       check(k::varlen_attention_bf16(a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
                                      static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
             "attention");
-    check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
     check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s), "norm2");
-    check(m.fc1.run(m.handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
+    check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
           "mlp.linear_fc1");
-    check(m.fc2.run(m.handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+    check(fc2.run(handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "mlp.linear_fc2");
     // Deepstack outputs come in layer order, each from its own merger.
     const int64_t slot = c.deepstack_slot(i);
     if (slot >= 0)
-      m.run_merger(m.deepstack[static_cast<size_t>(c.deepstack_merger(slot))],
-                   /*postshuffle=*/true, a, p, tokens, token_index,
-                   static_cast<bf16*>(outputs[1 + slot]), gemm_ws, s);
+      run_merger(deepstack[static_cast<size_t>(c.deepstack_merger(slot))],
+                 /*postshuffle=*/true, a, p, tokens, token_index,
+                 static_cast<bf16*>(outputs[1 + slot]), gemm_ws, s);
   }
-  m.run_merger(m.merger, /*postshuffle=*/false, a, p, tokens, token_index,
-               static_cast<bf16*>(outputs[0]), gemm_ws, s);
+  run_merger(merger, /*postshuffle=*/false, a, p, tokens, token_index,
+             static_cast<bf16*>(outputs[0]), gemm_ws, s);
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 namespace qwen_vl {
 
+struct Spec;
+
 class CudaModel {
  public:
   virtual ~CudaModel() = default;
@@ -34,6 +36,11 @@ class CudaModel {
 };
 
 using Warn = std::function<void(const std::string&)>;
+
+// Throws Error(UNSUPPORTED) when no CUDA forward runs this version's forms,
+// or the plugin was built without its CUDA kernels: checked before the
+// weights load.
+void require_cuda_forward(const Spec& s);
 
 // Uploads the weights as bf16 to device `device_index` and plans the matrix
 // products for up to max_budget tokens (more are planned on demand, outside

@@ -67,7 +67,8 @@ void CudaTower::WeightImage::upload(CudaTower& owner) {
     *plan_[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(owner.weights) + offsets[t]);
 }
 
-void CudaTower::start(const Options& o, Warn warn) {
+void CudaTower::start(const Options& o, const Weights& w, Warn warn) {
+  upload(w);
   const std::string tuning_cache = o.tune_gemm ? o.tuning_cache : std::string("off");
   const cublasStatus_t st = cublasLtCreate(&handle);
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -77,8 +78,21 @@ void CudaTower::start(const Options& o, Warn warn) {
   plan_products(std::max<int64_t>(o.max_budget * c.merge_unit(), c.merge_unit()));
 }
 
-void CudaTower::planned(std::initializer_list<k::GemmPlan*> plans, int64_t patches) {
-  for (k::GemmPlan* g : plans) g->set_tuning_cache(gemm_cache);
+void CudaTower::plan_products(int64_t patches) {
+  const int64_t d = c.hidden_size, md = d * c.merge_unit();
+  const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
+  check(patch.initialize(patches, d, c.patch_dim(),
+                         c.spec->patch_bias ? Epilogue::Bias : Epilogue::None, false),
+        "planning patch_embed");
+  check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv");
+  check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj");
+  const std::array<k::GemmPlan*, 2> mlp = plan_mlp(patches);
+  // nn.GELU() in the mergers: the exact (erf) form.
+  check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger fc1");
+  check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
+        "planning merger fc2");
+  for (k::GemmPlan* g : {&patch, &qkv, &proj, mlp[0], mlp[1], &merge1, &merge2})
+    g->set_tuning_cache(gemm_cache);
   planned_patches = patches;
   tuned.clear();
 }
@@ -139,7 +153,10 @@ void CudaTower::forward(const Capacity& cap, const eg_tensor* buffers, void* con
     plan_products(f.p);
   }
   if (tune_now && !in_capture && !tuned.count(f.p)) {
-    tune_products(f.a, f.in.pixels, f.p, f.tokens, f.gemm_ws, f.s);
+    check(patch.tune(handle, f.in.pixels, patch_w, patch_b, nullptr, f.a.x, f.p, f.a.gemm_ws,
+                     f.gemm_ws, f.s),
+          "tune");
+    tune_products(f.a, f.p, f.tokens, f.gemm_ws, f.s);
     tuned.insert(f.p);
     if (gemm_cache) gemm_cache->save();  // never fatal: warns once
   }
@@ -171,18 +188,31 @@ const std::vector<float>& CudaTower::pad_cols(const std::vector<float>& v, int64
   return store.back();
 }
 
+namespace {
+
+// Each forward implements one combination of the forms, as tuned.
+bool window_form(const Spec& s) {
+  return s.attention == Attention::Windowed && s.pos_embed == PosEmbed::None &&
+         s.norm == Norm::Rms && s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Merger;
+}
+bool deepstack_form(const Spec& s) {
+  return s.attention == Attention::Full && s.pos_embed == PosEmbed::Interpolated &&
+         s.norm == Norm::Layer && s.mlp == Mlp::GeluTanh && s.outputs == Outputs::Deepstack;
+}
+
+}  // namespace
+
+void require_cuda_forward(const Spec& s) {
+  if (!window_form(s) && !deepstack_form(s))
+    encoder_kit::fail(EG_ERR_UNSUPPORTED,
+                      std::string(s.name) + ": no CUDA forward implements this tower's forms");
+}
+
 std::unique_ptr<CudaModel> make_cuda_model(const Options& o, const Weights& w, int device_index,
                                            Warn warn) {
-  const Spec& s = o.spec();
-  // Each forward implements one combination of the forms, as tuned.
-  if (s.attention == Attention::Windowed && s.pos_embed == PosEmbed::None && s.norm == Norm::Rms &&
-      s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Merger)
-    return make_window_tower(o, w, device_index, std::move(warn));
-  if (s.attention == Attention::Full && s.pos_embed == PosEmbed::Interpolated &&
-      s.norm == Norm::Layer && s.mlp == Mlp::GeluTanh && s.outputs == Outputs::Deepstack)
-    return make_deepstack_tower(o, w, device_index, std::move(warn));
-  encoder_kit::fail(EG_ERR_UNSUPPORTED,
-                    std::string(s.name) + ": no CUDA forward implements this tower's forms");
+  require_cuda_forward(o.spec());
+  return window_form(o.spec()) ? make_window_tower(o, w, device_index, std::move(warn))
+                               : make_deepstack_tower(o, w, device_index, std::move(warn));
 }
 
 }  // namespace qwen_vl

@@ -10,9 +10,9 @@
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
+#include <array>
 #include <cstdint>
 #include <deque>
-#include <initializer_list>
 #include <memory>
 #include <set>
 #include <string>
@@ -86,20 +86,25 @@ class CudaTower : public CudaModel {
     std::vector<std::pair<const bf16**, const std::vector<float>*>> plan_;
   };
 
-  // After the version's own set-up: the cuBLASLt handle, the tuning cache
-  // (tuning_cache, "off" without tune_gemm) and the products planned for
-  // max_budget tokens.
-  void start(const Options& o, Warn warn);
+  // After the version's own checks: the weights uploaded, the cuBLASLt
+  // handle, the tuning cache (tuning_cache, "off" without tune_gemm) and the
+  // products planned for max_budget tokens.
+  void start(const Options& o, const Weights& w, Warn warn);
+  // The version's device weights, laid out in one WeightImage.
+  virtual void upload(const Weights& w) = 0;
 
-  virtual void plan_products(int64_t patches) = 0;
+  // Plans every product for `patches` rows (the MLP's through plan_mlp);
+  // they share the tuning cache, and nothing is tuned for them yet.
+  void plan_products(int64_t patches);
+  // The version's MLP products, planned.
+  virtual std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) = 0;
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything); once per size, outside capture.
-  virtual void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens,
-                             size_t ws, cudaStream_t s) = 0;
+  // The patch embedding's is timed first, here; then the version's.
+  virtual void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
+                             cudaStream_t s) = 0;
   // The version's launches.
   virtual void run(const Pass& f, void* const* outputs) = 0;
-  // plan_products' end: the plans share the tuning cache; nothing is tuned yet.
-  void planned(std::initializer_list<k::GemmPlan*> plans, int64_t patches);
 
   // The activations in `workspace` (null: only their size), the gate/up
   // product's room only with gate_up_room.
@@ -110,6 +115,8 @@ class CudaTower : public CudaModel {
   const std::vector<float>& pad_cols(const std::vector<float>& v, int64_t rows,
                                      std::deque<std::vector<float>>& store) const;
 
+  k::GemmPlan patch, qkv, proj, merge1, merge2;       // the MLP's are the version's
+  const bf16 *patch_w = nullptr, *patch_b = nullptr;  // patch_b: Spec::patch_bias
   VisionConfig c;
   std::string who;  // "<plugin> CUDA": leads every error message
   int device = 0;
@@ -120,7 +127,7 @@ class CudaTower : public CudaModel {
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed
-  // tune()'s choices across processes (the tuning_cache key); null: off.
+  // tune_products' choices across processes (the tuning_cache key); null: off.
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 };
 

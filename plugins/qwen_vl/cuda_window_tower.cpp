@@ -67,18 +67,17 @@ class WindowTower final : public CudaTower {
  private:
   void run(const Pass& f, void* const* outputs) override;
 
-  const bf16* patch_w = nullptr;
   std::vector<DeviceBlock> blocks;
   const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
-  k::GemmPlan patch, qkv, proj, gate_up, down, merge1, merge2;
+  k::GemmPlan gate_up, down;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
   QkvKernel qkv_kernel = QkvKernel::Auto;
   std::map<int64_t, QkvForm> qkv_form;  // "auto"'s timed choice per patch count
 
-  void upload(const Weights& w) {
+  void upload(const Weights& w) override {
     WeightImage image;
     auto add = [&](const bf16** dst, const std::vector<float>* v) { image.add(dst, *v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
@@ -123,19 +122,11 @@ class WindowTower final : public CudaTower {
     add(&m2_b, &w.merger.fc2_b);
     image.upload(*this);
   }
-  void plan_products(int64_t patches) override {
-    const int64_t d = c.hidden_size, inter = padded_intermediate(c), md = d * c.merge_unit();
-    const int64_t tokens = std::max<int64_t>(patches / c.merge_unit(), 1);
-    check(patch.initialize(patches, d, c.patch_dim(), Epilogue::None, false),
-          "planning patch_embed");
-    check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning qkv");
-    check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning proj");
+  std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
     check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
-    check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger.mlp.0");
-    check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
-          "planning merger.mlp.2");
-    planned({&patch, &qkv, &proj, &gate_up, &down, &merge1, &merge2}, patches);
+    return {&gate_up, &down};
   }
 
   MlpForm mlp_form_for(int64_t p) const {
@@ -279,12 +270,9 @@ class WindowTower final : public CudaTower {
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
-  // Times each product's candidates at this size on scratch memory (the
-  // forward that follows recomputes everything).
-  void tune_products(const Activations& a, const bf16* pixels, int64_t p, int64_t tokens, size_t ws,
+  void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    check(patch.tune(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, ws, s), "tune");
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
           "tune");
     choose_qkv(a, p, s);
@@ -323,26 +311,24 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
          "qkv_kernel = \"fused_norm\" needs a GPU of compute "
          "capability 9.0 (Hopper) and a driver that encodes tensor maps: set "
          "qkv_kernel to \"auto\" or \"cublaslt\"");
-  upload(w);
-  start(o, std::move(warn));
+  start(o, w, std::move(warn));
 }
 
 void WindowTower::run(const Pass& f, void* const* outputs) {
-  WindowTower& m = *this;
   const auto& [cap, a, in, s, p, tokens, d, heads, hd, scale, gemm_ws] = f;
   const bf16* pixels = in.pixels;
   const float *cos = in.cos, *sin = in.sin;
   const int32_t *cu_frames = in.cu_seqlens, *cu_windows = in.cu_windows;
   const int32_t* inverse = in.token_index;
 
-  check(m.patch.run(m.handle, pixels, m.patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
+  check(patch.run(handle, pixels, patch_w, nullptr, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
-  const MlpForm mlp_form = m.mlp_form_for(p);
-  const QkvForm qkv_form = m.qkv_form_for(p);
+  const MlpForm mlp_form = mlp_form_for(p);
+  const QkvForm qkv_form = qkv_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
-    const DeviceBlock& b = m.blocks[static_cast<size_t>(i)];
-    m.norm_qkv(a, b, p, qkv_form, s);
+    const DeviceBlock& b = blocks[static_cast<size_t>(i)];
+    norm_qkv(a, b, p, qkv_form, s);
     // Windows of up to 64 patches (the released models' 112-pixel windows) take
     // rotary inside the attention's loads; full attention and larger windows
     // rotate qkv in place first.
@@ -365,19 +351,17 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
                                      a.attn, s),
             "window attention");
     }
-    check(m.proj.run(m.handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");
-    m.norm_gate_up_silu(a, b, p, mlp_form, s);
-    check(m.down.run(m.handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+    norm_gate_up_silu(a, b, p, mlp_form, s);
+    check(down.run(handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "down_proj");
   }
   // Merger: RMSNorm per patch; [patches, d] read as [tokens, 4d]; Linear+GELU; Linear.
-  check(k::rms_norm_bf16(a.x, m.ln_q, a.normed, p, d, c.norm_eps, s), "merger.ln_q");
-  check(m.merge1.run(m.handle, a.normed, m.m0_w, m.m0_b, nullptr, a.attn, tokens, a.gemm_ws,
-                     gemm_ws, s),
+  check(k::rms_norm_bf16(a.x, ln_q, a.normed, p, d, c.norm_eps, s), "merger.ln_q");
+  check(merge1.run(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, gemm_ws, s),
         "merger.mlp.0");
-  check(m.merge2.run(m.handle, a.attn, m.m2_w, m.m2_b, nullptr, a.merged, tokens, a.gemm_ws,
-                     gemm_ws, s),
+  check(merge2.run(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, gemm_ws, s),
         "merger.mlp.2");
   check(k::gather_rows_bf16(a.merged, inverse, static_cast<bf16*>(outputs[0]), tokens,
                             c.out_hidden_size, s),

@@ -1,5 +1,7 @@
-// The SDK's plugin table (sdk/include/encgraph/sdk/plugin.hpp) with two
-// duties it leaves open, kept as the Qwen plugins have always done them:
+// What the Qwen plugins add to the SDK (sdk/include/encgraph/sdk/plugin.hpp):
+// their keys, read by the kit's ConfigReader, made known to the SDK's reader;
+// and the SDK's table with two duties it leaves open, done as the Qwen plugins
+// have always done them:
 //  - model_info refuses a runtime struct_size below ABI 1.0's (the runtime's
 //    bug), rather than writing a prefix of the struct;
 //  - prepare_capture_staging reports rows -1 ("the plugin wrote none": the
@@ -13,6 +15,14 @@
 #include <string>
 
 namespace qwen_vl {
+
+// Marks every key of the create params known to the SDK's reader: the
+// plugin's own reader (encoder_kit::ConfigReader) read them and refused the
+// unknown ones with its message.
+inline void known_to_sdk(encgraph::sdk::CreateArgs& args) {
+  for (int64_t i = 0; i < args.raw.num_config; ++i)
+    if (args.raw.config[i].key) args.config.known(args.raw.config[i].key);
+}
 
 template <class M>
 struct StrictSlots {

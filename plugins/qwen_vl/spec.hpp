@@ -32,9 +32,8 @@ enum class Mlp { GatedSilu, GeluTanh };
 // patch refused.
 enum class VideoPixels { PerFrame, AllFrames };
 
-struct Spec {
-  const char* name;   // the plugin's name; leads every message
-  const char* title;  // the model's name in messages ("Qwen2.5-VL")
+// The blocks' forms.
+struct Forms {
   Attention attention;
   PosEmbed pos_embed;
   Outputs outputs;
@@ -42,23 +41,35 @@ struct Spec {
   Mlp mlp;
   VideoPixels video_pixels;
   bool patch_bias;  // the patch embedding's Conv3d has a bias
-  // The checkpoint's names of the main merger's norm, fc1 and fc2 (under "merger.").
-  const char* merger_parts[3];
-  // config.json: the model_type values accepted (the second may be null), and
-  // vision_config's hidden_act.
+};
+
+// What a checkpoint folder holds: config.json's model_type values accepted
+// (the second may be null) and vision_config's hidden_act; the main merger's
+// norm, fc1 and fc2 tensor names (under "merger.").
+struct Checkpoint {
   const char* model_types[2];
   const char* hidden_act;
-  // The processor's normalisation, per RGB channel.
+  const char* merger_parts[3];
+};
+
+// The processor: normalisation per RGB channel, and the released pixel
+// bounds of images and (VideoPixels::AllFrames) of a video's frames together.
+struct Processor {
   std::array<double, 3> image_mean, image_std;
+  int64_t min_pixels, max_pixels;
+  int64_t video_min_pixels, video_max_pixels;
+};
+
+struct Spec : Forms, Checkpoint, Processor {
+  const char* name;   // the plugin's name; leads every message
+  const char* title;  // the model's name in messages ("Qwen2.5-VL")
   // encoder_kit::uniform01's stream for synthetic items' pixels.
   uint64_t synthetic_stream;
   // Rotary inverse frequencies computed in double then rounded (true), or in
   // float (false): each plugin's tables as they have always been, so graphs
   // and references keep their last bits.
   bool rotary_freq_f64;
-  VisionConfig tower;              // the default sizes (keys and config.json override them)
-  int64_t min_pixels, max_pixels;  // images: the released processor's bounds
-  int64_t video_min_pixels, video_max_pixels;  // VideoPixels::AllFrames only
+  VisionConfig tower;  // the default sizes (keys and config.json override them)
 };
 
 // Qwen2.5-VL: window attention, 2-D rotary, RMSNorm, SiLU-gated MLP, one merger.

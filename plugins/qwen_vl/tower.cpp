@@ -2,14 +2,12 @@
 
 #include "cpu_forward.hpp"
 #include "cuda_model.hpp"
-#include "layout.hpp"
-#include "preprocess.hpp"
+#include "sdk_entry.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/checked.hpp>
 #include <encoder_kit/config_json.hpp>
 
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,12 +32,10 @@ void describe(const Options& o, sdk::ModelInfo& info) {
   // Budgets and path_tokens count the tower's output rows: merged 2x2 units.
   info.path("default", "merged tokens")
       .max_frames_per_video(static_cast<int32_t>(o.max_frames_per_video));
-  if (s.outputs == Outputs::Merger) {
-    info.output("embeddings", c.out_hidden_size, dtype);
-  } else {
-    for (int64_t k = 0; k <= c.num_deepstack(); ++k)
-      info.output(kDeepstackNames[k], c.out_hidden_size, dtype);
-  }
+  const bool deepstack = s.outputs == Outputs::Deepstack;
+  for (int64_t k = 0; k <= c.num_deepstack(); ++k)
+    info.output(deepstack ? kDeepstackNames[k] : "embeddings", c.out_hidden_size, dtype);
+  // The buffers in Buffers' order (batch.hpp).
   const bool windowed = s.attention == Attention::Windowed;
   info.buffer("pixel_rows", dtype);
   if (s.pos_embed == PosEmbed::Interpolated)
@@ -53,23 +49,16 @@ void describe(const Options& o, sdk::ModelInfo& info) {
 
 // `values` into buffer `b`'s staging, as its leading rows.
 void put(sdk::StagingSet& buffers, int32_t b, const std::vector<int32_t>& values) {
-  sdk::Staging<int32_t> v = buffers.get<int32_t>(b);
-  v.set_rows(static_cast<int64_t>(values.size()));
-  std::memcpy(v.data(), values.data(), values.size() * sizeof(int32_t));
+  buffers.get<int32_t>(b).append(values.data(), static_cast<int64_t>(values.size()));
 }
 
 }  // namespace
 
 Tower::Tower(const Spec& spec, sdk::CreateArgs& args)
     : opt_(parse_options(spec, &args.raw)), buffers_(spec) {
-  // parse_options read every key and refused unknown ones with its own
-  // message; the SDK's reader need not refuse them again.
-  for (int64_t i = 0; i < args.raw.num_config; ++i)
-    if (args.raw.config[i].key) args.config.known(args.raw.config[i].key);
+  known_to_sdk(args);  // parse_options refused unknown keys with its own message
   const VisionConfig& c = opt_.model;
-  if (args.device() == EG_DEVICE_CUDA && !(kDevices & EG_DEVICE_CUDA))
-    sdk::fail(EG_ERR_UNSUPPORTED,
-              std::string(spec.name) + " was built without its CUDA kernels; use device = \"cpu\"");
+  if (args.device() == EG_DEVICE_CUDA) require_cuda_forward(spec);
   const encoder_kit::WeightSource source(args.weights().value_or("random"), opt_.seed,
                                          opt_.check_finite);
   Weights w = encoder_kit::naming_config_on_failure(opt_.config_path,
@@ -195,47 +184,40 @@ void Tower::prepare_capture_staging(const eg_graph_shape& s, sdk::StagingSet& bu
 void Tower::prepare_replay_buffers(const eg_graph_shape& s, const sdk::Batch<Item>& items,
                                    sdk::StagingSet& buffers) {
   const Buffers& b = buffers_;
-  const bool f32_pixels = opt_.dtype == Dtype::F32;
-  std::optional<sdk::Staging<float>> pixels_f32, pos_weight;
-  std::optional<sdk::Staging<uint16_t>> pixels_bf16;
-  std::optional<sdk::Staging<int32_t>> pos_index, cu_windows;
-  if (f32_pixels)
-    pixels_f32.emplace(buffers.get<float>(b.pixel_rows));
-  else
-    pixels_bf16.emplace(buffers.get<uint16_t>(b.pixel_rows));
-  if (b.pos_index >= 0) {
-    pos_index.emplace(buffers.get<int32_t>(b.pos_index));
-    pos_weight.emplace(buffers.get<float>(b.pos_weight));
-  }
-  if (b.cu_window_seqlens >= 0) cu_windows.emplace(buffers.get<int32_t>(b.cu_window_seqlens));
-  sdk::Staging<float> cos = buffers.get<float>(b.rope_cos), sin = buffers.get<float>(b.rope_sin);
-  sdk::Staging<int32_t> cu_seqlens = buffers.get<int32_t>(b.cu_seqlens);
-  sdk::Staging<int32_t> token_index = buffers.get<int32_t>(b.token_index);
-
-  StagingTarget t;
-  t.pixels =
-      f32_pixels ? static_cast<void*>(pixels_f32->data()) : static_cast<void*>(pixels_bf16->data());
-  t.pos_index = pos_index ? pos_index->data() : nullptr;
-  t.pos_weight = pos_weight ? pos_weight->data() : nullptr;
-  t.cos = cos.data();
-  t.sin = sin.data();
-  t.cu_seqlens = cu_seqlens.data();
-  t.cu_windows = cu_windows ? cu_windows->data() : nullptr;
-  t.token_index = token_index.data();
-  t.cap = capacity_for(opt_, s);
+  // Typed views of the version's buffers (none for one it lacks).
+  auto view = [&](auto type, int32_t i) {
+    using T = decltype(type);
+    return i >= 0 ? std::optional<sdk::Staging<T>>(buffers.get<T>(i)) : std::nullopt;
+  };
+  auto data = [](auto& v) { return v ? v->data() : nullptr; };
+  auto set_rows = [](auto& v, int64_t n) { return v ? v->set_rows(n) : void(); };
+  const bool f32 = opt_.dtype == Dtype::F32;
+  auto pixels_f32 = view(float{}, f32 ? b.pixel_rows : -1);
+  auto pixels_bf16 = view(uint16_t{}, f32 ? -1 : b.pixel_rows);
+  auto pos_index = view(int32_t{}, b.pos_index);
+  auto pos_weight = view(float{}, b.pos_weight);
+  auto cos = view(float{}, b.rope_cos), sin = view(float{}, b.rope_sin);
+  auto cu_seqlens = view(int32_t{}, b.cu_seqlens),
+       cu_windows = view(int32_t{}, b.cu_window_seqlens);
+  auto token_index = view(int32_t{}, b.token_index);
+  const StagingTarget t{f32 ? static_cast<void*>(data(pixels_f32)) : data(pixels_bf16),
+                        data(cos),
+                        data(sin),
+                        data(cu_seqlens),
+                        data(cu_windows),
+                        data(token_index),
+                        capacity_for(opt_, s),
+                        data(pos_index),
+                        data(pos_weight)};
   std::vector<const ItemData*> batch;
   for (const ItemData& it : items) batch.push_back(&it);
   const StagedRows rows = stage_batch(opt_, batch, t);
-
-  if (pixels_f32) pixels_f32->set_rows(rows.patches);
-  if (pixels_bf16) pixels_bf16->set_rows(rows.patches);
-  if (pos_index) pos_index->set_rows(rows.patches);
-  if (pos_weight) pos_weight->set_rows(rows.patches);
-  cos.set_rows(rows.patches);
-  sin.set_rows(rows.patches);
-  cu_seqlens.set_rows(rows.frame_rows);
-  if (cu_windows) cu_windows->set_rows(rows.window_rows);
-  token_index.set_rows(rows.tokens);
+  for (auto* v : {&pixels_f32, &pos_weight, &cos, &sin}) set_rows(*v, rows.patches);
+  set_rows(pixels_bf16, rows.patches);
+  set_rows(pos_index, rows.patches);
+  set_rows(cu_seqlens, rows.frame_rows);
+  set_rows(cu_windows, rows.window_rows);
+  set_rows(token_index, rows.tokens);
 }
 
 void Tower::run(const sdk::ForwardArgs& a, bool tune) {
@@ -244,20 +226,21 @@ void Tower::run(const sdk::ForwardArgs& a, bool tune) {
     sdk::invalid(std::string(opt_.spec().name) + ": expected " + std::to_string(buffers_.count) +
                  " buffers, got " + std::to_string(raw.num_buffers));
   const Capacity cap = capacity_for(opt_, a.shape());
-  const int32_t num_outputs = info_.raw().num_outputs;
-  std::vector<void*> outputs;
-  for (int32_t k = 0; k < num_outputs; ++k)
-    outputs.push_back(opt_.dtype == Dtype::F32 ? static_cast<void*>(a.output<float>(k).data())
-                                               : static_cast<void*>(a.output<uint16_t>(k).data()));
-  if (cuda_) {
-    cuda_->forward(cap, raw.buffers, outputs.data(), num_outputs, a.workspace(), a.workspace_size(),
-                   a.stream(), tune);
-    return;
+  // Every declared output: bf16 on CUDA, f32 on the CPU.
+  std::vector<void*> bf16;
+  std::vector<float*> f32;
+  for (int32_t k = 0; k < info_.raw().num_outputs; ++k) {
+    if (cuda_)
+      bf16.push_back(a.output<uint16_t>(k).data());
+    else
+      f32.push_back(a.output<float>(k).data());
   }
-  std::vector<float*> f32(outputs.size());
-  for (size_t k = 0; k < outputs.size(); ++k) f32[k] = static_cast<float*>(outputs[k]);
-  cpu_forward(opt_.model, cpu_weights_, cap, raw.buffers, f32.data(), a.workspace(),
-              a.workspace_size());
+  if (cuda_)
+    cuda_->forward(cap, raw.buffers, bf16.data(), static_cast<int>(bf16.size()), a.workspace(),
+                   a.workspace_size(), a.stream(), tune);
+  else
+    cpu_forward(opt_.model, cpu_weights_, cap, raw.buffers, f32.data(), a.workspace(),
+                a.workspace_size());
 }
 
 }  // namespace qwen_vl
