@@ -669,7 +669,7 @@ int main(int argc, char** argv) {
       bench_attention(pool, "attn window", T, 64, 0, 16, 80);
       bench_attention(pool, "attn window padded", T, 64, static_cast<int>(T / 64), 16, 80);
       // With as many empty window slots as the Qwen plugin's capture of that
-      // size holds (qwen_layout.cpp's cap.windows): none at the largest, 204
+      // size holds (plugins/qwen_vl/layout.cpp's cap.windows): none at the largest, 204
       // beside a 224² request of 16 images' 64 windows, 12 beside one image's 4.
       bench_window_rotary(pool, T, 16, 80, 0);
       bench_window_rotary(pool, 4096, 16, 80, 204);

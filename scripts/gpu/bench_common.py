@@ -81,6 +81,23 @@ def latency_result(latencies, items):
                 efficiency=None, items=items, note=f"{len(latencies)} forwards")
 
 
+
+def run_qwen_transformers(model, items, request, grid, row_values):
+    """A transformers Qwen-VL tower timed over requests of `request` items: random bf16
+    pixel rows (`row_values` each) for every item's grid(item) = (t, h, w), one forward
+    (pixel_values, grid_thw) per request, the first once more as warm-up."""
+    import torch
+    gen = torch.Generator().manual_seed(1)
+    requests = []
+    for r in range(0, len(items), request):
+        grids = [grid(it) for it in items[r:r + request]]
+        rows = sum(t * h * w for t, h, w in grids)
+        pv = torch.randn(rows, row_values, generator=gen).to(torch.bfloat16)
+        requests.append((pv.pin_memory(), torch.tensor(grids, dtype=torch.long)))
+    latencies = time_requests(
+        requests, lambda rq: model(rq[0].to("cuda", non_blocking=True), grid_thw=rq[1].to("cuda")))
+    return latency_result(latencies, len(items))
+
 # --- encgraph runs ------------------------------------------------------------------------
 
 def write_jsonl(path, items):

@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (log, matmul_peak, parse_variant,  # noqa: E402
-                          run_encgraph_variant)
+                          run_encgraph_variant, run_qwen_transformers)
 
 PATCH, TEMPORAL, MERGE = 16, 2, 2
 D, HEADS, INTER, OUT, DEPTH, DEEPSTACK = 1152, 16, 4304, 4096, 27, (8, 16, 24)
@@ -144,31 +144,6 @@ def build_transformers(attn):
     return model
 
 
-def run_transformers(model, items, request):
-    """One forward per request, after the first request once as warm-up."""
-    gen = torch.Generator().manual_seed(1)
-    requests = []
-    for r in range(0, len(items), request):
-        chunk = items[r:r + request]
-        grids = [grid(it) for it in chunk]
-        rows = sum(t * h * w for t, h, w in grids)
-        pv = torch.randn(rows, 3 * TEMPORAL * PATCH * PATCH, generator=gen).to(torch.bfloat16)
-        requests.append((pv.pin_memory(), torch.tensor(grids, dtype=torch.long)))
-    latencies = []
-    with torch.no_grad():
-        for i, (pv, g) in enumerate([requests[0]] + requests):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            model(pv.to("cuda", non_blocking=True), grid_thw=g.to("cuda"))
-            torch.cuda.synchronize()
-            if i > 0:
-                latencies.append(time.perf_counter() - t0)
-    ms = sorted(l * 1e3 for l in latencies)
-    pct = lambda q: ms[min(len(ms) - 1, max(0, -(-q * len(ms) // 100) - 1))]
-    return dict(seconds=sum(latencies), p50=pct(50), p99=pct(99), efficiency=None,
-                items=len(items), note=f"{len(latencies)} forwards")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
@@ -214,8 +189,9 @@ def main():
             model = build_transformers(attn)
             for name, items in loads.items():
                 t0 = time.time()
-                results[name][f"transformers {attn}"] = run_transformers(
-                    model, items, REQUEST_SIZES.get(name, REQUEST))
+                results[name][f"transformers {attn}"] = run_qwen_transformers(
+                    model, items, REQUEST_SIZES.get(name, REQUEST), grid,
+                    3 * TEMPORAL * PATCH * PATCH)
                 log(f"  transformers {attn} {name}: {time.time() - t0:.0f} s")
             del model
             torch.cuda.empty_cache()

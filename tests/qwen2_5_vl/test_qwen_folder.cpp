@@ -3,9 +3,10 @@
 // fixtures) give their dimensions without any key; keys override the
 // preprocessor's bounds, contradict the folder's sizes only as an error naming
 // both; a folder of a tiny tower runs as its explicit keys do.
-#include "qwen_config.hpp"
+#include "config.hpp"
 #include "qwen_test_support.hpp"
-#include "qwen_weights.hpp"
+#include "spec.hpp"
+#include "weights.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,7 +25,7 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
 const std::string kFixtures = QWEN_FIXTURES;
 
-qwen::Options parse(const std::string& weights, const KeyValues& kv = {}) {
+qwen_vl::Options parse(const std::string& weights, const KeyValues& kv = {}) {
   std::vector<eg_config_entry> entries;
   for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
   eg_create_params p{};
@@ -33,7 +34,7 @@ qwen::Options parse(const std::string& weights, const KeyValues& kv = {}) {
   p.weights = weights.c_str();
   p.config = entries.data();
   p.num_config = static_cast<int64_t>(entries.size());
-  return qwen::parse_options(&p);
+  return qwen_vl::parse_options(qwen_vl::kQwen2_5Vl, &p);
 }
 
 std::string parse_error(const std::string& weights, const KeyValues& kv = {}) {
@@ -81,8 +82,8 @@ TEST_CASE("every released size's folder gives its dimensions and pixel bounds") 
   for (const Size& s : sizes) {
     CAPTURE(s.name);
     const std::string folder = kFixtures + "/" + s.name;
-    const qwen::Options o = parse(folder);
-    const qwen::VisionConfig& c = o.model;
+    const qwen_vl::Options o = parse(folder);
+    const qwen_vl::VisionConfig& c = o.model;
     CHECK(o.config_path == folder + "/config.json");
     CHECK(c.depth == 32);
     CHECK(c.hidden_size == 1280);
@@ -101,13 +102,13 @@ TEST_CASE("every released size's folder gives its dimensions and pixel bounds") 
     const int64_t blocks = 32 * (2 * 1280 + (1280 * 3840 + 3840) + (1280 * 1280 + 1280) +
                                  2 * (3420 * 1280 + 3420) + (1280 * 3420 + 1280));
     const int64_t merger = 1280 + (5120 * 5120 + 5120) + (5120 * s.out + s.out);
-    CHECK(qwen::parameter_count(c) == 3 * 2 * 14 * 14 * 1280 + blocks + merger);
+    CHECK(qwen_vl::parameter_count(c) == 3 * 2 * 14 * 14 * 1280 + blocks + merger);
   }
 }
 
 TEST_CASE("keys override the folder's preprocessor; a contradicting size names both") {
   const std::string folder = kFixtures + "/Qwen2.5-VL-7B-Instruct";
-  const qwen::Options o = parse(folder, {{"min_pixels", "1000"}, {"depth", "32"}});
+  const qwen_vl::Options o = parse(folder, {{"min_pixels", "1000"}, {"depth", "32"}});
   CHECK(o.min_pixels == 1000);
   CHECK(o.max_pixels == 12845056);
   CHECK(o.model.depth == 32);  // agreeing with the folder is fine
@@ -123,7 +124,7 @@ TEST_CASE("keys override the folder's preprocessor; a contradicting size names b
 
   // config_json names another config.json: it wins over the folder's, and
   // keys override it as before.
-  const qwen::Options other =
+  const qwen_vl::Options other =
       parse(folder, {{"config_json", kFixtures + "/Qwen2.5-VL-3B-Instruct/config.json"},
                      {"depth", "2"},
                      {"fullatt_block_indexes", "1"}});
@@ -167,7 +168,7 @@ TEST_CASE("a folder of another model or processor is an error naming its file") 
   // Newer files give the bounds as size.shortest_edge / longest_edge.
   qwen_test::TempDir d("qwen-folder");
   folder_7b(d.path(), R"({"size": {"shortest_edge": 4096, "longest_edge": 1048576}})");
-  const qwen::Options o = parse(d.path().string());
+  const qwen_vl::Options o = parse(d.path().string());
   CHECK(o.min_pixels == 4096);
   CHECK(o.max_pixels == 1048576);
 }

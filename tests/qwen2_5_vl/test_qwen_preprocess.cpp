@@ -1,10 +1,11 @@
 // The plugin's processor and layout against the released rules: smart_resize
 // sizes, the patch flattening order, resizing, and the window and capacity
 // bookkeeping of a batch (frames bounded by max_frames_per_batch).
-#include "qwen_batch.hpp"
-#include "qwen_layout.hpp"
-#include "qwen_preprocess.hpp"
+#include "batch.hpp"
+#include "layout.hpp"
+#include "preprocess.hpp"
 #include "qwen_reference.hpp"
+#include "spec.hpp"
 
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/image_resize.hpp>
@@ -17,9 +18,9 @@
 
 namespace {
 
-qwen::Options tiny_options() {
-  qwen::Options o;
-  qwen::VisionConfig& m = o.model;
+qwen_vl::Options tiny_options() {
+  qwen_vl::Options o(qwen_vl::kQwen2_5Vl);
+  qwen_vl::VisionConfig& m = o.model;
   m.depth = 4;
   m.hidden_size = 64;
   m.num_heads = 4;
@@ -50,27 +51,27 @@ TEST_CASE("smart_resize follows the released processor's rule") {
   for (const Case& c : cases) {
     CAPTURE(c.h);
     CAPTURE(c.w);
-    const auto [h, w] = qwen::smart_resize(c.h, c.w, 28, c.min_pixels, c.max_pixels);
+    const auto [h, w] = qwen_vl::smart_resize(c.h, c.w, 28, c.min_pixels, c.max_pixels);
     CHECK(h == c.out_h);
     CHECK(w == c.out_w);
   }
-  CHECK_THROWS_AS(qwen::smart_resize(10, 2001, 28, 3136, 12845056), encoder_kit::Error);
+  CHECK_THROWS_AS(qwen_vl::smart_resize(10, 2001, 28, 3136, 12845056), encoder_kit::Error);
 }
 
 TEST_CASE("patch rows follow the processor's flattening order, time padding included") {
-  const qwen::Options o = tiny_options();
+  const qwen_vl::Options o = tiny_options();
   qwen_ref::Config rc;
   for (auto [frames, h, w] :
        {std::tuple{1, 56, 84}, std::tuple{3, 84, 56}, std::tuple{4, 56, 56}}) {
     const auto px = qwen_ref::random_pixels(frames, h, w, 11 + frames);
-    const auto ours = qwen::patch_rows_from_pixels(o, px.data(), frames, h, w, 3);
+    const auto ours = qwen_vl::patch_rows_from_pixels(o, frames > 1, px.data(), frames, h, w, 3);
     const qwen_ref::Input ref = qwen_ref::preprocess(rc, px, frames, h, w);
     REQUIRE(ours.size() == ref.rows.size());
     double worst = 0;
     for (size_t i = 0; i < ours.size(); ++i)
       worst = std::max(worst, std::abs(ours[i] - ref.rows[i]));
     CHECK(worst < 1e-6);
-    const qwen::Grid g = qwen::grid_for(o, h, w, frames);
+    const qwen_vl::Grid g = qwen_vl::grid_for(o, frames > 1, h, w, frames);
     CHECK(g.t == ref.t);
     CHECK(g.h == ref.h);
     CHECK(g.w == ref.w);
@@ -78,7 +79,7 @@ TEST_CASE("patch rows follow the processor's flattening order, time padding incl
 }
 
 TEST_CASE("grey and RGBA pixels are read as RGB") {
-  const qwen::Options o = tiny_options();
+  const qwen_vl::Options o = tiny_options();
   std::vector<uint8_t> grey(56 * 56), rgb(56 * 56 * 3), rgba(56 * 56 * 4);
   for (size_t i = 0; i < grey.size(); ++i) {
     grey[i] = static_cast<uint8_t>(i * 7);
@@ -86,10 +87,11 @@ TEST_CASE("grey and RGBA pixels are read as RGB") {
     for (int c = 0; c < 3; ++c) rgba[i * 4 + c] = grey[i];
     rgba[i * 4 + 3] = 17;
   }
-  const auto a = qwen::patch_rows_from_pixels(o, rgb.data(), 1, 56, 56, 3);
-  CHECK(qwen::patch_rows_from_pixels(o, grey.data(), 1, 56, 56, 1) == a);
-  CHECK(qwen::patch_rows_from_pixels(o, rgba.data(), 1, 56, 56, 4) == a);
-  CHECK_THROWS_AS(qwen::patch_rows_from_pixels(o, rgb.data(), 1, 56, 56, 2), encoder_kit::Error);
+  const auto a = qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgb.data(), 1, 56, 56, 3);
+  CHECK(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, grey.data(), 1, 56, 56, 1) == a);
+  CHECK(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgba.data(), 1, 56, 56, 4) == a);
+  CHECK_THROWS_AS(qwen_vl::patch_rows_from_pixels(o, /*video=*/false, rgb.data(), 1, 56, 56, 2),
+                  encoder_kit::Error);
 }
 
 TEST_CASE("resizing keeps flat images flat and same-size images unchanged") {
@@ -107,19 +109,19 @@ TEST_CASE("resizing keeps flat images flat and same-size images unchanged") {
                                                encoder_kit::image::Filter::Bilinear);
   for (int x = 1; x < 31; ++x) CHECK(std::abs(int(half[x]) - (8 * x + 2)) <= 1);
   // An item whose size is not a multiple of 28 is resized to the processor's size.
-  const qwen::Options o = tiny_options();
+  const qwen_vl::Options o = tiny_options();
   std::vector<uint8_t> img(50 * 100 * 3, 128);
-  const auto rows = qwen::patch_rows_from_pixels(o, img.data(), 1, 50, 100, 3);
-  const qwen::Grid g = qwen::grid_for(o, 50, 100, 1);  // resized to 56 x 112
+  const auto rows = qwen_vl::patch_rows_from_pixels(o, /*video=*/false, img.data(), 1, 50, 100, 3);
+  const qwen_vl::Grid g = qwen_vl::grid_for(o, false, 50, 100, 1);  // resized to 56 x 112
   CHECK(g.h == 4);
   CHECK(g.w == 8);
   CHECK(rows.size() == static_cast<size_t>(g.patches() * o.model.patch_dim()));
 }
 
 TEST_CASE("the window layout groups units window by window and inverts exactly") {
-  qwen::Options o = tiny_options();  // windows of 2x2 units
-  const qwen::Grid g{2, 6, 10};      // 2 frames of 3x5 units
-  const qwen::WindowLayout l = qwen::window_layout(o.model, g);
+  qwen_vl::Options o = tiny_options();  // windows of 2x2 units
+  const qwen_vl::Grid g{2, 6, 10};      // 2 frames of 3x5 units
+  const qwen_vl::WindowLayout l = qwen_vl::window_layout(o.model, g);
   // Per frame: windows (rows 0-1 | 2) x (cols 0-1 | 2-3 | 4): 4+4+2, 2+2+1 units.
   const std::vector<int32_t> per_frame = {16, 16, 8, 8, 8, 4};
   std::vector<int32_t> expect = per_frame;
@@ -135,13 +137,13 @@ TEST_CASE("the window layout groups units window by window and inverts exactly")
 }
 
 TEST_CASE("window and frame capacities bound every batch that fits the budget") {
-  qwen::Options o;  // the released tower: windows of 4x4 units
+  qwen_vl::Options o(qwen_vl::kQwen2_5Vl);  // the released tower: windows of 4x4 units
   std::mt19937_64 rng(3);
   for (int64_t budget : {64, 256, 1024}) {
     eg_graph_shape shape{};
     shape.token_budget = budget;
     shape.max_batch_size = 64;
-    const qwen::Capacity cap = qwen::capacity_for(o, shape);
+    const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
     CHECK(cap.windows < budget / 2);  // far below one window per token
     for (int trial = 0; trial < 200; ++trial) {
       int64_t tokens = 0, frames = 0, windows = 0, items = 0;
@@ -150,12 +152,12 @@ TEST_CASE("window and frame capacities bound every batch that fits the budget") 
         const int64_t h = 28 * (1 + static_cast<int64_t>(rng() % (trial % 3 ? 3 : 20)));
         const int64_t w = 28 * (1 + static_cast<int64_t>(rng() % 24));
         const int64_t f = rng() % 4 == 0 ? 1 + static_cast<int64_t>(rng() % 6) : 1;
-        const qwen::Grid g = qwen::grid_for(o, h, w, f);
+        const qwen_vl::Grid g = qwen_vl::grid_for(o, f > 1, h, w, f);
         const int64_t t = g.patches() / 4;
         if (tokens + t > budget) break;
         tokens += t;
         frames += g.t;
-        windows += static_cast<int64_t>(qwen::window_layout(o.model, g).window_patches.size());
+        windows += static_cast<int64_t>(qwen_vl::window_layout(o.model, g).window_patches.size());
         ++items;
       }
       CHECK(frames <= cap.frames);
@@ -165,7 +167,7 @@ TEST_CASE("window and frame capacities bound every batch that fits the budget") 
 }
 
 TEST_CASE("max_frames_per_batch bounds the frame table; every batch within it fits") {
-  qwen::Options o;  // the released tower: temporal patches of 2 frames
+  qwen_vl::Options o(qwen_vl::kQwen2_5Vl);  // the released tower: temporal patches of 2 frames
   o.max_frames_per_video = 64;
   std::mt19937_64 rng(5);
   for (int64_t frames_per_batch : {1, 2, 5, 8, 17}) {
@@ -173,9 +175,9 @@ TEST_CASE("max_frames_per_batch bounds the frame table; every batch within it fi
     eg_graph_shape shape{};
     shape.token_budget = 4096;
     shape.max_batch_size = 16;
-    const int64_t unbounded = qwen::capacity_for(o, shape).frames;
+    const int64_t unbounded = qwen_vl::capacity_for(o, shape).frames;
     shape.max_frames_per_batch = frames_per_batch;
-    const qwen::Capacity cap = qwen::capacity_for(o, shape);
+    const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
     // n items of f_i >= 1 frames: at most (F + n) / 2 temporal sequences.
     CHECK(cap.frames == (frames_per_batch + std::min<int64_t>(16, frames_per_batch)) / 2);
     CHECK(cap.frames < unbounded);
@@ -183,7 +185,7 @@ TEST_CASE("max_frames_per_batch bounds the frame table; every batch within it fi
       int64_t tokens = 0, frames = 0, sequences = 0, items = 0;
       while (items < shape.max_batch_size) {  // many short videos and images
         const int64_t f = 1 + static_cast<int64_t>(rng() % 4);
-        const qwen::Grid g = qwen::grid_for(o, 56, 56, f);
+        const qwen_vl::Grid g = qwen_vl::grid_for(o, f > 1, 56, 56, f);
         if (frames + f > frames_per_batch || tokens + g.patches() / 4 > shape.token_budget) break;
         frames += f;
         tokens += g.patches() / 4;
@@ -196,17 +198,18 @@ TEST_CASE("max_frames_per_batch bounds the frame table; every batch within it fi
 }
 
 TEST_CASE("a staged batch concatenates items and offsets their tables") {
-  qwen::Options o = tiny_options();
-  const auto a = qwen::make_item_data(o, {1, 4, 6}, 1, {});
-  const auto b = qwen::make_item_data(o, {2, 4, 4}, 3, {});
+  qwen_vl::Options o = tiny_options();
+  const auto a = qwen_vl::make_item_data(o, {1, 4, 6}, 1, {});
+  const auto b = qwen_vl::make_item_data(o, {2, 4, 4}, 3, {});
   eg_graph_shape shape{};
   shape.token_budget = 32;
   shape.max_batch_size = 4;
-  const qwen::Capacity cap = qwen::capacity_for(o, shape);
+  const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
   std::vector<float> px(cap.patches * o.model.patch_dim()), cs(cap.patches * 8), sn(cs.size());
   std::vector<int32_t> cuf(cap.frames + 1), cuw(cap.windows + 1), inv(cap.tokens);
-  qwen::StagingTarget t{px.data(), cs.data(), sn.data(), cuf.data(), cuw.data(), inv.data(), cap};
-  const qwen::StagedRows r = qwen::stage_batch(o, {&a, &b}, t);
+  qwen_vl::StagingTarget t{px.data(),  cs.data(),  sn.data(), cuf.data(),
+                           cuw.data(), inv.data(), cap};
+  const qwen_vl::StagedRows r = qwen_vl::stage_batch(o, {&a, &b}, t);
   CHECK(r.tokens == 6 + 8);
   CHECK(r.patches == 24 + 32);
   CHECK(r.frame_rows == 4);
@@ -216,22 +219,23 @@ TEST_CASE("a staged batch concatenates items and offsets their tables") {
         std::vector<int32_t>{0, 16, 24, 40, 56});
   CHECK(inv[6] == 6);  // b's first token: the first unit after a's six
   // Too many items for the budget is an error, not an overflow.
-  const auto big = qwen::make_item_data(o, {1, 8, 8}, 1, {});
-  CHECK_THROWS_AS(qwen::stage_batch(o, {&big, &big, &a}, t), encoder_kit::Error);
+  const auto big = qwen_vl::make_item_data(o, {1, 8, 8}, 1, {});
+  CHECK_THROWS_AS(qwen_vl::stage_batch(o, {&big, &big, &a}, t), encoder_kit::Error);
 }
 
 TEST_CASE("frames are laid out longest first, tokens stay in batch order") {
-  qwen::Options o = tiny_options();
-  const auto small = qwen::make_item_data(o, {1, 4, 4}, 1, {});  // 4 tokens, 16 patches
-  const auto large = qwen::make_item_data(o, {1, 6, 8}, 1, {});  // 12 tokens, 48 patches
+  qwen_vl::Options o = tiny_options();
+  const auto small = qwen_vl::make_item_data(o, {1, 4, 4}, 1, {});  // 4 tokens, 16 patches
+  const auto large = qwen_vl::make_item_data(o, {1, 6, 8}, 1, {});  // 12 tokens, 48 patches
   eg_graph_shape shape{};
   shape.token_budget = 32;
   shape.max_batch_size = 4;
-  const qwen::Capacity cap = qwen::capacity_for(o, shape);
+  const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
   std::vector<float> px(cap.patches * o.model.patch_dim()), cs(cap.patches * 8), sn(cs.size());
   std::vector<int32_t> cuf(cap.frames + 1), cuw(cap.windows + 1), inv(cap.tokens);
-  qwen::StagingTarget t{px.data(), cs.data(), sn.data(), cuf.data(), cuw.data(), inv.data(), cap};
-  qwen::stage_batch(o, {&small, &large}, t);
+  qwen_vl::StagingTarget t{px.data(),  cs.data(),  sn.data(), cuf.data(),
+                           cuw.data(), inv.data(), cap};
+  qwen_vl::stage_batch(o, {&small, &large}, t);
   CHECK(std::vector<int32_t>(cuf.begin(), cuf.begin() + 3) == std::vector<int32_t>{0, 48, 64});
   // Output token 0 is the small item's first: its rows follow the large item's 12 units.
   CHECK(inv[0] == 12 + small.inverse[0]);
@@ -239,17 +243,17 @@ TEST_CASE("frames are laid out longest first, tokens stay in batch order") {
 }
 
 TEST_CASE("full-attention buckets cover every sequence a budget can hold") {
-  qwen::Options o;
+  qwen_vl::Options o(qwen_vl::kQwen2_5Vl);
   std::mt19937_64 rng(9);
   for (int64_t budget : {64, 300, 4096}) {
     eg_graph_shape shape{};
     shape.token_budget = budget;
     shape.max_batch_size = 128;
-    const qwen::Capacity cap = qwen::capacity_for(o, shape);
+    const qwen_vl::Capacity cap = qwen_vl::capacity_for(o, shape);
     // Unmerged, and with small launches merged as the plugin runs them.
     for (const int64_t merge : {int64_t{0}, encoder_kit::kBucketMergeUnits}) {
       CAPTURE(merge);
-      const auto buckets = qwen::full_attention_buckets(cap, merge);
+      const auto buckets = qwen_vl::full_attention_buckets(cap, merge);
       int64_t covered = 0, blocks = 0;
       for (const auto& b : buckets) {
         CHECK(b.first == covered);

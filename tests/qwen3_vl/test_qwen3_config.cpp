@@ -2,10 +2,11 @@
 // size's config.json (tests/qwen3_vl/fixtures, their vision_config values)
 // loads with its own dimensions; the video processor's resize; torch's
 // linspace and the position-embedding corners.
-#include "qwen3_config.hpp"
-#include "qwen3_layout.hpp"
-#include "qwen3_preprocess.hpp"
-#include "qwen3_weights.hpp"
+#include "config.hpp"
+#include "layout.hpp"
+#include "preprocess.hpp"
+#include "spec.hpp"
+#include "weights.hpp"
 
 #include "../plugin_test_support.hpp"
 
@@ -18,8 +19,8 @@
 
 namespace {
 
-qwen3::Options parse(const std::vector<std::pair<std::string, std::string>>& kv,
-                     const char* weights = nullptr) {
+qwen_vl::Options parse(const std::vector<std::pair<std::string, std::string>>& kv,
+                       const char* weights = nullptr) {
   std::vector<eg_config_entry> entries;
   for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
   eg_create_params p{};
@@ -28,7 +29,7 @@ qwen3::Options parse(const std::vector<std::pair<std::string, std::string>>& kv,
   p.weights = weights;
   p.config = entries.data();
   p.num_config = static_cast<int64_t>(entries.size());
-  return qwen3::parse_options(&p);
+  return qwen_vl::parse_options(qwen_vl::kQwen3Vl, &p);
 }
 
 }  // namespace
@@ -49,9 +50,9 @@ TEST_CASE("every released size's config.json gives its vision dimensions") {
   };
   for (const Size& s : sizes) {
     CAPTURE(s.file);
-    const qwen3::Options o =
+    const qwen_vl::Options o =
         parse({{"config_json", std::string(QWEN3_FIXTURES) + "/" + s.file + ".json"}});
-    const qwen3::VisionConfig& c = o.model;
+    const qwen_vl::VisionConfig& c = o.model;
     CHECK(c.depth == s.depth);
     CHECK(c.hidden_size == s.hidden);
     CHECK(c.intermediate_size == s.inter);
@@ -60,13 +61,13 @@ TEST_CASE("every released size's config.json gives its vision dimensions") {
     CHECK(c.num_heads == 16);
     CHECK(c.pos_grid() == 48);
     CHECK(c.resize_factor() == 32);
-    CHECK(qwen3::parameter_count(c) > 300'000'000);
+    CHECK(qwen_vl::parameter_count(c) > 300'000'000);
   }
 }
 
 TEST_CASE("deepstack outputs follow layer order; mergers follow the config list") {
-  const qwen3::Options o = parse({{"depth", "6"}, {"deepstack_visual_indexes", "[4, 1, 3]"}});
-  const qwen3::VisionConfig& c = o.model;
+  const qwen_vl::Options o = parse({{"depth", "6"}, {"deepstack_visual_indexes", "[4, 1, 3]"}});
+  const qwen_vl::VisionConfig& c = o.model;
   CHECK(c.deepstack_slot(1) == 0);
   CHECK(c.deepstack_slot(3) == 1);
   CHECK(c.deepstack_slot(4) == 2);
@@ -79,30 +80,31 @@ TEST_CASE("deepstack outputs follow layer order; mergers follow the config list"
 
 TEST_CASE("the video processor's resize counts every frame") {
   // 16 frames of 360x640 under 32*32*768 pixels in all: beta = sqrt(16*360*640/786432).
-  const auto [h, w] = qwen3::smart_resize_video(16, 360, 640, 2, 32, 131072, 786432);
+  const auto [h, w] = qwen_vl::smart_resize_video(16, 360, 640, 2, 32, 131072, 786432);
   CHECK(h == 160);
   CHECK(w == 288);
   // Under min_pixels: scaled up with ceil.
-  const auto [h2, w2] = qwen3::smart_resize_video(2, 64, 64, 2, 32, 131072, 786432);
+  const auto [h2, w2] = qwen_vl::smart_resize_video(2, 64, 64, 2, 32, 131072, 786432);
   CHECK(h2 == 256);
   CHECK(w2 == 256);
-  CHECK_THROWS(qwen3::smart_resize_video(1, 64, 64, 2, 32, 131072, 786432));
+  CHECK_THROWS(qwen_vl::smart_resize_video(1, 64, 64, 2, 32, 131072, 786432));
   // Images: one frame's pixels.
-  const auto [h3, w3] = qwen3::smart_resize(360, 640, 32, 65536, 16777216);
+  const auto [h3, w3] = qwen_vl::smart_resize(360, 640, 32, 65536, 16777216);
   CHECK(h3 == 352);
   CHECK(w3 == 640);
 }
 
 TEST_CASE("linspace and the position-embedding corners") {
-  const std::vector<float> v = qwen3::linspace_f32(47.0f, 4);
+  const std::vector<float> v = qwen_vl::linspace_f32(47.0f, 4);
   CHECK(v[0] == 0.0f);
   CHECK(v[3] == 47.0f);
   CHECK(v[1] == doctest::Approx(47.0 / 3));
-  qwen3::VisionConfig c;
-  const qwen3::Grid g{1, 2, 2};
+  const qwen_vl::VisionConfig c(qwen_vl::kQwen3Vl);
+  const qwen_vl::Grid g{1, 2, 2};
   std::vector<int32_t> index(16);
   std::vector<float> weight(16);
-  qwen3::pos_embed_tables(c, g, index.data(), weight.data());
+  qwen_vl::pos_embed_tables(c, g, qwen_vl::window_layout(c, g).unit_order, index.data(),
+                            weight.data());
   // A 2x2 grid maps to the table's four corners, each with full weight.
   CHECK(index[0] == 0);
   CHECK(weight[0] == 1.0f);
@@ -119,7 +121,7 @@ TEST_CASE("a checkpoint folder alone gives the dimensions; keys may not contradi
   fs::copy_file(fixtures + "/Qwen3-VL-8B-Instruct.json", dir.path() / "config.json");
   fs::copy_file(fixtures + "/preprocessor_config.json", dir.path() / "preprocessor_config.json");
   const std::string folder = dir.path().string();
-  const qwen3::Options o = parse({}, folder.c_str());
+  const qwen_vl::Options o = parse({}, folder.c_str());
   CHECK(o.config_path == (dir.path() / "config.json").string());
   CHECK(o.model.depth == 27);
   CHECK(o.model.out_hidden_size == 4096);
@@ -153,12 +155,12 @@ TEST_CASE("a checkpoint folder's video_preprocessor_config.json sets the video p
   const std::string fixtures = QWEN3_FIXTURES;
   fs::copy_file(fixtures + "/Qwen3-VL-8B-Instruct.json", dir.path() / "config.json");
   const std::string folder = dir.path().string();
-  const qwen3::Options defaults = parse({}, folder.c_str());
+  const qwen_vl::Options defaults = parse({}, folder.c_str());
   std::ofstream(dir.path() / "video_preprocessor_config.json")
       << R"({"size": {"shortest_edge": 8192, "longest_edge": 3145728}, "patch_size": 16,
              "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5, 0.5, 0.5],
              "image_std": [0.5, 0.5, 0.5]})";
-  const qwen3::Options o = parse({}, folder.c_str());
+  const qwen_vl::Options o = parse({}, folder.c_str());
   CHECK(o.video_min_pixels == 8192);
   CHECK(o.video_max_pixels == 3145728);
   CHECK(o.video_max_pixels != defaults.video_max_pixels);

@@ -1,0 +1,88 @@
+// Where each patch of an item goes inside the tower, and how many sequences a
+// batch can hold:
+//  - the unit order: Attention::Windowed regroups merged units (2x2 patches)
+//    window by window, as Qwen2.5-VL's get_window_index does; patch rows,
+//    per-patch tables and the attention sequences all live in this order, and
+//    the inverse permutation restores the processor's order of the output
+//    tokens. Attention::Full keeps the processor's order (the identity);
+//  - 2-D rotary angles per patch (row position, then column position);
+//  - the learned position embedding's bilinear interpolation to the item's
+//    grid (fast_pos_embed_interpolate): 4 corner rows and 4 weights per patch;
+//  - per-budget capacities of the attention sequence tables.
+#pragma once
+
+#include "config.hpp"
+#include "preprocess.hpp"
+
+#include <encgraph/plugin_api.h>
+#include <encoder_kit/seq_buckets.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace qwen_vl {
+
+struct WindowLayout {
+  // unit_order[k]: the processor-order merged unit at position k.
+  std::vector<int32_t> unit_order;
+  // inverse[u]: the position of processor-order unit u.
+  std::vector<int32_t> inverse;
+  // Patches in each (non-empty) window, in window order (none without windows).
+  std::vector<int32_t> window_patches;
+};
+
+WindowLayout window_layout(const VisionConfig& c, const Grid& g);
+
+// Rotary cos/sin of every patch in `unit_order`, [patches, head_dim/2] each:
+// the first head_dim/4 angles use the patch's row, the rest its column, with
+// inverse frequencies 10000^(-2i / (head_dim/2)).
+void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
+                   float* cos, float* sin);
+
+// torch.linspace(0, end, steps) in float32, as ATen computes it (the upper
+// half counted back from `end`).
+std::vector<float> linspace_f32(float end, int64_t steps);
+
+// [patches, 4] corner rows of pos_embed and [patches, 4] weights of every
+// patch in `unit_order`, corners in the model's order (floor/floor,
+// floor/ceil, ceil/floor, ceil/ceil).
+void pos_embed_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
+                      int32_t* index, float* weight);
+
+// Capacities of one graph's buffers. Budgets count output tokens (merged
+// units); each is merge_unit() patches.
+struct Capacity {
+  int64_t tokens = 0;
+  int64_t patches = 0;
+  int64_t frames = 0;              // full-attention sequences (one per temporal patch of an item)
+  int64_t windows = 0;             // window-attention sequences (0 without windows)
+  int64_t max_frame_patches = 0;   // longest full-attention sequence
+  int64_t max_window_patches = 0;  // longest window
+};
+
+// Bounds, not guesses: a batch holds at most shape.max_frames_per_batch
+// decoded frames (the runtime's packer bounds them), a frame holds at least
+// min_frame_units(o) and at most max_frame_units(o) units, and a frame of u
+// units has at most ceil(u / window_units) windows, so a batch of T tokens in
+// F frames has at most (T + (window_units - 1) F) / window_units windows.
+// Sizing the window table by this instead of by the token count keeps
+// replays from sweeping thousands of empty sequences.
+Capacity capacity_for(const Options& o, const eg_graph_shape& shape);
+
+// Fewest merged units the processors can give a frame under these options.
+int64_t min_frame_units(const Options& o);
+// Most merged units the processors can give one frame (images or videos).
+int64_t max_frame_units(const Options& o);
+
+// The full-attention launches over the frame table's sequences. A rectangular
+// grid over cap.frames sequences of up to cap.max_frame_patches would be mostly
+// empty blocks; stage_batch lays frames out longest first, so the i-th
+// (0-based) holds at most patches / (i + 1) rows, and encoder_kit's
+// length_buckets launches sequences [2^j - 1, 2^(j+1) - 1) with max_seqlen
+// patches / 2^j, small launches merged up to merge_units
+// (encoder_kit/seq_buckets.hpp).
+using encoder_kit::SeqBucket;
+std::vector<SeqBucket> full_attention_buckets(
+    const Capacity& cap, int64_t merge_units = encoder_kit::default_bucket_merge_units());
+
+}  // namespace qwen_vl

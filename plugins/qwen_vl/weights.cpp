@@ -1,0 +1,124 @@
+#include "weights.hpp"
+
+#include "spec.hpp"
+
+#include <encoder_kit/checked.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+namespace qwen_vl {
+namespace {
+
+using encoder_kit::RandomInit;
+
+RandomInit matrix(int64_t fan_in) {
+  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
+}
+const RandomInit kBias = RandomInit::normal(0.02);
+const RandomInit kNormW = RandomInit::normal(0.1, 1.0);
+const RandomInit kNormB = RandomInit::normal(0.1);
+const RandomInit kPos = RandomInit::normal(0.5);
+
+// Checked sums and products of the parameter count.
+struct Count {
+  std::string what;
+  int64_t mul(std::initializer_list<int64_t> v) const {
+    return encoder_kit::checked_product(v, what);
+  }
+  int64_t add(std::initializer_list<int64_t> v) const {
+    int64_t s = 0;
+    for (int64_t x : v) s = encoder_kit::checked_add(s, x, what);
+    return s;
+  }
+};
+
+// A norm's weight, and its bias under Norm::Layer.
+void load_norm(const VisionConfig& c, const encoder_kit::WeightSource& src, const std::string& name,
+               int64_t dim, std::vector<float>& w, std::vector<float>& b) {
+  w = src.load(name + ".weight", {dim}, kNormW);
+  if (c.spec->norm == Norm::Layer) b = src.load(name + ".bias", {dim}, kNormB);
+}
+
+// `norm`, `fc1`, `fc2`: the checkpoint's names of the merger's parts.
+MergerWeights load_merger(const VisionConfig& c, const encoder_kit::WeightSource& src,
+                          const std::string& p, int64_t norm_dim, const char* norm, const char* fc1,
+                          const char* fc2) {
+  const int64_t merged = c.hidden_size * c.merge_unit();
+  MergerWeights m;
+  load_norm(c, src, p + norm, norm_dim, m.norm_w, m.norm_b);
+  m.fc1_w = src.load(p + fc1 + ".weight", {merged, merged}, matrix(merged));
+  m.fc1_b = src.load(p + fc1 + ".bias", {merged}, kBias);
+  m.fc2_w = src.load(p + fc2 + ".weight", {c.out_hidden_size, merged}, matrix(merged));
+  m.fc2_b = src.load(p + fc2 + ".bias", {c.out_hidden_size}, kBias);
+  return m;
+}
+
+}  // namespace
+
+int64_t parameter_count(const VisionConfig& c) {
+  const Spec& s = *c.spec;
+  const Count n{std::string(s.name) + ": the tower's parameter count"};
+  const int64_t d = c.hidden_size, inter = c.intermediate_size, out = c.out_hidden_size;
+  const int64_t merged = n.mul({d, c.merge_unit()});
+  const int64_t norm = s.norm == Norm::Layer ? 2 : 1;  // values per normalised feature
+  const int64_t mlp = s.mlp == Mlp::GatedSilu ? n.add({n.mul({3, inter, d}), n.mul({2, inter}), d})
+                                              : n.add({n.mul({2, inter, d}), inter, d});
+  const int64_t block =
+      n.add({n.mul({2, norm, d}), n.mul({3, d, d}), n.mul({3, d}), n.mul({d, d}), d, mlp});
+  const int64_t merger = n.add({n.mul({merged, merged}), merged, n.mul({out, merged}), out});
+  return n.add({n.mul({d, c.patch_dim()}), s.patch_bias ? d : 0,
+                n.mul({c.num_position_embeddings, d}), n.mul({c.depth, block}), n.mul({norm, d}),
+                merger, n.mul({c.num_deepstack(), n.add({n.mul({norm, merged}), merger})})});
+}
+
+Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src) {
+  const Spec& s = *c.spec;
+  encoder_kit::require_weights_fit(
+      parameter_count(c), std::string(s.name) + ": the tower (depth " + std::to_string(c.depth) +
+                              ", hidden_size " + std::to_string(c.hidden_size) +
+                              ", intermediate_size " + std::to_string(c.intermediate_size) + ")");
+  const int64_t d = c.hidden_size, inter = c.intermediate_size;
+  const bool gated = s.mlp == Mlp::GatedSilu;
+  Weights w;
+  // "visual." as released, "model.visual." as transformers >= 4.52 saves it.
+  w.prefix = src.qwen_visual_prefix();
+  const std::string& v = w.prefix;
+  w.patch_embed_w = src.load(v + "patch_embed.proj.weight",
+                             {d, c.in_channels, c.temporal_patch_size, c.patch_size, c.patch_size},
+                             matrix(c.patch_dim()));
+  if (s.patch_bias) w.patch_embed_b = src.load(v + "patch_embed.proj.bias", {d}, kBias);
+  if (s.pos_embed == PosEmbed::Interpolated)
+    w.pos_embed = src.load(v + "pos_embed.weight", {c.num_position_embeddings, d}, kPos);
+  w.blocks.resize(static_cast<size_t>(c.depth));
+  for (int64_t i = 0; i < c.depth; ++i) {
+    const std::string p = v + "blocks." + std::to_string(i) + ".";
+    BlockWeights& b = w.blocks[static_cast<size_t>(i)];
+    load_norm(c, src, p + "norm1", d, b.norm1_w, b.norm1_b);
+    load_norm(c, src, p + "norm2", d, b.norm2_w, b.norm2_b);
+    b.qkv_w = src.load(p + "attn.qkv.weight", {3 * d, d}, matrix(d));
+    b.qkv_b = src.load(p + "attn.qkv.bias", {3 * d}, kBias);
+    b.proj_w = src.load(p + "attn.proj.weight", {d, d}, matrix(d));
+    b.proj_b = src.load(p + "attn.proj.bias", {d}, kBias);
+    const std::string fc1 = p + (gated ? "mlp.gate_proj" : "mlp.linear_fc1");
+    const std::string fc2 = p + (gated ? "mlp.down_proj" : "mlp.linear_fc2");
+    b.fc1_w = src.load(fc1 + ".weight", {inter, d}, matrix(d));
+    b.fc1_b = src.load(fc1 + ".bias", {inter}, kBias);
+    if (gated) {
+      b.up_w = src.load(p + "mlp.up_proj.weight", {inter, d}, matrix(d));
+      b.up_b = src.load(p + "mlp.up_proj.bias", {inter}, kBias);
+    }
+    b.fc2_w = src.load(fc2 + ".weight", {d, inter}, matrix(inter));
+    b.fc2_b = src.load(fc2 + ".bias", {d}, kBias);
+  }
+  w.merger = load_merger(c, src, v + "merger.", d, s.merger_parts[0], s.merger_parts[1],
+                         s.merger_parts[2]);
+  for (int64_t k = 0; k < c.num_deepstack(); ++k)
+    w.deepstack.push_back(load_merger(c, src,
+                                      v + "deepstack_merger_list." + std::to_string(k) + ".",
+                                      d * c.merge_unit(), "norm", "linear_fc1", "linear_fc2"));
+  return w;
+}
+
+}  // namespace qwen_vl
