@@ -183,7 +183,7 @@ Tolerance tolerance_for(int32_t dtype) {
   switch (dtype) {
     case EG_DTYPE_F32: return {1e-4};
     case EG_DTYPE_F16: return {5e-3};
-    case EG_DTYPE_BF16: return {2e-2};
+    case EG_DTYPE_BF16: return {4e-2};
     case EG_DTYPE_F64: return {1e-9};
     default: return {0.0};
   }

@@ -27,7 +27,7 @@ namespace encgraph::host {
 struct Tolerance {
   double relative = 0.0;  // 0: exact (integer outputs)
 };
-// f32 1e-4, f16 5e-3, bf16 2e-2, f64 1e-9, integers exact.
+// f32 1e-4, f16 5e-3, bf16 4e-2, f64 1e-9, integers exact.
 Tolerance tolerance_for(int32_t dtype);
 
 // The first value of one item's output that differs, with both values.

@@ -163,7 +163,7 @@ int verify_command(const std::vector<std::string>& args) {
   add_config_options(opts);
   opts.add_options()("tolerance", po::value<double>()->value_name("T"),
                      "relative tolerance for every output instead of the dtype's (f32 1e-4, "
-                     "f16 5e-3, bf16 2e-2), times max(1, the row's largest |value|)");
+                     "f16 5e-3, bf16 4e-2), times max(1, the row's largest |value|)");
   po::variables_map vm;
   if (auto rc = parse_command_line("verify", usage, args, opts, nullptr, vm)) return *rc;
   VerifyOptions options;
