@@ -345,13 +345,13 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
                         std::string(kWho) + ": the attention kernel needs the " + name +
                             " head_dim a multiple of 8 up to 64, got " + std::to_string(hd));
   for (int64_t side : {m.global_size, m.tile_size})
-    if (std::max(m.grid(side), m.window_size) > cuda::kMaxRelGrid)
+    if (std::max(m.grid(side), m.window_size) > k::kMaxRelGrid)
       encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
                         std::string(kWho) + ": views of " + std::to_string(side) +
                             " pixels make a " + std::to_string(m.grid(side)) +
                             "-patch grid; the attention kernel's " +
                             "relative-position bias allows grids and windows up to " +
-                            std::to_string(cuda::kMaxRelGrid) +
+                            std::to_string(k::kMaxRelGrid) +
                             " (lower global_size / tile_size or raise patch_size)");
   impl_->upload(w);
   const cublasStatus_t st = cublasLtCreate(&impl_->handle);
@@ -436,23 +436,30 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
             "window_partition");
     gemm(I.sam_qkv, whole ? a.normed : a.win, L.qkv_w, L.qkv_b, nullptr, a.qkv, rows, nullptr,
          "attn.qkv");
-    cuda::AttentionArgs at;
-    at.q = a.qkv;
-    at.k = a.qkv + D;
-    at.v = a.qkv + 2 * D;
-    at.q_stride = at.kv_stride = 3 * D;
-    at.out = a.attn;
-    at.out_stride = D;
-    at.heads = heads;
+    // The window's (or view's) tokens attend to each other with the
+    // decomposed relative-position bias; q, k and v are column blocks of qkv.
+    k::AttentionExtras ax;
+    ax.q = a.qkv;
+    ax.k = a.qkv + D;
+    ax.v = a.qkv + 2 * D;
+    ax.q_stride = ax.kv_stride = 3 * D;
+    ax.out_stride = D;
+    ax.kv_heads = heads;
+    ax.rel_h = t.rel_h[static_cast<size_t>(l)];
+    ax.rel_w = t.rel_w[static_cast<size_t>(l)];
+    ax.hn = ax.wn = win;
+    ax.view_count = view_count;
+    ax.seqs_per_view = static_cast<int>(per * per);
+    k::AttentionParams at;
+    at.max_seqs = static_cast<int>(seqs);
+    at.max_seqlen = win * win;
+    at.num_heads = heads;
     at.head_dim = hd;
-    at.seq_len = win * win;
-    at.rel_h = t.rel_h[static_cast<size_t>(l)];
-    at.rel_w = t.rel_w[static_cast<size_t>(l)];
-    at.hn = at.wn = win;
-    at.view_count = view_count;
-    at.seqs_per_view = static_cast<int>(per * per);
     at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    check(cuda::attention_bf16(at, seqs, s), "SAM attention");
+    at.out = a.attn;
+    at.stream = s;
+    at.extras = &ax;
+    check(k::run_attention(at), "SAM attention");
     if (whole) {
       gemm(I.sam_proj_res, a.attn, L.proj_w, L.proj_b, a.x, a.x, rows, a.win, "attn.proj");
     } else {
@@ -498,22 +505,29 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
     check(cuda::rotary_rows_bf16(a.eqkv, qkv_n, V * Ls, static_cast<int>(Ls), eh + kvh,
                                  static_cast<int>(ehd), t.cos, t.sin, s),
           "rotary");
-    cuda::AttentionArgs at;
-    at.q = a.eqkv;
-    at.k = a.eqkv + eh * ehd;
-    at.v = a.eqkv + (eh + kvh) * ehd;
-    at.q_stride = at.kv_stride = qkv_n;
-    at.out = a.eo;
-    at.out_stride = eh * ehd;
-    at.heads = eh;
-    at.group = eh / kvh;
+    // One sequence a view, [image tokens | queries]: grouped KV heads and the
+    // prefix mask (image tokens see each other, query i the image and
+    // queries up to i).
+    k::AttentionExtras ax;
+    ax.q = a.eqkv;
+    ax.k = a.eqkv + eh * ehd;
+    ax.v = a.eqkv + (eh + kvh) * ehd;
+    ax.q_stride = ax.kv_stride = qkv_n;
+    ax.out_stride = eh * ehd;
+    ax.kv_heads = kvh;
+    ax.prefix = static_cast<int>(n);
+    ax.view_count = view_count;
+    ax.seqs_per_view = 1;
+    k::AttentionParams at;
+    at.max_seqs = static_cast<int>(V);
+    at.max_seqlen = static_cast<int>(Ls);
+    at.num_heads = eh;
     at.head_dim = static_cast<int>(ehd);
-    at.seq_len = static_cast<int>(Ls);
-    at.prefix = static_cast<int>(n);
-    at.view_count = view_count;
-    at.seqs_per_view = 1;
     at.scale = 1.0f / std::sqrt(static_cast<float>(ehd));
-    check(cuda::attention_bf16(at, V, s), "encoder attention");
+    at.out = a.eo;
+    at.stream = s;
+    at.extras = &ax;
+    check(k::run_attention(at), "encoder attention");
     gemm(I.enc_o, a.eo, L.o_w, nullptr, a.seq, a.seq, V * Ls, a.hn, "o_proj");
     check(k::rms_norm_bf16(a.seq, L.norm2, a.hn, V * Ls, E, kEps, s), "post_attention_layernorm");
     gemm(I.enc_gate_up, a.hn, L.gate_up_w, nullptr, nullptr, a.gu, V * Ls, nullptr, "gate/up_proj");

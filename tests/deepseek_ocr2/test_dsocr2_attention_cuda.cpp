@@ -1,11 +1,11 @@
-// dsocr2::cuda::attention_bf16 against a float64 softmax(scale q.k + bias) v
-// on fresh random inputs per case: the SAM's decomposed relative-position bias
-// over hn x wn grids (14x14 windows, 48x48 and 64x64 global layers, odd wn,
-// hn != wn, the largest table wn = 128, head dims 16..64), the encoder's
-// grouped KV heads under the image/query prefix mask, and padded views
-// (view_count): their rows keep a NaN poison, every real row is finite. q/k/v
-// are column blocks of one row buffer as the model lays them out. Needs a GPU:
-// the suite's main skips without one (fails when ENCGRAPH_REQUIRE_GPU=1).
+// The kit's attention with DeepSeek-OCR-2's extras (encoder_kit/cuda/
+// attention.hpp, AttentionExtras), as the model calls it, against a float64 softmax(scale q.k +
+// bias) v on fresh random inputs per case: the SAM's decomposed relative-position bias over hn x wn
+// grids (14x14 windows, 48x48 and 64x64 global layers, odd wn, hn != wn, the largest table wn =
+// 128, head dims 16..64), the encoder's grouped KV heads under the image/query prefix mask, and
+// padded views (view_count): their rows keep a NaN poison, every real row is finite. q/k/v are
+// column blocks of one row buffer as the model lays them out. Needs a GPU: the suite's main skips
+// without one (fails when ENCGRAPH_REQUIRE_GPU=1).
 #include "../encoder_kit_cuda/gpu_test_util.hpp"
 
 #include <dsocr2_kernels.hpp>
@@ -23,6 +23,7 @@
 namespace {
 
 namespace kc = dsocr2::cuda;
+namespace ek = encoder_kit::cuda;
 using encoder_kit_test::DeviceBuffer;
 using encoder_kit_test::to_bf;
 using encoder_kit_test::to_f;
@@ -206,17 +207,13 @@ void run(const Problem& p) {
   const kc::bf16 poison(raw);
   d_out.upload(std::vector<kc::bf16>(d_out.size(), poison));
 
-  kc::AttentionArgs a;
+  ek::AttentionExtras a;
   a.q = d_qkv.get();
   a.k = d_qkv.get() + width;
   a.v = d_qkv.get() + width + kv_width;
   a.q_stride = a.kv_stride = p.row_stride();
-  a.out = d_out.get();
   a.out_stride = out_stride;
-  a.heads = p.heads;
-  a.group = p.group;
-  a.head_dim = p.head_dim;
-  a.seq_len = p.seq_len;
+  a.kv_heads = p.kv_heads();
   a.prefix = p.prefix;
   if (p.bias()) {
     d_rel_h.upload(in.rel_h);
@@ -231,8 +228,15 @@ void run(const Problem& p) {
     a.view_count = d_views.get();
     a.seqs_per_view = p.seqs_per_view;
   }
-  a.scale = p.scale();
-  CHECK_OK(kc::attention_bf16(a, p.num_seqs, nullptr));
+  ek::AttentionParams ap;
+  ap.max_seqs = static_cast<int>(p.num_seqs);
+  ap.max_seqlen = p.seq_len;
+  ap.num_heads = p.heads;
+  ap.head_dim = p.head_dim;
+  ap.scale = p.scale();
+  ap.out = d_out.get();
+  ap.extras = &a;
+  CHECK_OK(ek::run_attention(ap));
   CUDA_OK(cudaDeviceSynchronize());
   const std::vector<kc::bf16> out = d_out.download();
 
@@ -327,7 +331,7 @@ Problem encoder(std::string name, int64_t seqs, int n) {
 
 }  // namespace
 
-TEST_CASE("attention_bf16: SAM 14x14 windows, 12 heads of 64, padded views") {
+TEST_CASE("kit attention, DeepSeek extras: SAM 14x14 windows, 12 heads of 64, padded views") {
   // 3 views of 2 windows, view_count 2: the last view's windows stay poisoned.
   Problem p = sam("14x14 windows", 6, 12, 64, 14, 14);
   p.view_count = 2;
@@ -335,14 +339,14 @@ TEST_CASE("attention_bf16: SAM 14x14 windows, 12 heads of 64, padded views") {
   run(p);
 }
 
-TEST_CASE("attention_bf16: SAM global layers 48x48 and 64x64") {
+TEST_CASE("kit attention, DeepSeek extras: SAM global layers 48x48 and 64x64") {
   Problem p = sam("48x48 global", 2, 2, 64, 48, 48);
   p.view_count = 1;  // the second view is padding
   run(p);
   run(sam("64x64 global", 1, 2, 64, 64, 64));
 }
 
-TEST_CASE("attention_bf16: SAM odd wn (unpaired keys)") {
+TEST_CASE("kit attention, DeepSeek extras: SAM odd wn (unpaired keys)") {
   run(sam("7x7", 3, 4, 64, 7, 7));
   run(sam("15x15 head_dim 32", 2, 3, 32, 15, 15));
   run(sam("10x7 head_dim 16", 3, 2, 16, 10, 7));
@@ -350,14 +354,14 @@ TEST_CASE("attention_bf16: SAM odd wn (unpaired keys)") {
   run(sam("127x3 (tall table) head_dim 32", 1, 1, 32, 127, 3));
 }
 
-TEST_CASE("attention_bf16: SAM hn != wn, even wn (paired keys)") {
+TEST_CASE("kit attention, DeepSeek extras: SAM hn != wn, even wn (paired keys)") {
   run(sam("4x16 head_dim 40", 2, 2, 40, 4, 16));
   run(sam("7x10 head_dim 16", 3, 2, 16, 7, 10));
   run(sam("16x4 head_dim 64", 2, 3, 64, 16, 4));
   run(sam("2x128 (widest table) head_dim 32", 2, 1, 32, 2, 128));
 }
 
-TEST_CASE("attention_bf16: encoder prefix mask, grouped KV heads") {
+TEST_CASE("kit attention, DeepSeek extras: encoder prefix mask, grouped KV heads") {
   // [q heads | k heads | v heads] rows; out rows wider than the heads (pad
   // columns must stay poisoned); view_count 2 of 3 sequences.
   Problem p = encoder("encoder n=144", 3, 144);
@@ -369,7 +373,7 @@ TEST_CASE("attention_bf16: encoder prefix mask, grouped KV heads") {
   run(q);
 }
 
-TEST_CASE("attention_bf16: view_count 0 writes nothing") {
+TEST_CASE("kit attention, DeepSeek extras: view_count 0 writes nothing") {
   Problem p = sam("7x7, no real view", 4, 2, 32, 7, 7);
   p.view_count = 0;
   p.seqs_per_view = 2;

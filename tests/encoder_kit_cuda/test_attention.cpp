@@ -4,7 +4,8 @@
 // dims 64/72/80/96/128 and ones that are not multiples of 16, one-token
 // sequences, and NaN in every token row no sequence of the call
 // covers, before its first sequence too (the kernel must never read them, nor
-// write those rows of out).
+// write those rows of out). Then the extras (AttentionExtras): grouped KV
+// heads, the prefix mask, the relative-position bias and padded views.
 #include "gpu_test_util.hpp"
 
 #include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
@@ -503,4 +504,214 @@ GPU_TEST_CASE("varlen attention with rotary: argument rules") {
   p.rotary_sin = nullptr;
   CHECK(k::run_attention(p, k::AttentionKernel::WarpsRotary) == bad);  // no table
   CHECK(k::run_attention(p, k::AttentionKernel::Warps4) == bad);       // 2 heads a block, plain
+}
+
+// The extras (AttentionExtras): separate q/k/v rows, grouped KV heads, the
+// prefix mask, padded views and the decomposed relative-position bias, against
+// a float64 softmax(scale q.k + bias) v over rows laid out as a model lays
+// them: [q heads | k heads | v heads | 8 NaN columns]. Padded views' rows are
+// NaN in q/k/v and must stay NaN in out, as must out's pad columns.
+namespace {
+
+struct ExtrasCase {
+  std::string name;
+  int seqs = 1, heads = 1, kv_heads = 1, head_dim = 64, seq_len = 1;
+  int prefix = 0;
+  int hn = 0, wn = 0;   // > 0: the bias over an hn x wn grid (hn * wn == seq_len)
+  int view_count = -1;  // -1: no view_count
+  int seqs_per_view = 1;
+};
+
+void run_extras(const ExtrasCase& ec) {
+  CAPTURE(ec.name);
+  const int H = ec.heads, KV = ec.kv_heads, D = ec.head_dim, L = ec.seq_len;
+  const int group = H / KV;
+  const int64_t stride = int64_t{H + 2 * KV} * D + 8;
+  const int64_t out_stride = int64_t{H} * D + 8;
+  const int64_t rows = int64_t{ec.seqs} * L;
+  const int64_t real_seqs =
+      ec.view_count < 0 ? ec.seqs
+                        : std::min<int64_t>(ec.seqs, int64_t{ec.view_count} * ec.seqs_per_view);
+  auto qkv = random_bf16(static_cast<size_t>(rows * stride));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < stride; ++c)
+      if (c >= stride - 8 || r >= real_seqs * L)
+        qkv[static_cast<size_t>(r * stride + c)] = to_bf(NAN);
+  const bool bias = ec.hn > 0;
+  // Tables of 2n - 1 rows zero-padded to a multiple of 8 (get_rel_pos's,
+  // resized); entries of 0.1 move a logit by about 0.1 * sqrt(head_dim).
+  auto table = [&](int n) {
+    const int padded = (2 * n - 1 + 7) / 8 * 8;
+    auto t = random_bf16(static_cast<size_t>(padded) * D, 0.1f);
+    for (size_t i = static_cast<size_t>(2 * n - 1) * D; i < t.size(); ++i) t[i] = to_bf(0.0f);
+    return t;
+  };
+  const std::vector<bf16> rel_h = bias ? table(ec.hn) : std::vector<bf16>(8);
+  const std::vector<bf16> rel_w = bias ? table(ec.wn) : std::vector<bf16>(8);
+  DeviceBuffer<bf16> dqkv(qkv.size()), dout(static_cast<size_t>(rows * out_stride));
+  DeviceBuffer<bf16> drh(rel_h.size()), drw(rel_w.size());
+  DeviceBuffer<int32_t> dviews(1);
+  dqkv.upload(qkv);
+  drh.upload(rel_h);
+  drw.upload(rel_w);
+  dviews.upload({ec.view_count});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+  const auto x = to_double(qkv), rh = to_double(rel_h), rw = to_double(rel_w);
+  std::vector<double> ref(static_cast<size_t>(rows * out_stride), 0.0), mag(ref.size(), 0.0);
+  std::vector<double> p(static_cast<size_t>(L));
+  auto dot = [&](const double* a, const double* b) {
+    double s = 0.0;
+    for (int d = 0; d < D; ++d) s += a[d] * b[d];
+    return s;
+  };
+  for (int64_t s = 0; s < real_seqs; ++s)
+    for (int h = 0; h < H; ++h) {
+      const int kvh = h / group;
+      for (int i = 0; i < L; ++i) {
+        const double* q = &x[static_cast<size_t>((s * L + i) * stride + h * D)];
+        const int visible = ec.prefix > 0 ? (i < ec.prefix ? ec.prefix : i + 1) : L;
+        double mx = -INFINITY;
+        for (int j = 0; j < visible; ++j) {
+          const double* kk = &x[static_cast<size_t>((s * L + j) * stride + (H + kvh) * D)];
+          double v = scale * dot(q, kk);
+          if (bias) {
+            const int qy = i / ec.wn, qx = i % ec.wn, ky = j / ec.wn, kx = j % ec.wn;
+            v += dot(q, &rh[static_cast<size_t>((qy - ky + ec.hn - 1) * D)]) +
+                 dot(q, &rw[static_cast<size_t>((qx - kx + ec.wn - 1) * D)]);
+          }
+          p[static_cast<size_t>(j)] = v;
+          mx = std::max(mx, v);
+        }
+        double sum = 0.0;
+        for (int j = 0; j < visible; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[j] - mx));
+        double* o = &ref[static_cast<size_t>((s * L + i) * out_stride + h * D)];
+        double* m = &mag[static_cast<size_t>((s * L + i) * out_stride + h * D)];
+        for (int j = 0; j < visible; ++j) {
+          const double* v = &x[static_cast<size_t>((s * L + j) * stride + (H + KV + kvh) * D)];
+          for (int d = 0; d < D; ++d) {
+            o[d] += p[static_cast<size_t>(j)] / sum * v[d];
+            m[d] += p[static_cast<size_t>(j)] / sum * std::fabs(v[d]);
+          }
+        }
+      }
+    }
+
+  k::AttentionExtras ex;
+  ex.q = dqkv.get();
+  ex.k = dqkv.get() + int64_t{H} * D;
+  ex.v = dqkv.get() + int64_t{H + KV} * D;
+  ex.q_stride = ex.kv_stride = stride;
+  ex.out_stride = out_stride;
+  ex.kv_heads = KV;
+  ex.prefix = ec.prefix;
+  if (bias) {
+    ex.rel_h = drh.get();
+    ex.rel_w = drw.get();
+    ex.hn = ec.hn;
+    ex.wn = ec.wn;
+  }
+  if (ec.view_count >= 0) {
+    ex.view_count = dviews.get();
+    ex.seqs_per_view = ec.seqs_per_view;
+  }
+  k::AttentionParams params;
+  params.max_seqs = ec.seqs;
+  params.max_seqlen = L;
+  params.num_heads = H;
+  params.head_dim = D;
+  params.scale = scale;
+  params.out = dout.get();
+  params.extras = &ex;
+  CHECK(k::pick_attention_kernel(params) == k::AttentionKernel::Warps4);
+  dout.poison();
+  CHECK_OK(k::run_attention(params));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = dout.download();
+  auto real = [&](size_t i) {
+    const int64_t r = static_cast<int64_t>(i) / out_stride,
+                  c = static_cast<int64_t>(i) % out_stride;
+    return r < real_seqs * L && c < int64_t{H} * D;
+  };
+  // The bias products are rounded to bf16 in the kernel (as the model's bf16
+  // reference computes them): a looser relative tolerance with a bias.
+  if (real_seqs > 0)
+    CHECK_CLOSE(compare(got, ref, bias ? 5e-2 : 2e-2, 1e-3 * std::max(rms(ref), 1e-3), real, &mag),
+                bias ? 2e-2 : 1e-2);
+  size_t written_outside = 0;  // padded views' rows and the pad columns
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!real(i)) written_outside += std::isnan(to_f(got[i])) ? 0 : 1;
+  CHECK(written_outside == 0);
+}
+
+}  // namespace
+
+GPU_TEST_CASE("attention extras: grouped KV heads, one token, short sequences, odd head dims") {
+  require_gpu();
+  run_extras({"one token, 4 heads over 2", 3, 4, 2, 64, 1});
+  run_extras({"3 tokens, head_dim 8, 6 heads over 3", 2, 6, 3, 8, 3});
+  run_extras({"17 tokens, head_dim 24, 6 heads over 1", 2, 6, 1, 24, 17});
+  run_extras({"130 tokens, head_dim 40, 14 heads over 2", 2, 14, 2, 40, 130});
+  run_extras({"65 tokens, head_dim 56, plain heads", 1, 3, 3, 56, 65});
+}
+
+GPU_TEST_CASE("attention extras: prefix mask") {
+  require_gpu();
+  run_extras({"prefix 1 of 1", 2, 2, 1, 64, 1, 1});
+  run_extras({"prefix 3 of 5, head_dim 24", 2, 4, 2, 24, 5, 3});
+  run_extras({"prefix 70 of 140 (image | queries), 14 over 2", 2, 14, 2, 64, 140, 70});
+  run_extras({"prefix 200 of 201, head_dim 40", 1, 2, 1, 40, 201, 200});
+}
+
+GPU_TEST_CASE("attention extras: decomposed relative-position bias, keys unpaired and paired") {
+  require_gpu();
+  run_extras({"1x1 grid (one token)", 2, 2, 2, 64, 1, 0, 1, 1});
+  run_extras({"3x3, head_dim 24", 2, 2, 2, 24, 9, 0, 3, 3});
+  run_extras({"7x5, head_dim 40", 2, 3, 3, 40, 35, 0, 7, 5});
+  run_extras({"4x6 (paired), head_dim 8", 2, 2, 2, 8, 24, 0, 4, 6});
+  run_extras({"14x14 windows (paired), head_dim 64", 3, 4, 4, 64, 196, 0, 14, 14});
+  run_extras({"2x128 widest table (paired), head_dim 56", 1, 1, 1, 56, 256, 0, 2, 128});
+}
+
+GPU_TEST_CASE("attention extras: padded views (view_count) stay unwritten") {
+  require_gpu();
+  run_extras({"3 of 6 windows real", 6, 2, 2, 64, 49, 0, 7, 7, 3, 1});
+  run_extras({"view 1 of 2 real, 2 windows a view, prefix", 4, 4, 2, 40, 10, 5, 0, 0, 1, 2});
+  run_extras({"view_count 0 writes nothing", 2, 2, 2, 64, 36, 0, 6, 6, 0, 1});
+}
+
+GPU_TEST_CASE("attention extras: argument rules") {
+  require_gpu();
+  DeviceBuffer<bf16> buf(4096);
+  k::AttentionExtras ex;
+  ex.q = ex.k = ex.v = buf.get();
+  ex.q_stride = ex.kv_stride = ex.out_stride = 3 * 64;
+  ex.kv_heads = 1;
+  k::AttentionParams p;
+  p.max_seqs = 1;
+  p.max_seqlen = 4;
+  p.num_heads = 1;
+  p.head_dim = 64;
+  p.scale = 1.0f;
+  p.out = buf.get();
+  p.extras = &ex;
+  const int bad = static_cast<int>(cudaErrorInvalidValue);
+  CHECK(k::run_attention(p, k::AttentionKernel::Warps8) == bad);  // only the 4-warp form
+  CHECK(k::run_attention(p, k::AttentionKernel::Hopper) == bad);
+  p.head_dim = 72;  // the extras' instances stop at 64
+  CHECK(k::run_attention(p) == bad);
+  p.head_dim = 64;
+  ex.kv_heads = 3;  // not a divisor of num_heads
+  CHECK(k::run_attention(p) == bad);
+  ex.kv_heads = 1;
+  ex.rel_h = ex.rel_w = buf.get();
+  ex.hn = 2;
+  ex.wn = 3;  // 2 x 3 != 4 tokens
+  CHECK(k::run_attention(p) == bad);
+  ex.wn = 2;
+  ex.prefix = 1;  // no prefix mask with the bias
+  CHECK(k::run_attention(p) == bad);
+  ex.prefix = 0;
+  CHECK_OK(k::run_attention(p));
+  CUDA_OK(cudaDeviceSynchronize());
 }

@@ -8,7 +8,11 @@
 //  - Warps (attention.cu, sm80+): mma.sync, 4 or 8 warps of 16 queries,
 //    cp.async tiles, heads fastest in the grid;
 //  - WarpsRotary: the 4-warp form with rotary_bf16's rotation applied to Q
-//    and K in shared memory (sequences of up to 64 tokens: Qwen's windows).
+//    and K in shared memory (sequences of up to 64 tokens: Qwen's windows);
+//  - Warps4 with AttentionExtras: the 4-warp form over separate q/k/v rows,
+//    grouped KV heads, a prefix mask and the SAM's decomposed
+//    relative-position bias (DeepSeek-OCR-2), as compile-time features of the
+//    same kernel: the plain instances do not carry them.
 // Plain C++: included by .cpp files compiled by the host compiler.
 #pragma once
 
@@ -18,6 +22,40 @@
 #include <cstdint>
 
 namespace encoder_kit::cuda {
+
+// The layout and inputs beyond the packed form (AttentionParams::extras):
+// sequences of equal length max_seqlen, sequence s being rows
+// [s * max_seqlen, (s + 1) * max_seqlen) of q, k and v (cu_seqlens unused,
+// nullptr); max_seqs sequences, num_heads query heads.
+// out[row * out_stride + h * head_dim + d] = softmax(scale q.k + bias) v, where
+// query head h reads key/value head h / (num_heads / kv_heads).
+//  - prefix > 0 (a prefix mask): query row i sees keys j < prefix when
+//    i < prefix, else keys j <= i; prefix == 0: every key of the sequence.
+//  - rel_h / rel_w (both or neither): the SAM's decomposed relative positions
+//    over the sequence as an hn x wn grid (hn * wn == max_seqlen, both at most
+//    kMaxRelGrid). The tables are get_rel_pos's, already resized: bf16
+//    [2 hn - 1, head_dim] and [2 wn - 1, head_dim], rows zero-padded to a
+//    multiple of 8, 16-byte aligned. Query cell (qy, qx) and key cell (ky, kx)
+//    add the unscaled q . rel_h[qy - ky + hn - 1] + q . rel_w[qx - kx + wn - 1]
+//    to the logit, computed inside the kernel. Not with a prefix mask.
+//  - view_count (device int32, may be null): sequences at or past
+//    view_count * seqs_per_view are padding and skipped (rows unwritten).
+// head_dim a multiple of 8 up to 64; q/k/v and their strides 16-byte aligned
+// (strides in elements, multiples of 8).
+constexpr int kMaxRelGrid = 128;  // bounds the shared memory of the bias products
+struct AttentionExtras {
+  const __nv_bfloat16* q = nullptr;
+  const __nv_bfloat16* k = nullptr;
+  const __nv_bfloat16* v = nullptr;
+  int64_t q_stride = 0, kv_stride = 0, out_stride = 0;
+  int kv_heads = 0;  // a divisor of num_heads
+  int prefix = 0;
+  const __nv_bfloat16* rel_h = nullptr;
+  const __nv_bfloat16* rel_w = nullptr;
+  int hn = 0, wn = 0;
+  const int32_t* view_count = nullptr;
+  int seqs_per_view = 1;
+};
 
 // Variable-length attention over a packed qkv[tokens, 3, num_heads,
 // head_dim]: sequence s covers tokens cu_seqlens[s] .. cu_seqlens[s+1]-1 and
@@ -50,6 +88,9 @@ struct AttentionParams {
   // Rows outside every sequence are not written. 16-byte aligned.
   __nv_bfloat16* out = nullptr;
   cudaStream_t stream = nullptr;
+  // Optional: separate q/k/v, grouped KV heads, a mask, a bias (above); then
+  // qkv and cu_seqlens are nullptr, and only Warps4 takes it.
+  const AttentionExtras* extras = nullptr;
 };
 
 // The compiled instances run_attention chooses from.
@@ -62,7 +103,7 @@ enum class AttentionKernel {
 };
 const char* attention_kernel_name(AttentionKernel kernel);
 
-// The dispatch: the rotary form when a table is given; else sequences over 64
+// The dispatch: Warps4 with extras; the rotary form when a table is given; else sequences over 64
 // tokens on the Hopper kernel where it runs, and on 8 warps elsewhere (each
 // K/V tile brought into shared memory serves 128 queries); shorter ones (one
 // tile: Qwen's 64-patch windows) on 4 warps, which they fill exactly.
@@ -75,7 +116,7 @@ int run_attention(const AttentionParams& p);
 
 // The same on a given instance (tests and benchmark): cudaErrorInvalidValue
 // where it cannot take p (Hopper off Hopper, a rotary table given to a plain
-// form or missing for the rotary one).
+// form or missing for the rotary one, extras to a form other than Warps4).
 int run_attention(const AttentionParams& p, AttentionKernel kernel);
 
 }  // namespace encoder_kit::cuda
