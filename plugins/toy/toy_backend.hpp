@@ -1,5 +1,6 @@
-// Where the toy runs: the CPU forward, or toy_kernels.cu when the plugin is
-// built with CUDA. One type, so the model class holds no device branches and
+// Where the toy runs: the CPU forward (toy_cpu_forward.hpp), or toy_kernels.cu
+// when the plugin is built with CUDA (toy_cuda_backend.cpp; toy_no_cuda.cpp
+// otherwise). One interface, so the model class holds no device branches and
 // no #ifdef.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace toy {
 
@@ -22,20 +24,21 @@ inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
 
 class Backend {
  public:
-  // Selects `device` (CUDA: cudaSetDevice); CUDA in a build without the
-  // kernels is EG_ERR_UNSUPPORTED.
-  Backend(int32_t device, int32_t device_index);
-
-  bool on_cpu() const { return device_ == EG_DEVICE_CPU; }
-  void forward(const Options& o, const ForwardCall& call, void* stream) const;
+  virtual ~Backend() = default;
+  virtual bool on_cpu() const = 0;
+  virtual void forward(const Options& o, const ForwardCall& call, void* stream) const = 0;
   // seq_id's padding: rows [rows, capacity) of `dst` set to -1.
-  void pad_seq_id(int32_t* dst, int64_t rows, int64_t capacity, void* stream) const;
+  virtual void pad_seq_id(int32_t* dst, int64_t rows, int64_t capacity, void* stream) const = 0;
   // toy_dual's post-processing: a copy between outputs, and the mean of rows.
-  void copy(void* dst, const void* src, size_t bytes, void* stream) const;
-  void mean_rows(float* dst, const float* src, int64_t rows, int64_t hidden, void* stream) const;
-
- private:
-  int32_t device_;
+  virtual void copy(void* dst, const void* src, size_t bytes, void* stream) const = 0;
+  virtual void mean_rows(float* dst, const float* src, int64_t rows, int64_t hidden,
+                         void* stream) const = 0;
 };
+
+// The backend of `device`; CUDA selects `device_index` (cudaSetDevice) and is
+// EG_ERR_UNSUPPORTED in a build without the kernels.
+std::unique_ptr<Backend> make_backend(int32_t device, int32_t device_index);
+// The CUDA one (toy_cuda_backend.cpp, or toy_no_cuda.cpp's refusal).
+std::unique_ptr<Backend> make_cuda_backend(int32_t device_index);
 
 }  // namespace toy

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,7 +46,7 @@ class Toy {
   Toy(sdk::CreateArgs& args, Form form)
       : form_(form),
         opt_(parse_options(args.config, args.weights())),
-        backend_(args.device(), args.device_index()) {
+        backend_(make_backend(args.device(), args.device_index())) {
     if (form_ == Form::Dual)
       info_.path("global", "rows").path("local", "rows", {opt_.local_min_budget, true});
     else
@@ -110,7 +111,7 @@ class Toy {
   }
   void pad_buffer(int32_t buffer, const eg_tensor& dst, int64_t rows, void* stream) {
     if (buffer != kSeqId) sdk::invalid("only seq_id pads by callback");
-    backend_.pad_seq_id(static_cast<int32_t*>(dst.data), rows, dst.shape[0], stream);
+    backend_->pad_seq_id(static_cast<int32_t*>(dst.data), rows, dst.shape[0], stream);
   }
 
   void forward(const sdk::ForwardArgs& args) {
@@ -122,13 +123,13 @@ class Toy {
                            pooled ? static_cast<float*>(args.output_data(kPooled)) : nullptr,
                            pooled ? args.output<float>(kPooled).rows() : 0,
                            static_cast<float*>(args.workspace())};
-    backend_.forward(opt_, call, args.stream());
+    backend_->forward(opt_, call, args.stream());
   }
   // Eager runs (the exact batch size, outside any graph): the same forward, and
   // on the CPU the extra cost cpu_eager_us_per_1k_tokens asks for.
   void forward_eager(const sdk::ForwardArgs& args) {
     forward(args);
-    if (backend_.on_cpu() && opt_.cpu_eager_us_per_1k_tokens > 0)
+    if (backend_->on_cpu() && opt_.cpu_eager_us_per_1k_tokens > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(opt_.cpu_eager_us_per_1k_tokens *
                                                             args.shape().token_budget / 1024));
   }
@@ -149,24 +150,24 @@ class Toy {
     int64_t local_row = 0;
     for (int64_t k = 0; k < args.num_items(); ++k) {
       char* dst = static_cast<char*>(args.result_data(kRows, k));
-      backend_.copy(dst, global + k * row_bytes, row_bytes, args.stream());
+      backend_->copy(dst, global + k * row_bytes, row_bytes, args.stream());
       const int64_t t = path_tokens(opt_, form_, args.items()[k], 1);
       if (t == 0) continue;
       if (!local) sdk::fail(EG_ERR_INTERNAL, "local path output missing");
-      backend_.copy(dst + row_bytes, local + local_row * row_bytes,
-                    static_cast<size_t>(t) * row_bytes, args.stream());
+      backend_->copy(dst + row_bytes, local + local_row * row_bytes,
+                     static_cast<size_t>(t) * row_bytes, args.stream());
       local_row += t;
     }
     for (int64_t k = 0; args.num_outputs() > kPooled && k < args.num_items(); ++k)
-      backend_.mean_rows(static_cast<float*>(args.result_data(kPooled, k)),
-                         static_cast<const float*>(args.result_data(kRows, k)),
-                         args.result<float>(kRows, k).rows(), opt_.hidden, args.stream());
+      backend_->mean_rows(static_cast<float*>(args.result_data(kPooled, k)),
+                          static_cast<const float*>(args.result_data(kRows, k)),
+                          args.result<float>(kRows, k).rows(), opt_.hidden, args.stream());
   }
 
  private:
   Form form_;
   Options opt_;  // before the backend and the description, which are made from it
-  Backend backend_;
+  std::unique_ptr<Backend> backend_;
   sdk::ModelInfo info_;
 };
 

@@ -153,7 +153,9 @@ int64_t checked_mul(int64_t a, int64_t b, const char* what) {
 constexpr bool named(std::string_view name) {
   return std::string_view(TOY_NAME) == name;
 }
-// toy_badpad: the padding the forward does not need, and the lookup it breaks.
+// toy_badpad: zero padding where the forward needs repeat-last, and a forward
+// whose rows look their sequence up in cu_seqlens (right only while the offsets
+// never decrease) instead of walking the sequences.
 constexpr int32_t kCuSeqlensPadding = named("toy_badpad") ? EG_PAD_ZERO : EG_PAD_REPEAT_LAST;
 constexpr bool kRowsSearchSequence = named("toy_badpad");
 // toy_v1_1: the table of a plugin built before 1.2.
