@@ -33,9 +33,10 @@ if [[ -f $build/core/libencgraph_mpi.so ]]; then
   bash "$root/scripts/gpu-bundle-mpi.sh" "$bundle"
 fi
 cp "$build"/plugins/libencgraph_*.so "$bundle/plugins/"
-# Test-only plugins (toy_faults, toy_badpad, the ABI 1.0 plugin) that the GPU
-# suites load by name; the loader's deliberately broken ones stay behind.
-find "$build/tests/plugins" "$build/tests/abi_compat" -name 'libencgraph_*.so' \
+# Test-only plugins that the GPU suites load by name (the build's test plugin
+# folder: toy_faults, toy_badpad, toy_v1_1, verify_mistakes; and the ABI 1.0
+# plugin); the loader's deliberately broken ones stay behind.
+find "$build/test-plugins" "$build/tests/abi_compat" -name 'libencgraph_*.so' \
   -exec cp {} "$bundle/plugins/" \; 2>/dev/null || true
 cp "$build/host/encgraph" "$bundle/bin/"
 video=${ENCGRAPH_BUNDLE_VIDEO:-0}

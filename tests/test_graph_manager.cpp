@@ -335,10 +335,17 @@ TEST_CASE("configuration errors name the setting to change") {
   CHECK(contains(msg, "plugin 'toy': create failed"));
   CHECK(contains(msg, "unknown config key 'hiden'"));
 
+  // The runtime's own check, on a raw-ABI plugin that declares the combination...
+  RuntimeConfig two_paths_axes = toy_config("cpu", "toy_faults");
+  set(two_paths_axes, "declare_second_path", "true");
+  set(two_paths_axes, "capture_axis_keys", "[1, 2]");
+  CHECK(contains(error_of([&] { Runtime rt(two_paths_axes); }),
+                 "combines several paths with capture axes"));
+  // ... which an SDK plugin cannot even declare.
   RuntimeConfig dual_axes = toy_config("cpu", "toy_dual");
   set(dual_axes, "capture_axis_keys", "[1, 2]");
   CHECK(contains(error_of([&] { Runtime rt(dual_axes); }),
-                 "combines several paths with capture axes"));
+                 "capture axes need a model with one path"));
 }
 
 TEST_CASE("a failing forward during capture names the plugin and the budget") {

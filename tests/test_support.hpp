@@ -14,14 +14,18 @@
 
 namespace encgraph::test {
 
-// Where the in-tree plugins are; ENCGRAPH_PLUGIN_PATH (set on the GPU machine)
-// is searched by the registry anyway.
+// Where the in-tree plugins are: the shipped ones, then the test plugins
+// (never installed, in a folder of their own). ENCGRAPH_PLUGIN_PATH (set on
+// the GPU machine) is searched by the registry anyway.
 inline std::vector<std::filesystem::path> plugin_dirs() {
+  std::vector<std::filesystem::path> dirs;
 #ifdef ENCGRAPH_TEST_PLUGIN_DIR
-  return {ENCGRAPH_TEST_PLUGIN_DIR};
-#else
-  return {};
+  dirs.emplace_back(ENCGRAPH_TEST_PLUGIN_DIR);
 #endif
+#ifdef ENCGRAPH_TEST_TEST_PLUGIN_DIR
+  dirs.emplace_back(ENCGRAPH_TEST_TEST_PLUGIN_DIR);
+#endif
+  return dirs;
 }
 
 inline RuntimeConfig toy_config(const std::string& device, const std::string& plugin = "toy") {

@@ -70,6 +70,17 @@ inline std::string plugin_dir() {
   return EG_HOST_PLUGIN_DIR;
 }
 
+// The build's test plugins (never installed, so apart from the user's folder):
+// the ABI conformance plugin's names and verify's mistakes plugin.
+inline std::string test_plugin_dir() {
+  return EG_HOST_TEST_PLUGIN_DIR;
+}
+
+// A runtime.plugin_dirs value that finds the shipped and the test plugins.
+inline std::string plugin_dirs_with_tests() {
+  return "[\"" + plugin_dir() + "\", \"" + test_plugin_dir() + "\"]";
+}
+
 // A config whose plugin is the in-tree toy, found in the build's plugin folder.
 // Timing-based eager choices are off: hit counts stay exact.
 inline std::string toy_config(const std::string& extra = "") {

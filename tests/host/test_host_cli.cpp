@@ -144,7 +144,7 @@ TEST_CASE("config errors exit 2 with the message; other failures exit 1") {
 
   o = run("run", {"-c", cfg.string(), "--set", "plugin.config.colour=3"});
   CHECK(o.code == 2);
-  CHECK(o.log.find("unknown config key 'colour' for plugin toy") != std::string::npos);
+  CHECK(o.log.find("toy: unknown config key 'colour' in [plugin.config]") != std::string::npos);
 
   o = run("run", {"-c", cfg.string(), "--set", "plugin.name=no_such_plugin"});
   CHECK(o.code == 2);  // a name no plugin provides is a config error

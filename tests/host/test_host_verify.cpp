@@ -22,7 +22,7 @@ std::vector<std::string> toy_args(const std::vector<std::string>& extra,
                                   const std::string& config = "configs/toy.toml") {
   std::vector<std::string> args = {
       "--config", std::string(EG_HOST_SOURCE_DIR) + "/" + config,
-      "--set",    "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]",
+      "--set",    "runtime.plugin_dirs=" + host_test::plugin_dirs_with_tests(),
       "--set",    "runtime.log_level=\"warn\"",
       "--set",    "workload.count=24",
       "--set",    "workload.request_size=8"};
@@ -31,7 +31,9 @@ std::vector<std::string> toy_args(const std::vector<std::string>& extra,
 }
 
 bool plugin_built(const std::string& name) {
-  return std::filesystem::exists(host_test::plugin_dir() + "/libencgraph_" + name + ".so");
+  const std::string file = "/libencgraph_" + name + ".so";
+  return std::filesystem::exists(host_test::plugin_dir() + file) ||
+         std::filesystem::exists(host_test::test_plugin_dir() + file);
 }
 
 encgraph::Stats one_path_stats() {
@@ -249,7 +251,7 @@ namespace {
 host_test::Outcome run_mistake(const std::string& mistake) {
   return run("verify",
              {"--config", std::string(EG_HOST_SOURCE_DIR) + "/tests/host/verify_mistakes.toml",
-              "--set", "runtime.plugin_dirs=[\"" + host_test::plugin_dir() + "\"]", "--set",
+              "--set", "runtime.plugin_dirs=" + host_test::plugin_dirs_with_tests(), "--set",
               "plugin.config.mistake=\"" + mistake + "\""});
 }
 

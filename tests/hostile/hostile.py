@@ -4,7 +4,7 @@ checks, for every case, the exit code, that the message names what is wrong,
 that nothing hung or crashed, and that no file the case did not name as an
 output was changed, removed or left behind.
 
-usage: hostile.py --encgraph EXE --plugin-dir DIR --source-dir SRC
+usage: hostile.py --encgraph EXE --plugin-dir DIR [--test-plugin-dir DIR] --source-dir SRC
                   [--build-dir BUILD] [--filter REGEX] [--list] CASES.py...
 
 Each CASES.py defines CASES, a list of hostile_support.Case. A case runs in a
@@ -36,6 +36,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--encgraph", required=True)
     ap.add_argument("--plugin-dir", required=True)
+    ap.add_argument("--test-plugin-dir", default="",
+                    help="the build's test plugins (toy_faults, toy_badpad, toy_v1_1)")
     ap.add_argument("--source-dir", required=True)
     ap.add_argument("--build-dir", default="", help="the build tree (its test plugins)")
     ap.add_argument("--filter", default="")
@@ -44,6 +46,7 @@ def main():
     args = ap.parse_args()
     hs.ENV.encgraph = os.path.abspath(args.encgraph)
     hs.ENV.plugin_dir = os.path.abspath(args.plugin_dir)
+    hs.ENV.test_plugin_dir = os.path.abspath(args.test_plugin_dir) if args.test_plugin_dir else ""
     hs.ENV.source_dir = os.path.abspath(args.source_dir)
     hs.ENV.build_dir = os.path.abspath(args.build_dir) if args.build_dir else ""
 

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Optional, Union
 class _Env:
     encgraph = ""
     plugin_dir = ""
+    test_plugin_dir = ""  # the build's test plugins, searched after plugin_dir
     source_dir = ""
 
 
@@ -203,9 +204,11 @@ def toml_str(s):
 
 
 def toy_config(extra="", runtime="", plugin="", plugin_config="", device="cpu"):
-    """A config for the in-tree toy plugin, found in the build's plugin folder."""
+    """A config for the in-tree toy plugin, found in the build's plugin folder
+    (and the test plugins, by name, in the test plugin folder)."""
+    dirs = ", ".join(toml_str(d) for d in (ENV.plugin_dir, ENV.test_plugin_dir) if d)
     return (f"[runtime]\ndevice = \"{device}\"\nlog_level = \"warn\"\nprefer_faster_path = false\n"
-            f"plugin_dirs = [{toml_str(ENV.plugin_dir)}]\n{runtime}\n"
+            f"plugin_dirs = [{dirs}]\n{runtime}\n"
             f"[plugin]\nname = \"toy\"\n{plugin}\n"
             f"[plugin.config]\nhidden = 8\n{plugin_config}\n{extra}")
 

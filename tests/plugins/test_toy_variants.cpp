@@ -1,10 +1,11 @@
-// The toy plugins at ABI 1.2, through their plugin table (size-safe writes,
-// host-staged capture, frame buffers, specs from descriptions) and through the
-// C++ API (the "pooled" output, Runtime::spec_for), and the test-only variants:
-// toy_faults carries the fault switches the shipped toy no longer accepts;
-// toy_badpad pads cu_seqlens with zeros, which gives 100% graph hits and wrong
-// rows that only repeat-last fixes; toy_v1_1 keeps an ABI 1.1 table (no
-// item_spec_for_desc), so the runtime's fallback runs.
+// The toy plugins (SDK) at ABI 1.2, through their plugin table (size-safe
+// writes, host-staged capture, frame buffers, specs from descriptions) and
+// through the C++ API (the "pooled" output, Runtime::spec_for), and the ABI
+// conformance plugin (raw C ABI, tests/plugins/abi_conformance_plugin.cpp)
+// under its three names: toy_faults carries the fault switches the shipped toy
+// does not accept; toy_badpad pads cu_seqlens with zeros, which gives 100%
+// graph hits and wrong rows that only repeat-last fixes; toy_v1_1 keeps an ABI
+// 1.1 table (no item_spec_for_desc), so the runtime's fallback runs.
 #include "spec_for_checks.hpp"
 #include "test_support.hpp"
 
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,16 +33,34 @@ bool contains(const std::string& s, const std::string& part) {
 
 // A host of ABI 1.0: no item sizes, so the plugin must assume 1.0's.
 const eg_host_api kHost10 = {1, 0, EG_HOST_API_V1_0_SIZE, 0, nullptr, nullptr, 0, 0};
+// This runtime's host (an SDK plugin declines a 1.0 one).
+const eg_host_api kHost = {
+    EG_ABI_VERSION_MAJOR, EG_ABI_VERSION_MINOR, sizeof(eg_host_api), 0, nullptr, nullptr,
+    sizeof(eg_item_desc), sizeof(eg_item_spec)};
 
-// The table of build-tree plugin `name`, its entry called with `host`. The
-// library stays loaded (as the runtime keeps plugins).
-const eg_plugin_api* table(const std::string& name, const eg_host_api* host = &kHost10) {
-  const std::string path = plugin_dirs().at(0).string() + "/libencgraph_" + name + ".so";
+bool sdk_toy(const std::string& name) {
+  return name == "toy" || name == "toy_dual";
+}
+
+// The entry of build-tree plugin `name` (shipped or test plugin folder),
+// called with `host`. The library stays loaded (as the runtime keeps plugins).
+const eg_plugin_api* entry_table(const std::string& name, const eg_host_api* host) {
+  std::string path;
+  for (const auto& dir : plugin_dirs()) {
+    path = dir.string() + "/libencgraph_" + name + ".so";
+    if (std::filesystem::exists(path)) break;
+  }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   REQUIRE_MESSAGE(handle, path);
   auto entry = reinterpret_cast<eg_plugin_entry_fn>(dlsym(handle, EG_PLUGIN_ENTRY_SYMBOL));
   REQUIRE_MESSAGE((entry != nullptr), path);
-  const eg_plugin_api* api = entry(host);
+  return entry(host);
+}
+
+// The table of `name`: the conformance plugin's through a 1.0 host (no item
+// sizes, so it must assume 1.0's), the SDK toys' through this runtime's.
+const eg_plugin_api* table(const std::string& name) {
+  const eg_plugin_api* api = entry_table(name, sdk_toy(name) ? &kHost : &kHost10);
   REQUIRE(api);
   return api;
 }
@@ -71,7 +91,8 @@ struct Direct {
 struct Staging {
   std::vector<std::vector<int32_t>> memory;  // every toy buffer has 4-byte elements
   std::vector<eg_replay_buffer> bufs;
-  Staging(Direct& d, const eg_graph_shape& shape, int32_t num_buffers) {
+  Staging(Direct& d, const eg_graph_shape& shape, const eg_model_info& mi) {
+    const int32_t num_buffers = mi.num_buffers;
     memory.resize(static_cast<size_t>(num_buffers));
     bufs.resize(static_cast<size_t>(num_buffers));
     for (int32_t b = 0; b < num_buffers; ++b) {
@@ -82,7 +103,7 @@ struct Staging {
       memory[b].assign(static_cast<size_t>(n), 0x5A5A5A5A);  // stale bytes
       bufs[b].staging = t;
       bufs[b].staging.data = memory[b].data();
-      bufs[b].staging.dtype = EG_DTYPE_I32;
+      bufs[b].staging.dtype = mi.buffers[b].dtype;
       bufs[b].staging.device = EG_DEVICE_CPU;
       bufs[b].rows = -1;
     }
@@ -128,37 +149,46 @@ TEST_CASE("the toys are ABI 1.2 tables with host-staged capture and named output
   }
   CHECK((table("toy")->postprocess_outputs == nullptr));  // the runtime's copy
   CHECK((table("toy_dual")->postprocess_outputs != nullptr));
-  CHECK((table("toy_dual")->postprocess != nullptr));  // 1.0's, kept
+  // SDK plugins need a 1.1 runtime (host-staged capture): 1.0's postprocess
+  // would never run, and their entry declines a 1.0 host.
+  CHECK((table("toy_dual")->postprocess == nullptr));
+  CHECK((entry_table("toy", &kHost10) == nullptr));
+  CHECK((entry_table("toy_faults", &kHost10) != nullptr));  // the raw table serves 1.0 too
 }
 
 TEST_CASE("model_info writes only the fields the runtime's struct_size covers") {
-  Direct d("toy");
-  alignas(eg_model_info) unsigned char raw[sizeof(eg_model_info)];
-  std::memset(raw, 0xAB, sizeof(raw));
-  auto* v10 = reinterpret_cast<eg_model_info*>(raw);
-  v10->struct_size = EG_MODEL_INFO_V1_0_SIZE;  // a 1.0 runtime's struct
-  REQUIRE(d.api->model_info(d.inst, v10, &d.err) == EG_OK);
-  CHECK(v10->num_paths == 1);
-  CHECK(v10->num_buffers == 6);
-  CHECK(v10->out_hidden_size == 8);
-  bool untouched = true;
-  for (size_t k = EG_MODEL_INFO_V1_0_SIZE; k < sizeof(raw); ++k) untouched &= raw[k] == 0xAB;
-  CHECK(untouched);
+  for (const char* name : {"toy", "toy_faults"}) {
+    CAPTURE(name);
+    Direct d(name);
+    alignas(eg_model_info) unsigned char raw[sizeof(eg_model_info)];
+    std::memset(raw, 0xAB, sizeof(raw));
+    auto* v10 = reinterpret_cast<eg_model_info*>(raw);
+    v10->struct_size = EG_MODEL_INFO_V1_0_SIZE;  // a 1.0 runtime's struct
+    REQUIRE(d.api->model_info(d.inst, v10, &d.err) == EG_OK);
+    CHECK(v10->num_paths == 1);
+    CHECK(v10->num_buffers == 6);
+    CHECK(v10->out_hidden_size == 8);
+    bool untouched = true;
+    for (size_t k = EG_MODEL_INFO_V1_0_SIZE; k < sizeof(raw); ++k) untouched &= raw[k] == 0xAB;
+    CHECK(untouched);
 
-  eg_model_info full{};
-  full.struct_size = sizeof(full);
-  REQUIRE(d.api->model_info(d.inst, &full, &d.err) == EG_OK);
-  REQUIRE(full.num_outputs == 2);
-  CHECK(full.outputs[0].name == std::string("rows"));
-  CHECK(full.outputs[0].width == full.out_hidden_size);
-  CHECK(full.outputs[0].dtype == full.out_dtype);
-  CHECK(full.outputs[0].rows_per_item == 0);
-  CHECK(full.outputs[1].name == std::string("pooled"));
-  CHECK(full.outputs[1].rows_per_item == 1);
-  CHECK(full.path_units[0] == std::string("rows"));
-
+    eg_model_info full{};
+    full.struct_size = sizeof(full);
+    REQUIRE(d.api->model_info(d.inst, &full, &d.err) == EG_OK);
+    REQUIRE(full.num_outputs == 2);
+    CHECK(full.outputs[0].name == std::string("rows"));
+    CHECK(full.outputs[0].width == full.out_hidden_size);
+    CHECK(full.outputs[0].dtype == full.out_dtype);
+    CHECK(full.outputs[0].rows_per_item == 0);
+    CHECK(full.outputs[1].name == std::string("pooled"));
+    CHECK(full.outputs[1].rows_per_item == 1);
+    CHECK(full.path_units[0] == std::string("rows"));
+  }
+  // The raw table refuses a struct smaller than any ABI's (the SDK copies what
+  // fits, sdk/tests).
+  Direct d("toy_faults");
   eg_model_info tiny{};
-  tiny.struct_size = 100;  // smaller than any ABI's
+  tiny.struct_size = 100;
   CHECK(d.api->model_info(d.inst, &tiny, &d.err) == EG_ERR_INVALID_ARGUMENT);
   CHECK(tiny.num_paths == 0);
 }
@@ -285,7 +315,7 @@ TEST_CASE("frame buffers are sized from max_frames_per_batch; more frames are re
   eg_item* c = d.item(video(28, 14, 3, 3));  // 3 frames of 2 rows
   {
     const eg_item* batch[] = {a, b, c};
-    Staging st(d, s, mi.num_buffers);
+    Staging st(d, s, mi);
     REQUIRE_MESSAGE(d.api->prepare_replay_buffers(d.inst, &s, batch, 3, st.bufs.data(),
                                                   mi.num_buffers, &d.err) == EG_OK,
                     d.err.message);
@@ -295,7 +325,7 @@ TEST_CASE("frame buffers are sized from max_frames_per_batch; more frames are re
   {
     eg_item* e = d.item(video(28, 14, 1, 4));  // the sixth frame
     const eg_item* batch[] = {a, b, c, e};
-    Staging st(d, s, mi.num_buffers);
+    Staging st(d, s, mi);
     CHECK(d.api->prepare_replay_buffers(d.inst, &s, batch, 4, st.bufs.data(), mi.num_buffers,
                                         &d.err) == EG_ERR_INVALID_ARGUMENT);
     CHECK(contains(d.err.message, "6 video frames, more than max_frames_per_batch 5"));
@@ -310,7 +340,7 @@ TEST_CASE("capture inputs are host staging: a full batch, every buffer's rows se
   mi.struct_size = sizeof(mi);
   REQUIRE(d.api->model_info(d.inst, &mi, &d.err) == EG_OK);
   const eg_graph_shape s = graph(64, 4, 8);
-  Staging st(d, s, mi.num_buffers);
+  Staging st(d, s, mi);
   REQUIRE(d.api->prepare_capture_staging(d.inst, &s, st.bufs.data(), mi.num_buffers, &d.err) ==
           EG_OK);
   const int32_t cu = buffer_index(mi, "cu_seqlens");
@@ -330,7 +360,7 @@ TEST_CASE("the shipped toy refuses the test fault switches; toy_faults takes the
     RuntimeConfig shipped = toy_config("cpu");
     set(shipped, key, std::string(key) == "illegal_sync" ? "false" : "0");
     const std::string msg = error_of([&] { Runtime rt(shipped); });
-    CHECK(contains(msg, "unknown config key '" + std::string(key) + "' for plugin toy"));
+    CHECK(contains(msg, "toy: unknown config key '" + std::string(key) + "' in [plugin.config]"));
     RuntimeConfig faults = toy_config("cpu", "toy_faults");
     set(faults, key, std::string(key) == "illegal_sync" ? "false" : "0");
     CHECK(error_of([&] { Runtime rt(faults); }) == "");

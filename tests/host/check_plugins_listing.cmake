@@ -1,0 +1,32 @@
+# `encgraph plugins` on the build's plugin folder lists only what a user can
+# run: no test plugin (each one in the test plugin folder, and the known test
+# names wherever they were built), while the shipped toy is listed.
+#   cmake -DENCGRAPH=<exe> -DPLUGIN_DIR=<dir> -DTEST_PLUGIN_DIR=<dir> -P check_plugins_listing.cmake
+execute_process(COMMAND ${ENCGRAPH} plugins --plugin-dir ${PLUGIN_DIR}
+  OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "encgraph plugins failed (${rc}): ${errors}")
+endif()
+if(NOT listing MATCHES "(^|[ \t\n])toy([ \t\n]|$)")
+  message(FATAL_ERROR "encgraph plugins does not list the shipped toy:\n${listing}")
+endif()
+file(GLOB test_plugins ${TEST_PLUGIN_DIR}/libencgraph_*.so)
+if(NOT test_plugins)
+  message(FATAL_ERROR "no test plugin in ${TEST_PLUGIN_DIR}: the check would prove nothing")
+endif()
+set(names toy_faults toy_badpad toy_v1_1 verify_mistakes abi10)
+foreach(file ${test_plugins})
+  get_filename_component(name ${file} NAME_WE)
+  string(REGEX REPLACE "^libencgraph_" "" name ${name})
+  list(APPEND names ${name})
+endforeach()
+list(REMOVE_DUPLICATES names)
+foreach(name ${names})
+  if(listing MATCHES "(^|[ \t\n])${name}([ \t\n]|$)")
+    message(FATAL_ERROR "encgraph plugins lists the test plugin '${name}':\n${listing}")
+  endif()
+  if(EXISTS ${PLUGIN_DIR}/libencgraph_${name}.so)
+    message(FATAL_ERROR "test plugin '${name}' is in the user plugin folder ${PLUGIN_DIR}")
+  endif()
+endforeach()
+message(STATUS "encgraph plugins lists no test plugin (${names})")
