@@ -147,6 +147,9 @@ Options parse_options(const eg_create_params* p) {
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and preprocessor_config.json.
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  encoder_kit::require_folder_config(folder, r,
+                                     {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "intermediate_size", "image_size", "patch_size"});
   const auto named = r.get("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;
