@@ -7,6 +7,7 @@
 #include "device_backend.hpp"
 #include "graph_manager.hpp"
 #include "manager_checks.hpp"
+#include "modelled_timing.hpp"
 #include "plugin_instance.hpp"
 #include "test_support.hpp"
 
@@ -407,41 +408,6 @@ TEST_CASE("an item may outlive its runtime: it keeps the plugin instance alive")
   CHECK(survivor.get() != nullptr);  // destroyed after the runtime, without a crash
 }
 
-TEST_CASE("a small batch on a far larger budget runs eagerly when that is faster") {
-  // The toy's cost grows with the budget: 120 tokens on a 16384 budget is far
-  // cheaper eagerly; a batch that nearly fills the budget still replays.
-  RuntimeConfig cfg = toy_config("cpu");
-  set(cfg, "hidden", "256");
-  set(cfg, "check_padding", "false");
-  cfg.budgets.token_budgets = {64, 16384};
-  cfg.budgets.max_items_per_batch = 64;
-  cfg.prefer_faster_path = true;
-  Runtime rt(cfg);
-  rt.capture();
-  std::vector<Item> small, full;
-  small.push_back(rt.make_item(image(14 * 10, 14 * 12, 1)));  // 120 tokens
-  for (int i = 0; i < 4; ++i) full.push_back(rt.make_item(image(14 * 60, 14 * 64, i)));  // 15360
-  const std::vector<float> eager_rows = rt.execute(small).item_as_float(0);
-  Stats s = rt.stats();
-  CHECK(s.batches_eager_chosen == 1);
-  CHECK(s.batches_eager == 1);
-  CHECK(s.graph_hits == 0);
-  CHECK(s.graph_misses == 1);  // a graph was there, but the item did not replay
-  CHECK(s.paths[0].eager_by_reason[static_cast<int>(EagerReason::ChosenFaster)] == 1);
-  rt.execute(full);
-  s = rt.stats();
-  CHECK(s.batches_graph == 1);
-  CHECK(s.graph_hits == 4);
-
-  cfg.prefer_faster_path = false;  // the same batch replayed: identical rows
-  Runtime always_graph(cfg);
-  always_graph.capture();
-  std::vector<Item> again;
-  again.push_back(always_graph.make_item(image(14 * 10, 14 * 12, 1)));
-  CHECK(always_graph.execute(again).item_as_float(0) == eager_rows);
-  CHECK(always_graph.stats().graph_hits == 1);
-}
-
 // ---------------------------------------------------------------- ABI 1.1 and issue 11
 
 namespace {
@@ -540,7 +506,8 @@ struct WrappedToy {
 
   // abi10: the table as a 1.0 plugin shows it (no 1.1 entries, capture
   // inputs written on the device).
-  WrappedToy(const RuntimeConfig& cfg, bool abi10) {
+  // timing: the cost model's times (null: the CPU backend's wall clock).
+  WrappedToy(const RuntimeConfig& cfg, bool abi10, std::shared_ptr<RunTiming> timing = nullptr) {
     PluginRegistry registry(cfg.plugin_dirs);
     loaded = registry.get(cfg.plugin);
     wrap::reset(loaded.api);
@@ -561,7 +528,7 @@ struct WrappedToy {
     loaded.api = &table;
     instance =
         std::make_shared<PluginInstance>(loaded, EG_DEVICE_CPU, 0, cfg.weights, cfg.plugin_config);
-    manager = std::make_unique<GraphManager>(backend, *instance, cfg);
+    manager = std::make_unique<GraphManager>(backend, *instance, cfg, std::move(timing));
   }
   ~WrappedToy() {
     manager.reset();
@@ -602,6 +569,42 @@ void check_same_rows(const Result& a, const Result& b, size_t o = 0) {
 }
 
 }  // namespace
+
+TEST_CASE("a small batch on a far larger budget runs eagerly when that is faster") {
+  // Forwards cost 2 ms per 1024 budget tokens: 120 tokens on a 16384 budget
+  // is far cheaper eagerly; a batch that nearly fills the budget still replays.
+  RuntimeConfig cfg = toy_config("cpu");
+  set(cfg, "hidden", "256");
+  set(cfg, "check_padding", "false");
+  cfg.budgets.token_budgets = {64, 16384};
+  cfg.budgets.max_items_per_batch = 64;
+  cfg.prefer_faster_path = true;
+  WrappedToy toy(cfg, false, std::make_shared<ModelledTiming>());
+  toy.manager->capture();
+  const std::vector<Item> small = toy.make({image(14 * 10, 14 * 12, 1)});  // 120 tokens
+  std::vector<eg_item_desc> full_descs;
+  for (uint64_t i = 0; i < 4; ++i) full_descs.push_back(image(14 * 60, 14 * 64, i));  // 15360
+  const std::vector<Item> full = toy.make(full_descs);
+  const std::vector<float> eager_rows = toy.run(small).item_as_float(0);
+  Stats s = toy.manager->stats();
+  CHECK(s.batches_eager_chosen == 1);
+  CHECK(s.batches_eager == 1);
+  CHECK(s.graph_hits == 0);
+  CHECK(s.graph_misses == 1);  // a graph was there, but the item did not replay
+  CHECK(s.paths[0].eager_by_reason[static_cast<int>(EagerReason::ChosenFaster)] == 1);
+  toy.run(full);
+  s = toy.manager->stats();
+  CHECK(s.batches_graph == 1);
+  CHECK(s.graph_hits == 4);
+
+  cfg.prefer_faster_path = false;  // the same batch replayed: identical rows
+  Runtime always_graph(cfg);
+  always_graph.capture();
+  std::vector<Item> again;
+  again.push_back(always_graph.make_item(image(14 * 10, 14 * 12, 1)));
+  CHECK(always_graph.execute(again).item_as_float(0) == eager_rows);
+  CHECK(always_graph.stats().graph_hits == 1);
+}
 
 TEST_CASE(
     "ABI 1.1: capture inputs are staged on the host; prepare_capture_inputs is never called") {
@@ -992,32 +995,50 @@ TEST_CASE("calibration: a forward that costs by budget has its middle replays es
   LogCapture log;
   RuntimeConfig cfg = toy_config("cpu");
   set(cfg, "hidden", "16");
-  // 2 ms per 1024 tokens: 2, 8, 16, 24 and 32 ms forwards, far above the
-  // toy's own work, so the warm-ups match the replays.
-  set(cfg, "cpu_us_per_1k_tokens", "2000");
+  // 2 ms per 1024 tokens: 2, 8, 16, 24 and 32 ms forwards, warm-ups equal to
+  // replays, so every middle graph takes its warm-up's time.
   cfg.budgets.token_budgets = {1024, 4096, 8192, 12288, 16384};
   cfg.budgets.max_items_per_batch = 4;
   cfg.prefer_faster_path = true;
-  Runtime rt(cfg);
-  rt.capture();
+  auto timing = std::make_shared<ModelledTiming>();
+  WrappedToy toy(cfg, false, timing);
+  toy.manager->capture();
   const std::string line = log.find("captured 5 graphs");
   REQUIRE_FALSE(line.empty());
   int timed = -1, estimated = -1;
   REQUIRE(std::sscanf(line.c_str() + line.find("calibrate"), "calibrate %*f: %d replays timed, %d",
                       &timed, &estimated) == 2);
-  CHECK(timed >= 2);  // the first and last of the group always
-  CHECK(timed + estimated == 5);
-  // Sleeps overshoot on a loaded machine, which can push one estimate out of
-  // bounds; all three at once would mean the estimates never apply.
-  CHECK(estimated >= 1);
+  CHECK(timed == 2);  // the first and last of the group
+  CHECK(estimated == 3);
   // The model decides with them: a batch that fills a middle budget exactly
   // replays its graph (eager at the same size is no faster).
-  std::vector<Item> items;
-  for (int i = 0; i < 4; ++i) items.push_back(rt.make_item(image(14 * 32, 14 * 64, i)));  // 2048
-  const Result r = rt.execute(items);
+  std::vector<eg_item_desc> descs;
+  for (uint64_t i = 0; i < 4; ++i) descs.push_back(image(14 * 32, 14 * 64, i));  // 2048
+  const Result r = toy.run(toy.make(descs));
   CHECK(r.rows(0) == 2048);
-  CHECK(rt.stats().batches_graph == 1);
-  CHECK(rt.stats().batches_eager_chosen == 0);
+  CHECK(toy.manager->stats().batches_graph == 1);
+  CHECK(toy.manager->stats().batches_eager_chosen == 0);
+
+  // A middle warm-up slowed by a first-use cost (twice its replay): that
+  // graph alone is timed again.
+  struct SlowWarmup final : RunTiming {
+    ModelledTiming inner;
+    double time_ms(const TimedRun& run, const std::function<void()>& enqueue) override {
+      const double ms = inner.time_ms(run, enqueue);
+      const bool slow = run.work == TimedWork::Warmup && run.shape.token_budget == 8192;
+      return slow ? 2.0 * ms : ms;
+    }
+    std::unique_ptr<StreamTimer> make_timer(const TimedRun& run) override {
+      return inner.make_timer(run);
+    }
+  };
+  WrappedToy slow(cfg, false, std::make_shared<SlowWarmup>());
+  slow.manager->capture();
+  const std::string slow_line = log.find("captured 5 graphs");
+  REQUIRE(std::sscanf(slow_line.c_str() + slow_line.find("calibrate"),
+                      "calibrate %*f: %d replays timed, %d", &timed, &estimated) == 2);
+  CHECK(timed == 3);
+  CHECK(estimated == 2);
 }
 
 TEST_CASE(
@@ -1040,65 +1061,69 @@ TEST_CASE(
 // One 5120-token item against budgets 1024/4096/32768 with forwards of 2 ms
 // per 1024 tokens: the cost model expects an eager run at 5120 (~10 ms, plus
 // the eager overhead it measured at 1024) to beat replaying 32768 (64 ms).
-// Margins of tens of milliseconds either way: sleeps overshoot on a loaded
-// machine and under sanitizers.
-Runtime eager_choice_runtime(int64_t eager_us_per_1k) {
-  RuntimeConfig cfg = toy_config("cpu");
-  set(cfg, "hidden", "16");
-  set(cfg, "cpu_us_per_1k_tokens", "2000");
-  set(cfg, "cpu_eager_us_per_1k_tokens", std::to_string(eager_us_per_1k));
-  cfg.budgets.token_budgets = {1024, 4096, 32768};
-  cfg.budgets.max_items_per_batch = 4;
-  cfg.prefer_faster_path = true;
-  return Runtime(cfg);
-}
+struct EagerChoice {
+  std::shared_ptr<ModelledTiming> timing = std::make_shared<ModelledTiming>();
+  WrappedToy toy;
+  explicit EagerChoice(double eager_ms_per_1k) : toy(config(), false, timing) {
+    timing->eager_ms_per_1k = eager_ms_per_1k;
+  }
+  static RuntimeConfig config() {
+    RuntimeConfig cfg = toy_config("cpu");
+    set(cfg, "hidden", "16");
+    cfg.budgets.token_budgets = {1024, 4096, 32768};
+    cfg.budgets.max_items_per_batch = 4;
+    cfg.prefer_faster_path = true;
+    return cfg;
+  }
+  Stats stats() const { return toy.manager->stats(); }
+};
 
 TEST_CASE("a chosen eager run that was not faster sends later batches back to the graph") {
   LogCapture log;
   // Eager runs cost 20 ms more per 1024 tokens: 22 ms at 1024, where the
   // model measures its overhead (20 ms), so it expects ~30 ms at 5120 against
-  // the 64 ms replay; the run takes ~110 ms.
-  Runtime rt = eager_choice_runtime(20000);
-  rt.capture();
-  std::vector<Item> items;
-  items.push_back(rt.make_item(image(14 * 64, 14 * 80, 1)));  // 5120 tokens
-  const Result first = rt.execute(items);
+  // the 64 ms replay; the run takes 110 ms.
+  EagerChoice ec(20.0);
+  WrappedToy& toy = ec.toy;
+  toy.manager->capture();
+  std::vector<Item> items = toy.make({image(14 * 64, 14 * 80, 1)});  // 5120 tokens
+  const Result first = toy.run(items);
   CHECK(first.rows(0) == 5120);
-  CHECK(rt.stats().batches_eager_chosen == 1);  // the estimate's choice
+  CHECK(ec.stats().batches_eager_chosen == 1);  // the estimate's choice
   // Its timing came back: the next batch of that size replays the graph, and
   // so does a larger one; the results are the same either way.
-  const Result second = rt.execute(items);
-  CHECK(rt.stats().batches_eager_chosen == 1);
-  CHECK(rt.stats().batches_graph == 1);
+  const Result second = toy.run(items);
+  CHECK(ec.stats().batches_eager_chosen == 1);
+  CHECK(ec.stats().batches_graph == 1);
   CHECK(first.item_as_float(0) == second.item_as_float(0));
   CHECK_FALSE(log.find("replays such batches from now on").empty());
-  items.push_back(rt.make_item(image(14 * 64, 14 * 32, 2)));  // 2048 more
-  rt.execute(items);
-  CHECK(rt.stats().batches_eager_chosen == 1);
-  CHECK(rt.stats().batches_graph == 2);
+  std::vector<Item> more = toy.make({image(14 * 64, 14 * 32, 2)});  // 2048 more
+  items.push_back(std::move(more.front()));
+  toy.run(items);
+  CHECK(ec.stats().batches_eager_chosen == 1);
+  CHECK(ec.stats().batches_graph == 2);
   // A new capture calibrates afresh: eager is chosen again. Its timing, still
   // unread when the next capture comes, must not judge that capture's graphs.
   items.pop_back();
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
-    rt.capture();
-    rt.execute(items);
-    CHECK(rt.stats().batches_eager_chosen == 2 + round);
+    toy.manager->capture();
+    toy.run(items);
+    CHECK(ec.stats().batches_eager_chosen == 2 + round);
   }
   // And read at the next batch, it does withdraw the choice again.
-  rt.execute(items);
-  CHECK(rt.stats().batches_eager_chosen == 3);
+  toy.run(items);
+  CHECK(ec.stats().batches_eager_chosen == 3);
 }
 
 TEST_CASE("a chosen eager run that was faster keeps being chosen") {
   LogCapture log;
-  Runtime rt = eager_choice_runtime(0);  // eager at 5120: ~10 ms against 64
-  rt.capture();
-  std::vector<Item> items;
-  items.push_back(rt.make_item(image(14 * 64, 14 * 80, 1)));
-  for (int i = 0; i < 3; ++i) rt.execute(items);
-  CHECK(rt.stats().batches_eager_chosen == 3);
-  CHECK(rt.stats().batches_graph == 0);
+  EagerChoice ec(0.0);  // eager at 5120: 10 ms against 64
+  ec.toy.manager->capture();
+  const std::vector<Item> items = ec.toy.make({image(14 * 64, 14 * 80, 1)});
+  for (int i = 0; i < 3; ++i) ec.toy.run(items);
+  CHECK(ec.stats().batches_eager_chosen == 3);
+  CHECK(ec.stats().batches_graph == 0);
   CHECK(log.find("replays such batches from now on").empty());
 }
 

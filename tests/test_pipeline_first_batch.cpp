@@ -1,10 +1,11 @@
 // The first-batch split end to end on the CPU, through a backend that says
-// its staging overlaps replays and whose staging timer reports a chosen
-// time: the split happens once a staging time is known, the split request's
-// rows equal the unsplit ones, and it stays off where it must (the plain CPU
+// its staging overlaps replays, with times the test chooses (ModelledTiming):
+// the split happens once a staging time is known, the split request's rows
+// equal the unsplit ones, and it stays off where it must (the plain CPU
 // backend, the switch, eager mode, prefer_faster_path off).
 #include "device_backend.hpp"
 #include "graph_manager.hpp"
+#include "modelled_timing.hpp"
 #include "plugin_instance.hpp"
 #include "test_support.hpp"
 
@@ -21,14 +22,9 @@ using namespace encgraph::test;
 
 namespace {
 
-// The CPU backend, claiming that staging overlaps replays; every StreamTimer
-// it makes reports `staging_ms` (the executor times only staging with them
-// here: the cost model chooses no eager run when batches fill their budgets).
+// The CPU backend, claiming that staging overlaps replays.
 class OverlappingCpu final : public DeviceBackend {
  public:
-  double staging_ms = 0.0;
-  double longest_timed_ms = 0.0;  // the longest time_ms (the cost model's calibration)
-
   eg_device_type type() const override { return cpu_->type(); }
   std::string name() const override { return cpu_->name(); }
   void* stream() override { return cpu_->stream(); }
@@ -50,37 +46,19 @@ class OverlappingCpu final : public DeviceBackend {
                                          CaptureTimes* t) override {
     return cpu_->capture(body, w, t);
   }
-  double time_ms(const std::function<void()>& enqueue) override {
-    const double ms = cpu_->time_ms(enqueue);
-    longest_timed_ms = std::max(longest_timed_ms, ms);
-    return ms;
-  }
-  std::unique_ptr<StreamTimer> make_timer() override {
-    class Fixed final : public StreamTimer {
-     public:
-      explicit Fixed(double ms) : ms_(ms) {}
-      void start() override { started_ = true; }
-      void stop() override { stopped_ = true; }
-      double elapsed_ms() override { return started_ && stopped_ ? ms_ : std::nan(""); }
-
-     private:
-      double ms_;
-      bool started_ = false, stopped_ = false;
-    };
-    return std::make_unique<Fixed>(staging_ms);
-  }
+  double time_ms(const std::function<void()>& enqueue) override { return cpu_->time_ms(enqueue); }
+  std::unique_ptr<StreamTimer> make_timer() override { return cpu_->make_timer(); }
 
  private:
   std::shared_ptr<DeviceBackend> cpu_ = make_cpu_backend();
 };
 
-// A toy whose forward sleeps in proportion to its budget (20 ms for 1024
-// tokens), budgets every 64 tokens up to 1024, and 16 images of 64 tokens:
-// one request fills the largest budget exactly.
+// A toy whose forwards cost 20 ms per 1024 budget tokens (ModelledTiming),
+// budgets every 64 tokens up to 1024, and 16 images of 64 tokens: one request
+// fills the largest budget exactly.
 RuntimeConfig split_config() {
   RuntimeConfig cfg = toy_config("cpu");
   cfg.prefer_faster_path = true;
-  set(cfg, "cpu_us_per_1k_tokens", "20000");
   for (int64_t b = 64; b <= 1024; b += 64) cfg.budgets.token_budgets.push_back(b);
   cfg.budgets.max_items_per_batch = 16;
   return cfg;
@@ -89,6 +67,7 @@ RuntimeConfig split_config() {
 struct Setup {
   LoadedPlugin loaded;
   std::shared_ptr<DeviceBackend> backend;
+  std::shared_ptr<ModelledTiming> timing = std::make_shared<ModelledTiming>();
   std::shared_ptr<PluginInstance> instance;
   std::unique_ptr<GraphManager> manager;
   std::vector<Item> items;
@@ -98,7 +77,8 @@ struct Setup {
     loaded = registry.get(cfg.plugin);
     instance =
         std::make_shared<PluginInstance>(loaded, EG_DEVICE_CPU, 0, cfg.weights, cfg.plugin_config);
-    manager = std::make_unique<GraphManager>(backend, *instance, cfg);
+    timing->ms_per_1k = 20.0;
+    manager = std::make_unique<GraphManager>(backend, *instance, cfg, timing);
     manager->capture();
     for (uint64_t s = 0; s < 16; ++s) {
       eg_item_spec spec{};
@@ -135,12 +115,11 @@ void check_same_rows(const Result& a, const Result& b) {
 }  // namespace
 
 TEST_CASE("a request's first batch splits once its staging is known, with the same rows") {
-  auto backend = std::make_shared<OverlappingCpu>();
-  Setup s(split_config(), backend);
-  REQUIRE(backend->longest_timed_ms > 5.0);  // the sleeping forwards were calibrated
+  Setup s(split_config(), std::make_shared<OverlappingCpu>());
+  REQUIRE(s.timing->longest_ms == 20.0);  // the forwards were calibrated
   // Staging three times the whole batch's replay: hiding most of it behind a
-  // head's replay pays whatever the machine's timings.
-  backend->staging_ms = 3.0 * backend->longest_timed_ms;
+  // head's replay pays.
+  s.timing->staging_ms = 3.0 * s.timing->longest_ms;
 
   const Result first = s.run();  // measures the staging; nothing to weigh yet
   CHECK(s.batches() == 1);
@@ -166,9 +145,9 @@ TEST_CASE("a request's first batch splits once its staging is known, with the sa
 // split. An OverlappingCpu backend unless `plain_cpu`.
 int64_t batches_of_two_requests(const RuntimeConfig& cfg, double staging_factor,
                                 ExecuteMode second = ExecuteMode::Planned, bool plain_cpu = false) {
-  auto overlapping = std::make_shared<OverlappingCpu>();
-  Setup s(cfg, plain_cpu ? make_cpu_backend() : std::shared_ptr<DeviceBackend>(overlapping));
-  overlapping->staging_ms = staging_factor * overlapping->longest_timed_ms;
+  Setup s(cfg, plain_cpu ? make_cpu_backend() : std::make_shared<OverlappingCpu>());
+  // The largest budget's modelled forward is 20 ms.
+  s.timing->staging_ms = staging_factor * 20.0;
   s.run();
   s.run(second);
   return s.batches();

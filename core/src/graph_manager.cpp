@@ -23,20 +23,21 @@ std::vector<std::string> path_units(const GraphPlan& plan) {
 }  // namespace
 
 GraphManager::GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstance& plugin,
-                           const RuntimeConfig& config)
+                           const RuntimeConfig& config, std::shared_ptr<RunTiming> timing)
     : backend_(std::move(backend)),
+      timing_(timing ? std::move(timing) : device_timing(backend_)),
       plugin_(plugin),
       config_(config),
       plan_(plugin_, config_),
       geometry_(plugin_, backend_->type()),
       staging_(backend_, plugin_, config_.poison_memory),
-      cache_(backend_, plugin_, config_, plan_, geometry_, staging_),
-      cost_(backend_, plugin_),
+      cache_(backend_, plugin_, config_, plan_, geometry_, staging_, *timing_),
+      cost_(*timing_, plugin_),
       eager_(backend_, plugin_, config_, geometry_, staging_),
       postprocess_(backend_, plugin_),
       stats_(plugin_.name(), path_names(plan_), path_units(plan_), plan_.budgets().token_budgets,
              config_.stats_log_interval),
-      executor_(backend_, plugin_, config_,
+      executor_(backend_, *timing_, plugin_, config_,
                 BatchExecutor::Parts{plan_, cache_, cost_, eager_, postprocess_, stats_}) {}
 
 GraphManager::~GraphManager() {

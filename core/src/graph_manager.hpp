@@ -12,6 +12,7 @@
 #include "manager/graph_plan.hpp"
 #include "manager/graph_stats.hpp"
 #include "manager/postprocess.hpp"
+#include "manager/run_timing.hpp"
 #include "manager/staging.hpp"
 #include "plugin_instance.hpp"
 
@@ -27,8 +28,10 @@ namespace encgraph {
 
 class GraphManager {
  public:
+  // `timing`: where the cost model's times come from; null: the backend's
+  // (tests pass times they choose, see run_timing.hpp).
   GraphManager(std::shared_ptr<DeviceBackend> backend, PluginInstance& plugin,
-               const RuntimeConfig& config);
+               const RuntimeConfig& config, std::shared_ptr<RunTiming> timing = nullptr);
   ~GraphManager();
   GraphManager(const GraphManager&) = delete;
   GraphManager& operator=(const GraphManager&) = delete;
@@ -53,6 +56,7 @@ class GraphManager {
   void prepare_device_once();
 
   std::shared_ptr<DeviceBackend> backend_;
+  std::shared_ptr<RunTiming> timing_;
   PluginInstance& plugin_;
   RuntimeConfig config_;
   // Declared in dependency order: each unit refers to the ones above it.

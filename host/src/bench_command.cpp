@@ -7,6 +7,7 @@
 #include "command_outputs.hpp"
 #include "commands.hpp"
 #include "job.hpp"
+#include "plugin_dirs.hpp"
 #include "report.hpp"
 
 #include <spdlog/fmt/ranges.h>
@@ -68,6 +69,7 @@ int bench_command(const std::vector<std::string>& args) {
   if (auto rc = parse_command_line("bench", usage, args, opts, nullptr, vm)) return *rc;
 
   HostConfig config = load_command_config(vm);
+  warn_plugin_dirs(config);
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (!config.output.embeddings.empty()) {
     spdlog::warn(

@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "executor.hpp"
+#include "plugin_dirs.hpp"
 #include "workload.hpp"
 
 #include <encgraph/error.hpp>
@@ -63,6 +64,7 @@ int check_config_command(const std::vector<std::string>& args) {
 
   const HostConfig config = load_command_config(vm);
   const RuntimeConfig& rt = config.runtime;
+  require_plugin_dirs(config);
   std::cout << config.source << ": keys and values ok (digest " << config.digest << ")\n";
 
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);

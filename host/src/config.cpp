@@ -2,6 +2,7 @@
 
 #include "config_schema.hpp"
 #include "input_files.hpp"
+#include "number_text.hpp"
 #include "toml_util.hpp"
 
 #include <encgraph/budget_plan.hpp>
@@ -371,7 +372,7 @@ void read_distributed(const Reader& r, HostConfig& c) {
   r.get("distributed.timeout_s", d.timeout_s);
   if (!(d.timeout_s > 0.0) || d.timeout_s > 86400.0 * 7)
     r.fail("distributed.timeout_s", "must be a positive number of seconds (at most a week), got " +
-                                        std::to_string(d.timeout_s));
+                                        number_text(d.timeout_s));
 }
 
 void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
@@ -550,8 +551,7 @@ void read_workload(const Reader& r, HostConfig& c, ConfigUse use) {
   if (!std::isfinite(w.video_fraction))
     r.fail("workload.video_fraction", "must be a finite number in [0, 1]");
   if (!(w.video_fraction >= 0.0 && w.video_fraction <= 1.0))
-    r.fail("workload.video_fraction",
-           "must lie in [0, 1], got " + std::to_string(w.video_fraction));
+    r.fail("workload.video_fraction", "must lie in [0, 1], got " + number_text(w.video_fraction));
   if (w.video_fraction > 0.0 && !c.runtime.budgets.video_enabled)
     r.fail("workload.video_fraction",
            "asks for videos but budgets.video = false plans no frames; "
@@ -591,7 +591,7 @@ void read_video(const Reader& r, HostConfig& c) {
     r.get("video.fps", fps);
     if (!(fps > 0.0) || fps > 1e6)
       r.fail("video.fps", "must be a positive number of frames per second (at most 1e6), got " +
-                              std::to_string(fps));
+                              number_text(fps));
     v.fps = fps;
   }
   const std::pair<const char*, std::optional<int64_t>*> counts[] = {

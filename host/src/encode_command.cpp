@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "embeddings.hpp"
 #include "job.hpp"
+#include "plugin_dirs.hpp"
 #include "report.hpp"
 
 #include <encgraph/error.hpp>
@@ -49,6 +50,7 @@ int encode_command(const std::vector<std::string>& args) {
   ConfigUse use;
   use.workload_replaced = vm.count("files") || vm.count("trace");
   HostConfig config = load_command_config(vm, {"workload.warmup_requests=0"}, use);
+  warn_plugin_dirs(config);
   // The files and the trace replace the config's workload as values, never as
   // TOML text: any byte a file name may hold stays part of the name.
   if (vm.count("files")) {

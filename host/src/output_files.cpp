@@ -7,13 +7,16 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +119,21 @@ void unregister_staging(int slot) {
   if (slot >= 0) g_slots[slot].state.store(kFree, std::memory_order_release);
 }
 
+// The unique part of a staging file's name: the process id (no two live
+// processes share it) and 64 random bits (another host on a shared folder,
+// a leftover of a dead process with the same id).
+std::string staging_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t r = 0;
+  if (::getrandom(&r, sizeof(r), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(r)))
+    r = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  r ^= counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull;
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%ld-%016llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(r));
+  return buf;
+}
+
 // ---- checks ----
 
 [[noreturn]] void refuse(const NamedFile& f, const std::string& why) {
@@ -126,7 +144,7 @@ fs::path folder_of(const fs::path& p) {
   return p.has_parent_path() ? p.parent_path() : fs::path(".");
 }
 
-// The permission bits a new output gets: what the user's umask allows (mkstemp
+// The permission bits a new output gets: what the user's umask allows (staging
 // creates 0600). Read from /proc so as not to set the process umask.
 mode_t new_file_mode() {
   std::ifstream status("/proc/self/status");
@@ -298,23 +316,32 @@ StagedFile::StagedFile(fs::path target, std::string what)
   // The staging name keeps the target's name (bounded: a name may hold 255
   // bytes) so that a file left by a SIGKILL says whose it was.
   const std::string name = final_.filename().string().substr(0, 200);
-  const std::string pattern = (folder / (name + ".encgraph-XXXXXX.partial")).string();
-  std::vector<char> buf;
+  // The staging file is registered with the signal handler before it is
+  // created: a fatal signal between creating and registering it would leave
+  // it behind. Hence a name made here (mkstemp names and creates in one
+  // step) and created with O_EXCL; a name taken already is registered for a
+  // moment only, and is not another live process's (staging_suffix).
+  install_handlers();
   // A folder another run made may vanish when that run fails and removes
   // it again: then it is made anew (a few tries).
-  for (int attempt = 0; fd_ < 0; ++attempt) {
+  for (int attempt = 0, missing = 0; fd_ < 0; ++attempt) {
     make_folders(named, folder);
-    buf.assign(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    fd_ = ::mkostemps(buf.data(), 8, O_CLOEXEC);
-    if (fd_ >= 0 || (errno == ENOENT && attempt < 3)) continue;
+    const std::string path =
+        (folder / (name + ".encgraph-" + staging_suffix() + ".partial")).string();
+    const int slot = register_staging(path);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ >= 0) {
+      staging_ = path;
+      slot_ = slot;
+      break;
+    }
     const int err = errno;
+    unregister_staging(slot);
+    if ((err == EEXIST && attempt < 16) || (err == ENOENT && ++missing <= 3)) continue;
     discard();
     write_failed(named,
                  "creating a staging file in '" + printable(folder.string()) + "' failed: ", err);
   }
-  staging_ = buf.data();
-  slot_ = register_staging(staging_.string());
   struct stat st {};
   const mode_t mode = ::stat(final_.c_str(), &st) == 0 ? (st.st_mode & 07777) : new_file_mode();
   (void)::fchmod(fd_, mode);  // best effort: the content matters, not the bits

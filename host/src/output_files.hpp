@@ -36,8 +36,9 @@ void check_output_target(const NamedFile& target);
 void check_outputs_distinct(const std::vector<NamedFile>& outputs,
                             const std::vector<NamedFile>& inputs);
 
-// A file being written: a unique staging file (mkstemp) next to the target,
-// registered for removal on a fatal signal; commit() syncs it and renames it
+// A file being written: a unique staging file (created with O_EXCL) next to
+// the target, registered for removal on a fatal signal before it exists;
+// commit() syncs it and renames it
 // over the target, so that the target is always either its old content or
 // one run's complete output, whatever other processes write there.
 class StagedFile {

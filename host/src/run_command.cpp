@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "embeddings.hpp"
 #include "job.hpp"
+#include "plugin_dirs.hpp"
 #include "report.hpp"
 
 #include <spdlog/fmt/ranges.h>
@@ -31,6 +32,7 @@ int run_command(const std::vector<std::string>& args) {
   if (auto rc = parse_command_line("run", usage, args, opts, nullptr, vm)) return *rc;
 
   HostConfig config = load_command_config(vm);
+  warn_plugin_dirs(config);
   if (vm.count("report")) config.output.report = vm["report"].as<std::string>();
   if (vm.count("embeddings")) config.output.embeddings = vm["embeddings"].as<std::string>();
 

@@ -171,6 +171,13 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
   ModelConfig& m = o.model;
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  // Every size config.json gives.
+  encoder_kit::require_folder_config(
+      folder, r.plugin(), [&r](const std::string& key) { return r.has(key); },
+      {"patch_size", "sam_image_size", "sam_hidden_size", "sam_layers", "sam_heads", "sam_mlp_dim",
+       "window_size", "global_attn_indexes", "neck_channels", "downsample_channels",
+       "encoder_layers", "encoder_heads", "encoder_kv_heads", "encoder_intermediate_size",
+       "text_hidden_size"});
   const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;

@@ -207,6 +207,16 @@ Options parse_options(const Spec& s, const eg_create_params* p) {
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and its processors' configs.
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  // The sizes the released checkpoints differ in (the others are the same in all).
+  if (s.attention == Attention::Windowed)
+    encoder_kit::require_folder_config(folder, r,
+                                       {"depth", "hidden_size", "num_heads", "intermediate_size",
+                                        "out_hidden_size", "fullatt_block_indexes"});
+  else
+    encoder_kit::require_folder_config(
+        folder, r,
+        {"depth", "hidden_size", "num_heads", "intermediate_size", "out_hidden_size",
+         "num_position_embeddings", "deepstack_visual_indexes"});
   const auto named = r.get("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;

@@ -148,6 +148,10 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and preprocessor_config.json.
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  encoder_kit::require_folder_config(folder, r.plugin(),
+                                     [&r](const std::string& key) { return r.has(key); },
+                                     {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "intermediate_size", "image_size", "patch_size"});
   const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;

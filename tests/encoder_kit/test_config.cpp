@@ -183,3 +183,104 @@ TEST_CASE("config_json: special files, non-objects and non-integers name the key
   CHECK(contains(f.message, "vision_config.depth must be an integer within 64 bits, got 1e300"));
   CHECK(depth == 7);  // left as it was
 }
+
+TEST_CASE("config_json: a whole model's config without vision_config is refused") {
+  kit_test::TempDir dir("kit-cfg");
+  const auto p = dir.path() / "config.json";
+  auto message = [&](const std::string& text) {
+    kit_test::write_file(p, text);
+    const kit_test::Failure f =
+        failure_of([&] { encoder_kit::VisionConfigJson(p.string(), "qwen2_5_vl"); });
+    CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+    return f.message;
+  };
+  CHECK(contains(message(R"({"model_type": "qwen2_5_vl", "hidden_size": 3584, "vocab_size": 9})"),
+                 "has a vocab_size but no vision_config"));
+  CHECK(contains(message(R"({"text_config": {"hidden_size": 3584}})"), "has a text_config"));
+  const std::string arch =
+      message(R"({"architectures": ["Qwen2_5_VLForConditionalGeneration"], "hidden_size": 8})");
+  CHECK(contains(arch, "architecture 'Qwen2_5_VLForConditionalGeneration'"));
+  CHECK(contains(arch, p.string()));
+  CHECK(contains(arch, "language model"));
+  // A bare vision config (its own model_type included) is the tower's.
+  kit_test::write_file(p, R"({"model_type": "qwen2_5_vl", "depth": 4, "hidden_size": 8})");
+  const encoder_kit::VisionConfigJson bare(p.string(), "qwen2_5_vl");
+  int64_t depth = 0;
+  bare.read_int("depth", depth);
+  CHECK(depth == 4);
+}
+
+TEST_CASE("checkpoint folders: files there must be regular; config.json unless every size") {
+  kit_test::TempDir dir("kit-folder");
+  const auto d = dir.path();
+  auto folder_error = [&] {
+    const kit_test::Failure f = failure_of([&] { encoder_kit::checkpoint_folder(d.c_str()); });
+    CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+    return f.message;
+  };
+  // Absent files are "", present ones named.
+  encoder_kit::CheckpointFolder f = encoder_kit::checkpoint_folder(d.c_str());
+  CHECK(f.dir == d.string());
+  CHECK(f.config.empty());
+  CHECK(encoder_kit::checkpoint_folder("random").dir.empty());
+  CHECK(encoder_kit::checkpoint_folder(nullptr).dir.empty());
+  kit_test::write_file(d / "config.json", "{}");
+  CHECK(encoder_kit::checkpoint_folder(d.c_str()).config == (d / "config.json").string());
+  // A directory, a FIFO, a broken link where a file belongs.
+  std::filesystem::create_directory(d / "preprocessor_config.json");
+  std::string m = folder_error();
+  CHECK(contains(m, "'" + (d / "preprocessor_config.json").string() + "' is a directory"));
+  CHECK(contains(m, "plugin.weights folder '" + d.string() + "'"));
+  std::filesystem::remove(d / "preprocessor_config.json");
+  REQUIRE(::mkfifo((d / "video_preprocessor_config.json").c_str(), 0600) == 0);
+  CHECK(contains(folder_error(), "video_preprocessor_config.json' is a FIFO, not a regular file"));
+  std::filesystem::remove(d / "video_preprocessor_config.json");
+  std::filesystem::remove(d / "config.json");
+  std::filesystem::create_symlink(d / "gone.json", d / "config.json");
+  CHECK(contains(folder_error(), "config.json' is a broken symbolic link"));
+  std::filesystem::remove(d / "config.json");
+
+  // No config.json: every size key, or config_json, or an error naming what is missing.
+  f = encoder_kit::checkpoint_folder(d.c_str());
+  Table t;
+  t.kv = {{"depth", "2"}};
+  encoder_kit::ConfigReader some = t.reader();
+  const kit_test::Failure missing = failure_of([&] {
+    encoder_kit::require_folder_config(f, some, {"depth", "hidden_size"});
+  });
+  CHECK(missing.status == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(missing.message,
+                 "p: plugin.weights folder '" + d.string() + "' has no config.json"));
+  CHECK(contains(missing.message, "(hidden_size would come"));
+  t.kv = {{"depth", "2"}, {"hidden_size", "8"}};
+  encoder_kit::ConfigReader all = t.reader();
+  encoder_kit::require_folder_config(f, all, {"depth", "hidden_size"});
+  t.kv = {{"config_json", "/elsewhere/config.json"}};
+  encoder_kit::ConfigReader named = t.reader();
+  encoder_kit::require_folder_config(f, named, {"depth", "hidden_size"});
+  encoder_kit::require_folder_config(encoder_kit::CheckpointFolder{}, some, {"hidden_size"});
+}
+
+TEST_CASE("preprocessor files: bounds that contradict each other name the file and both") {
+  kit_test::TempDir dir("kit-pre");
+  const auto p = dir.path() / "preprocessor_config.json";
+  auto error = [&](const std::string& text) {
+    kit_test::write_file(p, text);
+    return failure_of([&] { encoder_kit::PreprocessorJson(p.string(), "qwen2_5_vl"); });
+  };
+  kit_test::Failure f = error(R"({"min_pixels": 1000000, "max_pixels": 3136})");
+  CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(f.message, "qwen2_5_vl: preprocessor_config '" + p.string() +
+                                "' has min_pixels = 1000000 above max_pixels = 3136"));
+  f = error(R"({"size": {"shortest_edge": 9, "longest_edge": 4}})");
+  CHECK(contains(f.message, "size.shortest_edge = 9 above size.longest_edge = 4"));
+  // The flat keys win over size's, as the processors read them.
+  f = error(R"({"size": {"shortest_edge": 3136, "longest_edge": 9000}, "max_pixels": 5})");
+  CHECK(contains(f.message, "size.shortest_edge = 3136 above max_pixels = 5"));
+  // Ordered, equal, or only one of the two: read as before.
+  CHECK_FALSE(error(R"({"min_pixels": 3136, "max_pixels": 3136})").thrown);
+  // min_pixels replaces size.shortest_edge: 1 <= 4 holds.
+  CHECK_FALSE(
+      error(R"({"min_pixels": 1, "size": {"shortest_edge": 9, "longest_edge": 4}})").thrown);
+  CHECK_FALSE(error(R"({"size": {"shortest_edge": 3136}})").thrown);
+}

@@ -10,9 +10,13 @@
 
 namespace encgraph {
 
-BatchExecutor::BatchExecutor(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin,
-                             const RuntimeConfig& config, Parts parts)
-    : backend_(std::move(backend)), plugin_(plugin), config_(config), parts_(parts) {}
+BatchExecutor::BatchExecutor(std::shared_ptr<DeviceBackend> backend, RunTiming& timing,
+                             const PluginInstance& plugin, const RuntimeConfig& config, Parts parts)
+    : backend_(std::move(backend)),
+      timing_(timing),
+      plugin_(plugin),
+      config_(config),
+      parts_(parts) {}
 
 bool BatchExecutor::choose_graph(int32_t path, const PackedBatch& batch,
                                  const std::vector<int64_t>& axis_keys, ExecuteMode mode,
@@ -256,7 +260,7 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
         if (pipelined && !split && &batch == &batches.front() &&
             staging_checks_.size() < kMaxEagerChecks && backend_->stream_idle()) {
           try {
-            staging_timer = backend_->make_timer();
+            staging_timer = timing_.make_timer({TimedWork::Staging, graph->shape});
           } catch (const std::exception& e) {
             spdlog::debug("'{}': staging goes untimed: {}", plugin_.name(), e.what());
           }
@@ -283,7 +287,7 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
       // when it was wrong. No timer (events exhausted): the run goes untimed.
       EagerCheck check{GraphKey{p, *batch.path_budget[p], axis_keys}, run.tokens, nullptr};
       try {
-        check.timer = backend_->make_timer();
+        check.timer = timing_.make_timer({TimedWork::EagerRun, shape});
       } catch (const std::exception& e) {
         spdlog::debug("'{}': an eager run goes untimed: {}", plugin_.name(), e.what());
       }

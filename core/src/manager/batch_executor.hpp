@@ -13,6 +13,7 @@
 #include "graph_plan.hpp"
 #include "graph_stats.hpp"
 #include "postprocess.hpp"
+#include "run_timing.hpp"
 
 #include <encgraph/engine.hpp>
 #include <encgraph/item.hpp>
@@ -35,8 +36,8 @@ class BatchExecutor {
     Postprocessor& postprocess;
     StatsRecorder& stats;
   };
-  BatchExecutor(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin,
-                const RuntimeConfig& config, Parts parts);
+  BatchExecutor(std::shared_ptr<DeviceBackend> backend, RunTiming& timing,
+                const PluginInstance& plugin, const RuntimeConfig& config, Parts parts);
 
   Result execute(const std::vector<const Item*>& items, ExecuteMode mode);
   // Drops the timings of chosen eager runs not yet fed back: a new capture or
@@ -95,6 +96,7 @@ class BatchExecutor {
   };
 
   std::shared_ptr<DeviceBackend> backend_;
+  RunTiming& timing_;
   const PluginInstance& plugin_;
   const RuntimeConfig& config_;
   Parts parts_;

@@ -14,13 +14,14 @@ constexpr size_t kGraphCountWarning = 64;
 
 CaptureCache::CaptureCache(std::shared_ptr<DeviceBackend> backend, PluginInstance& plugin,
                            const RuntimeConfig& config, const GraphPlan& plan,
-                           const GraphGeometry& geometry, Staging& staging)
+                           const GraphGeometry& geometry, Staging& staging, RunTiming& timing)
     : backend_(std::move(backend)),
       plugin_(plugin),
       config_(config),
       plan_(plan),
       geometry_(geometry),
-      staging_(staging) {
+      staging_(staging),
+      timing_(timing) {
   const size_t paths = static_cast<size_t>(plan_.num_paths());
   const size_t outputs = static_cast<size_t>(geometry_.num_outputs());
   arena_.assign(paths, std::vector<void*>(outputs, nullptr));
@@ -195,7 +196,7 @@ void CaptureCache::capture_one(const eg_graph_shape& shape) {
     // cost model may take it for the replay's time) and on the host clock
     // (the capture phases).
     const auto warmup_start = std::chrono::steady_clock::now();
-    c.warmup_ms = backend_->time_ms(forward);
+    c.warmup_ms = timing_.time_ms({TimedWork::Warmup, c.shape}, forward);
     phases_.warmup +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
     DeviceBackend::CaptureTimes times;

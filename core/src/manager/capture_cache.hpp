@@ -9,6 +9,7 @@
 #include "../plugin_instance.hpp"
 #include "graph_geometry.hpp"
 #include "graph_plan.hpp"
+#include "run_timing.hpp"
 #include "staging.hpp"
 
 #include <encgraph/runtime_config.hpp>
@@ -40,7 +41,7 @@ class CaptureCache {
  public:
   CaptureCache(std::shared_ptr<DeviceBackend> backend, PluginInstance& plugin,
                const RuntimeConfig& config, const GraphPlan& plan, const GraphGeometry& geometry,
-               Staging& staging);
+               Staging& staging, RunTiming& timing);
   ~CaptureCache();
   CaptureCache(const CaptureCache&) = delete;
   CaptureCache& operator=(const CaptureCache&) = delete;
@@ -84,6 +85,7 @@ class CaptureCache {
   const GraphPlan& plan_;
   const GraphGeometry& geometry_;
   Staging& staging_;
+  RunTiming& timing_;
 
   bool captured_ = false;
   CapturePhases phases_;

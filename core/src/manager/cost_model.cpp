@@ -7,8 +7,8 @@
 
 namespace encgraph {
 
-CostModel::CostModel(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin)
-    : backend_(std::move(backend)), plugin_(plugin) {}
+CostModel::CostModel(RunTiming& timing, const PluginInstance& plugin)
+    : timing_(timing), plugin_(plugin) {}
 
 double calibration_time_ms(const std::function<double()>& time_once, bool warm_up) {
   // A long run (a large budget's replay) is timed once: launch jitter of a
@@ -65,8 +65,11 @@ void CostModel::calibrate(CaptureCache& cache) {
     RecordedGraph* graph = g.graph.get();
     // No warm-up run: its kernels ran in the capture's warm-up forward and the
     // graph was uploaded when it was instantiated.
-    g.replay_ms =
-        calibration_time_ms([&] { return backend_->time_ms([graph] { graph->replay(); }); }, false);
+    g.replay_ms = calibration_time_ms(
+        [&] {
+          return timing_.time_ms({TimedWork::Replay, g.shape}, [graph] { graph->replay(); });
+        },
+        false);
     ++timed_;
   };
   // Groups as eager_expected_faster compares them: one path, one set of axis
@@ -111,7 +114,7 @@ void CostModel::calibrate(CaptureCache& cache) {
     auto fn = plugin_.api()->forward_eager ? plugin_.api()->forward_eager : plugin_.api()->forward;
     const double eager_ms = calibration_time_ms(
         [&] {
-          return backend_->time_ms([&] {
+          return timing_.time_ms({TimedWork::EagerCalibration, g.shape}, [&] {
             plugin_.call("eager forward (calibration)", &g.shape,
                          [&](eg_error* e) { return fn(plugin_.handle(), &g.args, e); });
           });

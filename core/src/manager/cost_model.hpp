@@ -7,6 +7,7 @@
 #include "../device_backend.hpp"
 #include "../plugin_instance.hpp"
 #include "capture_cache.hpp"
+#include "run_timing.hpp"
 
 #include <functional>
 #include <memory>
@@ -52,7 +53,7 @@ bool eager_choice_withdrawn(CapturedGraph& graph, int64_t tokens, double eager_m
 
 class CostModel {
  public:
-  CostModel(std::shared_ptr<DeviceBackend> backend, const PluginInstance& plugin);
+  CostModel(RunTiming& timing, const PluginInstance& plugin);
 
   // Sets every graph's replay time (timed, or estimated from its warm-up
   // forward where replay_estimates_from_warmups allows) and times each path's
@@ -68,7 +69,7 @@ class CostModel {
                              int64_t tokens) const;
 
  private:
-  std::shared_ptr<DeviceBackend> backend_;
+  RunTiming& timing_;
   const PluginInstance& plugin_;
   std::vector<double> eager_overhead_ms_;  // per path: eager forward minus replay
   int timed_ = 0;

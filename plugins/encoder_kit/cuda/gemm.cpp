@@ -18,26 +18,38 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace encoder_kit::cuda {
 
 namespace detail {
 namespace {
-thread_local std::string g_last_detail;
+// Each thread's last failure, by thread id rather than in a thread_local: a
+// plugin library holding thread-local storage leaves a dynamic TLS entry
+// behind when it is unloaded (tests/test_plugin_unload.cpp checks there is
+// none). One entry per thread that ever failed; each stays valid until that
+// thread fails again.
+std::mutex g_detail_mutex;
+std::map<std::thread::id, std::string> g_last_detail;
 }  // namespace
 
 int record_failure(int code, const char* expr, const char* file, int line) {
-  g_last_detail = std::string(expr) + " at " + file + ":" + std::to_string(line);
+  std::string detail = std::string(expr) + " at " + file + ":" + std::to_string(line);
+  const std::lock_guard<std::mutex> lock(g_detail_mutex);
+  g_last_detail[std::this_thread::get_id()] = std::move(detail);
   return code;
 }
 }  // namespace detail
 
 const char* last_error_detail() {
-  return detail::g_last_detail.c_str();
+  const std::lock_guard<std::mutex> lock(detail::g_detail_mutex);
+  const auto it = detail::g_last_detail.find(std::this_thread::get_id());
+  return it == detail::g_last_detail.end() ? "" : it->second.c_str();
 }
 
 const char* error_string(int code) {

@@ -8,20 +8,6 @@
 #include <utility>
 
 namespace encoder_kit {
-namespace {
-// The pool slot of the thread running a chunk, -1 outside any chunk: a
-// parallel_for from inside a chunk runs inline instead of waiting on workers
-// that are busy with the outer loop (which would deadlock).
-thread_local int tl_slot = -1;
-
-struct SlotScope {
-  int saved;
-  explicit SlotScope(int slot) : saved(tl_slot) { tl_slot = slot; }
-  ~SlotScope() { tl_slot = saved; }
-  SlotScope(const SlotScope&) = delete;
-  SlotScope& operator=(const SlotScope&) = delete;
-};
-}  // namespace
 
 int default_cpu_threads() {
   if (const char* env = std::getenv("ENCGRAPH_CPU_THREADS"); env && *env) {
@@ -41,12 +27,28 @@ int default_cpu_threads() {
 
 ThreadPool::ThreadPool(int threads) : size_(std::max(1, threads)) {
   workers_.reserve(static_cast<size_t>(size_ - 1));
+  worker_ids_.reserve(static_cast<size_t>(size_ - 1));
   try {
-    for (int i = 1; i < size_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < size_; ++i) {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+      worker_ids_.push_back(workers_.back().get_id());
+    }
   } catch (...) {
     // Could not start them all: run with the ones that did start.
     size_ = static_cast<int>(workers_.size()) + 1;
+    worker_ids_.resize(workers_.size());
   }
+}
+
+int ThreadPool::slot_of_this_thread() const {
+  // Not a thread_local: the pool lives in plugin libraries, and dynamic TLS
+  // of a library that is later unloaded leaves LeakSanitizer (and any thread
+  // outliving the unload) a dangling TLS block.
+  const std::thread::id me = std::this_thread::get_id();
+  if (caller_.load(std::memory_order_acquire) == me) return 0;
+  for (size_t i = 0; i < worker_ids_.size(); ++i)
+    if (worker_ids_[i] == me) return static_cast<int>(i) + 1;
+  return -1;
 }
 
 ThreadPool::~ThreadPool() {
@@ -59,7 +61,6 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks(int slot) {
-  SlotScope scope(slot);
   for (;;) {
     if (failed_.load(std::memory_order_relaxed)) return;
     const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
@@ -97,11 +98,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const Task& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t chunks = (n + grain - 1) / grain;
-  if (tl_slot >= 0 || size_ == 1 || chunks == 1) {
-    for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), std::max(tl_slot, 0));
+  // From inside a chunk (a worker, or the caller running its share) it runs
+  // inline: waiting on workers busy with the outer loop would deadlock.
+  const int slot = slot_of_this_thread();
+  if (slot >= 0 || size_ == 1 || chunks == 1) {
+    for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain), std::max(slot, 0));
     return;
   }
   std::lock_guard<std::mutex> call(call_mutex_);
+  caller_.store(std::this_thread::get_id(), std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = &fn;
@@ -123,6 +128,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const Task& fn) {
     task_ = nullptr;
     error = std::exchange(error_, nullptr);
   }
+  caller_.store(std::thread::id(), std::memory_order_release);
   if (error) std::rethrow_exception(error);
 }
 

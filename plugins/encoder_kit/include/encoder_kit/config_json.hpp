@@ -8,6 +8,7 @@
 #include <encoder_kit/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -19,7 +20,10 @@ class VisionConfigJson {
  public:
   // Throws Error(INVALID_ARGUMENT) naming "<plugin>: [plugin.config]
   // config_json" and the file when it is missing, not a regular file, over
-  // kMaxJsonInputBytes, not JSON, or its vision_config is no object.
+  // kMaxJsonInputBytes, not JSON, or its vision_config is no object, or when
+  // it is a whole model's config (a language model's keys: vocab_size,
+  // text_config, a ...ForConditionalGeneration architecture) without a
+  // vision_config: its top-level sizes are the language model's.
   VisionConfigJson(const std::string& path, const std::string& plugin);
 
   const std::string& path() const { return path_; }
@@ -48,7 +52,11 @@ class VisionConfigJson {
 
 // The files a checkpoint folder holds beside its weights; empty strings when
 // `weights` is null, "random", not a directory, or the file is absent.
+// Throws Error(INVALID_ARGUMENT) naming the file when one of them is there
+// but is not a regular file (a directory, a FIFO, a device, a broken link):
+// skipping it would configure the tower from defaults.
 struct CheckpointFolder {
+  std::string dir;           // the folder, or "" when `weights` is not one
   std::string config;        // <folder>/config.json
   std::string preprocessor;  // <folder>/preprocessor_config.json
   // <folder>/video_preprocessor_config.json (transformers' video processors
@@ -57,11 +65,25 @@ struct CheckpointFolder {
 };
 CheckpointFolder checkpoint_folder(const char* weights);
 
+// A folder without config.json says nothing of the tower's sizes, and the
+// plugin's defaults (one released size) would meet weights of another.
+// Throws Error(INVALID_ARGUMENT) naming the folder when `folder` is one, has
+// no config.json, and `r` has neither config_json nor every key of
+// `size_keys` (the sizes config.json would give). Reads no key.
+void require_folder_config(const CheckpointFolder& folder, const ConfigReader& r,
+                           std::initializer_list<const char*> size_keys);
+// The same for any reader: `plugin` leads the message, `has(key)` says whether
+// the plugin's table sets a key (the SDK plugins' form, plugin_config.hpp).
+void require_folder_config(const CheckpointFolder& folder, const std::string& plugin,
+                           const std::function<bool(const std::string&)>& has,
+                           std::initializer_list<const char*> size_keys);
+
 // A Hugging Face preprocessor_config.json (a JSON object). Errors name the file.
 class PreprocessorJson {
  public:
   // Throws Error(INVALID_ARGUMENT) naming the file when it is unreadable, not
-  // JSON or not an object.
+  // JSON or not an object, or when its bounds contradict each other
+  // (min_pixels above max_pixels, size.shortest_edge above size.longest_edge).
   PreprocessorJson(const std::string& path, const std::string& plugin);
   const std::string& path() const { return path_; }
   // "preprocessor_config '<path>' ": what errors put before a key.

@@ -46,9 +46,15 @@ class ThreadPool {
  private:
   void worker_loop(int slot);
   void run_chunks(int slot);
+  // The slot of the calling thread while it runs chunks of this pool (0: the
+  // thread inside parallel_for, 1..: a worker), else -1.
+  int slot_of_this_thread() const;
 
   int size_;
   std::vector<std::thread> workers_;
+  std::vector<std::thread::id> worker_ids_;  // workers_[i]'s id, set before any job
+  // The thread inside parallel_for while a job runs (none otherwise).
+  std::atomic<std::thread::id> caller_{};
   std::mutex call_mutex_;  // one parallel_for at a time from outside the pool
   std::mutex mutex_;
   std::condition_variable wake_;
