@@ -62,7 +62,7 @@ TEST_CASE("token_step shapes budgets generated from the range, batch size and pa
   // An explicit list and a step contradict each other.
   r.token_budgets = {64, 128};
   const std::string msg = config_error(r, 64, 1024);
-  CHECK(msg.find("budgets.token_step (256)") != std::string::npos);
+  CHECK(msg.find("budgets.token_step: shapes generated budgets") == 0);
   CHECK(msg.find("remove one of the two") != std::string::npos);
 }
 
@@ -78,7 +78,7 @@ TEST_CASE("fully user-specified budgets and batch size are validated") {
 
   r.max_items_per_batch = 200;
   const std::string msg = config_error(r, 1, 2);
-  CHECK(msg.find("max_items_per_batch (200)") != std::string::npos);
+  CHECK(msg.find("budgets.max_items_per_batch: 200 must be <=") == 0);
   CHECK(msg.find("smallest token budget (128)") != std::string::npos);
   CHECK(msg.find("Raise the smallest budget or lower max_items_per_batch") != std::string::npos);
 }
@@ -96,8 +96,9 @@ TEST_CASE("max items above the plugin's largest budget names budgets.max_items_p
   BudgetRequest r;
   r.max_items_per_batch = 2000;
   const std::string msg = config_error(r, 64, 1000);
-  CHECK(msg.find("budgets.max_items_per_batch (2000) exceeds the plugin's largest budget (1000)") !=
-        std::string::npos);
+  CHECK(msg ==
+        "budgets.max_items_per_batch: 2000 exceeds the plugin's largest budget (1000); "
+        "lower it or set budgets.token_budgets");
 }
 
 TEST_CASE("only budgets: batch size is capped by range ratio and smallest budget") {
@@ -194,7 +195,8 @@ TEST_CASE("token_step = 1 over a wide range exceeds max_graphs with the count, k
   BudgetRequest r;
   r.token_step = 1;
   const std::string msg = config_error(r, 64, 8192);
-  CHECK(msg.find("the plan would capture 8129 graphs, more than limits.max_graphs (256)") == 0);
+  CHECK(msg.find("budgets.token_step: the plan would capture 8129 graphs, more than "
+                 "limits.max_graphs (256)") == 0);
   CHECK(msg.find("budgets.token_step = 1 generates 8129 budgets from 64 to the largest budget, "
                  "8192") != std::string::npos);
   CHECK(msg.find("raise budgets.token_step (") != std::string::npos);
@@ -207,7 +209,8 @@ TEST_CASE("token_step = 1 over a wide range exceeds max_graphs with the count, k
   CHECK(planned_graph_count(plan_budgets(r, 64, 8192, 4, kOnePath)) <= 256);
   // Counted before anything is built: 2^30 budgets would need 8 GiB.
   r.token_step = 1;
-  CHECK(config_error(r, 1, kMaxTokenBudget).find("the plan would capture 1073741824 graphs") == 0);
+  CHECK(config_error(r, 1, kMaxTokenBudget)
+            .find("budgets.token_step: the plan would capture 1073741824 graphs") == 0);
 }
 
 TEST_CASE("max_graphs counts every path and capture-axis combination, and 0 lifts it") {
@@ -222,7 +225,8 @@ TEST_CASE("max_graphs counts every path and capture-axis combination, and 0 lift
   } catch (const Error& e) {
     msg = e.what();
   }
-  CHECK(msg.find("the plan would capture 66 graphs, more than limits.max_graphs (64)") == 0);
+  CHECK(msg.find("budgets.token_budgets: the plan would capture 66 graphs, more than "
+                 "limits.max_graphs (64)") == 0);
   CHECK(msg.find("budgets.token_budgets lists 2 budgets") != std::string::npos);
   CHECK(msg.find("times 33 capture-axis key combinations") != std::string::npos);
   CHECK(msg.find("prune the plugin's capture-axis keys") != std::string::npos);
@@ -234,7 +238,7 @@ TEST_CASE("max_graphs counts every path and capture-axis combination, and 0 lift
   CHECK(planned_graph_count(plan_budgets(two, 64, 1024, 1, paths)) == 8);
   two.max_graphs = 7;
   msg = config_error(two, 64, 1024, paths);
-  CHECK(msg.find("the plan would capture 8 graphs") == 0);
+  CHECK(msg.find("limits.max_graphs: the plan would capture 8 graphs") == 0);
   CHECK(msg.find("the plugin's 2 paths take 5 + 3") != std::string::npos);
 
   BudgetRequest unlimited;
@@ -246,10 +250,11 @@ TEST_CASE("max_graphs counts every path and capture-axis combination, and 0 lift
 TEST_CASE("budgets and steps above kMaxTokenBudget are refused, naming the key") {
   BudgetRequest r;
   r.token_budgets = {64, int64_t{1} << 62};
-  CHECK(config_error(r, 1, 2).find("budgets.token_budgets: 4611686018427387904 exceeds") == 0);
+  CHECK(config_error(r, 1, 2).find("budgets.token_budgets[1]: must be <= 1073741824, the largest "
+                                   "token budget encgraph plans, got 4611686018427387904") == 0);
   BudgetRequest step;
   step.token_step = int64_t{1} << 62;
-  CHECK(config_error(step, 64, 1024).find("budgets.token_step (4611686018427387904) exceeds") == 0);
+  CHECK(config_error(step, 64, 1024).find("budgets.token_step: must be <= 1073741824") == 0);
   CHECK(config_error({}, 64, int64_t{1} << 62).find("the plugin's largest budget") == 0);
 }
 
@@ -292,37 +297,43 @@ TEST_CASE("check_budget_request checks what needs no plugin, with plan_budgets' 
   CHECK(request_error(r).empty());
   SUBCASE("budgets") {
     r.token_budgets = {64, 0};
-    both(r, "budgets.token_budgets must all be positive, got [0, 64]");
+    both(r, "budgets.token_budgets[1]: budgets must be positive, got 0");
     r.token_budgets = {64, kMaxTokenBudget + 1};
-    both(r, "exceeds the largest token budget encgraph plans");
+    both(r, "budgets.token_budgets[1]: must be <= 1073741824, the largest token budget");
   }
   SUBCASE("steps") {
     r.token_step = 64;
-    both(r, "budgets.token_step (64) shapes generated budgets, but budgets.token_budgets");
+    both(r, "budgets.token_step: shapes generated budgets, but budgets.token_budgets");
     r.token_budgets.clear();
     r.token_step = -1;
-    both(r, "budgets.token_step must be >= 0");
+    both(r, "budgets.token_step: must be >= 0");
     r.token_step = kMaxTokenBudget + 1;
-    both(r, "budgets.token_step (1073741825) exceeds");
+    both(r,
+         "budgets.token_step: must be <= 1073741824, the largest token budget encgraph "
+         "plans, got 1073741825");
   }
   SUBCASE("items") {
     r.max_items_per_batch = 65;
-    both(r, "budgets.max_items_per_batch (65) must be <= the smallest token budget (64)");
+    both(r, "budgets.max_items_per_batch: 65 must be <= the smallest token budget (64)");
     r.max_items_per_batch = -1;
-    both(r, "budgets.max_items_per_batch must be >= 0");
+    both(r, "budgets.max_items_per_batch: must be >= 0");
     r.token_budgets.clear();
     r.max_items_per_batch = kMaxTokenBudget + 1;
-    both(r, "budgets.max_items_per_batch (1073741825) exceeds the largest token budget");
+    both(r,
+         "budgets.max_items_per_batch: must be <= 1073741824, the largest token budget "
+         "encgraph plans, got 1073741825");
   }
   SUBCASE("frames") {
     r.max_frames_per_batch = -2;
-    both(r, "budgets.max_frames_per_batch must be >= 0, got -2");
+    both(r, "budgets.max_frames_per_batch: must be >= 0, got -2");
     r.max_frames_per_batch = kMaxTokenBudget + 1;
-    both(r, "budgets.max_frames_per_batch (1073741825) exceeds");
+    both(r, "budgets.max_frames_per_batch: must be <= 1073741824");
   }
   SUBCASE("max_graphs: a list longer than the limit") {
     r.max_graphs = 1;
-    both(r, "the plan would capture 2 graphs, more than limits.max_graphs (1)");
+    both(r,
+         "budgets.token_budgets: the plan would capture 2 graphs, more than "
+         "limits.max_graphs (1)");
     r.max_graphs = 0;  // no limit
     CHECK(request_error(r).empty());
   }
@@ -409,10 +420,10 @@ TEST_CASE("budgets.paths: a name the plugin lacks is an error naming the key and
   r.paths["lokal"].token_budgets = {144};
   CHECK(config_error(r, 64, 1024, kDualPaths) ==
         "budgets.paths.lokal: the plugin has no path 'lokal' (its paths: 'global', 'local'); "
-        "name one of them, or remove budgets.paths.lokal");
+        "name one of them, or remove [budgets.paths.lokal]");
   CHECK(config_error(r, 64, 1024) ==
         "budgets.paths.lokal: the plugin has no path 'lokal' (its paths: 'default'); name one "
-        "of them, or remove budgets.paths.lokal");
+        "of them, or remove [budgets.paths.lokal]");
   // Known only with the plugin: the request alone is fine.
   CHECK(request_error(r).empty());
 }
@@ -428,28 +439,28 @@ TEST_CASE("budgets.paths: invalid lists get the global list's checks, naming the
   SUBCASE("empty") {
     r.paths["local"] = {};
     both(r,
-         "budgets.paths.local gives no budgets (token_budgets is empty and token_step is 0): "
+         "budgets.paths.local: gives no budgets (token_budgets is empty and token_step is 0): "
          "list the path's budgets in budgets.paths.local.token_budgets, set "
-         "budgets.paths.local.token_step, or remove budgets.paths.local");
+         "budgets.paths.local.token_step, or remove [budgets.paths.local]");
   }
   SUBCASE("not positive") {
     r.paths["local"].token_budgets = {144, 0, -3};
-    both(r, "budgets.paths.local.token_budgets must all be positive, got [-3, 0, 144]");
+    both(r, "budgets.paths.local.token_budgets[1]: budgets must be positive, got 0");
   }
   SUBCASE("above the largest budget encgraph plans") {
     r.paths["global"].token_budgets = {256, kMaxTokenBudget + 1};
     both(r,
-         "budgets.paths.global.token_budgets: 1073741825 exceeds the largest token budget "
-         "encgraph plans, 1073741824; list smaller budgets");
+         "budgets.paths.global.token_budgets[1]: must be <= 1073741824, the largest token budget "
+         "encgraph plans, got 1073741825; list smaller budgets");
   }
   SUBCASE("steps") {
     r.paths["local"].token_step = -1;
-    both(r, "budgets.paths.local.token_step must be >= 0");
+    both(r, "budgets.paths.local.token_step: must be >= 0");
     r.paths["local"].token_step = kMaxTokenBudget + 1;
-    both(r, "budgets.paths.local.token_step (1073741825) exceeds");
+    both(r, "budgets.paths.local.token_step: must be <= 1073741824");
     r.paths["local"] = PathBudgetRequest{{144}, 144};
     both(r,
-         "budgets.paths.local.token_step (144) shapes generated budgets, but "
+         "budgets.paths.local.token_step: shapes generated budgets, but "
          "budgets.paths.local.token_budgets lists them ([144]); remove one of the two");
   }
   SUBCASE("below the path's minimum (known with the plugin)") {
@@ -471,7 +482,8 @@ TEST_CASE("budgets.paths: max_graphs counts the per-path lists, not an unused gl
   CHECK(planned_graph_count(plan_budgets(r, 1, 2, 1, kDualPaths)) == 12);
   r.max_graphs = 11;
   std::string msg = config_error(r, 1, 2, kDualPaths);
-  CHECK(msg.find("the plan would capture 12 graphs, more than limits.max_graphs (11): "
+  CHECK(msg.find("budgets.paths.local.token_budgets: the plan would capture 12 graphs, more than "
+                 "limits.max_graphs (11): "
                  "budgets.token_budgets lists 2 budgets; budgets.paths.local.token_budgets "
                  "lists 10 budgets; the plugin's 2 paths take 2 + 10. Fix: list fewer budgets "
                  "in budgets.paths.local.token_budgets, list fewer budgets in "
@@ -479,7 +491,8 @@ TEST_CASE("budgets.paths: max_graphs counts the per-path lists, not an unused gl
   // Lists longer than the limit fail without the plugin too.
   r.max_graphs = 9;
   msg = request_error(r);
-  CHECK(msg.find("the plan would capture at least 10 graphs, more than limits.max_graphs (9): "
+  CHECK(msg.find("budgets.paths.local.token_budgets: the plan would capture at least 10 graphs, "
+                 "more than limits.max_graphs (9): "
                  "budgets.paths.local.token_budgets lists 10 budgets") == 0);
   CHECK(config_error(r, 1, 2, kDualPaths) == msg);
 
@@ -492,13 +505,15 @@ TEST_CASE("budgets.paths: max_graphs counts the per-path lists, not an unused gl
   CHECK(request_error(own).empty());
   CHECK(planned_graph_count(plan_budgets(own, 64, 1024, 1, kDualPaths)) == 4);
   own.max_graphs = 3;
-  CHECK(request_error(own).find("the plan would capture at least 4 graphs") == 0);
+  CHECK(request_error(own).find(
+            "budgets.paths.global.token_budgets: the plan would capture at least 4 graphs") == 0);
 
   // A per-path step is counted before its list is built.
   BudgetRequest step;
   step.paths["local"].token_step = 1;
   msg = config_error(step, 64, 8192, kDualPaths);
-  CHECK(msg.find("the plan would capture 8137 graphs, more than limits.max_graphs (256): "
+  CHECK(msg.find("budgets.paths.local.token_step: the plan would capture 8137 graphs, more than "
+                 "limits.max_graphs (256): "
                  "doubling from 64 to the largest budget, 8192, gives 8 budgets; "
                  "budgets.paths.local.token_step = 1 generates 8129 budgets; the plugin's 2 "
                  "paths take 8 + 8129") == 0);
@@ -515,7 +530,33 @@ TEST_CASE("budgets.paths: max_graphs counts the per-path lists, not an unused gl
     plan_budgets(axes, 1, 64, 1, kDualPaths, 3);
     FAIL("no error");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("the plan would capture 9 graphs") == 0);
+    CHECK(std::string(e.what()).find(
+              "budgets.paths.local.token_budgets: the plan would capture 9 graphs") == 0);
     CHECK(std::string(e.what()).find("times 3 capture-axis key combinations") != std::string::npos);
+  }
+}
+
+TEST_CASE("a budget error keeps its key, list element and detail apart for a front end") {
+  BudgetRequest r;
+  r.token_budgets = {64, 128, -5, 0};
+  try {
+    check_budget_request(r);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Config);
+    CHECK(e.key() == "budgets.token_budgets");
+    CHECK(e.index() == 2);  // the first bad element as written, not as sorted
+    CHECK(e.detail() == "budgets must be positive, got -5");
+    CHECK(std::string(e.what()) == "budgets.token_budgets[2]: budgets must be positive, got -5");
+  }
+  BudgetRequest path;
+  path.paths["local"] = {};
+  try {
+    check_budget_request(path);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.key() == "budgets.paths.local");
+    CHECK(e.index() == -1);
+    CHECK(e.detail().find("gives no budgets") == 0);
   }
 }

@@ -320,7 +320,7 @@ TEST_CASE("configuration errors name the setting to change") {
   cfg.budgets.token_budgets = {16, 64};
   cfg.budgets.max_items_per_batch = 32;
   std::string msg = error_of([&] { Runtime rt(cfg); });
-  CHECK(contains(msg, "max_items_per_batch (32) must be <= the smallest token budget (16)"));
+  CHECK(contains(msg, "max_items_per_batch: 32 must be <= the smallest token budget (16)"));
 
   RuntimeConfig bad_device = toy_config("tpu");
   CHECK(contains(error_of([&] { Runtime rt(bad_device); }), "runtime.device = \"tpu\""));

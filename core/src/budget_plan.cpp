@@ -165,36 +165,52 @@ int64_t total_graphs(const std::vector<int64_t>& path_counts, int64_t capture_co
     fix += "list fewer budgets in budgets.token_budgets, ";
   }
   if (capture_combinations > 1) fix += "prune the plugin's capture-axis keys, ";
-  throw_config("the plan would capture " + std::to_string(total) +
-               " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
-               "): " + why + ". Fix: " + fix +
-               "or raise limits.max_graphs (each graph costs capture time and memory)");
+  // The setting the message names first as a fix: a path's own budgets, else
+  // the global list or step, else (budgets generated from the plugin's range)
+  // the limit itself.
+  std::string key = "limits.max_graphs";
+  for (size_t p = 0; p < paths.size() && key == "limits.max_graphs"; ++p)
+    if (in.own[p])
+      key = path_key(paths[p].name) +
+            (in.own[p]->token_budgets.empty() ? ".token_step" : ".token_budgets");
+  if (key == "limits.max_graphs" && !global.generated())
+    key = "budgets.token_budgets";
+  else if (key == "limits.max_graphs" && request.token_step > 0)
+    key = "budgets.token_step";
+  throw_config_key(key, -1,
+                   "the plan would capture " + std::to_string(total) +
+                       " graphs, more than limits.max_graphs (" +
+                       std::to_string(request.max_graphs) + "): " + why + ". Fix: " + fix +
+                       "or raise limits.max_graphs (each graph costs capture time and memory)");
 }
 
 // One budget source, the global one ("budgets.") or a path's
 // ("budgets.paths.<name>."): a step in [0, kMaxTokenBudget], listed budgets
-// positive and at most kMaxTokenBudget, and not both.
+// positive and at most kMaxTokenBudget (the first bad one named by its
+// position as written), and not both.
 void check_budget_source(const std::string& prefix, const std::vector<int64_t>& list,
                          int64_t step) {
   const std::string largest = std::to_string(kMaxTokenBudget);
   if (step < 0)
-    throw_config(prefix + "token_step must be >= 0 (0: powers of two), got " +
-                 std::to_string(step));
+    throw_config_key(prefix + "token_step", -1,
+                     "must be >= 0 (0: powers of two), got " + std::to_string(step));
   if (step > kMaxTokenBudget)
-    throw_config(prefix + "token_step (" + std::to_string(step) +
-                 ") exceeds the largest token budget encgraph plans, " + largest +
-                 "; use a smaller step");
-  const std::vector<int64_t> user = sorted_unique(list);
-  if (!user.empty() && user.front() <= 0)
-    throw_config(prefix + "token_budgets must all be positive, got " + list_string(user));
-  if (!user.empty() && user.back() > kMaxTokenBudget)
-    throw_config(prefix + "token_budgets: " + std::to_string(user.back()) +
-                 " exceeds the largest token budget encgraph plans, " + largest +
-                 "; list smaller budgets");
-  if (!user.empty() && step != 0)
-    throw_config(prefix + "token_step (" + std::to_string(step) +
-                 ") shapes generated budgets, but " + prefix + "token_budgets lists them (" +
-                 list_string(user) + "); remove one of the two");
+    throw_config_key(prefix + "token_step", -1,
+                     "must be <= " + largest + ", the largest token budget encgraph plans, got " +
+                         std::to_string(step) + "; use a smaller step");
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] <= 0)
+      throw_config_key(prefix + "token_budgets", static_cast<int64_t>(i),
+                       "budgets must be positive, got " + std::to_string(list[i]));
+    if (list[i] > kMaxTokenBudget)
+      throw_config_key(prefix + "token_budgets", static_cast<int64_t>(i),
+                       "must be <= " + largest + ", the largest token budget encgraph plans, got " +
+                           std::to_string(list[i]) + "; list smaller budgets");
+  }
+  if (!list.empty() && step != 0)
+    throw_config_key(prefix + "token_step", -1,
+                     "shapes generated budgets, but " + prefix + "token_budgets lists them (" +
+                         list_string(sorted_unique(list)) + "); remove one of the two");
 }
 
 }  // namespace
@@ -234,36 +250,42 @@ std::vector<int64_t> generate_budgets(int64_t min_budget, int64_t max_budget, in
 
 void check_budget_request(const BudgetRequest& request) {
   const std::string largest = std::to_string(kMaxTokenBudget);
+  const std::string items_key = "budgets.max_items_per_batch";
   if (request.max_items_per_batch < 0)
-    throw_config("budgets.max_items_per_batch must be >= 0 (0 infers it), got " +
-                 std::to_string(request.max_items_per_batch));
+    throw_config_key(
+        items_key, -1,
+        "must be >= 0 (0 infers it), got " + std::to_string(request.max_items_per_batch));
   if (request.max_items_per_batch > kMaxTokenBudget)
-    throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
-                 ") exceeds the largest token budget encgraph plans, " + largest +
-                 "; each item needs a token of the budget, so lower it");
+    throw_config_key(items_key, -1,
+                     "must be <= " + largest + ", the largest token budget encgraph plans, got " +
+                         std::to_string(request.max_items_per_batch) +
+                         "; each item needs a token of the budget, so lower it");
   check_budget_source("budgets.", request.token_budgets, request.token_step);
   const std::vector<int64_t> user = sorted_unique(request.token_budgets);
   if (!user.empty() && request.max_items_per_batch > user.front())
-    throw_config("budgets.max_items_per_batch (" + std::to_string(request.max_items_per_batch) +
-                 ") must be <= the smallest token budget (" + std::to_string(user.front()) +
-                 ") of " + list_string(user) + ": each item needs at least one token of " +
-                 "every captured budget. Raise the smallest budget or lower "
-                 "max_items_per_batch.");
+    throw_config_key(items_key, -1,
+                     std::to_string(request.max_items_per_batch) +
+                         " must be <= the smallest token budget (" + std::to_string(user.front()) +
+                         ") of " + list_string(user) + ": each item needs at least one token of " +
+                         "every captured budget. Raise the smallest budget or lower "
+                         "max_items_per_batch.");
+  const std::string frames_key = "budgets.max_frames_per_batch";
   if (request.max_frames_per_batch && *request.max_frames_per_batch < 0)
-    throw_config("budgets.max_frames_per_batch must be >= 0, got " +
-                 std::to_string(*request.max_frames_per_batch));
+    throw_config_key(frames_key, -1,
+                     "must be >= 0, got " + std::to_string(*request.max_frames_per_batch));
   if (request.max_frames_per_batch && *request.max_frames_per_batch > kMaxTokenBudget)
-    throw_config("budgets.max_frames_per_batch (" + std::to_string(*request.max_frames_per_batch) +
-                 ") exceeds " + largest + ", far more frames than any batch holds; lower it");
+    throw_config_key(frames_key, -1,
+                     "must be <= " + largest + ", far more frames than any batch holds, got " +
+                         std::to_string(*request.max_frames_per_batch) + "; lower it");
   for (const auto& [name, own] : request.paths) {
     const std::string key = path_key(name);
     check_budget_source(key + ".", own.token_budgets, own.token_step);
     if (own.token_budgets.empty() && own.token_step == 0)
-      throw_config(key +
-                   " gives no budgets (token_budgets is empty and token_step is 0): list "
-                   "the path's budgets in " +
-                   key + ".token_budgets, set " + key + ".token_step, or remove " + key +
-                   " so that the path uses the global budgets");
+      throw_config_key(key, -1,
+                       "gives no budgets (token_budgets is empty and token_step is 0): list the "
+                       "path's budgets in " +
+                           key + ".token_budgets, set " + key + ".token_step, or remove [" + key +
+                           "] so that the path uses budgets.token_budgets");
   }
   if (request.max_graphs <= 0) return;
   // A listed plan captures at least one graph per budget (one path, no capture
@@ -281,20 +303,23 @@ void check_budget_request(const BudgetRequest& request) {
     return;
   }
   int64_t listed = 0;
-  std::string lists;
+  std::string lists, first_listed;
   for (const auto& [name, own] : request.paths) {
     if (own.token_budgets.empty()) continue;
+    if (first_listed.empty()) first_listed = name;
     const size_t n = sorted_unique(own.token_budgets).size();
     listed += static_cast<int64_t>(n);
     lists +=
         (lists.empty() ? "" : ", ") + path_key(name) + ".token_budgets lists " + std::to_string(n);
   }
   if (listed > request.max_graphs)
-    throw_config("the plan would capture at least " + std::to_string(listed) +
-                 " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
-                 "): " + lists +
-                 " budgets. Fix: list fewer budgets per path, or raise limits.max_graphs (each "
-                 "graph costs capture time and memory)");
+    throw_config_key(
+        path_key(first_listed) + ".token_budgets", -1,
+        "the plan would capture at least " + std::to_string(listed) +
+            " graphs, more than limits.max_graphs (" + std::to_string(request.max_graphs) +
+            "): " + lists +
+            " budgets. Fix: list fewer budgets per path, or raise limits.max_graphs (each "
+            "graph costs capture time and memory)");
 }
 
 BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t range_max,
@@ -308,9 +333,10 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
       continue;
     std::string names;
     for (const auto& path : paths) names += (names.empty() ? "'" : ", '") + path.name + "'";
-    throw_config(path_key(name) + ": the plugin has no path '" + name +
-                 "' (its paths: " + (names.empty() ? std::string("none") : names) +
-                 "); name one of them, or remove " + path_key(name));
+    throw_config_key(path_key(name), -1,
+                     "the plugin has no path '" + name +
+                         "' (its paths: " + (names.empty() ? std::string("none") : names) +
+                         "); name one of them, or remove [" + path_key(name) + "]");
   }
   BudgetPlan plan;
   const std::string largest = std::to_string(kMaxTokenBudget);
@@ -335,9 +361,10 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
       // Checked before generating: budgets from max_items_per_batch up to a
       // smaller maximum would fail with a message that does not name the key.
       if (plan.max_batch_size > range_max)
-        throw_config("budgets.max_items_per_batch (" + std::to_string(plan.max_batch_size) +
-                     ") exceeds the plugin's largest budget (" + std::to_string(range_max) +
-                     "); lower it or set budgets.token_budgets");
+        throw_config_key("budgets.max_items_per_batch", -1,
+                         std::to_string(plan.max_batch_size) +
+                             " exceeds the plugin's largest budget (" + std::to_string(range_max) +
+                             "); lower it or set budgets.token_budgets");
       global = {std::max(range_min, request.max_items_per_batch), range_max};
     } else if (!user.empty()) {
       plan.token_budgets = user;
@@ -359,9 +386,6 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
     plan.max_frames_per_batch = *request.max_frames_per_batch;
   else
     plan.max_frames_per_batch = saturating_mul(plan.max_batch_size, max_frames_per_video);
-  if (plan.max_frames_per_batch < 0)
-    throw_config("budgets.max_frames_per_batch must be >= 0, got " +
-                 std::to_string(plan.max_frames_per_batch));
 
   if (paths.empty()) throw_config("the plugin declares no paths; it must declare at least one");
   PathInputs in;
@@ -382,11 +406,12 @@ BudgetPlan plan_budgets(const BudgetRequest& request, int64_t range_min, int64_t
       // that hold its minimum.
       const int64_t smallest = sorted_unique(own->token_budgets).front();
       if (path.min_token_budget < 0 || smallest < path.min_token_budget)
-        throw_config(key + ".token_budgets: " + std::to_string(smallest) +
-                     " is below the path's minimum budget, " +
-                     std::to_string(path.min_token_budget) +
-                     " (the plugin declares it: a smaller graph holds nothing); list budgets >= " +
-                     std::to_string(path.min_token_budget));
+        throw_config_key(key + ".token_budgets", -1,
+                         std::to_string(smallest) + " is below the path's minimum budget, " +
+                             std::to_string(path.min_token_budget) +
+                             " (the plugin declares it: a smaller graph holds nothing); list "
+                             "budgets >= " +
+                             std::to_string(path.min_token_budget));
       continue;
     }
     if (path.min_token_budget < 0 || path.min_token_budget > in.max_budget)

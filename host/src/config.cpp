@@ -390,9 +390,10 @@ void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
     flatten_table(*n->as_table(), "", rt.plugin_config);
 }
 
-// [budgets.paths.<name>]: one path's own token_budgets or token_step, checked
-// as the global keys are, where they were written. Whether the plugin has a
-// path of that name is known when the runtime is made (plan_budgets).
+// [budgets.paths.<name>]: one path's own token_budgets or token_step, read as
+// written; the budget rules are core's (check_budget_request, below). Whether
+// the plugin has a path of that name is known when the runtime is made
+// (plan_budgets).
 void read_path_budgets(const Reader& r, BudgetRequest& b) {
   const toml::node* paths = r.node("budgets.paths");
   if (!paths) return;
@@ -418,87 +419,47 @@ void read_path_budgets(const Reader& r, BudgetRequest& b) {
         throw_config(key_location(sub, value, src) + ": unknown key '" + key + "." +
                      printable(sub_name) + "' (known keys in [" + key + "]: " + join(known) + ")" +
                      suggestion(sub_name, known));
-      const std::string path = key + "." + sub_name;
       const bool list = sub_name == "token_budgets";
-      check_type({path, list ? KeyType::IntegerArray : KeyType::Integer, "", ""}, value, src);
-      auto fail = [&](const toml::node& at, const std::string& message) {
-        fail_node(at, src, path + ": " + message);
-      };
-      if (list) {
-        const toml::array& budgets = *value.as_array();
-        if (budgets.empty())
-          fail(value, "is empty; list the path's budgets, or remove [" + key +
-                          "] so that the path uses budgets.token_budgets");
-        for (auto&& e : budgets) {
-          const int64_t v = e.as_integer()->get();
-          if (v <= 0) fail(e, "budgets must be positive, got " + std::to_string(v));
-          if (v > kMaxTokenBudget)
-            fail(e, "must be <= " + std::to_string(kMaxTokenBudget) + ", got " + std::to_string(v));
-          own.token_budgets.push_back(v);
-        }
-      } else {
+      check_type({key + "." + sub_name, list ? KeyType::IntegerArray : KeyType::Integer, "", ""},
+                 value, src);
+      if (list)
+        for (auto&& e : *value.as_array()) own.token_budgets.push_back(e.as_integer()->get());
+      else
         own.token_step = value.as_integer()->get();
-        if (own.token_step < 0) fail(value, "must be >= 0, got " + std::to_string(own.token_step));
-        if (own.token_step > kMaxTokenBudget)
-          fail(value, "must be <= " + std::to_string(kMaxTokenBudget) + ", got " +
-                          std::to_string(own.token_step));
-      }
     }
-    if (!own.token_budgets.empty() && own.token_step > 0)
-      fail_node(node, src,
-                key + ".token_step: shapes generated budgets, but " + key +
-                    ".token_budgets lists them; remove one of the two");
-    if (own.token_budgets.empty() && own.token_step == 0)
-      fail_node(node, src,
-                key +
-                    ": sets neither token_budgets nor token_step; give the path's budgets, or "
-                    "remove [" +
-                    key + "] so that the path uses budgets.token_budgets");
   }
+}
+
+// A core Config error about one setting, located where the TOML set it (the
+// element of a list when it names one).
+[[noreturn]] void fail_setting(const Reader& r, const Error& e) {
+  const toml::node* n = r.node(e.key());
+  if (n && e.index() >= 0 && n->is_array() &&
+      static_cast<size_t>(e.index()) < n->as_array()->size())
+    fail_node(*n->as_array()->get(static_cast<size_t>(e.index())), r.source(),
+              e.key() + ": " + e.detail());
+  r.fail(e.key(), e.detail());
 }
 
 void read_budgets(const Reader& r, HostConfig& c) {
   BudgetRequest& b = c.runtime.budgets;
   r.get("budgets.token_budgets", b.token_budgets);
-  for (int64_t v : b.token_budgets)
-    if (v <= 0)
-      r.fail("budgets.token_budgets", "budgets must be positive, got " + std::to_string(v));
-  for (int64_t v : b.token_budgets) check_max(r, "budgets.token_budgets", v, kMaxTokenBudget);
   r.get("budgets.token_step", b.token_step);
-  check_min(r, "budgets.token_step", b.token_step, 0);
-  check_max(r, "budgets.token_step", b.token_step, kMaxTokenBudget);
-  if (b.token_step > 0 && !b.token_budgets.empty())
-    r.fail("budgets.token_step",
-           "shapes generated budgets, but budgets.token_budgets lists them; remove one of the two");
   r.get("budgets.max_items_per_batch", b.max_items_per_batch);
-  check_min(r, "budgets.max_items_per_batch", b.max_items_per_batch, 0);
-  check_max(r, "budgets.max_items_per_batch", b.max_items_per_batch, kMaxTokenBudget);
   if (r.node("budgets.max_frames_per_batch")) {
     int64_t frames = 0;
     r.get("budgets.max_frames_per_batch", frames);
-    check_min(r, "budgets.max_frames_per_batch", frames, 0);
-    check_max(r, "budgets.max_frames_per_batch", frames, kMaxTokenBudget);
     b.max_frames_per_batch = frames;
   }
   r.get("budgets.video", b.video_enabled);
   read_path_budgets(r, b);
-  // What can be checked without the plugin (explicit budgets, batch size,
-  // graph count), by the same code that plans them in the runtime.
-  if (!b.token_budgets.empty() || !b.paths.empty()) {
-    try {
-      check_budget_request(b);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      // The key the message is about: a per-path list or a count over
-      // max_graphs that per-path lists make up point at budgets.paths.
-      const bool about_paths =
-          what.rfind("budgets.paths", 0) == 0 ||
-          (!b.paths.empty() && what.find("budgets.paths") != std::string::npos);
-      r.fail(what.rfind("budgets.max_items_per_batch", 0) == 0 ? "budgets.max_items_per_batch"
-             : b.token_budgets.empty() || about_paths          ? "budgets.paths"
-                                                               : "budgets.token_budgets",
-             what);
-    }
+  // Every rule that needs no plugin, by the code that plans budgets in the
+  // runtime; the plugin-dependent ones run when the runtime is made.
+  try {
+    check_budget_request(b);
+  } catch (const Error& e) {
+    if (e.key().empty()) throw;
+    fail_setting(r, e);
   }
 }
 

@@ -245,9 +245,9 @@ TEST_CASE("bad values name the key and explain the fix") {
        "t.toml:4:13: runtime.log_level: \"loud\" is not a log level"},
       {"[runtime]\nstats_log_interval = -1\n", "runtime.stats_log_interval: must be >= 0, got -1"},
       {"[budgets]\ntoken_budgets = [0, 64]\n",
-       "t.toml:4:17: budgets.token_budgets: budgets must be positive, got 0"},
+       "t.toml:4:18: budgets.token_budgets: budgets must be positive, got 0"},
       {"[budgets]\nmax_items_per_batch = -2\n",
-       "budgets.max_items_per_batch: must be >= 0, got -2"},
+       "t.toml:4:23: budgets.max_items_per_batch: must be >= 0 (0 infers it), got -2"},
       {"[budgets]\nmax_frames_per_batch = -1\n",
        "budgets.max_frames_per_batch: must be >= 0, got -1"},
       {"[workload]\nkind = \"random\"\n",
@@ -289,7 +289,7 @@ TEST_CASE("plugin.name is required and may not hold path characters") {
 TEST_CASE("invalid explicit budgets fail at load time with the planner's explanation") {
   const std::string e =
       config_error(kMinimal + "[budgets]\ntoken_budgets = [128, 64]\nmax_items_per_batch = 100\n");
-  CHECK(e.find("t.toml:5:23: budgets.max_items_per_batch (100) must be <= the smallest token "
+  CHECK(e.find("t.toml:5:23: budgets.max_items_per_batch: 100 must be <= the smallest token "
                "budget (64)") == 0);
   CHECK(e.find("Raise the smallest budget or lower max_items_per_batch") != std::string::npos);
   // The same numbers within the invariant load.
@@ -459,7 +459,7 @@ TEST_CASE("budgets: absurd values and too many graphs are config errors naming t
   CHECK(config_error(kMinimal + "[budgets]\ntoken_step = 4611686018427387904\n")
             .find("t.toml:4:14: budgets.token_step: must be <= 1073741824") == 0);
   CHECK(config_error(kMinimal + "[budgets]\ntoken_budgets = [64, 4611686018427387904]\n")
-            .find("budgets.token_budgets: must be <= 1073741824") != std::string::npos);
+            .find("t.toml:4:22: budgets.token_budgets: must be <= 1073741824") == 0);
   CHECK(config_error(kMinimal + "[budgets]\nmax_items_per_batch = 4611686018427387904\n")
             .find("budgets.max_items_per_batch: must be <= 1073741824") != std::string::npos);
   CHECK(config_error(kMinimal + "[budgets]\nmax_frames_per_batch = 4611686018427387904\n")
@@ -641,8 +641,10 @@ TEST_CASE("[budgets.paths.<name>] is read per path, by --set too, and joins the 
 TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where it was written") {
   const std::string head = kMinimal + "[budgets.paths.local]\n";
   CHECK(config_error(head + "token_budgets = []\n") ==
-        "t.toml:4:17: budgets.paths.local.token_budgets: is empty; list the path's budgets, or "
-        "remove [budgets.paths.local] so that the path uses budgets.token_budgets");
+        "t.toml:3:1: budgets.paths.local: gives no budgets (token_budgets is empty and token_step "
+        "is 0): list the path's budgets in budgets.paths.local.token_budgets, set "
+        "budgets.paths.local.token_step, or remove [budgets.paths.local] so that the path uses "
+        "budgets.token_budgets");
   CHECK(config_error(head + "token_budgets = [144, 0]\n") ==
         "t.toml:4:23: budgets.paths.local.token_budgets: budgets must be positive, got 0");
   CHECK(config_error(head + "token_budgets = [144, -144]\n")
@@ -659,10 +661,10 @@ TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where
         "t.toml:4:17: budgets.paths.local.token_budgets: expected an array of integers, got an "
         "integer");
   CHECK(config_error(head + "token_budgets = [144, 4611686018427387904]\n") ==
-        "t.toml:4:23: budgets.paths.local.token_budgets: must be <= 1073741824, got "
-        "4611686018427387904");
+        "t.toml:4:23: budgets.paths.local.token_budgets: must be <= 1073741824, the largest token "
+        "budget encgraph plans, got 4611686018427387904; list smaller budgets");
   CHECK(config_error(head + "token_step = -144\n") ==
-        "t.toml:4:14: budgets.paths.local.token_step: must be >= 0, got -144");
+        "t.toml:4:14: budgets.paths.local.token_step: must be >= 0 (0: powers of two), got -144");
   CHECK(config_error(head + "token_step = \"144\"\n")
             .find("t.toml:4:14: budgets.paths.local.token_step: expected an integer, got a "
                   "string") == 0);
@@ -670,11 +672,10 @@ TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where
             .find("budgets.paths.local.token_step: must be <= 1073741824") != std::string::npos);
   CHECK(config_error(head + "token_budgets = [144]\ntoken_step = 144\n")
             .find("budgets.paths.local.token_step: shapes generated budgets, but "
-                  "budgets.paths.local.token_budgets lists them; remove one of the two") !=
+                  "budgets.paths.local.token_budgets lists them ([144]); remove one of the two") !=
         std::string::npos);
-  CHECK(config_error(head).find("budgets.paths.local: sets neither token_budgets nor "
-                                "token_step") != std::string::npos);
-  CHECK(config_error(head + "token_step = 0\n").find("sets neither") != std::string::npos);
+  CHECK(config_error(head).find("budgets.paths.local: gives no budgets") != std::string::npos);
+  CHECK(config_error(head + "token_step = 0\n").find("gives no budgets") != std::string::npos);
   CHECK(config_error(head + "token_budget = [144]\n") ==
         "t.toml:4:1: unknown key 'budgets.paths.local.token_budget' (known keys in "
         "[budgets.paths.local]: token_budgets, token_step); did you mean 'token_budgets'?");
@@ -692,18 +693,21 @@ TEST_CASE("[budgets.paths.<name>]: invalid lists name the per-path key and where
             .find("budgets.paths.local.token_budgets: budgets must be positive, got 0") !=
         std::string::npos);
   // Per-path lists longer than limits.max_graphs together: the planner's message at the table.
-  CHECK(config_error(kMinimal +
-                     "[limits]\nmax_graphs = 3\n[budgets.paths.global]\ntoken_budgets = [256, "
-                     "512]\n[budgets.paths.local]\ntoken_budgets = [144, 288]\n")
-            .find("budgets.paths: the plan would capture at least 4 graphs, more than "
-                  "limits.max_graphs (3): budgets.paths.global.token_budgets lists 2, "
-                  "budgets.paths.local.token_budgets lists 2 budgets") != std::string::npos);
+  CHECK(
+      config_error(kMinimal +
+                   "[limits]\nmax_graphs = 3\n[budgets.paths.global]\ntoken_budgets = [256, "
+                   "512]\n[budgets.paths.local]\ntoken_budgets = [144, 288]\n")
+          .find("t.toml:6:17: budgets.paths.global.token_budgets: the plan would capture at least "
+                "4 graphs, more than "
+                "limits.max_graphs (3): budgets.paths.global.token_budgets lists 2, "
+                "budgets.paths.local.token_budgets lists 2 budgets") != std::string::npos);
   // ... also when a global list is set too: the message is about the per-path tables.
   const std::string both = config_error(
       kMinimal +
       "[limits]\nmax_graphs = 3\n[budgets]\ntoken_budgets = [256]\n[budgets.paths.global]\n"
       "token_budgets = [256, 512]\n[budgets.paths.local]\ntoken_budgets = [144, 288]\n");
-  CHECK(both.find(": budgets.paths: the plan would capture at least") != std::string::npos);
+  CHECK(both.find(": budgets.paths.global.token_budgets: the plan would capture at least") !=
+        std::string::npos);
   CHECK(both.find("budgets.token_budgets:") == std::string::npos);
 }
 
@@ -781,7 +785,7 @@ TEST_CASE("budgets.paths: a path the plugin lacks, or too many graphs, fail at e
       run_dual("check-config", {"--set", "budgets.paths.lokal.token_budgets=[16]"});
   CHECK(unknown.code == 2);
   CHECK(unknown.log.find("budgets.paths.lokal: the plugin has no path 'lokal' (its paths: "
-                         "'global', 'local'); name one of them, or remove budgets.paths.lokal") !=
+                         "'global', 'local'); name one of them, or remove [budgets.paths.lokal]") !=
         std::string::npos);
   const auto ran = run_dual("run", {"--set", "budgets.paths.lokal.token_budgets=[16]"});
   CHECK(ran.code == 2);

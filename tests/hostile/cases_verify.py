@@ -93,7 +93,7 @@ CASES = [
          [r"verify: plugin toy_dual ", r"\nOK: 6 items", r"statistics: consistent"], exit=0),
     case("budget-below-batch",
          verify(*sets("budgets.token_budgets=[4, 64]", "budgets.max_items_per_batch=8")),
-         r"budgets\.max_items_per_batch \(8\) must be <= the smallest token budget \(4\)"),
+         r"budgets\.max_items_per_batch: 8 must be <= the smallest token budget \(4\)"),
     # ---- ABI 1.2: the spec from an item's description against the made item's ----
     case("spec-for-desc-agrees", verify(),
          r"  specs: item_spec_for_desc gave every item's spec before it was made\n", exit=0),

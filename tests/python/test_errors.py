@@ -51,6 +51,49 @@ def test_bad_values_are_config_errors():
         encgraph.Runtime(TOY + ".missing")
 
 
+# Every budget rule lives in the core (check_budget_request, plan_budgets): the
+# same message through Python and through the CLI, naming the key.
+BUDGET_RULES = [
+    ({"budgets__token_budgets": [64, 0]},
+     "budgets.token_budgets: budgets must be positive, got 0"),
+    ({"budgets__token_budgets": [64, 2**40]},
+     "budgets.token_budgets: must be <= 1073741824"),
+    ({"budgets__token_step": -64}, "budgets.token_step: must be >= 0 (0: powers of two)"),
+    ({"budgets__token_budgets": [64], "budgets__token_step": 64},
+     "budgets.token_step: shapes generated budgets, but budgets.token_budgets lists them"),
+    ({"budgets__token_budgets": [64, 128], "budgets__max_items_per_batch": 65},
+     "budgets.max_items_per_batch: 65 must be <= the smallest token budget (64)"),
+    ({"budgets__max_items_per_batch": -1}, "budgets.max_items_per_batch: must be >= 0"),
+    ({"budgets__max_frames_per_batch": -1}, "budgets.max_frames_per_batch: must be >= 0"),
+    ({"budgets__paths__default__token_budgets": [64, -8]},
+     "budgets.paths.default.token_budgets: budgets must be positive, got -8"),
+    ({"budgets__paths__default__token_step": 0}, "budgets.paths.default: gives no budgets"),
+    ({"budgets__token_budgets": list(range(64, 64 * 301, 64))},
+     "budgets.token_budgets: the plan would capture 300 graphs, more than limits.max_graphs"),
+    ({"budgets__paths__lokal__token_budgets": [64]},
+     "budgets.paths.lokal: the plugin has no path 'lokal'"),
+]
+
+
+def sets_of(overrides):
+    out = []
+    for key, value in overrides.items():
+        text = "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else str(value)
+        out += ["--set", key.replace("__", ".") + "=" + text]
+    return out
+
+
+@pytest.mark.parametrize("overrides,expected", BUDGET_RULES)
+def test_budget_rules_through_python_and_the_cli(overrides, expected):
+    with pytest.raises(encgraph.ConfigError) as caught:
+        encgraph.Runtime(TOY, **overrides, **QUIET)
+    message = str(caught.value)
+    assert expected in message
+    code, stderr = cli_error(["check-config", "-c", TOY] + sets_of(overrides))
+    assert code == 2
+    assert expected in stderr
+
+
 def test_unknown_plugin_is_a_config_error():
     with pytest.raises(encgraph.ConfigError, match="nosuchplugin"):
         encgraph.Runtime(TOY, plugin__name="nosuchplugin", **QUIET)

@@ -2,8 +2,10 @@
 // what failed and how to fix it, plus a category the host maps to an exit code.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace encgraph {
 
@@ -18,14 +20,38 @@ enum class ErrorKind {
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  // A Config error about one setting: what() is "key: detail" ("key[i]: detail"
+  // for element i of a list), and key(), index() and detail() keep the parts,
+  // so that a front end (the TOML reader, Python) can add where it was set.
+  Error(ErrorKind kind, std::string key, int64_t index, std::string detail)
+      : std::runtime_error(key + (index >= 0 ? "[" + std::to_string(index) + "]" : "") + ": " +
+                           detail),
+        kind_(kind),
+        key_(std::move(key)),
+        index_(index),
+        detail_(std::move(detail)) {}
   ErrorKind kind() const noexcept { return kind_; }
+  // The setting's dotted key ("budgets.token_budgets"), or empty.
+  const std::string& key() const noexcept { return key_; }
+  // The element of a list setting the error is about, or -1 for the whole key.
+  int64_t index() const noexcept { return index_; }
+  // The message without the key.
+  const std::string& detail() const noexcept { return detail_; }
 
  private:
   ErrorKind kind_;
+  std::string key_;
+  int64_t index_ = -1;
+  std::string detail_;
 };
 
 [[noreturn]] inline void throw_config(const std::string& m) {
   throw Error(ErrorKind::Config, m);
+}
+// A Config error naming the setting `key` (element `index` of it, or -1).
+[[noreturn]] inline void throw_config_key(const std::string& key, int64_t index,
+                                          const std::string& detail) {
+  throw Error(ErrorKind::Config, key, index, detail);
 }
 [[noreturn]] inline void throw_plugin(const std::string& m) {
   throw Error(ErrorKind::Plugin, m);
