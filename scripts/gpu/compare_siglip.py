@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""encgraph's siglip plugin against transformers' SiglipVisionModel, and a benchmark.
+"""SigLIP against transformers' SiglipVisionModel, then a benchmark (compare.py --model siglip).
 
 For each tower (siglip-so400m-patch14-384 and siglip-base-patch16-224 dimensions):
 builds a randomly initialised SiglipVisionModel (every parameter redrawn so biases,
@@ -8,49 +7,37 @@ safetensors under its state-dict names ("vision_model.*"), runs the plugin
 (tests' siglip_dump tool) on the same images, and reports ||ours - ref|| / ||ref||
 per image against transformers in bf16 for last_hidden_state (graphs and eager),
 pooler_output and hidden_states[-2] (the LLaVA feature layer), plus ours and
-transformers bf16 against transformers fp32 on the same weights.
+transformers bf16 against transformers fp32 on the same weights. Judged: every
+native image under 2e-2 on all four, and transformers' hidden_states as the
+feature layer assumes them.
 
 Images at the model's size are normalised here exactly as SiglipImageProcessor
 does ((v/255 - 0.5) / 0.5); one image that needs a resize goes through
 transformers' processor when it imports (informational: resamplers differ by
 rounding).
 
-Benchmark: 512 images at the model's resolution, requests of 64, encgraph with
-graphs and eagerly (bench's siglip_bench) against transformers (sdpa, bf16), in
-one run; images/s into siglip_bench.table.
-
-usage: siglip_vs_transformers.py --bundle gpu-bundle --out-dir DIR [--models so400m,base]
+Benchmark (unless --no-bench): bench.py's SigLIP run on the saved weights, 512
+images at the model's resolution, requests of 64, encgraph with graphs and eagerly
+(bench/siglip's siglip_bench) against transformers (sdpa, bf16); images/s into
+siglip_bench.table.
 """
-import argparse
 import copy
-import json
 import math
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
-import torch
+from bench import SIGLIP_DIMS as DIM_KEYS, SIGLIP_TOWERS as MODELS, siglip_bench_lines
+from bench_common import log, log_versions, rel
 
 TOLERANCE = 2e-2
 NATIVE_IMAGES = 6
-MODELS = {
-    "so400m": dict(name="siglip-so400m-patch14-384", hidden_size=1152, intermediate_size=4304,
-                   num_hidden_layers=27, num_attention_heads=16, image_size=384, patch_size=14),
-    "base": dict(name="siglip-base-patch16-224", hidden_size=768, intermediate_size=3072,
-                 num_hidden_layers=12, num_attention_heads=12, image_size=224, patch_size=16),
-}
-DIM_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-            "image_size", "patch_size")
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def build_models(spec, seed):
+    import torch
     from transformers import SiglipVisionConfig, SiglipVisionModel
     cfg = SiglipVisionConfig(**{k: spec[k] for k in DIM_KEYS}, num_channels=3,
                              layer_norm_eps=1e-6, hidden_act="gelu_pytorch_tanh",
@@ -105,6 +92,7 @@ def save_weights(model, folder):
 
 def normalise(images_u8):
     """pixel_values [N, 3, H, W] of uint8 images [N, H, W, 3] at the model's size."""
+    import torch
     x = images_u8.to(torch.float64) / 255.0
     return ((x - 0.5) / 0.5).to(torch.float32).permute(0, 3, 1, 2).contiguous()
 
@@ -119,6 +107,7 @@ def hf_processor(size):
 
 
 def run_reference(model, pixel_values, dtype):
+    import torch
     tower = getattr(model, "vision_model", model)
     with torch.inference_mode():
         out = model(pixel_values=pixel_values.to(device="cuda", dtype=dtype),
@@ -136,6 +125,7 @@ def run_reference(model, pixel_values, dtype):
 
 
 def read_dump(path):
+    import torch
     outs, data, pos = [], open(path, "rb").read(), 0
     while pos < len(data):
         rows, cols = torch.frombuffer(bytearray(data[pos:pos + 16]), dtype=torch.int64).tolist()
@@ -164,13 +154,8 @@ def run_ours(bundle, spec, weights, files, work, tag, extra, device="cuda"):
     return read_dump(out)
 
 
-def rel(a, b):
-    if a is None or b is None or a.shape != b.shape:
-        return float("nan")
-    return float((a.double() - b.double()).norm() / b.double().norm())
-
-
 def compare(bundle, spec, work, seed):
+    import torch
     log(f"== {spec['name']}: building the reference")
     model32, model16 = build_models(spec, seed)
     weights, spec["prefix"] = save_weights(model16, os.path.join(work, spec["name"]))
@@ -257,76 +242,20 @@ def compare(bundle, spec, work, seed):
     return ok, lines, weights
 
 
-def bench_transformers(spec, images, request, repeats):
-    from transformers import SiglipVisionConfig, SiglipVisionModel
-    # No pooling head: the same work as encgraph's last_hidden_state output.
-    cfg = SiglipVisionConfig(**{k: spec[k] for k in DIM_KEYS}, hidden_act="gelu_pytorch_tanh",
-                             layer_norm_eps=1e-6, vision_use_head=False)
-    try:
-        cfg._attn_implementation = "sdpa"
-    except Exception:
-        pass
-    with torch.device("cuda"):
-        model = SiglipVisionModel(cfg).to(torch.bfloat16).eval()
-    impl = getattr(model.config, "_attn_implementation", "?")
-    side = spec["image_size"]
-    pv = torch.randn(images, 3, side, side, device="cuda", dtype=torch.bfloat16).clamp(-1, 1)
-    with torch.inference_mode():
-        model(pixel_values=pv[:request])
-        torch.cuda.synchronize()
-        best = math.inf
-        for _ in range(repeats):
-            t0 = time.time()
-            for s in range(0, images, request):
-                model(pixel_values=pv[s:s + request])
-            torch.cuda.synchronize()
-            best = min(best, time.time() - t0)
-    del model
-    torch.cuda.empty_cache()
-    return images / best, best, impl
-
-
-def bench(bundle, spec, weights, images, request, repeats):
-    cmd = [os.path.join(bundle, "bin", "siglip_bench"), "--device", "cuda", "--weights", weights,
-           "--images", str(images), "--request-size", str(request), "--repeats", str(repeats),
-           "--set", f"weight_prefix={spec['prefix']}"]
-    for k in DIM_KEYS:
-        cmd += ["--set", f"{k}={spec[k]}"]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    log(res.stdout)
-    if res.returncode != 0:
-        raise RuntimeError(f"siglip_bench failed ({res.returncode}): {res.stderr[-2000:]}")
-    rows = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("RESULT "):
-            r = json.loads(line[len("RESULT "):])
-            rows[r["mode"]] = r
-    hf_rate, hf_s, impl = bench_transformers(spec, images, request, repeats)
-    g, e = rows["graphs"], rows["eager"]
-    return [f"{spec['name']}: {images} images at {spec['image_size']}px, requests of {request}, "
-            f"best of {repeats}",
-            f"  encgraph graphs   {g['images_per_s']:9.1f} images/s  ({g['seconds']:.3f} s, "
-            f"capture {g['capture_s']:.2f} s, {g['graphs']} graphs, hit rate "
-            f"{100 * g['hit_rate']:.0f}%)",
-            f"  encgraph eager    {e['images_per_s']:9.1f} images/s  ({e['seconds']:.3f} s)",
-            f"  transformers      {hf_rate:9.1f} images/s  ({hf_s:.3f} s, attn {impl}, bf16)",
-            f"  graphs / eager {g['images_per_s'] / e['images_per_s']:.2f}x, graphs / "
-            f"transformers {g['images_per_s'] / hf_rate:.2f}x"]
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bundle", required=True)
+def add_arguments(ap, model):
+    ap.add_argument("--bundle", required=True, help="the GPU bundle (scripts/gpu-bundle.sh)")
     ap.add_argument("--out-dir", required=True)
-    ap.add_argument("--models", default="so400m,base")
+    ap.add_argument("--models", default="so400m,base", help="towers: so400m,base")
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--request-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    import transformers
-    log(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.cuda.get_device_name()}")
+    ap.add_argument("--no-bench", action="store_true", help="the comparison only")
+
+
+def run(args, model):
+    import torch
+    log_versions()
     # The fp32 reference in true fp32 (cuDNN would run the patch Conv2d in TF32).
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -334,16 +263,18 @@ def main():
     work = tempfile.mkdtemp(prefix="siglip_vs_tf_")
     ok_all, table, bench_lines = True, [], []
     for key in args.models.split(","):
-        spec = MODELS[key]
+        spec = dict(MODELS[key])
         weights = None
         try:  # one model failing still leaves the other's figures
             ok, lines, weights = compare(args.bundle, spec, work, args.seed)
             ok_all &= ok
             table += lines + [""]
             log("\n".join(lines))
-            bench_lines += bench(args.bundle, spec, weights, args.images, args.request_size,
-                                 args.repeats) + [""]
-            log("\n".join(bench_lines))
+            if not args.no_bench:
+                bench_lines += siglip_bench_lines(args.bundle, spec, weights, spec["prefix"],
+                                                  args.images, args.request_size,
+                                                  args.repeats) + [""]
+                log("\n".join(bench_lines))
         except Exception as e:
             ok_all = False
             table.append(f"{spec['name']}: FAILED: {e!r}")
@@ -352,10 +283,7 @@ def main():
             shutil.rmtree(weights, ignore_errors=True)
     with open(os.path.join(args.out_dir, "siglip_vs_transformers.table"), "w") as fh:
         fh.write("\n".join(table) + "\n")
-    with open(os.path.join(args.out_dir, "siglip_bench.table"), "w") as fh:
-        fh.write("\n".join(bench_lines) + "\n")
+    if not args.no_bench:
+        with open(os.path.join(args.out_dir, "siglip_bench.table"), "w") as fh:
+            fh.write("\n".join(bench_lines) + "\n")
     return 0 if ok_all else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""encgraph's deepseek_ocr2 plugin against transformers' DeepseekOcr2Model.get_image_features.
+"""DeepSeek-OCR-2 against transformers' DeepseekOcr2Model.get_image_features
+(compare.py --model dsocr2).
 
 Builds a randomly initialised transformers DeepseekOcr2Model with the released
 vision sizes (SAM ViT-B 768 x 12, window 14, global layers 2/5/8/11, neck 256,
@@ -20,22 +20,14 @@ same PNG files by `encgraph encode` (graphs and eager).
 Per image, rel = ||a - b|| / ||b|| over its whole row block ([crops x 144,
 256, separator]). Judged as the Qwen comparisons are: ours-vs-fp32 at most
 1.1x transformers' own bf16-vs-fp32.
-
-usage: dsocr2_vs_transformers.py --bundle gpu-bundle --out-dir DIR
 """
-import argparse
 import copy
 import json
 import os
-import sys
 import tempfile
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (ACCURACY_SLACK, deepseek_ocr2_config, exit_code, log,  # noqa: E402
-                          log_versions, rel, run_encgraph_encode, verdict, write_png,
-                          write_table)
+from bench_common import (ACCURACY_SLACK, deepseek_ocr2_config, exit_code, log, log_versions,
+                          rel, run_encgraph_encode, verdict, write_png, write_table)
 
 # (name, height, width)
 ITEMS = [
@@ -48,6 +40,7 @@ ITEMS = [
 
 def document_page(h, w, gen):
     """A light page with dark 'text lines' of random words, some grey boxes and noise."""
+    import torch
     page = torch.full((h, w, 3), 245, dtype=torch.int16)
     line = max(h // 60, 6)
     y = line
@@ -68,6 +61,7 @@ def document_page(h, w, gen):
 
 
 def build_models(seed):
+    import torch
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2Model
     cfg = deepseek_ocr2_config("sdpa")
     model = DeepseekOcr2Model(cfg).eval()
@@ -93,6 +87,7 @@ def build_models(seed):
 
 
 def save_weights(model, path):
+    import torch
     from safetensors.torch import save_file
     tensors = {"model." + k: v.detach().to(torch.bfloat16).contiguous().cpu()
                for k, v in model.state_dict().items() if not k.startswith("language_model")}
@@ -137,6 +132,7 @@ def process(proc, rgb):
 
 
 def run_reference(model, pv, local, n, dtype):
+    import torch
     with torch.no_grad():
         out = model.get_image_features(
             pixel_values=pv.to(device="cuda", dtype=dtype),
@@ -185,14 +181,16 @@ def run_ours(bundle, config, trace, out_path, sets=()):
             if "/" not in k}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bundle", required=True)
+def add_arguments(ap, model):
+    ap.add_argument("--bundle", required=True, help="the GPU bundle (scripts/gpu-bundle.sh)")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--informational", action="store_true",
                     help="report only: exit 0 whatever the errors")
-    args = ap.parse_args()
+
+
+def run(args, model):
+    import torch
     tf_version = log_versions()
     bundle = os.path.abspath(args.bundle)
     work = tempfile.mkdtemp(prefix="dsocr2_vs_tf_")
@@ -239,6 +237,3 @@ def main():
     write_table(args.out_dir, "dsocr2_vs_transformers.table", lines)
     return exit_code(ok, args.informational)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,13 @@
-#!/usr/bin/env python3
 """A Qwen2.5-VL checkpoint folder and real media files, as a user has them,
 through `encgraph encode`, against transformers' own processor and tower
-(issue 13, "On the GPU").
+(compare.py --model folder_media).
 
 1. Builds a folder: config.json in the released 7B layout (vision_config at the
    7B tower's sizes, depth 8, window attention kept; a tiny text model),
    preprocessor_config.json as released for 7B, and random bf16 weights of the
    real Qwen2_5_VLForConditionalGeneration written by its save_pretrained in two
    shards plus model.safetensors.index.json (text tensors beside the visual
-   ones). The tower is initialised as scripts/gpu/qwen_vs_transformers.py does
+   ones). The tower is initialised as compare.py --model qwen2_5_vl does
    (hf init).
 2. Writes media with Pillow from smooth random content: PNG (RGB, grey, RGBA,
    375x500, a 61x1333 strip), JPEG (baseline 4:2:0, progressive, 4:4:4, grey,
@@ -19,7 +18,7 @@ through `encgraph encode`, against transformers' own processor and tower
 4. Reference: transformers' load_image (EXIF applied) + Qwen2VLImageProcessor
    from the folder; the video through transformers' video processor/loader; the
    tower in fp32 and in bf16 on the same bf16 weights.
-5. Judges as qwen_vs_transformers.py does: per item, ours-vs-fp32 at most 1.1x
+5. Judges as compare.py --model qwen2_5_vl does: per item, ours-vs-fp32 at most 1.1x
    transformers-bf16-vs-fp32; JPEG items within the same noise as PNG items;
    our rows equal the processor's grid.
 
@@ -27,11 +26,10 @@ through `encgraph encode`, against transformers' own processor and tower
 at tiny sizes, encode on the CPU (f32), rows checked against the processor's
 resize rule re-implemented here; a flow check for machines without a GPU.
 
-usage: folder_media_vs_transformers.py --bundle gpu-bundle --out-dir DIR
-       folder_media_vs_transformers.py --stub --encgraph build/host/encgraph \
+usage: compare.py --model folder_media --bundle gpu-bundle --out-dir DIR
+       compare.py --model folder_media --stub --encgraph build/host/encgraph \
            --plugin-dir build/plugins --out-dir /tmp/x
 """
-import argparse
 import glob
 import json
 import math
@@ -39,16 +37,18 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
-import numpy as np
+try:  # --help works without numpy; a run needs it (python3-numpy, or pip)
+    import numpy as np
+except ImportError:
+    np = None
 
 MEAN = [0.48145466, 0.4578275, 0.40821073]
 STD = [0.26862954, 0.26130258, 0.27577711]
 PATCH, TEMPORAL, MERGE = 14, 2, 2
-ACCURACY_SLACK = 1.10  # as qwen_vs_transformers.py: ours <= 1.1 x transformers' own bf16 noise
+ACCURACY_SLACK = 1.10  # as compare_qwen.py: ours <= 1.1 x transformers' own bf16 noise
 VIDEO_FPS, VIDEO_FRAMES, SAMPLE_FPS = 8, 16, 2  # 2 s of video, sampled at 2 fps: 4 frames
 
 # The released Qwen2.5-VL-7B-Instruct preprocessor_config.json.
@@ -730,8 +730,7 @@ def judge(rows, notes):
 
 
 # ---------------------------------------------------------------- main
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap, model):
     ap.add_argument("--bundle", help="gpu-bundle folder (bin/encgraph, plugins/)")
     ap.add_argument("--encgraph", help="the encgraph binary (default: BUNDLE/bin/encgraph)")
     ap.add_argument("--plugin-dir", help="plugin folder (default: ENCGRAPH_PLUGIN_PATH or BUNDLE/plugins)")
@@ -748,12 +747,17 @@ def main():
                     "plugin's own plan; the stub: 256,1024)")
     ap.add_argument("--stub", action="store_true",
                     help="no torch: numpy folder at tiny sizes, encode on the CPU, rows checked")
-    args = ap.parse_args()
+
+
+def run(args, model):
+    if np is None:
+        raise SystemExit("compare.py --model folder_media needs numpy (apt-get install "
+                         "python3-numpy, or pip install numpy)")
     global VIDEO_SAMPLING
     VIDEO_SAMPLING = args.video_sampling
     if not args.encgraph:
         if not args.bundle:
-            ap.error("give --bundle or --encgraph")
+            raise SystemExit("compare.py --model folder_media: give --bundle or --encgraph")
         args.encgraph = os.path.join(args.bundle, "bin", "encgraph")
     plugin_dir = args.plugin_dir or (os.path.join(args.bundle, "plugins") if args.bundle else None)
     if plugin_dir:
@@ -1017,6 +1021,3 @@ def main():
     log("\n" + table)
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())
