@@ -6,7 +6,7 @@ item (bf16, batched differently: at a tolerance). Then a rank is killed
 mid-run under each launch: the job must end non-zero, promptly, naming what
 failed, with no output file.
 
-usage: mp_check.py --bundle gpu-bundle --out-dir DIR   (ENCGRAPH_MPIRUN set by mpi_env.sh)
+usage: mp_check.py --bundle gpu-bundle --out-dir DIR   (ENCGRAPH_MPIRUN set by steps.sh's mpi_env)
 """
 import argparse
 import json
