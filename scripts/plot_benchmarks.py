@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns benchmark reports into the PNG plots of docs/benchmarks.md.
+"""Turns benchmark reports into the PNG plots of docs/performance.md.
 
 usage: python3 scripts/plot_benchmarks.py --out docs/benchmarks FILE...
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """encgraph's Python module as a real client uses it: a small random
 Qwen2.5-VL in transformers, the image embeddings computed by encgraph and fed
-to the language model in place of its own visual forward (issue 14, "On the
-H200"; the integration example of docs/python.md).
+to the language model in place of its own visual forward, on the GPU machine
+(the integration example of docs/python.md).
 
 1. Builds Qwen2_5_VLForConditionalGeneration from a config.json in the
    released 7B layout: the 7B vision tower's dimensions at --depth blocks, the
