@@ -459,6 +459,12 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
       mkdir -p "$2"
       logdir=$(cd "$2" && pwd)
       shift 2
+      # By hand (not through gpu-run-all.sh): the bundle's libraries and plugins.
+      if [[ -z ${ENCGRAPH_PLUGIN_PATH:-} ]]; then
+        bash "$root/scripts/gpu-unpack.sh" "$bundle"
+        export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+        export ENCGRAPH_PLUGIN_PATH=$bundle/plugins NCCL_NVLS_ENABLE=0
+      fi
       "$step" "$bundle" "$logdir" "$@"
       ;;
   esac
