@@ -2,7 +2,7 @@
 # Packs Debian's Open MPI runtime (mpirun, orted, libmpi and its components,
 # PMIx, hwloc, libevent) into $bundle/mpi.tar.xz for a machine without Open MPI
 # (the GPU machine). The tree keeps Debian's layout under a root of its own;
-# scripts/gpu/mpi_env.sh unpacks it there and relocates it with OPAL_PREFIX
+# scripts/gpu/steps.sh's mpi_env unpacks it there and relocates it with OPAL_PREFIX
 # and PMIX_INSTALL_PREFIX.
 #   bash scripts/gpu-bundle-mpi.sh BUNDLE_DIR
 set -euo pipefail
@@ -23,7 +23,7 @@ rm -rf "$root/usr/lib/$arch/openmpi/include" "$root/usr/lib/$arch/pmix2/include"
 cp -a /usr/share/openmpi "$root/usr/share/"
 # The libraries those load that an Ubuntu machine without Open MPI lacks.
 # Components whose libraries stay behind (UCX, libfabric, verbs, PSM) fail to
-# load and are skipped; mpi_env.sh picks the shared-memory and TCP transports.
+# load and are skipped; mpi_env picks the shared-memory and TCP transports.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libz\.|libucp|libucs|libuct|libucm|libfabric|libibverbs|librdmacm|libpsm|libefa|libnl|libcuda)'
 find "$root" -type f \( -name '*.so*' -o -path '*/bin/*' \) | while read -r elf; do
   ldd "$elf" 2>/dev/null | awk '/=> \//{print $1, $3}'

@@ -27,7 +27,7 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/plugins"
 cp -P "$build"/core/libencgraph.so* "$bundle/lib/"
 # MPI support (opened under mpirun) and the Open MPI runtime it needs, which
-# the GPU machine lacks (scripts/gpu/mpi_env.sh relocates it there).
+# the GPU machine lacks (scripts/gpu/steps.sh's mpi_env relocates it there).
 if [[ -f $build/core/libencgraph_mpi.so ]]; then
   cp "$build/core/libencgraph_mpi.so" "$bundle/lib/"
   bash "$root/scripts/gpu-bundle-mpi.sh" "$bundle"

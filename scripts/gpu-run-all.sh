@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (from the repository root, with gpu-bundle/ carried):
-# every GPU test and benchmark, full logs under $OUT, a summary table last.
+# every GPU test suite and every step of scripts/gpu/steps.sh (benchmarks,
+# comparisons with transformers, profiles), full logs under $OUT, a summary table last.
 #   device run: bash scripts/gpu-run-all.sh [filter-regex]
+# e.g. bash scripts/gpu-run-all.sh '^bench_qwen2_5_vl$' (or its former name qwen_bench);
+# bash scripts/gpu/steps.sh --list prints the steps.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}
@@ -18,20 +21,19 @@ ENCGRAPH_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 export ENCGRAPH_REQUIRE_GPUS  # suites needing more GPUs than this skip (77)
 export NCCL_NVLS_ENABLE=0
 # Tuned GEMM choices go to a fresh cache folder per call, not the machine's
-# ~/.cache (scripts/gpu/capture_bench.sh makes its own to time cold and warm).
+# ~/.cache (the bench_capture step makes its own to time cold and warm).
 ENCGRAPH_CACHE_DIR=${ENCGRAPH_CACHE_DIR:-$(mktemp -d /tmp/encgraph-cache.XXXX)}
 export ENCGRAPH_CACHE_DIR
 filter=${1:-.}
 nvidia-smi -L | tee "$out/gpu.txt"
 
 summary=()
-run() {  # run NAME COMMAND...
-  local name=$1
-  shift
-  [[ $name =~ $filter ]] || return 0
+run() {  # run NAME LIMIT COMMAND...
+  local name=$1 limit=$2
+  shift 2
   local start=$SECONDS
-  # A hung suite must not eat the whole call: each gets its own limit.
-  timeout "${step_timeout:-${ENCGRAPH_STEP_TIMEOUT:-300}}" "$@" >"$out/$name.log" 2>&1
+  # A hung step must not eat the whole call: each gets its own limit.
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   local verdict=PASS
   if [[ $rc == 77 ]]; then verdict="SKIP($(tail -1 "$out/$name.log" | cut -c1-40))"
@@ -44,17 +46,22 @@ run() {  # run NAME COMMAND...
 # The GPU suites (CPU suites run in CI; some of them need the build tree's
 # paths, which do not exist here).
 for t in "$bundle"/bin/test_*gpu* "$bundle"/bin/test_*cuda*; do
-  [[ -f $t ]] && run "$(basename "$t")" "$t"
+  name=$(basename "$t")
+  [[ -f $t && $name =~ $filter ]] && run "$name" "${ENCGRAPH_STEP_TIMEOUT:-300}" "$t"
 done
-# Benchmarks and reference checks register themselves here.
-# A script may state its own limit in a "# step-timeout: SECONDS" line
-# (ENCGRAPH_STEP_TIMEOUT, when set, wins).
-for b in "$root"/scripts/gpu/*.sh; do
-  [[ -f $b ]] || continue
-  step_timeout=${ENCGRAPH_STEP_TIMEOUT:-$(sed -n 's/^# step-timeout: \([0-9]*\)$/\1/p' "$b" | head -1)}
-  run "$(basename "$b" .sh)" bash "$b" "$bundle" "$out"
-  step_timeout=
-done
+# Benchmarks and reference checks: scripts/gpu/steps.sh's table, each step with its own
+# limit (ENCGRAPH_STEP_TIMEOUT, when set, wins). A step runs when the filter matches its
+# name or one of its former names (qwen_bench, siglip_vs_transformers, ...); a manual
+# step only when the filter is given.
+while read -r name limit aliases manual; do
+  matched=0
+  for n in "$name" ${aliases//,/ }; do
+    [[ $n != - && $n =~ $filter ]] && matched=1
+  done
+  [[ $matched == 1 ]] || continue
+  [[ -n $manual && $filter == . ]] && continue
+  run "$name" "${ENCGRAPH_STEP_TIMEOUT:-$limit}" bash "$root/scripts/gpu/steps.sh" "$name" "$bundle" "$out"
+done < <(bash "$root/scripts/gpu/steps.sh" --list)
 
 echo
 echo "== encgraph GPU summary =="

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Turns benchmark reports into the PNG plots of docs/benchmarks.md.
+"""Turns benchmark reports into the PNG plots of docs/performance.md.
 
 usage: python3 scripts/plot_benchmarks.py --out docs/benchmarks FILE...
 
 Each FILE's kind is read from its content, not its name:
 
   bench results   {workload: {system: {seconds, items, p50, p99, ...}}}, as
-                  scripts/gpu/qwen_bench.py, qwen3_bench.py and dsocr2_bench.py
+                  scripts/gpu/bench.py --model qwen2_5_vl, qwen3_vl and dsocr2
                   write them (qwen-bench.json, ...); or the same under "results"
                   with "schema": "encgraph.bench-results/1" and optional "name",
                   "title", "unit", "source", "workload_labels" (the hand-copied
@@ -102,8 +102,8 @@ def read_input(path):
     raise InputError(
         f"{path}: not a benchmark report this script knows"
         f"{f' (schema {schema!r})' if schema else ''}. Expected an "
-        "encgraph bench --report file (encgraph.report/1), the JSON of qwen_bench.py / "
-        "qwen3_bench.py / dsocr2_bench.py ({workload: {system: {seconds, items, ...}}}), "
+        "encgraph bench --report file (encgraph.report/1), the JSON of bench.py --model "
+        "qwen2_5_vl / qwen3_vl / dsocr2 ({workload: {system: {seconds, items, ...}}}), "
         "an encgraph.bench-results/1 or encgraph.kernel-layer/1 file, or a bench_kernels "
         "table; see the top of scripts/plot_benchmarks.py")
 

@@ -15,15 +15,15 @@ packages=(
   # (clang 16: C++20 lambdas capturing structured bindings, which clang 14,
   # Debian 12's default, rejects); llvm-symbolizer for readable reports
   python3 clang-16 libclang-rt-16-dev llvm
-  # video files (issue 13): FFmpeg's libraries decode MP4/WebM/MKV, and the
+  # video files: FFmpeg's libraries decode MP4/WebM/MKV, and the
   # tests encode their own small clips with them
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
-  # the Python module (issue 14): pybind11, and its CPU tests under pytest
+  # the Python module: pybind11, and its CPU tests under pytest
   python3-dev pybind11-dev python3-pytest python3-numpy
-  # multi-process data parallelism (issue 16): Open MPI launches and connects
+  # multi-process data parallelism: Open MPI launches and connects
   # the ranks (mpirun), and carries rows between CPU ranks
   libopenmpi-dev openmpi-bin
-  # docs/benchmarks.md's plots (scripts/plot_benchmarks.py, issue 15) and
+  # docs/performance.md's plots (scripts/plot_benchmarks.py) and
   # their ctest entry
   python3-matplotlib
 )

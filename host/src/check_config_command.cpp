@@ -7,6 +7,7 @@
 // model_info; --structural skips that).
 #include "cli.hpp"
 #include "commands.hpp"
+#include "config_schema.hpp"
 #include "executor.hpp"
 #include "plugin_dirs.hpp"
 #include "workload.hpp"
@@ -51,12 +52,23 @@ void print_plan(const Model& model, const BudgetRequest& request) {
 }  // namespace
 
 int check_config_command(const std::vector<std::string>& args) {
-  const std::string usage = "usage: encgraph check-config FILE [--set KEY=VALUE]... [--structural]";
+  const std::string usage =
+      "usage: encgraph check-config FILE [--set KEY=VALUE]... [--structural]\n"
+      "       encgraph check-config --list-keys";
+  // The schema needs no config file: docs and tests compare their key tables with it.
+  if (std::find(args.begin(), args.end(), "--list-keys") != args.end()) {
+    for (const KeySpec& key : config_schema())
+      std::cout << key.path << "\t" << type_phrase(key.type) << "\t" << key.default_value << "\n";
+    return kExitOk;
+  }
   po::options_description opts("encgraph check-config options");
   add_config_options(opts);
   opts.add_options()("structural",
                      "do not create a plugin instance: keys, types, workload and "
                      "explicit budgets only");
+  opts.add_options()("list-keys",
+                     "print every config key the host reads (key, type, default; one a line, "
+                     "tab-separated) and exit; needs no FILE");
   po::positional_options_description positional;
   positional.add("config", 1);
   po::variables_map vm;

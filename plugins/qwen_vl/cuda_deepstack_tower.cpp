@@ -19,7 +19,7 @@ namespace {
 // The MLP width on the device, padded to a multiple of 16 with zero rows of
 // fc1 and zero columns of fc2 (gelu(0) * 0 = 0 adds nothing): cuBLASLt runs
 // products whose K rows are not 16-byte multiples several times slower
-// (bench/kernels/NOTES.md). The released towers (4304, 4096) need none.
+// (bench/kernels/EXPERIMENTS.md). The released towers (4304, 4096) need none.
 int64_t padded_intermediate(const VisionConfig& c) {
   return (c.intermediate_size + 15) / 16 * 16;
 }

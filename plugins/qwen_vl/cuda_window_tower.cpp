@@ -27,7 +27,7 @@ namespace {
 // rows, then the same features' up rows), the layout the fused kernel reads;
 // cuBLASLt's product in that layout is SiLU·mul'd block by block. 3420 -> 3456
 // also keeps cuBLASLt's down projection off K = 3420, which it runs at about a
-// quarter of the speed (bench/kernels/NOTES.md).
+// quarter of the speed (bench/kernels/EXPERIMENTS.md).
 int64_t padded_intermediate(const VisionConfig& c) {
   return (c.intermediate_size + k::kGateUpBlock - 1) / k::kGateUpBlock * k::kGateUpBlock;
 }
@@ -155,7 +155,7 @@ class WindowTower final : public CudaTower {
     const auto it = qkv_form.find(p);
     // Untimed: the norm and the tuned product, the form every GPU runs (the
     // norm inside gains 2-5% from 1024 rows up and loses at 256;
-    // bench/kernels/NOTES.md).
+    // bench/kernels/EXPERIMENTS.md).
     return it != qkv_form.end() ? it->second : QkvForm::Cublaslt;
   }
 

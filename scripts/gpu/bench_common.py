@@ -1,6 +1,6 @@
-"""Helpers shared by the GPU benchmark and comparison scripts in scripts/gpu.
+"""Helpers shared by the GPU drivers in scripts/gpu (bench.py, compare.py, profile.py).
 
-The scripts run as `python3 scripts/gpu/<name>.py` and import this module from
+The drivers run as `python3 scripts/gpu/<name>.py` and import this module from
 their own folder. torch and transformers are imported inside the functions
 that need them, so that the pure helpers (percentiles, report parsing, tables)
 can be checked on a machine without them.
@@ -211,18 +211,19 @@ def parse_variant(text):
 
 
 def run_encgraph_variant(bundle, config, trace, report_stem, name, request, variant=None,
-                         extra=(), launcher=()):
+                         extra=(), launcher=(), per_path=False):
     """encgraph_results of `encgraph bench` on a trace, its report at
     <report_stem>-<name>[-<variant label>].json; `variant`: (label, {variable: value}, [config
     settings]) from parse_variant, for a run under other environment variables and `--set`
-    config values; None: the plain run, labelled "encgraph"."""
+    config values; None: the plain run, labelled "encgraph". per_path: padded efficiency per
+    path (padded_efficiency)."""
     label, env, sets = variant or ("encgraph", None, [])
     tag = "" if variant is None else "-" + "".join(c if c.isalnum() else "_" for c in label)
     report = f"{report_stem}-{name}{tag}.json"
     extra = [*extra, *[a for s in sets for a in ("--set", s)]]
     return encgraph_results(
         run_encgraph_bench(bundle, config, trace, report, name, request, extra, launcher, env),
-        chosen=True, label=label)
+        per_path=per_path, chosen=True, label=label)
 
 
 def encgraph_results(report, per_path=False, chosen=False, label="encgraph"):

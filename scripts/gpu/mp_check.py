@@ -6,7 +6,7 @@ item (bf16, batched differently: at a tolerance). Then a rank is killed
 mid-run under each launch: the job must end non-zero, promptly, naming what
 failed, with no output file.
 
-usage: mp_check.py --bundle gpu-bundle --out-dir DIR   (ENCGRAPH_MPIRUN set by mpi_env.sh)
+usage: mp_check.py --bundle gpu-bundle --out-dir DIR   (ENCGRAPH_MPIRUN set by steps.sh's mpi_env)
 """
 import argparse
 import json
@@ -18,8 +18,11 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-from PIL import Image
+try:  # --help works without them; a run needs numpy and Pillow
+    import numpy as np
+    from PIL import Image
+except ImportError:
+    np = Image = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "..", "configs", "qwen2_5_vl.toml")
@@ -73,6 +76,8 @@ def main():
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--out-dir", required=True)
     args = ap.parse_args()
+    if np is None or Image is None:
+        raise SystemExit("mp_check.py needs numpy and Pillow (and torch)")
     import torch
     if torch.cuda.device_count() < 2:
         print(f"skipped: needs 2 GPUs, {torch.cuda.device_count()} present")

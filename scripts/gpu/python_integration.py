@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """encgraph's Python module as a real client uses it: a small random
 Qwen2.5-VL in transformers, the image embeddings computed by encgraph and fed
-to the language model in place of its own visual forward (issue 14, "On the
-H200"; the integration example of docs/python.md).
+to the language model in place of its own visual forward, on the GPU machine
+(the integration example of docs/python.md).
 
 1. Builds Qwen2_5_VLForConditionalGeneration from a config.json in the
    released 7B layout: the 7B vision tower's dimensions at --depth blocks, the
@@ -39,14 +39,17 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+try:  # --help works without them; a run needs numpy and torch
+    import numpy as np
+    import torch
+except ImportError:
+    np = torch = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from folder_media_vs_transformers import (  # noqa: E402
+from compare_folder import (  # noqa: E402
     PREPROCESSOR_7B, released_config, vision_config, write_json)
 
-ACCURACY_SLACK = 1.10  # as qwen_vs_transformers.py
+ACCURACY_SLACK = 1.10  # as compare.py --model qwen2_5_vl
 # The released 7B text model's dimensions (head_dim 128: mrope sections 16+24+24).
 TEXT_7B = dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
                num_key_value_heads=4, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]})
@@ -167,6 +170,8 @@ def main():
     ap.add_argument("--width", type=int, default=336)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if np is None or torch is None:
+        raise SystemExit("python_integration.py needs numpy and torch (the GPU machine has them)")
     import transformers
     from PIL import Image
     import encgraph

@@ -1,6 +1,6 @@
 // qwen_dump: runs the qwen2_5_vl plugin through the Runtime on raw RGB frames and
 // writes every item's output rows, for comparisons against other
-// implementations (scripts/gpu/qwen_vs_transformers.py).
+// implementations (scripts/gpu/compare.py --model qwen2_5_vl).
 //
 //   qwen_dump --device cuda --weights tower.safetensors --out out.bin
 //             [--set key=value]... [--budgets 256,1024] [--max-items 8] [--eager]

@@ -1,6 +1,6 @@
 // siglip_dump: runs the siglip plugin through the Runtime on raw RGB images and
 // writes every item's output rows, for comparisons against other
-// implementations (scripts/gpu/siglip_vs_transformers.py).
+// implementations (scripts/gpu/compare.py --model siglip).
 //
 //   siglip_dump --device cuda --weights tower.safetensors --out out.bin
 //               [--set key=value]... [--budgets 729,2916] [--max-items 8] [--eager]

@@ -5,7 +5,7 @@
 // back to its oldest x86-64 kernels: on the H200 host ("Intel(R) Xeon(R)
 // Processor", AVX-512) it chose Prescott (SSE3) and a 7B-width block ran at
 // 17% of the FMA peak, against 59% with the SkylakeX kernels
-// (scripts/gpu/cpu_bench.sh, docs/benchmarks.md). The model plugins load
+// (scripts/gpu/steps.sh cpu_bench, docs/performance.md). The model plugins load
 // OpenBLAS with them, so the runtime sets OPENBLAS_CORETYPE before the first
 // plugin loads, from the instruction sets the CPU reports, unless the user set it.
 #pragma once

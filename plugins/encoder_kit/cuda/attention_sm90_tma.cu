@@ -181,8 +181,8 @@ __device__ __forceinline__ Item make_item(const int32_t* __restrict__ cu_seqlens
 // issues Q and the first kStages tiles, then refills the stage of tile it - 1
 // while its warpgroup's Q K^T of tile it runs. (Chaining up to four query
 // blocks a block, the next one's Q and first tiles loading during the
-// current one's last, measured 5-30% slower: bench/kernels/NOTES.md,
-// thirteenth and fourteenth sessions; commit 521041b holds it.)
+// current one's last, measured 5-30% slower: bench/kernels/EXPERIMENTS.md;
+// commit 521041b holds it.)
 template <int kDPad, bool kLazy>
 __global__ void __launch_bounds__(kThreads, 2)
     tma_attention_kernel(const __grid_constant__ CUtensorMap map_q_main,

@@ -28,7 +28,7 @@
 // One persistent block a multiprocessor, looping over tiles: 3 stages (144
 // KiB) and a 64 KiB output tile for the plain product, 4 stages (192 KiB) and
 // 32 KiB for SiLU·mul; narrow tiles 6 stages of 32 KiB. Steps and
-// measurements: bench/kernels/NOTES.md.
+// measurements: bench/kernels/EXPERIMENTS.md.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/ptx.cuh>

@@ -31,7 +31,7 @@ int64_t bucket_units(const SeqBucket& b);
 // runs), nearly all of them empty blocks that exit at once; one 224² image's
 // budget then runs one launch in either Qwen plugin (Qwen3-VL's capacity
 // gives it 64 frame slots, 256 units), where each launch saved is ~4 µs in a
-// replay. 256 beat 128 in every case measured (bench/kernels/NOTES.md,
+// replay. 256 beat 128 in every case measured (bench/kernels/EXPERIMENTS.md,
 // commit 010fa6c).
 inline constexpr int64_t kBucketMergeUnits = 256;
 // The same, as the plugins' layouts take it for a default argument.
