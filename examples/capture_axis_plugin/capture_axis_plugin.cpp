@@ -62,7 +62,9 @@ float weight(uint64_t seed, Tensor t, uint64_t k, double scale) {
 }
 
 // A deterministic byte (synthetic items' pixels).
-uint8_t draw(uint64_t seed, uint64_t k) { return static_cast<uint8_t>(splitmix64(seed ^ (k << 20)) >> 56); }
+uint8_t draw(uint64_t seed, uint64_t k) {
+  return static_cast<uint8_t>(splitmix64(seed ^ (k << 20)) >> 56);
+}
 
 class CaptureAxis {
  public:
@@ -80,8 +82,9 @@ class CaptureAxis {
     if (args.device() != EG_DEVICE_CPU)
       sdk::fail(EG_ERR_UNSUPPORTED, "capture_axis runs on the CPU only");
     if (args.weights() && !args.weights()->empty() && *args.weights() != "random")
-      sdk::invalid("capture_axis draws its weights from [plugin.config] seed; leave "
-                   "plugin.weights unset or set it to \"random\"");
+      sdk::invalid(
+          "capture_axis draws its weights from [plugin.config] seed; leave "
+          "plugin.weights unset or set it to \"random\"");
     const auto seed = static_cast<uint64_t>(args.config.get<int64_t>("seed", 0, {0, 1ll << 40}));
     draw_weights(seed);
     info_.path("default", "patches")
@@ -115,14 +118,17 @@ class CaptureAxis {
       for (int64_t y = 0; y < kPatch; ++y)
         for (int64_t x = 0; x < kPatch; ++x)
           for (int64_t c = 0; c < kChannels; ++c) {
-            const int64_t k = (((t / pw) * kPatch + y) * d.width + (t % pw) * kPatch + x) * kChannels + c;
+            const int64_t k =
+                (((t / pw) * kPatch + y) * d.width + (t % pw) * kPatch + x) * kChannels + c;
             const uint8_t byte = d.pixels ? d.pixels[k] : draw(d.seed, static_cast<uint64_t>(k));
             it.pixels.push_back(byte / 255.0f - 0.5f);
           }
     return it;
   }
 
-  sdk::ItemSpec item_spec(const Item& it) const { return {it.patches, it.patches, 1, {it.patches}}; }
+  sdk::ItemSpec item_spec(const Item& it) const {
+    return {it.patches, it.patches, 1, {it.patches}};
+  }
 
   // The keys of a batch: the smallest declared key that holds its longest item
   // (it then holds every item), or that item's length when none does (eager).
@@ -162,7 +168,7 @@ class CaptureAxis {
     sdk::Staging<int32_t> lengths = buffers.get<int32_t>(kLengths);
     const int64_t k = block(s);
     for (const Item& it : items) {
-      float* dst = pixels.append(1);  // one block: k x kPatchDim values
+      float* dst = pixels.append(1);              // one block: k x kPatchDim values
       const int64_t n = std::min(it.patches, k);  // more only under a broken key choice
       std::copy_n(it.pixels.data(), n * kPatchDim, dst);
       std::fill(dst + n * kPatchDim, dst + k * kPatchDim, 0.0f);
@@ -225,7 +231,8 @@ class CaptureAxis {
     auto fill = [&](std::vector<float>& w, Tensor t, int64_t n, int64_t fan_in) {
       w.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)
-        w[i] = weight(seed, t, static_cast<uint64_t>(i), 1.0 / std::sqrt(static_cast<double>(fan_in)));
+        w[i] =
+            weight(seed, t, static_cast<uint64_t>(i), 1.0 / std::sqrt(static_cast<double>(fan_in)));
     };
     fill(we_, kWe, kHidden * kPatchDim, kPatchDim);  // row-major [out][in]
     fill(be_, kBe, kHidden, 1);
@@ -240,8 +247,8 @@ class CaptureAxis {
     for (int64_t j = 0; j < kHidden; ++j) {
       float sum = be_[j];
       for (int64_t i = 0; i < kPatchDim; ++i) sum += we_[j * kPatchDim + i] * x[i];
-      const double angle = static_cast<double>(t) /
-                           std::pow(10000.0, static_cast<double>(j - j % 2) / kHidden);
+      const double angle =
+          static_cast<double>(t) / std::pow(10000.0, static_cast<double>(j - j % 2) / kHidden);
       h[j] = sum + static_cast<float>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
     }
   }
