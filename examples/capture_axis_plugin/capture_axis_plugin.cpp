@@ -81,7 +81,7 @@ class CaptureAxis {
   explicit CaptureAxis(sdk::CreateArgs& args) {
     if (args.device() != EG_DEVICE_CPU)
       sdk::fail(EG_ERR_UNSUPPORTED, "capture_axis runs on the CPU only");
-    if (args.weights() && !args.weights()->empty() && *args.weights() != "random")
+    if (args.weights() && *args.weights() != "random")
       sdk::invalid(
           "capture_axis draws its weights from [plugin.config] seed; leave "
           "plugin.weights unset or set it to \"random\"");

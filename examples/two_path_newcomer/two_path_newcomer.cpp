@@ -103,7 +103,7 @@ class TwoPathNewcomer {
   explicit TwoPathNewcomer(sdk::CreateArgs& args) {
     if (args.device() != EG_DEVICE_CPU)
       sdk::fail(EG_ERR_UNSUPPORTED, "two_path_newcomer runs on the CPU only");
-    if (args.weights() && !args.weights()->empty() && *args.weights() != "random")
+    if (args.weights() && *args.weights() != "random")
       sdk::invalid(
           "two_path_newcomer draws its weights from [plugin.config] seed; leave "
           "plugin.weights unset or set it to \"random\"");
