@@ -16,7 +16,6 @@ except ImportError:  # scripts/setup-deps.sh installs python3-numpy
     print("python3-numpy missing (scripts/setup-deps.sh): skipped")
     sys.exit(77)
 
-SKIP = 77
 
 
 def write_png(path, rgb):
