@@ -12,11 +12,12 @@
 //
 // Why an axis: the attention runs on dense per-item blocks, the layout batched
 // attention kernels want. A batch's pixels are [max_batch_size, K, 192], K
-// patches per item, and the attention scratch is K x K-sized; so K is a graph
-// shape. One K for all would waste K^2 work on small images (K = 256 for a
-// 16-patch image), hence the capture axis "seq_len" with keys 16, 64 and 256:
-// select_axis_keys gives each batch the smallest key that holds its longest
-// item. An item longer than 256 patches (up to 1024) gets its own length as
+// patches per item, and the scratch is sized by K; so K is a graph shape. A
+// batched kernel computes whole K x K score blocks (this CPU forward stops at
+// each item's length), so one K for all would waste K^2 work on small images
+// (K = 256 for a 16-patch image). Hence the capture axis "seq_len" with keys
+// 16, 64 and 256: select_axis_keys gives each batch the smallest key that
+// holds its longest item. An item longer than 256 patches (up to 1024) gets its own length as
 // the key and runs eagerly ("no graph for axis keys").
 //
 // Build with -DCAPTURE_AXIS_FIRST_ITEM_ONLY for the deliberately broken

@@ -6,8 +6,9 @@
    reference of the model (computed from the model's definition in the
    plugin's header comment, not from its code), including an image cropped to
    whole patches and one longer than the largest key (run eagerly);
-3. the variant built with -DCAPTURE_AXIS_FIRST_ITEM_ONLY fails verify (exit 1)
-   with the capture-axis diagnosis.
+3. the variant built with -DCAPTURE_AXIS_FIRST_ITEM_ONLY encodes the one
+   image batched after a shorter one wrongly (so check 2 can fail), and fails
+   verify (exit 1) with the capture-axis diagnosis.
 
 usage: check_capture_axis.py ENCGRAPH CONFIG PLUGIN_DIR BROKEN_PLUGIN_DIR WORK_DIR
 """
@@ -16,7 +17,8 @@ import os
 import shutil
 import sys
 
-from example_checks import np, compare, plugin_dir_setting, read_safetensors, run, splitmix64, write_png
+from example_checks import (np, compare, plugin_dir_setting, read_report, read_safetensors, run,
+                            scaled_error, splitmix64, write_png)
 
 PATCH, HIDDEN, HEADS = 8, 16, 2
 
@@ -60,26 +62,48 @@ def main():
     good = ["--config", config, "--set", plugin_dir_setting(plugin_dir)]
 
     out = run([encgraph, "verify", *good])
-    assert "OK:" in out, out
+    if "OK:" not in out:
+        sys.exit(f"verify exited 0 without 'OK:':\n{out}")
 
-    # Sizes: 1 patch; cropped 12x20 -> 1x2; keys 16, 64 and 256 in one request;
-    # 300 patches (over the largest key: eager under its own length).
+    # Requests of two, one batch each (graphs only where one fits, no eager
+    # choice): 1 patch and a 12x20 image cropped to 1x2 patches (key 16); 15 and
+    # 64 patches (key 64, the longer item second); 120 and 256 (key 256); 300
+    # patches alone (over the largest key: eager under its own length).
     seed = 7  # the config's [plugin.config] seed
     rng = np.random.default_rng(2026)
-    sizes = [(8, 8), (12, 20), (32, 40), (64, 64), (100, 81), (128, 128), (120, 160)]
+    sizes = [(8, 8), (12, 20), (24, 40), (64, 64), (100, 81), (128, 128), (120, 160)]
     files, images = [], []
     for i, (h, w) in enumerate(sizes):
         files.append(os.path.join(work, f"image{i}_{h}x{w}.png"))
         images.append(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
         write_png(files[-1], images[-1])
     embeddings = os.path.join(work, "out.safetensors")
-    run([encgraph, "encode", *good, "-o", embeddings, *files])
+    report = os.path.join(work, "report.json")
+    requests_of_two = ["--set", "workload.request_size=2",
+                       "--set", "runtime.prefer_faster_path=false"]
+    run([encgraph, "encode", *good, *requests_of_two, "-o", embeddings, "--report", report, *files])
+    stats = read_report(report)
+    reasons = stats["paths"][0]["eager_reasons"]
+    if (stats["graph_hits"], stats["graph_misses"], reasons["no_graph_for_axis_keys"]) != (6, 1, 1):
+        sys.exit(f"expected 6 items replayed and 1 eager for its axis key, got {stats}")
     tensors, meta = read_safetensors(embeddings)
-    assert meta.get("plugin") == "capture_axis", meta
+    if meta.get("plugin") != "capture_axis":
+        sys.exit(f"{embeddings}: metadata {meta}, expected plugin capture_axis")
     worst = 0.0
     for f, rgb in zip(files, images):
         worst = max(worst, compare(f, tensors[f], reference(rgb, seed)))
-    print(f"encode: {len(files)} images match the float64 reference (worst scaled error {worst:.2g})")
+    print(f"encode: {len(files)} images match the float64 reference "
+          f"(worst scaled error {worst:.2g})")
+
+    # The broken variant's encode differs from the reference (the 64-patch image
+    # batched after the 15-patch one runs under key 16), so the check above can fail.
+    broken = ["--config", config, "--set", plugin_dir_setting(broken_dir)]
+    run([encgraph, "encode", *broken, *requests_of_two, "-o", embeddings, *files])
+    tensors, _ = read_safetensors(embeddings)
+    wrong = [f for f, rgb in zip(files, images)
+             if scaled_error(tensors[f], reference(rgb, seed)) > 1e-4]
+    if wrong != [files[3]]:
+        sys.exit(f"the broken variant should get exactly {files[3]} wrong, got {wrong}")
 
     out = run([encgraph, "verify", "--config", config, "--set", plugin_dir_setting(broken_dir)],
               expect_rc=1)

@@ -7,7 +7,8 @@
    comment): both outputs, "tokens" and "pooled"; requests of two images, the
    first of only small images, so one batch sends no token down the local path;
 3. the variant built with -DTWO_PATH_NEWCOMER_ZERO_OFFSETS (cu_seqlens padded
-   with zeros) fails verify (exit 1), the diagnosis naming 'cu_seqlens'.
+   with zeros) encodes wrongly (so check 2 can fail) and fails verify (exit 1),
+   the diagnosis naming 'cu_seqlens'.
 
 usage: check_two_path_newcomer.py ENCGRAPH CONFIG PLUGIN_DIR BROKEN_PLUGIN_DIR WORK_DIR
 """
@@ -16,7 +17,8 @@ import os
 import shutil
 import sys
 
-from example_checks import np, compare, plugin_dir_setting, read_safetensors, run, splitmix64, write_png
+from example_checks import (np, compare, plugin_dir_setting, read_report, read_safetensors, run,
+                            scaled_error, splitmix64, write_png)
 
 PATCH, VIEW, HIDDEN, HEADS = 8, 32, 16, 2
 
@@ -84,9 +86,11 @@ def main():
     good = ["--config", config, "--set", plugin_dir_setting(plugin_dir)]
 
     out = run([encgraph, "verify", *good])
-    assert "OK:" in out, out
+    if "OK:" not in out:
+        sys.exit(f"verify exited 0 without 'OK:':\n{out}")
 
-    # Requests of two: (16x16, 32x32) send no token down the local path (no
+    # Requests of two (graphs wherever one fits: no eager choice, so padding is
+    # exercised): (16x16, 32x32) send no token down the local path (no
     # tiles); then 40x33 (1 tile, cropped), 70x100 (2x3 tiles), 7x200 (a wide
     # view of repeated rows, 0 tiles) and 96x64 (3x2 tiles).
     seed = 11  # the config's [plugin.config] seed
@@ -98,9 +102,16 @@ def main():
         images.append(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
         write_png(files[-1], images[-1])
     embeddings = os.path.join(work, "out.safetensors")
-    run([encgraph, "encode", *good, "--set", "workload.request_size=2", "-o", embeddings, *files])
+    report = os.path.join(work, "report.json")
+    requests_of_two = ["--set", "workload.request_size=2",
+                       "--set", "runtime.prefer_faster_path=false"]
+    run([encgraph, "encode", *good, *requests_of_two, "-o", embeddings, "--report", report, *files])
+    ran = {p["name"]: p["batches_graph"] + p["batches_eager"] for p in read_report(report)["paths"]}
+    if ran != {"global": 3, "local": 2}:
+        sys.exit(f"expected 3 batches on the global path and 2 on the local one, got {ran}")
     tensors, meta = read_safetensors(embeddings)
-    assert meta.get("outputs") == "tokens,pooled", meta
+    if meta.get("outputs") != "tokens,pooled":
+        sys.exit(f"{embeddings}: metadata {meta}, expected outputs tokens,pooled")
     worst = 0.0
     for f, rgb in zip(files, images):
         tokens, pooled = reference(rgb, seed)
@@ -108,6 +119,17 @@ def main():
         worst = max(worst, compare(f + "/pooled", tensors[f + "/pooled"], pooled))
     print(f"encode: {len(files)} images match the float64 reference, both outputs "
           f"(worst scaled error {worst:.2g})")
+
+    # The broken variant's encode differs from the reference (its graphs' padding
+    # offsets drop to 0, and the forward zeroes every row past the last offset),
+    # so the check above can fail.
+    broken = ["--config", config, "--set", plugin_dir_setting(broken_dir)]
+    run([encgraph, "encode", *broken, *requests_of_two, "-o", embeddings, *files])
+    tensors, _ = read_safetensors(embeddings)
+    wrong = [f for f, rgb in zip(files, images)
+             if scaled_error(tensors[f], reference(rgb, seed)[0]) > 1e-4]
+    if not wrong:
+        sys.exit("the broken variant's encode matched the reference")
 
     out = run([encgraph, "verify", "--config", config, "--set", plugin_dir_setting(broken_dir)],
               expect_rc=1)

@@ -60,17 +60,36 @@ def plugin_dir_setting(folder):
     return f'runtime.plugin_dirs=["{os.path.abspath(folder)}"]'
 
 
+def scaled_error(got, want):
+    """The largest |got - want| / max(1, the row's largest |want|); inf for
+    another shape or a value that is not finite."""
+    if got.shape != want.shape or not np.all(np.isfinite(got)):
+        return float("inf")
+    scale = np.maximum(1.0, np.abs(want).max(axis=1, keepdims=True))
+    return float((np.abs(got.astype(np.float64) - want) / scale).max())
+
+
 def compare(name, got, want, tol=1e-4):
     """Fails unless `got` has `want`'s shape and every row is within tol x max(1, |row|)."""
     if got.shape != want.shape:
         sys.exit(f"{name}: shape {got.shape}, the reference's {want.shape}")
-    scale = np.maximum(1.0, np.abs(want).max(axis=1, keepdims=True))
-    err = np.abs(got.astype(np.float64) - want) / scale
-    if not np.all(np.isfinite(got)) or err.max() > tol:
-        r, c = np.unravel_index(np.nanargmax(err), err.shape)
+    err = scaled_error(got, want)
+    if err > tol:
+        scale = np.maximum(1.0, np.abs(want).max(axis=1, keepdims=True))
+        rows = np.abs(got.astype(np.float64) - want) / scale
+        r, c = np.unravel_index(np.nanargmax(np.where(np.isfinite(rows), rows, np.inf)), rows.shape)
         sys.exit(f"{name}: row {r}, column {c}: got {got[r, c]}, reference {want[r, c]}"
-                 f" (scaled error {err[r, c]:.3g} > {tol})")
-    return err.max()
+                 f" (scaled error {err:.3g} > {tol})")
+    return err
+
+
+def read_report(path):
+    """The one result entry of an `encgraph encode --report` file."""
+    with open(path) as f:
+        results = json.load(f)["results"]
+    if len(results) != 1:
+        sys.exit(f"{path}: {len(results)} result entries, expected 1")
+    return results[0]
 
 
 def splitmix64(x):
