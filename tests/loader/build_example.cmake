@@ -1,8 +1,10 @@
 # ctest fixture (cmake -P): installs the encgraph build ENCGRAPH_BUILD_DIR into
 # WORK_DIR/prefix, then configures and builds the examples against it with
 # find_package(encgraph), warnings as errors: EXAMPLE_SOURCE_DIR
-# (examples/minimal_plugin) in WORK_DIR/build and its sibling two_path_plugin in
-# WORK_DIR/build-two_path. Then builds the minimal example against the BUILD
+# (examples/minimal_plugin) in WORK_DIR/build and its siblings two_path_plugin,
+# capture_axis_plugin and two_path_newcomer in WORK_DIR/build-<name>, the last
+# two also with their deliberately broken variant (a compile definition) in
+# WORK_DIR/build-<name>-broken. Then builds the minimal example against the BUILD
 # tree's package (WORK_DIR/build-from-tree), which must work without installing.
 # Starts from scratch every time.
 foreach(var ENCGRAPH_BUILD_DIR EXAMPLE_SOURCE_DIR WORK_DIR GENERATOR C_COMPILER)
@@ -16,7 +18,15 @@ set(build ${WORK_DIR}/build)
 set(two_path_source ${EXAMPLE_SOURCE_DIR}/../two_path_plugin)
 set(two_path_build ${WORK_DIR}/build-two_path)
 set(tree_build ${WORK_DIR}/build-from-tree)
-file(REMOVE_RECURSE ${prefix} ${build} ${two_path_build} ${tree_build} ${WORK_DIR}/plugin-prefix)
+set(newcomer_examples capture_axis_plugin two_path_newcomer)
+set(broken_definition_capture_axis_plugin CAPTURE_AXIS_FIRST_ITEM_ONLY)
+set(broken_definition_two_path_newcomer TWO_PATH_NEWCOMER_ZERO_OFFSETS)
+set(newcomer_builds "")
+foreach(example ${newcomer_examples})
+  list(APPEND newcomer_builds ${WORK_DIR}/build-${example} ${WORK_DIR}/build-${example}-broken)
+endforeach()
+file(REMOVE_RECURSE ${prefix} ${build} ${two_path_build} ${tree_build} ${WORK_DIR}/plugin-prefix
+  ${newcomer_builds})
 
 # The examples are C++ (the SDK): use the compiler this build used.
 file(STRINGS ${ENCGRAPH_BUILD_DIR}/CMakeCache.txt cxx REGEX "^CMAKE_CXX_COMPILER:")
@@ -33,9 +43,14 @@ endfunction()
 
 # Configures and builds `source` in `dir` against `package_prefix`; checks that
 # find_package used `expect_dir` and that libencgraph_<plugin>.so was made.
+# An extra argument is added to the compile flags (a -D for a broken variant).
 function(build_example what source dir package_prefix expect_dir plugin)
+  set(flags "${strict}")
+  if(ARGN)
+    set(flags "${strict} ${ARGN}")
+  endif()
   run("configure ${what}" ${CMAKE_COMMAND} -S ${source} -B ${dir} -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${package_prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${strict})
+    -DCMAKE_PREFIX_PATH=${package_prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${flags})
   run("build ${what}" ${CMAKE_COMMAND} --build ${dir})
   if(NOT EXISTS ${dir}/libencgraph_${plugin}.so)
     message(FATAL_ERROR "${what} built, but ${dir}/libencgraph_${plugin}.so is missing")
@@ -57,6 +72,16 @@ endforeach()
 build_example("the minimal example" ${EXAMPLE_SOURCE_DIR} ${build} ${prefix} ${prefix}/ minimal)
 build_example("the two-path example" ${two_path_source} ${two_path_build} ${prefix} ${prefix}/
   two_path)
+# The examples written from the docs alone, and their broken variants
+# (tests/loader/check_*.py run them).
+foreach(example ${newcomer_examples})
+  string(REGEX REPLACE "_plugin$" "" plugin ${example})
+  set(source ${EXAMPLE_SOURCE_DIR}/../${example})
+  build_example("examples/${example}" ${source} ${WORK_DIR}/build-${example} ${prefix} ${prefix}/
+    ${plugin})
+  build_example("examples/${example} (broken)" ${source} ${WORK_DIR}/build-${example}-broken
+    ${prefix} ${prefix}/ ${plugin} -D${broken_definition_${example}})
+endforeach()
 
 # encgraph_add_plugin's install rule: the plugin lands in the package's layout.
 run("install the example"
