@@ -6,7 +6,7 @@
 // and the share, as a one-line table.
 //   cpu_layer_bench [--patches N] [--window W] [--runs R] [--threads T]
 // --window W splits the patches into attention sequences of W (0: one
-// sequence, full attention). --threads sets the pool (ENCGRAPH_CPU_THREADS).
+// sequence, full attention). --threads sets the pool (as plugin.tuning.cpu_threads does for a plugin).
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/thread_pool.hpp>
 

@@ -20,10 +20,11 @@ export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead
 ENCGRAPH_REQUIRE_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 export ENCGRAPH_REQUIRE_GPUS  # suites needing more GPUs than this skip (77)
 export NCCL_NVLS_ENABLE=0
-# Tuned GEMM choices go to a fresh cache folder per call, not the machine's
-# ~/.cache (the bench_capture step makes its own to time cold and warm).
-ENCGRAPH_CACHE_DIR=${ENCGRAPH_CACHE_DIR:-$(mktemp -d /tmp/encgraph-cache.XXXX)}
-export ENCGRAPH_CACHE_DIR
+# Tuned GEMM choices go to a fresh cache folder per call ($XDG_CACHE_HOME/encgraph),
+# not the machine's ~/.cache (the bench_capture step sets plugin.tuning.cache_dir
+# to time cold and warm).
+XDG_CACHE_HOME=${XDG_CACHE_HOME:-$(mktemp -d /tmp/encgraph-cache.XXXX)}
+export XDG_CACHE_HOME
 filter=${1:-.}
 nvidia-smi -L | tee "$out/gpu.txt"
 

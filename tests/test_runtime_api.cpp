@@ -5,8 +5,10 @@
 // prepare_capture_inputs / prepare_capture_staging; statistics summed.
 #include "plugin_instance.hpp"
 #include "plugin_probe.hpp"
+#include "test_support.hpp"
 
 #include <encgraph/error.hpp>
+#include <encgraph/runtime.hpp>
 #include <encgraph/stats.hpp>
 
 #include <doctest/doctest.h>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 using namespace encgraph;
 
@@ -596,6 +599,44 @@ TEST_CASE("the host services say their size and the item structs' sizes") {
   CHECK(host->item_spec_size == sizeof(eg_item_spec));
   CHECK(eg_host_struct_size(host, 0) == sizeof(eg_item_desc));
   CHECK(eg_host_struct_size(host, 1) == sizeof(eg_item_spec));
+}
+
+TEST_CASE("tuning options reach plugins through the host table, checked by the runtime") {
+  const eg_host_api* host = host_services();
+  REQUIRE(EG_HAS_FIELD(host->struct_size, eg_host_api, tuning_option));
+  RuntimeConfig cfg = test::toy_config("cpu");
+  cfg.tuning = {{"cpu_threads", "2"}, {"cache_dir", "/tmp/encgraph-tuning-test"}};
+  Runtime rt(cfg);
+  CHECK(std::string(eg_host_tuning_option(host, "cpu_threads")) == "2");
+  const char* dir = eg_host_tuning_option(host, "cache_dir");
+  CHECK(std::string(dir) == "/tmp/encgraph-tuning-test");
+  CHECK(eg_host_tuning_option(host, "nonsense") == nullptr);
+  // A runtime made without them unsets them; a pointer handed out stays valid.
+  cfg.tuning.clear();
+  Runtime plain(cfg);
+  CHECK(eg_host_tuning_option(host, "cpu_threads") == nullptr);
+  CHECK(std::string(dir) == "/tmp/encgraph-tuning-test");
+  // Bad values are Config errors naming the key, and change nothing.
+  cfg.tuning = {{"cpu_threads", "3"}};
+  Runtime three(cfg);
+  for (const auto& [key, value, detail] :
+       {std::tuple<std::string, std::string, std::string>{"cpu_threads", "0", "must be an integer"},
+        {"cpu_threads", "2x", "must be an integer"},
+        {"cpu_threads", "1025", "must be an integer in [1, 1024]"},
+        {"cache_dir", "", "is empty"},
+        {"threads", "2", "is not a tuning option (known: cpu_threads, cache_dir)"}}) {
+    CAPTURE(value);
+    cfg.tuning = {{key, value}};
+    try {
+      Runtime bad(cfg);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::Config);
+      CHECK(e.key() == "plugin.tuning." + key);
+      CHECK(contains(e.detail(), detail));
+    }
+    CHECK(std::string(eg_host_tuning_option(host, "cpu_threads")) == "3");
+  }
 }
 
 TEST_CASE("accumulate sums counts, recomputes rates and keeps one rank's plan") {

@@ -1,5 +1,6 @@
 #include <encgraph/error.hpp>
 #include <encgraph/plugin_loader.hpp>
+#include <encgraph/tuning_options.hpp>
 
 #include "elf_check.hpp"
 #include "plugin_probe.hpp"
@@ -34,6 +35,10 @@ void host_log(void*, int32_t level, const char* plugin, const char* message) {
   }
 }
 
+const char* host_tuning_option(void*, const char* key) {
+  return tuning_option(key);
+}
+
 const eg_host_api kHostApi = {
     /* .abi_major = */ EG_ABI_VERSION_MAJOR,
     /* .abi_minor = */ EG_ABI_VERSION_MINOR,
@@ -43,6 +48,7 @@ const eg_host_api kHostApi = {
     /* .log = */ host_log,
     /* .item_desc_size = */ sizeof(eg_item_desc),
     /* .item_spec_size = */ sizeof(eg_item_spec),
+    /* .tuning_option = */ host_tuning_option,
 };
 
 // One load at a time: the probe forks, and a second thread inside dlopen at

@@ -132,6 +132,9 @@ const eg_host_api kProbeHost = {
     /* .log = */ child_log,
     /* .item_desc_size = */ sizeof(eg_item_desc),
     /* .item_spec_size = */ sizeof(eg_item_spec),
+    // No options in the probe: reading the parent's would take a lock another
+    // of its threads may have held at the fork. The probe makes no instance.
+    /* .tuning_option = */ [](void*, const char*) -> const char* { return nullptr; },
 };
 
 // Runs in the forked child. It touches nothing of the parent's state beyond

@@ -4,6 +4,7 @@
 
 #include <encgraph/plugin_loader.hpp>
 #include <encgraph/runtime.hpp>
+#include <encgraph/tuning_options.hpp>
 
 #include <utility>
 
@@ -40,6 +41,8 @@ DeviceChoice choose_device(const std::string& device, uint32_t plugin_devices) {
 
 Runtime::Runtime(const RuntimeConfig& config) {
   if (config.plugin.empty()) throw_config("no plugin named: set plugin.name");
+  // Before the plugin's library is entered: it may read them as it loads.
+  set_tuning_options(config.tuning);
   PluginRegistry registry(config.plugin_dirs);
   const LoadedPlugin& plugin = registry.get(config.plugin);
   const DeviceChoice device = choose_device(config.device, plugin.api->devices);

@@ -7,6 +7,7 @@
 
 #include <encgraph/budget_plan.hpp>
 #include <encgraph/error.hpp>
+#include <encgraph/tuning_options.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -164,6 +165,25 @@ std::string key_location(const toml::key& key, const toml::node& value, const st
   return key.source().path ? source_location(key.source(), src) : node_location(value, src);
 }
 
+// A table whose keys the schema lists ([plugin.tuning]): each key known and of
+// its type. Tables the schema lists no keys of (plugin.config, budgets.paths)
+// are checked by their readers.
+void check_nested_keys(const std::string& table, const toml::table& node, const std::string& src) {
+  std::vector<std::string_view> known;
+  for (const auto& k : config_schema())
+    if (k.path.size() > table.size() + 1 && k.path.substr(0, table.size() + 1) == table + ".")
+      known.push_back(k.path.substr(table.size() + 1));
+  if (known.empty()) return;
+  for (auto&& [sub, value] : node) {
+    const std::string path = table + "." + std::string(sub.str());
+    const KeySpec* spec = find_key(path);
+    if (!spec)
+      throw_config(key_location(sub, value, src) + ": unknown key '" + path + "' (known keys in [" +
+                   table + "]: " + join(known) + ")" + suggestion(sub.str(), known));
+    check_type(*spec, value, src);
+  }
+}
+
 // Unknown sections and keys, and type mismatches, with their locations.
 void check_keys(const toml::table& root, const std::string& src) {
   const auto& sections = config_sections();
@@ -185,6 +205,7 @@ void check_keys(const toml::table& root, const std::string& src) {
                      "' (known keys in [" + section + "]: " + join(known) + ")" +
                      suggestion(sub.str(), known));
       check_type(*spec, value, src);
+      if (spec->type == KeyType::Table) check_nested_keys(path, *value.as_table(), src);
     }
   }
 }
@@ -375,6 +396,17 @@ void read_distributed(const Reader& r, HostConfig& c) {
                                         number_text(d.timeout_s));
 }
 
+// A core Config error about one setting, located where the TOML set it (the
+// element of a list when it names one).
+[[noreturn]] void fail_setting(const Reader& r, const Error& e) {
+  const toml::node* n = r.node(e.key());
+  if (n && e.index() >= 0 && n->is_array() &&
+      static_cast<size_t>(e.index()) < n->as_array()->size())
+    fail_node(*n->as_array()->get(static_cast<size_t>(e.index())), r.source(),
+              e.key() + ": " + e.detail());
+  r.fail(e.key(), e.detail());
+}
+
 void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
   RuntimeConfig& rt = c.runtime;
   r.get("plugin.name", rt.plugin);
@@ -388,6 +420,18 @@ void read_plugin(const Reader& r, const toml::table& root, HostConfig& c) {
   rt.plugin_config.clear();
   if (const toml::node* n = root.at_path("plugin.config").node())
     flatten_table(*n->as_table(), "", rt.plugin_config);
+  rt.tuning.clear();
+  if (const toml::node* n = r.node("plugin.tuning.cpu_threads"))
+    rt.tuning.emplace_back("cpu_threads", std::to_string(n->as_integer()->get()));
+  if (const toml::node* n = r.node("plugin.tuning.cache_dir"))
+    rt.tuning.emplace_back("cache_dir", n->as_string()->get());
+  // The values' rules are core's, which checks them again when a runtime is made.
+  try {
+    check_tuning_options(rt.tuning);
+  } catch (const Error& e) {
+    if (e.key().empty()) throw;
+    fail_setting(r, e);
+  }
 }
 
 // [budgets.paths.<name>]: one path's own token_budgets or token_step, read as
@@ -428,17 +472,6 @@ void read_path_budgets(const Reader& r, BudgetRequest& b) {
         own.token_step = value.as_integer()->get();
     }
   }
-}
-
-// A core Config error about one setting, located where the TOML set it (the
-// element of a list when it names one).
-[[noreturn]] void fail_setting(const Reader& r, const Error& e) {
-  const toml::node* n = r.node(e.key());
-  if (n && e.index() >= 0 && n->is_array() &&
-      static_cast<size_t>(e.index()) < n->as_array()->size())
-    fail_node(*n->as_array()->get(static_cast<size_t>(e.index())), r.source(),
-              e.key() + ": " + e.detail());
-  r.fail(e.key(), e.detail());
 }
 
 void read_budgets(const Reader& r, HostConfig& c) {

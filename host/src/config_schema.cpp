@@ -47,6 +47,13 @@ const std::vector<KeySpec>& config_schema() {
        "a weights path, or \"random\" for weights drawn at start-up; empty: the plugin's default"},
       {"plugin.config", KeyType::Table, "{}",
        "the plugin's own table, handed over flattened (see below)"},
+      {"plugin.tuning", KeyType::Table, "{}",
+       "options every plugin reads through the runtime (ABI 1.3), not the environment"},
+      {"plugin.tuning.cpu_threads", KeyType::Integer, "unset",
+       "threads of the CPU path's pool, in [1, 1024]; unset: the CPUs this process may use"},
+      {"plugin.tuning.cache_dir", KeyType::String, "unset",
+       "the GEMM tuning cache's folder, or \"off\"; unset: $XDG_CACHE_HOME/encgraph, else "
+       "~/.cache/encgraph (a plugin's own tuning_cache key wins)"},
       {"budgets.token_budgets", KeyType::IntegerArray, "[]",
        "token budgets to capture a graph for; empty: from the plugin's budget range"},
       {"budgets.token_step", KeyType::Integer, "0",

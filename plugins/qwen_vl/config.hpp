@@ -115,7 +115,7 @@ struct Options {
   bool tune_gemm = true;
   // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
   // library versions and shapes): a folder, "off", or "" for the default
-  // ($ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
+  // (plugin.tuning.cache_dir, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
   std::string tuning_cache;
   // CUDA, Mlp::GatedSilu towers: how the MLP's gate/up product and SiLU·mul
   // run (the mlp_kernel key), and norm1 with the qkv product (qkv_kernel).

@@ -536,13 +536,13 @@ def phases_text(phases):
 
 def capture_run(bundle, config, out_dir, name, cache_dir, extra):
     """One `encgraph bench` (a short workload: the run itself is not what is measured) with
-    ENCGRAPH_CACHE_DIR=cache_dir; its capture seconds, graphs, wall time, phases, warnings."""
+    its GEMM tuning cache in cache_dir; its capture seconds, graphs, wall time, phases, warnings."""
     report = os.path.join(out_dir, f"capture-bench-{name}.json")
     cmd = [os.path.join(bundle, "bin", "encgraph"), "bench", "--config", config,
-           "--set", "workload.count=32", "--report", report, *extra]
+           "--set", "workload.count=32", "--set", f'plugin.tuning.cache_dir="{cache_dir}"',
+           "--report", report, *extra]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=dict(os.environ, ENCGRAPH_CACHE_DIR=cache_dir))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.time() - t0
     log(f"== {name}: {' '.join(cmd)}")
     log(proc.stdout[-2000:], proc.stderr[-2000:])

@@ -68,7 +68,7 @@ mpi_env() {
     export PMIX_MCA_pcompress_base_silence_warning=1
     # Root in a container: Open MPI refuses root unless told.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    ENCGRAPH_MPIRUN="$_eg_usr/bin/mpirun --oversubscribe -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_pcompress_base_silence_warning -x ENCGRAPH_PLUGIN_PATH -x ENCGRAPH_CACHE_DIR -x NCCL_NVLS_ENABLE -x PATH"
+    ENCGRAPH_MPIRUN="$_eg_usr/bin/mpirun --oversubscribe -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_pcompress_base_silence_warning -x ENCGRAPH_PLUGIN_PATH -x XDG_CACHE_HOME -x NCCL_NVLS_ENABLE -x PATH"
   fi
   export ENCGRAPH_MPIRUN
   export ENCGRAPH_MPIRUN

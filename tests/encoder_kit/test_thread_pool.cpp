@@ -1,10 +1,11 @@
 // The CPU thread pool (every chunk once, exceptions rethrown on the caller,
-// nested calls inline, ENCGRAPH_CPU_THREADS) and the fp32 CPU kernels run on
+// nested calls inline, the cpu_threads tuning option) and the fp32 CPU kernels run on
 // it: the same bits on 1 and on N threads, attention against a float64
 // reference, a scratch sized for fewer threads refused; and the staging
 // copies it runs.
 #include "kit_test_support.hpp"
 
+#include <encgraph/sdk/host.hpp>
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/staging_copies.hpp>
 #include <encoder_kit/thread_pool.hpp>
@@ -139,13 +140,35 @@ TEST_CASE("a pool of one runs on the caller; pools start and stop cleanly") {
   CHECK(ThreadPool(0).size() == 1);
 }
 
-TEST_CASE("ENCGRAPH_CPU_THREADS sets the default thread count") {
-  setenv("ENCGRAPH_CPU_THREADS", "3", 1);
+namespace {
+// A host table whose tuning option cpu_threads is `g_threads` (nullptr: unset).
+const char* g_threads = nullptr;
+const char* threads_option(void*, const char* key) {
+  return std::string(key) == "cpu_threads" ? g_threads : nullptr;
+}
+}  // namespace
+
+TEST_CASE("the tuning option cpu_threads sets the default thread count") {
+  const int machine = encoder_kit::default_cpu_threads();
+  CHECK(machine >= 1);
+  eg_host_api api{};
+  api.abi_major = EG_ABI_VERSION_MAJOR;
+  api.abi_minor = EG_ABI_VERSION_MINOR;
+  api.struct_size = sizeof(eg_host_api);
+  api.tuning_option = threads_option;
+  const eg_host_api* before = encgraph::sdk::host().api();
+  encgraph::sdk::host().attach(&api, "test");
+  g_threads = "3";
   CHECK(encoder_kit::default_cpu_threads() == 3);
-  setenv("ENCGRAPH_CPU_THREADS", "zero", 1);  // ignored: the machine's count
-  CHECK(encoder_kit::default_cpu_threads() >= 1);
-  unsetenv("ENCGRAPH_CPU_THREADS");
-  CHECK(encoder_kit::default_cpu_threads() >= 1);
+  g_threads = "zero";  // the runtime refuses it; should one arrive, the machine's count
+  CHECK(encoder_kit::default_cpu_threads() == machine);
+  g_threads = nullptr;
+  CHECK(encoder_kit::default_cpu_threads() == machine);
+  // A 1.2 runtime's table has no option service: never read past its end.
+  api.struct_size = EG_HOST_API_V1_1_SIZE;
+  g_threads = "3";
+  CHECK(encoder_kit::default_cpu_threads() == machine);
+  encgraph::sdk::host().attach(before, "test");
 }
 
 TEST_CASE("kernels give the same bits on 1 and on N threads") {

@@ -1,6 +1,7 @@
 // The tuning cache's file store: round trip, merging writers, damaged and
 // stale files ignored with a warning, atomic writes, special files refused,
 // the entry cap and the default folder.
+#include <encgraph/sdk/host.hpp>
 #include "kit_test_support.hpp"
 
 #include <encoder_kit/tuning_cache.hpp>
@@ -274,7 +275,14 @@ TEST_CASE("invalid keys and values are dropped; a disabled cache does nothing") 
   CHECK(names_in(dir.path()).empty());
 }
 
-TEST_CASE("the default folder: ENCGRAPH_CACHE_DIR, XDG_CACHE_HOME, HOME; 'off'") {
+namespace {
+const char* g_cache_dir = nullptr;  // the tuning option cache_dir (nullptr: unset)
+const char* cache_dir_option(void*, const char* key) {
+  return std::string(key) == "cache_dir" ? g_cache_dir : nullptr;
+}
+}  // namespace
+
+TEST_CASE("the default folder: the tuning option cache_dir, XDG_CACHE_HOME, HOME; 'off'") {
   struct Env {
     std::string name;
     std::optional<std::string> old;
@@ -287,19 +295,30 @@ TEST_CASE("the default folder: ENCGRAPH_CACHE_DIR, XDG_CACHE_HOME, HOME; 'off'")
       else
         ::unsetenv(name.c_str());
     }
-  } e1("ENCGRAPH_CACHE_DIR"), e2("XDG_CACHE_HOME"), e3("HOME");
-  ::setenv("ENCGRAPH_CACHE_DIR", "/a", 1);
+  } e2("XDG_CACHE_HOME"), e3("HOME");
+  eg_host_api api{};
+  api.abi_major = EG_ABI_VERSION_MAJOR;
+  api.abi_minor = EG_ABI_VERSION_MINOR;
+  api.struct_size = sizeof(eg_host_api);
+  api.tuning_option = cache_dir_option;
+  const eg_host_api* before = encgraph::sdk::host().api();
+  encgraph::sdk::host().attach(&api, "test");
+  g_cache_dir = "/a";
   ::setenv("XDG_CACHE_HOME", "/b", 1);
   ::setenv("HOME", "/c", 1);
   CHECK(encoder_kit::tuning_cache_dir("") == "/a");
-  CHECK(encoder_kit::tuning_cache_dir("/mine") == "/mine");
+  CHECK(encoder_kit::tuning_cache_dir("/mine") == "/mine");  // the plugin's own key wins
   CHECK(encoder_kit::tuning_cache_dir("off") == "");
-  ::unsetenv("ENCGRAPH_CACHE_DIR");
+  g_cache_dir = "off";
+  CHECK(encoder_kit::tuning_cache_dir("") == "");
+  CHECK(encoder_kit::tuning_cache_dir("/mine") == "/mine");
+  g_cache_dir = nullptr;
   CHECK(encoder_kit::tuning_cache_dir("") == "/b/encgraph");
   ::unsetenv("XDG_CACHE_HOME");
   CHECK(encoder_kit::tuning_cache_dir("") == "/c/.cache/encgraph");
   ::unsetenv("HOME");
   CHECK(encoder_kit::tuning_cache_dir("") == "");
+  encgraph::sdk::host().attach(before, "test");
 }
 
 TEST_CASE("choose_fastest times once, stores the fastest, and takes a stored choice untimed") {

@@ -26,7 +26,7 @@
   X(sizeof(eg_config_entry), 16) \
   X(offsetof(eg_config_entry, key), 0) \
   X(offsetof(eg_config_entry, value), 8) \
-  X(sizeof(eg_host_api), 40) \
+  X(sizeof(eg_host_api), 48) \
   X(offsetof(eg_host_api, abi_major), 0) \
   X(offsetof(eg_host_api, abi_minor), 4) \
   X(offsetof(eg_host_api, struct_size), 8) \
@@ -35,6 +35,7 @@
   X(offsetof(eg_host_api, log), 24) \
   X(offsetof(eg_host_api, item_desc_size), 32) \
   X(offsetof(eg_host_api, item_spec_size), 36) \
+  X(offsetof(eg_host_api, tuning_option), 40) \
   X(sizeof(eg_path_info), 24) \
   X(offsetof(eg_path_info, name), 0) \
   X(offsetof(eg_path_info, min_token_budget), 8) \
@@ -148,7 +149,7 @@
   X(offsetof(eg_plugin_api, postprocess_outputs), 208) \
   X(offsetof(eg_plugin_api, item_spec_for_desc), 216) \
   X(EG_ABI_VERSION_MAJOR, 1) \
-  X(EG_ABI_VERSION_MINOR, 2) \
+  X(EG_ABI_VERSION_MINOR, 3) \
   X(EG_MAX_DIMS, 6) \
   X(EG_MAX_PATHS, 4) \
   X(EG_MAX_CAPTURE_AXES, 4) \
@@ -184,7 +185,10 @@
   X(EG_HAS_FIELD(216, eg_plugin_api, item_spec_for_desc), 0) \
   X(EG_HAS_FIELD(224, eg_plugin_api, item_spec_for_desc), 1) \
   X(EG_HAS_FIELD(32, eg_host_api, item_desc_size), 0) \
-  X(EG_HAS_FIELD(40, eg_host_api, item_spec_size), 1)
+  X(EG_HAS_FIELD(40, eg_host_api, item_spec_size), 1) \
+  X(EG_HAS_FIELD(40, eg_host_api, tuning_option), 0) \
+  X(EG_HAS_FIELD(48, eg_host_api, tuning_option), 1) \
+  X(EG_HOST_API_V1_1_SIZE, 40)
 /* clang-format on */
 
 #define EG_LAYOUT_COUNT_ONE(e, v) +1

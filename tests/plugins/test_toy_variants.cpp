@@ -32,11 +32,17 @@ bool contains(const std::string& s, const std::string& part) {
 }
 
 // A host of ABI 1.0: no item sizes, so the plugin must assume 1.0's.
-const eg_host_api kHost10 = {1, 0, EG_HOST_API_V1_0_SIZE, 0, nullptr, nullptr, 0, 0};
+const eg_host_api kHost10 = {1, 0, EG_HOST_API_V1_0_SIZE, 0, nullptr, nullptr, 0, 0, nullptr};
 // This runtime's host (an SDK plugin declines a 1.0 one).
-const eg_host_api kHost = {
-    EG_ABI_VERSION_MAJOR, EG_ABI_VERSION_MINOR, sizeof(eg_host_api), 0, nullptr, nullptr,
-    sizeof(eg_item_desc), sizeof(eg_item_spec)};
+const eg_host_api kHost = {EG_ABI_VERSION_MAJOR,
+                           EG_ABI_VERSION_MINOR,
+                           sizeof(eg_host_api),
+                           0,
+                           nullptr,
+                           nullptr,
+                           sizeof(eg_item_desc),
+                           sizeof(eg_item_spec),
+                           nullptr};
 
 bool sdk_toy(const std::string& name) {
   return name == "toy" || name == "toy_dual";

@@ -51,8 +51,9 @@ def test_bad_values_are_config_errors():
         encgraph.Runtime(TOY + ".missing")
 
 
-# Every budget rule lives in the core (check_budget_request, plan_budgets): the
-# same message through Python and through the CLI, naming the key.
+# Every budget rule lives in the core (check_budget_request, plan_budgets), as do
+# the tuning options' rules: the same message through Python and through the
+# CLI, naming the key.
 BUDGET_RULES = [
     ({"budgets__token_budgets": [64, 0]},
      "budgets.token_budgets: budgets must be positive, got 0"),
@@ -72,19 +73,30 @@ BUDGET_RULES = [
      "budgets.token_budgets: the plan would capture 300 graphs, more than limits.max_graphs"),
     ({"budgets__paths__lokal__token_budgets": [64]},
      "budgets.paths.lokal: the plugin has no path 'lokal'"),
+    # [plugin.tuning]: the values' rules are core's too (tuning_options.cpp).
+    ({"plugin__tuning__cpu_threads": 0}, "plugin.tuning.cpu_threads: must be an integer in [1, 1024]"),
+    ({"plugin__tuning__cache_dir": ""}, "plugin.tuning.cache_dir: is empty"),
+    ({"plugin__tuning__cpu_thread": 2},
+     "unknown key 'plugin.tuning.cpu_thread' (known keys in [plugin.tuning]: cpu_threads, "
+     "cache_dir); did you mean 'cpu_threads'?"),
 ]
 
 
 def sets_of(overrides):
     out = []
     for key, value in overrides.items():
-        text = "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else str(value)
+        if isinstance(value, list):
+            text = "[" + ", ".join(map(str, value)) + "]"
+        elif isinstance(value, str):
+            text = '"' + value + '"'
+        else:
+            text = str(value)
         out += ["--set", key.replace("__", ".") + "=" + text]
     return out
 
 
 @pytest.mark.parametrize("overrides,expected", BUDGET_RULES)
-def test_budget_rules_through_python_and_the_cli(overrides, expected):
+def test_core_rules_through_python_and_the_cli(overrides, expected):
     with pytest.raises(encgraph.ConfigError) as caught:
         encgraph.Runtime(TOY, **overrides, **QUIET)
     message = str(caught.value)

@@ -24,13 +24,21 @@ class Error : public std::runtime_error {
   // for element i of a list), and key(), index() and detail() keep the parts,
   // so that a front end (the TOML reader, Python) can add where it was set.
   Error(ErrorKind kind, std::string key, int64_t index, std::string detail)
-      : std::runtime_error(key + (index >= 0 ? "[" + std::to_string(index) + "]" : "") + ": " +
-                           detail),
+      : std::runtime_error(keyed_message(key, index, detail)),
         kind_(kind),
         key_(std::move(key)),
         index_(index),
         detail_(std::move(detail)) {}
   ErrorKind kind() const noexcept { return kind_; }
+  // "key: detail", or "key[i]: detail" for element i (built by appends: GCC
+  // 12's -Wrestrict misfires on a chain of string +).
+  static std::string keyed_message(const std::string& key, int64_t index,
+                                   const std::string& detail) {
+    std::string out = key;
+    if (index >= 0) out.append("[").append(std::to_string(index)).append("]");
+    out.append(": ").append(detail);
+    return out;
+  }
   // The setting's dotted key ("budgets.token_budgets"), or empty.
   const std::string& key() const noexcept { return key_; }
   // The element of a list setting the error is about, or -1 for the whole key.

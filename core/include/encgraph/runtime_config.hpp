@@ -18,6 +18,9 @@ struct RuntimeConfig {
   std::string device = "auto";                     // "auto", "cpu", "cuda", "cuda:N"
   std::string weights;                             // path, "random", or empty (plugin default)
   std::vector<std::pair<std::string, std::string>> plugin_config;  // flattened key/values
+  // [plugin.tuning]: options every plugin reads through the host table
+  // (tuning_options.hpp); process-wide, set when the Runtime is made.
+  std::vector<std::pair<std::string, std::string>> tuning;
   BudgetRequest budgets;
   bool use_graphs = true;            // false: every batch runs eagerly at its exact size
   bool drop_budget_on_oom = false;   // out of memory while capturing a budget: drop it, warn

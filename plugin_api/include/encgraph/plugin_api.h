@@ -1,5 +1,5 @@
 /*
- * encgraph plugin ABI, version 1.2 (1.0 and 1.1 plugins load and run unchanged).
+ * encgraph plugin ABI, version 1.3 (1.0, 1.1 and 1.2 plugins load and run unchanged).
  *
  * A plugin is a shared library that exports exactly one C symbol,
  * `encgraph_plugin_entry` (see EG_PLUGIN_ENTRY_SYMBOL). The runtime calls it with
@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define EG_ABI_VERSION_MAJOR 1u
-#define EG_ABI_VERSION_MINOR 2u
+#define EG_ABI_VERSION_MINOR 3u
 
 /* The one symbol a plugin exports. */
 #define EG_PLUGIN_ENTRY_SYMBOL "encgraph_plugin_entry"
@@ -140,6 +140,15 @@ typedef struct eg_host_api {
    * (eg_host_struct_size below does the check). */
   uint32_t item_desc_size;
   uint32_t item_spec_size;
+  /* 1.3: the value of a tuning option the user set for plugins ([plugin.tuning]
+   * in the host's config; docs/config.md lists the keys: "cpu_threads",
+   * "cache_dir"), or NULL when it is not set. The runtime checks the values
+   * before any plugin sees them. Process-wide: the values of the config that
+   * made the newest runtime in this process. The string stays valid until the
+   * library is unloaded. Read it only when `struct_size` covers it
+   * (eg_host_tuning_option below does the check); a NULL function, or an older
+   * runtime, has no options set. */
+  const char* (*tuning_option)(void* host_context, const char* key);
 } eg_host_api;
 
 /* ------------------------------------------------------------ model description */
@@ -448,7 +457,6 @@ EG_STATIC_ASSERT(offsetof(eg_forward_args, stream) == 168, "eg_forward_args v1.0
 /* v1.1 */
 EG_STATIC_ASSERT(sizeof(eg_output_info) == 32, "eg_output_info v1.1 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_host_api, item_desc_size) == 32, "eg_host_api v1.1 is frozen");
-EG_STATIC_ASSERT(sizeof(eg_host_api) == 40, "eg_host_api v1.1 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_model_info, num_outputs) == 488, "eg_model_info v1.1 is frozen");
 EG_STATIC_ASSERT(offsetof(eg_model_info, outputs) == 496, "eg_model_info v1.1 is frozen");
 EG_STATIC_ASSERT(sizeof(eg_model_info) == 784, "eg_model_info v1.1 is frozen");
@@ -460,6 +468,9 @@ EG_STATIC_ASSERT(offsetof(eg_plugin_api, postprocess_outputs) == 208,
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, item_spec_for_desc) == 216,
                  "eg_plugin_api v1.2 is frozen");
 EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 224, "eg_plugin_api v1.2 is frozen");
+/* v1.3 */
+EG_STATIC_ASSERT(offsetof(eg_host_api, tuning_option) == 40, "eg_host_api v1.3 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_host_api) == 48, "eg_host_api v1.3 is frozen");
 #endif
 
 /* Offsets just past the last field of each minor. V1_0 is the smallest table a
@@ -468,6 +479,7 @@ EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 224, "eg_plugin_api v1.2 is frozen");
 #define EG_PLUGIN_API_V1_1_SIZE 216u
 #define EG_PLUGIN_API_V1_2_SIZE 224u
 #define EG_HOST_API_V1_0_SIZE 32u
+#define EG_HOST_API_V1_1_SIZE 40u
 #define EG_MODEL_INFO_V1_0_SIZE 488u
 #define EG_FORWARD_ARGS_V1_0_SIZE 176u
 #define EG_ITEM_DESC_V1_0_SIZE 48u
@@ -484,6 +496,14 @@ static inline size_t eg_host_struct_size(const eg_host_api* host, int which) {
   if (host && EG_HAS_FIELD(host->struct_size, eg_host_api, item_spec_size))
     return which == 0 ? host->item_desc_size : host->item_spec_size;
   return which == 0 ? EG_ITEM_DESC_V1_0_SIZE : EG_ITEM_SPEC_V1_0_SIZE;
+}
+
+/* 1.3: the runtime's value of tuning option `key`, or NULL (not set, or a
+ * runtime older than 1.3). */
+static inline const char* eg_host_tuning_option(const eg_host_api* host, const char* key) {
+  if (host && EG_HAS_FIELD(host->struct_size, eg_host_api, tuning_option) && host->tuning_option)
+    return host->tuning_option(host->host_context, key);
+  return NULL;
 }
 
 #ifdef __cplusplus

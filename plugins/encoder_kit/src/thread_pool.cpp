@@ -1,5 +1,7 @@
 #include <encoder_kit/thread_pool.hpp>
 
+#include <encgraph/sdk/host.hpp>
+
 #include <sched.h>
 
 #include <algorithm>
@@ -10,10 +12,11 @@
 namespace encoder_kit {
 
 int default_cpu_threads() {
-  if (const char* env = std::getenv("ENCGRAPH_CPU_THREADS"); env && *env) {
+  if (const char* option = encgraph::sdk::host().tuning_option("cpu_threads")) {
     char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    // A bad value falls back to the machine's count rather than failing a run.
+    const long v = std::strtol(option, &end, 10);
+    // The runtime checked it; a value that still does not read falls back to
+    // the machine's count rather than failing a run.
     if (end && *end == '\0' && v > 0) return static_cast<int>(std::min(v, 1024L));
   }
   cpu_set_t set;

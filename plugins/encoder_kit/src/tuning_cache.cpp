@@ -3,6 +3,8 @@
 // the temporary file must be created exclusively.
 #include <encoder_kit/tuning_cache.hpp>
 
+#include <encgraph/sdk/host.hpp>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,7 +74,9 @@ bool write_all(int fd, const std::string& data) {
 std::string tuning_cache_dir(const std::string& setting) {
   if (setting == "off") return {};
   if (!setting.empty()) return setting;
-  if (const std::string d = env("ENCGRAPH_CACHE_DIR"); !d.empty()) return d;
+  // [plugin.tuning] cache_dir, for every plugin at once ("off" as above).
+  if (const char* d = encgraph::sdk::host().tuning_option("cache_dir"); d && *d)
+    return std::string(d) == "off" ? std::string() : std::string(d);
   if (const std::string x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/encgraph";
   if (const std::string h = env("HOME"); !h.empty()) return h + "/.cache/encgraph";
   return {};

@@ -19,9 +19,10 @@
 
 namespace encoder_kit {
 
-// Threads the CPU path uses: ENCGRAPH_CPU_THREADS when set to a positive
-// number, else the CPUs this process may run on (sched_getaffinity), else
-// std::thread::hardware_concurrency(); at least 1.
+// Threads the CPU path uses: the runtime's tuning option cpu_threads
+// ([plugin.tuning]) when set, else the CPUs this process may run on
+// (sched_getaffinity), else std::thread::hardware_concurrency(); at least 1.
+// The process's pool is sized by the first call (cpu_kernels.hpp's pool()).
 int default_cpu_threads();
 
 class ThreadPool {

@@ -24,9 +24,9 @@ namespace encoder_kit {
 using TuningWarn = std::function<void(const std::string&)>;
 
 // The cache folder for a plugin's `tuning_cache` setting: "off" -> "" (no
-// cache); any other non-empty setting -> that folder; "" -> the default:
-// $ENCGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph
-// ("" when none of them is set).
+// cache); any other non-empty setting -> that folder; "" -> the default: the
+// runtime's tuning option cache_dir ([plugin.tuning], "off" as above), else
+// $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph ("" when none is set).
 std::string tuning_cache_dir(const std::string& setting);
 
 // The file's contents: the context line and the entries in insertion order

@@ -1,5 +1,6 @@
-// The runtime's host services as the plugin sees them: the logger, and the
-// sizes of the structs the runtime passes without a struct_size of their own.
+// The runtime's host services as the plugin sees them: the logger, the sizes
+// of the structs the runtime passes without a struct_size of their own, and
+// the user's tuning options.
 // One Host per plugin library (hidden visibility keeps it private), attached by
 // the entry point; sdk::entry<> does that.
 #pragma once
@@ -38,6 +39,13 @@ class Host {
   void info(const std::string& m) const noexcept { log(EG_LOG_INFO, m); }
   void warn(const std::string& m) const noexcept { log(EG_LOG_WARN, m); }
   void error(const std::string& m) const noexcept { log(EG_LOG_ERROR, m); }
+
+  // A tuning option the user set for plugins ([plugin.tuning]; ABI 1.3), or
+  // nullptr: not set, before attach, or on an older runtime. The runtime has
+  // checked the value (docs/config.md lists the keys and their rules).
+  const char* tuning_option(const char* key) const noexcept {
+    return eg_host_tuning_option(api_.load(), key);
+  }
 
   // The runtime's sizes of eg_item_desc / eg_item_spec (1.0's before attach or
   // on a 1.0 runtime): read or write those structs only inside them.
