@@ -2,7 +2,6 @@
 
 #include "cpu_forward.hpp"
 #include "cuda_model.hpp"
-#include "sdk_entry.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/checked.hpp>
@@ -55,8 +54,7 @@ void put(sdk::StagingSet& buffers, int32_t b, const std::vector<int32_t>& values
 }  // namespace
 
 Tower::Tower(const Spec& spec, sdk::CreateArgs& args)
-    : opt_(parse_options(spec, &args.raw)), buffers_(spec) {
-  known_to_sdk(args);  // parse_options refused unknown keys with its own message
+    : opt_(parse_options(spec, args.config, args.raw)), buffers_(spec) {
   const VisionConfig& c = opt_.model;
   if (args.device() == EG_DEVICE_CUDA) require_cuda_forward(spec);
   const encoder_kit::WeightSource source(args.weights().value_or("random"), opt_.seed,

@@ -40,8 +40,6 @@
 
 namespace qwen_vl {
 
-namespace sdk = encgraph::sdk;
-
 class CudaModel;
 
 // The devices every version runs on in this build.
@@ -93,7 +91,7 @@ class Tower {
 };
 
 // A version's plugin class: the tower over spec S, with the identity I its
-// table carries (ENCGRAPH_SDK_PLUGIN / QWEN_VL_PLUGIN take one class).
+// table carries (ENCGRAPH_SDK_PLUGIN takes one class).
 template <const Spec& S, const sdk::Identity& I>
 class VersionTower : public Tower {
  public:
