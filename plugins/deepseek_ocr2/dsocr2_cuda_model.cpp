@@ -1,7 +1,7 @@
 #include "dsocr2_cuda_model.hpp"
 
-#include "dsocr2_cpu_forward.hpp"
 #include "dsocr2_kernels.hpp"
+#include "dsocr2_weights.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
