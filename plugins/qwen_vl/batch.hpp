@@ -4,7 +4,6 @@
 
 #include "config.hpp"
 #include "layout.hpp"
-#include "preprocess.hpp"
 
 #include <cstdint>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "cpu_forward.hpp"
+#include "forward.hpp"
 
 #include "batch.hpp"
 #include "spec.hpp"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "batch.hpp"
-#include "cuda_model.hpp"
+#include "forward.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>

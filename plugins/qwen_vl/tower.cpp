@@ -1,7 +1,6 @@
 #include "tower.hpp"
 
-#include "cpu_forward.hpp"
-#include "cuda_model.hpp"
+#include "forward.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/checked.hpp>

@@ -3,7 +3,6 @@
 // bookkeeping of a batch (frames bounded by max_frames_per_batch).
 #include "batch.hpp"
 #include "layout.hpp"
-#include "preprocess.hpp"
 #include "qwen_reference.hpp"
 #include "spec.hpp"
 
