@@ -3,8 +3,8 @@
 // bias, residual add and GELU (tanh in the blocks, erf in the mergers),
 // LayerNorm, rotary, variable-length flash attention; plus the interpolated
 // position embedding (pos_embed_kernel.cu).
-#include "batch.hpp"
 #include "cuda_tower.hpp"
+#include "layout.hpp"
 #include "pos_embed_kernel.hpp"
 #include "spec.hpp"
 

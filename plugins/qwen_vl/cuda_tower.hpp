@@ -4,8 +4,8 @@
 // outside capture, tuned once per size in the warm-up).
 #pragma once
 
-#include "batch.hpp"
 #include "forward.hpp"
+#include "layout.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>

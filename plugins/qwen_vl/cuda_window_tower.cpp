@@ -4,8 +4,8 @@
 // (gemm_sm90.cu; cuBLASLt and a SiLU-mul pass elsewhere or where faster),
 // fused RMSNorm, rotary, variable-length flash attention over frames and
 // windows, and a row gather for the inverse window order.
-#include "batch.hpp"
 #include "cuda_tower.hpp"
+#include "layout.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/cuda/form_timing.hpp>

@@ -1,6 +1,6 @@
 // The tower's two forwards. On the CPU in f32 (cpu_forward.cpp): the
 // reference path and what CI runs; it reads the graph's buffers (see
-// batch.hpp) and writes every output ([tokens, out_hidden] each: the
+// layout.hpp) and writes every output ([tokens, out_hidden] each: the
 // merger's, then any deepstack features in layer order) in batch token order.
 // On CUDA in bf16 with fp32 accumulation (CudaModel): each version's form has
 // its own forward over the kit's kernels (plugins/encoder_kit/cuda/kernels.hpp),

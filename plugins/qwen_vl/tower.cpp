@@ -33,7 +33,7 @@ void describe(const Options& o, sdk::ModelInfo& info) {
   const bool deepstack = s.outputs == Outputs::Deepstack;
   for (int64_t k = 0; k <= c.num_deepstack(); ++k)
     info.output(deepstack ? kDeepstackNames[k] : "embeddings", c.out_hidden_size, dtype);
-  // The buffers in Buffers' order (batch.hpp).
+  // The buffers in Buffers' order (layout.hpp).
   const bool windowed = s.attention == Attention::Windowed;
   info.buffer("pixel_rows", dtype);
   if (s.pos_embed == PosEmbed::Interpolated)
