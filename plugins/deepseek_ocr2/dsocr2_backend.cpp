@@ -1,6 +1,5 @@
 #include "dsocr2_backend.hpp"
 
-#include "dsocr2_cpu_forward.hpp"
 #include "dsocr2_weights.hpp"
 
 #include <encoder_kit/config_json.hpp>

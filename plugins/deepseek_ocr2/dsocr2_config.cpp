@@ -4,7 +4,6 @@
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
-#include <encoder_kit/plugin_config.hpp>
 
 #include <algorithm>
 
@@ -173,7 +172,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
   // Every size config.json gives.
   encoder_kit::require_folder_config(
-      folder, r.plugin(), [&r](const std::string& key) { return r.has(key); },
+      folder, r,
       {"patch_size", "sam_image_size", "sam_hidden_size", "sam_layers", "sam_heads", "sam_mlp_dim",
        "window_size", "global_attn_indexes", "neck_channels", "downsample_channels",
        "encoder_layers", "encoder_heads", "encoder_kv_heads", "encoder_intermediate_size",

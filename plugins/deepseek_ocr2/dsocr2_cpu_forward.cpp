@@ -1,4 +1,4 @@
-#include "dsocr2_cpu_forward.hpp"
+#include "dsocr2_weights.hpp"
 
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>

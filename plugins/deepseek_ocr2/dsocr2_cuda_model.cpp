@@ -1,18 +1,16 @@
 #include "dsocr2_cuda_model.hpp"
 
-#include "dsocr2_cpu_forward.hpp"
 #include "dsocr2_kernels.hpp"
+#include "dsocr2_weights.hpp"
 
+#include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
 #include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -158,7 +156,7 @@ std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts
 struct CudaModel::Impl {
   ModelConfig m;
   int device = 0;
-  void* weights = nullptr;  // one allocation for every parameter and table
+  k::DeviceWeights weights;  // one allocation for every parameter and table
   const bf16 *patch_w = nullptr, *patch_b = nullptr;
   std::vector<DeviceSamLayer> sam;
   const bf16 *neck1_w = nullptr, *neck_ln1_w = nullptr, *neck_ln1_b = nullptr;
@@ -176,11 +174,6 @@ struct CudaModel::Impl {
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
-    if (weights) {
-      const cudaError_t e = cudaFree(weights);
-      if (e != cudaSuccess)
-        std::fprintf(stderr, "deepseek_ocr2: freeing weights: %s\n", cudaGetErrorString(e));
-    }
   }
 
   const DeviceTables& tables(int64_t side) const {
@@ -191,101 +184,67 @@ struct CudaModel::Impl {
   }
 
   void upload(const Weights& w) {
-    // Every tensor laid out in one host image (bf16 or fp32), then one copy.
-    struct Entry {
-      const void** dst;
-      std::vector<float> values;
-      bool f32;
-    };
-    std::vector<Entry> plan;
-    auto bf = [&](const bf16** dst, std::vector<float> v) {
-      plan.push_back({reinterpret_cast<const void**>(dst), std::move(v), false});
-    };
-    auto f32 = [&](const float** dst, std::vector<float> v) {
-      plan.push_back({reinterpret_cast<const void**>(dst), std::move(v), true});
-    };
-    const int64_t D = m.sam_hidden_size, C = m.neck_channels, c1 = m.downsample_channels[0];
-    const int64_t E = m.encoder_hidden();
-    bf(&patch_w, w.patch_w);
-    bf(&patch_b, w.patch_b);
+    const int64_t C = m.neck_channels, c1 = m.downsample_channels[0], E = m.encoder_hidden();
+    weights.add(&patch_w, w.patch_w);
+    weights.add(&patch_b, w.patch_b);
     sam.resize(w.sam.size());
     for (size_t i = 0; i < w.sam.size(); ++i) {
       const SamLayerWeights& l = w.sam[i];
       DeviceSamLayer& d = sam[i];
-      bf(&d.norm1_w, l.norm1_w);
-      bf(&d.norm1_b, l.norm1_b);
-      bf(&d.norm2_w, l.norm2_w);
-      bf(&d.norm2_b, l.norm2_b);
-      bf(&d.qkv_w, l.qkv_w);
-      bf(&d.qkv_b, l.qkv_b);
-      bf(&d.proj_w, l.proj_w);
-      bf(&d.proj_b, l.proj_b);
-      bf(&d.lin1_w, l.lin1_w);
-      bf(&d.lin1_b, l.lin1_b);
-      bf(&d.lin2_w, l.lin2_w);
-      bf(&d.lin2_b, l.lin2_b);
+      weights.add(&d.norm1_w, l.norm1_w);
+      weights.add(&d.norm1_b, l.norm1_b);
+      weights.add(&d.norm2_w, l.norm2_w);
+      weights.add(&d.norm2_b, l.norm2_b);
+      weights.add(&d.qkv_w, l.qkv_w);
+      weights.add(&d.qkv_b, l.qkv_b);
+      weights.add(&d.proj_w, l.proj_w);
+      weights.add(&d.proj_b, l.proj_b);
+      weights.add(&d.lin1_w, l.lin1_w);
+      weights.add(&d.lin1_b, l.lin1_b);
+      weights.add(&d.lin2_w, l.lin2_w);
+      weights.add(&d.lin2_b, l.lin2_b);
     }
-    bf(&neck1_w, w.neck1_w);
-    bf(&neck_ln1_w, w.neck_ln1_w);
-    bf(&neck_ln1_b, w.neck_ln1_b);
-    bf(&neck2_w, conv3x3_rows(w.neck2_w, C, C));
-    bf(&neck_ln2_w, w.neck_ln2_w);
-    bf(&neck_ln2_b, w.neck_ln2_b);
-    bf(&down1_w, conv3x3_rows(w.down1_w, c1, C));
-    bf(&down2_w, conv3x3_rows(w.down2_w, E, c1));
+    weights.add(&neck1_w, w.neck1_w);
+    weights.add(&neck_ln1_w, w.neck_ln1_w);
+    weights.add(&neck_ln1_b, w.neck_ln1_b);
+    weights.add(&neck2_w, conv3x3_rows(w.neck2_w, C, C));
+    weights.add(&neck_ln2_w, w.neck_ln2_w);
+    weights.add(&neck_ln2_b, w.neck_ln2_b);
+    weights.add(&down1_w, conv3x3_rows(w.down1_w, c1, C));
+    weights.add(&down2_w, conv3x3_rows(w.down2_w, E, c1));
     enc.resize(w.encoder.size());
     for (size_t i = 0; i < w.encoder.size(); ++i) {
       const EncoderLayerWeights& l = w.encoder[i];
       DeviceEncoderLayer& d = enc[i];
-      bf(&d.norm1, l.norm1);
-      bf(&d.norm2, l.norm2);
+      weights.add(&d.norm1, l.norm1);
+      weights.add(&d.norm2, l.norm2);
       // q, k and v in one product: rows [q heads | k heads | v heads].
-      bf(&d.qkv_w, concat({&l.q_w, &l.k_w, &l.v_w}));
-      bf(&d.qkv_b, concat({&l.q_b, &l.k_b, &l.v_b}));
-      bf(&d.o_w, l.o_w);
-      bf(&d.gate_up_w, concat({&l.gate_w, &l.up_w}));  // [gate | up] columns of one product
-      bf(&d.down_w, l.down_w);
+      weights.add(&d.qkv_w, concat({&l.q_w, &l.k_w, &l.v_w}));
+      weights.add(&d.qkv_b, concat({&l.q_b, &l.k_b, &l.v_b}));
+      weights.add(&d.o_w, l.o_w);
+      weights.add(&d.gate_up_w,
+                  concat({&l.gate_w, &l.up_w}));  // [gate | up] columns of one product
+      weights.add(&d.down_w, l.down_w);
     }
-    bf(&enc_norm, w.encoder_norm);
-    bf(&proj_w, w.proj_w);
-    bf(&proj_b, w.proj_b);
-    bf(&separator, w.view_separator);
+    weights.add(&enc_norm, w.encoder_norm);
+    weights.add(&proj_w, w.proj_w);
+    weights.add(&proj_b, w.proj_b);
+    weights.add(&separator, w.view_separator);
     for (DeviceTables* t : {&global, &local}) {
       t->side = t == &global ? m.global_size : m.tile_size;
       ViewTables vt = view_tables(m, w, t->side);
-      bf(&t->pos, std::move(vt.pos));
+      weights.add(&t->pos, std::move(vt.pos));
       t->rel_h.assign(vt.rel_h.size(), nullptr);
       t->rel_w.assign(vt.rel_w.size(), nullptr);
       for (size_t l = 0; l < vt.rel_h.size(); ++l) {
-        bf(&t->rel_h[l], pad_rows8(std::move(vt.rel_h[l]), m.sam_head_dim()));
-        bf(&t->rel_w[l], pad_rows8(std::move(vt.rel_w[l]), m.sam_head_dim()));
+        weights.add(&t->rel_h[l], pad_rows8(std::move(vt.rel_h[l]), m.sam_head_dim()));
+        weights.add(&t->rel_w[l], pad_rows8(std::move(vt.rel_w[l]), m.sam_head_dim()));
       }
-      f32(&t->cos, std::move(vt.cos));
-      f32(&t->sin, std::move(vt.sin));
-      bf(&t->queries, t == &global ? w.query_global : w.query_local);
+      weights.add(&t->cos, std::move(vt.cos));
+      weights.add(&t->sin, std::move(vt.sin));
+      weights.add(&t->queries, t == &global ? w.query_global : w.query_local);
     }
-    (void)D;
-    std::vector<size_t> offsets;
-    size_t total = 0;
-    for (const Entry& e : plan) {
-      offsets.push_back(total);
-      total += align_up(e.values.size() * (e.f32 ? 4 : 2));
-    }
-    std::vector<unsigned char> host(total, 0);
-    for (size_t t = 0; t < plan.size(); ++t) {
-      unsigned char* out = host.data() + offsets[t];
-      if (plan[t].f32) {
-        std::memcpy(out, plan[t].values.data(), plan[t].values.size() * 4);
-      } else {
-        auto* o = reinterpret_cast<uint16_t*>(out);
-        for (float f : plan[t].values) *o++ = encoder_kit::f32_to_bf16(f);
-      }
-    }
-    check_cuda(cudaMalloc(&weights, total), "allocating the weights");
-    check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
-               "uploading the weights");
-    for (size_t t = 0; t < plan.size(); ++t)
-      *plan[t].dst = static_cast<const void*>(static_cast<char*>(weights) + offsets[t]);
+    weights.upload(kWho);
   }
 
   // Products planned for graphs of up to `budget` query tokens on either path.

@@ -30,7 +30,6 @@
 #include "dsocr2_backend.hpp"
 #include "dsocr2_config.hpp"
 #include "dsocr2_layout.hpp"
-#include "dsocr2_preprocess.hpp"
 
 #include <encgraph/sdk/sdk.hpp>
 

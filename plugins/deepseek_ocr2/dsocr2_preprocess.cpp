@@ -1,4 +1,4 @@
-#include "dsocr2_preprocess.hpp"
+#include "dsocr2_layout.hpp"
 
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/image_resize.hpp>

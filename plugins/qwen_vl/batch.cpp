@@ -1,4 +1,4 @@
-#include "batch.hpp"
+#include "layout.hpp"
 
 #include "spec.hpp"
 

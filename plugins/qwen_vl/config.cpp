@@ -1,11 +1,10 @@
 #include "config.hpp"
 
-#include "folder_config.hpp"
 #include "spec.hpp"
 
-#include <encoder_kit/config.hpp>
 #include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -39,7 +38,7 @@ void check_block_list(const std::string& who, const char* key, const std::vector
 // The tower's sizes from the plugin keys, each overriding config_json; a key
 // that contradicts the folder's own config.json is an error (the weights
 // beside it have its sizes). Read in the order the checks report.
-void read_size_keys(const encoder_kit::FolderKeys& keys, const Spec& s, VisionConfig& m) {
+void read_size_keys(const encoder_kit::CheckpointKeys& keys, const Spec& s, VisionConfig& m) {
   keys.dim("depth", m.depth);
   keys.dim("hidden_size", m.hidden_size);
   keys.dim("num_heads", m.num_heads);
@@ -59,13 +58,13 @@ void read_size_keys(const encoder_kit::FolderKeys& keys, const Spec& s, VisionCo
 }
 
 // The pixel, budget and frame keys, bounded against each other and the tower.
-void read_budget_keys(encoder_kit::ConfigReader& r, Options& o) {
+void read_budget_keys(sdk::Config& r, Options& o) {
   const Spec& s = o.spec();
   const std::string who = s.name;
   const VisionConfig& m = o.model;
   auto pixels = [&](const char* lo_key, int64_t& lo, const char* hi_key, int64_t& hi) {
-    lo = r.get_int(lo_key, lo);
-    hi = r.get_int(hi_key, hi);
+    lo = r.get<int64_t>(lo_key, lo);
+    hi = r.get<int64_t>(hi_key, hi);
     encoder_kit::require_in_range(who, lo_key, lo, 1, kMaxPixels);
     encoder_kit::require_in_range(who, hi_key, hi, lo, kMaxPixels);
   };
@@ -73,10 +72,10 @@ void read_budget_keys(encoder_kit::ConfigReader& r, Options& o) {
   if (s.video_pixels == VideoPixels::AllFrames)
     pixels("video_min_pixels", o.video_min_pixels, "video_max_pixels", o.video_max_pixels);
   const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
-  o.min_budget = r.get_int("min_budget", o.min_budget);
-  const auto max_budget_key = r.get("max_budget");
+  o.min_budget = r.get<int64_t>("min_budget", o.min_budget);
+  const bool max_budget_key = r.has("max_budget");
   o.max_budget =
-      r.get_int("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
+      r.get<int64_t>("max_budget", std::clamp<int64_t>(o.max_pixels / unit_pixels, 1, kMaxBudget));
   encoder_kit::require_in_range(who, "min_budget", o.min_budget, 1, kMaxBudget);
   // Without the key the largest budget is the tokens of a max_pixels image:
   // name what made it, not a key the user never set.
@@ -93,12 +92,117 @@ void read_budget_keys(encoder_kit::ConfigReader& r, Options& o) {
          who + ": max_budget " + std::to_string(o.max_budget) + " x spatial_merge_size^2 " +
              std::to_string(m.merge_unit()) +
              " patch rows per graph overflow the int32 sequence offsets: lower max_budget");
-  o.max_frames_per_video = r.get_int("max_frames_per_video", o.max_frames_per_video);
+  o.max_frames_per_video = r.get<int64_t>("max_frames_per_video", o.max_frames_per_video);
   // Under the video processor's rule a video holds at least one temporal
   // patch of frames (fewer are refused).
   const int64_t min_frames = s.video_pixels == VideoPixels::AllFrames ? m.temporal_patch_size : 1;
   encoder_kit::require_in_range(who, "max_frames_per_video", o.max_frames_per_video, min_frames,
                                 65536);
+}
+
+// The files of a Hugging Face checkpoint folder that configure the tower:
+// config.json's vision_config (sizes), and the processors' configs (pixel
+// bounds, checked against the sizes and the normalisation the plugin
+// implements).
+
+// Sets `out` to the integer list at `key`, when present.
+void read_int_list(const encoder_kit::VisionConfigJson& v, const char* key,
+                   std::vector<int64_t>& out) {
+  const encoder_kit::Json* j = v.find(key);
+  if (!j) return;
+  out.clear();
+  for (const encoder_kit::Json& e : j->as_array(v.where() + key))
+    out.push_back(e.as_int(std::string(key) + " entry"));
+}
+
+// What every processor config of the folder must say: the tower's sizes, and
+// the normalisation and resampling the plugin implements.
+void check_processor_agrees(const encoder_kit::PreprocessorJson& j, const VisionConfig& m) {
+  const Spec& s = *m.spec;
+  const std::string vc = "the tower's vision_config.";
+  auto agree = [&](const char* key, const char* config_key, int64_t value) {
+    int64_t v = value;
+    if (j.read_int(key, v))
+      encoder_kit::require_agree(s.name, vc + config_key + " (config.json or keys)", value,
+                                 j.where() + key, v);
+  };
+  agree("patch_size", "patch_size", m.patch_size);
+  agree("temporal_patch_size", "temporal_patch_size", m.temporal_patch_size);
+  agree("merge_size", "spatial_merge_size", m.spatial_merge_size);
+  j.require_floats(s.name, "image_mean", {s.image_mean.begin(), s.image_mean.end()});
+  j.require_floats(s.name, "image_std", {s.image_std.begin(), s.image_std.end()});
+  int64_t resample = 3;  // PIL's BICUBIC, the processor's default
+  if (j.read_int("resample", resample) && resample != 3)
+    fail(EG_ERR_UNSUPPORTED, std::string(s.name) + ": " + j.where() + "resample is " +
+                                 std::to_string(resample) +
+                                 "; this plugin resizes bicubic only (PIL resample 3)");
+}
+
+// Reads config.json (or a bare vision config) at `path` into `c`, refusing
+// another model type or activation than the version's.
+void read_config_json(const std::string& path, VisionConfig& c) {
+  const Spec& s = *c.spec;
+  const encoder_kit::VisionConfigJson v(path, s.name);
+  if (s.model_types[1])
+    v.require_model_type(s.name, {s.model_types[0], s.model_types[1]});
+  else
+    v.require_model_type(s.name, {s.model_types[0]});
+  v.read_int("depth", c.depth);
+  v.read_int("hidden_size", c.hidden_size);
+  v.read_int("num_heads", c.num_heads);
+  v.read_int("intermediate_size", c.intermediate_size);
+  v.read_int("out_hidden_size", c.out_hidden_size);
+  v.read_int("patch_size", c.patch_size);
+  v.read_int("temporal_patch_size", c.temporal_patch_size);
+  v.read_int("spatial_merge_size", c.spatial_merge_size);
+  v.read_int("in_chans", c.in_channels);  // Qwen2.5-VL's released checkpoints' spelling
+  v.read_int("in_channels", c.in_channels);
+  if (s.attention == Attention::Windowed) {
+    v.read_int("window_size", c.window_size);
+    read_int_list(v, "fullatt_block_indexes", c.fullatt_block_indexes);
+  }
+  if (s.pos_embed == PosEmbed::Interpolated)
+    v.read_int("num_position_embeddings", c.num_position_embeddings);
+  if (s.outputs == Outputs::Deepstack)
+    read_int_list(v, "deepstack_visual_indexes", c.deepstack_visual_indexes);
+  if (const encoder_kit::Json* j = v.find("hidden_act")) {
+    const std::string act = j->as_string("vision_config.hidden_act");
+    if (act != s.hidden_act)
+      fail(EG_ERR_INVALID_ARGUMENT, v.where() + "hidden_act is '" + act + "'; the " + s.title +
+                                        " tower this plugin implements uses '" + s.hidden_act +
+                                        "'");
+  }
+}
+
+// The folder's preprocessor_config.json (image bounds become the defaults)
+// and, for VideoPixels::AllFrames, video_preprocessor_config.json (the video
+// bounds); both must agree with the tower's sizes (checked after validate()).
+void read_processor_configs(const encoder_kit::CheckpointFolder& folder, Options& o) {
+  const Spec& s = o.spec();
+  if (!folder.preprocessor.empty()) {
+    const encoder_kit::PreprocessorJson j(folder.preprocessor, s.name);
+    // Older files say min_pixels/max_pixels; newer ones size.shortest_edge/longest_edge.
+    j.read_int("size", o.min_pixels, "shortest_edge");
+    j.read_int("size", o.max_pixels, "longest_edge");
+    j.read_int("min_pixels", o.min_pixels);
+    j.read_int("max_pixels", o.max_pixels);
+    check_processor_agrees(j, o.model);
+  }
+  // Qwen3VLVideoProcessor's size bounds all frames of a video together.
+  if (s.video_pixels == VideoPixels::AllFrames && !folder.video_preprocessor.empty()) {
+    const encoder_kit::PreprocessorJson j(folder.video_preprocessor, s.name);
+    j.read_int("size", o.video_min_pixels, "shortest_edge");
+    j.read_int("size", o.video_max_pixels, "longest_edge");
+    check_processor_agrees(j, o.model);
+  }
+}
+
+// A key naming one of the enum E's values: `names` in the enum's order, the
+// first the default.
+template <class E>
+E choice(sdk::Config& r, const char* key, const std::vector<std::string>& names) {
+  const std::string v = r.get_choice(key, names.front(), names);
+  return static_cast<E>(std::find(names.begin(), names.end(), v) - names.begin());
 }
 
 }  // namespace
@@ -200,13 +304,12 @@ void VisionConfig::validate() const {
   }
 }
 
-Options parse_options(const Spec& s, const eg_create_params* p) {
+Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) {
   Options o(s);
-  encoder_kit::ConfigReader r(p->config, p->num_config, s.name);
   VisionConfig& m = o.model;
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and its processors' configs.
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p->weights);
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
   // The sizes the released checkpoints differ in (the others are the same in all).
   if (s.attention == Attention::Windowed)
     encoder_kit::require_folder_config(folder, r,
@@ -217,30 +320,33 @@ Options parse_options(const Spec& s, const eg_create_params* p) {
         folder, r,
         {"depth", "hidden_size", "num_heads", "intermediate_size", "out_hidden_size",
          "num_position_embeddings", "deepstack_visual_indexes"});
-  const auto named = r.get("config_json");
+  const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;
   if (named || folder_config) read_config_json(o.config_path, m);
-  read_size_keys(encoder_kit::FolderKeys(r, s.name, folder_config ? folder.config : std::string()),
-                 s, m);
+  read_size_keys(encoder_kit::CheckpointKeys(r, folder_config ? folder.config : std::string()), s,
+                 m);
   m.validate();
   read_processor_configs(folder, o);
 
-  o.dtype = encoder_kit::read_compute_dtype(r, p->device);
+  o.dtype = encoder_kit::read_compute_dtype(r, p.device);
   read_budget_keys(r, o);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get_int("seed", 0));
-  o.tune_gemm = r.get_bool("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get_string("tuning_cache", o.tuning_cache);
+  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
+  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
   if (s.mlp == Mlp::GatedSilu) {
-    // (the names in the enums' order)
-    o.mlp_kernel = static_cast<MlpKernel>(
-        r.get_choice("mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"}));
-    o.qkv_kernel =
-        static_cast<QkvKernel>(r.get_choice("qkv_kernel", {"auto", "fused_norm", "cublaslt"}));
+    o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
+    o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
   }
+  // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;
+}
+
+Options parse_options(const Spec& s, const eg_create_params* p) {
+  sdk::Config config(p->config, p->num_config, s.name);
+  return parse_options(s, config, *p);
 }
 
 }  // namespace qwen_vl

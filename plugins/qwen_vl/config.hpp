@@ -5,6 +5,7 @@
 #pragma once
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/sdk/config.hpp>
 
 #include <encoder_kit/config.hpp>
 
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace qwen_vl {
+
+namespace sdk = encgraph::sdk;
 
 struct Spec;
 
@@ -79,7 +82,7 @@ inline constexpr int64_t kMaxItemValues = int64_t{1} << 31;
 // cuBLASLt's product, then the SiLU·mul pass; "auto": per graph size the
 // fastest of the three as timed in the tuning warm-up where the fused kernel
 // runs (without tuning: "fused_norm").
-// (parse_options reads the key by these names, in this order)
+// (parse_options reads the key by these names, in this order; default first)
 enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // How norm1 and the qkv product run on CUDA. "fused_norm": our Hopper kernel
 // with the norm inside (rms_linear_bf16; compute capability 9.0); "cublaslt":
@@ -123,8 +126,11 @@ struct Options {
   QkvKernel qkv_kernel = QkvKernel::Auto;
 };
 
-// Reads the plugin table's keys (the version's: see its plugin file);
-// `params->device` picks the default dtype (bf16 on CUDA, f32 on the CPU).
+// Reads the plugin table's keys (the version's: see its plugin file) and
+// refuses any other; `params.device` picks the default dtype (bf16 on CUDA,
+// f32 on the CPU).
+Options parse_options(const Spec& spec, sdk::Config& config, const eg_create_params& params);
+// The same over a reader of its own (tests).
 Options parse_options(const Spec& spec, const eg_create_params* params);
 
 }  // namespace qwen_vl

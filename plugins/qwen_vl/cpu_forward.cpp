@@ -1,6 +1,6 @@
-#include "cpu_forward.hpp"
+#include "forward.hpp"
 
-#include "batch.hpp"
+#include "layout.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/cpu_kernels.hpp>

@@ -3,8 +3,8 @@
 // bias, residual add and GELU (tanh in the blocks, erf in the mergers),
 // LayerNorm, rotary, variable-length flash attention; plus the interpolated
 // position embedding (pos_embed_kernel.cu).
-#include "batch.hpp"
 #include "cuda_tower.hpp"
+#include "layout.hpp"
 #include "pos_embed_kernel.hpp"
 #include "spec.hpp"
 
@@ -51,8 +51,7 @@ class DeepstackTower final : public CudaTower {
       fail(EG_ERR_INTERNAL, std::to_string(w.deepstack.size()) + " deepstack mergers for " +
                                 std::to_string(c.deepstack_visual_indexes.size()) +
                                 " deepstack_visual_indexes");
-    WeightImage image;
-    auto add = [&](const bf16** dst, const std::vector<float>& v) { image.add(dst, v); };
+    auto add = [&](const bf16** dst, const std::vector<float>& v) { weights.add(dst, v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, ip = padded_intermediate(c), dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
@@ -93,7 +92,7 @@ class DeepstackTower final : public CudaTower {
     add_merger(merger, w.merger);
     deepstack.resize(w.deepstack.size());
     for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
-    image.upload(*this);
+    weights.upload(who);
   }
 
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {

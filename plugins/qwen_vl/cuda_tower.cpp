@@ -5,11 +5,9 @@
 #include <encoder_kit/cuda/plugin_host.hpp>
 #include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/numeric.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace qwen_vl {
 
@@ -28,11 +26,6 @@ CudaTower::CudaTower(const VisionConfig& config, int device_index, int64_t mlp)
 
 CudaTower::~CudaTower() {
   if (handle) cublasLtDestroy(handle);
-  if (weights) {
-    const cudaError_t e = cudaFree(weights);
-    if (e != cudaSuccess)
-      std::fprintf(stderr, "%s: freeing weights: %s\n", c.spec->name, cudaGetErrorString(e));
-  }
 }
 
 void CudaTower::check(int rc, const char* what) const {
@@ -45,26 +38,6 @@ void CudaTower::check_cuda(cudaError_t e, const char* what) const {
 
 void CudaTower::fail(eg_status status, const std::string& message) const {
   encoder_kit::fail(status, who + ": " + message);
-}
-
-void CudaTower::WeightImage::upload(CudaTower& owner) {
-  // Lay every tensor out in one host image, then one copy.
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (const auto& [dst, v] : plan_) {
-    offsets.push_back(total);
-    total += k::align_up(v->size() * 2);
-  }
-  std::vector<uint16_t> host(total / 2, 0);
-  for (size_t t = 0; t < plan_.size(); ++t) {
-    uint16_t* out = host.data() + offsets[t] / 2;
-    for (float f : *plan_[t].second) *out++ = encoder_kit::f32_to_bf16(f);
-  }
-  owner.check_cuda(cudaMalloc(&owner.weights, total), "allocating the weights");
-  owner.check_cuda(cudaMemcpy(owner.weights, host.data(), total, cudaMemcpyHostToDevice),
-                   "uploading weights");
-  for (size_t t = 0; t < plan_.size(); ++t)
-    *plan_[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(owner.weights) + offsets[t]);
 }
 
 void CudaTower::start(const Options& o, const Weights& w, Warn warn) {

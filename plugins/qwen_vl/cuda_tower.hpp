@@ -1,12 +1,13 @@
 // What the versions' CUDA forwards share: error reporting named after the
-// plugin, the weights' upload as one bf16 image, the cuBLASLt handle and
+// plugin, the weights in one device allocation, the cuBLASLt handle and
 // tuning cache, and the forward's preamble (workspace check, products planned
 // outside capture, tuned once per size in the warm-up).
 #pragma once
 
-#include "batch.hpp"
-#include "cuda_model.hpp"
+#include "forward.hpp"
+#include "layout.hpp"
 
+#include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
@@ -16,7 +17,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace qwen_vl {
@@ -73,24 +73,11 @@ class CudaTower : public CudaModel {
   void check_cuda(cudaError_t e, const char* what) const;
   [[noreturn]] void fail(eg_status status, const std::string& message) const;
 
-  // Every parameter as bf16 in one device allocation: add() each host array
-  // with the pointer that receives its place, then upload() once.
-  class WeightImage {
-   public:
-    void add(const bf16** dst, const std::vector<float>& values) {
-      plan_.emplace_back(dst, &values);
-    }
-    void upload(CudaTower& owner);
-
-   private:
-    std::vector<std::pair<const bf16**, const std::vector<float>*>> plan_;
-  };
-
   // After the version's own checks: the weights uploaded, the cuBLASLt
   // handle, the tuning cache (tuning_cache, "off" without tune_gemm) and the
   // products planned for max_budget tokens.
   void start(const Options& o, const Weights& w, Warn warn);
-  // The version's device weights, laid out in one WeightImage.
+  // The version's device weights, added to `weights` and uploaded.
   virtual void upload(const Weights& w) = 0;
 
   // Plans every product for `patches` rows (the MLP's through plan_mlp);
@@ -123,7 +110,7 @@ class CudaTower : public CudaModel {
   const Buffers buffers{*c.spec};
   int64_t mlp_width = 0;      // the MLP width on the device
   bool gate_up_room = false;  // carve room for cuBLASLt's [gate | up] product
-  void* weights = nullptr;    // one allocation for every parameter
+  k::DeviceWeights weights;   // one allocation for every parameter
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed

@@ -4,8 +4,8 @@
 // (gemm_sm90.cu; cuBLASLt and a SiLU-mul pass elsewhere or where faster),
 // fused RMSNorm, rotary, variable-length flash attention over frames and
 // windows, and a row gather for the inverse window order.
-#include "batch.hpp"
 #include "cuda_tower.hpp"
+#include "layout.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/cuda/form_timing.hpp>
@@ -78,8 +78,7 @@ class WindowTower final : public CudaTower {
   std::map<int64_t, QkvForm> qkv_form;  // "auto"'s timed choice per patch count
 
   void upload(const Weights& w) override {
-    WeightImage image;
-    auto add = [&](const bf16** dst, const std::vector<float>* v) { image.add(dst, *v); };
+    auto add = [&](const bf16** dst, const std::vector<float>* v) { weights.add(dst, *v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, dm = c.hidden_size;
     std::deque<std::vector<float>> padded;
@@ -120,7 +119,7 @@ class WindowTower final : public CudaTower {
     add(&m0_b, &w.merger.fc1_b);
     add(&m2_w, &w.merger.fc2_w);
     add(&m2_b, &w.merger.fc2_b);
-    image.upload(*this);
+    weights.upload(who);
   }
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);

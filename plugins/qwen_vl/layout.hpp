@@ -1,5 +1,16 @@
-// Where each patch of an item goes inside the tower, and how many sequences a
-// batch can hold:
+// The tower's input side, from decoded pixels to the graph's buffers.
+//
+// The Qwen-VL processors (preprocess.cpp), from decoded pixels to flattened
+// patch rows. Images: the Qwen2-VL image processor's smart_resize to
+// multiples of the resize factor within [min_pixels, max_pixels]. Videos: each
+// frame as an image (VideoPixels::PerFrame), or Qwen3VLVideoProcessor's rule,
+// whose bounds count every frame (AllFrames). Then bicubic resize, v/255,
+// normalisation with the version's mean/std, time padded to a multiple of
+// temporal_patch_size by repeating the last frame, and patches flattened in
+// the processor's order.
+//
+// Then (layout.cpp) where each patch of an item goes inside the tower, and how
+// many sequences a batch can hold:
 //  - the unit order: Attention::Windowed regroups merged units (2x2 patches)
 //    window by window, as Qwen2.5-VL's get_window_index does; patch rows,
 //    per-patch tables and the attention sequences all live in this order, and
@@ -9,18 +20,56 @@
 //  - the learned position embedding's bilinear interpolation to the item's
 //    grid (fast_pos_embed_interpolate): 4 corner rows and 4 weights per patch;
 //  - per-budget capacities of the attention sequence tables.
+//
+// Then (batch.cpp) items as the tower consumes them, and packing a batch of
+// items into the graph's input buffers (host staging, for replays and for
+// capture alike).
 #pragma once
 
 #include "config.hpp"
-#include "preprocess.hpp"
 
 #include <encgraph/plugin_api.h>
 #include <encoder_kit/seq_buckets.hpp>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace qwen_vl {
+
+// Patch grid of one item: temporal patches, rows, columns (patches).
+struct Grid {
+  int64_t t = 0, h = 0, w = 0;
+  int64_t patches() const { return t * h * w; }
+};
+
+// The image processor's resize rule: (height, width) rounded to multiples of
+// `factor`, scaled to keep the pixel count within [min_pixels, max_pixels].
+// Rounding is Python's (half to even). Throws for an aspect ratio over 200.
+std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t factor,
+                                         int64_t min_pixels, int64_t max_pixels);
+
+// The video processor's rule: bounds on frames x height x width; a side under
+// `factor` is scaled up first. Throws when frames < temporal_factor (as the
+// processor does) or for an aspect ratio over 200.
+std::pair<int64_t, int64_t> smart_resize_video(int64_t frames, int64_t height, int64_t width,
+                                               int64_t temporal_factor, int64_t factor,
+                                               int64_t min_pixels, int64_t max_pixels);
+
+// The grid an item of this geometry gets (`video`: the version's video rule).
+Grid grid_for(const Options& o, bool video, int64_t height, int64_t width, int64_t frames);
+
+// Patch rows [grid.patches(), patch_dim] in the processor's order (temporal
+// patch, merge blocks row-major, the patches of a block; within a row
+// channel, time, patch row, patch column) from `frames` HWC uint8 frames of
+// `channels` (3 RGB, 1 grey, 4 RGBA with alpha ignored).
+std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const uint8_t* pixels,
+                                          int64_t frames, int64_t height, int64_t width,
+                                          int64_t channels);
+
+// Synthetic patch rows for `grid`: normalised values of pixels drawn uniformly
+// from [0, 255] with `seed` (same values on every device).
+std::vector<float> synthetic_patch_rows(const VisionConfig& c, const Grid& grid, uint64_t seed);
 
 struct WindowLayout {
   // unit_order[k]: the processor-order merged unit at position k.
@@ -84,5 +133,84 @@ int64_t max_frame_units(const Options& o);
 using encoder_kit::SeqBucket;
 std::vector<SeqBucket> full_attention_buckets(
     const Capacity& cap, int64_t merge_units = encoder_kit::default_bucket_merge_units());
+
+// The graph's input buffers: their indices in the order model_info declares
+// them. A version declares what its blocks read; absent ones are -1.
+//   pixel_rows         [patches, patch_dim] f32 (CPU) or bf16 (CUDA), unit order; zero padding
+//   pos_index          [patches, 4] i32 pos_embed rows of the 4 corners; zero padding
+//   pos_weight         [patches, 4] f32 bilinear weights; zero padding (no pos_embed)
+//   rope_cos, rope_sin [patches, head_dim/2] f32, unit order; zero padding
+//   cu_seqlens         [frames + 1] i32 patch offsets of full-attention sequences; repeat-last
+//   cu_window_seqlens  [windows + 1] i32 patch offsets of windows; repeat-last
+//   token_index        [tokens] i32: output token r is merged row token_index[r]; zero
+//                      padding (named inverse_window_index under windows)
+struct Buffers {
+  int32_t pixel_rows = -1;
+  int32_t pos_index = -1, pos_weight = -1;  // PosEmbed::Interpolated
+  int32_t rope_cos = -1, rope_sin = -1;
+  int32_t cu_seqlens = -1;
+  int32_t cu_window_seqlens = -1;  // Attention::Windowed
+  int32_t token_index = -1;
+  int32_t count = 0;
+  // The version's buffers, numbered in declaration order.
+  explicit Buffers(const Spec& s);
+};
+
+// One item's inputs, already in unit order so a batch is concatenation. The
+// window reordering of patch rows happens here, once per item on the host,
+// instead of as a gather on the device at every replay.
+struct ItemData {
+  Grid grid;
+  int64_t frames = 1;                 // decoded frames (1 for an image)
+  std::vector<float> pixels_f32;      // CPU instances
+  std::vector<uint16_t> pixels_bf16;  // CUDA instances
+  std::vector<int32_t> pos_index;     // [patches, 4] (PosEmbed::Interpolated)
+  std::vector<float> pos_weight;      // [patches, 4] (PosEmbed::Interpolated)
+  std::vector<float> cos, sin;        // [patches, head_dim/2]
+  std::vector<int32_t> window_patches;
+  std::vector<int32_t> inverse;  // item-local: token u -> its unit's position
+  int64_t tokens(const VisionConfig& c) const { return grid.patches() / c.merge_unit(); }
+};
+
+// `rows`: processor-order patch rows of `grid` (empty: zeros, for capture).
+ItemData make_item_data(const Options& o, const Grid& grid, int64_t frames,
+                        const std::vector<float>& rows);
+
+// Where one batch's values go; capacities bound every table. Tables a
+// version lacks stay null.
+struct StagingTarget {
+  void* pixels = nullptr;
+  float* cos = nullptr;
+  float* sin = nullptr;
+  int32_t* cu_seqlens = nullptr;
+  int32_t* cu_windows = nullptr;
+  int32_t* token_index = nullptr;
+  Capacity cap;
+  int32_t* pos_index = nullptr;
+  float* pos_weight = nullptr;
+};
+
+// Leading rows written into each buffer.
+struct StagedRows {
+  int64_t patches = 0;
+  int64_t frame_rows = 0;   // entries of cu_seqlens written (sequences + 1)
+  int64_t window_rows = 0;  // entries of cu_windows written
+  int64_t tokens = 0;
+};
+
+// Concatenates the items, longest frame first (see full_attention_buckets);
+// output tokens stay in batch order through token_index. Throws
+// Error(INVALID_ARGUMENT) if they exceed a capacity.
+StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& items,
+                       const StagingTarget& target);
+
+// Valid stand-in tables for warm-up and capture (with zero pixel, weight and
+// rotary rows): every row in some frame and some window, frames and windows as
+// long as real ones may be, so the warm-up does a full batch's work. Written
+// into host staging by prepare_capture_staging; the runtime copies them.
+struct CaptureTables {
+  std::vector<int32_t> cu_seqlens, cu_windows, token_index;
+};
+CaptureTables capture_tables(const VisionConfig& c, const Capacity& cap);
 
 }  // namespace qwen_vl

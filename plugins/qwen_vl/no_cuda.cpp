@@ -1,6 +1,6 @@
 // A build without the kit's CUDA kernels: the plugins run on the CPU only,
 // and a CUDA instance is refused before its weights load.
-#include "cuda_model.hpp"
+#include "forward.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/error.hpp>

@@ -1,4 +1,4 @@
-#include "preprocess.hpp"
+#include "layout.hpp"
 
 #include "spec.hpp"
 

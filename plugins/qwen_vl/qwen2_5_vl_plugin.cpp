@@ -13,7 +13,6 @@
 // qkv_kernel (CUDA: "auto", "fused_norm" or "cublaslt"; config.hpp),
 // check_finite (default true: NaN/Inf weights are an error). Size keys are
 // bounded (see VisionConfig::validate).
-#include "sdk_entry.hpp"
 #include "spec.hpp"
 #include "tower.hpp"
 
@@ -26,4 +25,4 @@ using Qwen2_5Vl = qwen_vl::VersionTower<qwen_vl::kQwen2_5Vl, kIdentity>;
 
 }  // namespace
 
-QWEN_VL_PLUGIN(Qwen2_5Vl)
+ENCGRAPH_SDK_PLUGIN(Qwen2_5Vl)

@@ -11,7 +11,6 @@
 // CPU, bf16 on CUDA), min_pixels, max_pixels (images), video_min_pixels,
 // video_max_pixels (all frames of a video together), min_budget, max_budget,
 // max_frames_per_video, seed, tune_gemm, tuning_cache, check_finite.
-#include "sdk_entry.hpp"
 #include "spec.hpp"
 #include "tower.hpp"
 
@@ -25,4 +24,4 @@ using Qwen3Vl = qwen_vl::VersionTower<qwen_vl::kQwen3Vl, kIdentity>;
 
 }  // namespace
 
-QWEN_VL_PLUGIN(Qwen3Vl)
+ENCGRAPH_SDK_PLUGIN(Qwen3Vl)

@@ -1,8 +1,6 @@
 #include "tower.hpp"
 
-#include "cpu_forward.hpp"
-#include "cuda_model.hpp"
-#include "sdk_entry.hpp"
+#include "forward.hpp"
 #include "spec.hpp"
 
 #include <encoder_kit/checked.hpp>
@@ -35,7 +33,7 @@ void describe(const Options& o, sdk::ModelInfo& info) {
   const bool deepstack = s.outputs == Outputs::Deepstack;
   for (int64_t k = 0; k <= c.num_deepstack(); ++k)
     info.output(deepstack ? kDeepstackNames[k] : "embeddings", c.out_hidden_size, dtype);
-  // The buffers in Buffers' order (batch.hpp).
+  // The buffers in Buffers' order (layout.hpp).
   const bool windowed = s.attention == Attention::Windowed;
   info.buffer("pixel_rows", dtype);
   if (s.pos_embed == PosEmbed::Interpolated)
@@ -55,8 +53,7 @@ void put(sdk::StagingSet& buffers, int32_t b, const std::vector<int32_t>& values
 }  // namespace
 
 Tower::Tower(const Spec& spec, sdk::CreateArgs& args)
-    : opt_(parse_options(spec, &args.raw)), buffers_(spec) {
-  known_to_sdk(args);  // parse_options refused unknown keys with its own message
+    : opt_(parse_options(spec, args.config, args.raw)), buffers_(spec) {
   const VisionConfig& c = opt_.model;
   if (args.device() == EG_DEVICE_CUDA) require_cuda_forward(spec);
   const encoder_kit::WeightSource source(args.weights().value_or("random"), opt_.seed,

@@ -9,7 +9,7 @@
 // holds 4B patch rows, and its sequence tables are sized by the shape's
 // max_frames_per_batch, which the runtime's packer keeps every batch within.
 //
-// Graph buffers (batch.hpp): pixel rows, the position embedding's corners and
+// Graph buffers (layout.hpp): pixel rows, the position embedding's corners and
 // weights (PosEmbed::Interpolated), rotary cos/sin per patch, the cumulative
 // patch offsets of full-attention sequences (one per temporal patch) and of
 // windows (Attention::Windowed; repeat-last padding keeps padded entries
@@ -28,8 +28,8 @@
 // tower (docs/config.md).
 #pragma once
 
-#include "batch.hpp"
 #include "config.hpp"
+#include "layout.hpp"
 #include "weights.hpp"
 
 #include <encgraph/sdk/sdk.hpp>
@@ -39,8 +39,6 @@
 #include <memory>
 
 namespace qwen_vl {
-
-namespace sdk = encgraph::sdk;
 
 class CudaModel;
 
@@ -93,7 +91,7 @@ class Tower {
 };
 
 // A version's plugin class: the tower over spec S, with the identity I its
-// table carries (ENCGRAPH_SDK_PLUGIN / QWEN_VL_PLUGIN take one class).
+// table carries (ENCGRAPH_SDK_PLUGIN takes one class).
 template <const Spec& S, const sdk::Identity& I>
 class VersionTower : public Tower {
  public:

@@ -1,6 +1,6 @@
 #include "siglip_backend.hpp"
 
-#include "siglip_cpu_forward.hpp"
+#include "siglip_weights.hpp"
 
 #include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>

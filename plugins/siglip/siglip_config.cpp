@@ -3,7 +3,6 @@
 #include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/json.hpp>
-#include <encoder_kit/plugin_config.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -148,8 +147,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and preprocessor_config.json.
   const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
-  encoder_kit::require_folder_config(folder, r.plugin(),
-                                     [&r](const std::string& key) { return r.has(key); },
+  encoder_kit::require_folder_config(folder, r,
                                      {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                       "intermediate_size", "image_size", "patch_size"});
   const auto named = r.get_optional<std::string>("config_json");

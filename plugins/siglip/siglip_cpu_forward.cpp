@@ -1,4 +1,4 @@
-#include "siglip_cpu_forward.hpp"
+#include "siglip_weights.hpp"
 
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>

@@ -2,14 +2,13 @@
 
 #include "siglip_kernels.hpp"
 
+#include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/cuda/plugin_host.hpp>
 #include <encoder_kit/cuda/tuning_cache.hpp>
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/numeric.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
@@ -74,7 +73,7 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
 
 struct CudaModel::Impl {
   Options o;
-  void* weights = nullptr;  // one allocation for every parameter
+  k::DeviceWeights weights;  // one allocation for every parameter
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos = nullptr;
   const bf16 *post_w = nullptr, *post_b = nullptr;
   std::vector<DeviceLayer> layers;
@@ -89,42 +88,32 @@ struct CudaModel::Impl {
 
   ~Impl() {
     if (handle) cublasLtDestroy(handle);
-    if (weights) {
-      const cudaError_t e = cudaFree(weights);
-      if (e != cudaSuccess)
-        std::fprintf(stderr, "siglip: freeing weights: %s\n", cudaGetErrorString(e));
-    }
   }
 
   void upload(const Weights& w) {
-    // Every tensor laid out in one host image, then one copy.
-    std::vector<std::pair<const bf16**, const std::vector<float>*>> plan;
-    auto add = [&](const bf16** dst, const std::vector<float>& src) {
-      plan.emplace_back(dst, &src);
-    };
-    add(&patch_w, w.patch_w);
-    add(&patch_b, w.patch_b);
-    add(&pos, w.pos);
+    weights.add(&patch_w, w.patch_w);
+    weights.add(&patch_b, w.patch_b);
+    weights.add(&pos, w.pos);
     layers.resize(w.layers.size());
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const LayerWeights& l = w.layers[i];
       DeviceLayer& d = layers[i];
-      add(&d.ln1_w, l.ln1_w);
-      add(&d.ln1_b, l.ln1_b);
-      add(&d.qkv_w, l.qkv_w);
-      add(&d.qkv_b, l.qkv_b);
-      add(&d.out_w, l.out_w);
-      add(&d.out_b, l.out_b);
-      add(&d.ln2_w, l.ln2_w);
-      add(&d.ln2_b, l.ln2_b);
-      add(&d.fc1_w, l.fc1_w);
-      add(&d.fc1_b, l.fc1_b);
-      add(&d.fc2_w, l.fc2_w);
-      add(&d.fc2_b, l.fc2_b);
+      weights.add(&d.ln1_w, l.ln1_w);
+      weights.add(&d.ln1_b, l.ln1_b);
+      weights.add(&d.qkv_w, l.qkv_w);
+      weights.add(&d.qkv_b, l.qkv_b);
+      weights.add(&d.out_w, l.out_w);
+      weights.add(&d.out_b, l.out_b);
+      weights.add(&d.ln2_w, l.ln2_w);
+      weights.add(&d.ln2_b, l.ln2_b);
+      weights.add(&d.fc1_w, l.fc1_w);
+      weights.add(&d.fc1_b, l.fc1_b);
+      weights.add(&d.fc2_w, l.fc2_w);
+      weights.add(&d.fc2_b, l.fc2_b);
     }
     if (o.uses_post_layernorm()) {
-      add(&post_w, w.post_ln_w);
-      add(&post_b, w.post_ln_b);
+      weights.add(&post_w, w.post_ln_w);
+      weights.add(&post_b, w.post_ln_b);
     }
     if (o.needs_head()) {
       const HeadWeights& h = w.head;
@@ -139,24 +128,9 @@ struct CudaModel::Impl {
                               {&head.fc1_b, &h.fc1_b},
                               {&head.fc2_w, &h.fc2_w},
                               {&head.fc2_b, &h.fc2_b}})
-        add(dst, *src);
+        weights.add(dst, *src);
     }
-    std::vector<size_t> offsets;
-    size_t total = 0;
-    for (const auto& entry : plan) {
-      offsets.push_back(total);
-      total += align_up(entry.second->size() * 2);
-    }
-    std::vector<uint16_t> host(total / 2, 0);
-    for (size_t t = 0; t < plan.size(); ++t) {
-      uint16_t* dst = host.data() + offsets[t] / 2;
-      for (float f : *plan[t].second) *dst++ = encoder_kit::f32_to_bf16(f);
-    }
-    check_cuda(cudaMalloc(&weights, total), "allocating the weights");
-    check_cuda(cudaMemcpy(weights, host.data(), total, cudaMemcpyHostToDevice),
-               "uploading the weights");
-    for (size_t t = 0; t < plan.size(); ++t)
-      *plan[t].first = reinterpret_cast<const bf16*>(static_cast<char*>(weights) + offsets[t]);
+    weights.upload(kWho);
   }
 
   void plan_products(const Capacity& cap) {

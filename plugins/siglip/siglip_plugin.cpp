@@ -39,7 +39,6 @@
 #include "siglip_backend.hpp"
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
-#include "siglip_preprocess.hpp"
 
 #include <encgraph/sdk/sdk.hpp>
 

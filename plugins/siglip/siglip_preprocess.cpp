@@ -1,4 +1,4 @@
-#include "siglip_preprocess.hpp"
+#include "siglip_batch.hpp"
 
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/image_resize.hpp>

@@ -2,13 +2,16 @@
 // (<weight_prefix>embeddings.*, encoder.layers.N.*, post_layernorm.*, head.*) or
 // drawn at random. Only what the configured output needs is read: the layers
 // up to the feature layer, post_layernorm unless a feature layer is taken, the
-// head only for pooled output (VLM checkpoints often lack it).
+// head only for pooled output (VLM checkpoints often lack it). And the CPU
+// forward over them.
 #pragma once
 
+#include "siglip_batch.hpp"
 #include "siglip_config.hpp"
 
 #include <encoder_kit/weights.hpp>
 
+#include <cstddef>
 #include <vector>
 
 namespace siglip {
@@ -51,5 +54,14 @@ int64_t parameter_count(const Options& o);
 // N(0, 0.05^2), position embeddings N(0, 0.2^2), the probe N(0, 1): every
 // parameter matters, so tests notice a wrong one.
 Weights load_weights(const Options& o, const encoder_kit::WeightSource& source);
+
+// The forward on the CPU in f32 (siglip_cpu_forward.cpp): what CI runs, and
+// the CUDA path's reference. It reads the graph's buffers and writes each
+// output asked for: every image's tokens, and/or one pooled row per image.
+size_t cpu_workspace_bytes(const Options& o, const Capacity& cap);
+
+// `buffers` in Buffer order; each output asked for, f32 (see OutputPtrs).
+void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const eg_tensor* buffers,
+                 const OutputPtrs& outputs, void* workspace, size_t workspace_bytes);
 
 }  // namespace siglip

@@ -1,19 +1,13 @@
 // The toy on CUDA: toy_kernels.cu's launchers and the runtime's stream
 // (compiled only when the plugin is built with CUDA).
-#include "toy_backend.hpp"
-#include "toy_batch.hpp"
 #include "toy_kernels.hpp"
-
-#include <encgraph/sdk/error.hpp>
+#include "toy_model.hpp"
 
 #include <cuda_runtime.h>
 
 #include <string>
 
 namespace toy {
-
-namespace sdk = encgraph::sdk;
-
 namespace {
 
 void check_cuda(cudaError_t st, const char* what) {

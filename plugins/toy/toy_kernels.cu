@@ -1,4 +1,4 @@
-// CUDA side of the toy plugins: toy_cpu_forward.cpp's forward on the device (the
+// CUDA side of the toy plugins: toy_model.cpp's cpu_forward on the device (the
 // rows and the pooled row of each sequence), the mean of an item's rows for
 // toy_dual's post-processing, plus optional tiny kernels that make a forward
 // launch-bound (for the manager's overhead benchmark).

@@ -8,25 +8,30 @@
 //
 // Per item: tokens = max(1, (height / patch) * (width / patch)) * frames rows of
 // `hidden` values drawn from the item's seed (or taken from its pixels); the
-// forward is toy_cpu_forward.hpp's. `scale` is the batch's capture-axis key (1
-// without axes). Output "pooled" holds one row per item: the mean of the item's
+// forward is cpu_forward's (toy_model.cpp; toy_kernels.cu the same on CUDA). `scale` is the batch's
+// capture-axis key (1 without axes). Output "pooled" holds one row per item: the mean of the item's
 // "rows" (toy_dual: of its global row and its local rows).
 //
-// Config keys (toy_config.hpp): hidden, patch, min_budget, max_budget,
+// Config keys (Options): hidden, patch, min_budget, max_budget,
 // local_min_tokens, local_min_budget (toy_dual), max_frames_per_video,
 // extra_kernels, cpu_us_per_1k_tokens, cpu_eager_us_per_1k_tokens,
 // check_padding, pooled, bias, capture_axis_keys. No weights.
+//
+// Buffers (rows first): x [budget, hidden] (zero padding), cu_seqlens
+// [max_seqs + 1] (repeat-last: padded entries are empty sequences), num_seqs
+// (a scalar), seq_id [budget] (padded with -1 by the plugin's callback), bias
+// [1] (written at capture only), frame_first_row [frames + 1] (the first row
+// of each video frame, then the batch's rows; repeat-last).
 #pragma once
-
-#include "toy_backend.hpp"
-#include "toy_batch.hpp"
-#include "toy_config.hpp"
 
 #include <encgraph/sdk/sdk.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +39,106 @@
 namespace toy {
 
 namespace sdk = encgraph::sdk;
+
+// The toy's options: every key of its [plugin.config] table, read and bounded
+// once (both forms take every key).
+struct Options {
+  std::string plugin;  // "toy" or "toy_dual": prefixes messages
+  int64_t hidden = 8;
+  int64_t patch = 14;
+  int64_t min_budget = 64;
+  int64_t max_budget = 4096;
+  int64_t local_min_tokens = 4;  // toy_dual: items below this skip the local path
+  int64_t local_min_budget = 0;  // toy_dual: the local path's minimum budget
+  int64_t max_frames_per_video = 8;
+  int64_t extra_kernels = 0;         // tiny launches per forward (launch-overhead benchmark)
+  int64_t cpu_us_per_1k_tokens = 0;  // CPU: a forward also sleeps this per 1024 budget tokens
+  // CPU: an eager forward sleeps this much more per 1024 tokens: eager costing
+  // more than replays of other budgets suggest (the cost model's tests).
+  int64_t cpu_eager_us_per_1k_tokens = 0;
+  bool check_padding = true;  // CPU: verify padded rows before computing
+  bool pooled = true;         // declare output "pooled" (off: one output, as a 1.0 model)
+  float bias = 0.5f;
+  std::vector<int64_t> axis_keys;  // one capture axis "frames" when non-empty
+};
+
+// Reads every key; `weights` must be unset, "random" or "none" (no weights).
+Options parse_options(sdk::Config& config, const std::optional<std::string>& weights);
+
+enum Buffer : int32_t { kX, kCuSeqlens, kNumSeqs, kSeqId, kBias, kFrames };
+enum Output : int32_t { kRows, kPooled };
+
+// "toy": one path; "toy_dual": a global path (one summary row per item) and a
+// local path (the item's rows, unless it is below local_min_tokens).
+enum class Form { Single, Dual };
+
+struct Item {
+  int64_t tokens = 0;
+  int64_t frames = 1;
+  bool video = false;
+  std::vector<float> x;  // tokens x hidden
+};
+
+// The item `desc` makes, after every check on its geometry, its values drawn
+// from its seed (or taken from its pixels) when `values` is set.
+Item make_item(const Options& o, const eg_item_desc& desc, bool values);
+// What item_spec reports for `it` (item_spec_for_desc: the same, of the undrawn item).
+sdk::ItemSpec spec_of(const Options& o, Form form, const Item& it);
+
+// Rows item `it` sends through `path` (the unit of every path: "rows").
+int64_t path_tokens(const Options& o, Form form, const Item& it, int32_t path);
+// Each graph's max sequences: the batch's item count.
+int64_t max_seqs(const eg_graph_shape& s);
+// Frames one batch may hold on the shape's path (0 on toy_dual's global path).
+int64_t frame_capacity(Form form, const eg_graph_shape& s);
+// The batch's capture-axis key (1 without axes): the forward's scale.
+float axis_scale(const eg_graph_shape& s);
+
+// A batch of one path into host staging: the real rows, offsets, ids and frame
+// starts, `rows` set for the runtime's padding. Replay keeps the captured bias.
+void stage_batch(const Options& o, Form form, const eg_graph_shape& s,
+                 const std::vector<const Item*>& items, sdk::StagingSet& buffers);
+// Capture inputs: max_batch_size sequences of drawn values splitting the
+// budget, like a full batch, and the bias.
+void stage_capture(const Options& o, const eg_graph_shape& s, sdk::StagingSet& buffers);
+
+// One forward's memory, as the runtime passed it.
+struct ForwardCall {
+  const eg_graph_shape& shape;
+  const eg_tensor* buffers;  // in Buffer order
+  float* out;                // output "rows": [token_budget, hidden]
+  float* pooled;             // output "pooled": [pooled_slots, hidden], or null
+  int64_t pooled_slots;
+  float* workspace;  // extra_kernels + 1 floats, or null
+};
+
+// The devices this build can run on (the plugins' identity).
+#ifdef TOY_HAVE_CUDA
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
+#else
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
+#endif
+
+// Where the toy runs: cpu_forward, or toy_kernels.cu when the plugin is built
+// with CUDA. One interface, so the model class holds no device branches.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual bool on_cpu() const = 0;
+  virtual void forward(const Options& o, const ForwardCall& call, void* stream) const = 0;
+  // seq_id's padding: rows [rows, capacity) of `dst` set to -1.
+  virtual void pad_seq_id(int32_t* dst, int64_t rows, int64_t capacity, void* stream) const = 0;
+  // toy_dual's post-processing: a copy between outputs, and the mean of rows.
+  virtual void copy(void* dst, const void* src, size_t bytes, void* stream) const = 0;
+  virtual void mean_rows(float* dst, const float* src, int64_t rows, int64_t hidden,
+                         void* stream) const = 0;
+};
+
+// The backend of `device`; CUDA selects `device_index` (cudaSetDevice) and is
+// EG_ERR_UNSUPPORTED in a build without the kernels (toy_cuda_backend.cpp has
+// the CUDA one).
+std::unique_ptr<Backend> make_backend(int32_t device, int32_t device_index);
+std::unique_ptr<Backend> make_cuda_backend(int32_t device_index);
 
 inline constexpr const char* kDescription =
     "position-dependent toy encoder for tests and overhead benchmarks";

@@ -378,6 +378,8 @@ struct TinyForDesc : Tiny {
   sdk::ItemSpec item_spec_for_desc(const eg_item_desc& d) const {
     return item_spec(item_create(d));
   }
+  // Writes nothing: every buffer must then report rows -1.
+  void prepare_capture_staging(const eg_graph_shape&, sdk::StagingSet&) {}
 };
 
 void no_log(void*, int32_t, const char*, const char*) {}
@@ -436,6 +438,11 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   REQUIRE(api->model_info(inst, &info, &err) == EG_OK);
   CHECK(info.out_hidden_size == 3);
   CHECK(info.num_outputs == 0);  // past a 1.0-sized struct: untouched
+  eg_model_info small{};
+  small.struct_size = 16;  // below 1.0's: refused, not filled in part
+  CHECK(api->model_info(inst, &small, &err) == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(err.message, "struct_size 16 is below ABI 1.0's"));
+  CHECK(small.num_paths == 0);
 
   eg_graph_shape shape{};
   shape.token_budget = 16;
@@ -469,6 +476,9 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   eg_replay_buffer none{};
   CHECK(api->prepare_replay_buffers(inst, &shape, nullptr, 0, &none, 2, &err) ==
         EG_ERR_INVALID_ARGUMENT);
+  none.rows = 7;  // without the model's own capture staging: zeros, rows 0
+  CHECK(api->prepare_capture_staging(inst, &shape, &none, 1, &err) == EG_OK);
+  CHECK(none.rows == 0);
   CHECK(contains(err.message, "prepare_replay_buffers got 2 buffers"));
 
   // A 1.0-sized eg_forward_args (struct_size 0) has the primary output only.
@@ -484,7 +494,7 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   api->destroy(inst);
 }
 
-TEST_CASE("the table builder: item_spec_for_desc when the model has it (ABI 1.2)") {
+TEST_CASE("the table builder: item_spec_for_desc and capture staging when the model has them") {
   eg_host_api host{};
   host.abi_major = 1;
   host.abi_minor = EG_ABI_VERSION_MINOR;
@@ -511,5 +521,12 @@ TEST_CASE("the table builder: item_spec_for_desc when the model has it (ABI 1.2)
   CHECK(api->item_spec_for_desc(inst, &d, &spec, &err) == EG_ERR_INVALID_ARGUMENT);
   CHECK(std::string(err.message) == "height must be positive");
   CHECK(api->item_spec_for_desc(inst, nullptr, &spec, &err) == EG_ERR_INVALID_ARGUMENT);
+  // Its capture staging leaves the buffer: rows -1 whatever the runtime preset.
+  eg_graph_shape shape{};
+  shape.token_budget = 4;
+  eg_replay_buffer b{};
+  b.rows = 3;
+  CHECK(api->prepare_capture_staging(inst, &shape, &b, 1, &err) == EG_OK);
+  CHECK(b.rows == -1);
   api->destroy(inst);
 }

@@ -4,7 +4,7 @@
 // layouts), and weights found by either checkpoint layout's names.
 #include "../plugin_test_support.hpp"
 #include "dsocr2_config.hpp"
-#include "dsocr2_preprocess.hpp"
+#include "dsocr2_layout.hpp"
 #include "dsocr2_reference.hpp"
 #include "dsocr2_weights.hpp"
 

@@ -1,4 +1,4 @@
-// Plugin configuration: typed keys (string lists included), bounds that name
+// Plugin configuration: the shared keys on the SDK's reader, bounds that name
 // the key, checked size arithmetic, and config_json read safely.
 #include "kit_test_support.hpp"
 
@@ -20,10 +20,10 @@ using kit_test::failure_of;
 struct Table {
   std::vector<std::pair<std::string, std::string>> kv;
   std::vector<eg_config_entry> entries;
-  encoder_kit::ConfigReader reader() {
+  encgraph::sdk::Config reader() {
     entries.clear();
     for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-    return encoder_kit::ConfigReader(entries.data(), static_cast<int64_t>(entries.size()), "p");
+    return encgraph::sdk::Config(entries.data(), static_cast<int64_t>(entries.size()), "p");
   }
 };
 
@@ -75,75 +75,50 @@ TEST_CASE("bounds name the plugin, the key, the value and the range") {
   }
 }
 
-TEST_CASE("typed keys refuse what they cannot read, naming the key") {
-  Table t;
-  t.kv = {{"a", "4611686018427387904"},
-          {"b", "99999999999999999999"},
-          {"c", "1e300"},
-          {"d", "nan"},
-          {"e", "inf"},
-          {"f", "0.5"},
-          {"g", "yes"}};
-  encoder_kit::ConfigReader r = t.reader();
-  CHECK(r.get_int("a", 0) == int64_t{1} << 62);
-  CHECK(contains(failure_of([&] { r.get_int("b", 0); }).message,
-                 "key 'b': '99999999999999999999' is not an integer"));
-  CHECK(contains(failure_of([&] { r.get_int("c", 0); }).message, "is not an integer"));
-  CHECK(contains(failure_of([&] { r.get_double("d", 0); }).message,
-                 "key 'd': 'nan' is not a finite number"));
-  CHECK(contains(failure_of([&] { r.get_double("e", 0); }).message, "not a finite number"));
-  CHECK(r.get_double("f", 0) == 0.5);
-  CHECK(contains(failure_of([&] { r.get_bool("g", false); }).message, "is not a boolean"));
-}
-
-TEST_CASE("choice keys: the value's index, the first when absent, else an error listing them") {
-  Table t;
-  t.kv = {{"form", "fused"}, {"bad", "fast"}};
-  encoder_kit::ConfigReader r = t.reader();
-  CHECK(r.get_choice("form", {"auto", "fused", "cublaslt"}) == 1);
-  CHECK(r.get_choice("absent", {"auto", "fused"}) == 0);
-  const std::string msg = failure_of([&] { r.get_choice("bad", {"auto", "fused"}); }).message;
-  CHECK(contains(msg, "bad = \"fast\" is not one of \"auto\", \"fused\""));
-  CHECK_NOTHROW(r.reject_unknown());  // every key was asked for
-}
-
-TEST_CASE("string lists: the host's rendering of a TOML array, quotes, empties") {
-  using V = std::vector<std::string>;
-  CHECK(encoder_kit::parse_string_list("k", "[last_hidden_state, pooled]") ==
-        V{"last_hidden_state", "pooled"});
-  CHECK(encoder_kit::parse_string_list("k", "[\"a\", 'b']") == V{"a", "b"});
-  CHECK(encoder_kit::parse_string_list("k", "one") == V{"one"});
-  CHECK(encoder_kit::parse_string_list("k", " [ ] ").empty());
-  CHECK(encoder_kit::parse_string_list("k", "").empty());
-  const auto f = failure_of([] { encoder_kit::parse_string_list("key 'outputs'", "[a, , b]"); });
-  CHECK(f.thrown);
-  CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
-  CHECK(contains(f.message, "key 'outputs': '[a, , b]' has an empty element"));
-  Table t;
-  t.kv = {{"names", "[x, y]"}};
-  encoder_kit::ConfigReader r = t.reader();
-  CHECK(r.get_string_list("names", {}) == V{"x", "y"});
-  CHECK(r.get_string_list("absent", {"d"}) == V{"d"});
-  r.reject_unknown();  // both keys were asked for
-}
-
 TEST_CASE("check_finite defaults to true and reads a boolean") {
   Table t;
-  encoder_kit::ConfigReader none = t.reader();
+  encgraph::sdk::Config none = t.reader();
   CHECK(encoder_kit::read_check_finite(none));
   t.kv = {{"check_finite", "false"}};
-  encoder_kit::ConfigReader r = t.reader();
+  encgraph::sdk::Config r = t.reader();
   CHECK_FALSE(encoder_kit::read_check_finite(r));
   CHECK_NOTHROW(r.reject_unknown());  // the key counts as understood
   t.kv = {{"check_finite", "maybe"}};
-  encoder_kit::ConfigReader bad = t.reader();
+  encgraph::sdk::Config bad = t.reader();
   CHECK(contains(failure_of([&] { encoder_kit::read_check_finite(bad); }).message, "check_finite"));
+}
+
+TEST_CASE("checkpoint keys override a named config.json but must agree with the folder's") {
+  Table t;
+  t.kv = {{"depth", "4"}, {"layers", "[1, 2]"}};
+  encgraph::sdk::Config r = t.reader();
+  int64_t depth = 8;
+  std::vector<int64_t> layers = {3};
+  encoder_kit::CheckpointKeys named(r, "");  // config_json, or no file: keys win
+  named.dim("depth", depth);
+  named.int_list("layers", layers);
+  CHECK(depth == 4);
+  CHECK(layers == std::vector<int64_t>{1, 2});
+  CHECK_NOTHROW(r.reject_unknown());  // both keys read
+  const encoder_kit::CheckpointKeys folder(r, "/ckpt/config.json");
+  depth = 8;
+  const kit_test::Failure f = failure_of([&] { folder.dim("depth", depth); });
+  CHECK(f.status == EG_ERR_INVALID_ARGUMENT);
+  CHECK(contains(f.message,
+                 "p: [plugin.config] depth = 4 contradicts config.json "
+                 "'/ckpt/config.json' vision_config.depth = 8"));
+  layers = {3};
+  CHECK(contains(failure_of([&] { folder.int_list("layers", layers); }).message,
+                 "[plugin.config] layers contradicts config.json '/ckpt/config.json'"));
+  depth = 4;  // the same value in both: accepted
+  folder.dim("depth", depth);
+  CHECK(depth == 4);
 }
 
 TEST_CASE("dtypes the device does not compute in are a config error") {
   Table t;
   t.kv = {{"dtype", "bf16"}};
-  encoder_kit::ConfigReader r = t.reader();
+  encgraph::sdk::Config r = t.reader();
   const kit_test::Failure f =
       failure_of([&] { encoder_kit::read_compute_dtype(r, EG_DEVICE_CPU); });
   CHECK(f.status == EG_ERR_INVALID_ARGUMENT);  // the CLI's exit 2
@@ -244,7 +219,7 @@ TEST_CASE("checkpoint folders: files there must be regular; config.json unless e
   f = encoder_kit::checkpoint_folder(d.c_str());
   Table t;
   t.kv = {{"depth", "2"}};
-  encoder_kit::ConfigReader some = t.reader();
+  encgraph::sdk::Config some = t.reader();
   const kit_test::Failure missing = failure_of([&] {
     encoder_kit::require_folder_config(f, some, {"depth", "hidden_size"});
   });
@@ -253,10 +228,10 @@ TEST_CASE("checkpoint folders: files there must be regular; config.json unless e
                  "p: plugin.weights folder '" + d.string() + "' has no config.json"));
   CHECK(contains(missing.message, "(hidden_size would come"));
   t.kv = {{"depth", "2"}, {"hidden_size", "8"}};
-  encoder_kit::ConfigReader all = t.reader();
+  encgraph::sdk::Config all = t.reader();
   encoder_kit::require_folder_config(f, all, {"depth", "hidden_size"});
   t.kv = {{"config_json", "/elsewhere/config.json"}};
-  encoder_kit::ConfigReader named = t.reader();
+  encgraph::sdk::Config named = t.reader();
   encoder_kit::require_folder_config(f, named, {"depth", "hidden_size"});
   encoder_kit::require_folder_config(encoder_kit::CheckpointFolder{}, some, {"hidden_size"});
 }

@@ -408,7 +408,8 @@ TEST_CASE("mlp_kernel and qkv_kernel take their values; anything else names the 
     encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
     rc.plugin_config.emplace_back(key.name, "fast");
     const std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
-    CHECK(msg.find(std::string(key.name) + " = \"fast\" is not one of") != std::string::npos);
+    CHECK(msg.find("[plugin.config] " + std::string(key.name) + " = 'fast' is not one of") !=
+          std::string::npos);
     // The CPU path has one form of each: every valid value gives the same model.
     for (const char* v : key.values) {
       CAPTURE(v);

@@ -1,9 +1,7 @@
 // The plugin's processor and layout against the released rules: smart_resize
 // sizes, the patch flattening order, resizing, and the window and capacity
 // bookkeeping of a batch (frames bounded by max_frames_per_batch).
-#include "batch.hpp"
 #include "layout.hpp"
-#include "preprocess.hpp"
 #include "qwen_reference.hpp"
 #include "spec.hpp"
 

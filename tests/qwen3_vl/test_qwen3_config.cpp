@@ -4,7 +4,6 @@
 // linspace and the position-embedding corners.
 #include "config.hpp"
 #include "layout.hpp"
-#include "preprocess.hpp"
 #include "spec.hpp"
 #include "weights.hpp"
 

@@ -153,22 +153,15 @@ CheckpointFolder checkpoint_folder(const char* weights) {
   return f;
 }
 
-void require_folder_config(const CheckpointFolder& folder, const ConfigReader& r,
+void require_folder_config(const CheckpointFolder& folder, const encgraph::sdk::Config& config,
                            std::initializer_list<const char*> size_keys) {
-  require_folder_config(
-      folder, r.plugin(), [&r](const std::string& key) { return r.has(key); }, size_keys);
-}
-
-void require_folder_config(const CheckpointFolder& folder, const std::string& plugin,
-                           const std::function<bool(const std::string&)>& has,
-                           std::initializer_list<const char*> size_keys) {
-  if (folder.dir.empty() || !folder.config.empty() || has("config_json")) return;
+  if (folder.dir.empty() || !folder.config.empty() || config.has("config_json")) return;
   std::string missing;
   for (const char* key : size_keys)
-    if (!has(key)) missing += (missing.empty() ? "" : ", ") + std::string(key);
+    if (!config.has(key)) missing += (missing.empty() ? "" : ", ") + std::string(key);
   if (missing.empty()) return;
   fail(EG_ERR_INVALID_ARGUMENT,
-       plugin + ": plugin.weights folder '" + folder.dir +
+       config.plugin() + ": plugin.weights folder '" + folder.dir +
            "' has no config.json, so nothing gives the tower's sizes (" + missing +
            " would come from the plugin's defaults, which may not be this checkpoint's): put "
            "the checkpoint's config.json in the folder, name one with [plugin.config] "
@@ -247,23 +240,6 @@ void require_agree(const std::string& plugin, const std::string& file_what, int6
                                     std::to_string(file_value) +
                                     ": they must agree (remove the key, or use the config and "
                                     "preprocessor files of one checkpoint)");
-}
-
-void FolderKeys::dim(const char* key, int64_t& value) const {
-  const int64_t set = reader_.get_int(key, value);
-  if (!folder_config_.empty() && reader_.has(key))
-    require_agree(plugin_, "config.json '" + folder_config_ + "' vision_config." + key, value,
-                  std::string("[plugin.config] ") + key, set);
-  value = set;
-}
-
-void FolderKeys::int_list(const char* key, std::vector<int64_t>& value) const {
-  std::vector<int64_t> set = reader_.get_int_list(key, value);
-  if (!folder_config_.empty() && set != value)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         plugin_ + ": [plugin.config] " + key + " contradicts config.json '" + folder_config_ +
-             "' vision_config." + key + ": they must agree (remove the key)");
-  value = std::move(set);
 }
 
 }  // namespace encoder_kit

@@ -8,7 +8,6 @@
 #include <encoder_kit/json.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -68,14 +67,9 @@ CheckpointFolder checkpoint_folder(const char* weights);
 // A folder without config.json says nothing of the tower's sizes, and the
 // plugin's defaults (one released size) would meet weights of another.
 // Throws Error(INVALID_ARGUMENT) naming the folder when `folder` is one, has
-// no config.json, and `r` has neither config_json nor every key of
+// no config.json, and `config` has neither config_json nor every key of
 // `size_keys` (the sizes config.json would give). Reads no key.
-void require_folder_config(const CheckpointFolder& folder, const ConfigReader& r,
-                           std::initializer_list<const char*> size_keys);
-// The same for any reader: `plugin` leads the message, `has(key)` says whether
-// the plugin's table sets a key (the SDK plugins' form, plugin_config.hpp).
-void require_folder_config(const CheckpointFolder& folder, const std::string& plugin,
-                           const std::function<bool(const std::string&)>& has,
+void require_folder_config(const CheckpointFolder& folder, const encgraph::sdk::Config& config,
                            std::initializer_list<const char*> size_keys);
 
 // A Hugging Face preprocessor_config.json (a JSON object). Errors name the file.
@@ -109,24 +103,6 @@ class PreprocessorJson {
 // Error(INVALID_ARGUMENT) naming both when they differ.
 void require_agree(const std::string& plugin, const std::string& file_what, int64_t file_value,
                    const std::string& other_what, int64_t other_value);
-
-// The [plugin.config] keys that may also come from a checkpoint folder's
-// config.json: a key overrides the value read from the file, except that a key
-// contradicting the folder's OWN config.json (folder_config non-empty: the
-// weights beside it have its sizes) is an error naming both. With no folder
-// config (empty), keys simply override.
-class FolderKeys {
- public:
-  FolderKeys(ConfigReader& reader, std::string plugin, std::string folder_config)
-      : reader_(reader), plugin_(std::move(plugin)), folder_config_(std::move(folder_config)) {}
-  void dim(const char* key, int64_t& value) const;
-  void int_list(const char* key, std::vector<int64_t>& value) const;
-
- private:
-  ConfigReader& reader_;
-  std::string plugin_;
-  std::string folder_config_;
-};
 
 // Runs fn (a weight load); a failure from it gets "(sizes from <config_path>...)"
 // appended, so a checkpoint that contradicts its config names the config file.

@@ -17,7 +17,8 @@
 //   sdk::Shape output_shape(const eg_graph_shape&, int32_t output) const
 //       [rows_per_item 0: [token_budget, width]; else [max_batch_size * rows_per_item, width]]
 //   size_t workspace_size(const eg_graph_shape&) const           [0]
-//   void prepare_capture_staging(const eg_graph_shape&, sdk::StagingSet&)  [every buffer zero]
+//   void prepare_capture_staging(const eg_graph_shape&, sdk::StagingSet&)
+//       [every buffer zero; present: a buffer it leaves reports rows -1, none written]
 //   std::vector<int64_t> select_axis_keys(const sdk::Batch<Item>&)  [none; needed with axes]
 //   void pad_buffer(int32_t buffer, const eg_tensor& dst, int64_t rows, void* stream)
 //   void forward_eager(const sdk::ForwardArgs&)                   [forward]
@@ -306,6 +307,11 @@ struct Thunks {
   static eg_status model_info(eg_instance* i, eg_model_info* out, eg_error* err) {
     return guard(err, [&] {
       need(out, "model_info: out");
+      // A struct smaller than 1.0's is the runtime's bug: refused, not filled in part.
+      if (out->struct_size < EG_MODEL_INFO_V1_0_SIZE)
+        invalid("model_info: the runtime's eg_model_info struct_size " +
+                std::to_string(out->struct_size) + " is below ABI 1.0's " +
+                std::to_string(EG_MODEL_INFO_V1_0_SIZE));
       write_model_info(out, info(i));
     });
   }
@@ -408,6 +414,9 @@ struct Thunks {
       need_buffers(i, n, "prepare_capture_staging");
       StagingSet set(buffers, n, info(i));
       if constexpr (has_capture_staging<M>::value) {
+        // What the model leaves is "none written" (the runtime pads it
+        // whole), whatever the runtime preset.
+        for (int32_t b = 0; b < n; ++b) buffers[b].rows = -1;
         self(i).prepare_capture_staging(*shape, set);
       } else {  // zeros: rows 0 of each buffer, the rest padded (zero or repeat-last)
         for (int32_t b = 0; b < n; ++b) buffers[b].rows = 0;

@@ -1,10 +1,13 @@
-// The tower's forward on CUDA in bf16 (fp32 accumulation): what the plugin
-// calls. Each version's form has its own forward over the kit's kernels
-// (plugins/encoder_kit/cuda/kernels.hpp), sharing their scaffolding
-// (cuda_tower.hpp): cuda_window_tower.cpp (Qwen2.5-VL) and
-// cuda_deepstack_tower.cpp (Qwen3-VL). Graph-safe: every per-batch value is
-// read from the graph buffers on the device, and nothing allocates or
-// synchronises inside forward() while a stream is capturing.
+// The tower's two forwards. On the CPU in f32 (cpu_forward.cpp): the
+// reference path and what CI runs; it reads the graph's buffers (see
+// layout.hpp) and writes every output ([tokens, out_hidden] each: the
+// merger's, then any deepstack features in layer order) in batch token order.
+// On CUDA in bf16 with fp32 accumulation (CudaModel): each version's form has
+// its own forward over the kit's kernels (plugins/encoder_kit/cuda/kernels.hpp),
+// sharing their scaffolding (cuda_tower.hpp): cuda_window_tower.cpp
+// (Qwen2.5-VL) and cuda_deepstack_tower.cpp (Qwen3-VL). Graph-safe: every
+// per-batch value is read from the graph buffers on the device, and nothing
+// allocates or synchronises inside forward() while a stream is capturing.
 #pragma once
 
 #include "config.hpp"
@@ -19,6 +22,14 @@
 #include <string>
 
 namespace qwen_vl {
+
+size_t cpu_workspace_bytes(const VisionConfig& c, const Capacity& cap);
+
+// `buffers` in Buffers order; `outputs`: 1 + num_deepstack() f32 arrays of
+// [cap.tokens, out_hidden].
+void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
+                 const eg_tensor* buffers, float* const* outputs, void* workspace,
+                 size_t workspace_bytes);
 
 struct Spec;
 
