@@ -643,6 +643,8 @@ void read_serve(const Reader& r, HostConfig& c) {
       r.fail(b.key, "must lie in [" + std::to_string(b.min) + ", " + std::to_string(b.max) +
                         "], got " + std::to_string(*b.value));
   }
+  // Left unset it follows a lower limits.max_image_pixels; set, it must fit.
+  if (!r.node("serve.max_pixels")) s.max_pixels = std::min(s.max_pixels, c.limits.max_image_pixels);
   check_max(r, "serve.max_pixels", s.max_pixels, c.limits.max_image_pixels,
             "limits.max_image_pixels");
 }

@@ -296,10 +296,14 @@ void append_values(const ItemOutput& out, int32_t dtype, std::vector<uint8_t>& b
 
 // A float as JSON: through double's shortest form, which any JSON parser
 // reads back to the same double and so to the same float; NaN and infinities
-// (not JSON numbers) as null.
+// (not JSON numbers) as null; negative zero keeps its sign.
 void append_number(std::string& s, float f) {
   if (!std::isfinite(f)) {
     s += "null";
+    return;
+  }
+  if (f == 0.0f && std::signbit(f)) {
+    s += "-0.0";  // "-0" reads back as the integer 0 in most parsers, losing the sign
     return;
   }
   char buf[32];
