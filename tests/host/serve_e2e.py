@@ -82,8 +82,8 @@ def make_images(count, rng):
 
 
 class Server:
-    def __init__(self, *settings):
-        args = [ENCGRAPH, "serve", "--config", CONFIG, "--http", "127.0.0.1:0",
+    def __init__(self, *settings, source=("--config", CONFIG)):
+        args = [ENCGRAPH, "serve", *source, "--http", "127.0.0.1:0",
                 "--set", f'runtime.plugin_dirs=["{PLUGIN_DIR}"]']
         for s in COMMON + list(settings):
             args += ["--set", s]
@@ -181,6 +181,36 @@ def matches(response, reference, files, what):
             check(False, f"{what}: output {name} differs from encode's (shape {got[name][0]} vs {shape})")
             return False
     return True
+
+
+def check_repository(reference, files):
+    """--model-repository: every TOML is a model named by its stem; unload and
+    load at run time; a name without a file is 404."""
+    repo = os.path.join(WORK, "repository")
+    os.makedirs(repo)
+    shutil.copy(CONFIG, os.path.join(repo, "first.toml"))
+    shutil.copy(CONFIG, os.path.join(repo, "second.toml"))
+    server = Server(source=("--model-repository", repo))
+    index = requests.post(server.url + "/v2/repository/index", timeout=10).json()
+    check(sorted(m["name"] for m in index) == ["first", "second"], f"repository index: {index}")
+    body = json_request(files[:2])
+    matches(requests.post(server.infer_url("second"), json=body, timeout=60), reference, files[:2],
+            "repository model")
+    r = requests.post(server.url + "/v2/repository/models/second/unload", timeout=60)
+    check(r.status_code == 200, f"unload: {r.status_code} {r.text}")
+    check(requests.post(server.infer_url("second"), json=body, timeout=60).status_code == 404,
+          "an unloaded model still answers")
+    check(requests.get(server.url + "/v2/models/second/ready", timeout=10).status_code == 404,
+          "an unloaded model is still ready")
+    r = requests.post(server.url + "/v2/repository/models/second/load", timeout=300)
+    check(r.status_code == 200, f"load: {r.status_code} {r.text}")
+    matches(requests.post(server.infer_url("second"), json=body, timeout=60), reference, files[:2],
+            "reloaded model")
+    r = requests.post(server.url + "/v2/repository/models/third/load", timeout=60)
+    check(r.status_code == 404 and "third.toml" in r.text, f"load without a file: {r.status_code} {r.text}")
+    r = requests.post(server.url + "/v2/repository/models/..%2Fx/load", timeout=60)
+    check(r.status_code in (400, 404), f"a path as a model name: {r.status_code} {r.text}")
+    check(server.stop() == 0, "the repository server did not exit 0 on SIGTERM")
 
 
 def main():
@@ -346,6 +376,7 @@ def main():
         else:
             check(r.status_code in (429, 503), f"under load at SIGTERM: {r.status_code} {r.text[:200]}")
 
+    check_repository(reference, files)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

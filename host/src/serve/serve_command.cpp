@@ -48,7 +48,7 @@ int serve_command(const std::vector<std::string>& args) {
       "http", po::value<std::string>()->value_name("HOST:PORT"),
       "where to listen (overrides serve.host and serve.port; port 0 picks a free one)");
   po::variables_map vm;
-  if (auto rc = parse_command_line("serve", usage, args, opts, nullptr, vm)) return *rc;
+  if (auto rc = parse_command_line("serve", usage, args, opts, nullptr, vm, true)) return *rc;
   if (vm.count("config") == vm.count("model-repository"))
     throw_config("serve needs exactly one of --config FILE and --model-repository DIR\n" + usage);
 
