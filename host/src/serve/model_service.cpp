@@ -137,13 +137,12 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }
   }
-  // Every claimed key must end in fulfil or fail: other requests may wait on it.
-  const auto fail_claimed = [&](size_t from, const std::exception_ptr& error) {
-    for (size_t k = from; k < claimed.size(); ++k)
-      cache_.fail(std::static_pointer_cast<Work>(claimed[k].work)->key, error);
-  };
-  for (size_t k = 0; k < claimed.size(); ++k) {
-    Work& work = *std::static_pointer_cast<Work>(claimed[k].work);
+  // Every claimed key must end in fulfil or fail: other requests may wait on
+  // it. An image the plugin refuses fails alone (and with it this request);
+  // the others are still encoded for whoever else waits on them.
+  std::vector<QueuedItem> accepted;
+  for (QueuedItem& q : claimed) {
+    Work& work = *std::static_pointer_cast<Work>(q.work);
     eg_item_desc desc{};
     desc.modality = EG_MODALITY_IMAGE;
     desc.channels = work.pixels.channels;
@@ -151,26 +150,25 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
     desc.width = work.pixels.width;
     desc.frames = 1;
     try {
-      claimed[k].tokens = tokens_for(desc);
+      q.tokens = tokens_for(desc);
+      accepted.push_back(std::move(q));
     } catch (const Error& e) {
-      fail_claimed(k, std::make_exception_ptr(ProtocolError(
-                          e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config ? 400 : 500,
-                          work.label + ": " + e.what())));
-      return;
+      const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
+      cache_.fail(work.key, std::make_exception_ptr(
+                                ProtocolError(input ? 400 : 500, work.label + ": " + e.what())));
     } catch (...) {
-      fail_claimed(k, std::current_exception());
-      return;
+      cache_.fail(work.key, std::current_exception());
     }
   }
-  const size_t queued = claimed.size();
-  if (!claimed.empty() && !scheduler_.submit(claimed)) {
-    fail_claimed(
-        0, std::make_exception_ptr(ProtocolError(
-               429, "the server's queue is full (" + std::to_string(config_.serve.max_queue_items) +
-                        " items, serve.max_queue_items); retry later")));
+  if (!accepted.empty() && !scheduler_.submit(accepted)) {
+    const auto full = std::make_exception_ptr(ProtocolError(
+        429, "the server's queue is full (" + std::to_string(config_.serve.max_queue_items) +
+                 " items, serve.max_queue_items); retry later"));
+    for (const QueuedItem& q : accepted)
+      cache_.fail(std::static_pointer_cast<Work>(q.work)->key, full);
     return;
   }
-  if (queued) metrics_.set_queued_items(scheduler_.queued_items());
+  if (!accepted.empty()) metrics_.set_queued_items(scheduler_.queued_items());
   pending->item_ready();  // the lookups' hold
 }
 
@@ -180,13 +178,10 @@ int64_t ModelService::tokens_for(const eg_item_desc& desc) {
     std::lock_guard<std::mutex> lock(spec_mutex_);
     if (auto it = tokens_by_size_.find(geometry); it != tokens_by_size_.end()) return it->second;
   }
-  // A plugin's item_spec_for_desc is a function of the geometry, safe beside a
-  // running batch; without it the runtime makes an item, which waits for the engine.
+  // The runtime never calls into a plugin instance from two threads at once
+  // (docs/plugin-abi.md, "Threads"): a size not seen yet waits for the engine.
   int64_t tokens = 0;
-  if (engine_->model().has_spec_for_desc()) {
-    std::lock_guard<std::mutex> lock(spec_mutex_);
-    tokens = engine_->model().spec_for(desc).output_tokens;
-  } else {
+  {
     std::lock_guard<std::mutex> lock(engine_mutex_);
     tokens = engine_->model().spec_for(desc).output_tokens;
   }

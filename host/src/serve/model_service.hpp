@@ -63,7 +63,8 @@ class ModelService {
   int64_t queued_items() const { return scheduler_.queued_items(); }
 
  private:
-  // The output tokens of an image of desc's geometry (remembered per size).
+  // The output tokens of an image of desc's geometry, remembered per size so
+  // that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
   void run_batch(std::vector<QueuedItem>& batch);
@@ -77,8 +78,8 @@ class ModelService {
   std::vector<OutputSpec> outputs_;
   std::string plugin_;
   std::string identity_;
-  std::mutex engine_mutex_;  // the engine runs one call at a time
-  std::mutex spec_mutex_;    // tokens_by_size_, and Model::spec_for from request threads
+  std::mutex engine_mutex_;  // one call into the engine (and its plugin) at a time
+  std::mutex spec_mutex_;    // tokens_by_size_
   std::map<std::pair<int64_t, int64_t>, int64_t> tokens_by_size_;
   EmbeddingCache cache_;
   BatchScheduler scheduler_;
