@@ -87,12 +87,15 @@ class Server:
                 "--set", f'runtime.plugin_dirs=["{PLUGIN_DIR}"]']
         for s in COMMON + list(settings):
             args += ["--set", s]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=WORK)
+        # The log goes to a file: a pipe nobody reads would block the server once full.
+        Server.count = getattr(Server, "count", 0) + 1
+        self.log = os.path.join(WORK, f"server{Server.count}.log")
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, cwd=WORK)
         line = self.proc.stdout.readline()  # ends when the server prints or exits
         if not line.startswith("listening on http://"):
             self.proc.kill()
-            sys.exit(f"the server did not start: {line!r}\n{self.proc.stderr.read()}")
+            sys.exit(f"the server did not start: {line!r}\n{open(self.log).read()}")
         self.url = line.split()[-1]
         for _ in range(200):
             try:
@@ -181,6 +184,18 @@ def matches(response, reference, files, what):
             check(False, f"{what}: output {name} differs from encode's (shape {got[name][0]} vs {shape})")
             return False
     return True
+
+
+def check_timeout(files):
+    """A request still queued at serve.request_timeout_ms gets 504; the server
+    goes on and still exits 0 (its queued item is finished first)."""
+    server = Server("serve.max_queue_delay_us=10000000", "serve.request_timeout_ms=100")
+    r = requests.post(server.infer_url(), json=json_request(files[30:31]), timeout=60)
+    check(r.status_code == 504 and "serve.request_timeout_ms" in r.text, f"timeout: {r.status_code} {r.text}")
+    check(requests.get(server.url + "/v2/health/live", timeout=10).status_code == 200,
+          "not live after a timeout")
+    check(server.metric('encgraph_requests_total{code="504"}') == 1, "the 504 is not counted")
+    check(server.stop() == 0, "the server did not exit 0 after a timeout")
 
 
 def check_repository(reference, files):
@@ -377,6 +392,7 @@ def main():
             check(r.status_code in (429, 503), f"under load at SIGTERM: {r.status_code} {r.text[:200]}")
 
     check_repository(reference, files)
+    check_timeout(files)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

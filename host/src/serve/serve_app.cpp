@@ -111,7 +111,8 @@ void ServeApp::handle(HttpRequest&& request, const std::string& remote, Reply re
   auto timer = std::make_shared<asio::steady_timer>(asio::make_strand(io_));
   Reply answer = [this, answered, timer, start, method, target, remote, reply,
                   is_infer](HttpResponse response) {
-    if (answered->exchange(true)) return;  // the timeout or the work answered first
+    if (answered->exchange(true)) return;       // the timeout or the work answered first
+    if (draining_) response.keep_alive(false);  // clients reconnect, to another server
     asio::post(timer->get_executor(), [timer] { timer->cancel(); });
     const double seconds = std::chrono::duration<double>(clock_.now() - start).count();
     if (is_infer) metrics_.count_request(response.result_int(), seconds);
@@ -146,7 +147,7 @@ void ServeApp::handle(HttpRequest&& request, const std::string& remote, Reply re
 void ServeApp::route(HttpRequest& request, const Reply& reply) {
   std::vector<std::string> p =
       split_path(std::string_view(request.target().data(), request.target().size()));
-  const bool get = request.method() == http::verb::get || request.method() == http::verb::head;
+  const bool get = request.method() == http::verb::get;
   const bool post = request.method() == http::verb::post;
   const auto need = [&](bool ok) {
     if (!ok)
