@@ -1,7 +1,5 @@
 #include "serve/infer_protocol.hpp"
 
-#include "safetensors.hpp"
-
 #include <encgraph/plugin_api.h>
 
 #include <nlohmann/json.hpp>
