@@ -186,6 +186,32 @@ def matches(response, reference, files, what):
     return True
 
 
+def check_cross_request_batch(reference, files):
+    """Two requests of 4 images each, on a server whose batches hold 8 items
+    and whose deadline is a minute away: neither fills a batch alone, so the
+    one batch that runs holds both, and each gets its own rows back."""
+    server = Server("serve.max_queue_delay_us=60000000", "budgets.max_items_per_batch=8",
+                    "serve.cache_bytes=0")
+    plans = [files[40:44], files[44:48]]
+    results = [None, None]
+
+    def send(k):
+        results[k] = requests.post(server.infer_url(), json=json_request(plans[k]), timeout=120)
+
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        matches(results[k], reference, plans[k], f"request {k} of the shared batch")
+    check(server.metric("encgraph_batches_total") == 1, "the two requests did not run as one batch")
+    check(server.metric("encgraph_batches_multi_request_total") == 1,
+          "/metrics shows no batch with items of more than one request")
+    check(server.metric("encgraph_batch_items_total") == 8, "the shared batch does not hold 8 items")
+    check(server.stop() == 0, "the batching server did not exit 0")
+
+
 def check_timeout(files):
     """A request still queued at serve.request_timeout_ms gets 504; the server
     goes on and still exits 0 (its queued item is finished first)."""
@@ -295,8 +321,10 @@ def main():
     ok = sum(1 for c in range(64) if isinstance(results[c], requests.Response) and
              matches(results[c], reference, plans[c], f"client {c}"))
     check(ok == 64, f"{ok} of 64 concurrent clients got encode's embeddings")
-    check(server.metric("encgraph_batches_multi_request_total") > multi_before,
-          "no batch held items of more than one request")
+    # Reported, not required: whether these batches mix requests depends on
+    # timing; check_cross_request_batch shows it deterministically.
+    print("batches holding items of several requests under 64 clients:",
+          server.metric("encgraph_batches_multi_request_total") - multi_before, flush=True)
 
     hits = server.metric("encgraph_cache_hits_total")
     first = requests.post(url, json=json_request(plans[0]), timeout=60)
@@ -391,6 +419,7 @@ def main():
         else:
             check(r.status_code in (429, 503), f"under load at SIGTERM: {r.status_code} {r.text[:200]}")
 
+    check_cross_request_batch(reference, files)
     check_repository(reference, files)
     check_timeout(files)
     if failures:
