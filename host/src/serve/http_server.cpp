@@ -47,6 +47,30 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(max_body_bytes_);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(kIdleTimeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // curl sends "Expect: 100-continue" before a large body and waits a second
+  // for the go-ahead: given at once, unless the header already failed.
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read(ec);
+    const auto expect = parser_->get().find(http::field::expect);
+    if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
+      auto go_ahead =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *go_ahead,
+                        [self = shared_from_this(), go_ahead](beast::error_code e, size_t) {
+                          if (e) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
