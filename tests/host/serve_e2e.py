@@ -365,6 +365,22 @@ def main():
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(f"POST /v2/models/{MODEL}/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    # "Expect: 100-continue" (curl, before large bodies): the go-ahead comes
+    # before the body is sent, then the answer.
+    body = json.dumps(json_request(files[:1])).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(f"POST /v2/models/{MODEL}/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        first = s.recv(64)
+        check(first.startswith(b"HTTP/1.1 100 Continue"), f"no 100 Continue: {first!r}")
+        s.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        check(answer.startswith(b"HTTP/1.1 200"), f"after 100 Continue: {answer[:80]!r}")
     matches(requests.post(url, json=good, timeout=60), reference, files[:1], "after the bad requests")
     check(server.stop() == 0, "the server did not exit 0 on SIGTERM")
 
