@@ -223,9 +223,10 @@ void ModelService::run_batch(std::vector<QueuedItem>& batch) {
     labels.push_back(work.label);
   }
   try {
-    std::lock_guard<std::mutex> lock(engine_mutex_);
+    std::unique_lock<std::mutex> lock(engine_mutex_);
     const Request request = engine_->prepare(descs, labels);
     const Result result = engine_->execute(request);
+    lock.unlock();  // copying the rows out and answering need no engine
     deliver(batch, result);
   } catch (...) {
     if (batch.size() > 1) {

@@ -283,10 +283,13 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   }
   const unsigned version = request.version();
   const bool keep_alive = request.keep_alive();
+  // Called on the model's worker thread (or a thread that hit the cache):
+  // the response, a large JSON text at times, is written on the pool so that
+  // the engine goes on with the next batch.
   service->infer(
       next_request_++, std::move(images), labels,
-      [parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
-                                                  std::exception_ptr error) {
+      [this, parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
+                                                        std::exception_ptr error) {
         HttpRequest shape;
         shape.version(version);
         shape.keep_alive(keep_alive);
@@ -294,13 +297,15 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
           const auto [status, message] = error_answer(error);
           return reply(make_response(shape, status, error_json(message)));
         }
-        EncodedBody body = encode_infer_response(model, *parsed, items);
-        HttpResponse response =
-            make_response(shape, 200, std::move(body.body),
-                          body.header_length ? "application/octet-stream" : "application/json");
-        if (body.header_length)
-          response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
-        reply(std::move(response));
+        asio::post(pool_, [parsed, model, reply, shape, items = std::move(items)] {
+          EncodedBody body = encode_infer_response(model, *parsed, items);
+          HttpResponse response =
+              make_response(shape, 200, std::move(body.body),
+                            body.header_length ? "application/octet-stream" : "application/json");
+          if (body.header_length)
+            response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
+          reply(std::move(response));
+        });
       });
 }
 
