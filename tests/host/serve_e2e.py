@@ -187,12 +187,14 @@ def matches(response, reference, files, what):
 
 
 def check_cross_request_batch(reference, files):
-    """Two requests of 4 images each, on a server whose batches hold 8 items
-    and whose deadline is a minute away: neither fills a batch alone, so the
-    one batch that runs holds both, and each gets its own rows back."""
-    server = Server("serve.max_queue_delay_us=60000000", "budgets.max_items_per_batch=8",
-                    "serve.cache_bytes=0")
-    plans = [files[40:44], files[44:48]]
+    """Two requests on a server whose batches hold 8 items and whose deadline
+    is a minute away: 4 and 5 images, one of them in both. Neither fills a
+    batch alone; together they queue 8 distinct images (the shared one is
+    encoded once, the later request waiting for it), so exactly one batch
+    runs, holding both requests' items, and each gets its own rows back."""
+    server = Server("serve.max_queue_delay_us=60000000", "budgets.max_items_per_batch=8")
+    shared = files[40]
+    plans = [[shared] + files[41:44], files[44:48] + [shared]]
     results = [None, None]
 
     def send(k):
@@ -209,6 +211,9 @@ def check_cross_request_batch(reference, files):
     check(server.metric("encgraph_batches_multi_request_total") == 1,
           "/metrics shows no batch with items of more than one request")
     check(server.metric("encgraph_batch_items_total") == 8, "the shared batch does not hold 8 items")
+    check(server.metric("encgraph_cache_misses_total") == 8, "the shared image was not claimed once")
+    check(server.metric("encgraph_cache_dedup_total") == 1,
+          "the second request for the shared image did not wait for the first")
     check(server.stop() == 0, "the batching server did not exit 0")
 
 
