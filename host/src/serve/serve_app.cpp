@@ -323,21 +323,17 @@ void ServeApp::drain() {
   if (draining_.exchange(true)) return;
   spdlog::info("draining: no new requests; answering the {} accepted", server_->active_requests());
   server_->stop_accepting();
+  drain_timer_.emplace(io_);
+  poll_drain();
+}
+
+void ServeApp::poll_drain() {
   // Polled rather than signalled: the count falls on any session's thread.
-  auto timer = std::make_shared<asio::steady_timer>(io_);
-  auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, timer, poll] {
-    if (server_->active_requests() == 0) {
-      io_.stop();
-      *poll = nullptr;  // breaks the cycle
-      return;
-    }
-    timer->expires_after(std::chrono::milliseconds(10));
-    timer->async_wait([poll](boost::system::error_code) {
-      if (*poll) (*poll)();
-    });
-  };
-  (*poll)();
+  if (server_->active_requests() == 0) return io_.stop();
+  drain_timer_->expires_after(std::chrono::milliseconds(10));
+  drain_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) poll_drain();
+  });
 }
 
 void ServeApp::run() {

@@ -11,6 +11,7 @@
 #include "serve/serve_metrics.hpp"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
@@ -51,6 +52,8 @@ class ServeApp {
   std::shared_ptr<ModelService> load(const std::string& model);
   std::string metrics_text();
   void drain();
+  // Stops the server once every accepted request is answered.
+  void poll_drain();
 
   ServeOptions options_;
   SteadyClock clock_;
@@ -58,6 +61,7 @@ class ServeApp {
   boost::asio::io_context io_;
   boost::asio::thread_pool pool_;  // parsing, decoding, hashing, repository loads
   std::unique_ptr<HttpServer> server_;
+  std::optional<boost::asio::steady_timer> drain_timer_;
   std::mutex models_mutex_;
   std::map<std::string, std::shared_ptr<ModelService>> models_;
   std::atomic<uint64_t> next_request_{1};
