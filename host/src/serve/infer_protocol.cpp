@@ -1,6 +1,7 @@
 #include "serve/infer_protocol.hpp"
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/error.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -491,6 +492,23 @@ std::string model_metadata_json(const std::string& model_name, const std::string
          ",\"datatype\":\"INT64\",\"shape\":[-1]}";
   }
   return s + "]}";
+}
+
+std::pair<int, std::string> http_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ProtocolError& e) {
+    return {e.status(), e.what()};
+  } catch (const Error& e) {
+    const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
+    return {input ? 400 : 500, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {500, "out of memory while answering the request"};
+  } catch (const std::exception& e) {
+    return {500, e.what()};
+  } catch (...) {
+    return {500, "an unknown error"};
+  }
 }
 
 std::string error_json(const std::string& message) {

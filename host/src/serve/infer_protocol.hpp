@@ -11,10 +11,12 @@
 #include <encgraph/output_spec.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace encgraph::host::serve {
@@ -89,6 +91,11 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
 // The model metadata document (GET /v2/models/{name}).
 std::string model_metadata_json(const std::string& model_name, const std::string& platform,
                                 const std::vector<OutputSpec>& outputs);
+
+// The HTTP status and message answering an error: a ProtocolError carries
+// its own; an encgraph::Error of bad input (Input, Config) is 400; anything
+// else is the server's fault, 500.
+std::pair<int, std::string> http_error(const std::exception_ptr& error);
 
 // {"error": message}, as the protocol answers failures.
 std::string error_json(const std::string& message);
