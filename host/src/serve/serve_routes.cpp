@@ -135,8 +135,11 @@ void ServeApp::repository(const std::string& model, const std::string& action, H
   auto service = load(model);
   {
     std::lock_guard<std::mutex> lock(models_mutex_);
-    models_[model] = std::move(service);
+    std::swap(models_[model], service);
   }
+  // `service` now holds the model replaced (if any): it finishes its queued
+  // work here, outside the lock, so that other requests find their models.
+  service.reset();
   reply(make_response(request, 200, "{}"));
 }
 
