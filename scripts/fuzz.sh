@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes each libFuzzer target of fuzz/ for a bounded time (docs/testing.md).
 #   scripts/fuzz.sh [seconds per target, default 60] [target ...]
-# Targets: json safetensors config trace image (all by default). They come from
+# Targets: json safetensors config trace image infer_request (all by default). They come from
 # the sanitizer build, ${ENCGRAPH_SANITIZE_BUILD_DIR:-build-sanitize}, which
 # scripts/test configures with -DENCGRAPH_FUZZ=ON and builds. Each run starts
 # from the committed seeds (fuzz/corpus/<target>) and the saved crashes
@@ -15,11 +15,12 @@ build=${ENCGRAPH_SANITIZE_BUILD_DIR:-$root/build-sanitize}
 seconds=${1:-60}
 (($# > 0)) && shift
 targets=("$@")
-((${#targets[@]})) || targets=(json safetensors config trace image)
+((${#targets[@]})) || targets=(json safetensors config trace image infer_request)
 
 # Longest input per target: past what each format's interesting structure
 # needs, short enough to keep executions fast.
-declare -A max_len=([json]=8192 [safetensors]=8192 [config]=4096 [trace]=4096 [image]=16384)
+declare -A max_len=([json]=8192 [safetensors]=8192 [config]=4096 [trace]=4096 [image]=16384
+  [infer_request]=8192)
 
 failed=()
 for t in "${targets[@]}"; do

@@ -26,6 +26,10 @@ packages=(
   # docs/performance.md's plots (scripts/plot_benchmarks.py) and
   # their ctest entry
   python3-matplotlib
+  # `encgraph serve`: xxHash keys its embedding cache (Boost.Beast, the HTTP
+  # server, comes with libboost-dev); its end-to-end test drives it with
+  # python3-requests and curl
+  libxxhash-dev python3-requests curl
 )
 missing=()
 for p in "${packages[@]}"; do

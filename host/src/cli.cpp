@@ -39,7 +39,7 @@ std::optional<int> parse_command_line(const std::string& command, const std::str
                                       const std::vector<std::string>& args,
                                       const po::options_description& opts,
                                       const po::positional_options_description* positional,
-                                      po::variables_map& vm) {
+                                      po::variables_map& vm, bool config_optional) {
   try {
     po::command_line_parser parser(args);
     parser.options(opts);
@@ -56,7 +56,7 @@ std::optional<int> parse_command_line(const std::string& command, const std::str
     std::cout << usage << "\n" << opts;
     return kExitOk;
   }
-  if (opts.find_nothrow("config", false) && !vm.count("config")) {
+  if (!config_optional && opts.find_nothrow("config", false) && !vm.count("config")) {
     std::cerr << "encgraph " << command << ": --config FILE is required\n" << usage << "\n" << opts;
     return kExitUsage;
   }

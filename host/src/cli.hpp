@@ -29,11 +29,13 @@ void add_config_options(po::options_description& opts, bool config_option = true
 
 // Parses `args`; on a usage error prints it with the options to stderr and
 // returns the exit code to give back (2); with --help prints and returns 0.
+// A command with a --config option must be given one, unless `config_optional`
+// (serve, which takes --model-repository instead).
 std::optional<int> parse_command_line(const std::string& command, const std::string& usage,
                                       const std::vector<std::string>& args,
                                       const po::options_description& opts,
                                       const po::positional_options_description* positional,
-                                      po::variables_map& vm);
+                                      po::variables_map& vm, bool config_optional = false);
 
 // The config named by --config with the --set overrides (extra ones first),
 // with the log level applied.

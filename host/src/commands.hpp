@@ -18,6 +18,7 @@ int bench_command(const std::vector<std::string>& args);
 int encode_command(const std::vector<std::string>& args);
 int check_config_command(const std::vector<std::string>& args);
 int verify_command(const std::vector<std::string>& args);
+int serve_command(const std::vector<std::string>& args);
 
 // Runs `command` with `args`, logging an escaping error and turning it into
 // its exit code (Config and Input errors 2, others 1). Unknown commands give 2.

@@ -605,6 +605,44 @@ void read_video(const Reader& r, HostConfig& c) {
   v.weights = c.runtime.weights;
 }
 
+// [serve]: each key within bounds that keep the arithmetic behind it (and
+// the machine) safe; max_pixels may not exceed limits.max_image_pixels.
+void read_serve(const Reader& r, HostConfig& c) {
+  ServeConfig& s = c.serve;
+  r.get("serve.host", s.host);
+  if (s.host.empty() || s.host.find_first_of(" /\t\r\n") != std::string::npos)
+    r.fail("serve.host", "\"" + printable(s.host) +
+                             "\" is not a host address; give an IP address such as "
+                             "\"127.0.0.1\" or \"0.0.0.0\"");
+  struct Bound {
+    const char* key;
+    int64_t* value;
+    int64_t min;
+    int64_t max;
+  };
+  const Bound bounds[] = {
+      {"serve.port", &s.port, 0, 65535},
+      {"serve.max_queue_delay_us", &s.max_queue_delay_us, 0, int64_t{60} * 1000 * 1000},
+      {"serve.max_queue_items", &s.max_queue_items, 1, int64_t{1} << 24},
+      {"serve.cache_bytes", &s.cache_bytes, 0, int64_t{1} << 40},
+      {"serve.max_body_bytes", &s.max_body_bytes, 1024, int64_t{1} << 32},
+      {"serve.max_items_per_request", &s.max_items_per_request, 1, int64_t{1} << 16},
+      {"serve.max_pixels", &s.max_pixels, 1, int64_t{1} << 32},
+      {"serve.request_timeout_ms", &s.request_timeout_ms, 1, int64_t{3600} * 1000},
+      {"serve.threads", &s.threads, 1, 256},
+  };
+  for (const Bound& b : bounds) {
+    r.get(b.key, *b.value);
+    if (*b.value < b.min || *b.value > b.max)
+      r.fail(b.key, "must lie in [" + std::to_string(b.min) + ", " + std::to_string(b.max) +
+                        "], got " + std::to_string(*b.value));
+  }
+  // Left unset it follows a lower limits.max_image_pixels; set, it must fit.
+  if (!r.node("serve.max_pixels")) s.max_pixels = std::min(s.max_pixels, c.limits.max_image_pixels);
+  check_max(r, "serve.max_pixels", s.max_pixels, c.limits.max_image_pixels,
+            "limits.max_image_pixels");
+}
+
 HostConfig resolve(toml::table& root, const std::string& src,
                    const std::vector<std::string>& overrides, ConfigUse use) {
   for (const auto& o : overrides) apply_override(root, o);
@@ -620,6 +658,7 @@ HostConfig resolve(toml::table& root, const std::string& src,
   read_budgets(reader, c);
   read_workload(reader, c, use);
   read_video(reader, c);
+  read_serve(reader, c);
   reader.get("output.embeddings", c.output.embeddings);
   reader.get("output.report", c.output.report);
   c.digest = config_digest(c);

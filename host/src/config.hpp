@@ -66,6 +66,22 @@ struct LimitsConfig {
   int64_t max_text_bytes = 64ll << 20;     // a config, trace or JSON header read as text
 };
 
+// [serve]: the `encgraph serve` endpoint (docs/serving.md). Read by every
+// command but used by serve alone; left out of the config digest, since it
+// changes no embedding.
+struct ServeConfig {
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;                       // 0: any free port (printed at start)
+  int64_t max_queue_delay_us = 2000;         // oldest queued item's longest wait for a batch
+  int64_t max_queue_items = 1024;            // queued items past which requests get 429
+  int64_t cache_bytes = int64_t{256} << 20;  // embedding cache; 0 disables it
+  int64_t max_body_bytes = int64_t{64} << 20;
+  int64_t max_items_per_request = 64;
+  int64_t max_pixels = 16777216;  // height * width of one image in a request
+  int64_t request_timeout_ms = 30000;
+  int64_t threads = 4;  // HTTP and decoding threads
+};
+
 // The largest config file read (docs/config.md, "Limits"): fixed, since the
 // limits themselves are read from the config.
 inline constexpr int64_t kMaxConfigBytes = int64_t{4} << 20;
@@ -82,6 +98,7 @@ struct HostConfig {
   WorkloadConfig workload;
   OutputConfig output;
   LimitsConfig limits;
+  ServeConfig serve;
   std::string source;  // the file as given ("" for text configs)
   std::string digest;  // 16 hex digits over the resolved settings (see canonical_config)
 };

@@ -113,6 +113,26 @@ const std::vector<KeySpec>& config_schema() {
        "most pixels (height x width) of one image or frame"},
       {"limits.max_text_bytes", KeyType::Integer, "67108864",
        "largest text input read (a trace, a JSON header, a plugin's config file)"},
+      {"serve.host", KeyType::String, "\"127.0.0.1\"",
+       "serve: the address to listen on (\"0.0.0.0\": every interface)"},
+      {"serve.port", KeyType::Integer, "8000",
+       "serve: the HTTP port; 0 picks a free one (printed at start)"},
+      {"serve.max_queue_delay_us", KeyType::Integer, "2000",
+       "serve: the longest a queued item waits for more items before its batch runs"},
+      {"serve.max_queue_items", KeyType::Integer, "1024",
+       "serve: items queued (decoded, waiting for the engine) past which requests get 429"},
+      {"serve.cache_bytes", KeyType::Integer, "268435456",
+       "serve: the embedding cache's byte budget (LRU); 0 disables it"},
+      {"serve.max_body_bytes", KeyType::Integer, "67108864",
+       "serve: largest request body; larger ones get 413"},
+      {"serve.max_items_per_request", KeyType::Integer, "64",
+       "serve: most images in one infer request"},
+      {"serve.max_pixels", KeyType::Integer, "16777216",
+       "serve: most pixels (height x width) of one image in a request (<= "
+       "limits.max_image_pixels)"},
+      {"serve.request_timeout_ms", KeyType::Integer, "30000",
+       "serve: a request not answered in this time gets 504"},
+      {"serve.threads", KeyType::Integer, "4", "serve: HTTP and image-decoding threads"},
   };
   return keys;
 }
@@ -138,8 +158,9 @@ std::string_view type_phrase(KeyType type) {
 }
 
 const std::vector<std::string_view>& config_sections() {
-  static const std::vector<std::string_view> sections = {
-      "runtime", "plugin", "budgets", "workload", "output", "video", "limits", "distributed"};
+  static const std::vector<std::string_view> sections = {"runtime",  "plugin",      "budgets",
+                                                         "workload", "output",      "video",
+                                                         "limits",   "distributed", "serve"};
   return sections;
 }
 

@@ -39,6 +39,7 @@ const char* usage_text() {
          "  encode         encode image files or a trace (images, videos) into embeddings\n"
          "  check-config   validate a config without a GPU and without loading weights\n"
          "  verify         compare the graphs' outputs with every item run alone eagerly\n"
+         "  serve          serve embeddings over HTTP (Open Inference Protocol)\n"
          "  plugins        list the plugins found and the rejected files\n"
          "options:\n"
          "  --version      print the version\n"
@@ -56,6 +57,7 @@ int run_subcommand(const std::string& command, const std::vector<std::string>& a
     if (command == "check-config") rc = check_config_command(args);
     if (command == "verify") rc = verify_command(args);
     if (command == "plugins") rc = plugins_command(args);
+    if (command == "serve") rc = serve_command(args);
     if (rc >= 0) {
       leave_job();
       return rc;

@@ -49,6 +49,14 @@ struct File {
       fail(path, std::string("cannot be opened: ") + std::strerror(errno));
     }
   }
+  // Encoded bytes held in memory (a request's image), read through the same
+  // parsers as a file; `name` stands for the file in messages.
+  File(const uint8_t* data, size_t size, const std::filesystem::path& name) {
+    if (size == 0) fail(name, "is empty: send the bytes of a PNG or JPEG file");
+    // fmemopen only reads in "rb" mode, so the cast never lets it write.
+    f = ::fmemopen(const_cast<uint8_t*>(data), size, "rb");
+    if (!f) fail(name, std::string("cannot be read: ") + std::strerror(errno));
+  }
   ~File() { std::fclose(f); }
   File(const File&) = delete;
   File& operator=(const File&) = delete;
@@ -389,9 +397,10 @@ ImageInfo probe_image(const std::filesystem::path& file, int64_t max_pixels) {
   return read_header(in, file, max_pixels).info;
 }
 
-DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
-                          const ImageInfo* expected) {
-  File in(file);
+namespace {
+
+DecodedImage decode_open(File& in, const std::filesystem::path& file, int64_t max_pixels,
+                         const ImageInfo* expected) {
   const Header header = read_header(in, file, max_pixels);
   const ImageInfo& info = header.info;
   if (expected && (info.height != expected->height || info.width != expected->width))
@@ -436,6 +445,20 @@ DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
   img.width = rgb.width;
   img.pixels = std::move(rgb.pixels);
   return img;
+}
+
+}  // namespace
+
+DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
+                          const ImageInfo* expected) {
+  File in(file);
+  return decode_open(in, file, max_pixels, expected);
+}
+
+DecodedImage decode_image_bytes(const uint8_t* data, size_t size, const std::string& name,
+                                int64_t max_pixels) {
+  File in(data, size, name);
+  return decode_open(in, name, max_pixels, nullptr);
 }
 
 }  // namespace encgraph::host

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace encgraph::host {
@@ -41,5 +42,10 @@ ImageInfo probe_image(const std::filesystem::path& file, int64_t max_pixels);
 // read and may have changed since). Errors keep the decoder's own reason.
 DecodedImage decode_image(const std::filesystem::path& file, int64_t max_pixels,
                           const ImageInfo* expected = nullptr);
+
+// The same for a PNG or JPEG file's bytes held in memory (a served request's
+// image); errors name `name` where decode_image names the file.
+DecodedImage decode_image_bytes(const uint8_t* data, size_t size, const std::string& name,
+                                int64_t max_pixels);
 
 }  // namespace encgraph::host

@@ -364,3 +364,34 @@ TEST_CASE("the EXIF orientation is applied as Pillow's exif_transpose applies it
   std::ofstream(dir / "r9.png", std::ios::binary) << odd;
   CHECK(decode_image(dir / "r9.png", kLimit).pixels == p.pixels);
 }
+
+TEST_CASE("bytes held in memory decode as their file does, errors naming the given label") {
+  host_test::TempDir dir;
+  host_test::write_gradient(dir / "a.png", 30, 20);
+  host_test::write_gradient(dir / "b.jpg", 17, 9, 3, true);
+  for (const char* name : {"a.png", "b.jpg"}) {
+    CAPTURE(name);
+    const std::string bytes = bytes_of(dir / name);
+    const DecodedImage from_file = decode_image(dir / name, kLimit);
+    const DecodedImage from_memory = decode_image_bytes(
+        reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "images[0]", kLimit);
+    CHECK(from_memory.width == from_file.width);
+    CHECK(from_memory.height == from_file.height);
+    CHECK(from_memory.pixels == from_file.pixels);
+  }
+  const std::string png = bytes_of(dir / "a.png");
+  const auto error = [](const std::string& bytes, int64_t limit) {
+    try {
+      decode_image_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "images[2]",
+                         limit);
+    } catch (const encgraph::Error& e) {
+      CHECK(e.kind() == encgraph::ErrorKind::Input);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(png.substr(0, png.size() / 2), kLimit).find("image 'images[2]'") == 0);
+  CHECK(error("", kLimit).find("is empty") != std::string::npos);
+  CHECK(error("GIF89a......", kLimit).find("a GIF image") != std::string::npos);
+  CHECK(error(png, 100).find("over the limit of 100 pixels") != std::string::npos);
+}

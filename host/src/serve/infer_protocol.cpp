@@ -1,0 +1,560 @@
+#include "serve/infer_protocol.hpp"
+
+#include <encgraph/plugin_api.h>
+#include <encgraph/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace encgraph::host::serve {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& message) {
+  throw ProtocolError(400, message);
+}
+
+// A non-negative integer that fits int64, or a 400 naming `what`.
+int64_t count_value(const json& v, const std::string& what) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{1} << 40)
+    return static_cast<int64_t>(v.get<uint64_t>());
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return v.get<int64_t>();
+  bad(what + " must be a non-negative integer, got " + v.dump());
+}
+
+bool bool_parameter(const json& object, const char* key, const std::string& where) {
+  const auto params = object.find("parameters");
+  if (params == object.end()) return false;
+  if (!params->is_object()) bad(where + ".parameters must be an object");
+  const auto it = params->find(key);
+  if (it == params->end()) return false;
+  if (!it->is_boolean())
+    bad(where + ".parameters." + key + " must be true or false, got " + it->dump());
+  return it->get<bool>();
+}
+
+// The binary part of the body, handed out input by input in order.
+class BinaryPart {
+ public:
+  explicit BinaryPart(std::string_view rest) : rest_(rest) {}
+  std::string_view take(uint64_t size, const std::string& where) {
+    if (size > rest_.size())
+      bad(where + " declares binary_data_size " + std::to_string(size) + " but only " +
+          std::to_string(rest_.size()) +
+          " bytes of binary data remain in the body: the request is truncated, or the "
+          "sizes do not add up to what follows the JSON header");
+    std::string_view out = rest_.substr(0, size);
+    rest_.remove_prefix(size);
+    return out;
+  }
+  size_t left() const { return rest_.size(); }
+
+ private:
+  std::string_view rest_;
+};
+
+void add_image(InferRequest& request, ImageInput image, const RequestLimits& limits) {
+  if (static_cast<int64_t>(request.images.size()) >= limits.max_items)
+    bad("the request holds more than " + std::to_string(limits.max_items) +
+        " images (serve.max_items_per_request); split it into several requests");
+  request.images.push_back(std::move(image));
+}
+
+// BYTES: each element one PNG or JPEG file, base64 in JSON, or in the binary
+// part as Triton lays BYTES out (a 4-byte little-endian length, then the bytes).
+void read_images(const json& input, const std::string& where, int64_t count,
+                 std::optional<std::string_view> binary, InferRequest& request,
+                 const RequestLimits& limits) {
+  const std::string name = input["name"].get<std::string>();
+  if (binary) {
+    std::string_view rest = *binary;
+    for (int64_t i = 0; i < count; ++i) {
+      if (rest.size() < 4)
+        bad(where + ": its binary data ends before element " + std::to_string(i) +
+            "'s 4-byte length (BYTES elements are a little-endian uint32 length, then the "
+            "bytes)");
+      uint32_t size = 0;
+      for (int b = 3; b >= 0; --b) size = (size << 8) | static_cast<uint8_t>(rest[b]);
+      rest.remove_prefix(4);
+      if (size > rest.size())
+        bad(where + ": element " + std::to_string(i) + " declares " + std::to_string(size) +
+            " bytes but " + std::to_string(rest.size()) + " remain: the data is truncated");
+      ImageInput image;
+      image.label = name + "[" + std::to_string(i) + "]";
+      image.bytes.assign(rest.begin(), rest.begin() + size);
+      rest.remove_prefix(size);
+      add_image(request, std::move(image), limits);
+    }
+    if (!rest.empty())
+      bad(where + ": " + std::to_string(rest.size()) + " bytes follow its " +
+          std::to_string(count) + " elements; the shape and the data disagree");
+    return;
+  }
+  const json& data = input["data"];
+  if (!data.is_array() || static_cast<int64_t>(data.size()) != count)
+    bad(where + ".data must be an array of " + std::to_string(count) +
+        " base64 strings (one PNG or JPEG file each), as its shape says");
+  for (int64_t i = 0; i < count; ++i) {
+    const json& element = data[static_cast<size_t>(i)];
+    const std::string label = name + "[" + std::to_string(i) + "]";
+    if (!element.is_string()) bad(where + ": element " + label + " must be a base64 string");
+    auto bytes = decode_base64(element.get_ref<const std::string&>());
+    if (!bytes)
+      bad(where + ": element " + label +
+          " is not base64 (standard alphabet, padded); BYTES elements in JSON carry the "
+          "image file base64-encoded");
+    ImageInput image;
+    image.label = label;
+    image.bytes = std::move(*bytes);
+    add_image(request, std::move(image), limits);
+  }
+}
+
+// UINT8 [H, W, 3] or [N, H, W, 3]: raw RGB pixels, row-major.
+void read_pixels(const json& input, const std::string& where, const std::vector<int64_t>& shape,
+                 std::optional<std::string_view> binary, InferRequest& request,
+                 const RequestLimits& limits) {
+  const std::string name = input["name"].get<std::string>();
+  if ((shape.size() != 3 && shape.size() != 4) || shape.back() != 3)
+    bad(where + " has shape " + json(shape).dump() +
+        "; UINT8 pixels are [height, width, 3] or [images, height, width, 3] (RGB)");
+  const int64_t n = shape.size() == 4 ? shape[0] : 1;
+  const int64_t h = shape[shape.size() - 3], w = shape[shape.size() - 2];
+  if (h < 1 || w < 1) bad(where + ": height and width must be at least 1");
+  if (h > limits.max_pixels / w)
+    bad(where + ": " + std::to_string(w) + "x" + std::to_string(h) + " is over the limit of " +
+        std::to_string(limits.max_pixels) +
+        " pixels per image (serve.max_pixels); send a smaller image");
+  const size_t per_image = static_cast<size_t>(h * w * 3);
+  std::vector<uint8_t> all;
+  if (binary) {
+    if (binary->size() != per_image * static_cast<size_t>(n))
+      bad(where + ": shape " + json(shape).dump() + " needs " +
+          std::to_string(per_image * static_cast<size_t>(n)) + " bytes, binary_data_size gives " +
+          std::to_string(binary->size()));
+    all.assign(binary->begin(), binary->end());
+  } else {
+    // Flat or nested to any depth, as the protocol allows: flattened in order.
+    const json& data = input["data"];
+    if (!data.is_array()) bad(where + ".data must be an array of integers 0..255");
+    all.reserve(per_image * static_cast<size_t>(n));
+    // Depth-first, left to right, without recursion (a deeply nested body
+    // must not exhaust the stack; nlohmann's parser already bounds it).
+    std::vector<std::pair<const json*, size_t>> walk{{&data, 0}};
+    while (!walk.empty()) {
+      auto& [node, at] = walk.back();
+      if (at == node->size()) {
+        walk.pop_back();
+        continue;
+      }
+      const json& v = (*node)[at++];
+      if (v.is_array()) {
+        walk.emplace_back(&v, 0);
+        continue;
+      }
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 255)
+        bad(where + ".data holds " + v.dump() + "; UINT8 values are integers 0..255");
+      if (all.size() == per_image * static_cast<size_t>(n))
+        bad(where + ".data holds more values than its shape " + json(shape).dump() + " has");
+      all.push_back(static_cast<uint8_t>(v.get<int64_t>()));
+    }
+    if (all.size() != per_image * static_cast<size_t>(n))
+      bad(where + ".data holds " + std::to_string(all.size()) + " values; its shape " +
+          json(shape).dump() + " has " + std::to_string(per_image * static_cast<size_t>(n)));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    ImageInput image;
+    image.label = name + "[" + std::to_string(i) + "]";
+    image.encoded = false;
+    image.height = h;
+    image.width = w;
+    const auto first =
+        all.begin() + static_cast<std::ptrdiff_t>(per_image * static_cast<size_t>(i));
+    image.bytes.assign(first, first + static_cast<std::ptrdiff_t>(per_image));
+    add_image(request, std::move(image), limits);
+  }
+}
+
+std::vector<int64_t> read_shape(const json& input, const std::string& where) {
+  const auto it = input.find("shape");
+  if (it == input.end() || !it->is_array() || it->empty())
+    bad(where + ".shape must be a non-empty array of integers");
+  std::vector<int64_t> shape;
+  for (const json& d : *it) shape.push_back(count_value(d, where + ".shape"));
+  return shape;
+}
+
+std::vector<OutputSelection> read_outputs(const json& doc, const std::vector<OutputSpec>& specs) {
+  const bool binary_default = bool_parameter(doc, "binary_data_output", "the request");
+  std::vector<OutputSelection> all;
+  for (size_t o = 0; o < specs.size(); ++o) {
+    all.push_back({specs[o].name, o, false, EG_DTYPE_F32, binary_default});
+    all.push_back({specs[o].name + kRowsSuffix, o, true, EG_DTYPE_I64, binary_default});
+  }
+  const auto asked = doc.find("outputs");
+  if (asked == doc.end()) return all;
+  if (!asked->is_array()) bad("'outputs' must be an array of {\"name\": ...} objects");
+  std::vector<OutputSelection> chosen;
+  for (size_t k = 0; k < asked->size(); ++k) {
+    const json& out = (*asked)[k];
+    const std::string where = "outputs[" + std::to_string(k) + "]";
+    if (!out.is_object() || !out.contains("name") || !out["name"].is_string())
+      bad(where + " must be an object with a string 'name'");
+    const std::string name = out["name"].get<std::string>();
+    std::string known;
+    const OutputSelection* found = nullptr;
+    for (const OutputSelection& s : all) {
+      known += (known.empty() ? "" : ", ") + s.name;
+      if (s.name == name) found = &s;
+    }
+    if (!found)
+      bad(where + " names '" + name + "', which the model does not have (it has " + known + ")");
+    OutputSelection s = *found;
+    if (out.contains("parameters")) {
+      if (!out["parameters"].is_object()) bad(where + ".parameters must be an object");
+      if (out["parameters"].contains("binary_data"))
+        s.binary = bool_parameter(out, "binary_data", where);
+      if (const auto dt = out["parameters"].find("datatype"); dt != out["parameters"].end()) {
+        const std::string d = dt->is_string() ? dt->get<std::string>() : dt->dump();
+        if (s.rows && d != "INT64") bad(where + ": row counts are INT64, not " + d);
+        if (!s.rows && d == "FP32")
+          s.dtype = EG_DTYPE_F32;
+        else if (!s.rows && d == "BF16")
+          s.dtype = EG_DTYPE_BF16;
+        else if (!s.rows)
+          bad(where + ".parameters.datatype is " + d + "; outputs come as \"FP32\" or \"BF16\"");
+      }
+    }
+    chosen.push_back(s);
+  }
+  return chosen;
+}
+
+// Element i of an item output, as float.
+float element(const ItemOutput& out, size_t i) {
+  const uint8_t* p = out.bytes.data();
+  switch (out.dtype) {
+    case EG_DTYPE_F32: {
+      float f;
+      std::memcpy(&f, p + i * 4, 4);
+      return f;
+    }
+    case EG_DTYPE_BF16: {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      const uint32_t bits = uint32_t{h} << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case EG_DTYPE_F16: {
+      uint16_t h;
+      std::memcpy(&h, p + i * 2, 2);
+      const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+      const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+      if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+      if (exponent == 31)
+        return mantissa ? std::numeric_limits<float>::quiet_NaN()
+                        : sign * std::numeric_limits<float>::infinity();
+      return sign * std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
+    }
+    case EG_DTYPE_F64: {
+      double d;
+      std::memcpy(&d, p + i * 8, 8);
+      return static_cast<float>(d);
+    }
+    default: return std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+// An item output's values in `dtype` (F32 or BF16), little-endian bytes; the
+// stored bytes themselves when the dtype already matches (bit for bit).
+void append_values(const ItemOutput& out, int32_t dtype, std::vector<uint8_t>& bytes) {
+  if (out.dtype == dtype) {
+    bytes.insert(bytes.end(), out.bytes.begin(), out.bytes.end());
+    return;
+  }
+  const size_t n = static_cast<size_t>(out.rows * out.width);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = element(out, i);
+    if (dtype == EG_DTYPE_BF16) {
+      const uint16_t h = float_to_bf16(f);
+      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&h),
+                   reinterpret_cast<const uint8_t*>(&h) + 2);
+    } else {
+      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&f),
+                   reinterpret_cast<const uint8_t*>(&f) + 4);
+    }
+  }
+}
+
+// A float as JSON: through double's shortest form, which any JSON parser
+// reads back to the same double and so to the same float; NaN and infinities
+// (not JSON numbers) as null; negative zero keeps its sign.
+void append_number(std::string& s, float f) {
+  if (!std::isfinite(f)) {
+    s += "null";
+    return;
+  }
+  if (f == 0.0f && std::signbit(f)) {
+    s += "-0.0";  // "-0" reads back as the integer 0 in most parsers, losing the sign
+    return;
+  }
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), static_cast<double>(f));
+  s.append(buf, r.ptr);
+}
+
+const char* datatype_name(int32_t dtype) {
+  return dtype == EG_DTYPE_BF16 ? "BF16" : dtype == EG_DTYPE_I64 ? "INT64" : "FP32";
+}
+
+}  // namespace
+
+InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> header_length,
+                                 const std::vector<OutputSpec>& outputs,
+                                 const RequestLimits& limits) {
+  if (header_length && *header_length > body.size())
+    bad("Inference-Header-Content-Length is " + std::to_string(*header_length) +
+        " but the body holds " + std::to_string(body.size()) + " bytes");
+  const std::string_view header = header_length ? body.substr(0, *header_length) : body;
+  BinaryPart binary(header_length ? body.substr(*header_length) : std::string_view{});
+  json doc;
+  try {
+    doc = json::parse(header.begin(), header.end());
+  } catch (const json::parse_error& e) {
+    bad(std::string("the request's JSON is malformed (") + e.what() +
+        "); send an object {\"inputs\": [...]} (with binary data, the JSON header's length "
+        "in Inference-Header-Content-Length)");
+  }
+  if (!doc.is_object()) bad("the request must be a JSON object {\"inputs\": [...]}");
+  InferRequest request;
+  if (const auto id = doc.find("id"); id != doc.end()) {
+    if (!id->is_string()) bad("'id' must be a string");
+    request.id = id->get<std::string>();
+  }
+  const auto inputs = doc.find("inputs");
+  if (inputs == doc.end() || !inputs->is_array() || inputs->empty())
+    bad("the request needs 'inputs': a non-empty array of tensors named '" +
+        std::string(kImagesInput) + "' (BYTES) or '" + kPixelsInput + "' (UINT8)");
+  for (size_t k = 0; k < inputs->size(); ++k) {
+    const json& input = (*inputs)[k];
+    const std::string where = "inputs[" + std::to_string(k) + "]";
+    if (!input.is_object() || !input.contains("name") || !input["name"].is_string() ||
+        !input.contains("datatype") || !input["datatype"].is_string())
+      bad(where + " must be an object with string 'name' and 'datatype'");
+    const std::string name = input["name"].get<std::string>();
+    const std::string datatype = input["datatype"].get<std::string>();
+    const std::vector<int64_t> shape = read_shape(input, where + " ('" + name + "')");
+    int64_t elements = 1;
+    for (int64_t d : shape) {
+      if (d != 0 && elements > (int64_t{1} << 40) / d)
+        bad(where + " ('" + name + "') has a shape too large: " + json(shape).dump());
+      elements *= d;
+    }
+    std::optional<std::string_view> data;
+    if (const auto params = input.find("parameters"); params != input.end()) {
+      if (!params->is_object()) bad(where + ".parameters must be an object");
+      if (const auto size = params->find("binary_data_size"); size != params->end()) {
+        if (!header_length)
+          bad(where +
+              " has binary_data_size but the request has no "
+              "Inference-Header-Content-Length header saying where the JSON ends");
+        if (input.contains("data")) bad(where + " has both 'data' and binary_data_size; send one");
+        data = binary.take(
+            static_cast<uint64_t>(count_value(*size, where + ".parameters.binary_data_size")),
+            where);
+      }
+    }
+    if (!data && !input.contains("data"))
+      bad(where + " ('" + name + "') has neither 'data' nor parameters.binary_data_size");
+    if (name == kImagesInput) {
+      if (datatype != "BYTES")
+        bad(where + " ('" + name + "') has datatype " + datatype +
+            "; encoded images are BYTES (for raw pixels use the UINT8 input '" + kPixelsInput +
+            "')");
+      if (shape.size() > 2 || (shape.size() == 2 && shape[1] != 1))
+        bad(where + " ('" + name + "') has shape " + json(shape).dump() +
+            "; encoded images are [N] (or [N, 1])");
+      if (elements > limits.max_items)
+        bad(where + " ('" + name + "') holds " + std::to_string(elements) +
+            " images, more than serve.max_items_per_request (" + std::to_string(limits.max_items) +
+            "); split it into several requests");
+      read_images(input, where + " ('" + name + "')", elements, data, request, limits);
+    } else if (name == kPixelsInput) {
+      if (datatype != "UINT8")
+        bad(where + " ('" + name + "') has datatype " + datatype +
+            "; raw pixels are UINT8 (for PNG or JPEG files use the BYTES input '" + kImagesInput +
+            "')");
+      read_pixels(input, where + " ('" + name + "')", shape, data, request, limits);
+    } else {
+      bad(where + " is named '" + name + "'; the model's inputs are '" + kImagesInput +
+          "' (BYTES: PNG or JPEG files) and '" + kPixelsInput + "' (UINT8 [H, W, 3] pixels)");
+    }
+  }
+  if (binary.left() != 0)
+    bad(std::to_string(binary.left()) +
+        " bytes follow the inputs' binary data; their binary_data_size values must add up to "
+        "the body's length after the JSON header");
+  if (request.images.empty()) bad("the request holds no image (its inputs have 0 elements)");
+  request.outputs = read_outputs(doc, outputs);
+  return request;
+}
+
+EncodedBody encode_infer_response(const std::string& model_name, const InferRequest& request,
+                                  const std::vector<ItemPtr>& items) {
+  std::string head = "{\"model_name\":" + json_string(model_name) + ",\"model_version\":\"1\"";
+  if (!request.id.empty()) head += ",\"id\":" + json_string(request.id);
+  head += ",\"outputs\":[";
+  std::string binary;
+  bool any_binary = false;
+  for (size_t k = 0; k < request.outputs.size(); ++k) {
+    const OutputSelection& sel = request.outputs[k];
+    if (k) head += ",";
+    head += "{\"name\":" + json_string(sel.name) + ",\"datatype\":\"" +
+            datatype_name(sel.rows ? EG_DTYPE_I64 : sel.dtype) + "\",\"shape\":[";
+    std::vector<uint8_t> bytes;
+    int64_t total_rows = 0, width = 0;
+    for (const ItemPtr& item : items) {
+      const ItemOutput& out = item->outputs.at(sel.index);
+      total_rows += out.rows;
+      width = out.width;
+      if (sel.rows) {
+        const int64_t rows = out.rows;
+        bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&rows),
+                     reinterpret_cast<const uint8_t*>(&rows) + 8);
+      } else {
+        append_values(out, sel.dtype, bytes);
+      }
+    }
+    head += sel.rows ? std::to_string(items.size())
+                     : std::to_string(total_rows) + "," + std::to_string(width);
+    head += "]";
+    if (sel.binary) {
+      any_binary = true;
+      head += ",\"parameters\":{\"binary_data_size\":" + std::to_string(bytes.size()) + "}}";
+      binary.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      continue;
+    }
+    head += ",\"data\":[";
+    if (sel.rows) {
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) head += ',';
+        head += std::to_string(items[i]->outputs.at(sel.index).rows);
+      }
+    } else {
+      const size_t element_bytes = sel.dtype == EG_DTYPE_BF16 ? 2 : 4;
+      head.reserve(head.size() + bytes.size() / element_bytes * 14);
+      for (size_t i = 0; i * element_bytes < bytes.size(); ++i) {
+        if (i) head += ',';
+        float f;
+        if (sel.dtype == EG_DTYPE_BF16) {
+          uint16_t h;
+          std::memcpy(&h, bytes.data() + i * 2, 2);
+          const uint32_t bits = uint32_t{h} << 16;
+          std::memcpy(&f, &bits, 4);
+        } else {
+          std::memcpy(&f, bytes.data() + i * 4, 4);
+        }
+        append_number(head, f);
+      }
+    }
+    head += "]}";
+  }
+  head += "]}";
+  EncodedBody out;
+  if (any_binary) {
+    out.header_length = head.size();
+    out.body = std::move(head) + binary;
+  } else {
+    out.body = std::move(head);
+  }
+  return out;
+}
+
+std::string model_metadata_json(const std::string& model_name, const std::string& platform,
+                                const std::vector<OutputSpec>& outputs) {
+  std::string s = "{\"name\":" + json_string(model_name) +
+                  ",\"versions\":[\"1\"],\"platform\":" + json_string(platform) +
+                  ",\"inputs\":[{\"name\":\"" + kImagesInput +
+                  "\",\"datatype\":\"BYTES\",\"shape\":[-1]},{\"name\":\"" + kPixelsInput +
+                  "\",\"datatype\":\"UINT8\",\"shape\":[-1,-1,3]}],\"outputs\":[";
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (o) s += ',';
+    s += "{\"name\":" + json_string(outputs[o].name) + ",\"datatype\":\"FP32\",\"shape\":[-1," +
+         std::to_string(outputs[o].width) +
+         "]},{\"name\":" + json_string(outputs[o].name + kRowsSuffix) +
+         ",\"datatype\":\"INT64\",\"shape\":[-1]}";
+  }
+  return s + "]}";
+}
+
+std::pair<int, std::string> http_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ProtocolError& e) {
+    return {e.status(), e.what()};
+  } catch (const Error& e) {
+    const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
+    return {input ? 400 : 500, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {500, "out of memory while answering the request"};
+  } catch (const std::exception& e) {
+    return {500, e.what()};
+  } catch (...) {
+    return {500, "an unknown error"};
+  }
+}
+
+std::string error_json(const std::string& message) {
+  return "{\"error\":" + json_string(message) + "}";
+}
+
+std::string json_string(std::string_view text) {
+  // nlohmann escapes control characters and replaces invalid UTF-8.
+  return json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<std::vector<uint8_t>> decode_base64(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  const auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::vector<uint8_t> out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return std::nullopt;  // "x=y=" is not base64
+    uint32_t word = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int v = k >= 4 - pad ? 0 : value(text[i + static_cast<size_t>(k)]);
+      if (v < 0) return std::nullopt;
+      word = (word << 6) | static_cast<uint32_t>(v);
+    }
+    out.push_back(static_cast<uint8_t>(word >> 16));
+    if (pad < 2) out.push_back(static_cast<uint8_t>(word >> 8));
+    if (pad < 1) out.push_back(static_cast<uint8_t>(word));
+  }
+  return out;
+}
+
+uint16_t float_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);  // stays a NaN
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace encgraph::host::serve

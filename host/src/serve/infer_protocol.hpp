@@ -1,0 +1,112 @@
+// The Open Inference Protocol (KServe v2) requests and responses that
+// `encgraph serve` speaks over HTTP: JSON tensors, and Triton's binary-tensor
+// extension (a JSON header of Inference-Header-Content-Length bytes, then the
+// tensors' bytes in input order, each sized by its binary_data_size). No
+// sockets here: bodies in, bodies out, every refusal a ProtocolError whose
+// status and message are the HTTP answer.
+#pragma once
+
+#include "serve/embedding_cache.hpp"
+
+#include <encgraph/output_spec.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace encgraph::host::serve {
+
+// A refused request: the HTTP status (400, 404, 413, 429, ...) and a message
+// naming the input, key or item at fault and the fix.
+class ProtocolError : public std::runtime_error {
+ public:
+  ProtocolError(int status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// The model's input tensors: "images" (BYTES, one PNG or JPEG file per
+// element) and "pixels" (UINT8 [H, W, 3], or [N, H, W, 3] for N images).
+inline constexpr const char* kImagesInput = "images";
+inline constexpr const char* kPixelsInput = "pixels";
+// Each output X comes with "X_rows" (INT64 [N]): the rows of every item.
+inline constexpr const char* kRowsSuffix = "_rows";
+
+// One image of a request, in request order.
+struct ImageInput {
+  std::string label;           // "images[3]", "pixels[0]": what errors name
+  bool encoded = true;         // PNG/JPEG bytes; else raw RGB pixels
+  std::vector<uint8_t> bytes;  // the file, or height x width x 3 pixels
+  int64_t height = 0;          // raw pixels only
+  int64_t width = 0;
+};
+
+// One tensor the response carries: output `index` of the model (or its row
+// counts), in `dtype` (EG_DTYPE_F32 or EG_DTYPE_BF16 for outputs).
+struct OutputSelection {
+  std::string name;
+  size_t index = 0;
+  bool rows = false;    // the "_rows" tensor of output `index`
+  int32_t dtype = 0;    // eg_dtype of the values (ignored for rows)
+  bool binary = false;  // in the binary part rather than as JSON data
+};
+
+struct InferRequest {
+  std::string id;  // echoed in the response when given
+  std::vector<ImageInput> images;
+  std::vector<OutputSelection> outputs;  // every output and its rows when not asked
+};
+
+struct RequestLimits {
+  int64_t max_items = 64;         // serve.max_items_per_request
+  int64_t max_pixels = 16777216;  // serve.max_pixels, per raw image
+};
+
+// Parses an infer request body. `header_length`: the value of the
+// Inference-Header-Content-Length header, when sent. `outputs`: the model's.
+// Throws ProtocolError (400) naming what is wrong.
+InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> header_length,
+                                 const std::vector<OutputSpec>& outputs,
+                                 const RequestLimits& limits);
+
+// A response body; header_length set when it has a binary part (the
+// Inference-Header-Content-Length to send).
+struct EncodedBody {
+  std::string body;
+  std::optional<size_t> header_length;
+};
+
+// The response to `request` from its items' outputs (items[i]: image i's).
+EncodedBody encode_infer_response(const std::string& model_name, const InferRequest& request,
+                                  const std::vector<ItemPtr>& items);
+
+// The model metadata document (GET /v2/models/{name}).
+std::string model_metadata_json(const std::string& model_name, const std::string& platform,
+                                const std::vector<OutputSpec>& outputs);
+
+// The HTTP status and message answering an error: a ProtocolError carries
+// its own; an encgraph::Error of bad input (Input, Config) is 400; anything
+// else is the server's fault, 500.
+std::pair<int, std::string> http_error(const std::exception_ptr& error);
+
+// {"error": message}, as the protocol answers failures.
+std::string error_json(const std::string& message);
+
+// `text` as a JSON string literal, quotes included.
+std::string json_string(std::string_view text);
+
+// Standard base64 (padding required); nullopt when `text` is not base64.
+std::optional<std::vector<uint8_t>> decode_base64(std::string_view text);
+
+// A float rounded to bfloat16 (nearest, ties to even; NaN stays NaN).
+uint16_t float_to_bf16(float value);
+
+}  // namespace encgraph::host::serve

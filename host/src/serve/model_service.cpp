@@ -1,0 +1,285 @@
+#include "serve/model_service.hpp"
+
+#include "cli.hpp"
+#include "safetensors.hpp"
+
+#include <encgraph/error.hpp>
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+namespace encgraph::host::serve {
+namespace {
+
+// What a queued item carries through the scheduler.
+struct Work {
+  CacheKey key;
+  DecodedImage pixels;
+  std::string label;
+};
+
+// The shared state of one request: filled by cache waiters on any thread.
+struct Pending {
+  std::vector<ItemPtr> items;
+  std::atomic<size_t> remaining{0};
+  std::atomic<bool> finished{false};
+  ModelService::Done done;
+
+  void finish_error(const std::exception_ptr& error) {
+    if (!finished.exchange(true)) done({}, error);
+  }
+  void item_ready() {
+    if (--remaining == 0 && !finished.exchange(true)) done(std::move(items), nullptr);
+  }
+};
+
+// A file's identity for the cache: path, size and modification time.
+std::string file_identity_text(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  const auto time = std::filesystem::last_write_time(file, ec);
+  return file.string() + " " + std::to_string(ec ? 0 : size) + " " +
+         std::to_string(ec ? 0 : time.time_since_epoch().count()) + "\n";
+}
+
+}  // namespace
+
+CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity) {
+  XXH3_state_t* state = XXH3_createState();
+  if (!state) throw std::bad_alloc();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, image.pixels.data(), image.pixels.size());
+  const int64_t geometry[4] = {image.frames, image.height, image.width, image.channels};
+  XXH3_128bits_update(state, geometry, sizeof(geometry));
+  XXH3_128bits_update(state, model_identity.data(), model_identity.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return {h.high64, h.low64};
+}
+
+std::string model_identity(const HostConfig& config) {
+  std::string identity = canonical_config(config);
+  const std::string& weights = config.runtime.weights;
+  if (weights.empty() || weights == "random") return identity;
+  std::error_code ec;
+  const std::filesystem::path path(weights);
+  if (std::filesystem::is_directory(path, ec)) {
+    std::set<std::filesystem::path> files;  // sorted: the order of a listing varies
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) files.insert(e.path());
+    for (const auto& f : files) identity += file_identity_text(f);
+  } else {
+    identity += file_identity_text(path);
+  }
+  return identity;
+}
+
+ModelService::ModelService(std::string name, const HostConfig& config, ServeMetrics& metrics,
+                           const Clock& clock)
+    : name_(std::move(name)),
+      config_(config),
+      metrics_(metrics),
+      clock_(clock),
+      engine_(make_engine(config.runtime, config.data_parallel)),
+      outputs_(engine_->model().outputs()),
+      plugin_(engine_->model().plugin_name()),
+      identity_(model_identity(config)),
+      cache_(config.serve.cache_bytes),
+      scheduler_(
+          [&] {
+            const BudgetPlan& plan = engine_->model().plan();
+            BatchLimits limits;
+            limits.max_items = std::max<int64_t>(1, plan.max_batch_size);
+            limits.max_tokens = plan.token_budgets.empty() ? 1 : plan.token_budgets.back();
+            limits.max_delay = std::chrono::microseconds(config.serve.max_queue_delay_us);
+            limits.max_queue_items = config.serve.max_queue_items;
+            return limits;
+          }(),
+          clock) {
+  if (config.runtime.use_graphs) engine_->capture();
+  worker_ = std::thread([this] { run_worker(); });
+}
+
+ModelService::~ModelService() {
+  scheduler_.close();
+  if (worker_.joinable()) worker_.join();
+}
+
+RequestLimits ModelService::request_limits() const {
+  return {config_.serve.max_items_per_request, config_.serve.max_pixels};
+}
+
+void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
+                         const std::vector<std::string>& labels, Done done) {
+  auto pending = std::make_shared<Pending>();
+  pending->items.resize(images.size());
+  pending->remaining = images.size() + 1;  // + 1: held until every lookup is made
+  pending->done = std::move(done);
+  std::vector<QueuedItem> claimed;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const CacheKey key = pixels_key(images[i], identity_);
+    auto lookup =
+        cache_.lookup(key, [pending, i](const ItemPtr& item, const std::exception_ptr& error) {
+          if (error) return pending->finish_error(error);
+          pending->items[i] = item;
+          pending->item_ready();
+        });
+    if (lookup.found == EmbeddingCache::Found::Hit) {
+      pending->items[i] = lookup.item;
+      pending->item_ready();
+    } else if (lookup.found == EmbeddingCache::Found::Claimed) {
+      auto work = std::make_shared<Work>(Work{key, std::move(images[i]), labels.at(i)});
+      claimed.push_back({request_id, 0, {}, std::move(work)});
+    }
+  }
+  // Every claimed key must end in fulfil or fail: other requests may wait on
+  // it. An image the plugin refuses fails alone (and with it this request);
+  // the others are still encoded for whoever else waits on them.
+  std::vector<QueuedItem> accepted;
+  for (QueuedItem& q : claimed) {
+    Work& work = *std::static_pointer_cast<Work>(q.work);
+    eg_item_desc desc{};
+    desc.modality = EG_MODALITY_IMAGE;
+    desc.channels = work.pixels.channels;
+    desc.height = work.pixels.height;
+    desc.width = work.pixels.width;
+    desc.frames = 1;
+    try {
+      q.tokens = tokens_for(desc);
+      accepted.push_back(std::move(q));
+    } catch (const Error& e) {
+      const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
+      cache_.fail(work.key, std::make_exception_ptr(
+                                ProtocolError(input ? 400 : 500, work.label + ": " + e.what())));
+    } catch (...) {
+      cache_.fail(work.key, std::current_exception());
+    }
+  }
+  if (!accepted.empty() && !scheduler_.submit(accepted)) {
+    const auto full = std::make_exception_ptr(ProtocolError(
+        429, "the server's queue is full (" + std::to_string(config_.serve.max_queue_items) +
+                 " items, serve.max_queue_items); retry later"));
+    for (const QueuedItem& q : accepted)
+      cache_.fail(std::static_pointer_cast<Work>(q.work)->key, full);
+    return;
+  }
+  if (!accepted.empty()) metrics_.set_queued_items(scheduler_.queued_items());
+  pending->item_ready();  // the lookups' hold
+}
+
+int64_t ModelService::tokens_for(const eg_item_desc& desc) {
+  const std::pair<int64_t, int64_t> geometry{desc.height, desc.width};
+  {
+    std::lock_guard<std::mutex> lock(spec_mutex_);
+    if (auto it = tokens_by_size_.find(geometry); it != tokens_by_size_.end()) return it->second;
+  }
+  // The runtime never calls into a plugin instance from two threads at once
+  // (docs/plugin-abi.md, "Threads"): a size not seen yet waits for the engine.
+  int64_t tokens = 0;
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    tokens = engine_->model().spec_for(desc).output_tokens;
+  }
+  std::lock_guard<std::mutex> lock(spec_mutex_);
+  if (tokens_by_size_.size() >= 65536) tokens_by_size_.clear();  // bounded memory
+  tokens_by_size_[geometry] = tokens;
+  return tokens;
+}
+
+void ModelService::run_worker() {
+  while (true) {
+    std::vector<QueuedItem> batch = scheduler_.wait_batch();
+    if (batch.empty()) return;  // closed and drained
+    const TimePoint start = clock_.now();
+    std::set<uint64_t> requests;
+    for (const QueuedItem& q : batch) {
+      requests.insert(q.request);
+      metrics_.count_queue_wait(std::chrono::duration<double>(start - q.enqueued).count());
+    }
+    metrics_.count_batch(static_cast<int64_t>(batch.size()), static_cast<int64_t>(requests.size()));
+    metrics_.set_queued_items(scheduler_.queued_items());
+    run_batch(batch);
+  }
+}
+
+void ModelService::run_batch(std::vector<QueuedItem>& batch) {
+  std::vector<eg_item_desc> descs;
+  std::vector<std::string> labels;
+  for (const QueuedItem& q : batch) {
+    const Work& work = *std::static_pointer_cast<Work>(q.work);
+    eg_item_desc desc{};
+    desc.modality = EG_MODALITY_IMAGE;
+    desc.channels = work.pixels.channels;
+    desc.height = work.pixels.height;
+    desc.width = work.pixels.width;
+    desc.frames = 1;
+    desc.pixels = work.pixels.pixels.data();
+    descs.push_back(desc);
+    labels.push_back(work.label);
+  }
+  try {
+    std::unique_lock<std::mutex> lock(engine_mutex_);
+    const Request request = engine_->prepare(descs, labels);
+    const Result result = engine_->execute(request);
+    lock.unlock();  // copying the rows out and answering need no engine
+    deliver(batch, result);
+  } catch (...) {
+    if (batch.size() > 1) {
+      // One bad item must not fail the others: each runs alone to find it.
+      for (QueuedItem& q : batch) {
+        std::vector<QueuedItem> one{q};
+        run_batch(one);
+      }
+      return;
+    }
+    const Work& work = *std::static_pointer_cast<Work>(batch[0].work);
+    metrics_.count_item_errors(1);
+    std::exception_ptr error = std::current_exception();
+    try {
+      throw;
+    } catch (const Error& e) {
+      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+      error = std::make_exception_ptr(
+          ProtocolError(e.kind() == ErrorKind::Input ? 400 : 500, work.label + ": " + e.what()));
+    } catch (const std::exception& e) {
+      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+      error = std::make_exception_ptr(ProtocolError(500, work.label + ": " + e.what()));
+    }
+    cache_.fail(work.key, error);
+  }
+}
+
+void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& result) {
+  if (result.size() != batch.size() || result.num_outputs() != outputs_.size())
+    throw Error(ErrorKind::Internal, "the engine returned " + std::to_string(result.size()) +
+                                         " items for a batch of " + std::to_string(batch.size()));
+  std::vector<std::shared_ptr<ItemOutputs>> items(batch.size());
+  for (auto& item : items) item = std::make_shared<ItemOutputs>();
+  for (size_t o = 0; o < result.num_outputs(); ++o) {
+    const std::vector<uint8_t> host = result.to_host(o);
+    const size_t row_bytes =
+        static_cast<size_t>(result.hidden_size(o)) * dtype_bytes(result.dtype(o));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t offset = result.host_offset(i, o);
+      const size_t bytes = static_cast<size_t>(result.rows(i, o)) * row_bytes;
+      if (offset > host.size() || bytes > host.size() - offset)
+        throw Error(ErrorKind::Internal, "an item lies outside its result");
+      ItemOutput out;
+      out.dtype = result.dtype(o);
+      out.rows = result.rows(i, o);
+      out.width = result.hidden_size(o);
+      out.bytes.assign(host.begin() + static_cast<std::ptrdiff_t>(offset),
+                       host.begin() + static_cast<std::ptrdiff_t>(offset + bytes));
+      items[i]->outputs.push_back(std::move(out));
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i)
+    cache_.fulfil(std::static_pointer_cast<Work>(batch[i].work)->key, items[i]);
+}
+
+}  // namespace encgraph::host::serve

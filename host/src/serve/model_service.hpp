@@ -1,0 +1,89 @@
+// One served model: its engine, embedding cache and batch scheduler, and the
+// worker thread that hands each due batch to the engine as one request
+// (Engine::prepare + execute). Requests come in as decoded images; each is
+// looked up in the cache (hits skip the engine, concurrent requests for one
+// image share one encoding), the misses are queued, and the request's
+// callback runs once every image has its outputs or one has failed.
+#pragma once
+
+#include "config.hpp"
+#include "image_io.hpp"
+#include "serve/batch_scheduler.hpp"
+#include "serve/embedding_cache.hpp"
+#include "serve/infer_protocol.hpp"
+#include "serve/serve_metrics.hpp"
+
+#include <encgraph/engine.hpp>
+
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace encgraph::host::serve {
+
+// The cache key of decoded pixels under a model: xxHash's XXH3-128 of the
+// pixels, their geometry and `model_identity` (what else decides the outputs).
+CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity);
+
+// What decides a model's outputs besides the pixels: the resolved settings
+// (plugin, its config, budgets: canonical_config) and, when the weights are
+// files, each one's path, size and modification time; with random weights the
+// settings alone (their seed is part of the plugin's config).
+std::string model_identity(const HostConfig& config);
+
+class ModelService {
+ public:
+  // Loads the engine (and captures its graphs when runtime.use_graphs).
+  ModelService(std::string name, const HostConfig& config, ServeMetrics& metrics,
+               const Clock& clock);
+  // Refuses new work, finishes what is queued, joins the worker.
+  ~ModelService();
+  ModelService(const ModelService&) = delete;
+  ModelService& operator=(const ModelService&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<OutputSpec>& outputs() const { return outputs_; }
+  const std::string& plugin_name() const { return plugin_; }
+  RequestLimits request_limits() const;
+  int64_t max_pixels() const { return config_.serve.max_pixels; }
+
+  // items[i]: image i's outputs; or the first error (a ProtocolError, an
+  // encgraph::Error); called once, from any thread.
+  using Done = std::function<void(std::vector<ItemPtr> items, std::exception_ptr error)>;
+  void infer(uint64_t request_id, std::vector<DecodedImage> images,
+             const std::vector<std::string>& labels, Done done);
+
+  CacheStats cache_stats() const { return cache_.stats(); }
+  int64_t cache_budget() const { return cache_.byte_budget(); }
+  int64_t queued_items() const { return scheduler_.queued_items(); }
+
+ private:
+  // The output tokens of an image of desc's geometry, remembered per size so
+  // that a request rarely waits for a running batch to ask the plugin.
+  int64_t tokens_for(const eg_item_desc& desc);
+  void run_worker();
+  void run_batch(std::vector<QueuedItem>& batch);
+  void deliver(const std::vector<QueuedItem>& batch, const Result& result);
+
+  const std::string name_;
+  const HostConfig config_;
+  ServeMetrics& metrics_;
+  const Clock& clock_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<OutputSpec> outputs_;
+  std::string plugin_;
+  std::string identity_;
+  std::mutex engine_mutex_;  // one call into the engine (and its plugin) at a time
+  std::mutex spec_mutex_;    // tokens_by_size_
+  std::map<std::pair<int64_t, int64_t>, int64_t> tokens_by_size_;
+  EmbeddingCache cache_;
+  BatchScheduler scheduler_;
+  std::thread worker_;  // last: starts once everything above exists
+};
+
+}  // namespace encgraph::host::serve

@@ -1,0 +1,51 @@
+// The server's counters, rendered in the Prometheus text format at /metrics.
+// Lock-free counters updated from any thread; per-model cache figures are
+// read from the caches when rendered.
+#pragma once
+
+#include "serve/embedding_cache.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace encgraph::host::serve {
+
+class ServeMetrics {
+ public:
+  // A request answered with `status` after `seconds`.
+  void count_request(int status, double seconds);
+  // A batch handed to the engine: its items and how many requests they came from.
+  void count_batch(int64_t items, int64_t requests);
+  // An item's wait in the queue before its batch ran.
+  void count_queue_wait(double seconds);
+  // Items the engine could not make or run (plugin or device errors).
+  void count_item_errors(int64_t items) { item_errors_ += items; }
+  void set_queued_items(int64_t items) { queued_items_ = items; }
+
+  struct ModelCache {
+    std::string model;
+    CacheStats stats;
+    int64_t budget = 0;
+  };
+  // The Prometheus text: every counter, and each model's cache figures.
+  std::string render(const std::vector<ModelCache>& caches) const;
+
+  int64_t batches_multi_request() const { return batches_multi_request_; }
+
+ private:
+  static constexpr std::array<int, 10> kStatuses = {200, 400, 404, 408, 413, 429, 500, 503, 504, 0};
+  std::array<std::atomic<int64_t>, kStatuses.size()> requests_{};
+  std::atomic<int64_t> request_micros_{0};
+  std::atomic<int64_t> batches_{0};
+  std::atomic<int64_t> batch_items_{0};
+  std::atomic<int64_t> batches_multi_request_{0};
+  std::atomic<int64_t> queue_waits_{0};
+  std::atomic<int64_t> queue_wait_micros_{0};
+  std::atomic<int64_t> item_errors_{0};
+  std::atomic<int64_t> queued_items_{0};
+};
+
+}  // namespace encgraph::host::serve

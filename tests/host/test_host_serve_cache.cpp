@@ -1,0 +1,126 @@
+// The serve embedding cache: least-recently-used eviction that never holds
+// more than its byte budget, hits that return the stored outputs, and
+// in-flight deduplication (one computation per key; every waiter told of its
+// result or its failure, the key claimable again after a failure).
+#include "serve/embedding_cache.hpp"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <stdexcept>
+
+using namespace encgraph::host::serve;
+
+namespace {
+
+ItemPtr item_of(size_t bytes, uint8_t fill) {
+  auto item = std::make_shared<ItemOutputs>();
+  ItemOutput out;
+  out.rows = 1;
+  out.width = static_cast<int64_t>(bytes);
+  out.bytes.assign(bytes, fill);
+  item->outputs.push_back(std::move(out));
+  return item;
+}
+
+CacheWaiter ignore() {
+  return [](const ItemPtr&, const std::exception_ptr&) {};
+}
+
+// Computes `key` through the cache (it must be claimed).
+void compute(EmbeddingCache& c, CacheKey key, ItemPtr item) {
+  REQUIRE(c.lookup(key, ignore()).found == EmbeddingCache::Found::Claimed);
+  c.fulfil(key, std::move(item));
+}
+
+}  // namespace
+
+TEST_CASE("a fulfilled key is a hit with the same outputs") {
+  EmbeddingCache c(1 << 20);
+  const CacheKey key{1, 2};
+  const ItemPtr item = item_of(100, 7);
+  compute(c, key, item);
+  const auto again = c.lookup(key, ignore());
+  CHECK(again.found == EmbeddingCache::Found::Hit);
+  CHECK(again.item == item);
+  CHECK(c.lookup({1, 3}, ignore()).found == EmbeddingCache::Found::Claimed);  // another key
+  const CacheStats s = c.stats();
+  CHECK(s.hits == 1);
+  CHECK(s.misses == 2);
+  CHECK(s.entries == 1);
+  CHECK(s.bytes == static_cast<int64_t>(item->charge()));
+}
+
+TEST_CASE("the byte budget is never exceeded; the least recently used goes first") {
+  const size_t entry = item_of(1000, 0)->charge();
+  EmbeddingCache c(static_cast<int64_t>(3 * entry));
+  compute(c, {0, 1}, item_of(1000, 1));
+  compute(c, {0, 2}, item_of(1000, 2));
+  compute(c, {0, 3}, item_of(1000, 3));
+  CHECK(c.lookup({0, 1}, ignore()).found == EmbeddingCache::Found::Hit);  // 1 now most recent
+  compute(c, {0, 4}, item_of(1000, 4));  // evicts 2, the least recently used
+  CHECK(c.lookup({0, 2}, ignore()).found == EmbeddingCache::Found::Claimed);
+  c.fail({0, 2}, nullptr);
+  CHECK(c.lookup({0, 1}, ignore()).found == EmbeddingCache::Found::Hit);
+  CHECK(c.lookup({0, 3}, ignore()).found == EmbeddingCache::Found::Hit);
+  CHECK(c.stats().evictions == 1);
+  // Random sizes, some over the whole budget: the bytes held never pass it.
+  std::mt19937 rng(5);
+  for (uint64_t k = 10; k < 400; ++k) {
+    compute(c, {7, k}, item_of(std::uniform_int_distribution<size_t>(1, 4000)(rng), 0));
+    const CacheStats s = c.stats();
+    REQUIRE(s.bytes <= c.byte_budget());
+    REQUIRE(s.bytes >= 0);
+  }
+  CHECK(c.stats().entries >= 1);
+}
+
+TEST_CASE("a budget of 0 stores nothing") {
+  EmbeddingCache c(0);
+  compute(c, {1, 1}, item_of(10, 1));
+  CHECK(c.lookup({1, 1}, ignore()).found == EmbeddingCache::Found::Claimed);
+  CHECK(c.stats().bytes == 0);
+}
+
+TEST_CASE("concurrent lookups of one key: one computes, every waiter gets its result") {
+  EmbeddingCache c(1 << 20);
+  const CacheKey key{9, 9};
+  std::vector<ItemPtr> got(3);
+  const auto waiter = [&](size_t i) {
+    return [&got, i](const ItemPtr& item, const std::exception_ptr& error) {
+      CHECK_FALSE(error);
+      got[i] = item;
+    };
+  };
+  CHECK(c.lookup(key, waiter(0)).found == EmbeddingCache::Found::Claimed);
+  CHECK(c.lookup(key, waiter(1)).found == EmbeddingCache::Found::Joined);
+  CHECK(c.lookup(key, waiter(2)).found == EmbeddingCache::Found::Joined);
+  CHECK(got[0] == nullptr);  // nobody told before the computation ends
+  const ItemPtr item = item_of(16, 3);
+  c.fulfil(key, item);
+  for (const ItemPtr& g : got) CHECK(g == item);
+  CHECK(c.stats().misses == 1);
+  CHECK(c.stats().dedup_waits == 2);
+}
+
+TEST_CASE("a failed computation reaches every waiter and frees the key") {
+  EmbeddingCache c(1 << 20);
+  const CacheKey key{4, 4};
+  int errors = 0;
+  const auto waiter = [&](const ItemPtr& item, const std::exception_ptr& error) {
+    CHECK(item == nullptr);
+    REQUIRE(error);
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "plugin refused it");
+    }
+    ++errors;
+  };
+  REQUIRE(c.lookup(key, waiter).found == EmbeddingCache::Found::Claimed);
+  REQUIRE(c.lookup(key, waiter).found == EmbeddingCache::Found::Joined);
+  c.fail(key, std::make_exception_ptr(std::runtime_error("plugin refused it")));
+  CHECK(errors == 2);
+  CHECK(c.lookup(key, ignore()).found == EmbeddingCache::Found::Claimed);
+  CHECK(c.stats().entries == 0);
+}

@@ -1,0 +1,253 @@
+// The serve protocol layer: infer requests in JSON and with Triton's binary
+// tensors parsed into images; every malformed request refused with a 4xx
+// naming the input at fault; responses that carry the stored bytes bit for
+// bit (binary) or numbers that read back to the same floats (JSON).
+#include "serve/infer_protocol.hpp"
+
+#include <encgraph/plugin_api.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
+using namespace encgraph::host::serve;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<encgraph::OutputSpec> kOutputs = [] {
+  std::vector<encgraph::OutputSpec> o(2);
+  o[0].name = "embeddings";
+  o[0].width = 2;
+  o[0].dtype = EG_DTYPE_F32;
+  o[1].name = "pooled";
+  o[1].width = 2;
+  o[1].dtype = EG_DTYPE_F32;
+  return o;
+}();
+
+InferRequest parse(const std::string& body, std::optional<uint64_t> header = std::nullopt,
+                   RequestLimits limits = {}) {
+  return parse_infer_request(body, header, kOutputs, limits);
+}
+
+// The status and message of the ProtocolError parsing `body` throws.
+std::pair<int, std::string> refusal(const std::string& body,
+                                    std::optional<uint64_t> header = std::nullopt,
+                                    RequestLimits limits = {}) {
+  try {
+    parse(body, header, limits);
+  } catch (const ProtocolError& e) {
+    return {e.status(), e.what()};
+  }
+  FAIL("no error for " << body);
+  return {0, ""};
+}
+
+std::string le32(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  return s;
+}
+
+ItemPtr item(std::vector<float> first, std::vector<float> second) {
+  auto it = std::make_shared<ItemOutputs>();
+  for (const auto* values : {&first, &second}) {
+    ItemOutput o;
+    o.dtype = EG_DTYPE_F32;
+    o.width = 2;
+    o.rows = static_cast<int64_t>(values->size()) / 2;
+    o.bytes.resize(values->size() * 4);
+    std::memcpy(o.bytes.data(), values->data(), o.bytes.size());
+    it->outputs.push_back(std::move(o));
+  }
+  return it;
+}
+
+}  // namespace
+
+TEST_CASE("JSON: base64 images and nested UINT8 pixels, in input order") {
+  const InferRequest r = parse(
+      R"({"id": "r1", "inputs": [
+           {"name": "images", "datatype": "BYTES", "shape": [2], "data": ["aGVsbG8=", "AAEC"]},
+           {"name": "pixels", "datatype": "UINT8", "shape": [1, 2, 3],
+            "data": [[[1, 2, 3], [4, 5, 255]]]}]})");
+  CHECK(r.id == "r1");
+  REQUIRE(r.images.size() == 3);
+  CHECK(r.images[0].encoded);
+  CHECK(std::string(r.images[0].bytes.begin(), r.images[0].bytes.end()) == "hello");
+  CHECK(r.images[1].bytes == std::vector<uint8_t>{0, 1, 2});
+  CHECK(r.images[1].label == "images[1]");
+  CHECK_FALSE(r.images[2].encoded);
+  CHECK(r.images[2].height == 1);
+  CHECK(r.images[2].width == 2);
+  CHECK(r.images[2].bytes == std::vector<uint8_t>{1, 2, 3, 4, 5, 255});
+  // No outputs asked: every output and its row counts, as JSON.
+  REQUIRE(r.outputs.size() == 4);
+  CHECK(r.outputs[1].name == "embeddings_rows");
+  CHECK_FALSE(r.outputs[0].binary);
+}
+
+TEST_CASE("binary tensors: BYTES elements and raw pixels after the JSON header") {
+  const std::string header =
+      R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [2],
+                      "parameters": {"binary_data_size": 13}},
+                     {"name": "pixels", "datatype": "UINT8", "shape": [2, 1, 1, 3],
+                      "parameters": {"binary_data_size": 6}}],
+          "outputs": [{"name": "pooled", "parameters": {"binary_data": true, "datatype": "BF16"}}]})";
+  const std::string body = header + le32(3) + "abc" + le32(2) + "de" + "\x01\x02\x03\x04\x05\x06";
+  const InferRequest r = parse(body, header.size());
+  REQUIRE(r.images.size() == 4);
+  CHECK(std::string(r.images[0].bytes.begin(), r.images[0].bytes.end()) == "abc");
+  CHECK(std::string(r.images[1].bytes.begin(), r.images[1].bytes.end()) == "de");
+  CHECK(r.images[3].bytes == std::vector<uint8_t>{4, 5, 6});
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].binary);
+  CHECK(r.outputs[0].dtype == EG_DTYPE_BF16);
+  CHECK(r.outputs[0].index == 1);
+}
+
+TEST_CASE("malformed requests are refused with 400 naming the fault") {
+  const struct {
+    std::string body;
+    std::string says;
+  } cases[] = {
+      {"{\"inputs\": [", "malformed"},
+      {"[1, 2]", "JSON object"},
+      {"{}", "'inputs'"},
+      {R"({"inputs": [{"name": "images", "datatype": "FP32", "shape": [1], "data": ["AA=="]}]})",
+       "datatype FP32"},
+      {R"({"inputs": [{"name": "pixels", "datatype": "BYTES", "shape": [1, 1, 3], "data": [1, 2, 3]}]})",
+       "raw pixels are UINT8"},
+      {R"({"inputs": [{"name": "pixels", "datatype": "UINT8", "shape": [2, 2], "data": [1, 2, 3, 4]}]})",
+       "[height, width, 3]"},
+      {R"({"inputs": [{"name": "pixels", "datatype": "UINT8", "shape": [1, 1, 3], "data": [1, 2]}]})",
+       "holds 2 values"},
+      {R"({"inputs": [{"name": "pixels", "datatype": "UINT8", "shape": [1, 1, 3], "data": [1, 2, 300]}]})",
+       "0..255"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [2], "data": ["AA=="]}]})",
+       "array of 2 base64"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["%%%%"]}]})",
+       "not base64"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [-1], "data": []}]})",
+       "non-negative"},
+      {R"({"inputs": [{"name": "tokens", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}]})",
+       "'images' (BYTES"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1]}]})", "neither 'data'"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}],
+          "outputs": [{"name": "logits"}]})",
+       "does not have (it has embeddings, embeddings_rows, pooled, pooled_rows)"},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}],
+          "outputs": [{"name": "pooled", "parameters": {"datatype": "INT8"}}]})",
+       "\"FP32\" or \"BF16\""},
+      {R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1],
+           "parameters": {"binary_data_size": 4}}]})",
+       "no Inference-Header-Content-Length"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.body);
+    const auto [status, message] = refusal(c.body);
+    CHECK(status == 400);
+    CHECK(message.find(c.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("truncated or padded binary data is refused") {
+  const std::string header =
+      R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1],
+                      "parameters": {"binary_data_size": 9}}]})";
+  const std::string full = header + le32(5) + "abcde";
+  CHECK(parse(full, header.size()).images.size() == 1);
+  auto [status, message] = refusal(full.substr(0, full.size() - 2), header.size());
+  CHECK(status == 400);
+  CHECK(message.find("truncated") != std::string::npos);
+  std::tie(status, message) = refusal(full + "xx", header.size());
+  CHECK(status == 400);
+  CHECK(message.find("2 bytes follow") != std::string::npos);
+  // An element's length prefix running past its tensor.
+  const std::string lying = header + le32(50) + "abcde";
+  std::tie(status, message) = refusal(lying, header.size());
+  CHECK(message.find("declares 50 bytes") != std::string::npos);
+  std::tie(status, message) = refusal(full, full.size() + 1);
+  CHECK(message.find("Inference-Header-Content-Length is") != std::string::npos);
+}
+
+TEST_CASE("request limits: items and pixels per image") {
+  RequestLimits limits;
+  limits.max_items = 2;
+  limits.max_pixels = 100;
+  auto [status, message] = refusal(
+      R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [3], "data": ["", "", ""]}]})",
+      std::nullopt, limits);
+  CHECK(status == 400);
+  CHECK(message.find("serve.max_items_per_request") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "pixels", "datatype": "UINT8", "shape": [11, 10, 3], "data": []}]})",
+      std::nullopt, limits);
+  CHECK(message.find("serve.max_pixels") != std::string::npos);
+}
+
+TEST_CASE("responses: JSON numbers read back to the same floats, binary is the stored bytes") {
+  const std::vector<ItemPtr> items = {item({0.1f, -3.25e-7f, 1e30f, 2.0f}, {5.5f, 6.0f}),
+                                      item({1.0f / 3.0f, -0.0f}, {7.0f, 8.0f})};
+  InferRequest r = parse(
+      R"({"id": "x", "inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}]})");
+  const EncodedBody body = encode_infer_response("m", r, items);
+  CHECK_FALSE(body.header_length);
+  const json doc = json::parse(body.body);
+  CHECK(doc["id"] == "x");
+  CHECK(doc["model_name"] == "m");
+  const json& emb = doc["outputs"][0];
+  CHECK(emb["name"] == "embeddings");
+  CHECK(emb["shape"] == json::array({3, 2}));
+  const std::vector<float> want = {0.1f, -3.25e-7f, 1e30f, 2.0f, 1.0f / 3.0f, -0.0f};
+  REQUIRE(emb["data"].size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float got = static_cast<float>(emb["data"][i].get<double>());
+    CHECK(std::memcmp(&got, &want[i], 4) == 0);
+  }
+  CHECK(doc["outputs"][1]["data"] == json::array({2, 1}));  // embeddings_rows
+  CHECK(doc["outputs"][3]["data"] == json::array({1, 1}));  // pooled_rows
+
+  r.outputs = {r.outputs[2]};  // pooled, binary, BF16
+  r.outputs[0].binary = true;
+  r.outputs[0].dtype = EG_DTYPE_BF16;
+  const EncodedBody bin = encode_infer_response("m", r, items);
+  REQUIRE(bin.header_length);
+  const json head = json::parse(bin.body.substr(0, *bin.header_length));
+  CHECK(head["outputs"][0]["datatype"] == "BF16");
+  CHECK(head["outputs"][0]["parameters"]["binary_data_size"] == 8);
+  const std::string tail = bin.body.substr(*bin.header_length);
+  REQUIRE(tail.size() == 8);
+  uint16_t first;
+  std::memcpy(&first, tail.data(), 2);
+  CHECK(first == float_to_bf16(5.5f));
+  CHECK(first == 0x40B0);  // 5.5 = 0x40B00000
+}
+
+TEST_CASE("bfloat16 rounding is to nearest, ties to even") {
+  CHECK(float_to_bf16(1.0f) == 0x3F80);
+  uint32_t bits = 0x3F808000;  // exactly between 0x3F80 and 0x3F81: to even
+  float f;
+  std::memcpy(&f, &bits, 4);
+  CHECK(float_to_bf16(f) == 0x3F80);
+  bits = 0x3F818000;  // between 0x3F81 and 0x3F82: to even (0x3F82)
+  std::memcpy(&f, &bits, 4);
+  CHECK(float_to_bf16(f) == 0x3F82);
+  bits = 0x3F808001;  // just above the tie
+  std::memcpy(&f, &bits, 4);
+  CHECK(float_to_bf16(f) == 0x3F81);
+}
+
+TEST_CASE("base64 decoding and JSON strings") {
+  CHECK(decode_base64("") == std::vector<uint8_t>{});
+  CHECK(decode_base64("TWFu") == std::vector<uint8_t>{'M', 'a', 'n'});
+  CHECK(decode_base64("TWE=") == std::vector<uint8_t>{'M', 'a'});
+  CHECK(decode_base64("TQ==") == std::vector<uint8_t>{'M'});
+  CHECK_FALSE(decode_base64("TQ="));
+  CHECK_FALSE(decode_base64("T=Q="));
+  CHECK_FALSE(decode_base64("TQ==TWFu"));
+  CHECK(json_string("a\"b\n") == "\"a\\\"b\\n\"");
+  CHECK(error_json("x") == "{\"error\":\"x\"}");
+}
