@@ -108,6 +108,10 @@ void print_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResul
   if (m.trials.empty())
     out << "  the plugin declares no buffers: the difference is in its forward at a budget's "
            "size (compare it with the eager path)\n";
+  else if (!found && (m.row_shift ||
+                      (m.alone_under_batch_keys_matches && !*m.alone_under_batch_keys_matches)))
+    out << "  no buffer's other padding logic makes the batch match, as expected for the "
+           "diagnosis above\n";
   else if (!found)
     out << "  no buffer's other padding logic makes the batch match: the difference is not one "
            "buffer's padding logic (look for rows the forward reads past an item's end, or "

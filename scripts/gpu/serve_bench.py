@@ -16,7 +16,7 @@ repository root of an unpacked bundle:
   python3 scripts/gpu/serve_bench.py --encgraph gpu-bundle/bin/encgraph \
       --plugin-dir gpu-bundle/plugins --config configs/siglip.toml
 
---table FILE appends a Markdown table (scripts/gpu/serve_bench.sh passes it).
+--table FILE appends a Markdown table (the bench_serve step of scripts/gpu/steps.sh passes it).
 """
 import argparse
 import http.client

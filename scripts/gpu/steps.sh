@@ -25,6 +25,7 @@ bench_dsocr2        540 dsocr2_bench
 bench_siglip        300 siglip_vs_transformers,siglip_bench
 bench_capture       300 capture_bench
 bench_dp            500 dp_bench
+bench_serve         540 serve_bench
 compare_qwen2_5_vl  300 qwen_vs_transformers
 compare_qwen3_vl    540 qwen3_vs_transformers
 compare_siglip      300 siglip_vs_transformers
@@ -409,6 +410,19 @@ power_siglip() (
 mp_check() {
   mpi_env "$1" && mkdir -p "$2" &&
     python3 "$here/mp_check.py" --bundle "$1" --out-dir "$2" "${@:3}"
+}
+
+# `encgraph serve` under 64 closed-loop clients (one 224² image a request) against
+# `encgraph bench` on the same config: the Qwen2.5-VL tower, no repeats, then half of the
+# images repeated (the embedding cache). SERVE_BENCH_ARGS adds options, e.g.
+# --config configs/siglip.toml.
+bench_serve() {
+  local repeat
+  for repeat in 0 0.5; do
+    python3 "$here/serve_bench.py" --encgraph "$1/bin/encgraph" --plugin-dir "$1/plugins" \
+      --config "$root/configs/qwen2_5_vl.toml" --repeat "$repeat" \
+      --table "$2/serve_bench.table" ${SERVE_BENCH_ARGS:-} "${@:3}" || return
+  done
 }
 
 # Host staging against replay time, and the first-batch split, on the bench config at debug

@@ -290,6 +290,9 @@ TEST_CASE("verify names axis keys that do not cover every item of the batch") {
                    "selects [32]") != std::string::npos);
   CHECK(o.out.find("select_axis_keys must return keys that serve every item") != std::string::npos);
   CHECK(o.out.find("with repeat-last padding the batch matches") == std::string::npos);
+  // The padding trials then confirm the diagnosis instead of pointing elsewhere.
+  CHECK(o.out.find("as expected for the diagnosis above") != std::string::npos);
+  CHECK(o.out.find("look for rows the forward reads past") == std::string::npos);
 }
 
 TEST_CASE("verify names rows declared but never written (an output's rows per item)") {
@@ -316,6 +319,7 @@ TEST_CASE("verify names rows shifted by a rows-per-item count off by one") {
   CHECK(o.out.find(": the rows the plugin declares per item (item_spec output_tokens, or the "
                    "output's rows_per_item) differ from the rows its forward writes") !=
         std::string::npos);
+  CHECK(o.out.find("look for rows the forward reads past") == std::string::npos);
 }
 
 TEST_CASE("spec texts: geometry and every field the runtime reads") {
