@@ -24,13 +24,13 @@ encoder_kit::Flops item_flops(const VisionConfig& c, const Grid& g) {
   // patch (the last row and column shorter): the sum of len² splits into
   // rows x columns, in patches (merge_unit patches a unit).
   const int64_t side = c.window_units(), m = c.spatial_merge_size;
-  const int64_t window_pairs =
-      side > 0
-          ? saturating_mul(
-                saturating_mul(g.t, saturating_mul(encoder_kit::piece_square_sum(g.h / m, side),
-                                                   encoder_kit::piece_square_sum(g.w / m, side))),
-                saturating_mul(c.merge_unit(), c.merge_unit()))
-          : full_pairs;
+  int64_t window_pairs = full_pairs;
+  if (side > 0) {
+    const int64_t unit_pairs = saturating_mul(encoder_kit::piece_square_sum(g.h / m, side),
+                                              encoder_kit::piece_square_sum(g.w / m, side));
+    window_pairs = saturating_mul(
+        g.t, saturating_mul(unit_pairs, saturating_mul(c.merge_unit(), c.merge_unit())));
+  }
   int64_t full_blocks = 0;
   for (int64_t b = 0; b < c.depth; ++b) full_blocks += c.full_attention(b) ? 1 : 0;
 
