@@ -19,7 +19,9 @@ RankAssignment balance_by_input_size(const std::vector<int64_t>& sizes, int64_t 
     const auto least = std::min_element(out.load_per_rank.begin(), out.load_per_rank.end());
     const int64_t rank = least - out.load_per_rank.begin();
     per_rank[rank].push_back(idx);
-    *least += sizes[idx];
+    // A plugin may report a huge work (saturated estimates): a rank's load
+    // saturates too rather than overflowing.
+    if (__builtin_add_overflow(*least, sizes[idx], &*least)) *least = INT64_MAX;
   }
   for (const auto& items : per_rank) {
     out.items_per_rank.push_back(static_cast<int64_t>(items.size()));

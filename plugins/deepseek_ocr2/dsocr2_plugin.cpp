@@ -30,6 +30,7 @@
 #include "dsocr2_backend.hpp"
 #include "dsocr2_config.hpp"
 #include "dsocr2_layout.hpp"
+#include "dsocr2_work.hpp"
 
 #include <encgraph/sdk/sdk.hpp>
 
@@ -151,7 +152,8 @@ class DeepseekOcr2 {
     const dsocr2::ModelConfig& m = opt_.model;
     Item it;
     it.views.num_crops = crops;
-    sdk::ItemSpec spec{1 + crops, it.output_rows(m), 1, {}};  // input: views through the SAM
+    // input_size: the global view's and the crops' FLOPs in SAM-patch-equivalents.
+    sdk::ItemSpec spec{dsocr2::image_work(m, crops), it.output_rows(m), 1, {}};
     spec.path_tokens[dsocr2::kGlobal] = it.path_tokens(m, dsocr2::kGlobal);
     spec.path_tokens[dsocr2::kLocal] = it.path_tokens(m, dsocr2::kLocal);
     return spec;

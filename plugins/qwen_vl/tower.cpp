@@ -2,6 +2,7 @@
 
 #include "forward.hpp"
 #include "spec.hpp"
+#include "work.hpp"
 
 #include <encoder_kit/checked.hpp>
 #include <encoder_kit/config_json.hpp>
@@ -127,7 +128,9 @@ Grid Tower::checked_grid(const eg_item_desc& d) const {
 
 sdk::ItemSpec Tower::spec_of(const Grid& g, int64_t frames) const {
   const int64_t tokens = g.patches() / opt_.model.merge_unit();
-  return {g.patches(), tokens, frames, {tokens}};  // the path's unit: merged tokens
+  // input_size: the forward's FLOPs in patch-equivalents (attention's
+  // quadratic term included), what data-parallel ranks are balanced on.
+  return {item_work(opt_.model, g), tokens, frames, {tokens}};  // the path's unit: merged tokens
 }
 
 Tower::Item Tower::item_create(const eg_item_desc& d) const {

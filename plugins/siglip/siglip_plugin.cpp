@@ -147,7 +147,9 @@ class Siglip {
   }
 
   // Every image is resized to the model's square: one spec for all, whose
-  // path unit is patch tokens or images.
+  // path unit is patch tokens or images. Every image costs the same, so
+  // input_size (data-parallel work) stays the patch count: a FLOP count
+  // (encoder_kit/work_estimate.hpp) would only scale every item alike.
   sdk::ItemSpec image_spec() const {
     const int64_t rows = opt_.rows_per_image();
     return {opt_.model.tokens_per_image(), rows, 1, {rows}};

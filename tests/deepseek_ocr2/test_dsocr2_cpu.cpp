@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -114,12 +116,20 @@ TEST_CASE("each image alone, eagerly, matches the float64 reference") {
   rc.use_graphs = false;
   encgraph::Runtime rt(rc);
   CHECK(rt.model_info().out_hidden_size == fixture().cfg.text_hidden);
+  std::map<int64_t, int64_t> work_by_crops;  // crops -> input_size
   for (size_t k = 0; k < fixture().samples.size(); ++k) {
     auto items = make_items(rt, {k});
     const Sample& s = fixture().samples[k];
     CHECK(items[0].spec().output_tokens == s.crops * 9 + 16 + 1);
+    // input_size: the views' FLOPs in SAM-patch-equivalents, at least the
+    // global view's 16² patches and each crop's 12²; more crops, more work.
+    CHECK(items[0].spec().input_size >= 16 * 16 + s.crops * 12 * 12);
+    work_by_crops[s.crops] = items[0].spec().input_size;
     check_against_reference(rt.execute(items), {k});
   }
+  REQUIRE(work_by_crops.size() >= 2);
+  for (auto at = std::next(work_by_crops.begin()); at != work_by_crops.end(); ++at)
+    CHECK(at->second > std::prev(at)->second);
 }
 
 TEST_CASE("mixed batches through captured graphs on both paths match the reference") {

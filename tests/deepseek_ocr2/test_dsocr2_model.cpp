@@ -7,6 +7,7 @@
 #include "dsocr2_layout.hpp"
 #include "dsocr2_reference.hpp"
 #include "dsocr2_weights.hpp"
+#include "dsocr2_work.hpp"
 
 #include <encoder_kit/safetensors.hpp>
 #include <encoder_kit/weights.hpp>
@@ -58,6 +59,47 @@ TEST_CASE("the crop grid follows get_optimal_tiled_canvas (released sizes, worke
     const dsocr2::CropGrid g = dsocr2::crop_grid(m, c.h, c.w);
     CHECK(g.cols == c.cols);
     CHECK(g.rows == c.rows);
+  }
+}
+
+namespace {
+
+// One view's FLOPs at the released sizes, by hand in float64: `g` patches a
+// side, `per` windows of 14 x 14 a side once padded, `n` encoder image tokens.
+double view_flops_by_hand(double g, double per, double n) {
+  const double gg = g * g, D = 768, padded = per * per * 196;
+  double f = 2 * gg * 768 * D;  // patch embedding: 3 x 16 x 16 in
+  // 8 windowed layers (over padded rows) and 4 global ones; every MLP on gg rows.
+  f += 8 * (2 * padded * (3 * D * D + D * D) + 4 * D * per * per * 196 * 196);
+  f += 4 * (2 * gg * (3 * D * D + D * D) + 4 * D * gg * gg);
+  f += 12 * 2 * gg * 2 * D * 3072;
+  const double half = std::ceil(g / 2);
+  f += 2 * gg * (D * 256 + 9 * 256 * 256) + 2 * half * half * 9 * 256 * 512 + 2 * n * 9 * 512 * 896;
+  // 24 encoder layers over 2n rows: q 896, k and v 128 each, o, gate/up/down
+  // of 4864; attention over the prefix mask's pairs.
+  const double row = 2 * (896.0 * (896 + 2 * 128) + 896.0 * 896 + 3 * 896.0 * 4864);
+  f += 24 * (2 * n * row + 4 * 896 * (2 * n * n + n * (n + 1) / 2));
+  return f + 2 * n * 896 * 1280;  // projector
+}
+
+}  // namespace
+
+TEST_CASE("an image's work: the global view and each crop by their FLOPs (released sizes)") {
+  const dsocr2::ModelConfig m;
+  const double global = view_flops_by_hand(64, 5, 256), tile = view_flops_by_hand(48, 4, 144);
+  CHECK(static_cast<double>(dsocr2::view_flops(m, 1024).value()) ==
+        doctest::Approx(global).epsilon(1e-12));
+  CHECK(static_cast<double>(dsocr2::view_flops(m, 768).value()) ==
+        doctest::Approx(tile).epsilon(1e-12));
+  // The global view costs 1.87 crops, not one (4096 against 2304 SAM patches,
+  // global attention over 4096² against 2304² pairs).
+  CHECK(global > 1.8 * tile);
+  const double unit = 12 * 2 * (4 * 768.0 * 768 + 2 * 768.0 * 3072);
+  CHECK(static_cast<double>(dsocr2::sam_patch_unit_flops(m)) == doctest::Approx(unit));
+  for (int64_t crops = 0; crops <= m.max_crops; ++crops) {
+    CAPTURE(crops);
+    const double expected = (global + static_cast<double>(crops) * tile) / unit;
+    CHECK(std::abs(static_cast<double>(dsocr2::image_work(m, crops)) - expected) <= 0.5);
   }
 }
 

@@ -215,7 +215,7 @@ typedef struct eg_model_info {
 
 /* Sizes of one item, as the plugin counts them. */
 typedef struct eg_item_spec {
-  int64_t input_size;    /* input work (e.g. patches): balances ranks */
+  int64_t input_size;    /* work, in any unit the plugin keeps consistent: balances ranks */
   int64_t output_tokens; /* rows of this item's primary output */
   int64_t frames;        /* frames (1 for an image): bounded per batch by max_frames_per_batch */
   /* What this item sends through each path, in that path's unit

@@ -16,7 +16,7 @@ namespace encgraph::sdk {
 // What item_spec reports. path_tokens[p] counts path p's declared unit; a 1.1
 // plugin writes it for every path, one path included.
 struct ItemSpec {
-  int64_t input_size = 0;     // input work (balances data-parallel ranks)
+  int64_t input_size = 0;     // work in the plugin's own unit (balances data-parallel ranks)
   int64_t output_tokens = 0;  // rows of the primary output
   int64_t frames = 1;         // 1 for an image
   std::array<int64_t, EG_MAX_PATHS> path_tokens{};
