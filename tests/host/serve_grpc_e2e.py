@@ -11,7 +11,8 @@ plugin whose CPU kernels round with the batch); a gRPC and an HTTP request
 share one batch (/metrics counts it as a batch of several requests), and 32
 concurrent clients of both kinds all get their own answers; bad requests get
 INVALID_ARGUMENT and the server keeps serving; an unknown model NOT_FOUND; a
-request over the queue RESOURCE_EXHAUSTED; serve.request_timeout_ms
+request over the queue, or a message over serve.max_body_bytes,
+RESOURCE_EXHAUSTED; serve.request_timeout_ms
 DEADLINE_EXCEEDED; SIGTERM answers the queued call, refuses new ones with
 UNAVAILABLE (or a closed connection), and exits 0. Waits only by polling, a
 bounded number of times; no decision rests on elapsed time.
@@ -252,6 +253,11 @@ def check_bad_requests(server, reference, files):
     for what, request, says in cases:
         code, details = server.error("ModelInfer", request)
         check(code == grpc.StatusCode.INVALID_ARGUMENT and says in details, f"{what}: {code} {details}")
+    # A message over serve.max_body_bytes (2000000 here): refused by gRPC itself.
+    r = infer_request(files[:1])
+    r.raw_input_contents[0] = struct.pack("<I", 2100000) + b"x" * 2100000
+    code, details = server.error("ModelInfer", r)
+    check(code == grpc.StatusCode.RESOURCE_EXHAUSTED, f"message over the limit: {code} {details}")
     code, details = server.error("ModelInfer", infer_request(files[:1], model="no_such_model"))
     check(code == grpc.StatusCode.NOT_FOUND and "no_such_model" in details, f"unknown model: {code} {details}")
     check(server.metric('encgraph_requests_total{code="400"}') >= len(cases), "the gRPC 400s are not counted")
@@ -413,7 +419,7 @@ def main():
                    + sets + ["-o", "ref.safetensors"] + files, cwd=WORK, check=True)
     reference = read_safetensors(os.path.join(WORK, "ref.safetensors"))
 
-    server = Server("serve.max_queue_delay_us=100000", "serve.threads=4")
+    server = Server("serve.max_queue_delay_us=100000", "serve.max_body_bytes=2000000", "serve.threads=4")
     check_metadata(server)
     check_embeddings(server, reference, files)
     check_bad_requests(server, reference, files)
