@@ -10,9 +10,10 @@ struct GrpcEndpoint::Server {};
 
 GrpcEndpoint::GrpcEndpoint(ServeApp&, const std::string&, int64_t) {
   throw_config(
-      "--grpc: this encgraph was built without gRPC (configure found no pkg-config grpc++ and "
-      "protobuf, protoc or grpc_cpp_plugin); install Debian's libgrpc++-dev and "
-      "protobuf-compiler-grpc (scripts/setup-deps.sh) and rebuild, or serve over HTTP only");
+      "--grpc: this encgraph was built without gRPC (configured with -DENCGRAPH_GRPC=OFF, or "
+      "configure found no pkg-config grpc++ and protobuf, protoc or grpc_cpp_plugin); install "
+      "Debian's libgrpc++-dev and protobuf-compiler-grpc (scripts/setup-deps.sh) and rebuild "
+      "with ENCGRAPH_GRPC=ON, or serve over HTTP only");
 }
 GrpcEndpoint::~GrpcEndpoint() = default;
 int GrpcEndpoint::port() const {

@@ -121,7 +121,8 @@ std::string ServeApp::metrics_text() {
 
 void ServeApp::drain() {
   if (draining_.exchange(true)) return;
-  spdlog::info("draining: no new requests; answering the {} accepted", server_->active_requests());
+  spdlog::info("draining: no new requests; answering the {} accepted",
+               server_->active_requests() + (grpc_ ? grpc_->active_requests() : 0));
   server_->stop_accepting();
   drain_timer_.emplace(io_);
   poll_drain();
