@@ -30,6 +30,11 @@ packages=(
   # server, comes with libboost-dev); its end-to-end test drives it with
   # python3-requests and curl
   libxxhash-dev python3-requests curl
+  # `encgraph serve --grpc`: gRPC and protobuf (protoc and grpc_cpp_plugin
+  # generate the service from host/src/serve/inference.proto); its
+  # end-to-end test is a grpcio client with protoc's Python messages
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3-grpcio python3-protobuf
 )
 missing=()
 for p in "${packages[@]}"; do

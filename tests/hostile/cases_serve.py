@@ -15,6 +15,13 @@ CASES = [
     Case(name="serve/http-port-too-large", files={"c.toml": toy_config()},
          args=["serve", "--config", "c.toml", "--http", "127.0.0.1:70000"], exit=2,
          message=r"is not HOST:PORT"),
+    Case(name="serve/grpc-not-host-port", files={"c.toml": toy_config()},
+         args=["serve", "--config", "c.toml", "--http", "127.0.0.1:0", "--grpc", "8001"], exit=2,
+         message=r"--grpc '8001' is not HOST:PORT"),
+    # A build without gRPC refuses --grpc itself, naming the packages to build with.
+    Case(name="serve/grpc-not-an-address", files={"c.toml": toy_config()},
+         args=["serve", "--config", "c.toml", "--http", "127.0.0.1:0", "--grpc", "999.1.1.1:0"], exit=2,
+         message=r"cannot listen for gRPC on 999\.1\.1\.1:0|built without gRPC.*libgrpc\+\+-dev"),
     Case(name="serve/host-not-an-address", files={"c.toml": toy_config('[serve]\nhost = "example.org"\n')},
          args=["serve", "--config", "c.toml", "--set", "serve.port=0"], exit=2,
          message=r"serve.host 'example.org' is not an IP address"),

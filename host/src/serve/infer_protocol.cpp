@@ -191,48 +191,30 @@ std::vector<int64_t> read_shape(const json& input, const std::string& where) {
 
 std::vector<OutputSelection> read_outputs(const json& doc, const std::vector<OutputSpec>& specs) {
   const bool binary_default = bool_parameter(doc, "binary_data_output", "the request");
-  std::vector<OutputSelection> all;
-  for (size_t o = 0; o < specs.size(); ++o) {
-    all.push_back({specs[o].name, o, false, EG_DTYPE_F32, binary_default});
-    all.push_back({specs[o].name + kRowsSuffix, o, true, EG_DTYPE_I64, binary_default});
-  }
-  const auto asked = doc.find("outputs");
-  if (asked == doc.end()) return all;
-  if (!asked->is_array()) bad("'outputs' must be an array of {\"name\": ...} objects");
-  std::vector<OutputSelection> chosen;
-  for (size_t k = 0; k < asked->size(); ++k) {
-    const json& out = (*asked)[k];
-    const std::string where = "outputs[" + std::to_string(k) + "]";
-    if (!out.is_object() || !out.contains("name") || !out["name"].is_string())
-      bad(where + " must be an object with a string 'name'");
-    const std::string name = out["name"].get<std::string>();
-    std::string known;
-    const OutputSelection* found = nullptr;
-    for (const OutputSelection& s : all) {
-      known += (known.empty() ? "" : ", ") + s.name;
-      if (s.name == name) found = &s;
-    }
-    if (!found)
-      bad(where + " names '" + name + "', which the model does not have (it has " + known + ")");
-    OutputSelection s = *found;
-    if (out.contains("parameters")) {
-      if (!out["parameters"].is_object()) bad(where + ".parameters must be an object");
-      if (out["parameters"].contains("binary_data"))
-        s.binary = bool_parameter(out, "binary_data", where);
-      if (const auto dt = out["parameters"].find("datatype"); dt != out["parameters"].end()) {
-        const std::string d = dt->is_string() ? dt->get<std::string>() : dt->dump();
-        if (s.rows && d != "INT64") bad(where + ": row counts are INT64, not " + d);
-        if (!s.rows && d == "FP32")
-          s.dtype = EG_DTYPE_F32;
-        else if (!s.rows && d == "BF16")
-          s.dtype = EG_DTYPE_BF16;
-        else if (!s.rows)
-          bad(where + ".parameters.datatype is " + d + "; outputs come as \"FP32\" or \"BF16\"");
+  std::vector<OutputRequest> asked;
+  const auto list = doc.find("outputs");
+  if (list != doc.end() && !list->is_array())
+    bad("'outputs' must be an array of {\"name\": ...} objects");
+  if (list != doc.end()) {
+    for (size_t k = 0; k < list->size(); ++k) {
+      const json& out = (*list)[k];
+      const std::string where = "outputs[" + std::to_string(k) + "]";
+      if (!out.is_object() || !out.contains("name") || !out["name"].is_string())
+        bad(where + " must be an object with a string 'name'");
+      OutputRequest r;
+      r.name = out["name"].get<std::string>();
+      if (out.contains("parameters")) {
+        if (!out["parameters"].is_object()) bad(where + ".parameters must be an object");
+        if (out["parameters"].contains("binary_data"))
+          r.binary = bool_parameter(out, "binary_data", where);
+        if (const auto dt = out["parameters"].find("datatype"); dt != out["parameters"].end())
+          r.datatype = dt->is_string() ? dt->get<std::string>() : dt->dump();
       }
+      asked.push_back(std::move(r));
     }
-    chosen.push_back(s);
+    if (asked.empty()) return {};  // an empty list asks for nothing
   }
-  return chosen;
+  return select_outputs(asked, binary_default, specs);
 }
 
 // Element i of an item output, as float.
@@ -315,6 +297,69 @@ const char* datatype_name(int32_t dtype) {
 }
 
 }  // namespace
+
+std::vector<OutputSelection> select_outputs(const std::vector<OutputRequest>& asked,
+                                            bool binary_default,
+                                            const std::vector<OutputSpec>& specs) {
+  std::vector<OutputSelection> all;
+  for (size_t o = 0; o < specs.size(); ++o) {
+    all.push_back({specs[o].name, o, false, EG_DTYPE_F32, binary_default});
+    all.push_back({specs[o].name + kRowsSuffix, o, true, EG_DTYPE_I64, binary_default});
+  }
+  if (asked.empty()) return all;
+  std::vector<OutputSelection> chosen;
+  for (size_t k = 0; k < asked.size(); ++k) {
+    const OutputRequest& out = asked[k];
+    const std::string where = "outputs[" + std::to_string(k) + "]";
+    std::string known;
+    const OutputSelection* found = nullptr;
+    for (const OutputSelection& s : all) {
+      known += (known.empty() ? "" : ", ") + s.name;
+      if (s.name == out.name) found = &s;
+    }
+    if (!found)
+      bad(where + " names '" + out.name + "', which the model does not have (it has " + known +
+          ")");
+    OutputSelection s = *found;
+    if (out.binary) s.binary = *out.binary;
+    if (out.datatype) {
+      const std::string& d = *out.datatype;
+      if (s.rows && d != "INT64") bad(where + ": row counts are INT64, not " + d);
+      if (!s.rows && d == "FP32")
+        s.dtype = EG_DTYPE_F32;
+      else if (!s.rows && d == "BF16")
+        s.dtype = EG_DTYPE_BF16;
+      else if (!s.rows)
+        bad(where + ".parameters.datatype is " + d + "; outputs come as \"FP32\" or \"BF16\"");
+    }
+    chosen.push_back(s);
+  }
+  return chosen;
+}
+
+OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr>& items) {
+  OutputTensor t;
+  int64_t total_rows = 0, width = 0;
+  for (const ItemPtr& item : items) {
+    const ItemOutput& out = item->outputs.at(sel.index);
+    total_rows += out.rows;
+    width = out.width;
+    if (sel.rows) {
+      const int64_t rows = out.rows;
+      t.bytes.insert(t.bytes.end(), reinterpret_cast<const uint8_t*>(&rows),
+                     reinterpret_cast<const uint8_t*>(&rows) + 8);
+    } else {
+      append_values(out, sel.dtype, t.bytes);
+    }
+  }
+  t.shape = sel.rows ? std::vector<int64_t>{static_cast<int64_t>(items.size())}
+                     : std::vector<int64_t>{total_rows, width};
+  return t;
+}
+
+const char* selection_datatype(const OutputSelection& selection) {
+  return datatype_name(selection.rows ? EG_DTYPE_I64 : selection.dtype);
+}
 
 InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> header_length,
                                  const std::vector<OutputSpec>& outputs,
@@ -418,22 +463,12 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
     if (k) head += ",";
     head += "{\"name\":" + json_string(sel.name) + ",\"datatype\":\"" +
             datatype_name(sel.rows ? EG_DTYPE_I64 : sel.dtype) + "\",\"shape\":[";
-    std::vector<uint8_t> bytes;
-    int64_t total_rows = 0, width = 0;
-    for (const ItemPtr& item : items) {
-      const ItemOutput& out = item->outputs.at(sel.index);
-      total_rows += out.rows;
-      width = out.width;
-      if (sel.rows) {
-        const int64_t rows = out.rows;
-        bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&rows),
-                     reinterpret_cast<const uint8_t*>(&rows) + 8);
-      } else {
-        append_values(out, sel.dtype, bytes);
-      }
+    const OutputTensor tensor = encode_output(sel, items);
+    const std::vector<uint8_t>& bytes = tensor.bytes;
+    for (size_t d = 0; d < tensor.shape.size(); ++d) {
+      if (d) head += ',';
+      head += std::to_string(tensor.shape[d]);
     }
-    head += sel.rows ? std::to_string(items.size())
-                     : std::to_string(total_rows) + "," + std::to_string(width);
     head += "]";
     if (sel.binary) {
       any_binary = true;

@@ -70,6 +70,21 @@ struct RequestLimits {
   int64_t max_pixels = 16777216;  // serve.max_pixels, per raw image
 };
 
+// One entry of a request's outputs list, as JSON or gRPC sends it: the name
+// and, when given, parameters.binary_data and parameters.datatype.
+struct OutputRequest {
+  std::string name;
+  std::optional<bool> binary;
+  std::optional<std::string> datatype;
+};
+
+// The tensors a response carries: every output and its rows (binary when
+// `binary_default`) when `asked` is empty, else those asked, in order.
+// Errors name entry k as outputs[k]. Throws ProtocolError (400).
+std::vector<OutputSelection> select_outputs(const std::vector<OutputRequest>& asked,
+                                            bool binary_default,
+                                            const std::vector<OutputSpec>& specs);
+
 // Parses an infer request body. `header_length`: the value of the
 // Inference-Header-Content-Length header, when sent. `outputs`: the model's.
 // Throws ProtocolError (400) naming what is wrong.
@@ -83,6 +98,17 @@ struct EncodedBody {
   std::string body;
   std::optional<size_t> header_length;
 };
+
+// One response tensor: its shape ([total rows, width], or [items] for row
+// counts) and little-endian bytes in the selection's datatype.
+struct OutputTensor {
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+OutputTensor encode_output(const OutputSelection& selection, const std::vector<ItemPtr>& items);
+
+// "FP32", "BF16" or "INT64": the protocol's name of a selection's datatype.
+const char* selection_datatype(const OutputSelection& selection);
 
 // The response to `request` from its items' outputs (items[i]: image i's).
 EncodedBody encode_infer_response(const std::string& model_name, const InferRequest& request,

@@ -121,15 +121,17 @@ std::string ServeApp::metrics_text() {
 
 void ServeApp::drain() {
   if (draining_.exchange(true)) return;
-  spdlog::info("draining: no new requests; answering the {} accepted", server_->active_requests());
+  spdlog::info("draining: no new requests; answering the {} accepted",
+               server_->active_requests() + (grpc_ ? grpc_->active_requests() : 0));
   server_->stop_accepting();
   drain_timer_.emplace(io_);
   poll_drain();
 }
 
 void ServeApp::poll_drain() {
-  // Polled rather than signalled: the count falls on any session's thread.
-  if (server_->active_requests() == 0) return io_.stop();
+  // Polled rather than signalled: the counts fall on any session's thread.
+  if (server_->active_requests() == 0 && (!grpc_ || grpc_->active_requests() == 0))
+    return io_.stop();
   drain_timer_->expires_after(std::chrono::milliseconds(10));
   drain_timer_->async_wait([this](boost::system::error_code ec) {
     if (!ec) poll_drain();
@@ -182,6 +184,8 @@ void ServeApp::run() {
                  std::to_string(options_.server.port) + " (" + e.code().message() +
                  "); choose another serve.port (or --http HOST:PORT; port 0 picks a free one)");
   }
+  if (options_.grpc_port >= 0)
+    grpc_ = std::make_unique<GrpcEndpoint>(*this, options_.grpc_host, options_.grpc_port);
   asio::signal_set signals(io_, SIGTERM, SIGINT);
   signals.async_wait([this](boost::system::error_code e, int signal) {
     if (e) return;
@@ -191,10 +195,13 @@ void ServeApp::run() {
   server_->start();
   std::cout << "listening on http://" << options_.server.host << ":" << server_->port()
             << std::endl;
+  if (grpc_)
+    std::cout << "listening on grpc://" << options_.grpc_host << ":" << grpc_->port() << std::endl;
   std::vector<std::thread> threads;
   for (int64_t t = 1; t < options_.server.threads; ++t) threads.emplace_back([this] { io_.run(); });
   io_.run();
   for (std::thread& t : threads) t.join();
+  if (grpc_) grpc_->shutdown();  // every accepted call is answered by now
   pool_.join();
   {
     std::lock_guard<std::mutex> lock(models_mutex_);

@@ -8,15 +8,18 @@
 #include <encgraph/error.hpp>
 
 #include <charconv>
+#include <tuple>
+#include <utility>
 
 namespace encgraph::host {
 namespace {
 
-// "--http HOST:PORT" into serve.host and serve.port ("[::1]:8000" for IPv6).
-void apply_http_option(const std::string& value, ServeConfig& server) {
+// "--http HOST:PORT" or "--grpc HOST:PORT" into a host and a port ("[::1]:8000" for IPv6).
+std::pair<std::string, int64_t> parse_host_port(const std::string& option,
+                                                const std::string& value) {
   const size_t colon = value.rfind(':');
   const auto bad = [&] {
-    throw_config("--http '" + value +
+    throw_config(option + " '" + value +
                  "' is not HOST:PORT; give e.g. 127.0.0.1:8000 (port 0 picks a free port)");
   };
   if (colon == std::string::npos || colon == 0) bad();
@@ -29,8 +32,7 @@ void apply_http_option(const std::string& value, ServeConfig& server) {
   if (port_text.empty() || r.ec != std::errc() || r.ptr != port_text.data() + port_text.size() ||
       port < 0 || port > 65535)
     bad();
-  server.host = host;
-  server.port = port;
+  return {host, port};
 }
 
 }  // namespace
@@ -38,7 +40,7 @@ void apply_http_option(const std::string& value, ServeConfig& server) {
 int serve_command(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: encgraph serve (--config FILE | --model-repository DIR) [--http HOST:PORT] "
-      "[--set KEY=VALUE]...";
+      "[--grpc HOST:PORT] [--set KEY=VALUE]...";
   po::options_description opts("encgraph serve options");
   add_config_options(opts, false);
   opts.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
@@ -46,7 +48,9 @@ int serve_command(const std::vector<std::string>& args) {
       "model-repository", po::value<std::string>()->value_name("DIR"),
       "serve every DIR/*.toml (model name = file stem); load and unload them at run time")(
       "http", po::value<std::string>()->value_name("HOST:PORT"),
-      "where to listen (overrides serve.host and serve.port; port 0 picks a free one)");
+      "where to listen (overrides serve.host and serve.port; port 0 picks a free one)")(
+      "grpc", po::value<std::string>()->value_name("HOST:PORT"),
+      "also serve the protocol over gRPC there (port 0 picks a free one)");
   po::variables_map vm;
   if (auto rc = parse_command_line("serve", usage, args, opts, nullptr, vm, true)) return *rc;
   if (vm.count("config") == vm.count("model-repository"))
@@ -69,7 +73,12 @@ int serve_command(const std::vector<std::string>& args) {
     apply_log_level(defaults.log_level);
     options.server = defaults.serve;
   }
-  if (vm.count("http")) apply_http_option(vm["http"].as<std::string>(), options.server);
+  if (vm.count("http"))
+    std::tie(options.server.host, options.server.port) =
+        parse_host_port("--http", vm["http"].as<std::string>());
+  if (vm.count("grpc"))
+    std::tie(options.grpc_host, options.grpc_port) =
+        parse_host_port("--grpc", vm["grpc"].as<std::string>());
   serve::ServeApp app(std::move(options));
   app.run();
   return kExitOk;

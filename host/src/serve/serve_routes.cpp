@@ -117,20 +117,29 @@ void ServeApp::route(HttpRequest& request, const Reply& reply) {
 
 void ServeApp::repository(const std::string& model, const std::string& action, HttpRequest& request,
                           const Reply& reply) {
+  if (action == "unload")
+    unload_model(model);
+  else
+    load_model(model);
+  reply(make_response(request, 200, "{}"));
+}
+
+void ServeApp::unload_model(const std::string& model) {
   if (draining_) throw ProtocolError(503, "the server is shutting down");
-  if (action == "unload") {
-    std::shared_ptr<ModelService> gone;
-    {
-      std::lock_guard<std::mutex> lock(models_mutex_);
-      const auto it = models_.find(model);
-      if (it == models_.end()) throw ProtocolError(404, "no model named '" + model + "' is loaded");
-      gone = std::move(it->second);
-      models_.erase(it);
-    }
-    spdlog::info("model '{}' unloaded", model);
-    // Requests already holding the service finish first; the last owner joins its worker.
-    return reply(make_response(request, 200, "{}"));
+  std::shared_ptr<ModelService> gone;
+  {
+    std::lock_guard<std::mutex> lock(models_mutex_);
+    const auto it = models_.find(model);
+    if (it == models_.end()) throw ProtocolError(404, "no model named '" + model + "' is loaded");
+    gone = std::move(it->second);
+    models_.erase(it);
   }
+  spdlog::info("model '{}' unloaded", model);
+  // Requests already holding the service finish first; the last owner joins its worker.
+}
+
+void ServeApp::load_model(const std::string& model) {
+  if (draining_) throw ProtocolError(503, "the server is shutting down");
   // A reload replaces the model once the new one is ready.
   auto service = load(model);
   {
@@ -140,7 +149,6 @@ void ServeApp::repository(const std::string& model, const std::string& action, H
   // `service` now holds the model replaced (if any): it finishes its queued
   // work here, outside the lock, so that other requests find their models.
   service.reset();
-  reply(make_response(request, 200, "{}"));
 }
 
 void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply& reply) {
@@ -160,12 +168,40 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   }
   auto parsed = std::make_shared<InferRequest>(parse_infer_request(
       request.body(), header_length, service->outputs(), service->request_limits()));
+  const unsigned version = request.version();
+  const bool keep_alive = request.keep_alive();
+  // Called on the model's worker thread (or a thread that hit the cache):
+  // the response, a large JSON text at times, is written on the pool so that
+  // the engine goes on with the next batch.
+  submit(*service, *parsed,
+         [this, parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
+                                                           std::exception_ptr error) {
+           HttpRequest shape;
+           shape.version(version);
+           shape.keep_alive(keep_alive);
+           if (error) {
+             const auto [status, message] = http_error(error);
+             return reply(make_response(shape, status, error_json(message)));
+           }
+           asio::post(pool_, [parsed, model, reply, shape, items = std::move(items)] {
+             EncodedBody body = encode_infer_response(model, *parsed, items);
+             HttpResponse response = make_response(
+                 shape, 200, std::move(body.body),
+                 body.header_length ? "application/octet-stream" : "application/json");
+             if (body.header_length)
+               response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
+             reply(std::move(response));
+           });
+         });
+}
+
+void ServeApp::submit(ModelService& service, InferRequest& parsed, ModelService::Done done) {
   std::vector<DecodedImage> images;
   std::vector<std::string> labels;
-  for (ImageInput& input : parsed->images) {
+  for (ImageInput& input : parsed.images) {
     if (input.encoded) {
       images.push_back(decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
-                                          service->max_pixels()));
+                                          service.max_pixels()));
     } else {
       DecodedImage image;
       image.height = input.height;
@@ -176,31 +212,6 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
     input.bytes = {};  // decoded: the file's bytes are no longer needed
     labels.push_back(input.label);
   }
-  const unsigned version = request.version();
-  const bool keep_alive = request.keep_alive();
-  // Called on the model's worker thread (or a thread that hit the cache):
-  // the response, a large JSON text at times, is written on the pool so that
-  // the engine goes on with the next batch.
-  service->infer(
-      next_request_++, std::move(images), labels,
-      [this, parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
-                                                        std::exception_ptr error) {
-        HttpRequest shape;
-        shape.version(version);
-        shape.keep_alive(keep_alive);
-        if (error) {
-          const auto [status, message] = http_error(error);
-          return reply(make_response(shape, status, error_json(message)));
-        }
-        asio::post(pool_, [parsed, model, reply, shape, items = std::move(items)] {
-          EncodedBody body = encode_infer_response(model, *parsed, items);
-          HttpResponse response =
-              make_response(shape, 200, std::move(body.body),
-                            body.header_length ? "application/octet-stream" : "application/json");
-          if (body.header_length)
-            response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
-          reply(std::move(response));
-        });
-      });
+  service.infer(next_request_++, std::move(images), labels, std::move(done));
 }
 }  // namespace encgraph::host::serve
