@@ -4,6 +4,7 @@
   bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip --bundle gpu-bundle --out-dir DIR [options]
   bench.py --model qwen2_5_vl --kind capture ...   capture time, cold and warm tuning cache
   bench.py --model qwen2_5_vl --kind dp ...        data parallel against one GPU (2+ GPUs)
+  bench.py --model qwen3_vl --kind balance          data-parallel balance, offline (no GPU)
 
 Every model's workloads, FLOP count and transformers reference are a spec in
 MODELS below. Throughput runs (--kind speed, the default):
@@ -658,9 +659,125 @@ def run_dp(args, spec):
     return 0
 
 
+# --- data-parallel balance, offline (--kind balance: no GPU, no bundle) ----------------------
+# Every request of --balance-request items is assigned to ranks as the runtime does
+# (core/src/load_balance.cpp: largest first onto the least-loaded rank), once by patch count
+# and once by the work estimate the qwen_vl plugins report (plugins/qwen_vl/work.cpp: the
+# forward's FLOPs in patch-equivalents). With FLOPs as the truth it prints the rank
+# imbalance and the speed-up over one GPU that imbalance allows, then the same with each
+# rank's items packed into padded budgets.
+
+def patch_unit_flops(tower):
+    """What one patch costs in the blocks' products: the estimate's unit."""
+    d, inter = tower.d, tower.inter
+    mlp_in = 2 * inter if tower.gated else inter
+    return tower.depth * 2 * (d * 3 * d + d * d + d * mlp_in + inter * d)
+
+
+def estimate(tower, item):
+    """The plugin's input_size: FLOPs / unit, rounded half up."""
+    whole, rest = divmod(tower.item_flops(item), patch_unit_flops(tower))
+    return whole + (1 if 2 * rest >= patch_unit_flops(tower) else 0)
+
+
+def patches(tower, item):
+    t, h, w = tower.grid(item)
+    return t * h * w
+
+
+def balance_ranks(sizes, ranks):
+    """Item indices per rank, as balance_by_input_size assigns them."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])  # stable: ties keep order
+    load, per_rank = [0] * ranks, [[] for _ in range(ranks)]
+    for i in order:
+        r = min(range(ranks), key=lambda k: (load[k], k))
+        per_rank[r].append(i)
+        load[r] += sizes[i]
+    return per_rank
+
+
+def budgets(step, largest, smallest=64):
+    """The budgets token_step generates: doubling from the smallest up to step, then steps."""
+    out, b = [], smallest
+    while b < step:
+        out.append(b)
+        b *= 2
+    out.extend(range(step, largest + 1, step))
+    return out
+
+
+def attention_flops(tower, item):
+    """The item's attention FLOPs: its FLOPs less those of its products (linear in patches)."""
+    t, h, w = tower.grid(item)
+    # One merged unit of one temporal patch: its products, less its attention
+    # (one sequence of merge^2 patches in every block).
+    side, unit = tower.patch * tower.merge, tower.merge * tower.merge
+    one = dict(item, height=side, width=side, frames=1)
+    linear_per_patch = (tower.item_flops(one) - tower.depth * 4 * tower.d * unit * unit) / unit
+    return tower.item_flops(item) - linear_per_patch * t * h * w, linear_per_patch
+
+
+def rank_time(tower, items, grid, max_items):
+    """FLOPs a rank runs for its items as the packer batches them (core/src/packer.cpp):
+    sorted by output tokens, at most max_items and the largest budget a batch, each batch
+    padded to its smallest fitting budget; padded rows cost products, not attention."""
+    batches, cur, cur_tokens = [], [], 0
+    for it in sorted(items, key=tower.output_tokens):
+        n = tower.output_tokens(it)
+        if cur and (len(cur) == max_items or cur_tokens + n > grid[-1]):
+            batches.append((cur, cur_tokens))
+            cur, cur_tokens = [], 0
+        cur.append(it)
+        cur_tokens += n
+    if cur:
+        batches.append((cur, cur_tokens))
+    total = 0
+    for batch, tokens in batches:
+        budget = min(b for b in grid if b >= tokens)
+        attn = [attention_flops(tower, it) for it in batch]
+        total += attn[0][1] * budget * tower.merge * tower.merge + sum(a for a, _ in attn)
+    return total
+
+
+def run_balance(args, spec):
+    grid = budgets(args.token_step, args.max_budget)
+    tower = QWEN2_5 if args.model == "qwen2_5_vl" else QWEN3
+    ranks = int(args.ranks) if args.ranks.isdigit() else 2
+    workload = args.only or "mixed"
+    items = tower.workloads()[workload]
+    flops = [tower.item_flops(it) for it in items]
+    print(f"{args.model} {workload}: {len(items)} items, requests of {args.balance_request}, "
+          f"{ranks} ranks; FLOPs as the truth")
+    print(f"{'balanced by':<14} {'mean max/mean':>14} {'worst':>8} {'speed-up bound':>15}")
+    for name, size in (("patches", patches), ("work estimate", estimate)):
+        ratios, busiest = [], 0
+        for start in range(0, len(items), args.balance_request):
+            chunk = list(range(start, min(start + args.balance_request, len(items))))
+            per_rank = balance_ranks([size(tower, items[i]) for i in chunk], ranks)
+            rank_flops = [sum(flops[chunk[k]] for k in ks) for ks in per_rank]
+            ratios.append(max(rank_flops) / (sum(rank_flops) / ranks))
+            busiest += max(rank_flops)
+        print(f"{name:<14} {sum(ratios) / len(ratios):>14.4f} {max(ratios):>8.4f} "
+              f"{sum(flops) / busiest:>14.3f}x")
+    # The same with each rank's items packed into padded budgets, against one GPU
+    # packing the whole request.
+    print(f"packed into budgets ({grid[0]}..{grid[-1]}, step {args.token_step}, "
+          f"{args.max_items} items a batch): speed-up over one GPU")
+    for name, size in (("patches", patches), ("work estimate", estimate)):
+        one, busiest = 0, 0
+        for start in range(0, len(items), args.balance_request):
+            chunk = items[start:start + args.balance_request]
+            one += rank_time(tower, chunk, grid, args.max_items)
+            per_rank = balance_ranks([size(tower, it) for it in chunk], ranks)
+            busiest += max(rank_time(tower, [chunk[k] for k in ks], grid, args.max_items)
+                           for ks in per_rank)
+        print(f"{name:<14} {one / busiest:>14.3f}x")
+    return 0
+
+
 # --- the command line -----------------------------------------------------------------------
 
-KINDS = {"speed": run_speed, "capture": run_capture, "dp": run_dp}
+KINDS = {"speed": run_speed, "capture": run_capture, "dp": run_dp, "balance": run_balance}
 
 
 def parser():
@@ -680,9 +797,11 @@ def parser():
     ap.add_argument("--kind", choices=sorted(KINDS), default="speed",
                     help="speed (default): throughput against transformers; capture: capture "
                          "time with a cold and a warm tuning cache; dp: data parallel over "
-                         "the machine's GPUs (Qwen models)")
-    ap.add_argument("--bundle", required=True, help="the GPU bundle (scripts/gpu-bundle.sh)")
-    ap.add_argument("--out-dir", required=True, help="traces, reports, tables and JSON go here")
+                         "the machine's GPUs (Qwen models); balance: the data-parallel "
+                         "balance of --only's workload (default mixed) computed offline, no "
+                         "GPU (--bundle and --out-dir are then ignored)")
+    ap.add_argument("--bundle", default=None, help="the GPU bundle (scripts/gpu-bundle.sh)")
+    ap.add_argument("--out-dir", default=None, help="traces, reports, tables and JSON go here")
     ap.add_argument("--config", default=None,
                     help="the encgraph config (default: the model's: "
                          "configs/qwen2_5_vl_bench.toml, or one written into --out-dir)")
@@ -713,7 +832,13 @@ def parser():
     dp.add_argument("--mpirun", default=os.environ.get("ENCGRAPH_MPIRUN", ""),
                     help="the mpirun command line (without -np) for the multi-process runs")
     dp.add_argument("--ranks", default="",
-                    help="devices of the ranks, e.g. cpu,cpu (default: every GPU)")
+                    help="devices of the ranks, e.g. cpu,cpu (default: every GPU); balance: "
+                         "the number of ranks (default 2)")
+    bal = ap.add_argument_group("balance")
+    bal.add_argument("--balance-request", type=int, default=16, help="items a request (bench: 16)")
+    bal.add_argument("--token-step", type=int, default=1024, help="the bench config's budgets")
+    bal.add_argument("--max-budget", type=int, default=16384)
+    bal.add_argument("--max-items", type=int, default=16, help="max_items_per_batch")
     return ap
 
 
@@ -724,8 +849,10 @@ def main(argv=None):
         if args.kind != "speed":
             raise SystemExit("--model siglip runs --kind speed only")
         return run_siglip(args, spec)
-    if args.kind == "dp" and args.model not in ("qwen2_5_vl", "qwen3_vl"):
-        raise SystemExit("--kind dp runs the Qwen models only")
+    if args.kind in ("dp", "balance") and args.model not in ("qwen2_5_vl", "qwen3_vl"):
+        raise SystemExit(f"--kind {args.kind} runs the Qwen models only")
+    if args.kind != "balance" and (args.bundle is None or args.out_dir is None):
+        raise SystemExit("--bundle and --out-dir are required (all kinds but balance)")
     return KINDS[args.kind](args, spec)
 
 
