@@ -1,4 +1,4 @@
-"""Helpers shared by the GPU drivers in scripts/gpu (bench.py, compare.py, profile.py).
+"""Helpers shared by the GPU drivers in scripts/gpu (bench.py, compare.py, ncu_profile.py).
 
 The drivers run as `python3 scripts/gpu/<name>.py` and import this module from
 their own folder. torch and transformers are imported inside the functions

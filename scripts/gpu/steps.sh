@@ -6,7 +6,7 @@
 #   bash scripts/gpu/steps.sh --list                                   the table
 #   source scripts/gpu/steps.sh && mpi_env gpu-bundle && $ENCGRAPH_MPIRUN -np 2 ...
 # Python drivers do the work where Python can: bench.py (benchmarks), compare.py
-# (against transformers), profile.py (Nsight Compute), mp_check.py. The *_ARGS
+# (against transformers), ncu_profile.py (Nsight Compute), mp_check.py. The *_ARGS
 # variables add options when a step runs through gpu-run-all.sh, e.g.
 #   QWEN_BENCH_ARGS="--only 224,mixed --skip-transformers" bash scripts/gpu-run-all.sh bench_qwen2_5_vl
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -304,13 +304,13 @@ compare_siglip() { compare_model siglip "$1" "$2" --no-bench "${@:3}"; }
 compare_dsocr2() { compare_model dsocr2 "$@"; }
 compare_folder_media() { compare_model folder_media "$@"; }
 
-# Per-kernel GPU time under Nsight Compute (profile.py).
+# Per-kernel GPU time under Nsight Compute (ncu_profile.py).
 find_ncu() {
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
   [[ -n $ncu ]] || { echo "no ncu on this machine"; return 1; }
 }
 profile_qwen2_5_vl() {
-  find_ncu && python3 "$here/profile.py" --model qwen2_5_vl --bundle "$1" --out-dir "$2" \
+  find_ncu && python3 "$here/ncu_profile.py" --model qwen2_5_vl --bundle "$1" --out-dir "$2" \
     --ncu "$ncu" "${@:3}"
 }
 # DSOCR2_PROFILE_PLUGINS: plugin folders to compare (default: the bundle's).
@@ -318,7 +318,7 @@ profile_dsocr2() {
   find_ncu || return 1
   local plugins
   for plugins in ${DSOCR2_PROFILE_PLUGINS:-$1/plugins}; do
-    python3 "$here/profile.py" --model dsocr2 --bundle "$1" --out-dir "$2" --ncu "$ncu" \
+    python3 "$here/ncu_profile.py" --model dsocr2 --bundle "$1" --out-dir "$2" --ncu "$ncu" \
       --plugins "$plugins" "${@:3}" || return 1
   done
 }

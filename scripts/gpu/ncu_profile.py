@@ -2,13 +2,13 @@
 """Per-kernel GPU time of one eager request under Nsight Compute (gpu__time_duration, clocks
 left alone), kernels grouped by name and launch shape, largest total first.
 
-  profile.py --model qwen2_5_vl --bundle B --out-dir D --ncu NCU [--sizes 224,1344]
+  ncu_profile.py --model qwen2_5_vl --bundle B --out-dir D --ncu NCU [--sizes 224,1344]
       The Qwen2.5-VL-7B tower (configs/qwen2_5_vl_bench.toml: bf16, random weights) on one
       image per size (224: the latency case, 1344: the largest image), also grouped by kind
       (matrix products, attention, the memory-bound passes); qwen-profile.json sums them.
       Set against the latency a request sees with graphs (bench.py's 224x1 workload), the
       difference is what the replay itself adds (launch gaps, copies).
-  profile.py --model dsocr2 --bundle B --out-dir D --ncu NCU [--plugins DIR] [--workload a4_150]
+  ncu_profile.py --model dsocr2 --bundle B --out-dir D --ncu NCU [--plugins DIR] [--workload a4_150]
       DeepSeek-OCR-2's vision side (bench.py's config) on one request of 8 pages of a
       bench.py workload's size.
 Eager: no graph warm-up, so no GEMM tuning runs among the profiled kernels.
