@@ -1,4 +1,4 @@
-// The host's configuration (host/src/config.cpp): TOML text plus `--set`
+// The host's configuration (frontend/src/config.cpp): TOML text plus `--set`
 // overrides through load_config_text, as `encgraph run --config f --set k=v`
 // reads them. Input layout: the TOML text up to the first NUL byte, then one
 // override per NUL-separated piece (the corpus files show it).

@@ -1,4 +1,4 @@
-// Image sniffing and decoding (host/src/image_io.cpp): the input is an image
+// Image sniffing and decoding (frontend/src/image_io.cpp): the input is an image
 // file, probed as a trace or a file list probes it, then decoded as an item is
 // made, under a pixel limit (limits.max_image_pixels) small enough for a
 // fuzzing run's memory.

@@ -97,7 +97,7 @@ int bench_command(const std::vector<std::string>& args) {
   for (bool graphs : {true, false}) {
     RuntimeConfig rc = config.runtime;
     rc.use_graphs = graphs;
-    engines.push_back(make_engine(rc, config.data_parallel));
+    engines.push_back(make_engine(rc, config.data_parallel, current_job()));
     check_workload_supported(engines.back()->model(), work);
   }
   describe_engine(*engines[0], input);

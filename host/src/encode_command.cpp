@@ -73,7 +73,7 @@ int encode_command(const std::vector<std::string>& args) {
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   require_items(work, config.workload, "encode");
   on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
-  auto engine = make_engine(config.runtime, config.data_parallel);
+  auto engine = make_engine(config.runtime, config.data_parallel, current_job());
   const Model& front = engine->model();
   check_workload_supported(front, work);
   check_embedding_names(work, front.outputs());

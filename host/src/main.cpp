@@ -1,5 +1,5 @@
 // encgraph: the command-line host. Dispatches to one subcommand; everything
-// else lives in encgraph_host_lib so the tests can drive it in-process.
+// else lives in encgraph_cli_lib so the tests can drive it in-process.
 #include "cli.hpp"
 #include "commands.hpp"
 

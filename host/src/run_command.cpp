@@ -44,7 +44,7 @@ int run_command(const std::vector<std::string>& args) {
   const std::vector<WorkItem> work = build_workload(config.workload, config.limits);
   require_items(work, config.workload, "run");
   on_output_rank("checking outputs", [&] { check_outputs_against_inputs(config, work); });
-  auto engine = make_engine(config.runtime, config.data_parallel);
+  auto engine = make_engine(config.runtime, config.data_parallel, current_job());
   const Model& front = engine->model();
   spdlog::info("running {} items on {} with plugin '{}'", work.size(),
                fmt::join(rank_device_names(*engine), ", "), front.plugin_name());

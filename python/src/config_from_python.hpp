@@ -1,5 +1,5 @@
 // Runtime(config=..., **overrides): the config as a TOML file path or a dict,
-// and keyword overrides, all read by the host's own parser (host/src/config.*),
+// and keyword overrides, all read by the CLI's own parser (frontend/src/config.*),
 // so the keys, checks and messages are the CLI's. A dict is written out as
 // TOML text; each override becomes one `--set key=value` string.
 #pragma once

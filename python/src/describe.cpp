@@ -2,8 +2,6 @@
 
 #include "tensor.hpp"
 
-#include <cli.hpp>
-
 #include <encgraph/plugin_loader.hpp>
 
 namespace py = pybind11;

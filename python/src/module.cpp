@@ -5,7 +5,7 @@
 #include "py_runtime.hpp"
 #include "tensor.hpp"
 
-#include <cli.hpp>
+#include <engine_setup.hpp>
 
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>

@@ -6,7 +6,7 @@
 #include "inputs.hpp"
 #include "tensor.hpp"
 
-#include <cli.hpp>
+#include <engine_setup.hpp>
 
 #include <encgraph/error.hpp>
 #include <encgraph/runtime.hpp>

@@ -2,8 +2,8 @@
 
 #include <encgraph/error.hpp>
 
-// ENCGRAPH_PYTHON_VIDEO_FILES: python/CMakeLists.txt found the host's video
-// file reader (host/src/video_file.cpp) among encgraph_host_lib's sources.
+// ENCGRAPH_PYTHON_VIDEO_FILES: python/CMakeLists.txt found the video file
+// reader (frontend/src/video_file.cpp) among encgraph_frontend's sources.
 #if ENCGRAPH_PYTHON_VIDEO_FILES
 #include <video_file.hpp>
 #include <video_sampling.hpp>

@@ -1,6 +1,6 @@
 // Video files given to encode() by path: decoded as `encgraph encode` decodes
-// them (host/src/video_file.hpp, frames sampled by the config's [video]
-// rule), when this build's host library reads video files.
+// them (frontend/src/video_file.hpp, frames sampled by the config's [video]
+// rule), when this build's front-end library reads video files.
 #pragma once
 
 #include <config.hpp>

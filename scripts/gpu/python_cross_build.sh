@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Python module HERE for the GPU machine's interpreter, from that
 # interpreter's headers and pybind11 (the GPU machine has Python 3.12, its
-# headers, g++ and pybind11, but not the host library's development packages,
+# headers, g++ and pybind11, but not the front-end library's development packages,
 # so scripts/gpu/python_build.sh stops there). Fetch the headers once with a
 # device call:
 #   tar czf $OUT/py-headers.tgz -C / usr/include/python3.12 \
@@ -32,23 +32,23 @@ tag=${version#python}
 suffix=".cpython-${tag/./}-x86_64-linux-gnu.so"
 out=$bundle/python/encgraph
 mkdir -p "$out"
-# The module's own objects are rebuilt against these headers; the host
+# The module's own objects are rebuilt against these headers; the front-end
 # library and libencgraph.so come from the normal build.
 objects=()
 for src in "$root"/python/src/*.cpp; do
   obj=$work/$(basename "$src" .cpp).o
   c++ -std=c++20 -O3 -DNDEBUG -fPIC -fvisibility=hidden -DENCGRAPH_PYTHON_VIDEO_FILES=1 \
-    -DBOOST_PROGRAM_OPTIONS_DYN_LINK -DFMT_SHARED -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL \
+    -DFMT_SHARED -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL \
     -DSPDLOG_SHARED_LIB -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1 \
     -I"$pybind_include" -isystem "$py_include" -isystem "$work/usr/include" \
-    -I"$root/host/src" -I"$root/core/include" -I"$root/plugin_api/include" \
+    -I"$root/frontend/src" -I"$root/core/include" -I"$root/plugin_api/include" \
     -c "$src" -o "$obj" &
   objects+=("$obj")
   (($(jobs -r | wc -l) >= 2)) && wait -n
 done
 wait
-c++ -shared -o "$out/_encgraph$suffix" "${objects[@]}" "$build/host/libencgraph_host_lib.a" \
-  -L"$build/core" -lencgraph -lspdlog -lfmt -lboost_program_options -ltomlplusplus -ljpeg \
+c++ -shared -o "$out/_encgraph$suffix" "${objects[@]}" "$build/frontend/libencgraph_frontend.a" \
+  -L"$build/core" -lencgraph -lspdlog -lfmt -ltomlplusplus -ljpeg \
   -lpng16 -lz -ldl -Wl,-rpath,'$ORIGIN/../../lib'
 cp "$root"/python/encgraph/{__init__.py,__init__.pyi,_encgraph.pyi,py.typed} "$out/"
 echo "python_cross_build.sh: $out/_encgraph$suffix"

@@ -122,12 +122,12 @@ def check_config_keys(root, encgraph, errors):
     documented = {k for k in documented if k.split(".")[0] in sections and
                   not k.startswith("plugin.config.")}
     for k in sorted(schema - documented):
-        errors.append(f"docs/config.md: key '{k}' (read by the host, host/src/config_schema.cpp) "
+        errors.append(f"docs/config.md: key '{k}' (read by the host, frontend/src/config_schema.cpp) "
                       f"has no row '| `{k}` | type | default | meaning |'; add one")
     for k in sorted(documented - schema):
         errors.append(f"docs/config.md: documents key '{k}', which the host does not read "
                       f"(`encgraph check-config --list-keys`); remove the row or add the key to "
-                      f"host/src/config_schema.cpp")
+                      f"frontend/src/config_schema.cpp")
     return schema
 
 

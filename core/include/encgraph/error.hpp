@@ -30,15 +30,9 @@ class Error : public std::runtime_error {
         index_(index),
         detail_(std::move(detail)) {}
   ErrorKind kind() const noexcept { return kind_; }
-  // "key: detail", or "key[i]: detail" for element i (built by appends: GCC
-  // 12's -Wrestrict misfires on a chain of string +).
+  // "key: detail", or "key[i]: detail" for element i.
   static std::string keyed_message(const std::string& key, int64_t index,
-                                   const std::string& detail) {
-    std::string out = key;
-    if (index >= 0) out.append("[").append(std::to_string(index)).append("]");
-    out.append(": ").append(detail);
-    return out;
-  }
+                                   const std::string& detail);
   // The setting's dotted key ("budgets.token_budgets"), or empty.
   const std::string& key() const noexcept { return key_; }
   // The element of a list setting the error is about, or -1 for the whole key.
@@ -53,16 +47,10 @@ class Error : public std::runtime_error {
   std::string detail_;
 };
 
-[[noreturn]] inline void throw_config(const std::string& m) {
-  throw Error(ErrorKind::Config, m);
-}
+[[noreturn]] void throw_config(const std::string& m);
 // A Config error naming the setting `key` (element `index` of it, or -1).
-[[noreturn]] inline void throw_config_key(const std::string& key, int64_t index,
-                                          const std::string& detail) {
-  throw Error(ErrorKind::Config, key, index, detail);
-}
-[[noreturn]] inline void throw_plugin(const std::string& m) {
-  throw Error(ErrorKind::Plugin, m);
-}
+[[noreturn]] void throw_config_key(const std::string& key, int64_t index,
+                                   const std::string& detail);
+[[noreturn]] void throw_plugin(const std::string& m);
 
 }  // namespace encgraph

@@ -4,7 +4,7 @@
 Generates JPEG files with Pillow (baseline and progressive, 4:2:0, 4:2:2,
 4:4:4, grey, CMYK, every EXIF orientation) and PNG files with the writer
 below (every colour type and bit depth, tRNS, interlaced, eXIf), decodes each
-with pillow_decode_dump (host/src/image_io.cpp) and with
+with pillow_decode_dump (frontend/src/image_io.cpp) and with
 PIL.ImageOps.exif_transpose(Image.open(f)).convert("RGB"), as transformers'
 load_image does, and requires equal bytes, except for the cases in KNOWN,
 each with its reason. Exit 77 (skipped) when this Python lacks PIL.
