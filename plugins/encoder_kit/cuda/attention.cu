@@ -116,7 +116,7 @@ struct Extras {
 // The bias products are kept in shared memory as bf16, as transformers' bf16
 // model computes them: in fp32 they took twice the space, which left two
 // blocks per multiprocessor instead of three and made the SAM's global layers
-// 20% slower (profile.py --model dsocr2, H200).
+// 20% slower (ncu_profile.py --model dsocr2, H200).
 using PElem = bf16;
 __device__ __forceinline__ float to_float(bf16 x) {
   return __bfloat162float(x);
