@@ -114,6 +114,7 @@ TEST_CASE("malformed requests are refused with 400 naming the fault") {
     std::string says;
   } cases[] = {
       {"{\"inputs\": [", "malformed"},
+      {"{\"id\": 1e999999, \"inputs\": []}", "malformed"},  // past double's range
       {"[1, 2]", "JSON object"},
       {"{}", "'inputs'"},
       {R"({"inputs": [{"name": "images", "datatype": "FP32", "shape": [1], "data": ["AA=="]}]})",

@@ -372,7 +372,8 @@ InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> 
   json doc;
   try {
     doc = json::parse(header.begin(), header.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number past double's range.
     bad(std::string("the request's JSON is malformed (") + e.what() +
         "); send an object {\"inputs\": [...]} (with binary data, the JSON header's length "
         "in Inference-Header-Content-Length)");
