@@ -4,6 +4,7 @@
 #pragma once
 
 #include <encgraph/plugin_api.h>
+#include <encgraph/output_spec.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -115,8 +116,5 @@ std::shared_ptr<DeviceBackend> make_cuda_backend(int device_index, bool overlap_
 bool cuda_device_available();
 // CUDA devices this process sees (0 without CUDA).
 int cuda_device_count();
-
-size_t dtype_size(int32_t dtype);
-const char* dtype_name(int32_t dtype);
 
 }  // namespace encgraph

@@ -72,17 +72,4 @@ const char* device_type_name(eg_device_type type) {
   return type == EG_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
-const char* dtype_name(int32_t dtype) {
-  switch (dtype) {
-    case EG_DTYPE_F32: return "f32";
-    case EG_DTYPE_F16: return "f16";
-    case EG_DTYPE_BF16: return "bf16";
-    case EG_DTYPE_F64: return "f64";
-    case EG_DTYPE_I32: return "i32";
-    case EG_DTYPE_I64: return "i64";
-    case EG_DTYPE_U8: return "u8";
-    default: return "?";
-  }
-}
-
 }  // namespace encgraph::host

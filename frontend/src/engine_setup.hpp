@@ -6,6 +6,7 @@
 
 #include <encgraph/plugin_api.h>
 #include <encgraph/engine.hpp>
+#include <encgraph/output_spec.hpp>
 #include <encgraph/process_group.hpp>
 #include <encgraph/runtime.hpp>
 #include <encgraph/runtime_config.hpp>
@@ -37,6 +38,5 @@ std::unique_ptr<Engine> make_engine(const RuntimeConfig& config,
 
 // "cpu" or "cuda".
 const char* device_type_name(eg_device_type type);
-const char* dtype_name(int32_t dtype);
 
 }  // namespace encgraph::host
