@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark driver: encgraph (graphs, eager) against transformers, one model a run.
 
-  bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip|internvl --bundle gpu-bundle --out-dir DIR [options]
+  bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip|internvl --bundle gpu-bundle
+           --out-dir DIR [options]
   bench.py --model qwen2_5_vl --kind capture ...   capture time, cold and warm tuning cache
   bench.py --model qwen2_5_vl --kind dp ...        data parallel against one GPU (2+ GPUs)
   bench.py --model qwen3_vl --kind balance          data-parallel balance, offline (no GPU)
@@ -800,7 +801,8 @@ def parser():
                "--variant unmerged:VAR=0\n"
                "  bench.py --model dsocr2 --bundle gpu-bundle --out-dir OUT --only a4_150,mixed\n"
                "  bench.py --model siglip --bundle gpu-bundle --out-dir OUT --models so400m\n"
-               "  bench.py --model internvl --bundle gpu-bundle --out-dir OUT --only mixed,document\n"
+               "  bench.py --model internvl --bundle gpu-bundle --out-dir OUT "
+               "--only mixed,document\n"
                "  bench.py --model qwen2_5_vl --kind capture --bundle gpu-bundle --out-dir OUT\n"
                "  bench.py --model qwen2_5_vl --kind dp --bundle gpu-bundle --out-dir OUT "
                "--mpirun \"$ENCGRAPH_MPIRUN\"")

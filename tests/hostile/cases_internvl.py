@@ -123,7 +123,8 @@ def key_case(name, sets, message, exit=2):
 
 
 def config_json_case(name, text, message, exit=2):
-    return Case(name="internvl/config-json-" + name, files={"c.toml": config(), "config.json": text},
+    return Case(name="internvl/config-json-" + name,
+                files={"c.toml": config(), "config.json": text},
                 args=run('plugin.config.config_json="config.json"'), exit=exit, message=message)
 
 
@@ -178,7 +179,8 @@ CASES = [
     config_json_case("full-strategy", model_config_json(
         top={"vision_feature_select_strategy": "full"}),
         ["vision_feature_select_strategy", "default"], exit=1),
-    config_json_case("feature-layer-list", model_config_json(top={"vision_feature_layer": [-1, -2]}),
+    config_json_case("feature-layer-list",
+                     model_config_json(top={"vision_feature_layer": [-1, -2]}),
                      ["vision_feature_layer is a list"], exit=1),
     config_json_case("non-square-image", model_config_json(image_size=[56, 28]),
                      ["image_size", "square"], exit=1),
@@ -210,7 +212,8 @@ CASES = [
     folder_case("preprocessor-many-patches", [Q("max_budget_tiles 8 is below the 13 tiles")],
                 dict(GOOD, **{"preprocessor_config.json": json.dumps(
                     dict(PREPROCESSOR, max_patches=12))})),
-    folder_case("weights-contradict-config", ["patch_embeddings.projection.weight", "m/config.json"],
+    folder_case("weights-contradict-config",
+                ["patch_embeddings.projection.weight", "m/config.json"],
                 dict(GOOD, **{"config.json": model_config_json(hidden_size=64)})),
     folder_case("no-weights", ["m"], {"config.json": model_config_json()}),
 
