@@ -109,8 +109,8 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
       encoder_kit::require_agree("internvl", "the tower's vision_config.image_size", m.image_size,
                                  where + "size." + side, v);
   }
-  if (const Json* v = j.find("crop_to_patches"))
-    p.crop_to_patches = v->as_bool(where + "crop_to_patches");
+  // crop_to_patches is not read: InternVLProcessor passes crop_to_patches = true
+  // whatever the file says (GotOcr2's saved default is false).
   j.read_int("min_patches", p.min_patches);
   j.read_int("max_patches", p.max_patches);
   for (const char* flag : {"do_rescale", "do_normalize", "do_resize"})

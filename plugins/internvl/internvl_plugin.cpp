@@ -21,9 +21,10 @@
 // image_size, patch_size, text_hidden_size, layer_norm_eps, norm_type
 // ("layer_norm" | "rms_norm"), use_qk_norm, attention_bias, use_mean_pooling,
 // downsample_ratio, vision_feature_layer (each overrides config_json;
-// defaults are transformers': InternViT-300M-448px), crop_to_patches,
-// min_patches, max_patches, resample ("bicubic" | "bilinear"; a checkpoint
-// folder's preprocessor_config.json sets these and the mean/std), weight_prefix
+// defaults are transformers': InternViT-300M-448px), crop_to_patches (default
+// true, as InternVLProcessor passes it), min_patches, max_patches, resample
+// ("bicubic" | "bilinear"; a checkpoint folder's preprocessor_config.json sets
+// these but crop_to_patches, and the mean/std), weight_prefix
 // ("model."), dtype, max_budget_tiles (32), seed, check_finite, tune_gemm,
 // tuning_cache. Weights: a .safetensors file, a checkpoint folder or index
 // json, or "random".

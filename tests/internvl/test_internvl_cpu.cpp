@@ -194,6 +194,8 @@ TEST_CASE("every model variant matches the float64 reference, eagerly and in gra
   k.check(rc, true);
 }
 
+// The folder's crop_to_patches (false here, GotOcr2's saved default) is ignored as
+// InternVLProcessor ignores it: the expected outputs are the tiled ones.
 TEST_CASE("a checkpoint folder configures the model and its processor") {
   const internvl_ref::Config c;  // the sizes the folder's files state
   Case k(c);
@@ -206,7 +208,7 @@ TEST_CASE("a checkpoint folder configures the model and its processor") {
    "patch_size": [14, 14], "hidden_act": "gelu", "norm_type": "layer_norm",
    "use_mean_pooling": true, "attention_bias": false, "use_qk_norm": false}})";
   std::ofstream(k.dir.path() / "preprocessor_config.json")
-      << R"({"crop_to_patches": true, "min_patches": 1, "max_patches": 4, "resample": 3,
+      << R"({"crop_to_patches": false, "min_patches": 1, "max_patches": 4, "resample": 3,
   "size": {"height": 56, "width": 56}, "image_mean": [0.485, 0.456, 0.406],
   "image_std": [0.229, 0.224, 0.225], "do_rescale": true, "rescale_factor": 0.00392156862745098})";
   const internvl::Options o = parse({}, k.dir.path().string());
