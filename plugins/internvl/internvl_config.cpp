@@ -129,6 +129,9 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
       fail(EG_ERR_INVALID_ARGUMENT, "internvl: " + where + key + " must list 3 values (RGB)");
     for (size_t i = 0; i < 3; ++i) dst[i] = a[i].as_double(where + key);
   };
+  // A file without them means GotOcr2ImageProcessor's defaults, OpenAI CLIP's.
+  p.mean = {0.48145466, 0.4578275, 0.40821073};
+  p.std = {0.26862954, 0.26130258, 0.27577711};
   triple("image_mean", p.mean);
   triple("image_std", p.std);
   for (double s : p.std)

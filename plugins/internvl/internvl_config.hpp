@@ -62,9 +62,11 @@ struct Processor {
   bool crop_to_patches = true;
   int64_t min_patches = 1;
   int64_t max_patches = 12;
-  bool bilinear = false;                               // resample 2; bicubic (3) otherwise
-  std::array<double, 3> mean = {0.485, 0.456, 0.406};  // IMAGENET_DEFAULT_MEAN
-  std::array<double, 3> std = {0.229, 0.224, 0.225};   // IMAGENET_DEFAULT_STD
+  bool bilinear = false;  // resample 2; bicubic (3) otherwise
+  // InternVL's released values (ImageNet's); a preprocessor_config.json
+  // without them means GotOcr2's defaults (CLIP's) instead.
+  std::array<double, 3> mean = {0.485, 0.456, 0.406};
+  std::array<double, 3> std = {0.229, 0.224, 0.225};
   // Tiles one image can get: the grid's plus the thumbnail.
   int64_t max_tiles() const { return crop_to_patches && max_patches > 1 ? max_patches + 1 : 1; }
 };

@@ -224,6 +224,15 @@ TEST_CASE("a checkpoint folder configures the model and its processor") {
       << R"({"size": {"height": 448, "width": 448}})";
   CHECK(message_of([&] { parse({}, k.dir.path().string()); }).find("size.height") !=
         std::string::npos);
+
+  // A file without image_mean / image_std means GotOcr2's defaults (CLIP's), not
+  // InternVL's ImageNet values the plugin assumes without a file.
+  std::ofstream(k.dir.path() / "preprocessor_config.json")
+      << R"({"size": {"height": 56, "width": 56}})";
+  const internvl::Processor p = parse({}, k.dir.path().string()).processor;
+  CHECK(p.mean[0] == doctest::Approx(0.48145466));
+  CHECK(p.std[2] == doctest::Approx(0.27577711));
+  CHECK(parse({}).processor.mean[0] == doctest::Approx(0.485));
 }
 
 TEST_CASE("configuration errors name the key and the fix") {
