@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark driver: encgraph (graphs, eager) against transformers, one model a run.
 
-  bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip --bundle gpu-bundle --out-dir DIR [options]
+  bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip|internvl --bundle gpu-bundle
+           --out-dir DIR [options]
   bench.py --model qwen2_5_vl --kind capture ...   capture time, cold and warm tuning cache
   bench.py --model qwen2_5_vl --kind dp ...        data parallel against one GPU (2+ GPUs)
   bench.py --model qwen3_vl --kind balance          data-parallel balance, offline (no GPU)
@@ -20,6 +21,9 @@ MODELS below. Throughput runs (--kind speed, the default):
   - SigLIP (siglip): so400m-patch14-384 and base-patch16-224, 512 images at the model's
     size, requests of 64, bench/siglip's siglip_bench (graphs, eager) against
     transformers' SiglipVisionModel (sdpa, no pooling head), best of --repeats passes.
+  - InternVL's image encoder (internvl): InternViT-300M-448px tiles, pixel shuffle and
+    projector; mixed (128 images, sides 224..1344), document (32 pages of 2200x1650, the maximum
+    tiling), 448 (256 one-tile images); requests of 8 (bench_internvl.py).
 Every system runs requests of 16 items unless the workload says otherwise (one
 transformers forward per request, the items concatenated as the processor does), the
 first request as warm-up; encgraph's graphs and eager runtimes take the requests in turn
@@ -50,6 +54,8 @@ sys.path.insert(0, HERE)
 from bench_common import (deepseek_ocr2_config, latency_result, log, log_versions,  # noqa: E402
                           matmul_peak, parse_variant, random_bf16_model, run_encgraph_variant,
                           run_qwen_transformers, time_requests, write_jsonl, write_table)
+
+from bench_internvl import CONFIG as INTERNVL_CONFIG, INTERNVL  # noqa: E402
 
 QWEN_BENCH_CONFIG = os.path.join(ROOT, "configs", "qwen2_5_vl_bench.toml")
 
@@ -333,6 +339,11 @@ MODELS = {
                    request_sizes={}, stem="dsocr2-bench", table="dsocr2_bench.table",
                    transformers="sdpa", per_path=True, precision=(2, 1)),
     "siglip": dict(title="SigLIP towers", table="siglip_bench.table"),
+    "internvl": dict(title="InternVL image encoder (InternViT-300M-448px, projector to 896)",
+                     tower=INTERNVL, config=INTERNVL_CONFIG, config_name="internvl_bench.toml",
+                     request=8, request_sizes={}, stem="internvl-bench",
+                     table="internvl_bench.table", transformers="sdpa", per_path=False,
+                     precision=(1, 1)),
 }
 
 SIGLIP_TOWERS = {
@@ -790,6 +801,8 @@ def parser():
                "--variant unmerged:VAR=0\n"
                "  bench.py --model dsocr2 --bundle gpu-bundle --out-dir OUT --only a4_150,mixed\n"
                "  bench.py --model siglip --bundle gpu-bundle --out-dir OUT --models so400m\n"
+               "  bench.py --model internvl --bundle gpu-bundle --out-dir OUT "
+               "--only mixed,document\n"
                "  bench.py --model qwen2_5_vl --kind capture --bundle gpu-bundle --out-dir OUT\n"
                "  bench.py --model qwen2_5_vl --kind dp --bundle gpu-bundle --out-dir OUT "
                "--mpirun \"$ENCGRAPH_MPIRUN\"")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The comparison driver: one encgraph plugin against transformers' own implementation.
 
-  compare.py --model qwen2_5_vl|qwen3_vl|siglip|dsocr2|folder_media
+  compare.py --model qwen2_5_vl|qwen3_vl|siglip|dsocr2|internvl|folder_media
              --bundle gpu-bundle --out-dir DIR [the model's options]
   compare.py --help                  every model's options
   compare.py --model M --help        model M's options
@@ -20,6 +20,8 @@ the exit status is 0 on PASS or with --informational, 1 otherwise.
                 hidden_states[-2]; then the 512-image benchmark (bench.py's) on the same
                 weights unless --no-bench
   dsocr2        DeepSeek-OCR-2's vision side through `encgraph encode` on document pages
+  internvl      InternVL's image encoder (InternViT-300M sizes) from a checkpoint folder
+                through `encgraph encode`: one tile, an odd aspect ratio, the maximum tiling
   folder_media  a Qwen2.5-VL checkpoint folder and PNG/JPEG/MP4 files through
                 `encgraph encode`, against transformers' processor and tower; --stub runs
                 without torch on the CPU
@@ -39,6 +41,7 @@ MODELS = {
     "qwen3_vl": ("compare_qwen", "Qwen3-VL-8B tower, encgraph encode, deepstack outputs"),
     "siglip": ("compare_siglip", "SigLIP so400m and base, then the 512-image benchmark"),
     "dsocr2": ("compare_dsocr2", "DeepSeek-OCR-2 vision side on document pages"),
+    "internvl": ("compare_internvl", "InternVL image encoder, checkpoint folder, tilings"),
     "folder_media": ("compare_folder", "checkpoint folder and media files (Qwen2.5-VL)"),
 }
 

@@ -23,6 +23,7 @@ bench_qwen2_5_vl    570 qwen_bench
 bench_qwen3_vl      570 qwen3_bench
 bench_dsocr2        540 dsocr2_bench
 bench_siglip        300 siglip_vs_transformers,siglip_bench
+bench_internvl      570 internvl_bench
 bench_capture       300 capture_bench
 bench_dp            500 dp_bench
 bench_serve         540 serve_bench
@@ -30,6 +31,7 @@ compare_qwen2_5_vl  300 qwen_vs_transformers
 compare_qwen3_vl    540 qwen3_vs_transformers
 compare_siglip      300 siglip_vs_transformers
 compare_dsocr2      540 dsocr2_vs_transformers
+compare_internvl    540 internvl_vs_transformers
 compare_folder_media 600 folder_media_vs_transformers
 profile_qwen2_5_vl  400 qwen_profile
 profile_dsocr2      400 dsocr2_profile
@@ -279,6 +281,8 @@ bench_qwen3_vl() { bench_model qwen3_vl "$1" "$2" ${QWEN3_BENCH_ARGS:-} "${@:3}"
 bench_dsocr2() { bench_model dsocr2 "$1" "$2" ${DSOCR2_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
 bench_siglip() { bench_model siglip "$1" "$2" ${SIGLIP_BENCH_ARGS:-} "${@:3}"; }
+# shellcheck disable=SC2086
+bench_internvl() { bench_model internvl "$1" "$2" ${INTERNVL_BENCH_ARGS:-} "${@:3}"; }
 # Capture time of the Qwen2.5-VL bench config, cold and warm tuning cache.
 # shellcheck disable=SC2086
 bench_capture() { bench_model qwen2_5_vl "$1" "$2" --kind capture ${CAPTURE_BENCH_ARGS:-} "${@:3}"; }
@@ -302,6 +306,7 @@ compare_qwen3_vl() { compare_model qwen3_vl "$@"; }
 # The comparison only: bench_siglip times the towers.
 compare_siglip() { compare_model siglip "$1" "$2" --no-bench "${@:3}"; }
 compare_dsocr2() { compare_model dsocr2 "$@"; }
+compare_internvl() { compare_model internvl "$@"; }
 compare_folder_media() { compare_model folder_media "$@"; }
 
 # Per-kernel GPU time under Nsight Compute (ncu_profile.py).

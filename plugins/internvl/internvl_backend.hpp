@@ -1,0 +1,47 @@
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model
+// when the plugin is built with its kernels. One type, so the plugin's model
+// class holds no device branches and no #ifdef.
+#pragma once
+
+#include "internvl_batch.hpp"
+#include "internvl_config.hpp"
+#include "internvl_weights.hpp"
+
+#include <encgraph/plugin_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace internvl {
+
+class CudaModel;
+
+#ifdef INTERNVL_HAVE_CUDA
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
+#else
+inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
+#endif
+
+class Backend {
+ public:
+  // Loads the weights (`weights`: a checkpoint path, or "" / "random") onto
+  // `device`; `largest`: the largest graph's capacity (the CUDA products are
+  // planned for it). Throws Error(UNSUPPORTED) for CUDA in a build without it.
+  Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index,
+          const Capacity& largest);
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  size_t workspace_bytes(const Capacity& cap) const;
+  void forward(const Capacity& cap, const eg_tensor* buffers, void* output, void* workspace,
+               size_t workspace_bytes, void* stream, bool tune);
+
+ private:
+  const Options& opt_;
+  Weights cpu_weights_;
+  std::unique_ptr<CudaModel> cuda_;
+};
+
+}  // namespace internvl

@@ -1,0 +1,256 @@
+#include "internvl_config.hpp"
+
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/input_file.hpp>
+#include <encoder_kit/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace internvl {
+namespace {
+
+using encoder_kit::fail;
+using encoder_kit::Json;
+
+// image_size / patch_size: an integer or a square [h, w] pair.
+void read_side(const encoder_kit::VisionConfigJson& v, const char* key, int64_t& dst) {
+  const Json* j = v.find(key);
+  if (!j) return;
+  const std::string what = v.where() + key;
+  if (!j->is_array()) {
+    dst = j->as_int(what);
+    return;
+  }
+  const auto& a = j->as_array(what);
+  if (a.size() != 2 || a[0].as_int(what) != a[1].as_int(what))
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + what + " must be one integer or a square [n, n] pair");
+  dst = a[0].as_int(what);
+}
+
+// 1 / downsample_ratio: how many patches per side one output token merges.
+int64_t shuffle_of(double r, const std::string& what) {
+  const double inv = r > 0 ? 1.0 / r : 0.0;
+  if (!(r > 0) || inv > 16 || std::fabs(inv - std::round(inv)) > 1e-9)
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + what + " " + std::to_string(r) +
+                                 " is not 1/n for a whole n up to 16 (InternVL uses 0.5)");
+  return static_cast<int64_t>(std::round(inv));
+}
+
+// The vision_config of an InternVLConfig, and its top-level keys the encoder uses.
+void read_config_json(const std::string& path, ModelConfig& c) {
+  const encoder_kit::VisionConfigJson v(path, "internvl");
+  v.require_model_type("internvl", {"internvl", "internvl_vision"});
+  const std::string& where = v.where();
+  v.read_int("hidden_size", c.hidden_size);
+  v.read_int("num_hidden_layers", c.num_hidden_layers);
+  v.read_int("num_attention_heads", c.num_attention_heads);
+  v.read_int("intermediate_size", c.intermediate_size);
+  v.read_int("num_channels", c.num_channels);
+  read_side(v, "image_size", c.image_size);
+  read_side(v, "patch_size", c.patch_size);
+  if (const Json* j = v.find("layer_norm_eps"))
+    c.layer_norm_eps = static_cast<float>(j->as_double(where + "layer_norm_eps"));
+  if (const Json* j = v.find("hidden_act"); j && j->as_string(where + "hidden_act") != "gelu")
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + where + "hidden_act is '" +
+                                 j->as_string(where + "hidden_act") +
+                                 "'; this plugin implements InternViT's 'gelu'");
+  if (const Json* j = v.find("norm_type")) {
+    const std::string n = j->as_string(where + "norm_type");
+    if (n != "layer_norm" && n != "rms_norm")
+      fail(EG_ERR_UNSUPPORTED,
+           "internvl: " + where + "norm_type is '" + n + "'; use 'layer_norm' or 'rms_norm'");
+    c.rms_norm = n == "rms_norm";
+  }
+  for (auto [key, dst] : {std::pair{"attention_bias", &c.attention_bias},
+                          {"use_qk_norm", &c.use_qk_norm},
+                          {"use_mean_pooling", &c.use_mean_pooling}})
+    if (const Json* j = v.find(key)) *dst = j->as_bool(where + key);
+  if (const Json* j = v.find("use_absolute_position_embeddings");
+      j && !j->as_bool(where + "use_absolute_position_embeddings"))
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + where +
+                                 "use_absolute_position_embeddings is false; InternViT "
+                                 "checkpoints have them (this plugin requires them)");
+
+  // The top level: the projector and the feature selection.
+  const std::string text = encoder_kit::read_text_input(
+      path, "config_json", "point config_json at the checkpoint's config.json");
+  const Json top = Json::parse(text, "internvl: config_json '" + path + "'");
+  const std::string at = "internvl: config_json '" + path + "' ";
+  if (const Json* j = top.find("downsample_ratio"))
+    c.shuffle = shuffle_of(j->as_double(at + "downsample_ratio"),
+                           "config_json '" + path + "' downsample_ratio");
+  if (const Json* j = top.find("vision_feature_layer")) {
+    if (j->is_array())
+      fail(EG_ERR_UNSUPPORTED, at + "vision_feature_layer is a list; one layer only");
+    c.feature_layer = j->as_int(at + "vision_feature_layer");
+  }
+  if (const Json* j = top.find("vision_feature_select_strategy");
+      j && j->as_string(at + "vision_feature_select_strategy") != "default")
+    fail(EG_ERR_UNSUPPORTED, at + "vision_feature_select_strategy must be \"default\" (the CLS "
+                                  "token dropped before the pixel shuffle)");
+  if (const Json* j = top.find("projector_hidden_act");
+      j && j->as_string(at + "projector_hidden_act") != "gelu")
+    fail(EG_ERR_UNSUPPORTED, at + "projector_hidden_act must be \"gelu\"");
+  if (const Json* t = top.find("text_config"))
+    if (const Json* h = t->find("hidden_size"))
+      c.text_hidden_size = h->as_int(at + "text_config.hidden_size");
+}
+
+// preprocessor_config.json: the tile size must be the tower's image_size.
+void read_preprocessor(const std::string& path, const ModelConfig& m, Processor& p) {
+  const encoder_kit::PreprocessorJson j(path, "internvl");
+  const std::string& where = j.where();
+  for (const char* side : {"height", "width"}) {
+    int64_t v = m.image_size;
+    if (j.read_int("size", v, side))
+      encoder_kit::require_agree("internvl", "the tower's vision_config.image_size", m.image_size,
+                                 where + "size." + side, v);
+  }
+  // crop_to_patches is not read: InternVLProcessor passes crop_to_patches = true
+  // whatever the file says (GotOcr2's saved default is false).
+  j.read_int("min_patches", p.min_patches);
+  j.read_int("max_patches", p.max_patches);
+  for (const char* flag : {"do_rescale", "do_normalize", "do_resize"})
+    if (const Json* v = j.find(flag); v && !v->as_bool(where + flag))
+      fail(EG_ERR_UNSUPPORTED, "internvl: " + where + flag +
+                                   " is false; this plugin always resizes, rescales by 1/255 "
+                                   "and normalises");
+  if (const Json* v = j.find("rescale_factor");
+      v && std::fabs(v->as_double(where + "rescale_factor") - 1.0 / 255.0) > 1e-9)
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + where + "rescale_factor must be 1/255");
+  auto triple = [&](const char* key, std::array<double, 3>& dst) {
+    const Json* v = j.find(key);
+    if (!v) return;
+    const auto& a = v->as_array(where + key);
+    if (a.size() != 3)
+      fail(EG_ERR_INVALID_ARGUMENT, "internvl: " + where + key + " must list 3 values (RGB)");
+    for (size_t i = 0; i < 3; ++i) dst[i] = a[i].as_double(where + key);
+  };
+  // A file without them means GotOcr2ImageProcessor's defaults, OpenAI CLIP's.
+  p.mean = {0.48145466, 0.4578275, 0.40821073};
+  p.std = {0.26862954, 0.26130258, 0.27577711};
+  triple("image_mean", p.mean);
+  triple("image_std", p.std);
+  for (double s : p.std)
+    if (!(s > 0) || !std::isfinite(s))
+      fail(EG_ERR_INVALID_ARGUMENT, "internvl: " + where + "image_std must be positive");
+  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC
+  j.read_int("resample", resample);
+  if (resample != 2 && resample != 3)
+    fail(EG_ERR_UNSUPPORTED, "internvl: " + where + "resample is " + std::to_string(resample) +
+                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
+  p.bilinear = resample == 2;
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    encoder_kit::require_in_range("internvl", name, v, lo, hi);
+  };
+  range("hidden_size", hidden_size, 1, 65536);
+  range("num_hidden_layers", num_hidden_layers, 1, 1024);
+  range("num_attention_heads", num_attention_heads, 1, 1024);
+  range("intermediate_size", intermediate_size, 1, 262144);
+  range("image_size", image_size, 1, 16384);
+  range("patch_size", patch_size, 1, 1024);
+  range("text_hidden_size", text_hidden_size, 1, 65536);
+  if (hidden_size % num_attention_heads != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "internvl: hidden_size " + std::to_string(hidden_size) +
+                                      " is not a multiple of num_attention_heads " +
+                                      std::to_string(num_attention_heads));
+  if (image_size % patch_size != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, "internvl: image_size " + std::to_string(image_size) +
+                                      " is not a multiple of patch_size " +
+                                      std::to_string(patch_size));
+  if (grid() % shuffle != 0)
+    fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "internvl: the pixel shuffle merges " + std::to_string(shuffle) + "x" +
+            std::to_string(shuffle) + " patches, but a tile has " + std::to_string(grid()) +
+            " patches per side (image_size / patch_size must be a multiple of 1/downsample_ratio)");
+  if (num_channels != 3)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: num_channels must be 3 (RGB), got " + std::to_string(num_channels));
+  if (!(layer_norm_eps > 0.0f) || !std::isfinite(layer_norm_eps))
+    fail(EG_ERR_INVALID_ARGUMENT, "internvl: layer_norm_eps must be a positive finite number");
+  if (feature_layer < -(num_hidden_layers + 1) || feature_layer > num_hidden_layers)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: vision_feature_layer " + std::to_string(feature_layer) + " is outside [-" +
+             std::to_string(num_hidden_layers + 1) + ", " + std::to_string(num_hidden_layers) +
+             "] (hidden_states has the embeddings plus one entry per layer)");
+}
+
+Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
+  Options o;
+  ModelConfig& m = o.model;
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  encoder_kit::require_folder_config(
+      folder, r,
+      {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size",
+       "patch_size", "text_hidden_size"});
+  const auto named = r.get_optional<std::string>("config_json");
+  const bool folder_config = !named && !folder.config.empty();
+  o.config_path = named ? *named : folder.config;
+  if (named || folder_config) read_config_json(o.config_path, m);
+  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  keys.dim("hidden_size", m.hidden_size);
+  keys.dim("num_hidden_layers", m.num_hidden_layers);
+  keys.dim("num_attention_heads", m.num_attention_heads);
+  keys.dim("intermediate_size", m.intermediate_size);
+  keys.dim("image_size", m.image_size);
+  keys.dim("patch_size", m.patch_size);
+  keys.dim("text_hidden_size", m.text_hidden_size);
+  m.layer_norm_eps = r.get<float>("layer_norm_eps", m.layer_norm_eps);
+  m.rms_norm = r.get_choice("norm_type", m.rms_norm ? "rms_norm" : "layer_norm",
+                            {"layer_norm", "rms_norm"}) == "rms_norm";
+  m.use_qk_norm = r.get<bool>("use_qk_norm", m.use_qk_norm);
+  m.attention_bias = r.get<bool>("attention_bias", m.attention_bias);
+  m.use_mean_pooling = r.get<bool>("use_mean_pooling", m.use_mean_pooling);
+  if (auto ratio = r.get_optional<double>("downsample_ratio"))
+    m.shuffle = shuffle_of(*ratio, "downsample_ratio");
+  m.feature_layer = r.get<int64_t>("vision_feature_layer", m.feature_layer);
+  m.validate();
+
+  Processor& pr = o.processor;
+  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, pr);
+  pr.crop_to_patches = r.get<bool>("crop_to_patches", pr.crop_to_patches);
+  pr.min_patches = r.get<int64_t>("min_patches", pr.min_patches, {1, 256});
+  pr.max_patches = r.get<int64_t>("max_patches", pr.max_patches, {1, 256});
+  if (pr.min_patches > pr.max_patches)
+    fail(EG_ERR_INVALID_ARGUMENT, "internvl: min_patches " + std::to_string(pr.min_patches) +
+                                      " is above max_patches " + std::to_string(pr.max_patches));
+  pr.bilinear = r.get_choice("resample", pr.bilinear ? "bilinear" : "bicubic",
+                             {"bicubic", "bilinear"}) == "bilinear";
+
+  o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
+  o.dtype = encoder_kit::read_compute_dtype(r, p.device);
+  o.max_budget_tiles = r.get<int64_t>("max_budget_tiles", o.max_budget_tiles, {1, 65536});
+  if (o.max_budget_tiles < pr.max_tiles())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: max_budget_tiles " + std::to_string(o.max_budget_tiles) + " is below the " +
+             std::to_string(pr.max_tiles()) +
+             " tiles one image can get (max_patches + the thumbnail): raise max_budget_tiles "
+             "or lower max_patches");
+  if (o.max_budget_tiles * m.seq_per_tile() > std::numeric_limits<int32_t>::max())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: max_budget_tiles " + std::to_string(o.max_budget_tiles) + " x " +
+             std::to_string(m.seq_per_tile()) +
+             " tokens per tile overflow the int32 sequence offsets: lower max_budget_tiles");
+  o.check_finite = encoder_kit::read_check_finite(r);
+  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));
+  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
+  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  r.reject_unknown();
+  return o;
+}
+
+Options parse_options(const eg_create_params* p) {
+  encgraph::sdk::Config config(p->config, p->num_config, "internvl");
+  return parse_options(config, *p);
+}
+
+}  // namespace internvl

@@ -1,0 +1,141 @@
+#include "internvl_tiling.hpp"
+
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/image_resize.hpp>
+#include <encoder_kit/random.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace internvl {
+namespace {
+
+using encoder_kit::fail;
+
+// One tile (side x side x 3 bytes) appended as patch rows.
+void patchify(const Options& o, const uint8_t* rgb, std::vector<float>& rows) {
+  const ModelConfig& c = o.model;
+  const int64_t p = c.patch_size, g = c.grid(), side = c.image_size, cols = c.patch_cols();
+  const size_t first = rows.size();
+  rows.resize(first + static_cast<size_t>(c.patches_per_tile() * cols), 0.0f);
+  float lut[3]
+           [256];  // (v/255 - mean) / std per channel, in double as the processor's float64 rescale
+  for (int ch = 0; ch < 3; ++ch)
+    for (int v = 0; v < 256; ++v)
+      lut[ch][v] = static_cast<float>((v / 255.0 - o.processor.mean[ch]) / o.processor.std[ch]);
+  for (int64_t gy = 0; gy < g; ++gy)
+    for (int64_t gx = 0; gx < g; ++gx) {
+      float* dst = rows.data() + first + (gy * g + gx) * cols;
+      for (int64_t ch = 0; ch < 3; ++ch)
+        for (int64_t y = 0; y < p; ++y)
+          for (int64_t x = 0; x < p; ++x)
+            *dst++ = lut[ch][rgb[((gy * p + y) * side + gx * p + x) * 3 + ch]];
+    }
+}
+
+std::vector<uint8_t> resize_rgb(const Options& o, const std::vector<uint8_t>& rgb, int64_t h,
+                                int64_t w, int64_t out_h, int64_t out_w) {
+  if (h == out_h && w == out_w) return rgb;  // PIL returns a copy at the same size
+  return encoder_kit::image::resize(rgb.data(), h, w, 3, out_h, out_w,
+                                    o.processor.bilinear ? encoder_kit::image::Filter::Bilinear
+                                                         : encoder_kit::image::Filter::Bicubic);
+}
+
+}  // namespace
+
+TileGrid optimal_grid(int64_t height, int64_t width, int64_t tile, int64_t min_tiles,
+                      int64_t max_tiles) {
+  std::vector<TileGrid> grids;
+  for (int64_t c = 1; c <= max_tiles; ++c)
+    for (int64_t r = 1; r <= max_tiles; ++r)
+      if (c * r >= min_tiles && c * r <= max_tiles) grids.push_back({c, r});
+  std::stable_sort(grids.begin(), grids.end(), [](const TileGrid& a, const TileGrid& b) {
+    return a.columns * a.rows < b.columns * b.rows;
+  });
+  const double aspect = static_cast<double>(width) / static_cast<double>(height);
+  const double area = static_cast<double>(width) * static_cast<double>(height);
+  double best_diff = INFINITY;
+  TileGrid best;
+  for (const TileGrid& g : grids) {
+    const double diff =
+        std::fabs(aspect - static_cast<double>(g.columns) / static_cast<double>(g.rows));
+    if (diff < best_diff) {
+      best_diff = diff;
+      best = g;
+    } else if (diff == best_diff &&
+               area > 0.5 * static_cast<double>(tile) * static_cast<double>(tile) *
+                          static_cast<double>(g.columns) * static_cast<double>(g.rows)) {
+      best = g;
+    }
+  }
+  return best;
+}
+
+int64_t tile_count(const Options& o, int64_t height, int64_t width) {
+  const Processor& p = o.processor;
+  if (!p.crop_to_patches || p.max_patches <= 1) return 1;
+  const TileGrid g = optimal_grid(height, width, o.model.image_size, p.min_patches, p.max_patches);
+  const int64_t n = g.columns * g.rows;
+  return n == 1 ? 1 : n + 1;
+}
+
+void check_geometry(const eg_item_desc& d) {
+  if (d.modality != EG_MODALITY_IMAGE)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: only images are supported (modality " + std::to_string(d.modality) + ")");
+  if (d.frames != 1)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: an image has exactly one frame, got " + std::to_string(d.frames));
+  if (d.height <= 0 || d.width <= 0 || d.height > kMaxSide || d.width > kMaxSide)
+    fail(EG_ERR_INVALID_ARGUMENT, "internvl: image of " + std::to_string(d.height) + "x" +
+                                      std::to_string(d.width) + " needs each side in [1, " +
+                                      std::to_string(kMaxSide) + "] pixels");
+}
+
+std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixels, int64_t height,
+                                          int64_t width, int64_t channels) {
+  if (channels != 1 && channels != 3 && channels != 4)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "internvl: pixels must have 1, 3 or 4 channels, got " + std::to_string(channels));
+  std::vector<uint8_t> rgb(static_cast<size_t>(height * width * 3));
+  for (int64_t i = 0; i < height * width; ++i)
+    for (int64_t ch = 0; ch < 3; ++ch)
+      rgb[i * 3 + ch] = pixels[i * channels + (channels == 1 ? 0 : ch)];
+  const int64_t side = o.model.image_size;
+  std::vector<float> rows;
+  const int64_t tiles = tile_count(o, height, width);
+  if (tiles == 1) {
+    patchify(o, resize_rgb(o, rgb, height, width, side, side).data(), rows);
+    return rows;
+  }
+  const Processor& p = o.processor;
+  const TileGrid g = optimal_grid(height, width, side, p.min_patches, p.max_patches);
+  const int64_t canvas_w = g.columns * side;
+  const std::vector<uint8_t> canvas = resize_rgb(o, rgb, height, width, g.rows * side, canvas_w);
+  std::vector<uint8_t> tile(static_cast<size_t>(side * side * 3));
+  for (int64_t t = 0; t < g.columns * g.rows; ++t) {
+    const int64_t x0 = (t % g.columns) * side, y0 = (t / g.columns) * side;
+    for (int64_t y = 0; y < side; ++y)
+      std::copy_n(canvas.begin() + ((y0 + y) * canvas_w + x0) * 3, side * 3,
+                  tile.begin() + y * side * 3);
+    patchify(o, tile.data(), rows);
+  }
+  patchify(o, resize_rgb(o, rgb, height, width, side, side).data(), rows);  // the thumbnail
+  return rows;
+}
+
+std::vector<float> synthetic_patch_rows(const Options& o, int64_t tiles, uint64_t seed) {
+  const int64_t side = o.model.image_size;
+  std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
+  std::vector<float> rows;
+  for (int64_t t = 0; t < tiles; ++t) {
+    for (size_t i = 0; i < rgb.size(); ++i)
+      rgb[i] = static_cast<uint8_t>(
+          encoder_kit::uniform01(seed, 0x1417u + static_cast<uint64_t>(t), i) * 256.0);
+    patchify(o, rgb.data(), rows);
+  }
+  return rows;
+}
+
+}  // namespace internvl

@@ -1,0 +1,133 @@
+#include "internvl_weights.hpp"
+
+#include <encoder_kit/checked.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+namespace internvl {
+namespace {
+
+using encoder_kit::RandomInit;
+
+RandomInit matrix(int64_t fan_in) {
+  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
+}
+const RandomInit kBias = RandomInit::normal(0.02);
+const RandomInit kNormWeight = RandomInit::normal(0.1, 1.0);
+const RandomInit kNormBias = RandomInit::normal(0.05);
+
+struct Reader {
+  const encoder_kit::WeightSource& src;
+  const std::string& prefix;
+  std::vector<float> operator()(const std::string& name, const std::vector<int64_t>& shape,
+                                const RandomInit& init) const {
+    return src.load(prefix + name, shape, init);
+  }
+};
+
+// w[r, :] *= scale[r], b[r] *= scale[r]: lambda * (W a + b).
+void fold_scale(std::vector<float>& w, std::vector<float>& b, const std::vector<float>& scale) {
+  const size_t rows = scale.size(), cols = w.size() / rows;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t k = 0; k < cols; ++k) w[r * cols + k] *= scale[r];
+    b[r] *= scale[r];
+  }
+}
+
+LayerWeights load_layer(const Reader& read, const ModelConfig& c, int64_t i) {
+  const int64_t d = c.hidden_size, inter = c.intermediate_size;
+  const std::string p = "vision_tower.encoder.layer." + std::to_string(i) + ".";
+  LayerWeights l;
+  auto norm = [&](const std::string& n, std::vector<float>& w, std::vector<float>& b) {
+    w = read(p + n + ".weight", {d}, kNormWeight);
+    if (!c.rms_norm) b = read(p + n + ".bias", {d}, kNormBias);
+  };
+  norm("layernorm_before", l.norm1_w, l.norm1_b);
+  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string n = p + "attention." + proj;
+    const std::vector<float> w = read(n + ".weight", {d, d}, matrix(d));
+    const std::vector<float> b =
+        c.attention_bias ? read(n + ".bias", {d}, kBias) : std::vector<float>(d, 0.0f);
+    l.qkv_w.insert(l.qkv_w.end(), w.begin(), w.end());
+    l.qkv_b.insert(l.qkv_b.end(), b.begin(), b.end());
+  }
+  if (c.use_qk_norm) {
+    l.q_norm = read(p + "attention.q_norm.weight", {d}, kNormWeight);
+    l.k_norm = read(p + "attention.k_norm.weight", {d}, kNormWeight);
+  }
+  l.out_w = read(p + "attention.projection_layer.weight", {d, d}, matrix(d));
+  l.out_b = read(p + "attention.projection_layer.bias", {d}, kBias);
+  const RandomInit scale = RandomInit::normal(0.1, 0.5);
+  fold_scale(l.out_w, l.out_b, read(p + "lambda_1", {d}, scale));
+  norm("layernorm_after", l.norm2_w, l.norm2_b);
+  l.fc1_w = read(p + "mlp.fc1.weight", {inter, d}, matrix(d));
+  l.fc1_b = read(p + "mlp.fc1.bias", {inter}, kBias);
+  l.fc2_w = read(p + "mlp.fc2.weight", {d, inter}, matrix(inter));
+  l.fc2_b = read(p + "mlp.fc2.bias", {d}, kBias);
+  fold_scale(l.fc2_w, l.fc2_b, read(p + "lambda_2", {d}, scale));
+  return l;
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  const std::string what = "internvl: the encoder's parameter count";
+  auto mul = [&](std::initializer_list<int64_t> v) {
+    return encoder_kit::checked_product(v, what);
+  };
+  auto add = [&](std::initializer_list<int64_t> v) {
+    int64_t n = 0;
+    for (int64_t x : v) n = encoder_kit::checked_add(n, x, what);
+    return n;
+  };
+  const int64_t d = c.hidden_size, inter = c.intermediate_size, t = c.text_hidden_size;
+  const int64_t layer = add({mul({4, d, d}), mul({12, d}), mul({2, inter, d}), inter});
+  return add({mul({d, c.patch_cols()}), mul({c.seq_per_tile() + 2, d}),
+              mul({c.num_hidden_layers, layer}), mul({t, c.shuffled_width()}), mul({t, t}),
+              mul({3, c.shuffled_width()}), mul({2, t})});
+}
+
+}  // namespace
+
+Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) {
+  const ModelConfig& c = o.model;
+  encoder_kit::require_weights_fit(parameter_count(c),
+                                   "internvl: the encoder (num_hidden_layers " +
+                                       std::to_string(c.num_hidden_layers) + ", hidden_size " +
+                                       std::to_string(c.hidden_size) + ", intermediate_size " +
+                                       std::to_string(c.intermediate_size) + ", text_hidden_size " +
+                                       std::to_string(c.text_hidden_size) + ")");
+  const Reader read{source, o.weight_prefix};
+  const int64_t d = c.hidden_size, pv = c.patch_values(), cols = c.patch_cols();
+  const int64_t sw = c.shuffled_width(), t = c.text_hidden_size;
+  Weights w;
+  const std::string e = "vision_tower.embeddings.";
+  const std::vector<float> conv = read(e + "patch_embeddings.projection.weight",
+                                       {d, c.num_channels, c.patch_size, c.patch_size}, matrix(pv));
+  w.patch_w.assign(static_cast<size_t>(d * cols), 0.0f);
+  for (int64_t r = 0; r < d; ++r)
+    std::copy(conv.begin() + r * pv, conv.begin() + (r + 1) * pv, w.patch_w.begin() + r * cols);
+  w.patch_b = read(e + "patch_embeddings.projection.bias", {d}, kBias);
+  // The tiles are always image_size: positions are used as stored (transformers
+  // interpolates them only for another size).
+  const std::vector<float> pos =
+      read(e + "position_embeddings", {1, c.seq_per_tile(), d}, RandomInit::normal(0.2));
+  w.cls = read(e + "cls_token", {1, 1, d}, RandomInit::normal(0.2));
+  for (int64_t k = 0; k < d; ++k) w.cls[k] += pos[k];
+  w.pos.assign(pos.begin() + d, pos.end());
+  for (int64_t i = 0; i < c.layers_to_run(); ++i) w.layers.push_back(load_layer(read, c, i));
+  if (c.uses_final_layernorm()) {
+    w.final_w = read("vision_tower.layernorm.weight", {d}, kNormWeight);
+    w.final_b = read("vision_tower.layernorm.bias", {d}, kNormBias);
+  }
+  const std::string m = "multi_modal_projector.";
+  w.proj_ln_w = read(m + "layer_norm.weight", {sw}, kNormWeight);
+  w.proj_ln_b = read(m + "layer_norm.bias", {sw}, kNormBias);
+  w.proj1_w = read(m + "linear_1.weight", {t, sw}, matrix(sw));
+  w.proj1_b = read(m + "linear_1.bias", {t}, kBias);
+  w.proj2_w = read(m + "linear_2.weight", {t, t}, matrix(t));
+  w.proj2_b = read(m + "linear_2.bias", {t}, kBias);
+  return w;
+}
+
+}  // namespace internvl

@@ -1,0 +1,132 @@
+// The plugin's CUDA path (bf16) against its CPU path (f32) on the same random
+// weights: a tiny model and InternViT-300M's widths (head_dim 64, 1025 rows a
+// tile, 256 image tokens a tile), images of mixed tile counts eagerly and
+// through captured graphs with NaN-poisoned memory, the RMSNorm variant, and
+// the qk-norm variant refused with its fix. Needs a GPU: the suite's main
+// skips without one (fails when ENCGRAPH_REQUIRE_GPU=1).
+#include "../plugin_test_support.hpp"
+#include "../test_support.hpp"
+
+#include <encgraph/runtime.hpp>
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using encgraph::test::message_of;
+using encgraph::test::rel_error;
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
+constexpr double kBf16Tolerance = 2e-2;
+
+KeyValues tiny() {
+  return {{"hidden_size", "64"},        {"intermediate_size", "128"},
+          {"num_attention_heads", "4"}, {"num_hidden_layers", "2"},
+          {"image_size", "56"},         {"patch_size", "14"},
+          {"text_hidden_size", "48"},   {"max_patches", "6"},
+          {"max_budget_tiles", "16"},   {"seed", "5"}};
+}
+
+KeyValues vit300m(int layers) {
+  return {{"hidden_size", "1024"},       {"intermediate_size", "4096"},
+          {"num_attention_heads", "16"}, {"num_hidden_layers", std::to_string(layers)},
+          {"image_size", "448"},         {"patch_size", "14"},
+          {"text_hidden_size", "896"},   {"max_patches", "6"},
+          {"max_budget_tiles", "8"},     {"seed", "6"}};
+}
+
+encgraph::RuntimeConfig config(KeyValues kv, const std::string& device) {
+  encgraph::RuntimeConfig rc;
+  rc.plugin = "internvl";
+  rc.plugin_dirs = encgraph::test::plugin_dirs();
+  rc.device = device;
+  rc.weights = "random";
+  if (device == "cpu") kv.emplace_back("dtype", "f32");
+  rc.plugin_config = kv;
+  rc.stats_log_interval = 0;
+  return rc;
+}
+
+struct Images {
+  std::vector<std::vector<uint8_t>> pixels;
+  std::vector<eg_item_desc> descs;
+  Images(const std::vector<std::pair<int64_t, int64_t>>& sizes, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (const auto& [h, w] : sizes) {
+      pixels.emplace_back(static_cast<size_t>(h * w * 3));
+      for (uint8_t& v : pixels.back()) v = static_cast<uint8_t>(rng() & 0xffu);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      eg_item_desc d{};
+      d.modality = EG_MODALITY_IMAGE;
+      d.channels = 3;
+      d.height = sizes[i].first;
+      d.width = sizes[i].second;
+      d.frames = 1;
+      d.pixels = pixels[i].data();
+      descs.push_back(d);
+    }
+  }
+};
+
+std::vector<std::vector<float>> run(encgraph::RuntimeConfig rc, const Images& im, bool graphs) {
+  rc.use_graphs = graphs;
+  rc.poison_memory = graphs;
+  encgraph::Runtime rt(rc);
+  if (graphs) rt.capture();
+  std::vector<encgraph::Item> items;
+  for (const eg_item_desc& d : im.descs) items.push_back(rt.make_item(d));
+  const encgraph::Result r = rt.execute(items);
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < items.size(); ++i) out.push_back(r.item_as_float(i));
+  return out;
+}
+
+void compare_devices(const KeyValues& kv, const Images& im) {
+  const auto cpu = run(config(kv, "cpu"), im, false);
+  for (bool graphs : {false, true}) {
+    CAPTURE(graphs);
+    const auto gpu = run(config(kv, "cuda"), im, graphs);
+    REQUIRE(gpu.size() == cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(gpu[i].size() == cpu[i].size());
+      CHECK(encgraph::test::all_finite(gpu[i]));
+      CHECK(rel_error(gpu[i], std::vector<double>(cpu[i].begin(), cpu[i].end())) < kBf16Tolerance);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tiny model on CUDA matches the CPU path, eagerly and in graphs") {
+  // 1, 2+1, 2x2+1, 6+1 and 1 tiles.
+  const Images im({{56, 56}, {56, 112}, {112, 112}, {40, 300}, {70, 50}}, 11);
+  SUBCASE("layer norms") {
+    compare_devices(tiny(), im);
+  }
+  SUBCASE("rms_norm, q/k/v biases, the final layernorm") {
+    KeyValues kv = tiny();
+    kv.insert(
+        kv.end(),
+        {{"norm_type", "rms_norm"}, {"attention_bias", "true"}, {"use_mean_pooling", "false"}});
+    compare_devices(kv, im);
+  }
+}
+
+TEST_CASE("InternViT-300M's widths on CUDA match the CPU path") {
+  // One tile, and a 3x1 grid plus its thumbnail.
+  compare_devices(vit300m(2), Images({{448, 448}, {300, 900}}, 12));
+}
+
+TEST_CASE("qk-norm is refused on CUDA with its fix") {
+  KeyValues kv = tiny();
+  kv.emplace_back("use_qk_norm", "true");
+  const std::string m = message_of([&] { encgraph::Runtime rt(config(kv, "cuda")); });
+  CHECK(m.find("use_qk_norm") != std::string::npos);
+  CHECK(m.find("device = \"cpu\"") != std::string::npos);
+}
