@@ -28,13 +28,14 @@ struct Pending {
   std::vector<ItemPtr> items;
   std::atomic<size_t> remaining{0};
   std::atomic<bool> finished{false};
+  bool cache_only = true;  // set before the lookups' hold is released, read after
   ModelService::Done done;
 
   void finish_error(const std::exception_ptr& error) {
-    if (!finished.exchange(true)) done({}, error);
+    if (!finished.exchange(true)) done({}, error, false);
   }
   void item_ready() {
-    if (--remaining == 0 && !finished.exchange(true)) done(std::move(items), nullptr);
+    if (--remaining == 0 && !finished.exchange(true)) done(std::move(items), nullptr, cache_only);
   }
 };
 
@@ -132,7 +133,10 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
     if (lookup.found == EmbeddingCache::Found::Hit) {
       pending->items[i] = lookup.item;
       pending->item_ready();
-    } else if (lookup.found == EmbeddingCache::Found::Claimed) {
+      continue;
+    }
+    pending->cache_only = false;
+    if (lookup.found == EmbeddingCache::Found::Claimed) {
       auto work = std::make_shared<Work>(Work{key, std::move(images[i]), labels.at(i)});
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }

@@ -53,8 +53,11 @@ class ModelService {
   int64_t max_pixels() const { return config_.serve.max_pixels; }
 
   // items[i]: image i's outputs; or the first error (a ProtocolError, an
-  // encgraph::Error); called once, from any thread.
-  using Done = std::function<void(std::vector<ItemPtr> items, std::exception_ptr error)>;
+  // encgraph::Error); called once, from any thread. `cache_only`: every image
+  // was a cache hit (the request never waited for the engine), which is what
+  // the server's per-hit overhead is measured on.
+  using Done =
+      std::function<void(std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only)>;
   void infer(uint64_t request_id, std::vector<DecodedImage> images,
              const std::vector<std::string>& labels, Done done);
 

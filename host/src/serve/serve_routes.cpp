@@ -156,6 +156,7 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
     throw ProtocolError(503, "the server is shutting down; send the request elsewhere");
   const auto service = find(model);
   if (!service) throw ProtocolError(404, "no model named '" + model + "' is loaded");
+  const TimePoint start = clock_.now();  // the body in hand: what the server itself adds
   std::optional<uint64_t> header_length;
   if (const auto field = request.find("Inference-Header-Content-Length"); field != request.end()) {
     const std::string text(field->value());
@@ -174,8 +175,8 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   // the response, a large JSON text at times, is written on the pool so that
   // the engine goes on with the next batch.
   submit(*service, *parsed,
-         [this, parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
-                                                           std::exception_ptr error) {
+         [this, parsed, model, reply, version, keep_alive, start](
+             std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
            HttpRequest shape;
            shape.version(version);
            shape.keep_alive(keep_alive);
@@ -183,13 +184,17 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
              const auto [status, message] = http_error(error);
              return reply(make_response(shape, status, error_json(message)));
            }
-           asio::post(pool_, [parsed, model, reply, shape, items = std::move(items)] {
+           asio::post(pool_, [this, parsed, model, reply, shape, start, cache_only,
+                              items = std::move(items)] {
              EncodedBody body = encode_infer_response(model, *parsed, items);
              HttpResponse response = make_response(
                  shape, 200, std::move(body.body),
                  body.header_length ? "application/octet-stream" : "application/json");
              if (body.header_length)
                response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
+             if (cache_only)
+               metrics_.count_cache_only_request(
+                   std::chrono::duration<double>(clock_.now() - start).count());
              reply(std::move(response));
            });
          });
