@@ -45,6 +45,7 @@ import multiprocessing
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import struct
@@ -167,19 +168,22 @@ def client_process(host, port, model, side, plans, barrier, results):
 
     threads = [threading.Thread(target=run, args=(c, r)) for c, r in zip(conns, requests)]
     barrier.wait()
+    cpu = cpu_seconds()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     end = time.monotonic()
+    cpu = cpu_seconds() - cpu
     for c in conns:
         c.close()
-    results.put((latencies, errors, end))
+    results.put((latencies, errors, end, cpu))
 
 
 def run_load(host, port, model, side, plans, procs):
     """Runs `plans` (one seed list per connection) over `procs` processes;
-    returns (latencies, errors, seconds from the common start to the last answer)."""
+    returns (latencies, errors, seconds from the common start to the last
+    answer, the client processes' CPU seconds in that time)."""
     ctx = multiprocessing.get_context("fork")
     procs = max(1, min(procs, len(plans)))
     barrier = ctx.Barrier(procs + 1)
@@ -191,17 +195,24 @@ def run_load(host, port, model, side, plans, procs):
         w.start()
     barrier.wait()  # every process has its requests built and connections open
     t0 = time.monotonic()
-    latencies, errors, end = [], [], t0
+    latencies, errors, end, cpu = [], [], t0, 0.0
     for _ in workers:
-        lat, err, e = results.get()
+        lat, err, e, c = results.get()
         latencies += lat
         errors += err
         end = max(end, e)
+        cpu += c
     for w in workers:
         w.join()
         if w.exitcode:
             sys.exit(f"a client process failed (exit code {w.exitcode})")
-    return latencies, errors, end - t0
+    return latencies, errors, end - t0, cpu
+
+
+def cpu_seconds():
+    """This process's CPU time, all its threads, user and system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def metrics(host, port):
@@ -284,7 +295,8 @@ def main():
     before = metrics(host, port)
     plans = [schedule(c, args.requests // args.clients + (c < args.requests % args.clients), args.repeat,
                       args.hot, 1) for c in range(args.clients)]
-    latencies, errors, seconds = run_load(host, port, model, args.side, plans, args.procs)
+    latencies, errors, seconds, cpu = run_load(host, port, model, args.side, plans, args.procs)
+    client_cpu = cpu / max(1, args.requests)  # sending, reading, timing: the harness's own cost
     after = metrics(host, port)
     server.send_signal(signal.SIGTERM)
     exit_code = server.wait(timeout=300)
@@ -315,6 +327,7 @@ def main():
         "cache_only_server_us_mean": 1e6 * d.get(hist + "_sum", 0.0) / max(1.0, hit_requests),
         "cache_only_server_us_p50_at_most": 1e6 * histogram_quantile(d, hist, 0.5),
         "cache_only_server_us_p99_at_most": 1e6 * histogram_quantile(d, hist, 0.99),
+        "client_cpu_us_per_request": 1e6 * client_cpu,
         "exit_code": exit_code,
     }
     print(json.dumps({"serve": served}, indent=1), flush=True)
@@ -348,6 +361,9 @@ def main():
                      "%.0f / <= %.0f / <= %.0f" % (served["cache_only_server_us_mean"],
                                                    served["cache_only_server_us_p50_at_most"],
                                                    served["cache_only_server_us_p99_at_most"])))
+    rows.append(("client CPU us per request / requests/s the %d client processes could drive "
+                 "on cores of their own" % served["client_processes"],
+                 "%.0f / %.0f" % (1e6 * client_cpu, served["client_processes"] / max(client_cpu, 1e-9))))
     rows.append(("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code)))
     rows += [("bench %s items/s (%dx%d, requests of 64)" % (m, args.side, args.side), "%.1f" % v)
              for m, v in bench.items()]
