@@ -2,6 +2,7 @@
 
 #include "cli.hpp"
 #include "safetensors.hpp"
+#include "serve/video_input.hpp"
 
 #include <encgraph/error.hpp>
 
@@ -21,7 +22,19 @@ struct Work {
   CacheKey key;
   DecodedImage pixels;
   std::string label;
+  bool video = false;
 };
+
+// What the plugin is told of a work item (pixels not set).
+eg_item_desc describe(const Work& work) {
+  eg_item_desc desc{};
+  desc.modality = work.video ? EG_MODALITY_VIDEO : EG_MODALITY_IMAGE;
+  desc.channels = work.pixels.channels;
+  desc.height = work.pixels.height;
+  desc.width = work.pixels.width;
+  desc.frames = work.video ? work.pixels.frames : 1;
+  return desc;
+}
 
 // The shared state of one request: filled by cache waiters on any thread.
 struct Pending {
@@ -50,12 +63,14 @@ std::string file_identity_text(const std::filesystem::path& file) {
 
 }  // namespace
 
-CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity) {
+CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& model_identity) {
   XXH3_state_t* state = XXH3_createState();
   if (!state) throw std::bad_alloc();
   XXH3_128bits_reset(state);
   XXH3_128bits_update(state, image.pixels.data(), image.pixels.size());
-  const int64_t geometry[4] = {image.frames, image.height, image.width, image.channels};
+  // A one-frame video and an image of the same pixels are different items.
+  const int64_t geometry[5] = {image.frames, image.height, image.width, image.channels,
+                               video ? 1 : 0};
   XXH3_128bits_update(state, geometry, sizeof(geometry));
   XXH3_128bits_update(state, model_identity.data(), model_identity.size());
   const XXH128_hash_t h = XXH3_128bits_digest(state);
@@ -90,6 +105,7 @@ ModelService::ModelService(std::string name, const HostConfig& config, ServeMetr
       outputs_(engine_->model().outputs()),
       plugin_(engine_->model().plugin_name()),
       identity_(model_identity(config)),
+      takes_video_(engine_->model().supports_modality(EG_MODALITY_VIDEO)),
       cache_(config.serve.cache_bytes),
       scheduler_(
           [&] {
@@ -112,18 +128,29 @@ ModelService::~ModelService() {
 }
 
 RequestLimits ModelService::request_limits() const {
-  return {config_.serve.max_items_per_request, config_.serve.max_pixels};
+  return {config_.serve.max_items_per_request, config_.serve.max_pixels,
+          config_.limits.max_frames_per_video};
 }
 
-void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
-                         const std::vector<std::string>& labels, Done done) {
+DecodedImage ModelService::decode_video(const std::vector<uint8_t>& bytes,
+                                        const std::string& label) const {
+  return decode_video_bytes(bytes, label, config_.workload.video, config_.serve.max_pixels,
+                            config_.limits.max_frames_per_video);
+}
+
+void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Done done) {
+  if (!takes_video_)
+    for (const ServeInput& in : inputs)
+      if (in.video)
+        throw ProtocolError(400, in.label + ": model '" + name_ + "' (plugin " + plugin_ +
+                                     ") takes no videos; send images");
   auto pending = std::make_shared<Pending>();
-  pending->items.resize(images.size());
-  pending->remaining = images.size() + 1;  // + 1: held until every lookup is made
+  pending->items.resize(inputs.size());
+  pending->remaining = inputs.size() + 1;  // + 1: held until every lookup is made
   pending->done = std::move(done);
   std::vector<QueuedItem> claimed;
-  for (size_t i = 0; i < images.size(); ++i) {
-    const CacheKey key = pixels_key(images[i], identity_);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const CacheKey key = pixels_key(inputs[i].pixels, inputs[i].video, identity_);
     auto lookup =
         cache_.lookup(key, [pending, i](const ItemPtr& item, const std::exception_ptr& error) {
           if (error) return pending->finish_error(error);
@@ -137,7 +164,8 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
     }
     pending->cache_only = false;
     if (lookup.found == EmbeddingCache::Found::Claimed) {
-      auto work = std::make_shared<Work>(Work{key, std::move(images[i]), labels.at(i)});
+      auto work = std::make_shared<Work>(
+          Work{key, std::move(inputs[i].pixels), std::move(inputs[i].label), inputs[i].video});
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }
   }
@@ -147,14 +175,8 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
   std::vector<QueuedItem> accepted;
   for (QueuedItem& q : claimed) {
     Work& work = *std::static_pointer_cast<Work>(q.work);
-    eg_item_desc desc{};
-    desc.modality = EG_MODALITY_IMAGE;
-    desc.channels = work.pixels.channels;
-    desc.height = work.pixels.height;
-    desc.width = work.pixels.width;
-    desc.frames = 1;
     try {
-      q.tokens = tokens_for(desc);
+      q.tokens = tokens_for(describe(work));
       accepted.push_back(std::move(q));
     } catch (const Error& e) {
       const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
@@ -177,7 +199,7 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
 }
 
 int64_t ModelService::tokens_for(const eg_item_desc& desc) {
-  const std::pair<int64_t, int64_t> geometry{desc.height, desc.width};
+  const std::array<int64_t, 4> geometry{desc.modality, desc.frames, desc.height, desc.width};
   {
     std::lock_guard<std::mutex> lock(spec_mutex_);
     if (auto it = tokens_by_size_.find(geometry); it != tokens_by_size_.end()) return it->second;
@@ -216,12 +238,7 @@ void ModelService::run_batch(std::vector<QueuedItem>& batch) {
   std::vector<std::string> labels;
   for (const QueuedItem& q : batch) {
     const Work& work = *std::static_pointer_cast<Work>(q.work);
-    eg_item_desc desc{};
-    desc.modality = EG_MODALITY_IMAGE;
-    desc.channels = work.pixels.channels;
-    desc.height = work.pixels.height;
-    desc.width = work.pixels.width;
-    desc.frames = 1;
+    eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
     descs.push_back(desc);
     labels.push_back(work.label);

@@ -15,6 +15,7 @@
 
 #include <encgraph/engine.hpp>
 
+#include <array>
 #include <exception>
 #include <functional>
 #include <map>
@@ -26,9 +27,17 @@
 
 namespace encgraph::host::serve {
 
+// One decoded item of a request: an image, or a video's frames.
+struct ServeInput {
+  DecodedImage pixels;
+  std::string label;  // what errors name: "images[2]", "videos[0]"
+  bool video = false;
+};
+
 // The cache key of decoded pixels under a model: xxHash's XXH3-128 of the
-// pixels, their geometry and `model_identity` (what else decides the outputs).
-CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity);
+// pixels, their geometry, whether they are a video and `model_identity`
+// (what else decides the outputs).
+CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& model_identity);
 
 // What decides a model's outputs besides the pixels: the resolved settings
 // (plugin, its config, budgets: canonical_config) and, when the weights are
@@ -51,6 +60,10 @@ class ModelService {
   const std::string& plugin_name() const { return plugin_; }
   RequestLimits request_limits() const;
   int64_t max_pixels() const { return config_.serve.max_pixels; }
+  // Whether the plugin takes videos ("videos" and "frames" inputs).
+  bool takes_video() const { return takes_video_; }
+  // A video file's sampled frames, as `encgraph encode` decodes it under this model's config.
+  DecodedImage decode_video(const std::vector<uint8_t>& bytes, const std::string& label) const;
 
   // items[i]: image i's outputs; or the first error (a ProtocolError, an
   // encgraph::Error); called once, from any thread. `cache_only`: every image
@@ -58,16 +71,15 @@ class ModelService {
   // the server's per-hit overhead is measured on.
   using Done =
       std::function<void(std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only)>;
-  void infer(uint64_t request_id, std::vector<DecodedImage> images,
-             const std::vector<std::string>& labels, Done done);
+  void infer(uint64_t request_id, std::vector<ServeInput> inputs, Done done);
 
   CacheStats cache_stats() const { return cache_.stats(); }
   int64_t cache_budget() const { return cache_.byte_budget(); }
   int64_t queued_items() const { return scheduler_.queued_items(); }
 
  private:
-  // The output tokens of an image of desc's geometry, remembered per size so
-  // that a request rarely waits for a running batch to ask the plugin.
+  // The output tokens of an item of desc's geometry, remembered per geometry
+  // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
   void run_batch(std::vector<QueuedItem>& batch);
@@ -81,9 +93,10 @@ class ModelService {
   std::vector<OutputSpec> outputs_;
   std::string plugin_;
   std::string identity_;
+  bool takes_video_ = false;
   std::mutex engine_mutex_;  // one call into the engine (and its plugin) at a time
   std::mutex spec_mutex_;    // tokens_by_size_
-  std::map<std::pair<int64_t, int64_t>, int64_t> tokens_by_size_;
+  std::map<std::array<int64_t, 4>, int64_t> tokens_by_size_;  // modality, frames, height, width
   EmbeddingCache cache_;
   BatchScheduler scheduler_;
   std::thread worker_;  // last: starts once everything above exists

@@ -82,9 +82,9 @@ void ServeApp::route(HttpRequest& request, const Reply& reply) {
       throw ProtocolError(404, "no model named '" + model + "' is loaded");
     if (p.size() == 3) {
       need(get);
-      return reply(make_response(
-          request, 200,
-          model_metadata_json(model, "encgraph_" + service->plugin_name(), service->outputs())));
+      return reply(make_response(request, 200,
+                                 model_metadata_json(model, "encgraph_" + service->plugin_name(),
+                                                     service->outputs(), service->takes_video())));
     }
     if (p.size() == 4 && p[3] == "ready") {
       need(get);
@@ -201,22 +201,28 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
 }
 
 void ServeApp::submit(ModelService& service, InferRequest& parsed, ModelService::Done done) {
-  std::vector<DecodedImage> images;
-  std::vector<std::string> labels;
+  std::vector<ServeInput> inputs;
   for (ImageInput& input : parsed.images) {
-    if (input.encoded) {
-      images.push_back(decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
-                                          service.max_pixels()));
+    if (input.video && !service.takes_video())
+      throw ProtocolError(400, input.label + ": this model (plugin " + service.plugin_name() +
+                                   ") takes no videos; send images");
+    ServeInput in;
+    in.label = input.label;
+    in.video = input.video;
+    if (input.encoded && input.video) {
+      in.pixels = service.decode_video(input.bytes, input.label);
+    } else if (input.encoded) {
+      in.pixels = decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
+                                     service.max_pixels());
     } else {
-      DecodedImage image;
-      image.height = input.height;
-      image.width = input.width;
-      image.pixels = std::move(input.bytes);
-      images.push_back(std::move(image));
+      in.pixels.height = input.height;
+      in.pixels.width = input.width;
+      in.pixels.frames = input.frames;
+      in.pixels.pixels = std::move(input.bytes);
     }
     input.bytes = {};  // decoded: the file's bytes are no longer needed
-    labels.push_back(input.label);
+    inputs.push_back(std::move(in));
   }
-  service.infer(next_request_++, std::move(images), labels, std::move(done));
+  service.infer(next_request_++, std::move(inputs), std::move(done));
 }
 }  // namespace encgraph::host::serve
