@@ -175,3 +175,26 @@ TEST_CASE("a failed computation reaches every waiter and frees the key") {
   CHECK(c.lookup(key, ignore()).found == EmbeddingCache::Found::Claimed);
   CHECK(c.stats().entries == 0);
 }
+
+TEST_CASE("find: a stored key is a counted hit, an absent one counts nothing") {
+  EmbeddingCache c(3 * static_cast<int64_t>(item_of(100, 0)->charge()));
+  CHECK(c.find({5, 1}) == nullptr);
+  CHECK(c.stats().lookups == 0);
+  const ItemPtr item = item_of(100, 1);
+  compute(c, {5, 1}, item);
+  CHECK(c.find({5, 1}) == item);
+  CHECK(c.stats().hits == 1);
+  CHECK(c.stats().lookups == 2);  // compute's lookup, then find's
+  // An in-flight key is not found (its waiters are the lookup's business).
+  REQUIRE(c.lookup({5, 2}, ignore()).found == EmbeddingCache::Found::Claimed);
+  CHECK(c.find({5, 2}) == nullptr);
+  c.fulfil({5, 2}, item_of(100, 2));
+  // find makes the key the most recently used: {5, 1} survives two more entries.
+  CHECK(c.find({5, 1}) == item);
+  compute(c, {5, 3}, item_of(100, 3));
+  compute(c, {5, 4}, item_of(100, 4));
+  CHECK(c.find({5, 1}) == item);
+  CHECK(c.find({5, 2}) == nullptr);  // evicted: the least recently used
+  const CacheStats s = c.stats();
+  CHECK(s.hits + s.misses + s.coalesced == s.lookups);
+}

@@ -32,6 +32,16 @@ EmbeddingCache::Lookup EmbeddingCache::lookup(const CacheKey& key, CacheWaiter w
   return {Found::Joined, nullptr};
 }
 
+ItemPtr EmbeddingCache::find(const CacheKey& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  ++stats_.lookups;
+  ++stats_.hits;
+  return it->second->item;
+}
+
 std::vector<CacheWaiter> EmbeddingCache::take_waiters(const CacheKey& key) {
   std::vector<CacheWaiter> waiters;
   if (auto it = in_flight_.find(key); it != in_flight_.end()) {

@@ -77,6 +77,10 @@ class EmbeddingCache {
     ItemPtr item;
   };
   Lookup lookup(const CacheKey& key, CacheWaiter waiter);
+  // The stored outputs of `key`, counted as a lookup and a hit (and made the
+  // most recently used) when stored; null, counting nothing, when not: the
+  // caller then makes a full lookup().
+  ItemPtr find(const CacheKey& key);
 
   // The claimed key's outputs: stored when they fit the budget (evicting the
   // least recently used), then handed to every waiter (outside the lock).

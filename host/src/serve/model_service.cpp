@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -73,6 +74,18 @@ CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& mo
                                video ? 1 : 0};
   XXH3_128bits_update(state, geometry, sizeof(geometry));
   XXH3_128bits_update(state, model_identity.data(), model_identity.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return {h.high64, h.low64};
+}
+
+CacheKey file_key(const std::vector<uint8_t>& bytes, bool video) {
+  XXH3_state_t* state = XXH3_createState();
+  if (!state) throw std::bad_alloc();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+  const uint8_t kind = video ? 'v' : 'i';
+  XXH3_128bits_update(state, &kind, 1);
   const XXH128_hash_t h = XXH3_128bits_digest(state);
   XXH3_freeState(state);
   return {h.high64, h.low64};
@@ -150,7 +163,17 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   pending->done = std::move(done);
   std::vector<QueuedItem> claimed;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].cached) {  // found by its file's bytes: a hit already counted
+      pending->items[i] = std::move(inputs[i].cached);
+      pending->item_ready();
+      continue;
+    }
     const CacheKey key = pixels_key(inputs[i].pixels, inputs[i].video, identity_);
+    if (inputs[i].file_key) {
+      std::lock_guard<std::mutex> lock(files_mutex_);
+      if (pixels_of_file_.size() >= 1 << 20) pixels_of_file_.clear();  // bounded memory
+      pixels_of_file_[*inputs[i].file_key] = key;
+    }
     auto lookup =
         cache_.lookup(key, [pending, i](const ItemPtr& item, const std::exception_ptr& error) {
           if (error) return pending->finish_error(error);
@@ -198,6 +221,17 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   pending->item_ready();  // the lookups' hold
 }
 
+ItemPtr ModelService::find_file(const CacheKey& file) {
+  CacheKey pixels;
+  {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    const auto it = pixels_of_file_.find(file);
+    if (it == pixels_of_file_.end()) return nullptr;
+    pixels = it->second;
+  }
+  return cache_.find(pixels);
+}
+
 int64_t ModelService::tokens_for(const eg_item_desc& desc) {
   const std::array<int64_t, 4> geometry{desc.modality, desc.frames, desc.height, desc.width};
   {
@@ -217,23 +251,18 @@ int64_t ModelService::tokens_for(const eg_item_desc& desc) {
   return tokens;
 }
 
-void ModelService::run_worker() {
-  while (true) {
-    std::vector<QueuedItem> batch = scheduler_.wait_batch();
-    if (batch.empty()) return;  // closed and drained
-    const TimePoint start = clock_.now();
-    std::set<uint64_t> requests;
-    for (const QueuedItem& q : batch) {
-      requests.insert(q.request);
-      metrics_.count_queue_wait(std::chrono::duration<double>(start - q.enqueued).count());
-    }
-    metrics_.count_batch(static_cast<int64_t>(batch.size()), static_cast<int64_t>(requests.size()));
-    metrics_.set_queued_items(scheduler_.queued_items());
-    run_batch(batch);
+void ModelService::count_taken(const std::vector<QueuedItem>& batch) {
+  const TimePoint now = clock_.now();
+  std::set<uint64_t> requests;
+  for (const QueuedItem& q : batch) {
+    requests.insert(q.request);
+    metrics_.count_queue_wait(std::chrono::duration<double>(now - q.enqueued).count());
   }
+  metrics_.count_batch(static_cast<int64_t>(batch.size()), static_cast<int64_t>(requests.size()));
+  metrics_.set_queued_items(scheduler_.queued_items());
 }
 
-void ModelService::run_batch(std::vector<QueuedItem>& batch) {
+Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
   for (const QueuedItem& q : batch) {
@@ -243,36 +272,96 @@ void ModelService::run_batch(std::vector<QueuedItem>& batch) {
     descs.push_back(desc);
     labels.push_back(work.label);
   }
+  return engine_->prepare(descs, labels);
+}
+
+void ModelService::run_worker() {
+  std::vector<QueuedItem> batch = scheduler_.wait_batch();
+  if (!batch.empty()) count_taken(batch);
+  std::optional<Request> ready;  // the next batch's items, made while this batch ran
+  while (!batch.empty()) {
+    // Lives until the batch's rows are copied back: the device may read its
+    // items' buffers until then.
+    std::optional<Request> request = std::move(ready);
+    ready.reset();
+    std::optional<Result> result;
+    std::exception_ptr failure;
+    try {
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      if (!request) request = prepare(batch);
+      result = engine_->execute(*request);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Pipelining: execute only enqueues the batch on a device, so the next
+    // due batch's items are made (the plugin's preprocessing, on the host)
+    // while the device runs this one; the device then waits only for the
+    // copy back and the delivery. A failure here is met again, and handled,
+    // when that batch runs.
+    std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
+    if (!next.empty()) {
+      count_taken(next);
+      try {
+        std::lock_guard<std::mutex> lock(engine_mutex_);
+        ready = prepare(next);
+      } catch (...) {
+        ready.reset();
+      }
+    }
+    if (result) {
+      try {
+        deliver(batch, *result);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    result.reset();
+    request.reset();
+    if (failure) batch_failed(batch, failure);
+    if (next.empty()) {
+      next = scheduler_.wait_batch();
+      if (!next.empty()) count_taken(next);
+    }
+    batch = std::move(next);
+  }
+}
+
+void ModelService::run_batch(std::vector<QueuedItem>& batch) {
   try {
     std::unique_lock<std::mutex> lock(engine_mutex_);
-    const Request request = engine_->prepare(descs, labels);
+    const Request request = prepare(batch);
     const Result result = engine_->execute(request);
     lock.unlock();  // copying the rows out and answering need no engine
     deliver(batch, result);
   } catch (...) {
-    if (batch.size() > 1) {
-      // One bad item must not fail the others: each runs alone to find it.
-      for (QueuedItem& q : batch) {
-        std::vector<QueuedItem> one{q};
-        run_batch(one);
-      }
-      return;
-    }
-    const Work& work = *std::static_pointer_cast<Work>(batch[0].work);
-    metrics_.count_item_errors(1);
-    std::exception_ptr error = std::current_exception();
-    try {
-      throw;
-    } catch (const Error& e) {
-      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
-      error = std::make_exception_ptr(
-          ProtocolError(e.kind() == ErrorKind::Input ? 400 : 500, work.label + ": " + e.what()));
-    } catch (const std::exception& e) {
-      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
-      error = std::make_exception_ptr(ProtocolError(500, work.label + ": " + e.what()));
-    }
-    cache_.fail(work.key, error);
+    batch_failed(batch, std::current_exception());
   }
+}
+
+void ModelService::batch_failed(std::vector<QueuedItem>& batch, const std::exception_ptr& failure) {
+  if (batch.size() > 1) {
+    // One bad item must not fail the others: each runs alone to find it.
+    for (QueuedItem& q : batch) {
+      std::vector<QueuedItem> one{q};
+      run_batch(one);
+    }
+    return;
+  }
+  const Work& work = *std::static_pointer_cast<Work>(batch[0].work);
+  metrics_.count_item_errors(1);
+  std::exception_ptr error = failure;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Error& e) {
+    spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+    error = std::make_exception_ptr(
+        ProtocolError(e.kind() == ErrorKind::Input ? 400 : 500, work.label + ": " + e.what()));
+  } catch (const std::exception& e) {
+    spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+    error = std::make_exception_ptr(ProtocolError(500, work.label + ": " + e.what()));
+  } catch (...) {
+  }
+  cache_.fail(work.key, error);
 }
 
 void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& result) {

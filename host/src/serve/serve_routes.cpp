@@ -209,11 +209,15 @@ void ServeApp::submit(ModelService& service, InferRequest& parsed, ModelService:
     ServeInput in;
     in.label = input.label;
     in.video = input.video;
-    if (input.encoded && input.video) {
-      in.pixels = service.decode_video(input.bytes, input.label);
-    } else if (input.encoded) {
-      in.pixels = decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
-                                     service.max_pixels());
+    if (input.encoded) {
+      // A file sent before whose outputs are stored needs no decoding and no pixel hash.
+      in.file_key = file_key(input.bytes, input.video);
+      in.cached = service.find_file(*in.file_key);
+      if (!in.cached && input.video)
+        in.pixels = service.decode_video(input.bytes, input.label);
+      else if (!in.cached)
+        in.pixels = decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
+                                       service.max_pixels());
     } else {
       in.pixels.height = input.height;
       in.pixels.width = input.width;
