@@ -54,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 import zlib
 
@@ -143,7 +144,16 @@ def schedule(client, count, repeat, hot, rng_seed):
 
 def client_process(host, port, model, side, plans, barrier, results):
     """Runs the plans (one seed list per connection) on threads, after every
-    request body is built and the barrier (the clock's start) is passed."""
+    request body is built and the barrier (the clock's start) is passed.
+    Puts (latencies, errors, end, cpu) on `results`, or a failure's text."""
+    try:
+        results.put(client_load(host, port, model, side, plans, barrier))
+    except Exception:  # noqa: BLE001  (reported by the parent, which must not hang)
+        barrier.abort()
+        results.put(traceback.format_exc())
+
+
+def client_load(host, port, model, side, plans, barrier):
     images = {}
     requests = []
     for plan in plans:
@@ -155,13 +165,18 @@ def client_process(host, port, model, side, plans, barrier, results):
     latencies, errors = [], []
     lock = threading.Lock()
 
+    failed = []
+
     def run(conn, reqs):
         mine, bad = [], []
-        for r in reqs:
-            t0 = time.monotonic()
-            status = conn.exchange(r)
-            dt = time.monotonic() - t0
-            (mine.append(dt) if status == 200 else bad.append(status))
+        try:
+            for r in reqs:
+                t0 = time.monotonic()
+                status = conn.exchange(r)
+                dt = time.monotonic() - t0
+                (mine.append(dt) if status == 200 else bad.append(status))
+        except OSError as e:
+            failed.append(repr(e))
         with lock:
             latencies.extend(mine)
             errors.extend(bad)
@@ -177,7 +192,9 @@ def client_process(host, port, model, side, plans, barrier, results):
     cpu = cpu_seconds() - cpu
     for c in conns:
         c.close()
-    results.put((latencies, errors, end, cpu))
+    if failed:
+        raise RuntimeError("a connection failed: " + failed[0])
+    return latencies, errors, end, cpu
 
 
 def run_load(host, port, model, side, plans, procs):
@@ -193,19 +210,27 @@ def run_load(host, port, model, side, plans, procs):
                for p in range(procs)]
     for w in workers:
         w.start()
-    barrier.wait()  # every process has its requests built and connections open
+    try:
+        barrier.wait()  # every process has its requests built and connections open
+    except threading.BrokenBarrierError:
+        pass  # a process failed: its report follows
     t0 = time.monotonic()
     latencies, errors, end, cpu = [], [], t0, 0.0
+    failures = []
     for _ in workers:
-        lat, err, e, c = results.get()
+        report = results.get()
+        if isinstance(report, str):
+            failures.append(report)
+            continue
+        lat, err, e, c = report
         latencies += lat
         errors += err
         end = max(end, e)
         cpu += c
     for w in workers:
         w.join()
-        if w.exitcode:
-            sys.exit(f"a client process failed (exit code {w.exitcode})")
+    if failures:
+        sys.exit("a client process failed:\n" + failures[0])
     return latencies, errors, end - t0, cpu
 
 
@@ -285,8 +310,16 @@ def main():
     if not line.startswith("listening on http://"):
         sys.exit(f"serve did not start: {line!r}")
     host, port = line.split("//")[1].strip().rsplit(":", 1)
-    port = int(port)
+    try:
+        return measure(args, server, host, int(port), model, set_args)
+    finally:
+        if server.poll() is None:  # a client failed: the server must not outlive the script
+            server.kill()
 
+
+def measure(args, server, host, port, model, set_args):
+    """The warm-up, the measured load, the server's metrics and `encgraph bench`;
+    prints the figures and the table; returns the exit code."""
     # Warm-up: every hot image once, then fresh ones up to 4 per connection
     # (connections, allocator, first batches); all answered before the clock.
     warm = list(range(HOT_SEED, HOT_SEED + args.hot)) if args.repeat > 0 else []
