@@ -83,6 +83,10 @@ class GrpcEndpoint::Service final : public inference::GRPCInferenceService::Call
       };
       tensor(response->add_inputs(), kImagesInput, "BYTES", {-1});
       tensor(response->add_inputs(), kPixelsInput, "UINT8", {-1, -1, 3});
+      if (service->takes_video()) {
+        tensor(response->add_inputs(), kVideosInput, "BYTES", {-1});
+        tensor(response->add_inputs(), kFramesInput, "UINT8", {-1, -1, -1, 3});
+      }
       for (const OutputSpec& out : service->outputs()) {
         tensor(response->add_outputs(), out.name, "FP32", {-1, out.width});
         tensor(response->add_outputs(), out.name + kRowsSuffix, "INT64", {-1});

@@ -35,7 +35,7 @@ class ProtocolError : public std::runtime_error {
 
 // The model's input tensors: "images" (BYTES, one PNG or JPEG file per
 // element) and "pixels" (UINT8 [H, W, 3], or [N, H, W, 3] for N images);
-// for models that take videos (HTTP only), "videos" (BYTES, one video file
+// for models that take videos, "videos" (BYTES, one video file
 // per element, its frames sampled as `encgraph encode` samples a file's) and
 // "frames" (UINT8 [F, H, W, 3]: one video of F frames, all used, or
 // [N, F, H, W, 3] for N videos).
