@@ -233,6 +233,12 @@ TEST_CASE("video inputs: wrong shapes, datatypes and too many frames are refused
       std::nullopt, limits);
   CHECK(status == 400);
   CHECK(message.find("limits.max_frames_per_video") != std::string::npos);
+  // A shape promising 2e11 values with none sent: refused, nothing that size allocated.
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [4096, 4096, 4096, 3],
+                      "data": [1]}]})");
+  CHECK(status == 400);
+  CHECK(message.find("holds 1 values") != std::string::npos);
   std::tie(status, message) = refusal(
       R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [0, 1, 1, 3], "data": []}]})");
   CHECK(message.find("at least 1 frame") != std::string::npos);

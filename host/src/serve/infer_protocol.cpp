@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -156,7 +157,10 @@ void read_pixels(const json& input, const std::string& where, const std::vector<
     // Flat or nested to any depth, as the protocol allows: flattened in order.
     const json& data = input["data"];
     if (!data.is_array()) bad(where + ".data must be an array of integers 0..255");
-    all.reserve(per_image * static_cast<size_t>(n));
+    // The shape alone may promise far more values than the body can hold
+    // (each takes 2 or more bytes): what is reserved is bounded, the values
+    // themselves are counted below.
+    all.reserve(std::min(per_image * static_cast<size_t>(n), size_t{1} << 26));
     // Depth-first, left to right, without recursion (a deeply nested body
     // must not exhaust the stack; nlohmann's parser already bounds it).
     std::vector<std::pair<const json*, size_t>> walk{{&data, 0}};
