@@ -38,13 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RequestLimits limits;
   limits.max_items = 8;
   limits.max_pixels = 4096;
+  limits.max_frames = 16;
   try {
     InferRequest request = parse_infer_request(body, header, outputs(), limits);
     if (request.images.empty() || request.images.size() > 8) __builtin_trap();
     for (const ImageInput& image : request.images)
-      if (!image.encoded &&
-          (image.height * image.width > 4096 ||
-           image.bytes.size() != static_cast<size_t>(image.height * image.width * 3)))
+      if (!image.encoded && (image.height * image.width > 4096 || image.frames < 1 ||
+                             image.frames > 16 || (!image.video && image.frames != 1) ||
+                             image.bytes.size() != static_cast<size_t>(image.frames * image.height *
+                                                                       image.width * 3)))
         __builtin_trap();
     auto item = std::make_shared<ItemOutputs>();
     for (int o = 0; o < 2; ++o) {

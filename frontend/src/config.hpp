@@ -71,10 +71,10 @@ struct LimitsConfig {
 // changes no embedding.
 struct ServeConfig {
   std::string host = "127.0.0.1";
-  int64_t port = 8000;                       // 0: any free port (printed at start)
-  int64_t max_queue_delay_us = 2000;         // oldest queued item's longest wait for a batch
-  int64_t max_queue_items = 1024;            // queued items past which requests get 429
-  int64_t cache_bytes = int64_t{256} << 20;  // embedding cache; 0 disables it
+  int64_t port = 8000;                     // 0: any free port (printed at start)
+  int64_t max_queue_delay_us = 2000;       // oldest queued item's longest wait for a batch
+  int64_t max_queue_items = 1024;          // queued items past which requests get 429
+  int64_t cache_bytes = int64_t{2} << 30;  // embedding cache; 0 disables it
   int64_t max_body_bytes = int64_t{64} << 20;
   int64_t max_items_per_request = 64;
   int64_t max_pixels = 16777216;  // height * width of one image in a request

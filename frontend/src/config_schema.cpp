@@ -121,7 +121,7 @@ const std::vector<KeySpec>& config_schema() {
        "serve: the longest a queued item waits for more items before its batch runs"},
       {"serve.max_queue_items", KeyType::Integer, "1024",
        "serve: items queued (decoded, waiting for the engine) past which requests get 429"},
-      {"serve.cache_bytes", KeyType::Integer, "268435456",
+      {"serve.cache_bytes", KeyType::Integer, "2147483648",
        "serve: the embedding cache's byte budget (LRU); 0 disables it"},
       {"serve.max_body_bytes", KeyType::Integer, "67108864",
        "serve: largest request body; larger ones get 413"},

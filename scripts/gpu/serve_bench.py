@@ -1,40 +1,67 @@
 #!/usr/bin/env python3
 """`encgraph serve` under load against `encgraph bench` on the same config.
 
-64 closed-loop clients (each sends its next request as soon as the last one is
-answered), one 224x224 PNG per request, sent as a binary BYTES tensor with the
-outputs asked in binary; a share of the requests (--repeat, 50% by default)
-repeat an image already sent, so the embedding cache answers them. Reports
-served images/s, client latency percentiles, the cache hit rate, the mean
-batch the scheduler formed and the share of batches mixing requests, then
-`encgraph bench` on 224x224 images of the same config (graphs vs eager,
-items/s) as the ceiling the server's engine time is compared with.
+--clients closed-loop connections (each sends its next request as soon as the
+last one is answered) spread over --procs client processes, so that no single
+Python interpreter (its GIL) caps the load; one 224x224 PNG per request, sent
+as a binary BYTES tensor with the outputs asked in binary. Every request body
+is built before the clock starts, and responses are read into reused buffers
+(recv_into; no per-byte Python work), so a client process costs a few
+microseconds of Python per request.
+
+Repeats: a warm-up first sends a hot set of --hot images once each (and waits
+for every answer); then a share of the measured requests (--repeat, 50% by
+default) sends one of those hot images, the others a fresh image never sent
+before. A repeat therefore names an image already answered, and the hot set is
+small enough for the cache to hold, so the cache hit rate should come out
+close to --repeat; it is reported as hits / lookups, with the lookups that
+waited for the same image still being encoded (coalesced) apart.
+
+Reports served images/s, client latency percentiles, the hit and coalesced
+rates, the mean batch the scheduler formed and the share of batches mixing
+requests, the server's own time per request answered wholly from the cache
+(the encgraph_cache_only_request_seconds histogram: request in hand to
+response built), then `encgraph bench` on 224x224 images of the same config
+(graphs vs eager, items/s) as the ceiling the server's engine time is
+compared with.
+
+--ceiling measures the harness and the server's fixed costs instead of the
+model: every measured request repeats a hot image (a cache hit, no engine
+work), and `encgraph bench` is skipped. Its requests/s is the most this client
+and server pair can serve at this response size; a model's served images/s
+near it means the harness (or the HTTP path), not the engine, is the limit.
 
 Standard library only (the GPU machine has no requests). Run from the
 repository root of an unpacked bundle:
 
-  python3 scripts/gpu/serve_bench.py --encgraph gpu-bundle/bin/encgraph \
-      --plugin-dir gpu-bundle/plugins --config configs/siglip.toml
+  python3 scripts/gpu/serve_bench.py --encgraph gpu-bundle/bin/encgraph \\
+      --plugin-dir gpu-bundle/plugins --config configs/siglip.toml [--ceiling]
 
 --table FILE appends a Markdown table (the bench_serve step of scripts/gpu/steps.sh passes it).
 """
 import argparse
-import http.client
 import json
+import multiprocessing
 import os
 import random
 import re
+import resource
 import signal
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
+import urllib.request
 import zlib
 
-
 _BASE = {}
+HOT_SEED = 0               # hot images: seeds 0 .. hot - 1
+WARM_SEED = 1 << 40        # warm-up's fresh images
+FRESH_SEED = 2 << 40       # measured fresh images: FRESH_SEED + client << 24 + request
 
 
 def png(side, seed):
@@ -51,25 +78,178 @@ def png(side, seed):
             + chunk(b"IDAT", zlib.compress(bytes(raw), 1)) + chunk(b"IEND", b""))
 
 
-def binary_request(image):
+def http_request(host, model, image):
+    """The whole HTTP/1.1 request (head and binary-tensor body) as bytes."""
     blob = struct.pack("<I", len(image)) + image
     head = json.dumps({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1],
                                    "parameters": {"binary_data_size": len(blob)}}],
                        "parameters": {"binary_data_output": True}}).encode()
-    return head + blob, {"Inference-Header-Content-Length": str(len(head)),
-                         "Content-Type": "application/octet-stream"}
+    body = head + blob
+    return (f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/octet-stream\r\n"
+            f"Inference-Header-Content-Length: {len(head)}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+class Connection:
+    """One keep-alive connection reading each response into a reused buffer."""
+
+    def __init__(self, host, port):
+        self.sock = socket.create_connection((host, port), timeout=300)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray(1 << 20)
+
+    def exchange(self, request):
+        """Sends `request`, reads the whole response; returns its HTTP status."""
+        self.sock.sendall(request)
+        view = memoryview(self.buf)
+        got, end = 0, -1
+        while end < 0:
+            if got == len(self.buf):
+                self._grow(2 * len(self.buf))
+                view = memoryview(self.buf)
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionError("the server closed the connection")
+            got += n
+            end = self.buf.find(b"\r\n\r\n", 0, got)
+        head = bytes(self.buf[:end]).lower()
+        status = int(head[9:12])
+        m = re.search(rb"\r\ncontent-length:\s*(\d+)", head)
+        total = end + 4 + (int(m.group(1)) if m else 0)
+        if total > len(self.buf):
+            self._grow(total)
+            view = memoryview(self.buf)
+        while got < total:
+            n = self.sock.recv_into(view[got:total])
+            if n == 0:
+                raise ConnectionError("the server closed the connection mid-response")
+            got += n
+        return status
+
+    def _grow(self, size):
+        self.buf.extend(bytes(size - len(self.buf)))
+
+    def close(self):
+        self.sock.close()
+
+
+def schedule(client, count, repeat, hot, rng_seed):
+    """Client `client`'s image seeds: a repeat of a hot image with probability
+    `repeat`, else a fresh one."""
+    rng = random.Random(rng_seed * 1000003 + client)
+    return [rng.randrange(hot) if hot and rng.random() < repeat else FRESH_SEED + (client << 24) + j
+            for j in range(count)]
+
+
+def client_process(host, port, model, side, plans, barrier, results):
+    """Runs the plans (one seed list per connection) on threads, after every
+    request body is built and the barrier (the clock's start) is passed.
+    Puts (latencies, errors, end, cpu) on `results`, or a failure's text."""
+    try:
+        results.put(client_load(host, port, model, side, plans, barrier))
+    except Exception:  # noqa: BLE001  (reported by the parent, which must not hang)
+        barrier.abort()
+        results.put(traceback.format_exc())
+
+
+def client_load(host, port, model, side, plans, barrier):
+    images = {}
+    requests = []
+    for plan in plans:
+        for s in plan:
+            if s not in images:
+                images[s] = http_request(host, model, png(side, s))
+        requests.append([images[s] for s in plan])
+    conns = [Connection(host, port) for _ in plans]
+    latencies, errors = [], []
+    lock = threading.Lock()
+
+    failed = []
+
+    def run(conn, reqs):
+        mine, bad = [], []
+        try:
+            for r in reqs:
+                t0 = time.monotonic()
+                status = conn.exchange(r)
+                dt = time.monotonic() - t0
+                (mine.append(dt) if status == 200 else bad.append(status))
+        except OSError as e:
+            failed.append(repr(e))
+        with lock:
+            latencies.extend(mine)
+            errors.extend(bad)
+
+    threads = [threading.Thread(target=run, args=(c, r)) for c, r in zip(conns, requests)]
+    barrier.wait()
+    cpu = cpu_seconds()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    end = time.monotonic()
+    cpu = cpu_seconds() - cpu
+    for c in conns:
+        c.close()
+    if failed:
+        raise RuntimeError("a connection failed: " + failed[0])
+    return latencies, errors, end, cpu
+
+
+def run_load(host, port, model, side, plans, procs):
+    """Runs `plans` (one seed list per connection) over `procs` processes;
+    returns (latencies, errors, seconds from the common start to the last
+    answer, the client processes' CPU seconds in that time)."""
+    ctx = multiprocessing.get_context("fork")
+    procs = max(1, min(procs, len(plans)))
+    barrier = ctx.Barrier(procs + 1)
+    results = ctx.Queue()
+    workers = [ctx.Process(target=client_process,
+                           args=(host, port, model, side, plans[p::procs], barrier, results))
+               for p in range(procs)]
+    for w in workers:
+        w.start()
+    try:
+        barrier.wait()  # every process has its requests built and connections open
+    except threading.BrokenBarrierError:
+        pass  # a process failed: its report follows
+    t0 = time.monotonic()
+    latencies, errors, end, cpu = [], [], t0, 0.0
+    failures = []
+    for _ in workers:
+        report = results.get()
+        if isinstance(report, str):
+            failures.append(report)
+            continue
+        lat, err, e, c = report
+        latencies += lat
+        errors += err
+        end = max(end, e)
+        cpu += c
+    for w in workers:
+        w.join()
+    if failures:
+        sys.exit("a client process failed:\n" + failures[0])
+    return latencies, errors, end - t0, cpu
+
+
+def cpu_seconds():
+    """This process's CPU time, all its threads, user and system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def metrics(host, port):
-    conn = http.client.HTTPConnection(host, port, timeout=60)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
+    text = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=60).read().decode()
     out = {}
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
             continue
         name = re.split(r"[{ ]", line, 1)[0]
+        le = re.search(r'le="([^"]+)"', line)
+        if le:
+            name += "@" + le.group(1)
         out[name] = out.get(name, 0.0) + float(line.split()[-1])
     return out
 
@@ -79,123 +259,145 @@ def percentile(values, p):
     return v[min(len(v) - 1, max(0, int(round(p / 100 * len(v) + 0.5)) - 1))] if v else 0.0
 
 
+def histogram_quantile(d, name, q):
+    """The upper bound of the bucket holding quantile q (Prometheus-style), in seconds."""
+    buckets = sorted(((float(k.split("@")[1]), v) for k, v in d.items() if k.startswith(name + "_bucket@")),
+                     key=lambda b: b[0])
+    total = d.get(name + "_count", 0.0)
+    for bound, count in buckets:
+        if total and count >= q * total:
+            return bound
+    return float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--encgraph", required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--plugin-dir", default="")
-    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=64, help="concurrent connections")
+    ap.add_argument("--procs", type=int, default=min(16, os.cpu_count() or 1),
+                    help="client processes the connections are spread over")
     ap.add_argument("--requests", type=int, default=4096, help="measured requests in all")
-    ap.add_argument("--repeat", type=float, default=0.5, help="share of requests repeating a sent image")
+    ap.add_argument("--repeat", type=float, default=0.5, help="share of requests repeating a hot image")
+    ap.add_argument("--hot", type=int, default=128,
+                    help="images sent in the warm-up that repeats choose from (sized to stay cached)")
     ap.add_argument("--side", type=int, default=224)
+    ap.add_argument("--ceiling", action="store_true",
+                    help="cache hits only (every request repeats a hot image), no encgraph bench: "
+                         "the harness's and the HTTP path's ceiling")
+    ap.add_argument("--no-bench", action="store_true", help="skip encgraph bench")
+    ap.add_argument("--server-threads", type=int, default=16, help="serve.threads")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for both serve and bench")
     ap.add_argument("--table", default="")
     args = ap.parse_args()
+    if args.ceiling:
+        args.repeat, args.no_bench = 1.0, True
+    if args.repeat > 0 and args.hot < 1:
+        sys.exit("--repeat needs --hot of at least 1")
 
     sets = list(args.set)
     if args.plugin_dir:
         sets.append(f'runtime.plugin_dirs=["{os.path.abspath(args.plugin_dir)}"]')
     set_args = [a for s in sets for a in ("--set", s)]
-    rng = random.Random(1)
-    # Every image made before the clients start: the clients only send.
-    pool = [png(args.side, seed) for seed in range(4 * args.clients + args.requests)]
-    fresh = iter(range(len(pool)))
-    lock = threading.Lock()
-    sent = []  # indices of images already sent: the repeats' pool
+    model = os.path.splitext(os.path.basename(args.config))[0]
 
     server = subprocess.Popen([args.encgraph, "serve", "--config", args.config, "--http", "127.0.0.1:0",
-                               "--set", "serve.threads=16", "--set", "runtime.log_level=warn"] + set_args,
+                               "--set", f"serve.threads={args.server_threads}",
+                               "--set", "runtime.log_level=warn"] + set_args,
                               stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     if not line.startswith("listening on http://"):
         sys.exit(f"serve did not start: {line!r}")
     host, port = line.split("//")[1].strip().rsplit(":", 1)
-    port = int(port)
+    try:
+        return measure(args, server, host, int(port), model, set_args)
+    finally:
+        if server.poll() is None:  # a client failed: the server must not outlive the script
+            server.kill()
 
-    def next_image():
-        with lock:
-            if sent and rng.random() < args.repeat:
-                return pool[rng.choice(sent)]
-            index = next(fresh)
-            sent.append(index)
-        return pool[index]
 
-    def run_clients(total):
-        latencies, errors = [], []
-        left = [total]
-
-        def client():
-            conn = http.client.HTTPConnection(host, port, timeout=300)
-            while True:
-                with lock:
-                    if left[0] == 0:
-                        break
-                    left[0] -= 1
-                body, headers = binary_request(next_image())
-                t0 = time.perf_counter()
-                conn.request("POST", "/v2/models/%s/infer" % os.path.splitext(os.path.basename(args.config))[0],
-                             body=body, headers=headers)
-                r = conn.getresponse()
-                r.read()
-                dt = time.perf_counter() - t0
-                with lock:
-                    (latencies if r.status == 200 else errors).append(dt if r.status == 200 else r.status)
-            conn.close()
-
-        threads = [threading.Thread(target=client) for _ in range(args.clients)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return latencies, errors, time.perf_counter() - t0
-
-    run_clients(4 * args.clients)  # warm-up: connections, allocator, first batches
+def measure(args, server, host, port, model, set_args):
+    """The warm-up, the measured load, the server's metrics and `encgraph bench`;
+    prints the figures and the table; returns the exit code."""
+    # Warm-up: every hot image once, then fresh ones up to 4 per connection
+    # (connections, allocator, first batches); all answered before the clock.
+    warm = list(range(HOT_SEED, HOT_SEED + args.hot)) if args.repeat > 0 else []
+    warm += [WARM_SEED + i for i in range(max(0, 4 * args.clients - len(warm)))]
+    run_load(host, port, model, args.side, [warm[c::args.clients] for c in range(args.clients)], args.procs)
     before = metrics(host, port)
-    latencies, errors, seconds = run_clients(args.requests)
+    plans = [schedule(c, args.requests // args.clients + (c < args.requests % args.clients), args.repeat,
+                      args.hot, 1) for c in range(args.clients)]
+    latencies, errors, seconds, cpu = run_load(host, port, model, args.side, plans, args.procs)
+    client_cpu = cpu / max(1, args.requests)  # sending, reading, timing: the harness's own cost
     after = metrics(host, port)
     server.send_signal(signal.SIGTERM)
     exit_code = server.wait(timeout=300)
 
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     batches = max(d.get("encgraph_batches_total", 0.0), 1.0)
+    hits = d.get("encgraph_cache_hits_total", 0.0)
+    coalesced = d.get("encgraph_cache_coalesced_total", 0.0)
+    lookups = d.get("encgraph_cache_lookups_total", 0.0) or (
+        hits + coalesced + d.get("encgraph_cache_misses_total", 0.0))
+    hist = "encgraph_cache_only_request_seconds"
+    hit_requests = d.get(hist + "_count", 0.0)
     served = {
         "images_per_s": len(latencies) / seconds,
+        "client_processes": min(args.procs, args.clients),
         "p50_ms": percentile(latencies, 50) * 1e3,
         "p90_ms": percentile(latencies, 90) * 1e3,
         "p99_ms": percentile(latencies, 99) * 1e3,
         "errors": len(errors),
-        "cache_hit_rate": d.get("encgraph_cache_hits_total", 0.0)
-        / max(1.0, d.get("encgraph_cache_hits_total", 0.0) + d.get("encgraph_cache_misses_total", 0.0)
-              + d.get("encgraph_cache_dedup_total", 0.0)),
+        "repeat_share_sent": sum(s < args.hot for p in plans for s in p) / max(1, args.requests),
+        "cache_hit_rate": hits / max(1.0, lookups),
+        "cache_coalesced_rate": coalesced / max(1.0, lookups),
         "mean_batch_items": d.get("encgraph_batch_items_total", 0.0) / batches,
         "multi_request_batches": d.get("encgraph_batches_multi_request_total", 0.0) / batches,
         "mean_queue_ms": 1e3 * d.get("encgraph_queue_seconds_total", 0.0)
         / max(1.0, d.get("encgraph_queue_items_total", 0.0)),
+        "cache_only_requests": int(hit_requests),
+        "cache_only_server_us_mean": 1e6 * d.get(hist + "_sum", 0.0) / max(1.0, hit_requests),
+        "cache_only_server_us_p50_at_most": 1e6 * histogram_quantile(d, hist, 0.5),
+        "cache_only_server_us_p99_at_most": 1e6 * histogram_quantile(d, hist, 0.99),
+        "client_cpu_us_per_request": 1e6 * client_cpu,
         "exit_code": exit_code,
     }
     print(json.dumps({"serve": served}, indent=1), flush=True)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "bench.json")
-        subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
-                        "--set", f"workload.sizes=[[{args.side}, {args.side}]]",
-                        "--set", "workload.video_fraction=0.0", "--set", "workload.count=1024",
-                        "--set", "workload.request_size=64", "--set", "runtime.log_level=warn"] + set_args,
-                       check=True, stdout=subprocess.DEVNULL)
-        results = json.load(open(report))["results"]
-    bench = {r["mode"]: r["items_per_s"] for r in results}
-    print(json.dumps({"bench_items_per_s": bench}, indent=1), flush=True)
+    bench = {}
+    if not args.no_bench:
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "bench.json")
+            subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
+                            "--set", f"workload.sizes=[[{args.side}, {args.side}]]",
+                            "--set", "workload.video_fraction=0.0", "--set", "workload.count=1024",
+                            "--set", "workload.request_size=64", "--set", "runtime.log_level=warn"] + set_args,
+                           check=True, stdout=subprocess.DEVNULL)
+            results = json.load(open(report))["results"]
+        bench = {r["mode"]: r["items_per_s"] for r in results}
+        print(json.dumps({"bench_items_per_s": bench}, indent=1), flush=True)
 
-    rows = [("served images/s (%d clients, %d%% repeats)" % (args.clients, round(100 * args.repeat)),
+    what = "cache hits only" if args.ceiling else "%d%% repeats" % round(100 * args.repeat)
+    rows = [("served images/s (%d clients in %d processes, %s)" % (args.clients, served["client_processes"], what),
              "%.1f" % served["images_per_s"]),
             ("client latency p50 / p90 / p99 ms", "%.1f / %.1f / %.1f" % (served["p50_ms"], served["p90_ms"],
                                                                          served["p99_ms"])),
-            ("cache hit rate", "%.1f%%" % (100 * served["cache_hit_rate"])),
+            ("cache hit rate (hits / lookups) / coalesced / repeats sent", "%.1f%% / %.1f%% / %.1f%%" % (
+                100 * served["cache_hit_rate"], 100 * served["cache_coalesced_rate"],
+                100 * served["repeat_share_sent"])),
             ("mean batch (items) / batches mixing requests", "%.1f / %.0f%%" % (
                 served["mean_batch_items"], 100 * served["multi_request_batches"])),
-            ("mean queue wait ms", "%.2f" % served["mean_queue_ms"]),
-            ("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code))]
+            ("mean queue wait ms", "%.2f" % served["mean_queue_ms"])]
+    if hit_requests:
+        rows.append(("server time per all-hit request, mean / p50 / p99 us (%d requests)" % hit_requests,
+                     "%.0f / <= %.0f / <= %.0f" % (served["cache_only_server_us_mean"],
+                                                   served["cache_only_server_us_p50_at_most"],
+                                                   served["cache_only_server_us_p99_at_most"])))
+    rows.append(("client CPU us per request / requests/s the %d client processes could drive "
+                 "on cores of their own" % served["client_processes"],
+                 "%.0f / %.0f" % (1e6 * client_cpu, served["client_processes"] / max(client_cpu, 1e-9))))
+    rows.append(("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code)))
     rows += [("bench %s items/s (%dx%d, requests of 64)" % (m, args.side, args.side), "%.1f" % v)
              for m, v in bench.items()]
     table = "| serve_bench (%s) | value |\n|---|---|\n" % os.path.basename(args.config)

@@ -212,8 +212,11 @@ def check_cross_request_batch(reference, files):
           "/metrics shows no batch with items of more than one request")
     check(server.metric("encgraph_batch_items_total") == 8, "the shared batch does not hold 8 items")
     check(server.metric("encgraph_cache_misses_total") == 8, "the shared image was not claimed once")
-    check(server.metric("encgraph_cache_dedup_total") == 1,
+    check(server.metric("encgraph_cache_coalesced_total") == 1,
           "the second request for the shared image did not wait for the first")
+    check(server.metric("encgraph_cache_hits_total") == 0, "a coalesced wait was counted as a hit")
+    check(server.metric("encgraph_cache_lookups_total") == 9,
+          "lookups are not hits + misses + coalesced (8 + 1)")
     check(server.stop() == 0, "the batching server did not exit 0")
 
 

@@ -174,8 +174,10 @@ def check_metadata(server):
     check([(t.name, t.datatype, list(t.shape)) for t in model.outputs] ==
           [(o["name"], o["datatype"], o["shape"]) for o in http_meta["outputs"]],
           f"ModelMetadata outputs differ from HTTP's: {model.outputs} vs {http_meta['outputs']}")
-    check([(t.name, t.datatype) for t in model.inputs] == [("images", "BYTES"), ("pixels", "UINT8")],
-          f"ModelMetadata inputs: {model.inputs}")
+    check([(t.name, t.datatype, list(t.shape)) for t in model.inputs] ==
+          [(i["name"], i["datatype"], i["shape"]) for i in http_meta["inputs"]],
+          f"ModelMetadata inputs differ from HTTP's: {model.inputs} vs {http_meta['inputs']}")
+    check([t.name for t in model.inputs][:2] == ["images", "pixels"], f"ModelMetadata inputs: {model.inputs}")
     check(model.platform == http_meta["platform"] and list(model.versions) == ["1"], f"ModelMetadata: {model}")
     OUTPUTS.extend(o["name"] for o in http_meta["outputs"] if not o["name"].endswith("_rows"))
     check(server.call("ModelReady", pb.ModelReadyRequest(name=MODEL)).ready, "ModelReady is not ready")
@@ -210,6 +212,22 @@ def check_embeddings(server, reference, files):
         else:
             t.contents.uint_contents.extend(pixels.flatten().tolist())
         infer(server, r, reference, [png], f"gRPC UINT8 pixels ({'raw' if raw else 'uint_contents'})")
+    # Frames of a video (plugins that take videos): gRPC's rows are HTTP's,
+    # which serve_video_e2e.py holds to encode's.
+    if "frames" in [t.name for t in server.call("ModelMetadata", pb.ModelMetadataRequest(name=MODEL)).inputs]:
+        frames = np.random.default_rng(5).integers(0, 256, (4, 28, 42, 3), dtype=np.uint8)
+        r = pb.ModelInferRequest(model_name=MODEL)
+        r.inputs.add(name="frames", datatype="UINT8", shape=list(frames.shape))
+        r.raw_input_contents.append(frames.tobytes())
+        got = grpc_outputs(server.call("ModelInfer", r))
+        h = requests.post(server.url + f"/v2/models/{MODEL}/infer", timeout=60, json={
+            "inputs": [{"name": "frames", "datatype": "UINT8", "shape": list(frames.shape),
+                        "data": frames.flatten().tolist()}],
+            "parameters": {"binary_data_output": True}})
+        check(h.status_code == 200, f"HTTP frames: {h.status_code} {h.text[:200]}")
+        if h.status_code == 200:
+            for name, (shape, data) in outputs_of(h).items():
+                check(name in got and got[name] == (shape, data), f"gRPC's {name} of frames differs from HTTP's")
     # One BF16 output: encode's floats rounded to bfloat16 (nearest, ties to even).
     response = server.call("ModelInfer", infer_request(files[:1], outputs=[(OUTPUTS[1], "BF16")]))
     check([o.name for o in response.outputs] == [OUTPUTS[1]] and response.outputs[0].datatype == "BF16",

@@ -810,7 +810,7 @@ TEST_CASE("[serve] is read, each key bounded, max_pixels within limits.max_image
   const HostConfig d = load(kMinimal);
   CHECK(d.serve.host == "127.0.0.1");
   CHECK(d.serve.port == 8000);
-  CHECK(d.serve.cache_bytes == int64_t{256} << 20);
+  CHECK(d.serve.cache_bytes == int64_t{2} << 30);
   const HostConfig c = load(kMinimal +
                             "[serve]\nhost = \"0.0.0.0\"\nport = 0\nmax_queue_delay_us = 0\n"
                             "max_queue_items = 3\ncache_bytes = 0\nmax_items_per_request = 2\n"

@@ -33,6 +33,14 @@ void compute(EmbeddingCache& c, CacheKey key, ItemPtr item) {
   c.fulfil(key, std::move(item));
 }
 
+// Ends a claimed key's computation: fulfilled, or failed when `fails`.
+void compute_end(EmbeddingCache& c, CacheKey key, bool fails) {
+  if (fails)
+    c.fail(key, std::make_exception_ptr(std::runtime_error("refused")));
+  else
+    c.fulfil(key, item_of(100, static_cast<uint8_t>(key.low)));
+}
+
 }  // namespace
 
 TEST_CASE("a fulfilled key is a hit with the same outputs") {
@@ -100,7 +108,50 @@ TEST_CASE("concurrent lookups of one key: one computes, every waiter gets its re
   c.fulfil(key, item);
   for (const ItemPtr& g : got) CHECK(g == item);
   CHECK(c.stats().misses == 1);
-  CHECK(c.stats().dedup_waits == 2);
+  CHECK(c.stats().coalesced == 2);
+  CHECK(c.stats().hits == 0);  // waits on a computation are no hits
+  CHECK(c.stats().lookups == 3);
+  // Once stored, the same key is a hit, not a coalesced wait.
+  CHECK(c.lookup(key, ignore()).found == EmbeddingCache::Found::Hit);
+  CHECK(c.stats().hits == 1);
+  CHECK(c.stats().coalesced == 2);
+  CHECK(c.stats().lookups == 4);
+}
+
+TEST_CASE("every lookup counts as exactly one of hit, miss or coalesced") {
+  // Random traffic over a budget that holds about a third of the keys: after
+  // each lookup the three counters sum to the lookups, and each matches what
+  // the lookup answered.
+  EmbeddingCache c(3 * static_cast<int64_t>(item_of(100, 0)->charge()));
+  std::mt19937 rng(11);
+  CacheStats expected;
+  std::vector<CacheKey> in_flight;
+  for (int step = 0; step < 2000; ++step) {
+    const CacheKey key{3, std::uniform_int_distribution<uint64_t>(0, 8)(rng)};
+    const EmbeddingCache::Found found = c.lookup(key, ignore()).found;
+    ++expected.lookups;
+    if (found == EmbeddingCache::Found::Hit) ++expected.hits;
+    if (found == EmbeddingCache::Found::Joined) ++expected.coalesced;
+    if (found == EmbeddingCache::Found::Claimed) {
+      ++expected.misses;
+      in_flight.push_back(key);
+    }
+    // Computations end at random moments, some while others wait on them.
+    if (!in_flight.empty() && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+      const size_t k = std::uniform_int_distribution<size_t>(0, in_flight.size() - 1)(rng);
+      compute_end(c, in_flight[k], k % 5 == 0);
+      in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    const CacheStats s = c.stats();
+    REQUIRE(s.lookups == expected.lookups);
+    REQUIRE(s.hits == expected.hits);
+    REQUIRE(s.misses == expected.misses);
+    REQUIRE(s.coalesced == expected.coalesced);
+    REQUIRE(s.hits + s.misses + s.coalesced == s.lookups);
+  }
+  CHECK(expected.hits > 0);
+  CHECK(expected.coalesced > 0);
+  CHECK(c.stats().evictions > 0);
 }
 
 TEST_CASE("a failed computation reaches every waiter and frees the key") {
@@ -123,4 +174,27 @@ TEST_CASE("a failed computation reaches every waiter and frees the key") {
   CHECK(errors == 2);
   CHECK(c.lookup(key, ignore()).found == EmbeddingCache::Found::Claimed);
   CHECK(c.stats().entries == 0);
+}
+
+TEST_CASE("find: a stored key is a counted hit, an absent one counts nothing") {
+  EmbeddingCache c(3 * static_cast<int64_t>(item_of(100, 0)->charge()));
+  CHECK(c.find({5, 1}) == nullptr);
+  CHECK(c.stats().lookups == 0);
+  const ItemPtr item = item_of(100, 1);
+  compute(c, {5, 1}, item);
+  CHECK(c.find({5, 1}) == item);
+  CHECK(c.stats().hits == 1);
+  CHECK(c.stats().lookups == 2);  // compute's lookup, then find's
+  // An in-flight key is not found (its waiters are the lookup's business).
+  REQUIRE(c.lookup({5, 2}, ignore()).found == EmbeddingCache::Found::Claimed);
+  CHECK(c.find({5, 2}) == nullptr);
+  c.fulfil({5, 2}, item_of(100, 2));
+  // find makes the key the most recently used: {5, 1} survives two more entries.
+  CHECK(c.find({5, 1}) == item);
+  compute(c, {5, 3}, item_of(100, 3));
+  compute(c, {5, 4}, item_of(100, 4));
+  CHECK(c.find({5, 1}) == item);
+  CHECK(c.find({5, 2}) == nullptr);  // evicted: the least recently used
+  const CacheStats s = c.stats();
+  CHECK(s.hits + s.misses + s.coalesced == s.lookups);
 }

@@ -189,6 +189,70 @@ TEST_CASE("request limits: items and pixels per image") {
   CHECK(message.find("serve.max_pixels") != std::string::npos);
 }
 
+TEST_CASE("video inputs: files and frames, each one video item with its frame count") {
+  const std::string header =
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [2, 3, 1, 1, 3],
+                      "parameters": {"binary_data_size": 18}},
+                     {"name": "videos", "datatype": "BYTES", "shape": [1],
+                      "parameters": {"binary_data_size": 7}}]})";
+  std::string frames;
+  for (int v = 0; v < 18; ++v) frames += static_cast<char>(v);
+  const std::string body = header + frames + le32(3) + "mkv";
+  const InferRequest r = parse(body, header.size());
+  REQUIRE(r.images.size() == 3);
+  for (size_t v = 0; v < 2; ++v) {
+    CHECK(r.images[v].video);
+    CHECK_FALSE(r.images[v].encoded);
+    CHECK(r.images[v].frames == 3);
+    CHECK(r.images[v].label == "frames[" + std::to_string(v) + "]");
+    REQUIRE(r.images[v].bytes.size() == 9);
+    CHECK(r.images[v].bytes[0] == 9 * v);  // video v's frames, in order
+  }
+  CHECK(r.images[2].video);
+  CHECK(r.images[2].encoded);
+  CHECK(r.images[2].label == "videos[0]");
+  CHECK(std::string(r.images[2].bytes.begin(), r.images[2].bytes.end()) == "mkv");
+  // JSON frames: [F, H, W, 3] is one video.
+  const InferRequest j = parse(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [2, 1, 1, 3],
+                      "data": [[[[1, 2, 3]]], [[[4, 5, 6]]]]}]})");
+  REQUIRE(j.images.size() == 1);
+  CHECK(j.images[0].frames == 2);
+  CHECK(j.images[0].bytes == std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("video inputs: wrong shapes, datatypes and too many frames are refused") {
+  RequestLimits limits;
+  limits.max_frames = 4;
+  auto [status, message] = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [1, 1, 3], "data": [1, 2, 3]}]})");
+  CHECK(status == 400);
+  CHECK(message.find("[frames, height, width, 3]") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [5, 1, 1, 3], "data": []}]})",
+      std::nullopt, limits);
+  CHECK(status == 400);
+  CHECK(message.find("limits.max_frames_per_video") != std::string::npos);
+  // A shape promising 2e11 values with none sent: refused, nothing that size allocated.
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [4096, 4096, 4096, 3],
+                      "data": [1]}]})");
+  CHECK(status == 400);
+  CHECK(message.find("holds 1 values") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "UINT8", "shape": [0, 1, 1, 3], "data": []}]})");
+  CHECK(message.find("at least 1 frame") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "videos", "datatype": "UINT8", "shape": [1], "data": [1]}]})");
+  CHECK(message.find("video files are BYTES") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "frames", "datatype": "BYTES", "shape": [1], "data": [""]}]})");
+  CHECK(message.find("use the BYTES input 'videos'") != std::string::npos);
+  std::tie(status, message) = refusal(
+      R"({"inputs": [{"name": "videos", "datatype": "BYTES", "shape": [1], "data": ["@@"]}]})");
+  CHECK(message.find("videos[0]") != std::string::npos);
+}
+
 TEST_CASE("responses: JSON numbers read back to the same floats, binary is the stored bytes") {
   const std::vector<ItemPtr> items = {item({0.1f, -3.25e-7f, 1e30f, 2.0f}, {5.5f, 6.0f}),
                                       item({1.0f / 3.0f, -0.0f}, {7.0f, 8.0f})};

@@ -16,6 +16,7 @@ EmbeddingCache::EmbeddingCache(int64_t byte_budget) : budget_(byte_budget) {}
 
 EmbeddingCache::Lookup EmbeddingCache::lookup(const CacheKey& key, CacheWaiter waiter) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.lookups;
   if (auto it = index_.find(key); it != index_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);  // now the most recently used
     ++stats_.hits;
@@ -27,8 +28,18 @@ EmbeddingCache::Lookup EmbeddingCache::lookup(const CacheKey& key, CacheWaiter w
     ++stats_.misses;
     return {Found::Claimed, nullptr};
   }
-  ++stats_.dedup_waits;
+  ++stats_.coalesced;
   return {Found::Joined, nullptr};
+}
+
+ItemPtr EmbeddingCache::find(const CacheKey& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  ++stats_.lookups;
+  ++stats_.hits;
+  return it->second->item;
 }
 
 std::vector<CacheWaiter> EmbeddingCache::take_waiters(const CacheKey& key) {

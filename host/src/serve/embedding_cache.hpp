@@ -48,10 +48,14 @@ using ItemPtr = std::shared_ptr<const ItemOutputs>;
 // Told of a key's outputs (error null) or of why they could not be made.
 using CacheWaiter = std::function<void(const ItemPtr& item, const std::exception_ptr& error)>;
 
+// Every lookup is exactly one of hits, misses or coalesced, so a hit rate is
+// hits / lookups; coalesced lookups skip the engine too but were not answered
+// from stored entries (the same image was still being encoded).
 struct CacheStats {
-  int64_t hits = 0;         // answered from stored entries
-  int64_t misses = 0;       // keys this cache had to have computed
-  int64_t dedup_waits = 0;  // lookups that joined a computation already under way
+  int64_t lookups = 0;    // hits + misses + coalesced
+  int64_t hits = 0;       // answered from stored entries
+  int64_t misses = 0;     // keys this cache had to have computed
+  int64_t coalesced = 0;  // lookups that joined a computation already under way
   int64_t evictions = 0;
   int64_t entries = 0;
   int64_t bytes = 0;  // charged bytes stored, never above the budget
@@ -73,6 +77,10 @@ class EmbeddingCache {
     ItemPtr item;
   };
   Lookup lookup(const CacheKey& key, CacheWaiter waiter);
+  // The stored outputs of `key`, counted as a lookup and a hit (and made the
+  // most recently used) when stored; null, counting nothing, when not: the
+  // caller then makes a full lookup().
+  ItemPtr find(const CacheKey& key);
 
   // The claimed key's outputs: stored when they fit the budget (evicting the
   // least recently used), then handed to every waiter (outside the lock).

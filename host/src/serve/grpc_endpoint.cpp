@@ -83,6 +83,10 @@ class GrpcEndpoint::Service final : public inference::GRPCInferenceService::Call
       };
       tensor(response->add_inputs(), kImagesInput, "BYTES", {-1});
       tensor(response->add_inputs(), kPixelsInput, "UINT8", {-1, -1, 3});
+      if (service->takes_video()) {
+        tensor(response->add_inputs(), kVideosInput, "BYTES", {-1});
+        tensor(response->add_inputs(), kFramesInput, "UINT8", {-1, -1, -1, 3});
+      }
       for (const OutputSpec& out : service->outputs()) {
         tensor(response->add_outputs(), out.name, "FP32", {-1, out.width});
         tensor(response->add_outputs(), out.name + kRowsSuffix, "INT64", {-1});
@@ -227,16 +231,20 @@ ServerUnaryReactor* GrpcEndpoint::Service::ModelInfer(CallbackServerContext* con
              nullptr);
     });
   });
-  asio::post(app_.pool_, [this, service, parsed, finish, fail, model] {
+  asio::post(app_.pool_, [this, service, parsed, finish, fail, model, start] {
     try {
       app_.submit(*service, *parsed,
-                  [this, parsed, finish, fail, model](std::vector<ItemPtr> items,
-                                                      std::exception_ptr error) {
+                  [this, parsed, finish, fail, model, start](
+                      std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
                     if (error) return fail(error);
                     // Off the model's worker: the engine goes on with the next batch.
-                    asio::post(app_.pool_, [parsed, finish, model, items = std::move(items)] {
+                    asio::post(app_.pool_, [this, parsed, finish, model, start, cache_only,
+                                            items = std::move(items)] {
                       inference::ModelInferResponse filled;
                       fill_grpc_infer_response(model, *parsed, items, filled);
+                      if (cache_only)
+                        app_.metrics_.count_cache_only_request(
+                            std::chrono::duration<double>(app_.clock_.now() - start).count());
                       finish(200, Status::OK, &filled);
                     });
                   });

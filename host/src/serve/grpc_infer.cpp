@@ -48,6 +48,7 @@ void read_images(const inference::ModelInferRequest::InferInputTensor& input,
   const auto element = [&](int64_t i, std::string_view bytes) {
     ImageInput image;
     image.label = input.name() + "[" + std::to_string(i) + "]";
+    image.video = input.name() == kVideosInput;
     image.bytes.assign(bytes.begin(), bytes.end());
     add_image(request, std::move(image), limits);
   };
@@ -75,7 +76,8 @@ void read_images(const inference::ModelInferRequest::InferInputTensor& input,
   const auto& contents = input.contents().bytes_contents();
   if (contents.size() != count)
     bad(where + " has " + std::to_string(contents.size()) + " contents.bytes_contents for shape " +
-        shape_text(input.shape()) + "; send one PNG or JPEG file per element");
+        shape_text(input.shape()) + "; send one " +
+        (input.name() == kVideosInput ? "video" : "PNG or JPEG") + " file per element");
   for (int64_t i = 0; i < count; ++i) element(i, contents[static_cast<int>(i)]);
 }
 
@@ -83,12 +85,22 @@ void read_pixels(const inference::ModelInferRequest::InferInputTensor& input,
                  const std::string& where, const std::string* raw, InferRequest& request,
                  const RequestLimits& limits) {
   const auto& shape = input.shape();
-  if ((shape.size() != 3 && shape.size() != 4) || shape[shape.size() - 1] != 3)
+  const bool video = input.name() == kFramesInput;
+  const int rank = video ? 4 : 3;  // one item's
+  if ((shape.size() != rank && shape.size() != rank + 1) || shape[shape.size() - 1] != 3)
     bad(where + " has shape " + shape_text(shape) +
-        "; UINT8 pixels are [height, width, 3] or [images, height, width, 3] (RGB)");
-  const int64_t n = shape.size() == 4 ? shape[0] : 1;
+        (video ? "; UINT8 frames are [frames, height, width, 3] or [videos, frames, height, "
+                 "width, 3] (RGB)"
+               : "; UINT8 pixels are [height, width, 3] or [images, height, width, 3] (RGB)"));
+  const int64_t n = shape.size() == rank + 1 ? shape[0] : 1;
+  const int64_t frames = video ? shape[shape.size() - 4] : 1;
   const int64_t h = shape[shape.size() - 3], w = shape[shape.size() - 2];
   if (h < 1 || w < 1 || n < 0) bad(where + ": height and width must be at least 1");
+  if (frames < 1) bad(where + ": a video needs at least 1 frame");
+  if (frames > limits.max_frames)
+    bad(where + ": " + std::to_string(frames) + " frames are over the limit of " +
+        std::to_string(limits.max_frames) +
+        " frames per video (limits.max_frames_per_video); send fewer frames");
   if (h > limits.max_pixels / w)
     bad(where + ": " + std::to_string(w) + "x" + std::to_string(h) + " is over the limit of " +
         std::to_string(limits.max_pixels) +
@@ -96,7 +108,7 @@ void read_pixels(const inference::ModelInferRequest::InferInputTensor& input,
   if (n > limits.max_items)
     bad(where + " holds " + std::to_string(n) + " images, more than serve.max_items_per_request (" +
         std::to_string(limits.max_items) + "); split it into several requests");
-  const size_t per_image = static_cast<size_t>(h * w * 3);
+  const size_t per_image = static_cast<size_t>(frames * h * w * 3);
   const size_t total = per_image * static_cast<size_t>(n);
   std::vector<uint8_t> all;
   if (raw) {
@@ -120,6 +132,8 @@ void read_pixels(const inference::ModelInferRequest::InferInputTensor& input,
     ImageInput image;
     image.label = input.name() + "[" + std::to_string(i) + "]";
     image.encoded = false;
+    image.video = video;
+    image.frames = frames;
     image.height = h;
     image.width = w;
     const auto first =
@@ -158,25 +172,31 @@ InferRequest parse_grpc_infer_request(const inference::ModelInferRequest& messag
     const std::string* raw = raw_count ? &message.raw_input_contents(k) : nullptr;
     if (raw && input.has_contents())
       bad(where + " has both contents and raw_input_contents; send one");
-    if (input.name() == kImagesInput) {
+    if (input.name() == kImagesInput || input.name() == kVideosInput) {
+      const bool video = input.name() == kVideosInput;
       if (input.datatype() != "BYTES")
         bad(where + " has datatype " + input.datatype() +
-            "; encoded images are BYTES (for raw pixels use the UINT8 input '" + kPixelsInput +
-            "')");
+            (video ? std::string("; video files are BYTES (for raw frames use the UINT8 input '") +
+                         kFramesInput + "')"
+                   : std::string("; encoded images are BYTES (for raw pixels use the UINT8 "
+                                 "input '") +
+                         kPixelsInput + "')"));
       if (input.shape_size() > 2 || (input.shape_size() == 2 && input.shape(1) != 1))
-        bad(where + " has shape " + shape_text(input.shape()) +
-            "; encoded images are [N] (or [N, 1])");
+        bad(where + " has shape " + shape_text(input.shape()) + "; " +
+            (video ? "video files" : "encoded images") + " are [N] (or [N, 1])");
       read_images(input, where, elements, raw, request, limits);
-    } else if (input.name() == kPixelsInput) {
+    } else if (input.name() == kPixelsInput || input.name() == kFramesInput) {
+      const bool video = input.name() == kFramesInput;
       if (input.datatype() != "UINT8")
-        bad(where + " has datatype " + input.datatype() +
-            "; raw pixels are UINT8 (for PNG or JPEG files use the BYTES input '" + kImagesInput +
+        bad(where + " has datatype " + input.datatype() + "; raw " + (video ? "frames" : "pixels") +
+            " are UINT8 (for files use the BYTES input '" + (video ? kVideosInput : kImagesInput) +
             "')");
       read_pixels(input, where, raw, request, limits);
     } else {
-      bad("inputs[" + std::to_string(k) + "] is named '" + input.name() +
-          "'; the model's inputs are '" + kImagesInput + "' (BYTES: PNG or JPEG files) and '" +
-          kPixelsInput + "' (UINT8 [H, W, 3] pixels)");
+      bad("inputs[" + std::to_string(k) + "] is named '" + input.name() + "'; the inputs are '" +
+          kImagesInput + "' (BYTES: PNG or JPEG files), '" + kPixelsInput +
+          "' (UINT8 [H, W, 3] pixels), and for models that take videos '" + kVideosInput +
+          "' (BYTES: video files) and '" + kFramesInput + "' (UINT8 [F, H, W, 3] frames)");
     }
   }
   if (request.images.empty()) bad("the request holds no image (its inputs have 0 elements)");

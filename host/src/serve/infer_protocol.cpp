@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -71,6 +72,7 @@ void read_images(const json& input, const std::string& where, int64_t count,
                  std::optional<std::string_view> binary, InferRequest& request,
                  const RequestLimits& limits) {
   const std::string name = input["name"].get<std::string>();
+  const bool video = name == kVideosInput;
   if (binary) {
     std::string_view rest = *binary;
     for (int64_t i = 0; i < count; ++i) {
@@ -86,6 +88,7 @@ void read_images(const json& input, const std::string& where, int64_t count,
             " bytes but " + std::to_string(rest.size()) + " remain: the data is truncated");
       ImageInput image;
       image.label = name + "[" + std::to_string(i) + "]";
+      image.video = video;
       image.bytes.assign(rest.begin(), rest.begin() + size);
       rest.remove_prefix(size);
       add_image(request, std::move(image), limits);
@@ -97,8 +100,8 @@ void read_images(const json& input, const std::string& where, int64_t count,
   }
   const json& data = input["data"];
   if (!data.is_array() || static_cast<int64_t>(data.size()) != count)
-    bad(where + ".data must be an array of " + std::to_string(count) +
-        " base64 strings (one PNG or JPEG file each), as its shape says");
+    bad(where + ".data must be an array of " + std::to_string(count) + " base64 strings (one " +
+        (video ? "video" : "PNG or JPEG") + " file each), as its shape says");
   for (int64_t i = 0; i < count; ++i) {
     const json& element = data[static_cast<size_t>(i)];
     const std::string label = name + "[" + std::to_string(i) + "]";
@@ -107,30 +110,42 @@ void read_images(const json& input, const std::string& where, int64_t count,
     if (!bytes)
       bad(where + ": element " + label +
           " is not base64 (standard alphabet, padded); BYTES elements in JSON carry the "
-          "image file base64-encoded");
+          "file base64-encoded");
     ImageInput image;
     image.label = label;
+    image.video = video;
     image.bytes = std::move(*bytes);
     add_image(request, std::move(image), limits);
   }
 }
 
-// UINT8 [H, W, 3] or [N, H, W, 3]: raw RGB pixels, row-major.
+// UINT8 [H, W, 3] or [N, H, W, 3]: raw RGB pixels, row-major; for "frames"
+// (videos) [F, H, W, 3] or [N, F, H, W, 3].
 void read_pixels(const json& input, const std::string& where, const std::vector<int64_t>& shape,
                  std::optional<std::string_view> binary, InferRequest& request,
                  const RequestLimits& limits) {
   const std::string name = input["name"].get<std::string>();
-  if ((shape.size() != 3 && shape.size() != 4) || shape.back() != 3)
+  const bool video = name == kFramesInput;
+  const size_t rank = video ? 4 : 3;  // one item's
+  if ((shape.size() != rank && shape.size() != rank + 1) || shape.back() != 3)
     bad(where + " has shape " + json(shape).dump() +
-        "; UINT8 pixels are [height, width, 3] or [images, height, width, 3] (RGB)");
-  const int64_t n = shape.size() == 4 ? shape[0] : 1;
+        (video ? "; UINT8 frames are [frames, height, width, 3] or [videos, frames, height, "
+                 "width, 3] (RGB)"
+               : "; UINT8 pixels are [height, width, 3] or [images, height, width, 3] (RGB)"));
+  const int64_t n = shape.size() == rank + 1 ? shape[0] : 1;
+  const int64_t frames = video ? shape[shape.size() - 4] : 1;
   const int64_t h = shape[shape.size() - 3], w = shape[shape.size() - 2];
   if (h < 1 || w < 1) bad(where + ": height and width must be at least 1");
+  if (frames < 1) bad(where + ": a video needs at least 1 frame");
+  if (frames > limits.max_frames)
+    bad(where + ": " + std::to_string(frames) + " frames are over the limit of " +
+        std::to_string(limits.max_frames) +
+        " frames per video (limits.max_frames_per_video); send fewer frames");
   if (h > limits.max_pixels / w)
     bad(where + ": " + std::to_string(w) + "x" + std::to_string(h) + " is over the limit of " +
         std::to_string(limits.max_pixels) +
         " pixels per image (serve.max_pixels); send a smaller image");
-  const size_t per_image = static_cast<size_t>(h * w * 3);
+  const size_t per_image = static_cast<size_t>(frames * h * w * 3);
   std::vector<uint8_t> all;
   if (binary) {
     if (binary->size() != per_image * static_cast<size_t>(n))
@@ -142,7 +157,10 @@ void read_pixels(const json& input, const std::string& where, const std::vector<
     // Flat or nested to any depth, as the protocol allows: flattened in order.
     const json& data = input["data"];
     if (!data.is_array()) bad(where + ".data must be an array of integers 0..255");
-    all.reserve(per_image * static_cast<size_t>(n));
+    // The shape alone may promise far more values than the body can hold
+    // (each takes 2 or more bytes): what is reserved is bounded, the values
+    // themselves are counted below.
+    all.reserve(std::min(per_image * static_cast<size_t>(n), size_t{1} << 26));
     // Depth-first, left to right, without recursion (a deeply nested body
     // must not exhaust the stack; nlohmann's parser already bounds it).
     std::vector<std::pair<const json*, size_t>> walk{{&data, 0}};
@@ -171,6 +189,8 @@ void read_pixels(const json& input, const std::string& where, const std::vector<
     ImageInput image;
     image.label = name + "[" + std::to_string(i) + "]";
     image.encoded = false;
+    image.video = video;
+    image.frames = frames;
     image.height = h;
     image.width = w;
     const auto first =
@@ -419,28 +439,35 @@ InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> 
     }
     if (!data && !input.contains("data"))
       bad(where + " ('" + name + "') has neither 'data' nor parameters.binary_data_size");
-    if (name == kImagesInput) {
+    if (name == kImagesInput || name == kVideosInput) {
+      const bool video = name == kVideosInput;
       if (datatype != "BYTES")
         bad(where + " ('" + name + "') has datatype " + datatype +
-            "; encoded images are BYTES (for raw pixels use the UINT8 input '" + kPixelsInput +
-            "')");
+            (video ? std::string("; video files are BYTES (for raw frames use the UINT8 input '") +
+                         kFramesInput + "')"
+                   : std::string("; encoded images are BYTES (for raw pixels use the UINT8 "
+                                 "input '") +
+                         kPixelsInput + "')"));
       if (shape.size() > 2 || (shape.size() == 2 && shape[1] != 1))
-        bad(where + " ('" + name + "') has shape " + json(shape).dump() +
-            "; encoded images are [N] (or [N, 1])");
+        bad(where + " ('" + name + "') has shape " + json(shape).dump() + "; " +
+            (video ? "video files" : "encoded images") + " are [N] (or [N, 1])");
       if (elements > limits.max_items)
         bad(where + " ('" + name + "') holds " + std::to_string(elements) +
             " images, more than serve.max_items_per_request (" + std::to_string(limits.max_items) +
             "); split it into several requests");
       read_images(input, where + " ('" + name + "')", elements, data, request, limits);
-    } else if (name == kPixelsInput) {
+    } else if (name == kPixelsInput || name == kFramesInput) {
       if (datatype != "UINT8")
-        bad(where + " ('" + name + "') has datatype " + datatype +
-            "; raw pixels are UINT8 (for PNG or JPEG files use the BYTES input '" + kImagesInput +
-            "')");
+        bad(where + " ('" + name + "') has datatype " + datatype + "; raw " +
+            (name == kFramesInput ? "frames" : "pixels") +
+            " are UINT8 (for files use the BYTES input '" +
+            (name == kFramesInput ? kVideosInput : kImagesInput) + "')");
       read_pixels(input, where + " ('" + name + "')", shape, data, request, limits);
     } else {
-      bad(where + " is named '" + name + "'; the model's inputs are '" + kImagesInput +
-          "' (BYTES: PNG or JPEG files) and '" + kPixelsInput + "' (UINT8 [H, W, 3] pixels)");
+      bad(where + " is named '" + name + "'; the inputs are '" + kImagesInput +
+          "' (BYTES: PNG or JPEG files), '" + kPixelsInput + "' (UINT8 [H, W, 3] pixels), and " +
+          "for models that take videos '" + kVideosInput + "' (BYTES: video files) and '" +
+          kFramesInput + "' (UINT8 [F, H, W, 3] frames)");
     }
   }
   if (binary.left() != 0)
@@ -514,12 +541,17 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
 }
 
 std::string model_metadata_json(const std::string& model_name, const std::string& platform,
-                                const std::vector<OutputSpec>& outputs) {
+                                const std::vector<OutputSpec>& outputs, bool video) {
   std::string s = "{\"name\":" + json_string(model_name) +
                   ",\"versions\":[\"1\"],\"platform\":" + json_string(platform) +
                   ",\"inputs\":[{\"name\":\"" + kImagesInput +
                   "\",\"datatype\":\"BYTES\",\"shape\":[-1]},{\"name\":\"" + kPixelsInput +
-                  "\",\"datatype\":\"UINT8\",\"shape\":[-1,-1,3]}],\"outputs\":[";
+                  "\",\"datatype\":\"UINT8\",\"shape\":[-1,-1,3]}";
+  if (video)
+    s += std::string(",{\"name\":\"") + kVideosInput +
+         "\",\"datatype\":\"BYTES\",\"shape\":[-1]},{\"name\":\"" + kFramesInput +
+         "\",\"datatype\":\"UINT8\",\"shape\":[-1,-1,-1,3]}";
+  s += "],\"outputs\":[";
   for (size_t o = 0; o < outputs.size(); ++o) {
     if (o) s += ',';
     s += "{\"name\":" + json_string(outputs[o].name) + ",\"datatype\":\"FP32\",\"shape\":[-1," +

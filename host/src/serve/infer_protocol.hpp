@@ -34,19 +34,27 @@ class ProtocolError : public std::runtime_error {
 };
 
 // The model's input tensors: "images" (BYTES, one PNG or JPEG file per
-// element) and "pixels" (UINT8 [H, W, 3], or [N, H, W, 3] for N images).
+// element) and "pixels" (UINT8 [H, W, 3], or [N, H, W, 3] for N images);
+// for models that take videos, "videos" (BYTES, one video file
+// per element, its frames sampled as `encgraph encode` samples a file's) and
+// "frames" (UINT8 [F, H, W, 3]: one video of F frames, all used, or
+// [N, F, H, W, 3] for N videos).
 inline constexpr const char* kImagesInput = "images";
 inline constexpr const char* kPixelsInput = "pixels";
+inline constexpr const char* kVideosInput = "videos";
+inline constexpr const char* kFramesInput = "frames";
 // Each output X comes with "X_rows" (INT64 [N]): the rows of every item.
 inline constexpr const char* kRowsSuffix = "_rows";
 
-// One image of a request, in request order.
+// One item of a request (an image or a video), in request order.
 struct ImageInput {
-  std::string label;           // "images[3]", "pixels[0]": what errors name
-  bool encoded = true;         // PNG/JPEG bytes; else raw RGB pixels
-  std::vector<uint8_t> bytes;  // the file, or height x width x 3 pixels
+  std::string label;           // "images[3]", "pixels[0]", "videos[1]": what errors name
+  bool encoded = true;         // a PNG/JPEG (or video) file; else raw RGB pixels
+  bool video = false;          // a video item: a video file, or frames
+  std::vector<uint8_t> bytes;  // the file, or frames x height x width x 3 pixels
   int64_t height = 0;          // raw pixels only
   int64_t width = 0;
+  int64_t frames = 1;
 };
 
 // One tensor the response carries: output `index` of the model (or its row
@@ -67,7 +75,8 @@ struct InferRequest {
 
 struct RequestLimits {
   int64_t max_items = 64;         // serve.max_items_per_request
-  int64_t max_pixels = 16777216;  // serve.max_pixels, per raw image
+  int64_t max_pixels = 16777216;  // serve.max_pixels, per raw image (or frame)
+  int64_t max_frames = 4096;      // limits.max_frames_per_video, per raw video
 };
 
 // One entry of a request's outputs list, as JSON or gRPC sends it: the name
@@ -115,8 +124,9 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
                                   const std::vector<ItemPtr>& items);
 
 // The model metadata document (GET /v2/models/{name}).
+// `video`: the model takes videos (its inputs then list "videos" and "frames").
 std::string model_metadata_json(const std::string& model_name, const std::string& platform,
-                                const std::vector<OutputSpec>& outputs);
+                                const std::vector<OutputSpec>& outputs, bool video);
 
 // The HTTP status and message answering an error: a ProtocolError carries
 // its own; an encgraph::Error of bad input (Input, Config) is 400; anything

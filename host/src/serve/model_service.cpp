@@ -2,6 +2,7 @@
 
 #include "cli.hpp"
 #include "safetensors.hpp"
+#include "serve/video_input.hpp"
 
 #include <encgraph/error.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -21,20 +23,33 @@ struct Work {
   CacheKey key;
   DecodedImage pixels;
   std::string label;
+  bool video = false;
 };
+
+// What the plugin is told of a work item (pixels not set).
+eg_item_desc describe(const Work& work) {
+  eg_item_desc desc{};
+  desc.modality = work.video ? EG_MODALITY_VIDEO : EG_MODALITY_IMAGE;
+  desc.channels = work.pixels.channels;
+  desc.height = work.pixels.height;
+  desc.width = work.pixels.width;
+  desc.frames = work.video ? work.pixels.frames : 1;
+  return desc;
+}
 
 // The shared state of one request: filled by cache waiters on any thread.
 struct Pending {
   std::vector<ItemPtr> items;
   std::atomic<size_t> remaining{0};
   std::atomic<bool> finished{false};
+  bool cache_only = true;  // set before the lookups' hold is released, read after
   ModelService::Done done;
 
   void finish_error(const std::exception_ptr& error) {
-    if (!finished.exchange(true)) done({}, error);
+    if (!finished.exchange(true)) done({}, error, false);
   }
   void item_ready() {
-    if (--remaining == 0 && !finished.exchange(true)) done(std::move(items), nullptr);
+    if (--remaining == 0 && !finished.exchange(true)) done(std::move(items), nullptr, cache_only);
   }
 };
 
@@ -49,14 +64,28 @@ std::string file_identity_text(const std::filesystem::path& file) {
 
 }  // namespace
 
-CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity) {
+CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& model_identity) {
   XXH3_state_t* state = XXH3_createState();
   if (!state) throw std::bad_alloc();
   XXH3_128bits_reset(state);
   XXH3_128bits_update(state, image.pixels.data(), image.pixels.size());
-  const int64_t geometry[4] = {image.frames, image.height, image.width, image.channels};
+  // A one-frame video and an image of the same pixels are different items.
+  const int64_t geometry[5] = {image.frames, image.height, image.width, image.channels,
+                               video ? 1 : 0};
   XXH3_128bits_update(state, geometry, sizeof(geometry));
   XXH3_128bits_update(state, model_identity.data(), model_identity.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return {h.high64, h.low64};
+}
+
+CacheKey file_key(const std::vector<uint8_t>& bytes, bool video) {
+  XXH3_state_t* state = XXH3_createState();
+  if (!state) throw std::bad_alloc();
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, bytes.data(), bytes.size());
+  const uint8_t kind = video ? 'v' : 'i';
+  XXH3_128bits_update(state, &kind, 1);
   const XXH128_hash_t h = XXH3_128bits_digest(state);
   XXH3_freeState(state);
   return {h.high64, h.low64};
@@ -89,6 +118,7 @@ ModelService::ModelService(std::string name, const HostConfig& config, ServeMetr
       outputs_(engine_->model().outputs()),
       plugin_(engine_->model().plugin_name()),
       identity_(model_identity(config)),
+      takes_video_(engine_->model().supports_modality(EG_MODALITY_VIDEO)),
       cache_(config.serve.cache_bytes),
       scheduler_(
           [&] {
@@ -111,18 +141,39 @@ ModelService::~ModelService() {
 }
 
 RequestLimits ModelService::request_limits() const {
-  return {config_.serve.max_items_per_request, config_.serve.max_pixels};
+  return {config_.serve.max_items_per_request, config_.serve.max_pixels,
+          config_.limits.max_frames_per_video};
 }
 
-void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
-                         const std::vector<std::string>& labels, Done done) {
+DecodedImage ModelService::decode_video(const std::vector<uint8_t>& bytes,
+                                        const std::string& label) const {
+  return decode_video_bytes(bytes, label, config_.workload.video, config_.serve.max_pixels,
+                            config_.limits.max_frames_per_video);
+}
+
+void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Done done) {
+  if (!takes_video_)
+    for (const ServeInput& in : inputs)
+      if (in.video)
+        throw ProtocolError(400, in.label + ": model '" + name_ + "' (plugin " + plugin_ +
+                                     ") takes no videos; send images");
   auto pending = std::make_shared<Pending>();
-  pending->items.resize(images.size());
-  pending->remaining = images.size() + 1;  // + 1: held until every lookup is made
+  pending->items.resize(inputs.size());
+  pending->remaining = inputs.size() + 1;  // + 1: held until every lookup is made
   pending->done = std::move(done);
   std::vector<QueuedItem> claimed;
-  for (size_t i = 0; i < images.size(); ++i) {
-    const CacheKey key = pixels_key(images[i], identity_);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].cached) {  // found by its file's bytes: a hit already counted
+      pending->items[i] = std::move(inputs[i].cached);
+      pending->item_ready();
+      continue;
+    }
+    const CacheKey key = pixels_key(inputs[i].pixels, inputs[i].video, identity_);
+    if (inputs[i].file_key) {
+      std::lock_guard<std::mutex> lock(files_mutex_);
+      if (pixels_of_file_.size() >= 1 << 20) pixels_of_file_.clear();  // bounded memory
+      pixels_of_file_[*inputs[i].file_key] = key;
+    }
     auto lookup =
         cache_.lookup(key, [pending, i](const ItemPtr& item, const std::exception_ptr& error) {
           if (error) return pending->finish_error(error);
@@ -132,8 +183,12 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
     if (lookup.found == EmbeddingCache::Found::Hit) {
       pending->items[i] = lookup.item;
       pending->item_ready();
-    } else if (lookup.found == EmbeddingCache::Found::Claimed) {
-      auto work = std::make_shared<Work>(Work{key, std::move(images[i]), labels.at(i)});
+      continue;
+    }
+    pending->cache_only = false;
+    if (lookup.found == EmbeddingCache::Found::Claimed) {
+      auto work = std::make_shared<Work>(
+          Work{key, std::move(inputs[i].pixels), std::move(inputs[i].label), inputs[i].video});
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }
   }
@@ -143,14 +198,8 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
   std::vector<QueuedItem> accepted;
   for (QueuedItem& q : claimed) {
     Work& work = *std::static_pointer_cast<Work>(q.work);
-    eg_item_desc desc{};
-    desc.modality = EG_MODALITY_IMAGE;
-    desc.channels = work.pixels.channels;
-    desc.height = work.pixels.height;
-    desc.width = work.pixels.width;
-    desc.frames = 1;
     try {
-      q.tokens = tokens_for(desc);
+      q.tokens = tokens_for(describe(work));
       accepted.push_back(std::move(q));
     } catch (const Error& e) {
       const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
@@ -172,8 +221,19 @@ void ModelService::infer(uint64_t request_id, std::vector<DecodedImage> images,
   pending->item_ready();  // the lookups' hold
 }
 
+ItemPtr ModelService::find_file(const CacheKey& file) {
+  CacheKey pixels;
+  {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    const auto it = pixels_of_file_.find(file);
+    if (it == pixels_of_file_.end()) return nullptr;
+    pixels = it->second;
+  }
+  return cache_.find(pixels);
+}
+
 int64_t ModelService::tokens_for(const eg_item_desc& desc) {
-  const std::pair<int64_t, int64_t> geometry{desc.height, desc.width};
+  const std::array<int64_t, 4> geometry{desc.modality, desc.frames, desc.height, desc.width};
   {
     std::lock_guard<std::mutex> lock(spec_mutex_);
     if (auto it = tokens_by_size_.find(geometry); it != tokens_by_size_.end()) return it->second;
@@ -191,67 +251,117 @@ int64_t ModelService::tokens_for(const eg_item_desc& desc) {
   return tokens;
 }
 
-void ModelService::run_worker() {
-  while (true) {
-    std::vector<QueuedItem> batch = scheduler_.wait_batch();
-    if (batch.empty()) return;  // closed and drained
-    const TimePoint start = clock_.now();
-    std::set<uint64_t> requests;
-    for (const QueuedItem& q : batch) {
-      requests.insert(q.request);
-      metrics_.count_queue_wait(std::chrono::duration<double>(start - q.enqueued).count());
-    }
-    metrics_.count_batch(static_cast<int64_t>(batch.size()), static_cast<int64_t>(requests.size()));
-    metrics_.set_queued_items(scheduler_.queued_items());
-    run_batch(batch);
+void ModelService::count_taken(const std::vector<QueuedItem>& batch) {
+  const TimePoint now = clock_.now();
+  std::set<uint64_t> requests;
+  for (const QueuedItem& q : batch) {
+    requests.insert(q.request);
+    metrics_.count_queue_wait(std::chrono::duration<double>(now - q.enqueued).count());
   }
+  metrics_.count_batch(static_cast<int64_t>(batch.size()), static_cast<int64_t>(requests.size()));
+  metrics_.set_queued_items(scheduler_.queued_items());
 }
 
-void ModelService::run_batch(std::vector<QueuedItem>& batch) {
+Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
   for (const QueuedItem& q : batch) {
     const Work& work = *std::static_pointer_cast<Work>(q.work);
-    eg_item_desc desc{};
-    desc.modality = EG_MODALITY_IMAGE;
-    desc.channels = work.pixels.channels;
-    desc.height = work.pixels.height;
-    desc.width = work.pixels.width;
-    desc.frames = 1;
+    eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
     descs.push_back(desc);
     labels.push_back(work.label);
   }
+  return engine_->prepare(descs, labels);
+}
+
+void ModelService::run_worker() {
+  std::vector<QueuedItem> batch = scheduler_.wait_batch();
+  if (!batch.empty()) count_taken(batch);
+  std::optional<Request> ready;  // the next batch's items, made while this batch ran
+  while (!batch.empty()) {
+    // Lives until the batch's rows are copied back: the device may read its
+    // items' buffers until then.
+    std::optional<Request> request = std::move(ready);
+    ready.reset();
+    std::optional<Result> result;
+    std::exception_ptr failure;
+    try {
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      if (!request) request = prepare(batch);
+      result = engine_->execute(*request);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Pipelining: execute only enqueues the batch on a device, so the next
+    // due batch's items are made (the plugin's preprocessing, on the host)
+    // while the device runs this one; the device then waits only for the
+    // copy back and the delivery. A failure here is met again, and handled,
+    // when that batch runs.
+    std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
+    if (!next.empty()) {
+      count_taken(next);
+      try {
+        std::lock_guard<std::mutex> lock(engine_mutex_);
+        ready = prepare(next);
+      } catch (...) {
+        ready.reset();
+      }
+    }
+    if (result) {
+      try {
+        deliver(batch, *result);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    result.reset();
+    request.reset();
+    if (failure) batch_failed(batch, failure);
+    if (next.empty()) {
+      next = scheduler_.wait_batch();
+      if (!next.empty()) count_taken(next);
+    }
+    batch = std::move(next);
+  }
+}
+
+void ModelService::run_batch(std::vector<QueuedItem>& batch) {
   try {
     std::unique_lock<std::mutex> lock(engine_mutex_);
-    const Request request = engine_->prepare(descs, labels);
+    const Request request = prepare(batch);
     const Result result = engine_->execute(request);
     lock.unlock();  // copying the rows out and answering need no engine
     deliver(batch, result);
   } catch (...) {
-    if (batch.size() > 1) {
-      // One bad item must not fail the others: each runs alone to find it.
-      for (QueuedItem& q : batch) {
-        std::vector<QueuedItem> one{q};
-        run_batch(one);
-      }
-      return;
-    }
-    const Work& work = *std::static_pointer_cast<Work>(batch[0].work);
-    metrics_.count_item_errors(1);
-    std::exception_ptr error = std::current_exception();
-    try {
-      throw;
-    } catch (const Error& e) {
-      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
-      error = std::make_exception_ptr(
-          ProtocolError(e.kind() == ErrorKind::Input ? 400 : 500, work.label + ": " + e.what()));
-    } catch (const std::exception& e) {
-      spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
-      error = std::make_exception_ptr(ProtocolError(500, work.label + ": " + e.what()));
-    }
-    cache_.fail(work.key, error);
+    batch_failed(batch, std::current_exception());
   }
+}
+
+void ModelService::batch_failed(std::vector<QueuedItem>& batch, const std::exception_ptr& failure) {
+  if (batch.size() > 1) {
+    // One bad item must not fail the others: each runs alone to find it.
+    for (QueuedItem& q : batch) {
+      std::vector<QueuedItem> one{q};
+      run_batch(one);
+    }
+    return;
+  }
+  const Work& work = *std::static_pointer_cast<Work>(batch[0].work);
+  metrics_.count_item_errors(1);
+  std::exception_ptr error = failure;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Error& e) {
+    spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+    error = std::make_exception_ptr(
+        ProtocolError(e.kind() == ErrorKind::Input ? 400 : 500, work.label + ": " + e.what()));
+  } catch (const std::exception& e) {
+    spdlog::warn("model '{}': {} failed: {}", name_, work.label, e.what());
+    error = std::make_exception_ptr(ProtocolError(500, work.label + ": " + e.what()));
+  } catch (...) {
+  }
+  cache_.fail(work.key, error);
 }
 
 void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& result) {

@@ -15,20 +15,39 @@
 
 #include <encgraph/engine.hpp>
 
+#include <array>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace encgraph::host::serve {
 
+// One item of a request: an image, or a video's frames, decoded; or, for a
+// file whose bytes were seen before, the outputs found by them.
+struct ServeInput {
+  DecodedImage pixels;
+  std::string label;  // what errors name: "images[2]", "videos[0]"
+  bool video = false;
+  ItemPtr cached;                    // found by file_key: pixels left empty
+  std::optional<CacheKey> file_key;  // a file's: remembered with its pixels' key
+};
+
+// The key of a file's bytes (an image or video file as sent): XXH3-128 of
+// the bytes and whether they are a video. Decoding is deterministic, so the
+// same bytes always give the same pixels.
+CacheKey file_key(const std::vector<uint8_t>& bytes, bool video);
+
 // The cache key of decoded pixels under a model: xxHash's XXH3-128 of the
-// pixels, their geometry and `model_identity` (what else decides the outputs).
-CacheKey pixels_key(const DecodedImage& image, const std::string& model_identity);
+// pixels, their geometry, whether they are a video and `model_identity`
+// (what else decides the outputs).
+CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& model_identity);
 
 // What decides a model's outputs besides the pixels: the resolved settings
 // (plugin, its config, budgets: canonical_config) and, when the weights are
@@ -51,23 +70,43 @@ class ModelService {
   const std::string& plugin_name() const { return plugin_; }
   RequestLimits request_limits() const;
   int64_t max_pixels() const { return config_.serve.max_pixels; }
+  // Whether the plugin takes videos ("videos" and "frames" inputs).
+  bool takes_video() const { return takes_video_; }
+  // A video file's sampled frames, as `encgraph encode` decodes it under this model's config.
+  DecodedImage decode_video(const std::vector<uint8_t>& bytes, const std::string& label) const;
 
   // items[i]: image i's outputs; or the first error (a ProtocolError, an
-  // encgraph::Error); called once, from any thread.
-  using Done = std::function<void(std::vector<ItemPtr> items, std::exception_ptr error)>;
-  void infer(uint64_t request_id, std::vector<DecodedImage> images,
-             const std::vector<std::string>& labels, Done done);
+  // encgraph::Error); called once, from any thread. `cache_only`: every image
+  // was a cache hit (the request never waited for the engine), which is what
+  // the server's per-hit overhead is measured on.
+  using Done =
+      std::function<void(std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only)>;
+  void infer(uint64_t request_id, std::vector<ServeInput> inputs, Done done);
+
+  // The stored outputs of a file sent before (its file_key), counted as a
+  // cache hit; null when its pixels' key is unknown or no longer stored.
+  // Skips decoding and hashing the pixels of a repeated file.
+  ItemPtr find_file(const CacheKey& file);
 
   CacheStats cache_stats() const { return cache_.stats(); }
   int64_t cache_budget() const { return cache_.byte_budget(); }
   int64_t queued_items() const { return scheduler_.queued_items(); }
 
  private:
-  // The output tokens of an image of desc's geometry, remembered per size so
-  // that a request rarely waits for a running batch to ask the plugin.
+  // The output tokens of an item of desc's geometry, remembered per geometry
+  // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
+  // Counts a batch taken from the queue: its items' waits, its requests.
+  void count_taken(const std::vector<QueuedItem>& batch);
+  // Makes the batch's items (the plugin's preprocessing); engine_mutex_ held.
+  Request prepare(const std::vector<QueuedItem>& batch);
+  // Runs the batch (prepare, execute, deliver) on its own; when that fails,
+  // each item alone, so that only the faulty one fails.
   void run_batch(std::vector<QueuedItem>& batch);
+  // The batch failed with `failure`: each item alone when it holds several,
+  // else the item's waiters get the error (400 for bad input, else 500).
+  void batch_failed(std::vector<QueuedItem>& batch, const std::exception_ptr& failure);
   void deliver(const std::vector<QueuedItem>& batch, const Result& result);
 
   const std::string name_;
@@ -78,9 +117,12 @@ class ModelService {
   std::vector<OutputSpec> outputs_;
   std::string plugin_;
   std::string identity_;
+  bool takes_video_ = false;
   std::mutex engine_mutex_;  // one call into the engine (and its plugin) at a time
   std::mutex spec_mutex_;    // tokens_by_size_
-  std::map<std::pair<int64_t, int64_t>, int64_t> tokens_by_size_;
+  std::map<std::array<int64_t, 4>, int64_t> tokens_by_size_;  // modality, frames, height, width
+  std::mutex files_mutex_;                                    // pixels_of_file_
+  std::unordered_map<CacheKey, CacheKey, CacheKeyHash> pixels_of_file_;  // file key -> pixels key
   EmbeddingCache cache_;
   BatchScheduler scheduler_;
   std::thread worker_;  // last: starts once everything above exists

@@ -38,6 +38,13 @@ void ServeMetrics::count_queue_wait(double secs) {
   queue_wait_micros_ += static_cast<int64_t>(secs * 1e6);
 }
 
+void ServeMetrics::count_cache_only_request(double secs) {
+  size_t bucket = 0;  // not cumulative here; render sums them
+  while (bucket < kServiceBuckets.size() && secs > kServiceBuckets[bucket]) ++bucket;
+  ++cache_only_buckets_[bucket];
+  cache_only_nanos_ += static_cast<int64_t>(secs * 1e9);
+}
+
 std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
   std::string s;
   metric(s, "encgraph_requests_total", "counter", "Infer requests answered, by HTTP status.");
@@ -48,6 +55,24 @@ std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
   metric(s, "encgraph_request_seconds_total", "counter",
          "Time from a request's arrival to its answer, summed.");
   s += "encgraph_request_seconds_total " + seconds(request_micros_) + "\n";
+  metric(s, "encgraph_cache_only_request_seconds", "histogram",
+         "Server time of requests answered wholly from the cache: request in hand to response "
+         "built.");
+  int64_t cumulative = 0;
+  for (size_t b = 0; b < cache_only_buckets_.size(); ++b) {
+    cumulative += cache_only_buckets_[b].load();
+    char le[32];
+    if (b < kServiceBuckets.size())
+      std::snprintf(le, sizeof(le), "%g", kServiceBuckets[b]);
+    else
+      std::snprintf(le, sizeof(le), "+Inf");
+    s += std::string("encgraph_cache_only_request_seconds_bucket{le=\"") + le + "\"} " +
+         std::to_string(cumulative) + "\n";
+  }
+  char sum[32];
+  std::snprintf(sum, sizeof(sum), "%.9f", static_cast<double>(cache_only_nanos_.load()) / 1e9);
+  s += std::string("encgraph_cache_only_request_seconds_sum ") + sum + "\n";
+  s += "encgraph_cache_only_request_seconds_count " + std::to_string(cumulative) + "\n";
   metric(s, "encgraph_batches_total", "counter", "Batches handed to the engine.");
   s += "encgraph_batches_total " + std::to_string(batches_.load()) + "\n";
   metric(s, "encgraph_batch_items_total", "counter", "Items in those batches.");
@@ -72,12 +97,15 @@ std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
     const char* help;
     int64_t CacheStats::*field;
   } cache_metrics[] = {
+      {"encgraph_cache_lookups_total", "counter",
+       "Items looked up in the embedding cache: hits + misses + coalesced.", &CacheStats::lookups},
       {"encgraph_cache_hits_total", "counter", "Items answered from the embedding cache.",
        &CacheStats::hits},
       {"encgraph_cache_misses_total", "counter", "Items the engine had to encode.",
        &CacheStats::misses},
-      {"encgraph_cache_dedup_total", "counter",
-       "Items that waited for the same image already being encoded.", &CacheStats::dedup_waits},
+      {"encgraph_cache_coalesced_total", "counter",
+       "Items that waited for the same image already being encoded (neither hit nor miss).",
+       &CacheStats::coalesced},
       {"encgraph_cache_evictions_total", "counter", "Entries evicted to stay within the budget.",
        &CacheStats::evictions},
       {"encgraph_cache_entries", "gauge", "Entries held.", &CacheStats::entries},

@@ -24,6 +24,14 @@ class ServeMetrics {
   // Items the engine could not make or run (plugin or device errors).
   void count_item_errors(int64_t items) { item_errors_ += items; }
   void set_queued_items(int64_t items) { queued_items_ = items; }
+  // A request whose every image was a cache hit: the server's time from the
+  // request in hand (body read, not parsed) to its response built (before
+  // the socket write), the server's own overhead per hit.
+  void count_cache_only_request(double seconds);
+
+  // The histogram's upper bounds in seconds (a last +Inf bucket follows).
+  static constexpr std::array<double, 12> kServiceBuckets = {
+      10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3};
 
   struct ModelCache {
     std::string model;
@@ -46,6 +54,8 @@ class ServeMetrics {
   std::atomic<int64_t> queue_wait_micros_{0};
   std::atomic<int64_t> item_errors_{0};
   std::atomic<int64_t> queued_items_{0};
+  std::array<std::atomic<int64_t>, kServiceBuckets.size() + 1> cache_only_buckets_{};
+  std::atomic<int64_t> cache_only_nanos_{0};
 };
 
 }  // namespace encgraph::host::serve

@@ -82,9 +82,9 @@ void ServeApp::route(HttpRequest& request, const Reply& reply) {
       throw ProtocolError(404, "no model named '" + model + "' is loaded");
     if (p.size() == 3) {
       need(get);
-      return reply(make_response(
-          request, 200,
-          model_metadata_json(model, "encgraph_" + service->plugin_name(), service->outputs())));
+      return reply(make_response(request, 200,
+                                 model_metadata_json(model, "encgraph_" + service->plugin_name(),
+                                                     service->outputs(), service->takes_video())));
     }
     if (p.size() == 4 && p[3] == "ready") {
       need(get);
@@ -156,6 +156,7 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
     throw ProtocolError(503, "the server is shutting down; send the request elsewhere");
   const auto service = find(model);
   if (!service) throw ProtocolError(404, "no model named '" + model + "' is loaded");
+  const TimePoint start = clock_.now();  // the body in hand: what the server itself adds
   std::optional<uint64_t> header_length;
   if (const auto field = request.find("Inference-Header-Content-Length"); field != request.end()) {
     const std::string text(field->value());
@@ -174,8 +175,8 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   // the response, a large JSON text at times, is written on the pool so that
   // the engine goes on with the next batch.
   submit(*service, *parsed,
-         [this, parsed, model, reply, version, keep_alive](std::vector<ItemPtr> items,
-                                                           std::exception_ptr error) {
+         [this, parsed, model, reply, version, keep_alive, start](
+             std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
            HttpRequest shape;
            shape.version(version);
            shape.keep_alive(keep_alive);
@@ -183,35 +184,49 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
              const auto [status, message] = http_error(error);
              return reply(make_response(shape, status, error_json(message)));
            }
-           asio::post(pool_, [parsed, model, reply, shape, items = std::move(items)] {
+           asio::post(pool_, [this, parsed, model, reply, shape, start, cache_only,
+                              items = std::move(items)] {
              EncodedBody body = encode_infer_response(model, *parsed, items);
              HttpResponse response = make_response(
                  shape, 200, std::move(body.body),
                  body.header_length ? "application/octet-stream" : "application/json");
              if (body.header_length)
                response.set("Inference-Header-Content-Length", std::to_string(*body.header_length));
+             if (cache_only)
+               metrics_.count_cache_only_request(
+                   std::chrono::duration<double>(clock_.now() - start).count());
              reply(std::move(response));
            });
          });
 }
 
 void ServeApp::submit(ModelService& service, InferRequest& parsed, ModelService::Done done) {
-  std::vector<DecodedImage> images;
-  std::vector<std::string> labels;
+  std::vector<ServeInput> inputs;
   for (ImageInput& input : parsed.images) {
+    if (input.video && !service.takes_video())
+      throw ProtocolError(400, input.label + ": this model (plugin " + service.plugin_name() +
+                                   ") takes no videos; send images");
+    ServeInput in;
+    in.label = input.label;
+    in.video = input.video;
     if (input.encoded) {
-      images.push_back(decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
-                                          service.max_pixels()));
+      // A file sent before whose outputs are stored needs no decoding and no pixel hash.
+      in.file_key = file_key(input.bytes, input.video);
+      in.cached = service.find_file(*in.file_key);
+      if (!in.cached && input.video)
+        in.pixels = service.decode_video(input.bytes, input.label);
+      else if (!in.cached)
+        in.pixels = decode_image_bytes(input.bytes.data(), input.bytes.size(), input.label,
+                                       service.max_pixels());
     } else {
-      DecodedImage image;
-      image.height = input.height;
-      image.width = input.width;
-      image.pixels = std::move(input.bytes);
-      images.push_back(std::move(image));
+      in.pixels.height = input.height;
+      in.pixels.width = input.width;
+      in.pixels.frames = input.frames;
+      in.pixels.pixels = std::move(input.bytes);
     }
     input.bytes = {};  // decoded: the file's bytes are no longer needed
-    labels.push_back(input.label);
+    inputs.push_back(std::move(in));
   }
-  service.infer(next_request_++, std::move(images), labels, std::move(done));
+  service.infer(next_request_++, std::move(inputs), std::move(done));
 }
 }  // namespace encgraph::host::serve
