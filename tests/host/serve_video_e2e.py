@@ -37,22 +37,8 @@ from cases_video import mkv  # noqa: E402  (a Matroska writer, standard library 
 ENCGRAPH, PLUGIN_DIR, CONFIG, WORK = (os.path.abspath(a) for a in sys.argv[1:5])
 MODEL = os.path.splitext(os.path.basename(CONFIG))[0]
 SETS = ["--set", f'runtime.plugin_dirs=["{PLUGIN_DIR}"]', "--set", "runtime.log_level=warn"]
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-
-
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    return {name: (t["shape"], body[t["data_offsets"][0]:t["data_offsets"][1]])
-            for name, t in header.items() if name != "__metadata__"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_e2e import check, failures, read_safetensors  # noqa: E402  (same arguments)
 
 
 def encode(out, *args):
