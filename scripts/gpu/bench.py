@@ -23,7 +23,7 @@ MODELS below. Throughput runs (--kind speed, the default):
     transformers' SiglipVisionModel (sdpa, no pooling head), best of --repeats passes.
   - InternVL's image encoder (internvl): InternViT-300M-448px tiles, pixel shuffle and
     projector; mixed (128 images, sides 224..1344), document (32 pages of 2200x1650, the maximum
-    tiling), 448 (256 one-tile images); requests of 8 (bench_internvl.py).
+    tiling), 448 (256 one-tile images); requests of 8 (bench_common.py).
 Every system runs requests of 16 items unless the workload says otherwise (one
 transformers forward per request, the items concatenated as the processor does), the
 first request as warm-up; encgraph's graphs and eager runtimes take the requests in turn
@@ -55,7 +55,7 @@ from bench_common import (deepseek_ocr2_config, latency_result, log, log_version
                           matmul_peak, parse_variant, random_bf16_model, run_encgraph_variant,
                           run_qwen_transformers, time_requests, write_jsonl, write_table)
 
-from bench_internvl import CONFIG as INTERNVL_CONFIG, INTERNVL  # noqa: E402
+from bench_common import INTERNVL_CONFIG, INTERNVL  # noqa: E402
 
 QWEN_BENCH_CONFIG = os.path.join(ROOT, "configs", "qwen2_5_vl_bench.toml")
 

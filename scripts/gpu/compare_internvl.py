@@ -2,7 +2,7 @@
 (compare.py --model internvl).
 
 Builds a randomly initialised transformers InternVLModel at InternViT-300M-448px's sizes
-(bench_internvl.py: 1024 x 24, 16 heads, MLP 4096, q/k/v biases, 448 tiles of 14-pixel
+(bench_common.py: 1024 x 24, 16 heads, MLP 4096, q/k/v biases, 448 tiles of 14-pixel
 patches, downsample_ratio 0.5, projector to 896) with a one-layer text model that
 get_image_features never runs. Matrices N(0, 1/fan_in), biases N(0, 0.02^2), norm
 weights 1 + N(0, 0.1^2), layer scales 0.5 + N(0, 0.1^2), the CLS token and positions
@@ -31,7 +31,8 @@ import tempfile
 
 from bench_common import (ACCURACY_SLACK, exit_code, log, log_versions, rel,
                           run_encgraph_encode, verdict, write_png, write_table)
-from bench_internvl import image_features, transformers_config
+from bench_common import internvl_image_features as image_features
+from bench_common import internvl_transformers_config as transformers_config
 
 ITEMS = [  # (name, height, width)
     ("tile 448x448", 448, 448),
