@@ -12,7 +12,7 @@
 # CI's run is one process per target, one target after another. --workers N
 # is the long run for a many-core machine: every target at once, N processes
 # each sharing its working corpus (seeds offset by ENCGRAPH_FUZZ_SEED, so a
-# second session explores anew), then a table of executions and crashes.
+# second long run explores anew), then a table of executions and crashes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ENCGRAPH_SANITIZE_BUILD_DIR:-$root/build-sanitize}

@@ -129,7 +129,7 @@ void ServeApp::drain() {
 }
 
 void ServeApp::poll_drain() {
-  // Polled rather than signalled: the counts fall on any session's thread.
+  // Polled rather than signalled: the counts fall on any connection's thread.
   if (server_->active_requests() == 0 && (!grpc_ || grpc_->active_requests() == 0))
     return io_.stop();
   drain_timer_->expires_after(std::chrono::milliseconds(10));
