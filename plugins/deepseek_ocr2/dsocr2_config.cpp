@@ -215,9 +215,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
                                 std::max({o.min_budget, views, m.max_crops * m.local_tokens()}),
                                 kMaxBudget);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

@@ -241,9 +241,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
              std::to_string(m.seq_per_tile()) +
              " tokens per tile overflow the int32 sequence offsets: lower max_budget_tiles");
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   r.reject_unknown();
   return o;
 }

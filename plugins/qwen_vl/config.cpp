@@ -332,9 +332,7 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
   read_budget_keys(r, o);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   if (s.mlp == Mlp::GatedSilu) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});

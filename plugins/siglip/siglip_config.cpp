@@ -206,9 +206,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
       folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m),
       {"bicubic", "bilinear"});
   o.bilinear_resize = resample == "bilinear";
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

@@ -23,6 +23,16 @@ ComputeDtype read_compute_dtype(encgraph::sdk::Config& config, int32_t device);
 // weights are an error (see encoder_kit::WeightSource).
 bool read_check_finite(encgraph::sdk::Config& config);
 
+// The keys seed (weights = "random": any 64-bit pattern, default 0),
+// tune_gemm and tuning_cache (defaults: the options' own), in this order, into
+// the options' fields of those names.
+template <class Options>
+void read_seed_and_tuning(encgraph::sdk::Config& config, Options& o) {
+  o.seed = static_cast<uint64_t>(config.get<int64_t>("seed", 0));
+  o.tune_gemm = config.get<bool>("tune_gemm", o.tune_gemm);
+  o.tuning_cache = config.get<std::string>("tuning_cache", o.tuning_cache);
+}
+
 // Throws Error(INVALID_ARGUMENT) "<plugin>: <name> = <v> is outside [lo, hi]".
 // Plugins bound every size so that the products they compute from it stay far
 // inside 64 bits (and a typo is named, not allocated), whether the size came
