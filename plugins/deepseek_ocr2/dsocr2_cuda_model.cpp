@@ -4,7 +4,7 @@
 #include "dsocr2_weights.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/model_scaffold.hpp>
+#include <encoder_kit/cuda/model_context.hpp>
 #include <encoder_kit/error.hpp>
 
 #include <algorithm>
@@ -163,7 +163,7 @@ struct CudaModel::Impl {
   k::GemmPlan enc_qkv, enc_o, enc_gate_up, enc_down, projector;
   int64_t planned_budget = 0;
   std::set<std::pair<const k::GemmPlan*, int64_t>> tuned;  // each product's timed sizes
-  k::ModelScaffold host{kWho};  // last member: its handle is destroyed first
+  k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   const DeviceTables& tables(int64_t side) const {
     if (side == m.global_size) return global;
@@ -272,8 +272,8 @@ struct CudaModel::Impl {
     check(enc_down.initialize(L, E, I, Epilogue::None, true), "planning encoder down_proj");
     check(projector.initialize(n, m.text_hidden_size, E, Epilogue::Bias, false),
           "planning multi_modal_projector");
-    host.planned({&patch, &sam_qkv, &sam_proj, &sam_proj_res, &lin1, &lin2, &neck1, &neck2, &down1,
-                  &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector});
+    ctx.planned({&patch, &sam_qkv, &sam_proj, &sam_proj_res, &lin1, &lin2, &neck1, &neck2, &down1,
+                 &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector});
     planned_budget = budget;
     tuned.clear();
   }
@@ -284,7 +284,7 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
     : impl_(std::make_unique<Impl>()) {
   impl_->m = m;
   impl_->device = device_index;
-  impl_->host.select_device(device_index);
+  impl_->ctx.select_device(device_index);
   for (const auto& [name, hd] : {std::pair<const char*, int64_t>{"SAM", m.sam_head_dim()},
                                  {"encoder", m.encoder_head_dim()}})
     if (hd % 8 != 0 || hd > 64)
@@ -301,7 +301,7 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
                             std::to_string(k::kMaxRelGrid) +
                             " (lower global_size / tile_size or raise patch_size)");
   impl_->upload(w);
-  impl_->host.open(device_index, tuning_cache, "deepseek_ocr2", std::move(warn));
+  impl_->ctx.open(device_index, tuning_cache, "deepseek_ocr2", std::move(warn));
   impl_->plan_products(std::max<int64_t>(max_budget, 1));
 }
 
@@ -341,23 +341,20 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
   const DeviceTables& t = I.tables(side);
   const Dims d(m, side);
   const Activations a = carve(m, side, views, static_cast<char*>(workspace));
-  I.host.check_workspace(a.total, workspace_size, /*say_needed=*/true);
+  I.ctx.check_workspace(a.total, workspace_size, /*say_needed=*/true);
   if (views <= 0) return;
-  const bool in_capture = I.host.capturing(s);
+  const bool in_capture = I.ctx.capturing(s);
   const int64_t budget = views * m.view_tokens(side);
   if (budget > I.planned_budget)
-    I.host.grow_plan(in_capture, budget, "tokens", [&] { I.plan_products(budget); });
+    I.ctx.grow_plan(in_capture, budget, "tokens", [&] { I.plan_products(budget); });
   const bool tuning = tune && !in_capture;
-  const size_t ws = k::GemmPlan::workspace_bytes();
   // One product; on the warm-up run its algorithm is timed first (for a
   // residual product into `scratch`, so that C is not accumulated twice).
   auto gemm = [&](k::GemmPlan& p, const bf16* A, const bf16* W, const bf16* bias,
                   const bf16* residual, bf16* C, int64_t rows, bf16* scratch, const char* what) {
     if (tuning && I.tuned.insert({&p, rows}).second)
-      check(p.tune(I.host.handle(), A, W, bias, residual, residual ? scratch : C, rows, a.gemm_ws,
-                   ws, s),
-            what);
-    check(p.run(I.host.handle(), A, W, bias, residual, C, rows, a.gemm_ws, ws, s), what);
+      I.ctx.tune(p, A, W, bias, residual, residual ? scratch : C, rows, a.gemm_ws, s, what);
+    I.ctx.run(p, A, W, bias, residual, C, rows, a.gemm_ws, s, what);
   };
 
   const int64_t V = views, D = m.sam_hidden_size, g = d.g, gg = d.gg;
@@ -492,7 +489,7 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
   gemm(I.projector, a.qn, I.proj_w, I.proj_b, nullptr, static_cast<bf16*>(out), V * n, nullptr,
        "multi_modal_projector");
 
-  if (tuning) I.host.save_cache();
+  if (tuning) I.ctx.save_cache();
 }
 
 }  // namespace dsocr2

@@ -22,14 +22,14 @@
 
 namespace encoder_kit::cuda {
 
-class ModelScaffold {
+class ModelContext {
  public:
-  explicit ModelScaffold(std::string who) : who_(std::move(who)) {}
-  ~ModelScaffold() {
+  explicit ModelContext(std::string who) : who_(std::move(who)) {}
+  ~ModelContext() {
     if (handle_) cublasLtDestroy(handle_);
   }
-  ModelScaffold(const ModelScaffold&) = delete;
-  ModelScaffold& operator=(const ModelScaffold&) = delete;
+  ModelContext(const ModelContext&) = delete;
+  ModelContext& operator=(const ModelContext&) = delete;
 
   const std::string& who() const { return who_; }
 
@@ -59,6 +59,21 @@ class ModelScaffold {
   void planned(std::initializer_list<GemmPlan*> plans) {
     for (GemmPlan* p : plans) p->set_tuning_cache(gemm_cache_);
     tuned_.clear();
+  }
+
+  // One product C = A·W^T (+ bias, + residual) over `rows` rows on `s`, its
+  // algorithm's scratch at `gemm_ws` (GemmPlan::workspace_bytes() of it);
+  // `what` names the product in an error. tune() times its algorithms first
+  // (outside a capture only: it synchronises).
+  void run(const GemmPlan& p, const bf16* A, const bf16* W, const bf16* bias, const bf16* residual,
+           bf16* C, int64_t rows, void* gemm_ws, cudaStream_t s, const char* what) const {
+    check(p.run(handle_, A, W, bias, residual, C, rows, gemm_ws, GemmPlan::workspace_bytes(), s),
+          what);
+  }
+  void tune(GemmPlan& p, const bf16* A, const bf16* W, const bf16* bias, const bf16* residual,
+            bf16* C, int64_t rows, void* gemm_ws, cudaStream_t s, const char* what) const {
+    check(p.tune(handle_, A, W, bias, residual, C, rows, gemm_ws, GemmPlan::workspace_bytes(), s),
+          what);
   }
 
   // Refuses a workspace smaller than `need`; `say_needed` adds the need.
