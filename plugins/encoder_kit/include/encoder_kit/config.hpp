@@ -40,6 +40,24 @@ void read_seed_and_tuning(encgraph::sdk::Config& config, Options& o) {
 void require_in_range(const std::string& plugin, const char* name, int64_t value, int64_t lo,
                       int64_t hi);
 
+// A model's size checks under the plugin's name (each validate() starts one).
+struct SizeChecks {
+  std::string plugin;
+  // require_in_range.
+  void range(const char* name, int64_t value, int64_t lo, int64_t hi) const {
+    require_in_range(plugin, name, value, lo, hi);
+  }
+  // Throws Error(INVALID_ARGUMENT) "<plugin>: <name> <value> is not a multiple
+  // of <of_name> <of>".
+  void multiple(const std::string& name, int64_t value, const std::string& of_name,
+                int64_t of) const;
+  // The ViT sizes every ViT plugin bounds alike: hidden_size [1, 65536],
+  // num_hidden_layers and num_attention_heads [1, 1024], intermediate_size
+  // [1, 262144], image_size [1, 16384], patch_size [1, 1024].
+  void vit(int64_t hidden_size, int64_t num_hidden_layers, int64_t num_attention_heads,
+           int64_t intermediate_size, int64_t image_size, int64_t patch_size) const;
+};
+
 // Keys that may also come from a checkpoint folder's config.json: a key
 // overrides the value read from the file, except that a key contradicting the
 // folder's OWN config.json (folder_config non-empty: the weights beside it
