@@ -23,11 +23,25 @@ ComputeDtype read_compute_dtype(encgraph::sdk::Config& config, int32_t device);
 // weights are an error (see encoder_kit::WeightSource).
 bool read_check_finite(encgraph::sdk::Config& config);
 
+// The options every kit plugin has besides its model's: how random weights
+// are drawn, whether a checkpoint is checked, how the CUDA products are tuned.
+// A plugin's Options derive from it.
+struct RunOptions {
+  uint64_t seed = 0;         // random weights and synthetic items
+  bool check_finite = true;  // a checkpoint's NaN/Inf weights are an error
+  // CUDA: time the matrix products' algorithms in each capture's warm-up. Off,
+  // cuBLASLt's first heuristic choice is used: reproducible across instances
+  // (timed picks can differ from run to run, and so can the last bits).
+  bool tune_gemm = true;
+  // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
+  // library versions and shapes): a folder, "off", or "" for the default
+  // (plugin.tuning.cache_dir, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
+  std::string tuning_cache;
+};
+
 // The keys seed (weights = "random": any 64-bit pattern, default 0),
-// tune_gemm and tuning_cache (defaults: the options' own), in this order, into
-// the options' fields of those names.
-template <class Options>
-void read_seed_and_tuning(encgraph::sdk::Config& config, Options& o) {
+// tune_gemm and tuning_cache (defaults: the options' own), in this order.
+inline void read_seed_and_tuning(encgraph::sdk::Config& config, RunOptions& o) {
   o.seed = static_cast<uint64_t>(config.get<int64_t>("seed", 0));
   o.tune_gemm = config.get<bool>("tune_gemm", o.tune_gemm);
   o.tuning_cache = config.get<std::string>("tuning_cache", o.tuning_cache);
