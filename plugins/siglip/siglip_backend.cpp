@@ -2,7 +2,6 @@
 
 #include "siglip_weights.hpp"
 
-#include <encoder_kit/config_json.hpp>
 #include <encoder_kit/weights.hpp>
 
 #include <encgraph/sdk/host.hpp>
@@ -21,15 +20,7 @@ Backend::Backend(const Options& o, const std::string& weights, int32_t device, i
       "loading " + source.description() + " (" + std::to_string(o.layers_to_run()) + " of " +
       std::to_string(c.num_hidden_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
       ", " + std::to_string(c.tokens_per_image()) + " tokens per image)");
-  Weights w =
-      encoder_kit::naming_config_on_failure(o.config_path, [&] { return load_weights(o, source); });
-  if (device == EG_DEVICE_CPU) {
-    device_.hold_cpu(std::move(w));
-    return;
-  }
-  device_.make_cuda(o, w, device_index, largest,
-                    encoder_kit::gemm_tuning_cache(o.tune_gemm, o.tuning_cache),
-                    encoder_kit::host_warn());
+  device_.load_onto(device, o, device_index, largest, [&] { return load_weights(o, source); });
 }
 
 size_t Backend::workspace_bytes(const Capacity& cap) const {

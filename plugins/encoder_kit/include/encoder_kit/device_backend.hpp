@@ -5,6 +5,7 @@
 // and a request for CUDA is refused before any weight is loaded.
 #pragma once
 
+#include <encoder_kit/config_json.hpp>
 #include <encoder_kit/error.hpp>
 
 #include <encgraph/plugin_api.h>
@@ -62,6 +63,22 @@ class DeviceBackend {
   template <class... Args>
   void make_cuda(Args&&... args) {
     if constexpr (kHasCuda<Cuda>) cuda_ = std::make_unique<Cuda>(std::forward<Args>(args)...);
+  }
+
+  // The weights `load()` returns (an error names o.config_path, where the
+  // sizes came from), held as they are for the CPU, or made into the CUDA
+  // model from (o, weights, device_index, plan, o's tuning cache, the host's
+  // warnings) for CUDA.
+  template <class Options, class Plan, class Load>
+  void load_onto(int32_t device, const Options& o, int device_index, const Plan& plan,
+                 Load&& load) {
+    Cpu w = naming_config_on_failure(o.config_path, std::forward<Load>(load));
+    if (device == EG_DEVICE_CPU) {
+      hold_cpu(std::move(w));
+      return;
+    }
+    make_cuda(o, w, device_index, plan, gemm_tuning_cache(o.tune_gemm, o.tuning_cache),
+              host_warn());
   }
 
   // `on_cuda(Cuda&)` for a CUDA instance, else `on_cpu(Cpu&)`. Pass `on_cuda`
