@@ -5,6 +5,9 @@
 
 #include "dsocr2_config.hpp"
 #include "dsocr2_layout.hpp"
+#include "dsocr2_weights.hpp"
+
+#include <encoder_kit/device_backend.hpp>
 
 #include <encgraph/plugin_api.h>
 
@@ -13,17 +16,18 @@
 #include <memory>
 #include <string>
 
+#ifdef DSOCR2_HAVE_CUDA
+#include "dsocr2_cuda_model.hpp"
+#else
+namespace dsocr2 {
+using CudaModel = encoder_kit::NoCuda;
+}  // namespace dsocr2
+#endif
+
 namespace dsocr2 {
 
-class CpuModel;
-class CudaModel;
-
 // The devices this build can run on (the plugin's identity).
-#ifdef DSOCR2_HAVE_CUDA
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
-#else
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
-#endif
+inline constexpr uint32_t kDevices = encoder_kit::kDevicesOf<CudaModel>;
 
 class Backend {
  public:
@@ -31,9 +35,6 @@ class Backend {
   // `device`, logging what was loaded. Throws Error(UNSUPPORTED) for an
   // unknown device, or CUDA in a build without the kernels.
   Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index);
-  ~Backend();
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
 
   // Scratch for `views` views of `side` pixels (the CPU model keeps its own).
   size_t workspace_bytes(int64_t side, int64_t views) const;
@@ -50,8 +51,7 @@ class Backend {
 
  private:
   const ModelConfig& m_;
-  std::unique_ptr<CpuModel> cpu_;    // CPU instances
-  std::unique_ptr<CudaModel> cuda_;  // CUDA instances
+  encoder_kit::DeviceBackend<std::unique_ptr<CpuModel>, CudaModel> device_;
 };
 
 }  // namespace dsocr2

@@ -113,47 +113,40 @@ int64_t ModelConfig::view_tokens(int64_t side) const {
 }
 
 void ModelConfig::validate() const {
-  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    encoder_kit::require_in_range("deepseek_ocr2", name, v, lo, hi);
-  };
-  auto divides = [](const char* what, int64_t a, const char* by, int64_t b) {
-    if (a % b != 0)
-      fail(EG_ERR_INVALID_ARGUMENT, std::string("deepseek_ocr2: ") + what + " " +
-                                        std::to_string(a) + " is not a multiple of " + by + " " +
-                                        std::to_string(b));
-  };
-  range("patch_size", patch_size, 1, 256);
-  range("sam_image_size", sam_image_size, patch_size, 16384);
-  range("sam_hidden_size", sam_hidden_size, 1, 16384);
-  range("sam_layers", sam_layers, 1, 256);
-  range("sam_heads", sam_heads, 1, 256);
-  range("sam_mlp_dim", sam_mlp_dim, 1, 65536);
-  range("window_size", window_size, 1, 1024);
-  range("neck_channels", neck_channels, 1, 16384);
+  const encoder_kit::SizeChecks check{"deepseek_ocr2"};
+  check.range("patch_size", patch_size, 1, 256);
+  check.range("sam_image_size", sam_image_size, patch_size, 16384);
+  check.range("sam_hidden_size", sam_hidden_size, 1, 16384);
+  check.range("sam_layers", sam_layers, 1, 256);
+  check.range("sam_heads", sam_heads, 1, 256);
+  check.range("sam_mlp_dim", sam_mlp_dim, 1, 65536);
+  check.range("window_size", window_size, 1, 1024);
+  check.range("neck_channels", neck_channels, 1, 16384);
   if (downsample_channels.size() != 2)
     fail(EG_ERR_INVALID_ARGUMENT, "deepseek_ocr2: downsample_channels must list 2 sizes, got " +
                                       std::to_string(downsample_channels.size()));
-  range("downsample_channels[0]", downsample_channels[0], 1, 16384);
-  range("downsample_channels[1] (the encoder's hidden size)", downsample_channels[1], 1, 16384);
-  range("encoder_layers", encoder_layers, 1, 256);
-  range("encoder_heads", encoder_heads, 1, 256);
-  range("encoder_kv_heads", encoder_kv_heads, 1, encoder_heads);
-  range("encoder_intermediate_size", encoder_intermediate_size, 1, 65536);
-  range("text_hidden_size", text_hidden_size, 1, 65536);
-  range("global_size", global_size, patch_size, 16384);
-  range("tile_size", tile_size, patch_size, 16384);
-  range("min_crops", min_crops, 1, 64);
-  range("max_crops", max_crops, min_crops, 64);
+  check.range("downsample_channels[0]", downsample_channels[0], 1, 16384);
+  check.range("downsample_channels[1] (the encoder's hidden size)", downsample_channels[1], 1,
+              16384);
+  check.range("encoder_layers", encoder_layers, 1, 256);
+  check.range("encoder_heads", encoder_heads, 1, 256);
+  check.range("encoder_kv_heads", encoder_kv_heads, 1, encoder_heads);
+  check.range("encoder_intermediate_size", encoder_intermediate_size, 1, 65536);
+  check.range("text_hidden_size", text_hidden_size, 1, 65536);
+  check.range("global_size", global_size, patch_size, 16384);
+  check.range("tile_size", tile_size, patch_size, 16384);
+  check.range("min_crops", min_crops, 1, 64);
+  check.range("max_crops", max_crops, min_crops, 64);
   if (!(rope_theta > 0))
     fail(EG_ERR_INVALID_ARGUMENT, "deepseek_ocr2: rope_theta must be positive");
-  divides("sam_hidden_size", sam_hidden_size, "sam_heads", sam_heads);
-  divides("encoder hidden size (downsample_channels[1])", encoder_hidden(), "encoder_heads",
-          encoder_heads);
-  divides("encoder_heads", encoder_heads, "encoder_kv_heads", encoder_kv_heads);
-  divides("encoder head_dim", encoder_head_dim(), "2 (rotate-half rotary):", 2);
-  divides("sam_image_size", sam_image_size, "patch_size", patch_size);
-  divides("global_size", global_size, "patch_size", patch_size);
-  divides("tile_size", tile_size, "patch_size", patch_size);
+  check.multiple("sam_hidden_size", sam_hidden_size, "sam_heads", sam_heads);
+  check.multiple("encoder hidden size (downsample_channels[1])", encoder_hidden(), "encoder_heads",
+                 encoder_heads);
+  check.multiple("encoder_heads", encoder_heads, "encoder_kv_heads", encoder_kv_heads);
+  check.multiple("encoder head_dim", encoder_head_dim(), "2 (rotate-half rotary):", 2);
+  check.multiple("sam_image_size", sam_image_size, "patch_size", patch_size);
+  check.multiple("global_size", global_size, "patch_size", patch_size);
+  check.multiple("tile_size", tile_size, "patch_size", patch_size);
   for (int64_t l : global_attn_indexes)
     if (l < 0 || l >= sam_layers)
       fail(EG_ERR_INVALID_ARGUMENT,
@@ -215,9 +208,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
                                 std::max({o.min_budget, views, m.max_crops * m.local_tokens()}),
                                 kMaxBudget);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

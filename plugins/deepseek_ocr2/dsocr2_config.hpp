@@ -60,16 +60,12 @@ using Dtype = encoder_kit::ComputeDtype;
 
 inline constexpr int64_t kMaxSide = int64_t{1} << 15;  // an image side, in pixels
 
-struct Options {
+struct Options : encoder_kit::RunOptions {
   ModelConfig model;
   std::string config_path;  // the config.json the sizes came from, or ""
   Dtype dtype = Dtype::F32;
   int64_t min_budget = 0;  // 0: one global view's tokens
   int64_t max_budget = 0;  // 0: 8 global views' tokens
-  uint64_t seed = 0;
-  bool check_finite = true;
-  bool tune_gemm = true;     // CUDA: time the products' algorithms in each capture's warm-up
-  std::string tuning_cache;  // CUDA: where tuned choices persist ("off", a folder, "": default)
 };
 
 // Reads the plugin table's keys (see the plugin's header comment) and refuses

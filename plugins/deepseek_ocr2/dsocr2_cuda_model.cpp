@@ -4,9 +4,7 @@
 #include "dsocr2_weights.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/kernels.hpp>
-#include <encoder_kit/cuda/plugin_host.hpp>
-#include <encoder_kit/cuda/tuning_cache.hpp>
+#include <encoder_kit/cuda/model_context.hpp>
 #include <encoder_kit/error.hpp>
 
 #include <algorithm>
@@ -29,10 +27,6 @@ constexpr float kEps = 1e-6f;
 
 void check(int rc, const char* what) {
   k::throw_on_kit_failure(kWho, rc, what);
-}
-
-void check_cuda(cudaError_t e, const char* what) {
-  k::throw_on_cuda_error(kWho, e, what);
 }
 
 // The sizes of one view of `side` pixels through the tower.
@@ -165,16 +159,11 @@ struct CudaModel::Impl {
   std::vector<DeviceEncoderLayer> enc;
   const bf16 *enc_norm = nullptr, *proj_w = nullptr, *proj_b = nullptr, *separator = nullptr;
   DeviceTables global, local;
-  cublasLtHandle_t handle = nullptr;
   k::GemmPlan patch, sam_qkv, sam_proj, sam_proj_res, lin1, lin2, neck1, neck2, down1, down2;
   k::GemmPlan enc_qkv, enc_o, enc_gate_up, enc_down, projector;
   int64_t planned_budget = 0;
-  std::set<std::pair<const k::GemmPlan*, int64_t>> tuned;
-  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
-
-  ~Impl() {
-    if (handle) cublasLtDestroy(handle);
-  }
+  std::set<std::pair<const k::GemmPlan*, int64_t>> tuned;  // each product's timed sizes
+  k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   const DeviceTables& tables(int64_t side) const {
     if (side == m.global_size) return global;
@@ -283,9 +272,8 @@ struct CudaModel::Impl {
     check(enc_down.initialize(L, E, I, Epilogue::None, true), "planning encoder down_proj");
     check(projector.initialize(n, m.text_hidden_size, E, Epilogue::Bias, false),
           "planning multi_modal_projector");
-    for (k::GemmPlan* p : {&patch, &sam_qkv, &sam_proj, &sam_proj_res, &lin1, &lin2, &neck1, &neck2,
-                           &down1, &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector})
-      p->set_tuning_cache(gemm_cache);
+    ctx.planned({&patch, &sam_qkv, &sam_proj, &sam_proj_res, &lin1, &lin2, &neck1, &neck2, &down1,
+                 &down2, &enc_qkv, &enc_o, &enc_gate_up, &enc_down, &projector});
     planned_budget = budget;
     tuned.clear();
   }
@@ -296,7 +284,7 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
     : impl_(std::make_unique<Impl>()) {
   impl_->m = m;
   impl_->device = device_index;
-  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  impl_->ctx.select_device(device_index);
   for (const auto& [name, hd] : {std::pair<const char*, int64_t>{"SAM", m.sam_head_dim()},
                                  {"encoder", m.encoder_head_dim()}})
     if (hd % 8 != 0 || hd > 64)
@@ -313,12 +301,7 @@ CudaModel::CudaModel(const ModelConfig& m, const Weights& w, int device_index, i
                             std::to_string(k::kMaxRelGrid) +
                             " (lower global_size / tile_size or raise patch_size)");
   impl_->upload(w);
-  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    encoder_kit::fail(EG_ERR_DEVICE,
-                      std::string(kWho) + ": cublasLtCreate: " + cublasLtGetStatusString(st));
-  impl_->gemm_cache = k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "deepseek_ocr2",
-                                                       std::move(warn));
+  impl_->ctx.open(device_index, tuning_cache, "deepseek_ocr2", std::move(warn));
   impl_->plan_products(std::max<int64_t>(max_budget, 1));
 }
 
@@ -328,8 +311,25 @@ size_t CudaModel::workspace_bytes(int64_t side, int64_t views) const {
   return carve(impl_->m, side, std::max<int64_t>(views, 0), nullptr).total;
 }
 
-const void* CudaModel::view_separator() const {
-  return impl_->separator;
+void CudaModel::assemble(const ItemData& it, const void* local, int64_t local_row,
+                         const void* global, int64_t global_row, void* out, void* stream) const {
+  const ModelConfig& m = impl_->m;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const size_t row = static_cast<size_t>(m.text_hidden_size) * 2;
+  auto copy = [&](char* dst, const void* src, int64_t rows) {
+    const cudaError_t e =
+        cudaMemcpyAsync(dst, src, static_cast<size_t>(rows) * row, cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess)
+      encoder_kit::fail(EG_ERR_DEVICE, std::string("deepseek_ocr2 CUDA: copying output rows: ") +
+                                           cudaGetErrorString(e));
+  };
+  auto* dst = static_cast<char*>(out);
+  const int64_t local_rows = it.views.num_crops * m.local_tokens();
+  if (local_rows > 0)
+    copy(dst, static_cast<const char*>(local) + static_cast<size_t>(local_row) * row, local_rows);
+  copy(dst + static_cast<size_t>(local_rows) * row,
+       static_cast<const char*>(global) + static_cast<size_t>(global_row) * row, m.global_tokens());
+  copy(dst + static_cast<size_t>(local_rows + m.global_tokens()) * row, impl_->separator, 1);
 }
 
 void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
@@ -341,32 +341,20 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
   const DeviceTables& t = I.tables(side);
   const Dims d(m, side);
   const Activations a = carve(m, side, views, static_cast<char*>(workspace));
-  if (a.total > workspace_size)
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
-                      std::string(kWho) + ": workspace of " + std::to_string(workspace_size) +
-                          " bytes is too small (" + std::to_string(a.total) + " needed)");
+  I.ctx.check_workspace(a.total, workspace_size, /*say_needed=*/true);
   if (views <= 0) return;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
-  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
+  const bool in_capture = I.ctx.capturing(s);
   const int64_t budget = views * m.view_tokens(side);
-  if (budget > I.planned_budget) {
-    if (in_capture)
-      encoder_kit::fail(EG_ERR_INTERNAL, std::string(kWho) + ": a graph of " +
-                                             std::to_string(budget) +
-                                             " tokens was captured without its warm-up run");
-    I.plan_products(budget);
-  }
+  if (budget > I.planned_budget)
+    I.ctx.grow_plan(in_capture, budget, "tokens", [&] { I.plan_products(budget); });
   const bool tuning = tune && !in_capture;
-  const size_t ws = k::GemmPlan::workspace_bytes();
   // One product; on the warm-up run its algorithm is timed first (for a
   // residual product into `scratch`, so that C is not accumulated twice).
   auto gemm = [&](k::GemmPlan& p, const bf16* A, const bf16* W, const bf16* bias,
                   const bf16* residual, bf16* C, int64_t rows, bf16* scratch, const char* what) {
     if (tuning && I.tuned.insert({&p, rows}).second)
-      check(p.tune(I.handle, A, W, bias, residual, residual ? scratch : C, rows, a.gemm_ws, ws, s),
-            what);
-    check(p.run(I.handle, A, W, bias, residual, C, rows, a.gemm_ws, ws, s), what);
+      I.ctx.tune(p, A, W, bias, residual, residual ? scratch : C, rows, a.gemm_ws, s, what);
+    I.ctx.run(p, A, W, bias, residual, C, rows, a.gemm_ws, s, what);
   };
 
   const int64_t V = views, D = m.sam_hidden_size, g = d.g, gg = d.gg;
@@ -501,7 +489,7 @@ void CudaModel::forward(int64_t side, int64_t views, const void* pixels_ptr,
   gemm(I.projector, a.qn, I.proj_w, I.proj_b, nullptr, static_cast<bf16*>(out), V * n, nullptr,
        "multi_modal_projector");
 
-  if (tuning && I.gemm_cache) I.gemm_cache->save();  // never fatal: warns once
+  if (tuning) I.ctx.save_cache();
 }
 
 }  // namespace dsocr2

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "dsocr2_config.hpp"
+#include "dsocr2_layout.hpp"
 #include "dsocr2_weights.hpp"
 
 #include <cstddef>
@@ -45,8 +46,11 @@ class CudaModel {
   void forward(int64_t side, int64_t views, const void* pixels, const int32_t* view_count,
                void* out, void* workspace, size_t workspace_bytes, void* stream, bool tune);
 
-  // view_separator as bf16 on the device [text_hidden_size] (postprocess).
-  const void* view_separator() const;
+  // One image's rows into `out` (bf16, device copies on `stream`): its crops'
+  // rows from `local` (row `local_row` on), its global rows from `global` (row
+  // `global_row` on), then view_separator.
+  void assemble(const ItemData& item, const void* local, int64_t local_row, const void* global,
+                int64_t global_row, void* out, void* stream) const;
 
  private:
   struct Impl;

@@ -10,12 +10,9 @@ namespace dsocr2 {
 namespace {
 
 using encoder_kit::RandomInit;
-
-RandomInit matrix(int64_t fan_in) {
-  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
-}
-const RandomInit kBias = RandomInit::normal(0.02);
-const RandomInit kNormW = RandomInit::normal(0.1, 1.0);
+using encoder_kit::random_init::kBias;
+using encoder_kit::random_init::matrix;
+const RandomInit kNormW = encoder_kit::random_init::kNormWeight;
 const RandomInit kNormB = RandomInit::normal(0.1);
 const RandomInit kPos = RandomInit::normal(0.5);
 const RandomInit kUnit = RandomInit::normal(1.0);

@@ -7,21 +7,24 @@
 #include "internvl_config.hpp"
 #include "internvl_weights.hpp"
 
+#include <encoder_kit/device_backend.hpp>
+
 #include <encgraph/plugin_api.h>
 
 #include <cstddef>
-#include <memory>
 #include <string>
+
+#ifdef INTERNVL_HAVE_CUDA
+#include "internvl_cuda_model.hpp"
+#else
+namespace internvl {
+using CudaModel = encoder_kit::NoCuda;
+}  // namespace internvl
+#endif
 
 namespace internvl {
 
-class CudaModel;
-
-#ifdef INTERNVL_HAVE_CUDA
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
-#else
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
-#endif
+inline constexpr uint32_t kDevices = encoder_kit::kDevicesOf<CudaModel>;
 
 class Backend {
  public:
@@ -30,9 +33,6 @@ class Backend {
   // planned for it). Throws Error(UNSUPPORTED) for CUDA in a build without it.
   Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index,
           const Capacity& largest);
-  ~Backend();
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
 
   size_t workspace_bytes(const Capacity& cap) const;
   void forward(const Capacity& cap, const eg_tensor* buffers, void* output, void* workspace,
@@ -40,8 +40,7 @@ class Backend {
 
  private:
   const Options& opt_;
-  Weights cpu_weights_;
-  std::unique_ptr<CudaModel> cuda_;
+  encoder_kit::DeviceBackend<Weights, CudaModel> device_;
 };
 
 }  // namespace internvl

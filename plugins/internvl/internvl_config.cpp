@@ -148,24 +148,12 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
 }  // namespace
 
 void ModelConfig::validate() const {
-  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    encoder_kit::require_in_range("internvl", name, v, lo, hi);
-  };
-  range("hidden_size", hidden_size, 1, 65536);
-  range("num_hidden_layers", num_hidden_layers, 1, 1024);
-  range("num_attention_heads", num_attention_heads, 1, 1024);
-  range("intermediate_size", intermediate_size, 1, 262144);
-  range("image_size", image_size, 1, 16384);
-  range("patch_size", patch_size, 1, 1024);
-  range("text_hidden_size", text_hidden_size, 1, 65536);
-  if (hidden_size % num_attention_heads != 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "internvl: hidden_size " + std::to_string(hidden_size) +
-                                      " is not a multiple of num_attention_heads " +
-                                      std::to_string(num_attention_heads));
-  if (image_size % patch_size != 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "internvl: image_size " + std::to_string(image_size) +
-                                      " is not a multiple of patch_size " +
-                                      std::to_string(patch_size));
+  const encoder_kit::SizeChecks check{"internvl"};
+  check.vit(hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, image_size,
+            patch_size);
+  check.range("text_hidden_size", text_hidden_size, 1, 65536);
+  check.multiple("hidden_size", hidden_size, "num_attention_heads", num_attention_heads);
+  check.multiple("image_size", image_size, "patch_size", patch_size);
   if (grid() % shuffle != 0)
     fail(
         EG_ERR_INVALID_ARGUMENT,
@@ -241,9 +229,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
              std::to_string(m.seq_per_tile()) +
              " tokens per tile overflow the int32 sequence offsets: lower max_budget_tiles");
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   r.reject_unknown();
   return o;
 }

@@ -76,17 +76,13 @@ inline constexpr int64_t kMaxSide = int64_t{1} << 20;
 
 using Dtype = encoder_kit::ComputeDtype;
 
-struct Options {
+struct Options : encoder_kit::RunOptions {
   ModelConfig model;
   Processor processor;
   std::string config_path;               // the config.json the sizes came from, or ""
   std::string weight_prefix = "model.";  // before vision_tower.* and multi_modal_projector.*
   Dtype dtype = Dtype::F32;
   int64_t max_budget_tiles = 32;  // the largest graph holds this many tiles
-  uint64_t seed = 0;
-  bool check_finite = true;
-  bool tune_gemm = true;
-  std::string tuning_cache;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment) and refuses

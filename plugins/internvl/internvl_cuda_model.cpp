@@ -3,13 +3,10 @@
 #include "internvl_kernels.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/kernels.hpp>
-#include <encoder_kit/cuda/plugin_host.hpp>
-#include <encoder_kit/cuda/tuning_cache.hpp>
+#include <encoder_kit/cuda/model_context.hpp>
 #include <encoder_kit/error.hpp>
 
 #include <cmath>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -72,15 +69,9 @@ struct CudaModel::Impl {
   const bf16 *patch_w, *patch_b, *cls, *pos, *final_w = nullptr, *final_b = nullptr;
   const bf16 *pln_w, *pln_b, *p1_w, *p1_b, *p2_w, *p2_b;
   std::vector<DeviceLayer> layers;
-  cublasLtHandle_t handle = nullptr;
   Capacity planned;
   k::GemmPlan patch, qkv, out, fc1, fc2, proj1, proj2;
-  std::set<int64_t> tuned;  // tile counts whose algorithms were timed
-  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
-
-  ~Impl() {
-    if (handle) cublasLtDestroy(handle);
-  }
+  k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   void upload(const Weights& w) {
     weights.add(&patch_w, w.patch_w);
@@ -117,8 +108,6 @@ struct CudaModel::Impl {
     weights.upload(kWho);
   }
 
-  std::vector<k::GemmPlan*> plans() { return {&patch, &qkv, &out, &fc1, &fc2, &proj1, &proj2}; }
-
   void plan_products(const Capacity& cap) {
     const ModelConfig& c = o.model;
     const int64_t d = c.hidden_size, inter = c.intermediate_size, rows = cap.seq_rows(c);
@@ -132,9 +121,8 @@ struct CudaModel::Impl {
     check(proj1.initialize(outs, t, c.shuffled_width(), Epilogue::BiasGelu, false),
           "planning linear_1");
     check(proj2.initialize(outs, t, t, Epilogue::Bias, false), "planning linear_2");
-    for (k::GemmPlan* g : plans()) g->set_tuning_cache(gemm_cache);
+    ctx.planned({&patch, &qkv, &out, &fc1, &fc2, &proj1, &proj2});
     planned = cap;
-    tuned.clear();
   }
 
   // Times each product's candidates at this size on scratch memory (the
@@ -142,25 +130,19 @@ struct CudaModel::Impl {
   void tune(const Activations& a, const bf16* pixels, const Capacity& cap, cudaStream_t s) {
     const ModelConfig& c = o.model;
     const int64_t rows = cap.seq_rows(c), outs = cap.out_rows(c);
-    const size_t ws = k::GemmPlan::workspace_bytes();
-    check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.normed, cap.patch_rows(c),
-                     a.gemm_ws, ws, s),
-          "tuning the patch embedding");
+    ctx.tune(patch, pixels, patch_w, patch_b, nullptr, a.normed, cap.patch_rows(c), a.gemm_ws, s,
+             "tuning the patch embedding");
     if (!layers.empty()) {
       const DeviceLayer& l = layers[0];
-      check(qkv.tune(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
-            "tuning q/k/v");
-      check(out.tune(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s),
-            "tuning projection_layer");
-      check(fc1.tune(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
-            "tuning fc1");
-      check(fc2.tune(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s),
-            "tuning fc2");
+      ctx.tune(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "tuning q/k/v");
+      ctx.tune(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s,
+               "tuning projection_layer");
+      ctx.tune(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "tuning fc1");
+      ctx.tune(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "tuning fc2");
     }
-    check(proj1.tune(handle, a.shuffled_norm, p1_w, p1_b, nullptr, a.mid, outs, a.gemm_ws, ws, s),
-          "tuning linear_1");
-    check(proj2.tune(handle, a.mid, p2_w, p2_b, nullptr, a.shuffled, outs, a.gemm_ws, ws, s),
-          "tuning linear_2");
+    ctx.tune(proj1, a.shuffled_norm, p1_w, p1_b, nullptr, a.mid, outs, a.gemm_ws, s,
+             "tuning linear_1");
+    ctx.tune(proj2, a.mid, p2_w, p2_b, nullptr, a.shuffled, outs, a.gemm_ws, s, "tuning linear_2");
   }
 
   void prepare(const Capacity& cap) {
@@ -185,10 +167,8 @@ struct CudaModel::Impl {
     const ModelConfig& c = o.model;
     const int64_t rows = cap.seq_rows(c);
     const int hd = static_cast<int>(c.head_dim());
-    const size_t ws = k::GemmPlan::workspace_bytes();
     norm(a.x, l.n1_w, l.n1_b, a.normed, rows, s, "layernorm_before");
-    check(qkv.run(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
-          "q/k/v");
+    ctx.run(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "q/k/v");
     // Each tile attends to itself; padded tiles are empty sequences whose rows
     // are never read by a real one.
     check(k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.tiles),
@@ -196,12 +176,10 @@ struct CudaModel::Impl {
                                    static_cast<int>(c.num_attention_heads), hd,
                                    1.0f / std::sqrt(static_cast<float>(hd)), a.attn, s),
           "attention");
-    check(out.run(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s),
-          "projection_layer");
+    ctx.run(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "projection_layer");
     norm(a.x, l.n2_w, l.n2_b, a.normed, rows, s, "layernorm_after");
-    check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
-          "fc1 + gelu");
-    check(fc2.run(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s), "fc2");
+    ctx.run(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "fc1 + gelu");
+    ctx.run(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "fc2");
   }
 };
 
@@ -210,7 +188,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     : impl_(std::make_unique<Impl>()) {
   impl_->o = o;
   const ModelConfig& c = o.model;
-  k::throw_on_cuda_error(kWho, cudaSetDevice(device_index), "cudaSetDevice");
+  impl_->ctx.select_device(device_index);
   if (c.head_dim() % 8 != 0 || c.head_dim() > 128)
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
                       "internvl CUDA: the attention kernel needs head_dim a multiple of 8 up to "
@@ -225,12 +203,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
                       "internvl CUDA: use_qk_norm (InternViT-6B) runs on the CPU path only; use "
                       "device = \"cpu\"");
   impl_->upload(w);
-  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    encoder_kit::fail(EG_ERR_DEVICE,
-                      std::string("internvl CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
-  impl_->gemm_cache =
-      k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "internvl", std::move(warn));
+  impl_->ctx.open(device_index, tuning_cache, "internvl", std::move(warn));
   impl_->plan_products(max);
 }
 
@@ -246,34 +219,19 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   const ModelConfig& c = m.o.model;
   auto s = static_cast<cudaStream_t>(stream);
   const Activations a = carve(c, cap, static_cast<char*>(workspace));
-  if (a.total > workspace_bytes)
-    encoder_kit::fail(
-        EG_ERR_INVALID_ARGUMENT,
-        "internvl CUDA: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
+  m.ctx.check_workspace(a.total, workspace_bytes);
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
   const auto* cu = static_cast<const int32_t*>(buffers[kCuSeqlens].data);
 
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  k::throw_on_cuda_error(kWho, cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
-  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
-  if (cap.tiles > m.planned.tiles) {
-    if (in_capture)
-      encoder_kit::fail(EG_ERR_INTERNAL, "internvl CUDA: a graph of " + std::to_string(cap.tiles) +
-                                             " tiles was captured without its warm-up run");
-    m.plan_products(cap);
-  }
-  if (tune && !in_capture && !m.tuned.count(cap.tiles)) {
-    m.tune(a, pixels, cap, s);
-    m.tuned.insert(cap.tiles);
-    if (m.gemm_cache) m.gemm_cache->save();
-  }
+  const bool in_capture = m.ctx.capturing(s);
+  if (cap.tiles > m.planned.tiles)
+    m.ctx.grow_plan(in_capture, cap.tiles, "tiles", [&] { m.plan_products(cap); });
+  m.ctx.tune_once(tune, in_capture, cap.tiles, [&] { m.tune(a, pixels, cap, s); });
   if (!in_capture) m.prepare(cap);
 
-  const size_t ws = k::GemmPlan::workspace_bytes();
   const int64_t d = c.hidden_size, rows = cap.seq_rows(c), outs = cap.out_rows(c);
-  check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.normed, cap.patch_rows(c),
-                    a.gemm_ws, ws, s),
-        "patch_embeddings");
+  m.ctx.run(m.patch, pixels, m.patch_w, m.patch_b, nullptr, a.normed, cap.patch_rows(c), a.gemm_ws,
+            s, "patch_embeddings");
   check(cuda::embed_tiles_bf16(a.normed, m.cls, m.pos, a.x, cap.tiles, c.patches_per_tile(), d, s),
         "cls token and position_embeddings");
   for (const DeviceLayer& l : m.layers) m.layer(l, a, cap, cu, s);
@@ -288,12 +246,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   check(k::layer_norm_bf16(a.shuffled, m.pln_w, m.pln_b, a.shuffled_norm, outs, c.shuffled_width(),
                            kProjectorEps, s),
         "projector layer_norm");
-  check(m.proj1.run(m.handle, a.shuffled_norm, m.p1_w, m.p1_b, nullptr, a.mid, outs, a.gemm_ws, ws,
-                    s),
-        "linear_1 + gelu");
-  check(m.proj2.run(m.handle, a.mid, m.p2_w, m.p2_b, nullptr, static_cast<bf16*>(output), outs,
-                    a.gemm_ws, ws, s),
-        "linear_2");
+  m.ctx.run(m.proj1, a.shuffled_norm, m.p1_w, m.p1_b, nullptr, a.mid, outs, a.gemm_ws, s,
+            "linear_1 + gelu");
+  m.ctx.run(m.proj2, a.mid, m.p2_w, m.p2_b, nullptr, static_cast<bf16*>(output), outs, a.gemm_ws, s,
+            "linear_2");
 }
 
 }  // namespace internvl

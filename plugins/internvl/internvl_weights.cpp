@@ -10,22 +10,11 @@ namespace internvl {
 namespace {
 
 using encoder_kit::RandomInit;
-
-RandomInit matrix(int64_t fan_in) {
-  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
-}
-const RandomInit kBias = RandomInit::normal(0.02);
-const RandomInit kNormWeight = RandomInit::normal(0.1, 1.0);
+using encoder_kit::random_init::kBias;
+using encoder_kit::random_init::kNormWeight;
+using encoder_kit::random_init::matrix;
+using Reader = encoder_kit::PrefixedReader;
 const RandomInit kNormBias = RandomInit::normal(0.05);
-
-struct Reader {
-  const encoder_kit::WeightSource& src;
-  const std::string& prefix;
-  std::vector<float> operator()(const std::string& name, const std::vector<int64_t>& shape,
-                                const RandomInit& init) const {
-    return src.load(prefix + name, shape, init);
-  }
-};
 
 // w[r, :] *= scale[r], b[r] *= scale[r]: lambda * (W a + b).
 void fold_scale(std::vector<float>& w, std::vector<float>& b, const std::vector<float>& scale) {
@@ -45,14 +34,7 @@ LayerWeights load_layer(const Reader& read, const ModelConfig& c, int64_t i) {
     if (!c.rms_norm) b = read(p + n + ".bias", {d}, kNormBias);
   };
   norm("layernorm_before", l.norm1_w, l.norm1_b);
-  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-    const std::string n = p + "attention." + proj;
-    const std::vector<float> w = read(n + ".weight", {d, d}, matrix(d));
-    const std::vector<float> b =
-        c.attention_bias ? read(n + ".bias", {d}, kBias) : std::vector<float>(d, 0.0f);
-    l.qkv_w.insert(l.qkv_w.end(), w.begin(), w.end());
-    l.qkv_b.insert(l.qkv_b.end(), b.begin(), b.end());
-  }
+  encoder_kit::read_fused_qkv(read, p + "attention.", d, c.attention_bias, l.qkv_w, l.qkv_b);
   if (c.use_qk_norm) {
     l.q_norm = read(p + "attention.q_norm.weight", {d}, kNormWeight);
     l.k_norm = read(p + "attention.k_norm.weight", {d}, kNormWeight);
@@ -71,20 +53,12 @@ LayerWeights load_layer(const Reader& read, const ModelConfig& c, int64_t i) {
 }
 
 int64_t parameter_count(const ModelConfig& c) {
-  const std::string what = "internvl: the encoder's parameter count";
-  auto mul = [&](std::initializer_list<int64_t> v) {
-    return encoder_kit::checked_product(v, what);
-  };
-  auto add = [&](std::initializer_list<int64_t> v) {
-    int64_t n = 0;
-    for (int64_t x : v) n = encoder_kit::checked_add(n, x, what);
-    return n;
-  };
+  const encoder_kit::CheckedCount n{"internvl: the encoder's parameter count"};
   const int64_t d = c.hidden_size, inter = c.intermediate_size, t = c.text_hidden_size;
-  const int64_t layer = add({mul({4, d, d}), mul({12, d}), mul({2, inter, d}), inter});
-  return add({mul({d, c.patch_cols()}), mul({c.seq_per_tile() + 2, d}),
-              mul({c.num_hidden_layers, layer}), mul({t, c.shuffled_width()}), mul({t, t}),
-              mul({3, c.shuffled_width()}), mul({2, t})});
+  const int64_t layer = n.sum({n.mul({4, d, d}), n.mul({12, d}), n.mul({2, inter, d}), inter});
+  return n.sum({n.mul({d, c.patch_cols()}), n.mul({c.seq_per_tile() + 2, d}),
+                n.mul({c.num_hidden_layers, layer}), n.mul({t, c.shuffled_width()}), n.mul({t, t}),
+                n.mul({3, c.shuffled_width()}), n.mul({2, t})});
 }
 
 }  // namespace

@@ -257,24 +257,19 @@ void VisionConfig::validate() const {
   const std::string who = s.name;
   // Bounds far above every released tower that keep each size product the
   // plugin computes (patch rows x patch_dim, weights, workspaces) inside 64 bits.
-  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    encoder_kit::require_in_range(who, name, v, lo, hi);
-  };
-  range("depth", depth, 1, 1024);
-  range("hidden_size", hidden_size, 1, 65536);
-  range("num_heads", num_heads, 1, 1024);
-  range("intermediate_size", intermediate_size, 1, 262144);
-  range("out_hidden_size", out_hidden_size, 1, 65536);
-  range("patch_size", patch_size, 1, 512);
-  range("temporal_patch_size", temporal_patch_size, 1, 16);
-  range("spatial_merge_size", spatial_merge_size, 1, 16);
-  if (s.attention == Attention::Windowed) range("window_size", window_size, 1, 65536);
+  const encoder_kit::SizeChecks check{who};
+  check.range("depth", depth, 1, 1024);
+  check.range("hidden_size", hidden_size, 1, 65536);
+  check.range("num_heads", num_heads, 1, 1024);
+  check.range("intermediate_size", intermediate_size, 1, 262144);
+  check.range("out_hidden_size", out_hidden_size, 1, 65536);
+  check.range("patch_size", patch_size, 1, 512);
+  check.range("temporal_patch_size", temporal_patch_size, 1, 16);
+  check.range("spatial_merge_size", spatial_merge_size, 1, 16);
+  if (s.attention == Attention::Windowed) check.range("window_size", window_size, 1, 65536);
   if (s.pos_embed == PosEmbed::Interpolated)
-    range("num_position_embeddings", num_position_embeddings, 1, int64_t{1} << 20);
-  if (hidden_size % num_heads != 0)
-    fail(EG_ERR_INVALID_ARGUMENT, who + ": hidden_size " + std::to_string(hidden_size) +
-                                      " is not a multiple of num_heads " +
-                                      std::to_string(num_heads));
+    check.range("num_position_embeddings", num_position_embeddings, 1, int64_t{1} << 20);
+  check.multiple("hidden_size", hidden_size, "num_heads", num_heads);
   if (head_dim() % 4 != 0)
     fail(
         EG_ERR_INVALID_ARGUMENT,
@@ -332,9 +327,7 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
   read_budget_keys(r, o);
   o.check_finite = encoder_kit::read_check_finite(r);
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   if (s.mlp == Mlp::GatedSilu) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});

@@ -92,7 +92,7 @@ enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // (read by these names, in this order)
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
-struct Options {
+struct Options : encoder_kit::RunOptions {
   explicit Options(const Spec& s);  // the version's defaults
   const Spec& spec() const { return *model.spec; }
 
@@ -110,16 +110,6 @@ struct Options {
   int64_t min_budget = 64;  // a 224x224 image (Qwen2.5-VL)
   int64_t max_budget = 0;   // 0: the tokens of a max_pixels image
   int64_t max_frames_per_video = 768;
-  uint64_t seed = 0;         // random weights and synthetic items
-  bool check_finite = true;  // a checkpoint's NaN/Inf weights are an error
-  // CUDA: time the matrix products' algorithms in each capture's warm-up. Off,
-  // cuBLASLt's first heuristic choice is used: reproducible across instances
-  // (timed picks can differ from run to run, and so can the last bits).
-  bool tune_gemm = true;
-  // CUDA: where tuned product algorithms persist between runs (keyed by GPU,
-  // library versions and shapes): a folder, "off", or "" for the default
-  // (plugin.tuning.cache_dir, else $XDG_CACHE_HOME/encgraph, else ~/.cache/encgraph).
-  std::string tuning_cache;
   // CUDA, Mlp::GatedSilu towers: how the MLP's gate/up product and SiLU·mul
   // run (the mlp_kernel key), and norm1 with the qkv product (qkv_kernel).
   MlpKernel mlp_kernel = MlpKernel::Auto;

@@ -12,27 +12,11 @@ namespace qwen_vl {
 namespace {
 
 using encoder_kit::RandomInit;
-
-RandomInit matrix(int64_t fan_in) {
-  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
-}
-const RandomInit kBias = RandomInit::normal(0.02);
-const RandomInit kNormW = RandomInit::normal(0.1, 1.0);
+using encoder_kit::random_init::kBias;
+using encoder_kit::random_init::matrix;
+const RandomInit kNormW = encoder_kit::random_init::kNormWeight;
 const RandomInit kNormB = RandomInit::normal(0.1);
 const RandomInit kPos = RandomInit::normal(0.5);
-
-// Checked sums and products of the parameter count.
-struct Count {
-  std::string what;
-  int64_t mul(std::initializer_list<int64_t> v) const {
-    return encoder_kit::checked_product(v, what);
-  }
-  int64_t add(std::initializer_list<int64_t> v) const {
-    int64_t s = 0;
-    for (int64_t x : v) s = encoder_kit::checked_add(s, x, what);
-    return s;
-  }
-};
 
 // A norm's weight, and its bias under Norm::Layer.
 void load_norm(const VisionConfig& c, const encoder_kit::WeightSource& src, const std::string& name,
@@ -59,18 +43,18 @@ MergerWeights load_merger(const VisionConfig& c, const encoder_kit::WeightSource
 
 int64_t parameter_count(const VisionConfig& c) {
   const Spec& s = *c.spec;
-  const Count n{std::string(s.name) + ": the tower's parameter count"};
+  const encoder_kit::CheckedCount n{std::string(s.name) + ": the tower's parameter count"};
   const int64_t d = c.hidden_size, inter = c.intermediate_size, out = c.out_hidden_size;
   const int64_t merged = n.mul({d, c.merge_unit()});
   const int64_t norm = s.norm == Norm::Layer ? 2 : 1;  // values per normalised feature
-  const int64_t mlp = s.mlp == Mlp::GatedSilu ? n.add({n.mul({3, inter, d}), n.mul({2, inter}), d})
-                                              : n.add({n.mul({2, inter, d}), inter, d});
+  const int64_t mlp = s.mlp == Mlp::GatedSilu ? n.sum({n.mul({3, inter, d}), n.mul({2, inter}), d})
+                                              : n.sum({n.mul({2, inter, d}), inter, d});
   const int64_t block =
-      n.add({n.mul({2, norm, d}), n.mul({3, d, d}), n.mul({3, d}), n.mul({d, d}), d, mlp});
-  const int64_t merger = n.add({n.mul({merged, merged}), merged, n.mul({out, merged}), out});
-  return n.add({n.mul({d, c.patch_dim()}), s.patch_bias ? d : 0,
+      n.sum({n.mul({2, norm, d}), n.mul({3, d, d}), n.mul({3, d}), n.mul({d, d}), d, mlp});
+  const int64_t merger = n.sum({n.mul({merged, merged}), merged, n.mul({out, merged}), out});
+  return n.sum({n.mul({d, c.patch_dim()}), s.patch_bias ? d : 0,
                 n.mul({c.num_position_embeddings, d}), n.mul({c.depth, block}), n.mul({norm, d}),
-                merger, n.mul({c.num_deepstack(), n.add({n.mul({norm, merged}), merger})})});
+                merger, n.mul({c.num_deepstack(), n.sum({n.mul({norm, merged}), merger})})});
 }
 
 Weights load_weights(const VisionConfig& c, const encoder_kit::WeightSource& src) {

@@ -2,34 +2,17 @@
 
 #include "siglip_weights.hpp"
 
-#include <encoder_kit/config_json.hpp>
-#include <encoder_kit/error.hpp>
 #include <encoder_kit/weights.hpp>
 
 #include <encgraph/sdk/host.hpp>
 
 #include <utility>
 
-#ifdef SIGLIP_HAVE_CUDA
-#include "siglip_cuda_model.hpp"
-#else
-namespace siglip {
-class CudaModel {};  // never made: CUDA is refused in the constructor
-}  // namespace siglip
-#endif
-
 namespace siglip {
 
 Backend::Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index,
                  const Capacity& largest)
-    : opt_(o) {
-#ifndef SIGLIP_HAVE_CUDA
-  if (device == EG_DEVICE_CUDA)
-    encoder_kit::fail(EG_ERR_UNSUPPORTED,
-                      "siglip was built without its CUDA kernels; use device = \"cpu\"");
-  (void)device_index;
-  (void)largest;
-#endif
+    : opt_(o), device_("siglip", device) {
   const VisionConfig& c = o.model;
   const encoder_kit::WeightSource source(weights.empty() ? "random" : weights, o.seed,
                                          o.check_finite);
@@ -37,39 +20,21 @@ Backend::Backend(const Options& o, const std::string& weights, int32_t device, i
       "loading " + source.description() + " (" + std::to_string(o.layers_to_run()) + " of " +
       std::to_string(c.num_hidden_layers) + " layers, hidden " + std::to_string(c.hidden_size) +
       ", " + std::to_string(c.tokens_per_image()) + " tokens per image)");
-  Weights w =
-      encoder_kit::naming_config_on_failure(o.config_path, [&] { return load_weights(o, source); });
-  if (device == EG_DEVICE_CPU) {
-    cpu_weights_ = std::move(w);
-    return;
-  }
-#ifdef SIGLIP_HAVE_CUDA
-  cuda_ = std::make_unique<CudaModel>(
-      o, w, device_index, largest, o.tune_gemm ? o.tuning_cache : std::string("off"),
-      [](const std::string& message) { encgraph::sdk::host().warn(message); });
-#endif
+  device_.load_onto(device, o, device_index, largest, [&] { return load_weights(o, source); });
 }
 
-Backend::~Backend() = default;
-
 size_t Backend::workspace_bytes(const Capacity& cap) const {
-#ifdef SIGLIP_HAVE_CUDA
-  if (cuda_) return cuda_->workspace_bytes(cap);
-#endif
-  return cpu_workspace_bytes(opt_, cap);
+  return device_.run([&](const Weights&) { return cpu_workspace_bytes(opt_, cap); },
+                     [&](const auto& m) { return m.workspace_bytes(cap); });
 }
 
 void Backend::forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
                       void* workspace, size_t workspace_bytes, void* stream, bool tune) {
-#ifdef SIGLIP_HAVE_CUDA
-  if (cuda_) {
-    cuda_->forward(cap, buffers, outputs, workspace, workspace_bytes, stream, tune);
-    return;
-  }
-#endif
-  (void)stream;
-  (void)tune;
-  cpu_forward(opt_, cpu_weights_, cap, buffers, outputs, workspace, workspace_bytes);
+  device_.run(
+      [&](const Weights& w) {
+        cpu_forward(opt_, w, cap, buffers, outputs, workspace, workspace_bytes);
+      },
+      [&](auto& m) { m.forward(cap, buffers, outputs, workspace, workspace_bytes, stream, tune); });
 }
 
 }  // namespace siglip

@@ -7,23 +7,26 @@
 #include "siglip_config.hpp"
 #include "siglip_weights.hpp"
 
+#include <encoder_kit/device_backend.hpp>
+
 #include <encgraph/plugin_api.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
+
+#ifdef SIGLIP_HAVE_CUDA
+#include "siglip_cuda_model.hpp"
+#else
+namespace siglip {
+using CudaModel = encoder_kit::NoCuda;
+}  // namespace siglip
+#endif
 
 namespace siglip {
 
-class CudaModel;
-
 // The devices this build can run on (the plugin's identity).
-#ifdef SIGLIP_HAVE_CUDA
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU | EG_DEVICE_CUDA;
-#else
-inline constexpr uint32_t kDevices = EG_DEVICE_CPU;
-#endif
+inline constexpr uint32_t kDevices = encoder_kit::kDevicesOf<CudaModel>;
 
 class Backend {
  public:
@@ -33,9 +36,6 @@ class Backend {
   // Error(UNSUPPORTED) for CUDA in a build without the kernels.
   Backend(const Options& o, const std::string& weights, int32_t device, int32_t device_index,
           const Capacity& largest);
-  ~Backend();
-  Backend(const Backend&) = delete;
-  Backend& operator=(const Backend&) = delete;
 
   size_t workspace_bytes(const Capacity& cap) const;
   // `buffers` in Buffer order; `tune`: the CUDA products time their
@@ -45,8 +45,7 @@ class Backend {
 
  private:
   const Options& opt_;
-  Weights cpu_weights_;              // CPU instances
-  std::unique_ptr<CudaModel> cuda_;  // CUDA instances
+  encoder_kit::DeviceBackend<Weights, CudaModel> device_;
 };
 
 }  // namespace siglip

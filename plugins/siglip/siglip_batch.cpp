@@ -28,12 +28,7 @@ Capacity capacity_for(const Options& o, const eg_graph_shape& shape) {
 
 ItemData make_item_data(const Options& o, const std::vector<float>& rows) {
   ItemData d;
-  if (o.dtype == Dtype::F32) {
-    d.rows_f32 = rows;
-  } else {
-    d.rows_bf16.resize(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) d.rows_bf16[i] = encoder_kit::f32_to_bf16(rows[i]);
-  }
+  encoder_kit::keep_rows(o.dtype != Dtype::F32, rows, d.rows_f32, d.rows_bf16);
   return d;
 }
 

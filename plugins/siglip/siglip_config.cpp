@@ -106,19 +106,10 @@ bool Options::has(Output output) const {
 void VisionConfig::validate() const {
   // Bounds far above every released tower that keep each size product the
   // plugin computes (rows x patch values, weights, workspaces) inside 64 bits.
-  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    encoder_kit::require_in_range("siglip", name, v, lo, hi);
-  };
-  range("hidden_size", hidden_size, 1, 65536);
-  range("num_hidden_layers", num_hidden_layers, 1, 1024);
-  range("num_attention_heads", num_attention_heads, 1, 1024);
-  range("intermediate_size", intermediate_size, 1, 262144);
-  range("image_size", image_size, 1, 16384);
-  range("patch_size", patch_size, 1, 1024);
-  if (hidden_size % num_attention_heads != 0)
-    fail(EG_ERR_INVALID_ARGUMENT, "siglip: hidden_size " + std::to_string(hidden_size) +
-                                      " is not a multiple of num_attention_heads " +
-                                      std::to_string(num_attention_heads));
+  const encoder_kit::SizeChecks check{"siglip"};
+  check.vit(hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, image_size,
+            patch_size);
+  check.multiple("hidden_size", hidden_size, "num_attention_heads", num_attention_heads);
   // image_size need not be a multiple of patch_size: the Conv2d ("valid"
   // padding) ignores the last image_size % patch_size rows and columns, as
   // so400m-patch14-384 does (27 x 14 = 378 of 384).
@@ -206,9 +197,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
       folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m),
       {"bicubic", "bilinear"});
   o.bilinear_resize = resample == "bilinear";
-  o.seed = static_cast<uint64_t>(r.get<int64_t>("seed", 0));  // any 64-bit pattern
-  o.tune_gemm = r.get<bool>("tune_gemm", o.tune_gemm);
-  o.tuning_cache = r.get<std::string>("tuning_cache", o.tuning_cache);
+  encoder_kit::read_seed_and_tuning(r, o);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

@@ -54,7 +54,7 @@ enum class Output {
 const char* output_name(Output output);
 using Dtype = encoder_kit::ComputeDtype;
 
-struct Options {
+struct Options : encoder_kit::RunOptions {
   VisionConfig model;
   // The config.json the tower's sizes came from (config_json, or the one in
   // the checkpoint folder plugin.weights names), or "" for keys and defaults.
@@ -71,12 +71,6 @@ struct Options {
   Dtype dtype = Dtype::F32;
   int64_t max_budget_images = 64;  // the largest graph holds this many images
   bool bilinear_resize = false;    // the processor resamples bicubic by default
-  uint64_t seed = 0;               // random weights and synthetic items
-  bool check_finite = true;        // a checkpoint's NaN/Inf weights are an error
-  bool tune_gemm = true;           // CUDA: time the products' algorithms in each capture's warm-up
-  // Where tuned choices persist: "" the default folder (XDG cache), "off",
-  // or a folder (encoder_kit/tuning_cache.hpp).
-  std::string tuning_cache;
 
   int64_t layers_to_run() const;
   bool uses_post_layernorm() const { return !feature_layer.has_value(); }

@@ -3,13 +3,10 @@
 #include "siglip_kernels.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/kernels.hpp>
-#include <encoder_kit/cuda/plugin_host.hpp>
-#include <encoder_kit/cuda/tuning_cache.hpp>
+#include <encoder_kit/cuda/model_context.hpp>
 #include <encoder_kit/error.hpp>
 
 #include <cmath>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,17 +75,10 @@ struct CudaModel::Impl {
   const bf16 *post_w = nullptr, *post_b = nullptr;
   std::vector<DeviceLayer> layers;
   DeviceHead head{};
-  cublasLtHandle_t handle = nullptr;
   Capacity planned;
   k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
-  std::set<int64_t> tuned;                            // row counts whose algorithms were timed
-  // tune()'s choices across processes (the tuning_cache key); null: off.
-  std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
-
-  ~Impl() {
-    if (handle) cublasLtDestroy(handle);
-  }
+  k::ModelContext ctx{kWho};                          // last member: its handle is destroyed first
 
   void upload(const Weights& w) {
     weights.add(&patch_w, w.patch_w);
@@ -149,44 +139,32 @@ struct CudaModel::Impl {
             "planning head fc1");
       check(head_fc2.initialize(images, d, inter, Epilogue::Bias, true), "planning head fc2");
     }
-    for (k::GemmPlan* g :
-         {&patch, &qkv, &out, &fc1, &fc2, &head_kv, &head_out, &head_fc1, &head_fc2})
-      g->set_tuning_cache(gemm_cache);
+    ctx.planned({&patch, &qkv, &out, &fc1, &fc2, &head_kv, &head_out, &head_fc1, &head_fc2});
     planned = cap;
-    tuned.clear();
   }
 
   // Times each product's candidates at this size on scratch memory (the
   // forward that follows recomputes everything from the pixels).
   void tune(const Activations& a, const bf16* pixels, const Capacity& cap, cudaStream_t s) {
     const int64_t rows = cap.rows, images = cap.images;
-    const size_t ws = k::GemmPlan::workspace_bytes();
-    check(patch.tune(handle, pixels, patch_w, patch_b, nullptr, a.x, rows, a.gemm_ws, ws, s),
-          "tuning patch_embed");
+    ctx.tune(patch, pixels, patch_w, patch_b, nullptr, a.x, rows, a.gemm_ws, s,
+             "tuning patch_embed");
     if (!layers.empty()) {
       const DeviceLayer& l = layers[0];
-      check(qkv.tune(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
-            "tuning q/k/v");
-      check(out.tune(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s),
-            "tuning out_proj");
-      check(fc1.tune(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
-            "tuning fc1");
-      check(fc2.tune(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s),
-            "tuning fc2");
+      ctx.tune(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "tuning q/k/v");
+      ctx.tune(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "tuning out_proj");
+      ctx.tune(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "tuning fc1");
+      ctx.tune(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "tuning fc2");
     }
     if (o.needs_head()) {
-      check(head_kv.tune(handle, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws,
-                         ws, s),
-            "tuning head k/v");
-      check(head_out.tune(handle, a.attn, head.out_w, head.out_b, nullptr, a.normed, images,
-                          a.gemm_ws, ws, s),
-            "tuning head out_proj");
-      check(head_fc1.tune(handle, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws,
-                          ws, s),
-            "tuning head fc1");
-      check(head_fc2.tune(handle, a.mlp, head.fc2_w, head.fc2_b, a.normed, a.attn, images,
-                          a.gemm_ws, ws, s),
-            "tuning head fc2");
+      ctx.tune(head_kv, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, s,
+               "tuning head k/v");
+      ctx.tune(head_out, a.attn, head.out_w, head.out_b, nullptr, a.normed, images, a.gemm_ws, s,
+               "tuning head out_proj");
+      ctx.tune(head_fc1, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws, s,
+               "tuning head fc1");
+      ctx.tune(head_fc2, a.mlp, head.fc2_w, head.fc2_b, a.normed, a.attn, images, a.gemm_ws, s,
+               "tuning head fc2");
     }
   }
 
@@ -213,23 +191,20 @@ void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Ca
   const int64_t rows = cap.rows, d = c.hidden_size;
   const int hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t ws = k::GemmPlan::workspace_bytes();
   check(k::layer_norm_bf16(a.x, l.ln1_w, l.ln1_b, a.normed, rows, d, c.layer_norm_eps, s),
         "layer_norm1");
-  check(qkv.run(handle, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
-        "q/k/v");
+  ctx.run(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "q/k/v");
   // Attention stays within each image; rows past the last image are in no
   // sequence and their (unwritten) rows never mix with real ones.
   check(k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
                                  static_cast<int>(c.tokens_per_image()),
                                  static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s),
         "attention");
-  check(out.run(handle, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, ws, s), "out_proj");
+  ctx.run(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "out_proj");
   check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
         "layer_norm2");
-  check(fc1.run(handle, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, ws, s),
-        "fc1 + gelu");
-  check(fc2.run(handle, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, ws, s), "fc2");
+  ctx.run(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "fc1 + gelu");
+  ctx.run(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "fc2");
 }
 
 // SiglipMultiheadAttentionPoolingHead on the post-layernorm hidden states
@@ -240,33 +215,28 @@ void CudaModel::Impl::pooling_head(const Activations& a, const Capacity& cap, co
   const VisionConfig& c = o.model;
   const int64_t rows = cap.rows, images = cap.images, d = c.hidden_size;
   const int hd = static_cast<int>(c.head_dim());
-  const size_t ws = k::GemmPlan::workspace_bytes();
-  check(head_kv.run(handle, hidden, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, ws, s),
-        "head k/v");
+  ctx.run(head_kv, hidden, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "head k/v");
   check(cuda::probe_attention_bf16(head.query, a.qkv, cu, static_cast<int>(images),
                                    static_cast<int>(c.tokens_per_image()),
                                    static_cast<int>(c.num_attention_heads), hd,
                                    1.0f / std::sqrt(static_cast<float>(hd)), a.attn, s),
         "head attention");
   bf16* pooled = a.normed;  // [images, d]
-  check(head_out.run(handle, a.attn, head.out_w, head.out_b, nullptr, pooled, images, a.gemm_ws, ws,
-                     s),
-        "head out_proj");
+  ctx.run(head_out, a.attn, head.out_w, head.out_b, nullptr, pooled, images, a.gemm_ws, s,
+          "head out_proj");
   check(k::layer_norm_bf16(pooled, head.ln_w, head.ln_b, a.attn, images, d, c.layer_norm_eps, s),
         "head layernorm");
-  check(head_fc1.run(handle, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws, ws,
-                     s),
-        "head fc1 + gelu");
-  check(
-      head_fc2.run(handle, a.mlp, head.fc2_w, head.fc2_b, pooled, output, images, a.gemm_ws, ws, s),
-      "head fc2");
+  ctx.run(head_fc1, a.attn, head.fc1_w, head.fc1_b, nullptr, a.mlp, images, a.gemm_ws, s,
+          "head fc1 + gelu");
+  ctx.run(head_fc2, a.mlp, head.fc2_w, head.fc2_b, pooled, output, images, a.gemm_ws, s,
+          "head fc2");
 }
 
 CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max,
                      const std::string& tuning_cache, std::function<void(const std::string&)> warn)
     : impl_(std::make_unique<Impl>()) {
   impl_->o = o;
-  check_cuda(cudaSetDevice(device_index), "cudaSetDevice");
+  impl_->ctx.select_device(device_index);
   const int64_t hd = o.model.head_dim();
   if (hd % 8 != 0 || hd > 128)
     encoder_kit::fail(
@@ -278,12 +248,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
                       "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
                       "(16-byte bf16 rows)");
   impl_->upload(w);
-  const cublasStatus_t st = cublasLtCreate(&impl_->handle);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    encoder_kit::fail(EG_ERR_DEVICE,
-                      std::string("siglip CUDA: cublasLtCreate: ") + cublasLtGetStatusString(st));
-  impl_->gemm_cache =
-      k::open_plugin_gemm_tuning_cache(device_index, tuning_cache, "siglip", std::move(warn));
+  impl_->ctx.open(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);
 }
 
@@ -299,35 +264,21 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const Out
   const VisionConfig& c = m.o.model;
   auto s = static_cast<cudaStream_t>(stream);
   const Activations a = carve(c, cap, static_cast<char*>(workspace));
-  if (a.total > workspace_bytes)
-    encoder_kit::fail(
-        EG_ERR_INVALID_ARGUMENT,
-        "siglip CUDA: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
+  m.ctx.check_workspace(a.total, workspace_bytes);
   const int64_t rows = cap.rows, d = c.hidden_size;
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);
   const auto* cu = static_cast<const int32_t*>(buffers[kCuSeqlens].data);
   auto* hidden_out = static_cast<bf16*>(outputs.last_hidden_state);
   auto* pooled_out = static_cast<bf16*>(outputs.pooled);
 
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing");
-  const bool in_capture = capturing != cudaStreamCaptureStatusNone;
-  if (rows > m.planned.rows || cap.images > m.planned.images) {
-    if (in_capture)
-      encoder_kit::fail(EG_ERR_INTERNAL, "siglip CUDA: a graph of " + std::to_string(rows) +
-                                             " rows was captured without its warm-up run");
-    m.plan_products(cap);
-  }
-  if (tune && !in_capture && !m.tuned.count(rows)) {
-    m.tune(a, pixels, cap, s);
-    m.tuned.insert(rows);
-    if (m.gemm_cache) m.gemm_cache->save();  // never fatal: warns once
-  }
+  const bool in_capture = m.ctx.capturing(s);
+  if (rows > m.planned.rows || cap.images > m.planned.images)
+    m.ctx.grow_plan(in_capture, rows, "rows", [&] { m.plan_products(cap); });
+  m.ctx.tune_once(tune, in_capture, rows, [&] { m.tune(a, pixels, cap, s); });
   if (!in_capture) m.prepare(cap);
 
-  const size_t ws = k::GemmPlan::workspace_bytes();
-  check(m.patch.run(m.handle, pixels, m.patch_w, m.patch_b, nullptr, a.x, rows, a.gemm_ws, ws, s),
-        "patch_embedding");
+  m.ctx.run(m.patch, pixels, m.patch_w, m.patch_b, nullptr, a.x, rows, a.gemm_ws, s,
+            "patch_embedding");
   check(cuda::add_periodic_rows_bf16(a.x, m.pos, rows, d, c.tokens_per_image(), s),
         "position_embedding");
   for (const DeviceLayer& l : m.layers) m.layer(l, a, cap, cu, s);

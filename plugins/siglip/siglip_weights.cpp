@@ -12,23 +12,11 @@ namespace siglip {
 namespace {
 
 using encoder_kit::RandomInit;
-
-RandomInit matrix(int64_t fan_in) {
-  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
-}
-const RandomInit kBias = RandomInit::normal(0.02);
-const RandomInit kNormWeight = RandomInit::normal(0.1, 1.0);
+using encoder_kit::random_init::kBias;
+using encoder_kit::random_init::kNormWeight;
+using encoder_kit::random_init::matrix;
+using Reader = encoder_kit::PrefixedReader;
 const RandomInit kNormBias = RandomInit::normal(0.05);
-
-// Reads `<prefix><name>` through one WeightSource.
-struct Reader {
-  const encoder_kit::WeightSource& src;
-  const std::string& prefix;
-  std::vector<float> operator()(const std::string& name, const std::vector<int64_t>& shape,
-                                const RandomInit& init) const {
-    return src.load(prefix + name, shape, init);
-  }
-};
 
 std::vector<float> slice(const std::vector<float>& v, size_t first, size_t count) {
   return {v.begin() + static_cast<std::ptrdiff_t>(first),
@@ -41,13 +29,7 @@ LayerWeights load_layer(const Reader& read, const VisionConfig& c, int64_t i) {
   LayerWeights l;
   l.ln1_w = read(p + "layer_norm1.weight", {d}, kNormWeight);
   l.ln1_b = read(p + "layer_norm1.bias", {d}, kNormBias);
-  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-    const std::string n = p + "self_attn." + proj;
-    const std::vector<float> w = read(n + ".weight", {d, d}, matrix(d));
-    const std::vector<float> b = read(n + ".bias", {d}, kBias);
-    l.qkv_w.insert(l.qkv_w.end(), w.begin(), w.end());
-    l.qkv_b.insert(l.qkv_b.end(), b.begin(), b.end());
-  }
+  encoder_kit::read_fused_qkv(read, p + "self_attn.", d, /*bias=*/true, l.qkv_w, l.qkv_b);
   l.out_w = read(p + "self_attn.out_proj.weight", {d, d}, matrix(d));
   l.out_b = read(p + "self_attn.out_proj.bias", {d}, kBias);
   l.ln2_w = read(p + "layer_norm2.weight", {d}, kNormWeight);
@@ -90,20 +72,12 @@ HeadWeights load_head(const Reader& read, const VisionConfig& c) {
 
 int64_t parameter_count(const Options& o) {
   const VisionConfig& c = o.model;
-  const std::string what = "siglip: the tower's parameter count";
-  auto mul = [&](std::initializer_list<int64_t> v) {
-    return encoder_kit::checked_product(v, what);
-  };
-  auto sum = [&](std::initializer_list<int64_t> v) {
-    int64_t n = 0;
-    for (int64_t x : v) n = encoder_kit::checked_add(n, x, what);
-    return n;
-  };
+  const encoder_kit::CheckedCount n{"siglip: the tower's parameter count"};
   const int64_t d = c.hidden_size, inter = c.intermediate_size;
   // Norms, attention (4 projections with biases), the MLP; the head is alike.
-  const int64_t layer = sum({mul({4, d, d}), mul({8, d}), mul({2, inter, d}), inter, d});
-  return sum({mul({d, c.patch_cols()}), d, mul({c.tokens_per_image(), d}),
-              mul({c.num_hidden_layers, layer}), layer, mul({3, d})});
+  const int64_t layer = n.sum({n.mul({4, d, d}), n.mul({8, d}), n.mul({2, inter, d}), inter, d});
+  return n.sum({n.mul({d, c.patch_cols()}), d, n.mul({c.tokens_per_image(), d}),
+                n.mul({c.num_hidden_layers, layer}), layer, n.mul({3, d})});
 }
 
 Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) {

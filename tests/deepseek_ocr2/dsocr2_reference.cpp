@@ -1,5 +1,7 @@
 #include "dsocr2_reference.hpp"
 
+#include "../reference_f64.hpp"
+
 #include <encoder_kit/image_resize.hpp>
 #include <encoder_kit/safetensors.hpp>
 
@@ -12,45 +14,17 @@
 namespace dsocr2_ref {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
+using ref64::linear;
+using ref64::Mat;
 
 constexpr double kEps = 1e-6;  // every LayerNorm and RMSNorm of the vision side
 
-// y[n, out] = x[n, in] * W^T (+ b)
-Mat linear(const Mat& x, int64_t n, int64_t in, const Mat& w, const Mat* b, int64_t out) {
-  Mat y(static_cast<size_t>(n * out));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b ? (*b)[o] : 0.0;
-      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w[o * in + k];
-      y[r * out + o] = s;
-    }
-  return y;
-}
-
 Mat layer_norm(const Mat& x, int64_t n, int64_t d, const Mat& w, const Mat& b) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < d; ++k) mean += x[r * d + k];
-    mean /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k) var += (x[r * d + k] - mean) * (x[r * d + k] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + kEps);
-    for (int64_t k = 0; k < d; ++k) y[r * d + k] = (x[r * d + k] - mean) * inv * w[k] + b[k];
-  }
-  return y;
+  return ref64::layer_norm(x, n, d, w, b, kEps);
 }
 
 Mat rms_norm(const Mat& x, int64_t n, int64_t d, const Mat& w) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double ms = 0;
-    for (int64_t k = 0; k < d; ++k) ms += x[r * d + k] * x[r * d + k];
-    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(d) + kEps);
-    for (int64_t k = 0; k < d; ++k) y[r * d + k] = x[r * d + k] * inv * w[k];
-  }
-  return y;
+  return ref64::rms_norm(x, n, d, w, kEps);
 }
 
 // nn.Conv2d on a channels-last [h, w, cin] map, weight [cout, cin, k, k].
@@ -559,10 +533,7 @@ std::vector<double> image_features(const Config& c, const Params& p, const Views
 }
 
 std::vector<uint8_t> random_pixels(int64_t height, int64_t width, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> px(static_cast<size_t>(height * width * 3));
-  for (auto& v : px) v = static_cast<uint8_t>(rng() & 0xff);
-  return px;
+  return ref64::random_pixels(height, width, 3, seed);
 }
 
 }  // namespace dsocr2_ref

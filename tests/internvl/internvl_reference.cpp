@@ -1,5 +1,7 @@
 #include "internvl_reference.hpp"
 
+#include "../reference_f64.hpp"
+
 #include <encoder_kit/safetensors.hpp>
 
 #include <algorithm>
@@ -9,69 +11,10 @@
 namespace internvl_ref {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
-
-Mat linear(const Mat& x, int64_t n, int64_t in, const Mat& w, const Mat* b, int64_t out) {
-  Mat y(static_cast<size_t>(n * out));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b ? (*b)[o] : 0.0;
-      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w[o * in + k];
-      y[r * out + o] = s;
-    }
-  return y;
-}
-
-Mat layer_norm(const Mat& x, int64_t n, int64_t d, const Mat& w, const Mat& b, double eps) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < d; ++k) mean += x[r * d + k];
-    mean /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k) var += (x[r * d + k] - mean) * (x[r * d + k] - mean);
-    var /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k)
-      y[r * d + k] = (x[r * d + k] - mean) / std::sqrt(var + eps) * w[k] + b[k];
-  }
-  return y;
-}
-
-Mat rms_norm(const Mat& x, int64_t n, int64_t d, const Mat& w, double eps) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double ss = 0;
-    for (int64_t k = 0; k < d; ++k) ss += x[r * d + k] * x[r * d + k];
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + eps);
-    for (int64_t k = 0; k < d; ++k) y[r * d + k] = x[r * d + k] * inv * w[k];
-  }
-  return y;
-}
-
-double gelu(double v) {
-  return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-}
-
-Mat attention(const Mat& q, const Mat& k, const Mat& v, int64_t n, const Config& c) {
-  const int64_t d = c.hidden, hd = d / c.heads;
-  Mat out(static_cast<size_t>(n * d), 0.0);
-  std::vector<double> s(static_cast<size_t>(n));
-  for (int64_t h = 0; h < c.heads; ++h)
-    for (int64_t i = 0; i < n; ++i) {
-      double m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        double dot = 0;
-        for (int64_t e = 0; e < hd; ++e) dot += q[i * d + h * hd + e] * k[j * d + h * hd + e];
-        s[j] = dot / std::sqrt(static_cast<double>(hd));
-        m = std::max(m, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t e = 0; e < hd; ++e)
-          out[i * d + h * hd + e] += s[j] / sum * v[j * d + h * hd + e];
-    }
-  return out;
-}
+using ref64::layer_norm;
+using ref64::linear;
+using ref64::Mat;
+using ref64::rms_norm;
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> names_and_shapes(const Config& c) {
   const int64_t d = c.hidden, sw = d * c.shuffle * c.shuffle, seq = c.grid() * c.grid() + 1;
@@ -217,14 +160,14 @@ std::vector<double> forward(const Config& c, const Params& p,
         q = rms_norm(q, seq, d, w(l + "attention.q_norm.weight"), 1e-6);
         k = rms_norm(k, seq, d, w(l + "attention.k_norm.weight"), 1e-6);
       }
-      const Mat a =
-          linear(attention(q, k, v, seq, c), seq, d, w(l + "attention.projection_layer.weight"),
-                 &w(l + "attention.projection_layer.bias"), d);
+      const Mat a = linear(ref64::attention(q, seq, k, v, seq, c.heads, c.hidden), seq, d,
+                           w(l + "attention.projection_layer.weight"),
+                           &w(l + "attention.projection_layer.bias"), d);
       for (int64_t r = 0; r < seq; ++r)
         for (int64_t e = 0; e < d; ++e) x[r * d + e] += w(l + "lambda_1")[e] * a[r * d + e];
       Mat m = linear(norm(x, "layernorm_after"), seq, d, w(l + "mlp.fc1.weight"),
                      &w(l + "mlp.fc1.bias"), c.inter);
-      for (double& e : m) e = gelu(e);
+      for (double& e : m) e = ref64::gelu_erf(e);
       m = linear(m, seq, c.inter, w(l + "mlp.fc2.weight"), &w(l + "mlp.fc2.bias"), d);
       for (int64_t r = 0; r < seq; ++r)
         for (int64_t e = 0; e < d; ++e) x[r * d + e] += w(l + "lambda_2")[e] * m[r * d + e];
@@ -265,7 +208,7 @@ std::vector<double> forward(const Config& c, const Params& p,
                              w("multi_modal_projector.layer_norm.bias"), 1e-5);
     Mat h1 = linear(n, rows, sw, w("multi_modal_projector.linear_1.weight"),
                     &w("multi_modal_projector.linear_1.bias"), c.text);
-    for (double& e : h1) e = gelu(e);
+    for (double& e : h1) e = ref64::gelu_erf(e);
     const Mat out = linear(h1, rows, c.text, w("multi_modal_projector.linear_2.weight"),
                            &w("multi_modal_projector.linear_2.bias"), c.text);
     result.insert(result.end(), out.begin(), out.end());

@@ -1,5 +1,7 @@
 #include "qwen_reference.hpp"
 
+#include "../reference_f64.hpp"
+
 #include <encoder_kit/safetensors.hpp>
 
 #include <algorithm>
@@ -10,29 +12,11 @@
 namespace qwen_ref {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
-
-// y[n, out] = x[n, in] * W^T + b
-Mat linear(const Mat& x, int64_t n, int64_t in, const Mat& w, const Mat* b, int64_t out) {
-  Mat y(static_cast<size_t>(n * out));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b ? (*b)[o] : 0.0;
-      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w[o * in + k];
-      y[r * out + o] = s;
-    }
-  return y;
-}
+using ref64::linear;
+using ref64::Mat;
 
 Mat rms_norm(const Mat& x, int64_t n, int64_t d, const Mat& w) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double ss = 0;
-    for (int64_t k = 0; k < d; ++k) ss += x[r * d + k] * x[r * d + k];
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + 1e-6);
-    for (int64_t k = 0; k < d; ++k) y[r * d + k] = x[r * d + k] * inv * w[k];
-  }
-  return y;
+  return ref64::rms_norm(x, n, d, w, 1e-6);
 }
 
 std::vector<int64_t> shape_of(const Config& c, const std::string& name) {
@@ -126,10 +110,7 @@ void write_params(const Config& c, const Params& p, const std::filesystem::path&
 }
 
 std::vector<uint8_t> random_pixels(int64_t frames, int64_t height, int64_t width, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> px(static_cast<size_t>(frames * height * width * 3));
-  for (auto& v : px) v = static_cast<uint8_t>(rng() & 0xff);
-  return px;
+  return ref64::random_pixels(frames * height, width, 3, seed);
 }
 
 Input preprocess(const Config& c, const std::vector<uint8_t>& pixels, int64_t frames,

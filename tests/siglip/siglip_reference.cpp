@@ -1,5 +1,7 @@
 #include "siglip_reference.hpp"
 
+#include "../reference_f64.hpp"
+
 #include <encoder_kit/safetensors.hpp>
 
 #include <algorithm>
@@ -9,64 +11,14 @@
 namespace siglip_ref {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
+using ref64::add;
+using ref64::gelu_tanh;
+using ref64::layer_norm;
+using ref64::Mat;
 
-// y[n, out] = x[n, in] * W^T + b
+// nn.Linear with its bias.
 Mat linear(const Mat& x, int64_t n, int64_t in, const Mat& w, const Mat& b, int64_t out) {
-  Mat y(static_cast<size_t>(n * out));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b[o];
-      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w[o * in + k];
-      y[r * out + o] = s;
-    }
-  return y;
-}
-
-Mat layer_norm(const Mat& x, int64_t n, int64_t d, const Mat& w, const Mat& b, double eps) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < d; ++k) mean += x[r * d + k];
-    mean /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k) var += (x[r * d + k] - mean) * (x[r * d + k] - mean);
-    var /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k)
-      y[r * d + k] = (x[r * d + k] - mean) / std::sqrt(var + eps) * w[k] + b[k];
-  }
-  return y;
-}
-
-double gelu_tanh(double v) {
-  return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-}
-
-// Multi-head attention of nq queries over nk keys (rows of q, k, v: [*, hidden]).
-Mat attention(const Mat& q, int64_t nq, const Mat& k, const Mat& v, int64_t nk, const Config& c) {
-  const int64_t d = c.hidden, hd = c.head_dim();
-  Mat out(static_cast<size_t>(nq * d), 0.0);
-  std::vector<double> s(static_cast<size_t>(nk));
-  for (int64_t h = 0; h < c.heads; ++h)
-    for (int64_t i = 0; i < nq; ++i) {
-      double m = -INFINITY;
-      for (int64_t j = 0; j < nk; ++j) {
-        double dot = 0;
-        for (int64_t e = 0; e < hd; ++e) dot += q[i * d + h * hd + e] * k[j * d + h * hd + e];
-        s[j] = dot / std::sqrt(static_cast<double>(hd));
-        m = std::max(m, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < nk; ++j) sum += (s[j] = std::exp(s[j] - m));
-      for (int64_t j = 0; j < nk; ++j)
-        for (int64_t e = 0; e < hd; ++e)
-          out[i * d + h * hd + e] += s[j] / sum * v[j * d + h * hd + e];
-    }
-  return out;
-}
-
-Mat add(Mat a, const Mat& b) {
-  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
-  return a;
+  return ref64::linear(x, n, in, w, &b, out);
 }
 
 Mat mlp(const Params& p, const std::string& prefix, const Mat& x, int64_t n, const Config& c) {
@@ -202,7 +154,7 @@ Outputs forward(const Config& c, const Params& p, const std::vector<uint8_t>& rg
     const Mat q = linear(h, t, d, w("self_attn.q_proj.weight"), w("self_attn.q_proj.bias"), d);
     const Mat k = linear(h, t, d, w("self_attn.k_proj.weight"), w("self_attn.k_proj.bias"), d);
     const Mat v = linear(h, t, d, w("self_attn.v_proj.weight"), w("self_attn.v_proj.bias"), d);
-    const Mat a = attention(q, t, k, v, t, c);
+    const Mat a = ref64::attention(q, t, k, v, t, c.heads, c.hidden);
     x = add(x, linear(a, t, d, w("self_attn.out_proj.weight"), w("self_attn.out_proj.bias"), d));
     x = add(x,
             mlp(p, l + "mlp.",
@@ -220,8 +172,9 @@ Outputs forward(const Config& c, const Params& p, const std::vector<uint8_t>& rg
   const Mat q = linear(p.at("head.probe"), 1, d, slice(in_w, 0, dd), slice(in_b, 0, ud), d);
   const Mat k = linear(h, t, d, slice(in_w, dd, dd), slice(in_b, ud, ud), d);
   const Mat v = linear(h, t, d, slice(in_w, 2 * dd, dd), slice(in_b, 2 * ud, ud), d);
-  const Mat a = linear(attention(q, 1, k, v, t, c), 1, d, p.at("head.attention.out_proj.weight"),
-                       p.at("head.attention.out_proj.bias"), d);
+  const Mat a =
+      linear(ref64::attention(q, 1, k, v, t, c.heads, c.hidden), 1, d,
+             p.at("head.attention.out_proj.weight"), p.at("head.attention.out_proj.bias"), d);
   const Mat n =
       layer_norm(a, 1, d, p.at("head.layernorm.weight"), p.at("head.layernorm.bias"), c.eps);
   out.pooled = add(a, mlp(p, "head.mlp.", n, 1, c));
@@ -229,10 +182,7 @@ Outputs forward(const Config& c, const Params& p, const std::vector<uint8_t>& rg
 }
 
 std::vector<uint8_t> random_pixels(int64_t height, int64_t width, int64_t channels, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> px(static_cast<size_t>(height * width * channels));
-  for (uint8_t& v : px) v = static_cast<uint8_t>(rng() & 0xffu);
-  return px;
+  return ref64::random_pixels(height, width, channels, seed);
 }
 
 }  // namespace siglip_ref

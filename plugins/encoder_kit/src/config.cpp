@@ -35,6 +35,24 @@ void require_in_range(const std::string& plugin, const char* name, int64_t value
                                       std::to_string(hi) + "]");
 }
 
+void SizeChecks::multiple(const std::string& name, int64_t value, const std::string& of_name,
+                          int64_t of) const {
+  if (value % of != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, plugin + ": " + name + " " + std::to_string(value) +
+                                      " is not a multiple of " + of_name + " " +
+                                      std::to_string(of));
+}
+
+void SizeChecks::vit(int64_t hidden_size, int64_t num_hidden_layers, int64_t num_attention_heads,
+                     int64_t intermediate_size, int64_t image_size, int64_t patch_size) const {
+  range("hidden_size", hidden_size, 1, 65536);
+  range("num_hidden_layers", num_hidden_layers, 1, 1024);
+  range("num_attention_heads", num_attention_heads, 1, 1024);
+  range("intermediate_size", intermediate_size, 1, 262144);
+  range("image_size", image_size, 1, 16384);
+  range("patch_size", patch_size, 1, 1024);
+}
+
 void CheckpointKeys::dim(const char* key, int64_t& value) const {
   const int64_t set = config_.get<int64_t>(key, value);
   if (!folder_config_.empty() && config_.has(key))

@@ -37,4 +37,17 @@ inline int64_t checked_product(std::initializer_list<int64_t> values, std::strin
   return r;
 }
 
+inline int64_t checked_sum(std::initializer_list<int64_t> values, std::string_view what) {
+  int64_t r = 0;
+  for (int64_t v : values) r = checked_add(r, v, what);
+  return r;
+}
+
+// Checked products and sums under one `what` (a model's parameter count).
+struct CheckedCount {
+  std::string what;
+  int64_t mul(std::initializer_list<int64_t> v) const { return checked_product(v, what); }
+  int64_t sum(std::initializer_list<int64_t> v) const { return checked_sum(v, what); }
+};
+
 }  // namespace encoder_kit

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace encoder_kit {
 
@@ -22,6 +23,18 @@ inline uint16_t f32_to_bf16(float f) {
     return static_cast<uint16_t>((bits >> 16) | 0x0040u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
+}
+
+// Rows kept in an instance's dtype: as f32 (into `f32`), or rounded to bf16
+// (into `bf16`, when `to_bf16`); the other vector stays empty.
+inline void keep_rows(bool to_bf16, const std::vector<float>& rows, std::vector<float>& f32,
+                      std::vector<uint16_t>& bf16) {
+  if (!to_bf16) {
+    f32 = rows;
+    return;
+  }
+  bf16.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) bf16[i] = f32_to_bf16(rows[i]);
 }
 
 inline float f16_to_f32(uint16_t h) {

@@ -3,6 +3,7 @@
 // model of any configured size can run without a checkpoint.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,16 @@ struct RandomInit {
   static RandomInit normal(double std, double mean = 0.0) { return {Kind::Normal, mean, std}; }
   static RandomInit constant(double value) { return {Kind::Constant, value, 0.0}; }
 };
+
+// The draws the kit's ViT plugins share for random weights: a matrix scaled
+// by its fan-in, small biases, norm weights near one.
+namespace random_init {
+inline RandomInit matrix(int64_t fan_in) {
+  return RandomInit::normal(1.0 / std::sqrt(static_cast<double>(fan_in)));
+}
+inline const RandomInit kBias = RandomInit::normal(0.02);
+inline const RandomInit kNormWeight = RandomInit::normal(0.1, 1.0);
+}  // namespace random_init
 
 class WeightSource {
  public:
@@ -61,5 +72,31 @@ class WeightSource {
   uint64_t seed_ = 0;
   bool check_finite_ = true;
 };
+
+// Reads `<prefix><name>` through one WeightSource (a checkpoint's prefix, such
+// as the weight_prefix key, in front of every name).
+struct PrefixedReader {
+  const WeightSource& src;
+  const std::string& prefix;
+  std::vector<float> operator()(const std::string& name, const std::vector<int64_t>& shape,
+                                const RandomInit& init) const {
+    return src.load(prefix + name, shape, init);
+  }
+};
+
+// q, k and v projections `<p>q_proj`, `<p>k_proj`, `<p>v_proj` (each
+// .weight [d, d], .bias [d]; zeros for a model without biases) fused into one
+// [3d, d] product, read in that order.
+inline void read_fused_qkv(const PrefixedReader& read, const std::string& p, int64_t d, bool bias,
+                           std::vector<float>& w, std::vector<float>& b) {
+  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string n = p + proj;
+    const std::vector<float> pw = read(n + ".weight", {d, d}, random_init::matrix(d));
+    const std::vector<float> pb = bias ? read(n + ".bias", {d}, random_init::kBias)
+                                       : std::vector<float>(static_cast<size_t>(d), 0.0f);
+    w.insert(w.end(), pw.begin(), pw.end());
+    b.insert(b.end(), pb.begin(), pb.end());
+  }
+}
 
 }  // namespace encoder_kit
