@@ -29,6 +29,7 @@ bench_dp            500 dp_bench
 bench_serve         540 serve_bench
 compare_qwen2_5_vl  300 qwen_vs_transformers
 compare_qwen3_vl    540 qwen3_vs_transformers
+compare_glm4v       540 glm4v_vs_transformers
 compare_siglip      300 siglip_vs_transformers
 compare_dsocr2      540 dsocr2_vs_transformers
 compare_internvl    540 internvl_vs_transformers
@@ -303,6 +304,7 @@ compare_qwen2_5_vl() {
   return $rc
 }
 compare_qwen3_vl() { compare_model qwen3_vl "$@"; }
+compare_glm4v() { compare_model glm4v "$@"; }
 # The comparison only: bench_siglip times the towers.
 compare_siglip() { compare_model siglip "$1" "$2" --no-bench "${@:3}"; }
 compare_dsocr2() { compare_model dsocr2 "$@"; }
