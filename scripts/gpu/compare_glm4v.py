@@ -25,7 +25,7 @@ import tempfile
 
 from bench_common import (ACCURACY_SLACK, exit_code, log, log_versions, rel, verdict,
                           write_table)
-from compare_qwen import flatten, run_encode, run_reference, write_trace
+from compare_qwen import flatten, run_encode, write_trace
 
 PATCH, TEMPORAL, MERGE = 14, 2, 2
 MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -143,6 +143,19 @@ def reference_inputs(frames, processor):
     return ours, grid, note
 
 
+def run_reference(net, pixel_values, grid, dtype):
+    """The merged output, float32 on the CPU. A video goes in as Glm4vModel's
+    get_video_features passes it: one (1, h, w) row of grid_thw per temporal patch."""
+    import torch
+    t, h, w = grid
+    grid_thw = torch.tensor([[1, h, w]] * t, dtype=torch.long, device="cuda")
+    with torch.no_grad():
+        out = net(pixel_values.to(device="cuda", dtype=dtype), grid_thw=grid_thw)
+    if not torch.is_tensor(out):
+        out = out.pooler_output if getattr(out, "pooler_output", None) is not None else out[0]
+    return out.float().cpu()
+
+
 def write_config(work, bundle, folder):
     path = os.path.join(work, "glm4v.toml")
     with open(path, "w") as fh:
@@ -185,8 +198,8 @@ def run(args, model):
         if pv is None:
             refs.append((None, None, note))
             continue
-        r16 = run_reference(ref16, pv, grid, torch.bfloat16)[0]
-        r32 = run_reference(ref32, pv, grid, torch.float32)[0]
+        r16 = run_reference(ref16, pv, grid, torch.bfloat16)
+        r32 = run_reference(ref32, pv, grid, torch.float32)
         refs.append((r16, r32, note))
         log(f"  reference {name}: grid {grid}, {r16.shape[0]} tokens {note}")
     del ref16, ref32
