@@ -21,6 +21,7 @@ verify              400 -
 cpu_bench           300 -
 bench_qwen2_5_vl    570 qwen_bench
 bench_qwen3_vl      570 qwen3_bench
+bench_glm4v         570 -
 bench_dsocr2        540 dsocr2_bench
 bench_siglip        300 siglip_vs_transformers,siglip_bench
 bench_internvl      570 internvl_bench
@@ -278,6 +279,8 @@ bench_model() {  # bench_model MODEL BUNDLE LOGDIR [options]
 bench_qwen2_5_vl() { bench_model qwen2_5_vl "$1" "$2" ${QWEN_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
 bench_qwen3_vl() { bench_model qwen3_vl "$1" "$2" ${QWEN3_BENCH_ARGS:-} "${@:3}"; }
+# shellcheck disable=SC2086
+bench_glm4v() { bench_model glm4v "$1" "$2" ${GLM4V_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
 bench_dsocr2() { bench_model dsocr2 "$1" "$2" ${DSOCR2_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
