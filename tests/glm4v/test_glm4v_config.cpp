@@ -6,6 +6,7 @@
 #include "layout.hpp"
 #include "spec.hpp"
 #include "weights.hpp"
+#include "work.hpp"
 
 #include "../plugin_test_support.hpp"
 
@@ -163,4 +164,22 @@ TEST_CASE("bicubic taps: weights sum to one, centre samples hit table rows") {
   for (int k = 0; k < 16; ++k)
     if (index[static_cast<size_t>(k)] == 0) at_zero += weight[static_cast<size_t>(k)];
   CHECK(at_zero > 0.9f);
+}
+
+TEST_CASE("the work estimate counts GLM-4.1V's products: MLP out_hidden_size wide, its merger") {
+  const qwen_vl::VisionConfig c(qwen_vl::kGlm4v);  // the 9B tower
+  for (const qwen_vl::Grid g : {qwen_vl::Grid{1, 16, 16}, qwen_vl::Grid{3, 24, 34}}) {
+    CAPTURE(g.h);
+    // By hand in float64 (2 FLOPs per multiply-add): patch embedding; per block
+    // q/k/v, proj, gate, up, down (4096 wide) and 4 d len^2 per temporal patch;
+    // downsample, merger proj, gate, up (13696 wide) and down per token.
+    const double d = 1536, mlp = 4096, out = 4096, wide = 13696;
+    const double p = static_cast<double>(g.patches()), frame = static_cast<double>(g.h * g.w);
+    double f = 2 * p * 3 * 2 * 14 * 14 * d;
+    f += 24 * (p * 2 * (3 * d * d + d * d + 3 * d * mlp) +
+               4 * d * static_cast<double>(g.t) * frame * frame);
+    f += 2 * (p / 4) * (4 * d * out + out * out + 3 * out * wide);
+    CHECK(static_cast<double>(qwen_vl::item_flops(c, g).value()) ==
+          doctest::Approx(f).epsilon(1e-12));
+  }
 }
