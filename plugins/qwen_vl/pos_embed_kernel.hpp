@@ -15,7 +15,7 @@ namespace qwen_vl {
 
 using encoder_kit::cuda::bf16;
 
-// For r < rows, c < cols, with taps k = 0..taps-1 of row r at
+// For r < rows, c < cols, with taps k = 0..taps-1 (taps 4 or 16) of row r at
 // index[r*taps + k] (rows of `table`, clamped to [0, table_rows)) and
 // weight[r*taps + k]:
 //   x[r, c] = bf16(x[r, c] + sum_k table[i_k, c] * w_k)
