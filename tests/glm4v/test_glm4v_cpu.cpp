@@ -6,6 +6,7 @@
 // of a glm4v_moe model with attention_bias and its own rms_norm_eps,
 // preprocessor_config.json's pixel bounds).
 #include "../plugin_test_support.hpp"
+#include "../spec_for_checks.hpp"
 #include "../test_support.hpp"
 #include "glm4v_reference.hpp"
 
@@ -208,4 +209,17 @@ TEST_CASE("a one-frame video is refused as the video processor refuses it") {
   d.modality = EG_MODALITY_VIDEO;
   const std::string msg = encgraph::test::message_of([&] { rt.make_item(d); });
   CHECK(msg.find("at least temporal_patch_size") != std::string::npos);
+}
+
+TEST_CASE("ABI 1.2: spec_for equals make_item's spec for random images and videos") {
+  // Pixels through item_create, none through item_spec_for_desc: both resize
+  // rules (images as two temporal copies, videos over all frames; sides under
+  // 28 scaled up), the temporal grid and every refusal must agree.
+  encgraph::Runtime rt(runtime_config("random"));
+  CHECK(rt.has_spec_for_desc());
+  encgraph::test::SpecForRange range;
+  range.max_side = 180;
+  const encgraph::test::SpecForTally t = encgraph::test::check_spec_for(rt, 31, 60, range);
+  CHECK(t.agreed > 25);
+  CHECK(t.refused > 3);  // bad geometries and one-frame videos
 }
