@@ -16,7 +16,7 @@ namespace qwen_vl {
 
 Buffers::Buffers(const Spec& s) {
   pixel_rows = count++;
-  if (s.pos_embed == PosEmbed::Interpolated) {
+  if (s.pos_embed != PosEmbed::None) {
     pos_index = count++;
     pos_weight = count++;
   }
@@ -56,8 +56,8 @@ ItemData make_item_data(const Options& o, const Grid& grid, int64_t frames,
   d.cos.resize(static_cast<size_t>(grid.patches() * half));
   d.sin.resize(d.cos.size());
   rotary_tables(c, grid, layout.unit_order, d.cos.data(), d.sin.data());
-  if (c.spec->pos_embed == PosEmbed::Interpolated) {
-    d.pos_index.resize(static_cast<size_t>(grid.patches() * 4));
+  if (c.spec->pos_embed != PosEmbed::None) {
+    d.pos_index.resize(static_cast<size_t>(grid.patches() * pos_taps(*c.spec)));
     d.pos_weight.resize(d.pos_index.size());
     pos_embed_tables(c, grid, layout.unit_order, d.pos_index.data(), d.pos_weight.data());
   }
@@ -101,6 +101,7 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
     first_token[k + 1] = first_token[k] + items[k]->tokens(c);
 
   const size_t elem = o.dtype == Dtype::F32 ? 4 : 2;
+  const int64_t taps = pos_taps(o.spec());
   char* pixels = static_cast<char*>(t.pixels);
   int64_t patch = 0;
   int64_t frame_row = 0, window_row = 0;
@@ -115,9 +116,9 @@ StagedRows stage_batch(const Options& o, const std::vector<const ItemData*>& ite
     copies.add(pixels + static_cast<size_t>(patch * dim) * elem, src,
                static_cast<size_t>(np * dim) * elem);
     if (t.pos_index) {
-      copies.add(t.pos_index + patch * 4, it->pos_index.data(),
+      copies.add(t.pos_index + patch * taps, it->pos_index.data(),
                  it->pos_index.size() * sizeof(int32_t));
-      copies.add(t.pos_weight + patch * 4, it->pos_weight.data(),
+      copies.add(t.pos_weight + patch * taps, it->pos_weight.data(),
                  it->pos_weight.size() * sizeof(float));
     }
     copies.add(t.cos + patch * half, it->cos.data(), it->cos.size() * sizeof(float));

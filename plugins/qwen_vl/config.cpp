@@ -20,6 +20,17 @@ using encoder_kit::fail;
 constexpr int64_t kMaxPixels = int64_t{1} << 32;
 constexpr int64_t kMaxBudget = int64_t{1} << 24;
 
+// Entries of the learned grid of an `image_size` tower (Glm4vVisionEmbeddings:
+// (image_size // patch_size)^2).
+int64_t position_grid_entries(const Spec& s, int64_t image_size, int64_t patch_size) {
+  if (patch_size <= 0 || image_size < patch_size || image_size > (int64_t{1} << 16))
+    fail(EG_ERR_INVALID_ARGUMENT,
+         std::string(s.name) + ": image_size " + std::to_string(image_size) +
+             " must be in [patch_size = " + std::to_string(patch_size) + ", 65536]");
+  const int64_t side = image_size / patch_size;
+  return side * side;
+}
+
 // Every entry of `blocks` names a block of the tower, once.
 void check_block_list(const std::string& who, const char* key, const std::vector<int64_t>& blocks,
                       int64_t depth, bool unique) {
@@ -51,6 +62,12 @@ void read_size_keys(const encoder_kit::CheckpointKeys& keys, const Spec& s, Visi
   keys.dim("in_channels", m.in_channels);
   if (s.pos_embed == PosEmbed::Interpolated)
     keys.dim("num_position_embeddings", m.num_position_embeddings);
+  if (s.pos_embed == PosEmbed::Bicubic) {
+    // config.json's image_size gives the grid (image_size / patch_size per side).
+    int64_t image_size = m.pos_grid() * m.patch_size;
+    keys.dim("image_size", image_size);
+    m.num_position_embeddings = position_grid_entries(s, image_size, m.patch_size);
+  }
   if (s.attention == Attention::Windowed)
     keys.int_list("fullatt_block_indexes", m.fullatt_block_indexes);
   if (s.outputs == Outputs::Deepstack)
@@ -71,7 +88,10 @@ void read_budget_keys(sdk::Config& r, Options& o) {
   pixels("min_pixels", o.min_pixels, "max_pixels", o.max_pixels);
   if (s.video_pixels == VideoPixels::AllFrames)
     pixels("video_min_pixels", o.video_min_pixels, "video_max_pixels", o.video_max_pixels);
-  const int64_t unit_pixels = m.resize_factor() * m.resize_factor();
+  // Under ImagePixels::AsTemporalPatch max_pixels counts the image's
+  // temporal_patch_size copies.
+  const int64_t copies = s.image_pixels == ImagePixels::AsTemporalPatch ? m.temporal_patch_size : 1;
+  const int64_t unit_pixels = m.resize_factor() * m.resize_factor() * copies;
   o.min_budget = r.get<int64_t>("min_budget", o.min_budget);
   const bool max_budget_key = r.has("max_budget");
   o.max_budget =
@@ -81,8 +101,7 @@ void read_budget_keys(sdk::Config& r, Options& o) {
   // name what made it, not a key the user never set.
   if (!max_budget_key && o.max_budget < o.min_budget)
     fail(EG_ERR_INVALID_ARGUMENT, who + ": a max_pixels image (" + std::to_string(o.max_pixels) +
-                                      " pixels at " + std::to_string(m.resize_factor()) + " x " +
-                                      std::to_string(m.resize_factor()) +
+                                      " pixels at " + std::to_string(unit_pixels) +
                                       " pixels per token) gives " + std::to_string(o.max_budget) +
                                       " tokens, below min_budget " + std::to_string(o.min_budget) +
                                       ": raise max_pixels or lower min_budget");
@@ -165,6 +184,24 @@ void read_config_json(const std::string& path, VisionConfig& c) {
     v.read_int("num_position_embeddings", c.num_position_embeddings);
   if (s.outputs == Outputs::Deepstack)
     read_int_list(v, "deepstack_visual_indexes", c.deepstack_visual_indexes);
+  if (s.pos_embed == PosEmbed::Bicubic) {
+    if (v.find("image_size")) {
+      int64_t image_size = 0;
+      v.read_int("image_size", image_size);
+      c.num_position_embeddings = position_grid_entries(s, image_size, c.patch_size);
+    }
+  }
+  if (s.outputs == Outputs::Downsample) {
+    if (const encoder_kit::Json* j = v.find("attention_bias"))
+      c.attention_bias = j->as_bool(v.where() + "attention_bias");
+    if (const encoder_kit::Json* j = v.find("rms_norm_eps")) {
+      const double eps = j->as_double(v.where() + "rms_norm_eps");
+      if (!(eps > 0.0 && eps < 1.0))
+        fail(EG_ERR_INVALID_ARGUMENT,
+             v.where() + "rms_norm_eps is " + std::to_string(eps) + "; it must be in (0, 1)");
+      c.norm_eps = static_cast<float>(eps);
+    }
+  }
   if (const encoder_kit::Json* j = v.find("hidden_act")) {
     const std::string act = j->as_string("vision_config.hidden_act");
     if (act != s.hidden_act)
@@ -218,6 +255,10 @@ Options::Options(const Spec& s)
       video_min_pixels(s.video_min_pixels),
       video_max_pixels(s.video_max_pixels) {}
 
+int64_t VisionConfig::mlp_width() const {
+  return spec->mlp_out_width ? out_hidden_size : intermediate_size;
+}
+
 int64_t VisionConfig::window_units() const {
   return spec->attention == Attention::Windowed ? window_size / spatial_merge_size / patch_size : 0;
 }
@@ -267,7 +308,7 @@ void VisionConfig::validate() const {
   check.range("temporal_patch_size", temporal_patch_size, 1, 16);
   check.range("spatial_merge_size", spatial_merge_size, 1, 16);
   if (s.attention == Attention::Windowed) check.range("window_size", window_size, 1, 65536);
-  if (s.pos_embed == PosEmbed::Interpolated)
+  if (s.pos_embed != PosEmbed::None)
     check.range("num_position_embeddings", num_position_embeddings, 1, int64_t{1} << 20);
   check.multiple("hidden_size", hidden_size, "num_heads", num_heads);
   if (head_dim() % 4 != 0)
@@ -283,7 +324,7 @@ void VisionConfig::validate() const {
                std::to_string(spatial_merge_size * patch_size));
     check_block_list(who, "fullatt_block_indexes", fullatt_block_indexes, depth, false);
   }
-  if (s.pos_embed == PosEmbed::Interpolated && pos_grid() * pos_grid() != num_position_embeddings)
+  if (s.pos_embed != PosEmbed::None && pos_grid() * pos_grid() != num_position_embeddings)
     fail(EG_ERR_INVALID_ARGUMENT, who + ": num_position_embeddings " +
                                       std::to_string(num_position_embeddings) +
                                       " must be a square (the learned grid is N x N)");
@@ -310,17 +351,30 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
     encoder_kit::require_folder_config(folder, r,
                                        {"depth", "hidden_size", "num_heads", "intermediate_size",
                                         "out_hidden_size", "fullatt_block_indexes"});
-  else
+  else if (s.outputs == Outputs::Deepstack)
     encoder_kit::require_folder_config(
         folder, r,
         {"depth", "hidden_size", "num_heads", "intermediate_size", "out_hidden_size",
          "num_position_embeddings", "deepstack_visual_indexes"});
+  else
+    encoder_kit::require_folder_config(folder, r,
+                                       {"depth", "hidden_size", "num_heads", "intermediate_size",
+                                        "out_hidden_size", "image_size", "attention_bias"});
   const auto named = r.get_optional<std::string>("config_json");
   const bool folder_config = !named && !folder.config.empty();
   o.config_path = named ? *named : folder.config;
   if (named || folder_config) read_config_json(o.config_path, m);
   read_size_keys(encoder_kit::CheckpointKeys(r, folder_config ? folder.config : std::string()), s,
                  m);
+  if (s.outputs == Outputs::Downsample) {
+    // A folder's config.json says it already; the key is for bare safetensors.
+    const bool bias = r.get<bool>("attention_bias", m.attention_bias);
+    if (folder_config && bias != m.attention_bias)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(s.name) + ": attention_bias = " + (bias ? "true" : "false") +
+               " contradicts " + folder.config + " beside the weights; drop the key");
+    m.attention_bias = bias;
+  }
   m.validate();
   read_processor_configs(folder, o);
 
@@ -328,7 +382,8 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   read_budget_keys(r, o);
   o.check_finite = encoder_kit::read_check_finite(r);
   encoder_kit::read_seed_and_tuning(r, o);
-  if (s.mlp == Mlp::GatedSilu) {
+  // Only Qwen2.5-VL's CUDA forward has these kernel choices.
+  if (s.mlp == Mlp::GatedSilu && s.attention == Attention::Windowed) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
   }

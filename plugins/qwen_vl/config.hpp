@@ -34,17 +34,23 @@ struct VisionConfig {
   // over whole temporal patches instead.
   int64_t window_size = 0;
   std::vector<int64_t> fullatt_block_indexes;
-  // PosEmbed::Interpolated: entries of the learned grid (N x N).
+  // PosEmbed::Interpolated / Bicubic: entries of the learned grid (N x N;
+  // GLM-4.1V's config.json says image_size, N = image_size / patch_size).
   int64_t num_position_embeddings = 0;
+  // The qkv product has a bias (config.json's attention_bias; GLM-4.1V).
+  bool attention_bias = true;
   // Outputs::Deepstack: the blocks whose output a deepstack merger turns into
   // an output of its own.
   std::vector<int64_t> deepstack_visual_indexes;
-  float norm_eps = 1e-6f;  // fixed in the released model code
+  // The blocks' norms (fixed in Qwen's model code; GLM-4.1V's rms_norm_eps).
+  float norm_eps = 1e-6f;
 
   VisionConfig() = default;
   explicit VisionConfig(const Spec& s);  // the version's defaults
 
   int64_t head_dim() const { return hidden_size / num_heads; }
+  // The blocks' MLP width (Spec::mlp_out_width).
+  int64_t mlp_width() const;
   // Values of one flattened patch: channels x temporal x patch x patch.
   int64_t patch_dim() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
   // Patches merged into one output token.

@@ -19,13 +19,18 @@ using encoder_kit::fail;
 
 // Workspace carved into the activations of one forward.
 struct Activations {
-  float* x;        // [patches, hidden] residual stream
-  float* normed;   // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
-  float* qkv;      // [patches, 3 hidden]
-  float* attn;     // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
-  float* mlp;      // [patches, inter]: fc1's output, or gate_proj's (then SiLU·up)
-  float* up;       // [patches, inter]: up_proj's output (Mlp::GatedSilu)
-  float* merged;   // [tokens, out_hidden] a merger's output in unit order
+  float* x;       // [patches, hidden] residual stream
+  float* normed;  // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
+  float* qkv;     // [patches, 3 hidden]
+  float* attn;    // [patches, hidden] (also [tokens, 4 hidden] in the mergers)
+  float* mlp;     // [patches, inter]: fc1's output, or gate_proj's (then SiLU·up)
+  float* up;      // [patches, inter]: up_proj's output (Mlp::GatedSilu)
+  float* merged;  // [tokens, out_hidden] a merger's output in unit order
+  // Outputs::Downsample: [tokens, out_hidden], then the merger's gate and up
+  // products [tokens, intermediate_size] each.
+  float* head;
+  float* head_gate;
+  float* head_up;
   float* scratch;  // attention scores
   size_t scratch_floats;
   size_t total_floats;
@@ -33,7 +38,7 @@ struct Activations {
 
 Activations carve(const VisionConfig& c, const Capacity& cap, float* base) {
   const size_t p = static_cast<size_t>(cap.patches), d = static_cast<size_t>(c.hidden_size);
-  const size_t inter = static_cast<size_t>(c.intermediate_size);
+  const size_t inter = static_cast<size_t>(c.mlp_width());
   Activations a{};
   size_t off = 0;
   auto take = [&](size_t n) {
@@ -48,6 +53,12 @@ Activations carve(const VisionConfig& c, const Capacity& cap, float* base) {
   a.mlp = take(p * inter);
   if (c.spec->mlp == Mlp::GatedSilu) a.up = take(p * inter);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size));
+  if (c.spec->outputs == Outputs::Downsample) {
+    const auto tokens = static_cast<size_t>(cap.tokens);
+    a.head = take(tokens * static_cast<size_t>(c.out_hidden_size));
+    a.head_gate = take(tokens * static_cast<size_t>(c.intermediate_size));
+    a.head_up = take(tokens * static_cast<size_t>(c.intermediate_size));
+  }
   a.scratch_floats = k::attention_scratch_floats(
       std::max(cap.max_frame_patches, cap.max_window_patches), c.head_dim());
   a.scratch = take(a.scratch_floats);
@@ -64,17 +75,45 @@ void norm(const VisionConfig& c, const float* x, int64_t rows, int64_t dim,
     k::layer_norm(x, rows, dim, w.data(), b.data(), c.norm_eps, out);
 }
 
+// A bias the version may lack (empty): null for k::linear.
+const float* bias(const std::vector<float>& b) {
+  return b.empty() ? nullptr : b.data();
+}
+
 // The version's MLP on normed rows, added to the residual stream x.
 void mlp(const VisionConfig& c, const BlockWeights& b, int64_t p, const Activations& a) {
-  const int64_t d = c.hidden_size, inter = c.intermediate_size;
-  k::linear(a.normed, p, d, b.fc1_w.data(), b.fc1_b.data(), inter, a.mlp);
+  const int64_t d = c.hidden_size, inter = c.mlp_width();
+  k::linear(a.normed, p, d, b.fc1_w.data(), bias(b.fc1_b), inter, a.mlp);
   if (c.spec->mlp == Mlp::GatedSilu) {
-    k::linear(a.normed, p, d, b.up_w.data(), b.up_b.data(), inter, a.up);
+    k::linear(a.normed, p, d, b.up_w.data(), bias(b.up_b), inter, a.up);
     k::silu_mul(a.mlp, a.up, static_cast<size_t>(p * inter));
   } else {
     k::gelu_tanh(a.mlp, static_cast<size_t>(p * inter));
   }
-  k::linear(a.mlp, p, inter, b.fc2_w.data(), b.fc2_b.data(), d, a.x, /*accumulate=*/true);
+  k::linear(a.mlp, p, inter, b.fc2_w.data(), bias(b.fc2_b), d, a.x, /*accumulate=*/true);
+}
+
+// Outputs::Downsample on the residual stream: post_layernorm, the downsample
+// Conv2d as a product over each unit's 4 consecutive patch rows, then GLM's
+// merger (proj, LayerNorm, erf GELU, down(silu(gate) * up)); rows gathered
+// into batch order.
+void downsample_merger(const VisionConfig& c, const DownsampleWeights& g, const Capacity& cap,
+                       const Activations& a, const int32_t* token_index, float* out) {
+  constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, as the merger builds it
+  const int64_t d = c.hidden_size, tokens = cap.tokens, o = c.out_hidden_size;
+  const int64_t wide = c.intermediate_size;
+  k::rms_norm(a.x, cap.patches, d, g.post_norm_w.data(), c.norm_eps, a.normed);
+  k::linear(a.normed, tokens, d * c.merge_unit(), g.conv_w.data(), g.conv_b.data(), o, a.head);
+  k::linear(a.head, tokens, o, g.proj_w.data(), nullptr, o, a.merged);
+  k::layer_norm(a.merged, tokens, o, g.norm_w.data(), g.norm_b.data(), kLayerNormEps, a.head);
+  k::gelu_erf(a.head, static_cast<size_t>(tokens * o));
+  k::linear(a.head, tokens, o, g.gate_w.data(), nullptr, wide, a.head_gate);
+  k::linear(a.head, tokens, o, g.up_w.data(), nullptr, wide, a.head_up);
+  k::silu_mul(a.head_gate, a.head_up, static_cast<size_t>(tokens * wide));
+  k::linear(a.head_gate, tokens, wide, g.down_w.data(), nullptr, o, a.merged);
+  const size_t row_bytes = static_cast<size_t>(o) * sizeof(float);
+  for (int64_t r = 0; r < tokens; ++r)
+    std::memcpy(out + r * o, a.merged + static_cast<int64_t>(token_index[r]) * o, row_bytes);
 }
 
 // A patch merger on the residual stream `x` ([tokens, 4 hidden] as 4
@@ -152,21 +191,26 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
   check_index(who, s.attention == Attention::Windowed ? "inverse_window_index" : "token_index",
               token_index, cap.tokens, 1, cap.tokens);
 
-  // Patch embedding (a Conv3d with stride == kernel: one product), plus the
-  // bilinearly interpolated learned position embedding.
+  // Patch embedding (a Conv3d with stride == kernel: one product), its norm
+  // (Spec::post_conv_norm), plus the interpolated learned position embedding.
   k::linear(pixels, p, c.patch_dim(), w.patch_embed_w.data(),
             s.patch_bias ? w.patch_embed_b.data() : nullptr, d, a.x);
+  if (s.post_conv_norm) {
+    k::rms_norm(a.x, p, d, w.post_conv_norm_w.data(), c.norm_eps, a.normed);
+    std::memcpy(a.x, a.normed, static_cast<size_t>(p * d) * sizeof(float));
+  }
   if (bf.pos_index >= 0) {
     const auto* pos_index = static_cast<const int32_t*>(buffers[bf.pos_index].data);
     const auto* pos_weight = static_cast<const float*>(buffers[bf.pos_weight].data);
-    check_index(who, "pos_index", pos_index, p, 4, c.num_position_embeddings);
-    // One row per task, corners in order: the same sums on any thread count.
+    const int64_t taps = pos_taps(s);
+    check_index(who, "pos_index", pos_index, p, taps, c.num_position_embeddings);
+    // One row per task, taps in order: the same sums on any thread count.
     k::pool().parallel_for(p, std::max<int64_t>(1, 4096 / d), [&](int64_t rb, int64_t re, int) {
       for (int64_t r = rb; r < re; ++r) {
         float* x = a.x + r * d;
-        for (int64_t corner = 0; corner < 4; ++corner) {
-          const float wt = pos_weight[r * 4 + corner];
-          const float* e = w.pos_embed.data() + static_cast<int64_t>(pos_index[r * 4 + corner]) * d;
+        for (int64_t tap = 0; tap < taps; ++tap) {
+          const float wt = pos_weight[r * taps + tap];
+          const float* e = w.pos_embed.data() + static_cast<int64_t>(pos_index[r * taps + tap]) * d;
           for (int64_t j = 0; j < d; ++j) x[j] += wt * e[j];
         }
       }
@@ -179,7 +223,7 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
     const int32_t* cu = full ? cu_frames : cu_windows;
     const int64_t n_seqs = full ? n_frames : n_windows;
     norm(c, a.x, p, d, b.norm1_w, b.norm1_b, a.normed);
-    k::linear(a.normed, p, d, b.qkv_w.data(), b.qkv_b.data(), 3 * d, a.qkv);
+    k::linear(a.normed, p, d, b.qkv_w.data(), bias(b.qkv_b), 3 * d, a.qkv);
     k::rotary_half(a.qkv, p, 3 * d, heads, hd, cos, sin);      // q
     k::rotary_half(a.qkv + d, p, 3 * d, heads, hd, cos, sin);  // k
     // Rows past the last sequence (graph padding) belong to no sequence: zero
@@ -189,7 +233,7 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
       std::memset(a.attn + covered * d, 0, static_cast<size_t>((p - covered) * d) * sizeof(float));
     k::varlen_attention(a.qkv, a.qkv + d, a.qkv + 2 * d, 3 * d, a.attn, d, cu, n_seqs, heads, hd,
                         scale, a.scratch, a.scratch_floats);
-    k::linear(a.attn, p, d, b.proj_w.data(), b.proj_b.data(), d, a.x, /*accumulate=*/true);
+    k::linear(a.attn, p, d, b.proj_w.data(), bias(b.proj_b), d, a.x, /*accumulate=*/true);
     norm(c, a.x, p, d, b.norm2_w, b.norm2_b, a.normed);
     mlp(c, b, p, a);
     // Deepstack outputs come in layer order, each from its own merger.
@@ -197,7 +241,10 @@ void cpu_forward(const VisionConfig& c, const Weights& w, const Capacity& cap,
       merger(c, w.deepstack[static_cast<size_t>(c.deepstack_merger(slot))], /*postshuffle=*/true,
              cap, a, token_index, outputs[1 + slot]);
   }
-  merger(c, w.merger, /*postshuffle=*/false, cap, a, token_index, outputs[0]);
+  if (s.outputs == Outputs::Downsample)
+    downsample_merger(c, w.downsample, cap, a, token_index, outputs[0]);
+  else
+    merger(c, w.merger, /*postshuffle=*/false, cap, a, token_index, outputs[0]);
 }
 
 }  // namespace qwen_vl

@@ -160,9 +160,9 @@ void DeepstackTower::run(const Pass& f, void* const* outputs) {
   // then the learned positions interpolated to each item's grid.
   check(patch.run(handle, in.pixels, patch_w, patch_b, nullptr, a.x, p, a.gemm_ws, gemm_ws, s),
         "patch_embed");
-  check(
-      pos_embed_add_bf16(a.x, pos_embed, c.num_position_embeddings, pos_index, pos_weight, p, d, s),
-      "pos_embed");
+  check(pos_embed_add_bf16(a.x, pos_embed, c.num_position_embeddings, pos_index, pos_weight, 4, p,
+                           d, s),
+        "pos_embed");
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = blocks[static_cast<size_t>(i)];

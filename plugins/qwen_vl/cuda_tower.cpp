@@ -57,13 +57,25 @@ void CudaTower::plan_products(int64_t patches) {
   check(patch.initialize(patches, d, c.patch_dim(),
                          c.spec->patch_bias ? Epilogue::Bias : Epilogue::None, false),
         "planning patch_embed");
-  check(qkv.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv");
-  check(proj.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj");
+  check(
+      qkv.initialize(patches, 3 * d, d, c.attention_bias ? Epilogue::Bias : Epilogue::None, false),
+      "planning attn.qkv");
+  check(
+      proj.initialize(patches, d, d, c.spec->block_biases ? Epilogue::Bias : Epilogue::None, true),
+      "planning attn.proj");
   const std::array<k::GemmPlan*, 2> mlp = plan_mlp(patches);
-  // nn.GELU() in the mergers: the exact (erf) form.
-  check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger fc1");
-  check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
-        "planning merger fc2");
+  if (c.spec->outputs == Outputs::Downsample) {
+    // The downsample Conv2d over each unit's rows, then the merger's bias-free proj.
+    check(merge1.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
+          "planning downsample");
+    check(merge2.initialize(tokens, c.out_hidden_size, c.out_hidden_size, Epilogue::None, false),
+          "planning merger proj");
+  } else {
+    // nn.GELU() in the mergers: the exact (erf) form.
+    check(merge1.initialize(tokens, md, md, Epilogue::BiasGelu, false), "planning merger fc1");
+    check(merge2.initialize(tokens, c.out_hidden_size, md, Epilogue::Bias, false),
+          "planning merger fc2");
+  }
   for (k::GemmPlan* g : {&patch, &qkv, &proj, mlp[0], mlp[1], &merge1, &merge2})
     g->set_tuning_cache(gemm_cache);
   planned_patches = patches;
@@ -172,11 +184,16 @@ bool deepstack_form(const Spec& s) {
   return s.attention == Attention::Full && s.pos_embed == PosEmbed::Interpolated &&
          s.norm == Norm::Layer && s.mlp == Mlp::GeluTanh && s.outputs == Outputs::Deepstack;
 }
+bool downsample_form(const Spec& s) {
+  return s.attention == Attention::Full && s.pos_embed == PosEmbed::Bicubic &&
+         s.norm == Norm::Rms && s.mlp == Mlp::GatedSilu && s.outputs == Outputs::Downsample &&
+         s.post_conv_norm && !s.block_biases && s.mlp_out_width;
+}
 
 }  // namespace
 
 void require_cuda_forward(const Spec& s) {
-  if (!window_form(s) && !deepstack_form(s))
+  if (!window_form(s) && !deepstack_form(s) && !downsample_form(s))
     encoder_kit::fail(EG_ERR_UNSUPPORTED,
                       std::string(s.name) + ": no CUDA forward implements this tower's forms");
 }
@@ -184,8 +201,9 @@ void require_cuda_forward(const Spec& s) {
 std::unique_ptr<CudaModel> make_cuda_model(const Options& o, const Weights& w, int device_index,
                                            Warn warn) {
   require_cuda_forward(o.spec());
-  return window_form(o.spec()) ? make_window_tower(o, w, device_index, std::move(warn))
-                               : make_deepstack_tower(o, w, device_index, std::move(warn));
+  if (window_form(o.spec())) return make_window_tower(o, w, device_index, std::move(warn));
+  if (downsample_form(o.spec())) return make_downsample_tower(o, w, device_index, std::move(warn));
+  return make_deepstack_tower(o, w, device_index, std::move(warn));
 }
 
 }  // namespace qwen_vl

@@ -118,10 +118,13 @@ class CudaTower : public CudaModel {
   std::shared_ptr<encoder_kit::TuningCache> gemm_cache;
 };
 
-// The versions' forwards (cuda_window_tower.cpp, cuda_deepstack_tower.cpp).
+// The versions' forwards (cuda_window_tower.cpp, cuda_deepstack_tower.cpp,
+// cuda_downsample_tower.cpp).
 std::unique_ptr<CudaModel> make_window_tower(const Options& o, const Weights& w, int device_index,
                                              Warn warn);
 std::unique_ptr<CudaModel> make_deepstack_tower(const Options& o, const Weights& w,
                                                 int device_index, Warn warn);
+std::unique_ptr<CudaModel> make_downsample_tower(const Options& o, const Weights& w,
+                                                 int device_index, Warn warn);
 
 }  // namespace qwen_vl

@@ -3,6 +3,7 @@
 #include "spec.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -90,8 +91,61 @@ std::vector<float> linspace_f32(float end, int64_t steps) {
   return v;
 }
 
+namespace {
+
+// torch's bicubic convolution weights (A = -0.75) of the 4 taps around a
+// sample at fraction t past its floor, in float as grid_sample computes them.
+std::array<float, 4> cubic_weights(float t) {
+  constexpr float A = -0.75f;
+  auto near = [](float x) { return ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f; };
+  auto far = [](float x) { return ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A; };
+  return {far(t + 1.0f), near(t), near(1.0f - t), far(2.0f - t)};
+}
+
+// Glm4vVisionEmbeddings: the patch centre (y + 0.5) / h normalised to
+// [-1, 1], unnormalised for align_corners = false, then grid_sample's 4 x 4
+// bicubic taps, each clamped into the grid (border padding).
+void bicubic_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
+                    int32_t* index, float* weight) {
+  const int64_t n = c.pos_grid();
+  const float size = static_cast<float>(n);
+  auto source = [&](int64_t coord, int64_t extent) {
+    const float normed =
+        (static_cast<float>(coord) + 0.5f) / static_cast<float>(extent) * 2.0f - 1.0f;
+    return ((normed + 1.0f) * size - 1.0f) / 2.0f;
+  };
+  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v, 0, n - 1); };
+  int64_t row = 0;
+  for_each_patch(c, g, unit_order, [&](int64_t y, int64_t x) {
+    const float sy = source(y, g.h), sx = source(x, g.w);
+    const float fy = std::floor(sy), fx = std::floor(sx);
+    const std::array<float, 4> wy = cubic_weights(sy - fy), wx = cubic_weights(sx - fx);
+    const auto iy = static_cast<int64_t>(fy), ix = static_cast<int64_t>(fx);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        index[row * 16 + i * 4 + j] =
+            static_cast<int32_t>(clamp(iy - 1 + i) * n + clamp(ix - 1 + j));
+        weight[row * 16 + i * 4 + j] = wy[static_cast<size_t>(i)] * wx[static_cast<size_t>(j)];
+      }
+    ++row;
+  });
+}
+
+}  // namespace
+
+int64_t pos_taps(const Spec& s) {
+  switch (s.pos_embed) {
+    case PosEmbed::Interpolated: return 4;
+    case PosEmbed::Bicubic: return 16;
+    case PosEmbed::None: break;
+  }
+  return 0;
+}
+
 void pos_embed_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
                       int32_t* index, float* weight) {
+  if (c.spec->pos_embed == PosEmbed::Bicubic)
+    return bicubic_tables(c, g, unit_order, index, weight);
   const int64_t n = c.pos_grid();
   const std::vector<float> hs = linspace_f32(static_cast<float>(n - 1), g.h);
   const std::vector<float> ws = linspace_f32(static_cast<float>(n - 1), g.w);
@@ -117,8 +171,10 @@ void pos_embed_tables(const VisionConfig& c, const Grid& g, const std::vector<in
 
 int64_t min_frame_units(const Options& o) {
   // Under the video processor's rule a video's frames share its pixel bounds:
-  // a frame can be a single unit.
-  if (o.spec().video_pixels == VideoPixels::AllFrames) return 1;
+  // a frame can be a single unit (and so can an image resized by that rule).
+  if (o.spec().video_pixels == VideoPixels::AllFrames ||
+      o.spec().image_pixels == ImagePixels::AsTemporalPatch)
+    return 1;
   // smart_resize's result holds at least min_pixels whenever max_pixels >=
   // 4 * min_pixels (its floor branch loses at most half of each side); below
   // that, only the one unit its max(factor, ...) guarantees.
@@ -129,7 +185,10 @@ int64_t min_frame_units(const Options& o) {
 
 int64_t max_frame_units(const Options& o) {
   const int64_t unit_pixels = o.model.resize_factor() * o.model.resize_factor();
-  const int64_t image = o.max_pixels / unit_pixels;
+  // ImagePixels::AsTemporalPatch: max_pixels counts the image's copies.
+  const int64_t copies =
+      o.spec().image_pixels == ImagePixels::AsTemporalPatch ? o.model.temporal_patch_size : 1;
+  const int64_t image = o.max_pixels / (unit_pixels * copies);
   // A video has at least temporal_patch_size frames (the processor refuses
   // fewer) sharing video_max_pixels; max(factor, ...) keeps at least one unit.
   const int64_t video = o.spec().video_pixels == VideoPixels::AllFrames

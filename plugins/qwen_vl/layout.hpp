@@ -92,9 +92,14 @@ void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32
 // half counted back from `end`).
 std::vector<float> linspace_f32(float end, int64_t steps);
 
-// [patches, 4] corner rows of pos_embed and [patches, 4] weights of every
-// patch in `unit_order`, corners in the model's order (floor/floor,
-// floor/ceil, ceil/floor, ceil/ceil).
+// Rows of the learned position grid summed per patch: 4 (bilinear), 16
+// (bicubic) or 0 (none).
+int64_t pos_taps(const Spec& s);
+
+// [patches, pos_taps] rows of pos_embed and [patches, pos_taps] weights of
+// every patch in `unit_order`. Interpolated: corners in the model's order
+// (floor/floor, floor/ceil, ceil/floor, ceil/ceil); Bicubic: rows y-1..y+2,
+// each columns x-1..x+2, clamped into the grid.
 void pos_embed_tables(const VisionConfig& c, const Grid& g, const std::vector<int32_t>& unit_order,
                       int32_t* index, float* weight);
 
@@ -137,8 +142,8 @@ std::vector<SeqBucket> full_attention_buckets(
 // The graph's input buffers: their indices in the order model_info declares
 // them. A version declares what its blocks read; absent ones are -1.
 //   pixel_rows         [patches, patch_dim] f32 (CPU) or bf16 (CUDA), unit order; zero padding
-//   pos_index          [patches, 4] i32 pos_embed rows of the 4 corners; zero padding
-//   pos_weight         [patches, 4] f32 bilinear weights; zero padding (no pos_embed)
+//   pos_index          [patches, pos_taps] i32 pos_embed rows of the taps; zero padding
+//   pos_weight         [patches, pos_taps] f32 tap weights; zero padding (no pos_embed)
 //   rope_cos, rope_sin [patches, head_dim/2] f32, unit order; zero padding
 //   cu_seqlens         [frames + 1] i32 patch offsets of full-attention sequences; repeat-last
 //   cu_window_seqlens  [windows + 1] i32 patch offsets of windows; repeat-last
@@ -146,7 +151,7 @@ std::vector<SeqBucket> full_attention_buckets(
 //                      padding (named inverse_window_index under windows)
 struct Buffers {
   int32_t pixel_rows = -1;
-  int32_t pos_index = -1, pos_weight = -1;  // PosEmbed::Interpolated
+  int32_t pos_index = -1, pos_weight = -1;  // PosEmbed::Interpolated / Bicubic
   int32_t rope_cos = -1, rope_sin = -1;
   int32_t cu_seqlens = -1;
   int32_t cu_window_seqlens = -1;  // Attention::Windowed
@@ -164,8 +169,8 @@ struct ItemData {
   int64_t frames = 1;                 // decoded frames (1 for an image)
   std::vector<float> pixels_f32;      // CPU instances
   std::vector<uint16_t> pixels_bf16;  // CUDA instances
-  std::vector<int32_t> pos_index;     // [patches, 4] (PosEmbed::Interpolated)
-  std::vector<float> pos_weight;      // [patches, 4] (PosEmbed::Interpolated)
+  std::vector<int32_t> pos_index;     // [patches, pos_taps] (a learned position grid)
+  std::vector<float> pos_weight;      // [patches, pos_taps]
   std::vector<float> cos, sin;        // [patches, head_dim/2]
   std::vector<int32_t> window_patches;
   std::vector<int32_t> inverse;  // item-local: token u -> its unit's position

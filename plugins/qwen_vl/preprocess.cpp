@@ -62,7 +62,7 @@ std::pair<int64_t, int64_t> smart_resize_video(int64_t frames, int64_t height, i
     fail(EG_ERR_INVALID_ARGUMENT,
          "a video needs at least temporal_patch_size = " + std::to_string(temporal_factor) +
              " frames, got " + std::to_string(frames) +
-             " (Qwen3VLVideoProcessor refuses it too; send an image)");
+             " (the model's video processor refuses it too; send an image)");
   check_aspect(height, width);
   double h = static_cast<double>(height), w = static_cast<double>(width);
   const double f = static_cast<double>(factor);
@@ -96,11 +96,15 @@ std::pair<int64_t, int64_t> smart_resize_video(int64_t frames, int64_t height, i
 
 Grid grid_for(const Options& o, bool video, int64_t height, int64_t width, int64_t frames) {
   const VisionConfig& c = o.model;
+  const Spec& s = o.spec();
+  const int64_t tp = c.temporal_patch_size, f = c.resize_factor();
   const auto [rh, rw] =
-      video && o.spec().video_pixels == VideoPixels::AllFrames
-          ? smart_resize_video(frames, height, width, c.temporal_patch_size, c.resize_factor(),
-                               o.video_min_pixels, o.video_max_pixels)
-          : smart_resize(height, width, c.resize_factor(), o.min_pixels, o.max_pixels);
+      video && s.video_pixels == VideoPixels::AllFrames
+          ? smart_resize_video(frames, height, width, tp, f, o.video_min_pixels, o.video_max_pixels)
+      // GLM-4.1V's image processor: the video rule over temporal_patch_size copies.
+      : !video && s.image_pixels == ImagePixels::AsTemporalPatch
+          ? smart_resize_video(tp, height, width, tp, f, o.min_pixels, o.max_pixels)
+          : smart_resize(height, width, f, o.min_pixels, o.max_pixels);
   return {(frames + c.temporal_patch_size - 1) / c.temporal_patch_size, rh / c.patch_size,
           rw / c.patch_size};
 }

@@ -37,7 +37,7 @@ void describe(const Options& o, sdk::ModelInfo& info) {
   // The buffers in Buffers' order (layout.hpp).
   const bool windowed = s.attention == Attention::Windowed;
   info.buffer("pixel_rows", dtype);
-  if (s.pos_embed == PosEmbed::Interpolated)
+  if (s.pos_embed != PosEmbed::None)
     info.buffer("pos_index", EG_DTYPE_I32).buffer("pos_weight", EG_DTYPE_F32);
   info.buffer("rope_cos", EG_DTYPE_F32)
       .buffer("rope_sin", EG_DTYPE_F32)
@@ -155,7 +155,8 @@ sdk::Shape Tower::buffer_shape(const eg_graph_shape& s, int32_t b) const {
   const VisionConfig& c = opt_.model;
   const Capacity cap = capacity_for(opt_, s);
   if (b == buffers_.pixel_rows) return {cap.patches, c.patch_dim()};
-  if (b == buffers_.pos_index || b == buffers_.pos_weight) return {cap.patches, 4};
+  if (b == buffers_.pos_index || b == buffers_.pos_weight)
+    return {cap.patches, pos_taps(opt_.spec())};
   if (b == buffers_.rope_cos || b == buffers_.rope_sin) return {cap.patches, c.head_dim() / 2};
   if (b == buffers_.cu_seqlens) return {cap.frames + 1};
   if (b == buffers_.cu_window_seqlens) return {cap.windows + 1};

@@ -9,7 +9,7 @@ using encoder_kit::saturating_mul;
 
 encoder_kit::BlockShape block_shape(const VisionConfig& c) {
   // Fused q/k/v of full width; GatedSilu has gate and up, GeluTanh one fc1.
-  return {c.hidden_size, c.hidden_size, c.hidden_size, c.intermediate_size,
+  return {c.hidden_size, c.hidden_size, c.hidden_size, c.mlp_width(),
           c.spec->mlp == Mlp::GatedSilu ? 2 : 1};
 }
 
@@ -39,9 +39,17 @@ encoder_kit::Flops item_flops(const VisionConfig& c, const Grid& g) {
   f.product(patches, c.patch_dim(), c.hidden_size);  // the patch embedding (Conv3d)
   f.add(encoder_kit::block_flops(block, patches, full_pairs, full_blocks));
   f.add(encoder_kit::block_flops(block, patches, window_pairs, c.depth - full_blocks));
+  const int64_t merged = c.merge_unit() * c.hidden_size;
+  if (c.spec->outputs == Outputs::Downsample) {
+    // The downsample Conv2d (merge_unit x hidden in), the merger's proj, gate,
+    // up (intermediate_size wide) and down, per output token.
+    const int64_t out = c.out_hidden_size, wide = c.intermediate_size;
+    f.product(tokens, merged, out).product(tokens, out, out);
+    f.product(tokens, out, wide).product(tokens, out, wide).product(tokens, wide, out);
+    return f;
+  }
   // The merger and each deepstack merger, per output token: merge_unit x
   // hidden wide in and between its two products, out_hidden_size out.
-  const int64_t merged = c.merge_unit() * c.hidden_size;
   encoder_kit::Flops merger;
   merger.product(tokens, merged, merged).product(tokens, merged, c.out_hidden_size);
   f.add(merger, 1 + c.num_deepstack());

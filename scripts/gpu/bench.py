@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark driver: encgraph (graphs, eager) against transformers, one model a run.
 
-  bench.py --model qwen2_5_vl|qwen3_vl|dsocr2|siglip|internvl --bundle gpu-bundle
+  bench.py --model qwen2_5_vl|qwen3_vl|glm4v|dsocr2|siglip|internvl --bundle gpu-bundle
            --out-dir DIR [options]
   bench.py --model qwen2_5_vl --kind capture ...   capture time, cold and warm tuning cache
   bench.py --model qwen2_5_vl --kind dp ...        data parallel against one GPU (2+ GPUs)
@@ -16,6 +16,10 @@ MODELS below. Throughput runs (--kind speed, the default):
   - Qwen3-VL-8B tower (qwen3_vl): the same workloads with sides in multiples of 32 (video
     320x448); a config written here (30 budgets 64..16384, pixel bounds widened so no item
     is resized); transformers with sdpa (--with-eager adds eager).
+  - GLM-4.1V-9B tower (glm4v): Qwen2.5-VL's workloads (sides in multiples of 28, none
+    resized under Glm4vImageProcessor's bounds); a config written here (budgets
+    64..16384); transformers' Glm4vVisionModel with sdpa, videos given as Glm4vModel
+    gives them (one (1, h, w) grid row per temporal patch).
   - DeepSeek-OCR-2 vision side (dsocr2): a4_150, a4_200, receipt, slide (32 each),
     screenshot (64), mixed (64 of those); requests of 8; transformers' get_image_features.
   - SigLIP (siglip): so400m-patch14-384 and base-patch16-224, 512 images at the model's
@@ -152,6 +156,98 @@ QWEN2_5 = QwenTower("qwen2_5_vl", patch=14, d=1280, heads=16, inter=3420, out=35
 QWEN3 = QwenTower("qwen3_vl", patch=16, d=1152, heads=16, inter=4304, out=4096, depth=27,
                   deepstack=(8, 16, 24), pos=2304, gated=False, side_multiple=32,
                   video_hw=(320, 448))
+
+class GlmTower(QwenTower):
+    """GLM-4.1V's tower: Qwen2.5-VL's workloads, full attention, the blocks' SiLU-gated MLP
+    out_hidden_size wide, then the downsample Conv2d and GLM's merger (intermediate_size)."""
+
+    def __init__(self):
+        super().__init__("glm4v", patch=14, d=1536, heads=12, inter=4096, out=4096, depth=24)
+        self.merger_inter, self.image_size = 13696, 336
+
+    def item_flops(self, item):
+        t, h, w = self.grid(item)
+        p, d, out = t * h * w, self.d, self.out
+        per_patch = 2 * (d * 3 * d + d * d + 3 * d * self.inter)
+        flops = 2 * p * 3 * self.temporal * self.patch * self.patch * d + self.depth * p * per_patch
+        md = self.merge * self.merge * d
+        flops += 2 * (p // 4) * (md * out + out * out + 3 * out * self.merger_inter)
+        return flops + self.depth * 4 * d * t * (h * w) ** 2
+
+    def transformers_model(self, attn):
+        import torch
+        from transformers.models.glm4v.configuration_glm4v import Glm4vVisionConfig
+        from transformers.models.glm4v.modeling_glm4v import Glm4vVisionModel
+        cfg = Glm4vVisionConfig(
+            depth=self.depth, hidden_size=self.d, hidden_act="silu",
+            intermediate_size=self.merger_inter, num_heads=self.heads, in_channels=3,
+            patch_size=self.patch, spatial_merge_size=self.merge,
+            temporal_patch_size=self.temporal, out_hidden_size=self.out,
+            image_size=self.image_size, attention_bias=False, rms_norm_eps=1e-5)
+        cfg._attn_implementation = attn
+        with torch.device("cuda"):
+            model = Glm4vVisionModel(cfg).to(torch.bfloat16).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0, 0.02)
+        return model
+
+    def run_transformers(self, model, items, request):
+        import torch
+        gen = torch.Generator().manual_seed(1)
+        row_values = 3 * self.temporal * self.patch * self.patch
+        requests = []
+        for r in range(0, len(items), request):
+            rows = [(1, h, w) for t, h, w in map(self.grid, items[r:r + request])
+                    for _ in range(t)]
+            pv = torch.randn(sum(h * w for _, h, w in rows), row_values,
+                             generator=gen).to(torch.bfloat16)
+            requests.append((pv.pin_memory(), torch.tensor(rows, dtype=torch.long)))
+        latencies = time_requests(
+            requests,
+            lambda rq: model(rq[0].to("cuda", non_blocking=True), grid_thw=rq[1].to("cuda")))
+        return latency_result(latencies, len(items))
+
+
+GLM4V = GlmTower()
+
+GLM4V_CONFIG = """# Written by scripts/gpu/bench.py --model glm4v: the GLM-4.1V-9B tower, bf16, random
+# weights; budgets up to 16384 output tokens.
+[runtime]
+device = "cuda"
+log_level = "warn"
+plugin_dirs = ["{plugins}"]
+
+[plugin]
+name = "glm4v"
+weights = "random"
+
+[plugin.config]
+depth = 24
+hidden_size = 1536
+num_heads = 12
+intermediate_size = 13696
+out_hidden_size = 4096
+image_size = 336
+attention_bias = false
+dtype = "bf16"
+max_budget = 16384
+max_frames_per_video = 16
+
+[budgets]
+# About 12% apart up to the largest (30 graphs): a request pads by at most ~14%.
+token_budgets = [64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024, 1280,
+                 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240,
+                 12288, 14336, 16384]
+max_items_per_batch = 16
+
+[workload]
+kind = "synthetic"
+count = 16
+sizes = [[224, 224]]
+request_size = 16
+warmup_requests = 1
+"""
 
 QWEN3_CONFIG = """# Written by scripts/gpu/bench.py --model qwen3_vl: the Qwen3-VL-8B tower, bf16,
 # random weights; budgets up to 16384 output tokens.
@@ -334,6 +430,10 @@ MODELS = {
                      config_name="qwen3_vl_bench.toml", request=16, request_sizes={"224x1": 1},
                      stem="qwen3-bench", table="qwen3_bench.table", transformers="sdpa",
                      per_path=False, precision=(1, 2)),
+    "glm4v": dict(title="GLM-4.1V-9B tower", tower=GLM4V, config=GLM4V_CONFIG,
+                  config_name="glm4v_bench.toml", request=16, request_sizes={"224x1": 1},
+                  stem="glm4v-bench", table="glm4v_bench.table", transformers="sdpa",
+                  per_path=False, precision=(1, 2)),
     "dsocr2": dict(title="DeepSeek-OCR-2 vision side (released sizes)", tower=DSOCR2,
                    config=DSOCR2_CONFIG, config_name="dsocr2_bench.toml", request=8,
                    request_sizes={}, stem="dsocr2-bench", table="dsocr2_bench.table",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The comparison driver: one encgraph plugin against transformers' own implementation.
 
-  compare.py --model qwen2_5_vl|qwen3_vl|siglip|dsocr2|internvl|folder_media
+  compare.py --model qwen2_5_vl|qwen3_vl|glm4v|siglip|dsocr2|internvl|folder_media
              --bundle gpu-bundle --out-dir DIR [the model's options]
   compare.py --help                  every model's options
   compare.py --model M --help        model M's options
@@ -16,6 +16,8 @@ the exit status is 0 on PASS or with --informational, 1 otherwise.
                 stress test usually run with --informational
   qwen3_vl      Qwen3-VL-8B tower through `encgraph encode`, pooler_output and every
                 deepstack output
+  glm4v         GLM-4.1V-9B tower from a checkpoint folder (model.visual.*, config.json,
+                preprocessor_config.json) through `encgraph encode`
   siglip        SigLIP so400m and base (tests' siglip_dump): last_hidden_state, pooled,
                 hidden_states[-2]; then the 512-image benchmark (bench.py's) on the same
                 weights unless --no-bench
@@ -39,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "qwen2_5_vl": ("compare_qwen", "Qwen2.5-VL-7B tower, tests' qwen_dump"),
     "qwen3_vl": ("compare_qwen", "Qwen3-VL-8B tower, encgraph encode, deepstack outputs"),
+    "glm4v": ("compare_glm4v", "GLM-4.1V-9B tower, checkpoint folder, encgraph encode"),
     "siglip": ("compare_siglip", "SigLIP so400m and base, then the 512-image benchmark"),
     "dsocr2": ("compare_dsocr2", "DeepSeek-OCR-2 vision side on document pages"),
     "internvl": ("compare_internvl", "InternVL image encoder, checkpoint folder, tilings"),

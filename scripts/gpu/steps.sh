@@ -21,6 +21,7 @@ verify              400 -
 cpu_bench           300 -
 bench_qwen2_5_vl    570 qwen_bench
 bench_qwen3_vl      570 qwen3_bench
+bench_glm4v         570 -
 bench_dsocr2        540 dsocr2_bench
 bench_siglip        300 siglip_vs_transformers,siglip_bench
 bench_internvl      570 internvl_bench
@@ -29,6 +30,7 @@ bench_dp            500 dp_bench
 bench_serve         540 serve_bench
 compare_qwen2_5_vl  300 qwen_vs_transformers
 compare_qwen3_vl    540 qwen3_vs_transformers
+compare_glm4v       540 glm4v_vs_transformers
 compare_siglip      300 siglip_vs_transformers
 compare_dsocr2      540 dsocr2_vs_transformers
 compare_internvl    540 internvl_vs_transformers
@@ -278,6 +280,8 @@ bench_qwen2_5_vl() { bench_model qwen2_5_vl "$1" "$2" ${QWEN_BENCH_ARGS:-} "${@:
 # shellcheck disable=SC2086
 bench_qwen3_vl() { bench_model qwen3_vl "$1" "$2" ${QWEN3_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
+bench_glm4v() { bench_model glm4v "$1" "$2" ${GLM4V_BENCH_ARGS:-} "${@:3}"; }
+# shellcheck disable=SC2086
 bench_dsocr2() { bench_model dsocr2 "$1" "$2" ${DSOCR2_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
 bench_siglip() { bench_model siglip "$1" "$2" ${SIGLIP_BENCH_ARGS:-} "${@:3}"; }
@@ -303,6 +307,7 @@ compare_qwen2_5_vl() {
   return $rc
 }
 compare_qwen3_vl() { compare_model qwen3_vl "$@"; }
+compare_glm4v() { compare_model glm4v "$@"; }
 # The comparison only: bench_siglip times the towers.
 compare_siglip() { compare_model siglip "$1" "$2" --no-bench "${@:3}"; }
 compare_dsocr2() { compare_model dsocr2 "$@"; }
