@@ -6,7 +6,7 @@
 #                       need (Boost program_options, spdlog, fmt, toml++, BLAS…)
 #   gpu-bundle/plugins  every plugin
 #   gpu-bundle/packed   files of lib/, bin/ and plugins/ over 4 MiB, xz-compressed
-#                       (scripts/gpu-unpack.sh puts them back)
+#                       (steps.sh --unpack puts them back)
 # CUDA, cuBLAS and NCCL are taken from the GPU machine's /usr/local/cuda.
 #
 # Video files: encgraph loads FFmpeg's libraries (libavformat, libavcodec,
@@ -76,7 +76,7 @@ done
 # The device tool carries at most 64 MiB: large files travel xz-compressed
 # under packed/<dir>/ (OpenBLAS: 36 MB -> 4 MB; a plugin with every kernel
 # variant: 7.9 MB -> 1.6 MB), so that lib/ and plugins/ hold nothing but what
-# is loaded from them; scripts/gpu-unpack.sh puts them back. A video bundle
+# is loaded from them; steps.sh --unpack puts them back. A video bundle
 # compresses every library over 256 KiB: FFmpeg's dependencies are many
 # mid-sized ones.
 lib_min_size=+4M

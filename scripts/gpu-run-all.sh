@@ -13,7 +13,7 @@ bundle=${ENCGRAPH_BUNDLE_DIR:-$root/gpu-bundle}
 final=${OUT:-/tmp/encgraph-gpu-out}
 out=$(mktemp -d /tmp/encgraph-logs.XXXX)
 mkdir -p "$final"
-bash "$root/scripts/gpu-unpack.sh" "$bundle"  # libraries shipped compressed
+bash "$root/scripts/gpu/steps.sh" --unpack "$bundle"  # libraries shipped compressed
 export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export ENCGRAPH_PLUGIN_PATH=$bundle/plugins
 export ENCGRAPH_REQUIRE_GPU=1  # a GPU test that would skip fails instead

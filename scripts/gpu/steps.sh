@@ -4,6 +4,7 @@
 # table STEPS below: name, time limit in seconds, old names it also answers to).
 #   bash scripts/gpu/steps.sh STEP BUNDLE LOGDIR [options passed on]   one step by hand
 #   bash scripts/gpu/steps.sh --list                                   the table
+#   bash scripts/gpu/steps.sh --unpack BUNDLE     restores the bundle's compressed files
 #   source scripts/gpu/steps.sh && mpi_env gpu-bundle && $ENCGRAPH_MPIRUN -np 2 ...
 # Python drivers do the work where Python can: bench.py (benchmarks), compare.py
 # (against transformers), ncu_profile.py (Nsight Compute), mp_check.py. The *_ARGS
@@ -462,12 +463,35 @@ for x in json.load(open(sys.argv[1]))['results']:
   done
 )
 
+# unpack_bundle BUNDLE: restores what gpu-bundle.sh compressed (packed/<dir>/*.xz back
+# into lib/, bin/ and plugins/), with xz or, where it is missing, Python's lzma. Idempotent.
+unpack_bundle() {
+  local bundle=$1 dir f out
+  for dir in lib bin plugins; do
+    for f in "$bundle/packed/$dir"/*.xz; do
+      [[ -f $f ]] || continue
+      out=$bundle/$dir/$(basename "$f" .xz)
+      [[ -f $out && $out -nt $f ]] && continue
+      if command -v xz >/dev/null 2>&1; then
+        xz -dkc "$f" >"$out.tmp"
+      else
+        python3 -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)' "$f" "$out.tmp"
+      fi
+      mv "$out.tmp" "$out"
+      [[ $dir == lib ]] || chmod +x "$out"
+    done
+  done
+}
+
 # Run as a program: one step, or the table.
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   case ${1:-} in
     --list) echo "$STEPS" | sed '/^$/d' ;;
+    --unpack) unpack_bundle "${2:?usage: steps.sh --unpack BUNDLE}" ;;
     "" | -h | --help)
-      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
       echo "steps:"
       echo "$STEPS" | awk 'NF { print "  " $1 }'
       ;;
@@ -485,7 +509,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
       shift 2
       # By hand (not through gpu-run-all.sh): the bundle's libraries and plugins.
       if [[ -z ${ENCGRAPH_PLUGIN_PATH:-} ]]; then
-        bash "$root/scripts/gpu-unpack.sh" "$bundle"
+        unpack_bundle "$bundle"
         export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
         export ENCGRAPH_PLUGIN_PATH=$bundle/plugins NCCL_NVLS_ENABLE=0
       fi
