@@ -6,7 +6,7 @@ usage: python3 scripts/plot_benchmarks.py --out docs/benchmarks FILE...
 Each FILE's kind is read from its content, not its name:
 
   bench results   {workload: {system: {seconds, items, p50, p99, ...}}}, as
-                  scripts/gpu/bench.py --model qwen2_5_vl, qwen3_vl and dsocr2
+                  scripts/gpu/bench.py --model qwen2_5_vl, qwen3_vl, glm4v, dsocr2, internvl
                   write them (qwen-bench.json, ...); or the same under "results"
                   with "schema": "encgraph.bench-results/1" and optional "name",
                   "title", "unit", "source", "workload_labels" (the hand-copied
@@ -30,7 +30,8 @@ Each FILE's kind is read from its content, not its name:
                   -> kernel-time-layer[-NAME].png.
 
 NAME is the file's "name" key, else its file name without .json (qwen-bench.json
-is named qwen2_5_vl, qwen3-bench.json qwen3_vl, dsocr2-bench.json deepseek_ocr2).
+is named qwen2_5_vl, qwen3-bench.json qwen3_vl, dsocr2-bench.json deepseek_ocr2,
+glm4v-bench.json glm4v, internvl-bench.json internvl).
 Needs matplotlib only (Debian: apt-get install python3-matplotlib, for
 /usr/bin/python3). Exit 2 on a file it cannot read or does not know, 1 when
 matplotlib is missing or a plot cannot be written.
@@ -44,7 +45,8 @@ import sys
 import tempfile
 
 SCRIPT_NAMES = {"qwen-bench": "qwen2_5_vl", "qwen3-bench": "qwen3_vl",
-                "dsocr2-bench": "deepseek_ocr2", "kernels": ""}
+                "glm4v-bench": "glm4v", "dsocr2-bench": "deepseek_ocr2",
+                "internvl-bench": "internvl", "kernels": ""}
 # The same system keeps its colour in every plot.
 SYSTEM_COLOURS = {"encgraph graphs": "#1f4e9c", "encgraph eager": "#7fa7e0",
                   "encgraph": "#1f4e9c", "transformers sdpa": "#e07b1f",

@@ -222,3 +222,34 @@ TEST_CASE("deepseek_ocr2: loaded, used and unloaded again and again") {
                 {"max_crops", "6"}},
                64, /*graphs=*/false);
 }
+
+TEST_CASE("glm4v: loaded, used and unloaded again and again") {
+  check_plugin("glm4v",
+               {{"depth", "1"},
+                {"hidden_size", "16"},
+                {"num_heads", "2"},
+                {"intermediate_size", "16"},
+                {"out_hidden_size", "16"},
+                {"image_size", "56"},
+                {"dtype", "f32"},
+                {"min_pixels", "6272"},
+                {"max_pixels", "50176"},
+                {"min_budget", "4"},
+                {"max_budget", "16"}},
+               56);
+}
+
+TEST_CASE("internvl: loaded, used and unloaded again and again") {
+  check_plugin("internvl",
+               {{"hidden_size", "16"},
+                {"intermediate_size", "16"},
+                {"num_hidden_layers", "1"},
+                {"num_attention_heads", "2"},
+                {"image_size", "28"},
+                {"patch_size", "14"},
+                {"text_hidden_size", "8"},
+                {"max_patches", "2"},
+                {"max_budget_tiles", "4"},
+                {"dtype", "f32"}},
+               40);
+}
