@@ -57,6 +57,9 @@ class DownsampleTower final : public CudaTower {
   k::GemmPlan gate_up, down, merger_gate_up, merger_down;
 
   void upload(const Weights& w) override {
+    // Checkpoint arrays outlive upload(); the stacked [gate; up] copies are
+    // temporaries, which weights.add() must keep (its rvalue overload), so they
+    // are passed to it directly, never through `add`'s const reference.
     auto add = [&](const bf16** dst, const std::vector<float>& v) { weights.add(dst, v); };
     add(&patch_w, w.patch_embed_w);
     add(&patch_b, w.patch_embed_b);
@@ -71,7 +74,7 @@ class DownsampleTower final : public CudaTower {
       add(&d.qkv_w, b.qkv_w);
       if (c.attention_bias) add(&d.qkv_b, b.qkv_b);
       add(&d.proj_w, b.proj_w);
-      add(&d.gate_up_w, stack_rows(b.fc1_w, b.up_w));
+      weights.add(&d.gate_up_w, stack_rows(b.fc1_w, b.up_w));
       add(&d.down_w, b.fc2_w);
     }
     const DownsampleWeights& g = w.downsample;
@@ -81,7 +84,7 @@ class DownsampleTower final : public CudaTower {
     add(&merger_proj_w, g.proj_w);
     add(&merger_norm_w, g.norm_w);
     add(&merger_norm_b, g.norm_b);
-    add(&merger_gate_up_w, stack_rows(g.gate_w, g.up_w));
+    weights.add(&merger_gate_up_w, stack_rows(g.gate_w, g.up_w));
     add(&merger_down_w, g.down_w);
     weights.upload(who);
   }
