@@ -247,9 +247,9 @@ def metrics(host, port):
         if line.startswith("#") or not line.strip():
             continue
         name = re.split(r"[{ ]", line, 1)[0]
-        le = re.search(r'le="([^"]+)"', line)
-        if le:
-            name += "@" + le.group(1)
+        label = re.search(r'(?:le|phase)="([^"]+)"', line)
+        if label:
+            name += "@" + label.group(1)
         out[name] = out.get(name, 0.0) + float(line.split()[-1])
     return out
 
@@ -360,6 +360,8 @@ def measure(args, server, host, port, model, set_args):
         "cache_only_server_us_mean": 1e6 * d.get(hist + "_sum", 0.0) / max(1.0, hit_requests),
         "cache_only_server_us_p50_at_most": 1e6 * histogram_quantile(d, hist, 0.5),
         "cache_only_server_us_p99_at_most": 1e6 * histogram_quantile(d, hist, 0.99),
+        "worker_ms_per_batch": {ph: 1e3 * d.get(f"encgraph_worker_seconds_total@{ph}", 0.0) / batches
+                                for ph in ("prepare", "execute", "collect", "answer")},
         "client_cpu_us_per_request": 1e6 * client_cpu,
         "exit_code": exit_code,
     }
@@ -388,7 +390,9 @@ def measure(args, server, host, port, model, set_args):
                 100 * served["repeat_share_sent"])),
             ("mean batch (items) / batches mixing requests", "%.1f / %.0f%%" % (
                 served["mean_batch_items"], 100 * served["multi_request_batches"])),
-            ("mean queue wait ms", "%.2f" % served["mean_queue_ms"])]
+            ("mean queue wait ms", "%.2f" % served["mean_queue_ms"]),
+            ("worker ms per batch: prepare / execute / collect / answer",
+             " / ".join("%.2f" % v for v in served["worker_ms_per_batch"].values()))]
     if hit_requests:
         rows.append(("server time per all-hit request, mean / p50 / p99 us (%d requests)" % hit_requests,
                      "%.0f / <= %.0f / <= %.0f" % (served["cache_only_server_us_mean"],

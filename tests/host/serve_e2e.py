@@ -211,6 +211,8 @@ def check_cross_request_batch(reference, files):
     check(server.metric("encgraph_batches_multi_request_total") == 1,
           "/metrics shows no batch with items of more than one request")
     check(server.metric("encgraph_batch_items_total") == 8, "the shared batch does not hold 8 items")
+    check(server.metric('encgraph_worker_seconds_total{phase="collect"}') > 0,
+          "/metrics shows no time collecting the batch's rows")
     check(server.metric("encgraph_cache_misses_total") == 8, "the shared image was not claimed once")
     check(server.metric("encgraph_cache_coalesced_total") == 1,
           "the second request for the shared image did not wait for the first")

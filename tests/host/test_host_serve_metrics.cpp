@@ -52,3 +52,18 @@ TEST_CASE("cache counters per model, lookups = hits + misses + coalesced") {
   CHECK(value_of(text, "encgraph_cache_budget_bytes{model=\"qwen\"}") == 1 << 20);
   CHECK(text.find("encgraph_cache_dedup_total") == std::string::npos);
 }
+
+TEST_CASE("worker time by phase: one labelled counter each, summed") {
+  ServeMetrics m;
+  m.count_worker(WorkerPhase::Prepare, 0.25);
+  m.count_worker(WorkerPhase::Prepare, 0.5);
+  m.count_worker(WorkerPhase::Collect, 2.0);
+  m.count_worker(WorkerPhase::Answer, 1e-3);
+  const std::string text = m.render({});
+  const std::string w = "encgraph_worker_seconds_total";
+  CHECK(text.find("# TYPE " + w + " counter") != std::string::npos);
+  CHECK(value_of(text, w + "{phase=\"prepare\"}") == doctest::Approx(0.75));
+  CHECK(value_of(text, w + "{phase=\"execute\"}") == 0);
+  CHECK(value_of(text, w + "{phase=\"collect\"}") == doctest::Approx(2.0));
+  CHECK(value_of(text, w + "{phase=\"answer\"}") == doctest::Approx(1e-3));
+}

@@ -276,6 +276,27 @@ Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
 }
 
 void ModelService::run_worker() {
+  // One batch in flight on the device while the host works around it: with
+  // batch N enqueued, the next due batch's items are made (the plugin's
+  // preprocessing), then N's rows are collected (waiting for the device);
+  // batch N+1 is enqueued before N's rows are handed to their requests, so
+  // answering them (the cache, the responses) overlaps N+1's device time.
+  struct Done {
+    std::vector<QueuedItem> batch;
+    Collected items;
+  };
+  std::optional<Done> unanswered;
+  auto answer = [&] {
+    if (!unanswered) return;
+    const TimePoint t0 = clock_.now();
+    try {
+      fulfil(unanswered->batch, unanswered->items);
+    } catch (...) {
+      batch_failed(unanswered->batch, std::current_exception());
+    }
+    metrics_.count_worker(WorkerPhase::Answer, seconds_since(t0));
+    unanswered.reset();
+  };
   std::vector<QueuedItem> batch = scheduler_.wait_batch();
   if (!batch.empty()) count_taken(batch);
   std::optional<Request> ready;  // the next batch's items, made while this batch ran
@@ -288,42 +309,51 @@ void ModelService::run_worker() {
     std::exception_ptr failure;
     try {
       std::lock_guard<std::mutex> lock(engine_mutex_);
-      if (!request) request = prepare(batch);
+      if (!request) {
+        const TimePoint t0 = clock_.now();
+        request = prepare(batch);
+        metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
+      }
+      const TimePoint t0 = clock_.now();
       result = engine_->execute(*request);
+      metrics_.count_worker(WorkerPhase::Execute, seconds_since(t0));
     } catch (...) {
       failure = std::current_exception();
     }
-    // Pipelining: execute only enqueues the batch on a device, so the next
-    // due batch's items are made (the plugin's preprocessing, on the host)
-    // while the device runs this one; the device then waits only for the
-    // copy back and the delivery. A failure here is met again, and handled,
-    // when that batch runs.
+    answer();  // the previous batch's, while the device runs this one
+    // A failure making the next batch is met again, and handled, when it runs.
     std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
     if (!next.empty()) {
       count_taken(next);
       try {
         std::lock_guard<std::mutex> lock(engine_mutex_);
+        const TimePoint t0 = clock_.now();
         ready = prepare(next);
+        metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
       } catch (...) {
         ready.reset();
       }
     }
     if (result) {
+      const TimePoint t0 = clock_.now();
       try {
-        deliver(batch, *result);
+        unanswered = Done{batch, collect(batch, *result)};
       } catch (...) {
         failure = std::current_exception();
       }
+      metrics_.count_worker(WorkerPhase::Collect, seconds_since(t0));
     }
     result.reset();
     request.reset();
     if (failure) batch_failed(batch, failure);
     if (next.empty()) {
+      answer();  // nothing to overlap with
       next = scheduler_.wait_batch();
       if (!next.empty()) count_taken(next);
     }
     batch = std::move(next);
   }
+  answer();
 }
 
 void ModelService::run_batch(std::vector<QueuedItem>& batch) {
@@ -364,11 +394,12 @@ void ModelService::batch_failed(std::vector<QueuedItem>& batch, const std::excep
   cache_.fail(work.key, error);
 }
 
-void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& result) {
+ModelService::Collected ModelService::collect(const std::vector<QueuedItem>& batch,
+                                              const Result& result) {
   if (result.size() != batch.size() || result.num_outputs() != outputs_.size())
     throw Error(ErrorKind::Internal, "the engine returned " + std::to_string(result.size()) +
                                          " items for a batch of " + std::to_string(batch.size()));
-  std::vector<std::shared_ptr<ItemOutputs>> items(batch.size());
+  Collected items(batch.size());
   for (auto& item : items) item = std::make_shared<ItemOutputs>();
   for (size_t o = 0; o < result.num_outputs(); ++o) {
     const std::vector<uint8_t> host = result.to_host(o);
@@ -388,8 +419,16 @@ void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& r
       items[i]->outputs.push_back(std::move(out));
     }
   }
+  return items;
+}
+
+void ModelService::fulfil(const std::vector<QueuedItem>& batch, const Collected& items) {
   for (size_t i = 0; i < batch.size(); ++i)
     cache_.fulfil(std::static_pointer_cast<Work>(batch[i].work)->key, items[i]);
+}
+
+void ModelService::deliver(const std::vector<QueuedItem>& batch, const Result& result) {
+  fulfil(batch, collect(batch, result));
 }
 
 }  // namespace encgraph::host::serve

@@ -107,7 +107,16 @@ class ModelService {
   // The batch failed with `failure`: each item alone when it holds several,
   // else the item's waiters get the error (400 for bad input, else 500).
   void batch_failed(std::vector<QueuedItem>& batch, const std::exception_ptr& failure);
+  // A batch's rows on the host, one entry per item (deliver's two halves:
+  // collect waits for the device and copies the rows out; fulfil hands them
+  // to the cache and so to the waiting requests, whose answers it builds).
+  using Collected = std::vector<std::shared_ptr<ItemOutputs>>;
+  Collected collect(const std::vector<QueuedItem>& batch, const Result& result);
+  void fulfil(const std::vector<QueuedItem>& batch, const Collected& items);
   void deliver(const std::vector<QueuedItem>& batch, const Result& result);
+  double seconds_since(TimePoint start) const {
+    return std::chrono::duration<double>(clock_.now() - start).count();
+  }
 
   const std::string name_;
   const HostConfig config_;

@@ -73,6 +73,16 @@ std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
   std::snprintf(sum, sizeof(sum), "%.9f", static_cast<double>(cache_only_nanos_.load()) / 1e9);
   s += std::string("encgraph_cache_only_request_seconds_sum ") + sum + "\n";
   s += "encgraph_cache_only_request_seconds_count " + std::to_string(cumulative) + "\n";
+  metric(s, "encgraph_worker_seconds_total", "counter",
+         "The model workers' time by phase: prepare (making items), execute (enqueueing a "
+         "batch), collect (waiting for its rows and copying them out), answer (handing them "
+         "to the requests).");
+  for (size_t i = 0; i < kWorkerPhaseNames.size(); ++i) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.6f", static_cast<double>(worker_nanos_[i].load()) * 1e-9);
+    s += std::string("encgraph_worker_seconds_total{phase=\"") + kWorkerPhaseNames[i] + "\"} " +
+         value + "\n";
+  }
   metric(s, "encgraph_batches_total", "counter", "Batches handed to the engine.");
   s += "encgraph_batches_total " + std::to_string(batches_.load()) + "\n";
   metric(s, "encgraph_batch_items_total", "counter", "Items in those batches.");

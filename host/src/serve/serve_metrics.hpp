@@ -13,8 +13,18 @@
 
 namespace encgraph::host::serve {
 
+// Where a model's worker thread spends its time, batch by batch: making the
+// items (the plugin's preprocessing), enqueueing them on the device, waiting
+// for the rows and copying them out, handing them to the requests.
+enum class WorkerPhase { Prepare, Execute, Collect, Answer };
+inline constexpr std::array<const char*, 4> kWorkerPhaseNames = {"prepare", "execute", "collect",
+                                                                 "answer"};
+
 class ServeMetrics {
  public:
+  void count_worker(WorkerPhase phase, double seconds) {
+    worker_nanos_[static_cast<size_t>(phase)] += static_cast<int64_t>(seconds * 1e9);
+  }
   // A request answered with `status` after `seconds`.
   void count_request(int status, double seconds);
   // A batch handed to the engine: its items and how many requests they came from.
@@ -56,6 +66,7 @@ class ServeMetrics {
   std::atomic<int64_t> queued_items_{0};
   std::array<std::atomic<int64_t>, kServiceBuckets.size() + 1> cache_only_buckets_{};
   std::atomic<int64_t> cache_only_nanos_{0};
+  std::array<std::atomic<int64_t>, kWorkerPhaseNames.size()> worker_nanos_{};
 };
 
 }  // namespace encgraph::host::serve
