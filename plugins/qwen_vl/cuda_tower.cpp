@@ -87,11 +87,12 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   const size_t mlp = static_cast<size_t>(mlp_width);
   Activations a{};
   size_t off = 0;
-  auto take = [&](size_t bytes) {
+  auto take_bytes = [&](size_t bytes) {
     char* ptr = base ? base + off : nullptr;
     off += k::align_up(bytes);
-    return reinterpret_cast<bf16*>(ptr);
+    return ptr;
   };
+  auto take = [&](size_t bytes) { return reinterpret_cast<bf16*>(take_bytes(bytes)); };
   a.x = take(p * d * 2);
   a.normed = take(p * d * 2);  // also a merger's [tokens, 4d] input
   a.qkv = take(3 * p * d * 2);
@@ -101,6 +102,10 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   a.gate_up = gate_up_room ? take(2 * p * mlp * 2) : nullptr;
   a.act = take(p * mlp * 2);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2);
+  if (fp8_room) {
+    a.xq = reinterpret_cast<uint8_t*>(take_bytes(p * std::max(d, mlp)));
+    a.xscale = reinterpret_cast<float*>(take_bytes(p * 4));
+  }
   a.gemm_ws = take(k::GemmPlan::workspace_bytes());
   a.total = off;
   return a;

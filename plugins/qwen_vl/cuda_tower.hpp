@@ -8,6 +8,7 @@
 #include "layout.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
+#include <encoder_kit/cuda/fp8_gemm.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
@@ -31,6 +32,10 @@ struct Activations {
   bf16* gate_up;                  // cuBLASLt's [gate | up] product (Mlp::GatedSilu)
   bf16* act;                      // [patches, inter]
   bf16* merged;                   // a merger's output in unit order, before the gather
+  // precision = "fp8_linear": a product's input rows in e4m3 [patches, max(d,
+  // mlp)] and their scales [patches] (null otherwise).
+  uint8_t* xq;
+  float* xscale;
   void* gemm_ws;
   size_t total;
 };
@@ -110,6 +115,7 @@ class CudaTower : public CudaModel {
   const Buffers buffers{*c.spec};
   int64_t mlp_width = 0;      // the MLP width on the device
   bool gate_up_room = false;  // carve room for cuBLASLt's [gate | up] product
+  bool fp8_room = false;      // carve room for e4m3 rows (Activations::xq, xscale)
   k::DeviceWeights weights;   // one allocation for every parameter
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
