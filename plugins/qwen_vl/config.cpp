@@ -405,9 +405,9 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   if (s.mlp == Mlp::GatedSilu && s.attention == Attention::Windowed) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
-    o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
-    check_precision(s, o, p.device);
   }
+  o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
+  check_precision(s, o, p.device);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

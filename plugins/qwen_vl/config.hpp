@@ -99,11 +99,11 @@ enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
 // The number format of the transformer blocks' linear layers on CUDA (the
-// precision key). "bf16": bf16 operands. "fp8_linear": qkv, proj and the MLP's
-// products in e4m3 with fp32 accumulation (activations quantised per row on
-// the device, weights per output channel at load; encoder_kit/cuda/fp8_gemm.hpp);
-// the patch embedding, norms, attention and the merger stay bf16. A CUDA
-// setting: the CPU forward refuses it.
+// precision key, every version). "bf16": bf16 operands. "fp8_linear": qkv,
+// proj and the MLP's products in e4m3 with fp32 accumulation (activations
+// quantised per row on the device, weights per output channel at load;
+// encoder_kit/cuda/fp8_gemm.hpp); the patch embedding, norms, attention and
+// the mergers stay bf16. A CUDA setting: the CPU forward refuses it.
 // (read by these names, in this order)
 enum class Precision { Bf16, Fp8Linear };
 
@@ -129,7 +129,7 @@ struct Options : encoder_kit::RunOptions {
   // run (the mlp_kernel key), and norm1 with the qkv product (qkv_kernel).
   MlpKernel mlp_kernel = MlpKernel::Auto;
   QkvKernel qkv_kernel = QkvKernel::Auto;
-  // CUDA, Qwen2.5-VL: the blocks' linear layers' number format (precision key).
+  // CUDA: the blocks' linear layers' number format (the precision key).
   Precision precision = Precision::Bf16;
 };
 

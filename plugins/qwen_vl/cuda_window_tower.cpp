@@ -78,9 +78,7 @@ class WindowTower final : public CudaTower {
   k::GemmPlan gate_up, down;
   // precision = "fp8_linear": the blocks' products (norm1 and norm2 run as
   // norms of unit weight before them, as in the cuBLASLt forms).
-  bool fp8 = false;
   k::Fp8GemmPlan qkv8, proj8, gate_up8, down8;
-  k::Fp8DeviceWeights fp8_weights;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
@@ -190,17 +188,6 @@ class WindowTower final : public CudaTower {
     // norm inside gains 2-5% from 1024 rows up and loses at 256;
     // bench/kernels/EXPERIMENTS.md).
     return it != qkv_form.end() ? it->second : QkvForm::Cublaslt;
-  }
-
-  // y = x W^T + bias (+ residual) in FP8: x's [p, cols] rows quantised into
-  // a.xq / a.xscale, then the product with the e4m3 weights.
-  void fp8_linear(const k::Fp8GemmPlan& plan, const Activations& a, const bf16* x, int64_t cols,
-                  const uint8_t* wq, const float* ws, const bf16* bias, const bf16* residual,
-                  bf16* y, int64_t p, cudaStream_t s, const char* what) const {
-    check(k::quantize_rows_e4m3(x, a.xq, a.xscale, p, cols, s), "quantising a product's input");
-    check(plan.run(handle, a.xq, a.xscale, wq, ws, bias, residual, y, p, a.gemm_ws,
-                   k::Fp8GemmPlan::workspace_bytes(), s),
-          what);
   }
 
   // norm1 and qkv, [p, d] residual rows x -> [p, 3d] qkv: one kernel, or the
@@ -328,33 +315,22 @@ class WindowTower final : public CudaTower {
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
-  // The FP8 products timed on scratch rows quantised from the activations'
-  // buffers (their values do not matter to the timing; the forward that
-  // follows recomputes everything). Not stored in the tuning cache.
-  void tune_fp8(const Activations& a, int64_t p, size_t ws, cudaStream_t s) {
+  // The FP8 products timed on scratch rows (not stored in the tuning cache).
+  void tune_fp8_products(const Activations& a, int64_t p, size_t ws, cudaStream_t s) {
     const DeviceBlock& b = blocks[0];
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    check(k::quantize_rows_e4m3(a.normed, a.xq, a.xscale, p, d, s), "tune");
-    check(qkv8.tune(handle, a.xq, a.xscale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
-                    ws, s),
-          "tune");
-    check(proj8.tune(handle, a.xq, a.xscale, b.proj_q, b.proj_s, b.proj_b, a.normed, a.normed, p,
-                     a.gemm_ws, ws, s),
-          "tune");
-    check(gate_up8.tune(handle, a.xq, a.xscale, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
-                        a.gate_up, p, a.gemm_ws, ws, s),
-          "tune");
-    check(k::quantize_rows_e4m3(a.act, a.xq, a.xscale, p, inter, s), "tune");
-    check(down8.tune(handle, a.xq, a.xscale, b.down_q, b.down_s, b.down_b, a.normed, a.normed, p,
-                     a.gemm_ws, ws, s),
-          "tune");
+    tune_fp8(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, ws, s);
+    tune_fp8(proj8, a, a.attn, d, b.proj_q, b.proj_s, b.proj_b, a.normed, a.normed, p, ws, s);
+    tune_fp8(gate_up8, a, a.normed, d, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p,
+             ws, s);
+    tune_fp8(down8, a, a.act, inter, b.down_q, b.down_s, b.down_b, a.normed, a.normed, p, ws, s);
   }
 
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
     if (fp8) {
-      tune_fp8(a, p, ws, s);
+      tune_fp8_products(a, p, ws, s);
       check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
             "tune");
       check(merge2.tune(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
@@ -382,12 +358,11 @@ class WindowTower final : public CudaTower {
 
 WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
-      fp8(o.precision == Precision::Fp8Linear),
       mlp_kernel(o.mlp_kernel),
       qkv_kernel(o.qkv_kernel) {
   // FP8 runs the MLP as the norm, the [gate | up] product and the SiLU-mul pass.
+  fp8 = o.precision == Precision::Fp8Linear;
   gate_up_room = needs_gate_up(mlp_kernel) || fp8;
-  fp8_room = fp8;
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   sm90_kernels_run = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) && !sm90_kernels_run)

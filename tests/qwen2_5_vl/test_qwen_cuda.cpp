@@ -389,22 +389,69 @@ bool runs_fp8_products() {
 
 }  // namespace
 
+// A tower for the FP8 comparison: the plugin, its runtime config on CUDA
+// (random weights) and its primary output's width.
+struct Fp8Tower {
+  std::string name;
+  encgraph::RuntimeConfig rc;
+  int64_t out;
+};
+
+// Small towers of the other versions sharing the CUDA forwards' sources
+// (plugins/qwen_vl): Qwen3-VL (LayerNorm, tanh-GELU MLP, deepstack) and
+// GLM-4.1V (RMSNorm, gated SiLU MLP without biases). Widths multiples of 16,
+// as FP8 products need.
+encgraph::RuntimeConfig other_version(const std::string& plugin,
+                                      std::vector<std::pair<std::string, std::string>> keys) {
+  encgraph::RuntimeConfig rc = config(qwen_ref::Config{}, "cuda");
+  rc.plugin = plugin;
+  rc.plugin_config = std::move(keys);
+  rc.plugin_config.emplace_back("seed", "3");
+  rc.plugin_config.emplace_back("max_budget", "1024");
+  return rc;
+}
+
+std::vector<Fp8Tower> fp8_towers() {
+  std::vector<Fp8Tower> t;
+  for (const qwen_ref::Config& c : {qwen_ref::Config{}, wide_config()})
+    t.push_back({"qwen2_5_vl hidden " + std::to_string(c.hidden), config(c, "cuda"), c.out});
+  t.push_back({"qwen3_vl",
+               other_version("qwen3_vl", {{"depth", "4"},
+                                          {"hidden_size", "64"},
+                                          {"num_heads", "4"},
+                                          {"intermediate_size", "96"},
+                                          {"out_hidden_size", "64"},
+                                          {"num_position_embeddings", "36"},
+                                          {"deepstack_visual_indexes", "[1]"}}),
+               64});
+  t.push_back({"glm4v",
+               other_version("glm4v", {{"depth", "3"},
+                                       {"hidden_size", "64"},
+                                       {"num_heads", "4"},
+                                       {"intermediate_size", "128"},
+                                       {"out_hidden_size", "64"},
+                                       {"image_size", "70"},
+                                       {"attention_bias", "false"}}),
+               64});
+  return t;
+}
+
 // The blocks' linear layers in e4m3 (per-row activation and per-channel
 // weight scales, cuBLASLt's FP8 product) against the same tower in bf16:
 // every item's rows within kFp8Tolerance, its mean row's direction kept, in
-// graphs and eager. Hopper or later (cuBLASLt's outer-vector FP8 scaling).
+// graphs and eager; for each version. Hopper or later (cuBLASLt's
+// outer-vector FP8 scaling).
 TEST_CASE("precision = fp8_linear stays close to the bf16 run, in graphs and eager") {
   if (!runs_fp8_products()) {
     MESSAGE("skipped: FP8 products need compute capability 9.0 or later");
     return;
   }
-  for (const qwen_ref::Config& c : {qwen_ref::Config{}, wide_config()}) {
-    CAPTURE(c.hidden);
+  for (const Fp8Tower& tower : fp8_towers()) {
+    CAPTURE(tower.name);
     const auto geo = standard_items();
-    const encgraph::RuntimeConfig bf16_rc = config(c, "cuda");
-    encgraph::RuntimeConfig rc = config(c, "cuda");
+    encgraph::RuntimeConfig rc = tower.rc;
     rc.plugin_config.emplace_back("precision", "fp8_linear");
-    const auto want = run(bf16_rc, geo, true);
+    const auto want = run(tower.rc, geo, true);
     for (const bool graphs : {true, false}) {
       CAPTURE(graphs);
       const auto got = run(rc, geo, graphs);
@@ -412,10 +459,10 @@ TEST_CASE("precision = fp8_linear stays close to the bf16 run, in graphs and eag
       for (size_t i = 0; i < got.size(); ++i) {
         CAPTURE(i);
         const double e = rel_error(got[i], want[i]);
-        const double cosine = mean_row_cosine(got[i], want[i], c.out);
-        MESSAGE("fp8_linear vs bf16 (hidden " << c.hidden << (graphs ? ", graphs" : ", eager")
-                                              << ") item " << i << ": rel error " << e
-                                              << ", mean-row cosine " << cosine);
+        const double cosine = mean_row_cosine(got[i], want[i], tower.out);
+        MESSAGE("fp8_linear vs bf16 (" << tower.name << (graphs ? ", graphs" : ", eager")
+                                       << ") item " << i << ": rel error " << e
+                                       << ", mean-row cosine " << cosine);
         CHECK(qwen_test::all_finite(got[i]));
         CHECK(e < kFp8Tolerance);
         CHECK(e > 0.0);  // the key did change the products
