@@ -33,8 +33,8 @@ ItemData make_item_data(const Options& o, ItemShape shape, const std::vector<flo
 }
 
 StagedRows stage_batch(const Options& o, const Capacity& cap,
-                       const std::vector<const ItemData*>& items, void* pixels,
-                       int32_t* cu_seqlens, int32_t* pack_src, float* pack_weight) {
+                       const std::vector<const ItemData*>& items, void* pixels, int32_t* cu_seqlens,
+                       int32_t* pack_src, float* pack_weight) {
   const ModelConfig& c = o.model;
   int64_t tiles = 0, out = 0;
   for (const ItemData* it : items) {
@@ -47,8 +47,7 @@ StagedRows stage_batch(const Options& o, const Capacity& cap,
                           std::to_string(tiles) + " tiles) does not fit a graph of " +
                           std::to_string(cap.tiles) + " tiles");
   const size_t elem = o.dtype == Dtype::F32 ? 4 : 2;
-  const size_t tile_bytes =
-      static_cast<size_t>(c.rows_per_tile() * c.vision.patch_cols()) * elem;
+  const size_t tile_bytes = static_cast<size_t>(c.rows_per_tile() * c.vision.patch_cols()) * elem;
   char* dst = static_cast<char*>(pixels);
   encoder_kit::StagingCopies copies;
   int64_t first_row = 0, row = 0;
@@ -68,8 +67,7 @@ StagedRows stage_batch(const Options& o, const Capacity& cap,
     first_row += it->tiles * c.rows_per_tile();
   }
   copies.run();
-  for (int64_t t = 0; t <= tiles; ++t)
-    cu_seqlens[t] = static_cast<int32_t>(t * c.rows_per_tile());
+  for (int64_t t = 0; t <= tiles; ++t) cu_seqlens[t] = static_cast<int32_t>(t * c.rows_per_tile());
   return {tiles * c.rows_per_tile(), tiles + 1, out};
 }
 

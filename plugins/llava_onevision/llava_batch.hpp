@@ -18,10 +18,10 @@ namespace llava_onevision {
 // The graph's input buffers, in the order model_info declares them. The
 // first two are the SigLIP tower's (siglip::Buffer), at the same indices.
 enum Buffer : int32_t {
-  kPixelRows = 0,    // [tiles x rows_per_tile, patch_cols] f32 (CPU) or bf16 (CUDA); zero padding
-  kCuSeqlens = 1,    // [tiles + 1] i32 tower-row offsets of the tiles; repeat-last padding
-  kPackSrc = 2,      // [out rows, kTaps] i32 projected rows (-1: image_newline); zero padding
-  kPackWeight = 3,   // [out rows, kTaps] f32 weights; zero padding (padded rows are zero)
+  kPixelRows = 0,   // [tiles x rows_per_tile, patch_cols] f32 (CPU) or bf16 (CUDA); zero padding
+  kCuSeqlens = 1,   // [tiles + 1] i32 tower-row offsets of the tiles; repeat-last padding
+  kPackSrc = 2,     // [out rows, kTaps] i32 projected rows (-1: image_newline); zero padding
+  kPackWeight = 3,  // [out rows, kTaps] f32 weights; zero padding (padded rows are zero)
   kNumBuffers = 4
 };
 
@@ -59,8 +59,8 @@ struct StagedRows {
 // first tower row) into host staging; throws Error(INVALID_ARGUMENT) when
 // they do not fit.
 StagedRows stage_batch(const Options& o, const Capacity& cap,
-                       const std::vector<const ItemData*>& items, void* pixels,
-                       int32_t* cu_seqlens, int32_t* pack_src, float* pack_weight);
+                       const std::vector<const ItemData*>& items, void* pixels, int32_t* cu_seqlens,
+                       int32_t* pack_src, float* pack_weight);
 
 // Offsets with every tile of the graph a full sequence (the warm-up does a
 // full batch's work).

@@ -22,8 +22,8 @@ constexpr const char* kWho = "llava_onevision";
 int64_t max_patches_of(const std::string& v, const std::string& what) {
   const std::string head = "anyres_max_";
   int64_t n = 0;
-  bool ok = v.size() > head.size() && v.compare(0, head.size(), head) == 0 &&
-            v.size() - head.size() <= 4;
+  bool ok =
+      v.size() > head.size() && v.compare(0, head.size(), head) == 0 && v.size() - head.size() <= 4;
   for (size_t i = head.size(); ok && i < v.size(); ++i) {
     ok = v[i] >= '0' && v[i] <= '9';
     n = n * 10 + (v[i] - '0');
@@ -80,9 +80,8 @@ void read_config_json(const std::string& path, ModelConfig& c, std::vector<Resol
   }
   if (const Json* j = top.find("vision_feature_select_strategy");
       j && j->as_string(at + "vision_feature_select_strategy") != "full")
-    fail(EG_ERR_UNSUPPORTED, at +
-                                 "vision_feature_select_strategy must be \"full\" (SigLIP has "
-                                 "no CLS token; \"default\" would drop a patch)");
+    fail(EG_ERR_UNSUPPORTED, at + "vision_feature_select_strategy must be \"full\" (SigLIP has "
+                                  "no CLS token; \"default\" would drop a patch)");
   if (const Json* j = top.find("projector_hidden_act");
       j && j->as_string(at + "projector_hidden_act") != "gelu")
     fail(EG_ERR_UNSUPPORTED, at + "projector_hidden_act must be \"gelu\"");
@@ -133,7 +132,8 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
   triple("image_std", p.std);
   for (double s : p.std)
     if (!(s > 0) || !std::isfinite(s))
-      fail(EG_ERR_INVALID_ARGUMENT, std::string(kWho) + ": " + where + "image_std must be positive");
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": " + where + "image_std must be positive");
   int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC
   j.read_int("resample", resample);
   if (resample != 2 && resample != 3)
@@ -146,9 +146,8 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
     // The processor tiles with its list, the model unpads with config.json's:
     // two lists would disagree on an image's grid.
     auto same = [](const std::vector<Resolution>& a, const std::vector<Resolution>& b) {
-      return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](auto x, auto y) {
-        return x.height == y.height && x.width == y.width;
-      });
+      return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                        [](auto x, auto y) { return x.height == y.height && x.width == y.width; });
     };
     if (!pins.empty() && !same(pins, file))
       fail(EG_ERR_INVALID_ARGUMENT,
@@ -243,9 +242,9 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   }
   pr.pinpoints = pins.empty() ? default_pinpoints(t.image_size) : pins;
   for (const Resolution& res : pr.pinpoints)
-    if (res.height < t.image_size || res.width < t.image_size ||
-        res.height % t.image_size != 0 || res.width % t.image_size != 0 ||
-        res.height > 64 * t.image_size || res.width > 64 * t.image_size)
+    if (res.height < t.image_size || res.width < t.image_size || res.height % t.image_size != 0 ||
+        res.width % t.image_size != 0 || res.height > 64 * t.image_size ||
+        res.width > 64 * t.image_size)
       fail(EG_ERR_INVALID_ARGUMENT,
            std::string(kWho) + ": image_grid_pinpoints entry [" + std::to_string(res.height) +
                ", " + std::to_string(res.width) + "] is not a multiple of the tile size " +
@@ -256,7 +255,11 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
   o.max_budget_tiles = r.get<int64_t>("max_budget_tiles", o.max_budget_tiles, {1, 65536});
-  o.max_frames_per_video = r.get<int32_t>("max_frames_per_video", o.max_frames_per_video, {1, 4096});
+  // A video is one batch: its frames default to what the largest graph holds.
+  o.max_frames_per_video = r.get<int32_t>(
+      "max_frames_per_video",
+      static_cast<int32_t>(std::min<int64_t>(o.max_frames_per_video, o.max_budget_tiles)),
+      {1, 4096});
   const int64_t need = std::max<int64_t>(o.max_image_tiles(), o.max_frames_per_video);
   if (o.max_budget_tiles < need)
     fail(EG_ERR_INVALID_ARGUMENT,

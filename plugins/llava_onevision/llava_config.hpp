@@ -35,7 +35,7 @@ struct ModelConfig {
   bool projector_bias = true;       // multimodal_projector_bias
   int64_t max_num_patches = 9;      // vision_aspect_ratio "anyres_max_<n>"
 
-  int64_t grid() const { return vision.grid(); }                     // 27
+  int64_t grid() const { return vision.grid(); }                       // 27
   int64_t rows_per_tile() const { return vision.tokens_per_image(); }  // 729 tower rows
   // Pooled rows of a video frame: bilinear to ceil(grid / 2) per side (196).
   int64_t pooled_side() const { return (grid() + 1) / 2; }
@@ -74,8 +74,8 @@ struct Options : encoder_kit::RunOptions {
   // by which one holds image_newline.
   std::string weight_prefix = "auto";
   Dtype dtype = Dtype::F32;
-  int64_t max_budget_tiles = 64;  // the largest graph holds this many tiles
-  int32_t max_frames_per_video = 32;
+  int64_t max_budget_tiles = 64;      // the largest graph holds this many tiles
+  int32_t max_frames_per_video = 32;  // at most max_budget_tiles when not set
 
   // Tiles one image can get: the largest pinpoint's grid plus the base image.
   int64_t max_image_tiles() const;

@@ -14,10 +14,10 @@ namespace {
 namespace k = encoder_kit::cpu;
 
 struct Activations {
-  float* features;  // [tower rows, hidden]: hidden_states[feature_layer]
-  float* mid;       // [tower rows, text_hidden]: gelu(linear_1)
-  float* projected; // [tower rows, text_hidden]
-  void* tower;      // the SigLIP forward's own workspace
+  float* features;   // [tower rows, hidden]: hidden_states[feature_layer]
+  float* mid;        // [tower rows, text_hidden]: gelu(linear_1)
+  float* projected;  // [tower rows, text_hidden]
+  void* tower;       // the SigLIP forward's own workspace
   size_t tower_bytes;
   size_t total_bytes;
 };
@@ -52,9 +52,9 @@ void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const 
   const ModelConfig& c = o.model;
   const Activations a = carve(o, w, cap, static_cast<char*>(workspace));
   if (a.total_bytes > workspace_bytes)
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT, "llava_onevision: workspace of " +
-                                                   std::to_string(workspace_bytes) +
-                                                   " bytes is too small");
+    encoder_kit::fail(
+        EG_ERR_INVALID_ARGUMENT,
+        "llava_onevision: workspace of " + std::to_string(workspace_bytes) + " bytes is too small");
   const auto* src = static_cast<const int32_t*>(buffers[kPackSrc].data);
   const auto* weight = static_cast<const float*>(buffers[kPackWeight].data);
   check_plan(o, cap, src, weight);

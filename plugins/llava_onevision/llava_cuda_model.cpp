@@ -63,7 +63,7 @@ struct CudaModel::Impl {
   const bf16 *p1_w = nullptr, *p1_b = nullptr, *p2_w = nullptr, *p2_b = nullptr;
   const bf16* newline = nullptr;
   Capacity planned;
-  k::GemmPlan proj1, proj2;  // m = tower rows
+  k::GemmPlan proj1, proj2;   // m = tower rows
   k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   void plan_products(const Capacity& cap) {
@@ -141,11 +141,10 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, void* out
   m.ctx.run(m.proj1, a.features, m.p1_w, m.p1_b, nullptr, a.mid, rows, a.gemm_ws, s,
             "linear_1 + gelu");
   m.ctx.run(m.proj2, a.mid, m.p2_w, m.p2_b, nullptr, a.projected, rows, a.gemm_ws, s, "linear_2");
-  check(cuda::pack_rows_bf16(a.projected, m.newline,
-                             static_cast<const int32_t*>(buffers[kPackSrc].data),
-                             static_cast<const float*>(buffers[kPackWeight].data),
-                             static_cast<bf16*>(output), cap.out_rows(c), kTaps,
-                             c.text_hidden_size, s),
+  check(cuda::pack_rows_bf16(
+            a.projected, m.newline, static_cast<const int32_t*>(buffers[kPackSrc].data),
+            static_cast<const float*>(buffers[kPackWeight].data), static_cast<bf16*>(output),
+            cap.out_rows(c), kTaps, c.text_hidden_size, s),
         "packing (unpad, interpolate, image_newline)");
 }
 

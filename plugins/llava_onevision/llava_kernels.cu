@@ -46,10 +46,10 @@ int pack_rows_bf16(const bf16* projected, const bf16* newline, const int32_t* sr
   const int64_t work = rows * (cols / 8);
   if (work == 0) return cudaSuccess;
   const int64_t blocks = (work + kThreads - 1) / kThreads;
-  pack_rows_vec8<<<static_cast<int>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks), kThreads,
-                   0, stream>>>(reinterpret_cast<const uint4*>(projected),
-                                reinterpret_cast<const uint4*>(newline), src, weight,
-                                reinterpret_cast<uint4*>(out), rows, taps, cols / 8);
+  pack_rows_vec8<<<static_cast<int>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks), kThreads, 0,
+                   stream>>>(reinterpret_cast<const uint4*>(projected),
+                             reinterpret_cast<const uint4*>(newline), src, weight,
+                             reinterpret_cast<uint4*>(out), rows, taps, cols / 8);
   return static_cast<int>(cudaGetLastError());
 }
 

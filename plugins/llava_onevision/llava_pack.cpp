@@ -68,7 +68,8 @@ PackPlan image_plan(const Options& o, const ImageLayout& l) {
     }
     return b.plan;
   }
-  const std::vector<Taps1d> ty = bilinear_taps(l.map_h, l.out_h), tx = bilinear_taps(l.map_w, l.out_w);
+  const std::vector<Taps1d> ty = bilinear_taps(l.map_h, l.out_h),
+                            tx = bilinear_taps(l.map_w, l.out_w);
   for (int64_t y = 0; y < l.out_h; ++y) {
     for (int64_t x = 0; x < l.out_w; ++x) b.bilinear(ty[y], tx[x], row_of);
     b.newline();
@@ -77,7 +78,8 @@ PackPlan image_plan(const Options& o, const ImageLayout& l) {
 }
 
 PackPlan video_plan(const Options& o, int64_t frames) {
-  const int64_t g = o.model.grid(), side = o.model.pooled_side(), per_tile = o.model.rows_per_tile();
+  const int64_t g = o.model.grid(), side = o.model.pooled_side(),
+                per_tile = o.model.rows_per_tile();
   const std::vector<Taps1d> taps = bilinear_taps(g, side);
   Builder b;
   for (int64_t f = 0; f < frames; ++f) {

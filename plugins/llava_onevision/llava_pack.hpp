@@ -20,7 +20,7 @@ inline constexpr int32_t kNewlineRow = -1;  // a source that is image_newline
 
 // One item's plan, its sources relative to the item's first tower row.
 struct PackPlan {
-  std::vector<int32_t> src;  // [rows, kTaps]; unused taps: row 0 with weight 0
+  std::vector<int32_t> src;   // [rows, kTaps]; unused taps: row 0 with weight 0
   std::vector<float> weight;  // [rows, kTaps]
   int64_t rows() const { return static_cast<int64_t>(src.size()) / kTaps; }
 };

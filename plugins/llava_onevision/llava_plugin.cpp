@@ -94,12 +94,9 @@ class LlavaOnevision {
     const lo::Capacity cap = lo::capacity_for(opt_, s.token_budget);
     const lo::ModelConfig& c = opt_.model;
     switch (buffer) {
-      case lo::kPixelRows:
-        return {cap.tower_rows(c), c.vision.patch_cols()};
-      case lo::kCuSeqlens:
-        return {cap.tiles + 1};
-      default:
-        return {cap.out_rows(c), lo::kTaps};
+      case lo::kPixelRows: return {cap.tower_rows(c), c.vision.patch_cols()};
+      case lo::kCuSeqlens: return {cap.tiles + 1};
+      default: return {cap.out_rows(c), lo::kTaps};
     }
   }
   sdk::Shape output_shape(const eg_graph_shape& s, int32_t) const {

@@ -46,7 +46,8 @@ std::vector<uint8_t> resize_rgb(const Options& o, const uint8_t* rgb, int64_t h,
 std::vector<uint8_t> to_rgb(const uint8_t* px, int64_t pixels, int64_t channels) {
   std::vector<uint8_t> rgb(static_cast<size_t>(pixels * 3));
   for (int64_t i = 0; i < pixels; ++i)
-    for (int64_t ch = 0; ch < 3; ++ch) rgb[i * 3 + ch] = px[i * channels + (channels == 1 ? 0 : ch)];
+    for (int64_t ch = 0; ch < 3; ++ch)
+      rgb[i * 3 + ch] = px[i * channels + (channels == 1 ? 0 : ch)];
   return rgb;
 }
 
@@ -83,7 +84,8 @@ Resolution select_best_resolution(int64_t height, int64_t width,
   int64_t min_wasted = INT64_MAX;
   const double h = static_cast<double>(height), w = static_cast<double>(width);
   for (const Resolution& r : pinpoints) {
-    const double scale = std::min(static_cast<double>(r.width) / w, static_cast<double>(r.height) / h);
+    const double scale =
+        std::min(static_cast<double>(r.width) / w, static_cast<double>(r.height) / h);
     const int64_t dw = static_cast<int64_t>(w * scale), dh = static_cast<int64_t>(h * scale);
     const int64_t effective = std::min(dw * dh, width * height);
     const int64_t wasted = r.width * r.height - effective;
@@ -170,8 +172,8 @@ int64_t video_out_rows(const Options& o, int64_t frames) {
 void check_geometry(const Options& o, const eg_item_desc& d) {
   const bool video = d.modality == EG_MODALITY_VIDEO;
   if (d.modality != EG_MODALITY_IMAGE && !video)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "llava_onevision: items are images or videos (modality " + std::to_string(d.modality) + ")");
+    fail(EG_ERR_INVALID_ARGUMENT, "llava_onevision: items are images or videos (modality " +
+                                      std::to_string(d.modality) + ")");
   if (!video && d.frames != 1)
     fail(EG_ERR_INVALID_ARGUMENT, "llava_onevision: an image has exactly one frame, got " +
                                       std::to_string(d.frames) + " (send a video item instead)");

@@ -37,14 +37,14 @@ double python_floor_div(double a, double b);
 
 // The feature-map geometry of one image.
 struct ImageLayout {
-  Resolution best;          // the chosen canvas
-  int64_t grid_rows = 1;    // tiles down the canvas
-  int64_t grid_cols = 1;    // tiles across
-  int64_t crop_top = 0;     // first kept row of the (grid_rows x grid) map
-  int64_t crop_left = 0;    // first kept column
-  int64_t map_h = 0;        // the unpadded map
+  Resolution best;        // the chosen canvas
+  int64_t grid_rows = 1;  // tiles down the canvas
+  int64_t grid_cols = 1;  // tiles across
+  int64_t crop_top = 0;   // first kept row of the (grid_rows x grid) map
+  int64_t crop_left = 0;  // first kept column
+  int64_t map_h = 0;      // the unpadded map
   int64_t map_w = 0;
-  int64_t out_h = 0;        // after the anyres_max interpolation (the map when none)
+  int64_t out_h = 0;  // after the anyres_max interpolation (the map when none)
   int64_t out_w = 0;
   int64_t tiles() const { return grid_rows * grid_cols + 1; }  // the base image too
   bool interpolated() const { return out_h != map_h || out_w != map_w; }

@@ -22,9 +22,9 @@ Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) 
   const ModelConfig& m = o.model;
   const int64_t d = m.vision.hidden_size, t = m.text_hidden_size;
   const encoder_kit::CheckedCount n{"llava_onevision: the projector's parameter count"};
-  encoder_kit::require_weights_fit(n.sum({n.mul({t, d}), n.mul({t, t}), n.mul({3, t})}),
-                                   "llava_onevision: the projector (text_hidden_size " +
-                                       std::to_string(t) + ")");
+  encoder_kit::require_weights_fit(
+      n.sum({n.mul({t, d}), n.mul({t, t}), n.mul({3, t})}),
+      "llava_onevision: the projector (text_hidden_size " + std::to_string(t) + ")");
   const std::string prefix = resolve_prefix(o, source);
   Weights w;
   w.tower_options = o.tower(prefix);
@@ -36,7 +36,8 @@ Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) 
   const std::vector<float> zeros(static_cast<size_t>(t), 0.0f);
   w.proj1_b = m.projector_bias ? read(p + "linear_1.bias", {t}, kBias) : zeros;
   w.proj2_b = m.projector_bias ? read(p + "linear_2.bias", {t}, kBias) : zeros;
-  w.newline = read("image_newline", {t}, RandomInit::normal(1.0 / std::sqrt(static_cast<double>(t))));
+  w.newline =
+      read("image_newline", {t}, RandomInit::normal(1.0 / std::sqrt(static_cast<double>(t))));
   return w;
 }
 
