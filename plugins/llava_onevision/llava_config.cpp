@@ -51,7 +51,7 @@ std::vector<Resolution> pinpoints_of(const Json& j, const std::string& what) {
 // The vision_config of a LlavaOnevisionConfig, and its top-level keys the encoder uses.
 void read_config_json(const std::string& path, ModelConfig& c, std::vector<Resolution>& pins) {
   const encoder_kit::VisionConfigJson v(path, kWho);
-  v.require_model_type(kWho, {"llava_onevision", "siglip_vision_model"});
+  v.require_model_type(kWho, {"llava_onevision"});
   const std::string& where = v.where();
   siglip::VisionConfig& t = c.vision;
   v.read_int("hidden_size", t.hidden_size);
