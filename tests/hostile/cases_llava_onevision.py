@@ -76,7 +76,8 @@ def shapes(prefix="model."):
         for n in ("layer_norm1", "layer_norm2"):
             s.update({p + n + ".weight": [d], p + n + ".bias": [d]})
         for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            s.update({p + "self_attn." + n + ".weight": [d, d], p + "self_attn." + n + ".bias": [d]})
+            a = p + "self_attn." + n
+            s.update({a + ".weight": [d, d], a + ".bias": [d]})
         s.update({p + "mlp.fc1.weight": [m["inter"], d], p + "mlp.fc1.bias": [m["inter"]],
                   p + "mlp.fc2.weight": [d, m["inter"]], p + "mlp.fc2.bias": [d]})
     j = prefix + "multi_modal_projector."
@@ -204,7 +205,8 @@ CASES = [
     folder_case("no-weights", ["m"], {"config.json": model_config_json()}),
 
     # ---- weights that lie ----
-    weights_case("missing-newline", checkpoint(drop=(NEWLINE,)), ["image_newline", "w.safetensors"]),
+    weights_case("missing-newline", checkpoint(drop=(NEWLINE,)),
+                 ["image_newline", "w.safetensors"]),
     weights_case("wrong-shape", checkpoint(reshape=(LINEAR2, [12, 48])),
                  [Q(LINEAR2), "w.safetensors"]),
     weights_case("nan", checkpoint(poison=(QPROJ, 7, float("nan"))),
