@@ -1,0 +1,285 @@
+#include "llava_config.hpp"
+
+#include <encoder_kit/config_json.hpp>
+#include <encoder_kit/error.hpp>
+#include <encoder_kit/input_file.hpp>
+#include <encoder_kit/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace llava_onevision {
+namespace {
+
+using encoder_kit::fail;
+using encoder_kit::Json;
+
+constexpr const char* kWho = "llava_onevision";
+
+// "anyres_max_<n>": the most grid tiles' worth of positions an image keeps.
+int64_t max_patches_of(const std::string& v, const std::string& what) {
+  const std::string head = "anyres_max_";
+  int64_t n = 0;
+  bool ok =
+      v.size() > head.size() && v.compare(0, head.size(), head) == 0 && v.size() - head.size() <= 4;
+  for (size_t i = head.size(); ok && i < v.size(); ++i) {
+    ok = v[i] >= '0' && v[i] <= '9';
+    n = n * 10 + (v[i] - '0');
+  }
+  if (!ok || n < 1)
+    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + what + " is '" + v +
+                                 "'; this plugin implements \"anyres_max_<n>\" (released: "
+                                 "\"anyres_max_9\")");
+  return n;
+}
+
+// A list of [height, width] pairs (image_grid_pinpoints).
+std::vector<Resolution> pinpoints_of(const Json& j, const std::string& what) {
+  std::vector<Resolution> out;
+  for (const Json& e : j.as_array(what)) {
+    const auto& pair = e.as_array(what);
+    if (pair.size() != 2)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": " + what + " entries must be [height, width] pairs");
+    out.push_back({pair[0].as_int(what), pair[1].as_int(what)});
+  }
+  return out;
+}
+
+// The vision_config of a LlavaOnevisionConfig, and its top-level keys the encoder uses.
+void read_config_json(const std::string& path, ModelConfig& c, std::vector<Resolution>& pins) {
+  const encoder_kit::VisionConfigJson v(path, kWho);
+  v.require_model_type(kWho, {"llava_onevision"});
+  const std::string& where = v.where();
+  siglip::VisionConfig& t = c.vision;
+  v.read_int("hidden_size", t.hidden_size);
+  v.read_int("num_hidden_layers", t.num_hidden_layers);
+  v.read_int("num_attention_heads", t.num_attention_heads);
+  v.read_int("intermediate_size", t.intermediate_size);
+  v.read_int("image_size", t.image_size);
+  v.read_int("patch_size", t.patch_size);
+  v.read_int("num_channels", t.num_channels);
+  if (const Json* j = v.find("layer_norm_eps"))
+    t.layer_norm_eps = static_cast<float>(j->as_double(where + "layer_norm_eps"));
+  if (const Json* j = v.find("hidden_act");
+      j && j->as_string(where + "hidden_act") != "gelu_pytorch_tanh")
+    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + "hidden_act is '" +
+                                 j->as_string(where + "hidden_act") +
+                                 "'; the SigLIP tower implements 'gelu_pytorch_tanh'");
+
+  const std::string text = encoder_kit::read_text_input(
+      path, "config_json", "point config_json at the checkpoint's config.json");
+  const Json top = Json::parse(text, std::string(kWho) + ": config_json '" + path + "'");
+  const std::string at = std::string(kWho) + ": config_json '" + path + "' ";
+  if (const Json* j = top.find("vision_feature_layer")) {
+    if (j->is_array())
+      fail(EG_ERR_UNSUPPORTED, at + "vision_feature_layer is a list; one layer only");
+    c.feature_layer = j->as_int(at + "vision_feature_layer");
+  }
+  if (const Json* j = top.find("vision_feature_select_strategy");
+      j && j->as_string(at + "vision_feature_select_strategy") != "full")
+    fail(EG_ERR_UNSUPPORTED, at + "vision_feature_select_strategy must be \"full\" (SigLIP has "
+                                  "no CLS token; \"default\" would drop a patch)");
+  if (const Json* j = top.find("projector_hidden_act");
+      j && j->as_string(at + "projector_hidden_act") != "gelu")
+    fail(EG_ERR_UNSUPPORTED, at + "projector_hidden_act must be \"gelu\"");
+  if (const Json* j = top.find("multimodal_projector_bias"))
+    c.projector_bias = j->as_bool(at + "multimodal_projector_bias");
+  if (const Json* j = top.find("vision_aspect_ratio"))
+    c.max_num_patches = max_patches_of(j->as_string(at + "vision_aspect_ratio"),
+                                       "config_json '" + path + "' vision_aspect_ratio");
+  if (const Json* j = top.find("image_grid_pinpoints"))
+    pins = pinpoints_of(*j, "config_json '" + path + "' image_grid_pinpoints");
+  if (const Json* t2 = top.find("text_config"))
+    if (const Json* h = t2->find("hidden_size"))
+      c.text_hidden_size = h->as_int(at + "text_config.hidden_size");
+}
+
+// preprocessor_config.json: the tile size must be the tower's image_size.
+void read_preprocessor(const std::string& path, const ModelConfig& m, Processor& p,
+                       std::vector<Resolution>& pins) {
+  const encoder_kit::PreprocessorJson j(path, kWho);
+  const std::string& where = j.where();
+  for (const char* side : {"height", "width"}) {
+    int64_t v = m.vision.image_size;
+    if (j.read_int("size", v, side))
+      encoder_kit::require_agree(kWho, "the tower's vision_config.image_size", m.vision.image_size,
+                                 where + "size." + side, v);
+  }
+  for (const char* flag : {"do_rescale", "do_normalize", "do_resize"})
+    if (const Json* v = j.find(flag); v && !v->as_bool(where + flag))
+      fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + flag +
+                                   " is false; this plugin always resizes, rescales by 1/255 "
+                                   "and normalises");
+  if (const Json* v = j.find("rescale_factor");
+      v && std::fabs(v->as_double(where + "rescale_factor") - 1.0 / 255.0) > 1e-9)
+    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + "rescale_factor must be 1/255");
+  auto triple = [&](const char* key, std::array<double, 3>& dst) {
+    const Json* v = j.find(key);
+    if (!v) return;
+    const auto& a = v->as_array(where + key);
+    if (a.size() != 3)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": " + where + key + " must list 3 values (RGB)");
+    for (size_t i = 0; i < 3; ++i) dst[i] = a[i].as_double(where + key);
+  };
+  // A file without them means LlavaOnevisionImageProcessor's defaults (CLIP's).
+  p.mean = {0.48145466, 0.4578275, 0.40821073};
+  p.std = {0.26862954, 0.26130258, 0.27577711};
+  triple("image_mean", p.mean);
+  triple("image_std", p.std);
+  for (double s : p.std)
+    if (!(s > 0) || !std::isfinite(s))
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": " + where + "image_std must be positive");
+  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC
+  j.read_int("resample", resample);
+  if (resample != 2 && resample != 3)
+    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + "resample is " +
+                                 std::to_string(resample) +
+                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
+  p.bilinear = resample == 2;
+  if (const Json* v = j.find("image_grid_pinpoints")) {
+    const std::vector<Resolution> file = pinpoints_of(*v, where + "image_grid_pinpoints");
+    // The processor tiles with its list, the model unpads with config.json's:
+    // two lists would disagree on an image's grid.
+    auto same = [](const std::vector<Resolution>& a, const std::vector<Resolution>& b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                        [](auto x, auto y) { return x.height == y.height && x.width == y.width; });
+    };
+    if (!pins.empty() && !same(pins, file))
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": " + where +
+               "image_grid_pinpoints differs from config.json's; the processor and the model "
+               "must use one list");
+    pins = file;
+  }
+}
+
+}  // namespace
+
+std::vector<Resolution> default_pinpoints(int64_t tile) {
+  std::vector<Resolution> out;
+  for (int64_t h = 1; h <= 6; ++h)
+    for (int64_t w = 1; w <= 6; ++w) out.push_back({h * tile, w * tile});
+  return out;
+}
+
+void ModelConfig::validate() const {
+  vision.validate();
+  const encoder_kit::SizeChecks check{kWho};
+  check.range("text_hidden_size", text_hidden_size, 1, 65536);
+  check.range("vision_aspect_ratio's anyres_max", max_num_patches, 1, 1024);
+  const int64_t n = vision.num_hidden_layers;
+  if (feature_layer < -(n + 1) || feature_layer > n)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         std::string(kWho) + ": vision_feature_layer " + std::to_string(feature_layer) +
+             " is outside [-" + std::to_string(n + 1) + ", " + std::to_string(n) +
+             "] (hidden_states has the embeddings plus one entry per layer)");
+}
+
+int64_t Options::max_image_tiles() const {
+  const int64_t tile = model.vision.image_size;
+  int64_t most = 1;
+  for (const Resolution& r : processor.pinpoints)
+    most = std::max(most, (r.height / tile) * (r.width / tile));
+  return most + 1;
+}
+
+siglip::Options Options::tower(const std::string& prefix) const {
+  siglip::Options t;
+  static_cast<encoder_kit::RunOptions&>(t) = *this;
+  t.model = model.vision;
+  t.config_path = config_path;
+  t.outputs = {siglip::Output::LastHiddenState};
+  t.feature_layer = model.feature_layer;
+  t.weight_prefix = prefix + "vision_tower.vision_model.";
+  t.dtype = dtype;
+  t.bilinear_resize = processor.bilinear;
+  return t;
+}
+
+Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
+  Options o;
+  ModelConfig& m = o.model;
+  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
+  encoder_kit::require_folder_config(
+      folder, r,
+      {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size",
+       "patch_size", "text_hidden_size"});
+  const auto named = r.get_optional<std::string>("config_json");
+  const bool folder_config = !named && !folder.config.empty();
+  o.config_path = named ? *named : folder.config;
+  std::vector<Resolution> pins;
+  if (named || folder_config) read_config_json(o.config_path, m, pins);
+  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  siglip::VisionConfig& t = m.vision;
+  keys.dim("hidden_size", t.hidden_size);
+  keys.dim("num_hidden_layers", t.num_hidden_layers);
+  keys.dim("num_attention_heads", t.num_attention_heads);
+  keys.dim("intermediate_size", t.intermediate_size);
+  keys.dim("image_size", t.image_size);
+  keys.dim("patch_size", t.patch_size);
+  keys.dim("text_hidden_size", m.text_hidden_size);
+  t.layer_norm_eps = r.get<float>("layer_norm_eps", t.layer_norm_eps);
+  m.feature_layer = r.get<int64_t>("vision_feature_layer", m.feature_layer);
+  m.projector_bias = r.get<bool>("multimodal_projector_bias", m.projector_bias);
+  if (auto v = r.get_optional<std::string>("vision_aspect_ratio"))
+    m.max_num_patches = max_patches_of(*v, "vision_aspect_ratio");
+  m.validate();
+
+  Processor& pr = o.processor;
+  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, pr, pins);
+  if (auto list = r.get_optional<std::vector<int64_t>>("image_grid_pinpoints")) {
+    if (list->empty() || list->size() % 2 != 0)
+      fail(EG_ERR_INVALID_ARGUMENT, std::string(kWho) +
+                                        ": image_grid_pinpoints must be a flat list of height, "
+                                        "width pairs, e.g. [384, 384, 384, 768]");
+    pins.clear();
+    for (size_t i = 0; i < list->size(); i += 2) pins.push_back({(*list)[i], (*list)[i + 1]});
+  }
+  pr.pinpoints = pins.empty() ? default_pinpoints(t.image_size) : pins;
+  for (const Resolution& res : pr.pinpoints)
+    if (res.height < t.image_size || res.width < t.image_size || res.height % t.image_size != 0 ||
+        res.width % t.image_size != 0 || res.height > 64 * t.image_size ||
+        res.width > 64 * t.image_size)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(kWho) + ": image_grid_pinpoints entry [" + std::to_string(res.height) +
+               ", " + std::to_string(res.width) + "] is not a multiple of the tile size " +
+               std::to_string(t.image_size) + " (at most 64 tiles a side)");
+  pr.bilinear = r.get_choice("resample", pr.bilinear ? "bilinear" : "bicubic",
+                             {"bicubic", "bilinear"}) == "bilinear";
+
+  o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
+  o.dtype = encoder_kit::read_compute_dtype(r, p.device);
+  o.max_budget_tiles = r.get<int64_t>("max_budget_tiles", o.max_budget_tiles, {1, 65536});
+  // A video is one batch: its frames default to what the largest graph holds.
+  o.max_frames_per_video = r.get<int32_t>(
+      "max_frames_per_video",
+      static_cast<int32_t>(std::min<int64_t>(o.max_frames_per_video, o.max_budget_tiles)),
+      {1, 4096});
+  const int64_t need = std::max<int64_t>(o.max_image_tiles(), o.max_frames_per_video);
+  if (o.max_budget_tiles < need)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         std::string(kWho) + ": max_budget_tiles " + std::to_string(o.max_budget_tiles) +
+             " is below the " + std::to_string(need) +
+             " tiles one item can get (the largest pinpoint's grid plus the base image, or "
+             "max_frames_per_video frames): raise max_budget_tiles");
+  if (o.max_budget_tiles * m.max_out_rows_per_tile() > std::numeric_limits<int32_t>::max())
+    fail(EG_ERR_INVALID_ARGUMENT, std::string(kWho) + ": max_budget_tiles " +
+                                      std::to_string(o.max_budget_tiles) +
+                                      " overflows the int32 row offsets: lower it");
+  o.check_finite = encoder_kit::read_check_finite(r);
+  encoder_kit::read_seed_and_tuning(r, o);
+  r.reject_unknown();
+  return o;
+}
+
+Options parse_options(const eg_create_params* p) {
+  encgraph::sdk::Config config(p->config, p->num_config, kWho);
+  return parse_options(config, *p);
+}
+
+}  // namespace llava_onevision
