@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "qwen2_5_vl": ("compare_qwen", "Qwen2.5-VL-7B tower, tests' qwen_dump"),
     "qwen3_vl": ("compare_qwen", "Qwen3-VL-8B tower, encgraph encode, deepstack outputs"),
-    "glm4v": ("compare_glm4v", "GLM-4.1V-9B tower, checkpoint folder, encgraph encode"),
+    "glm4v": ("compare_qwen", "GLM-4.1V-9B tower, checkpoint folder, encgraph encode"),
     "siglip": ("compare_siglip", "SigLIP so400m and base, then the 512-image benchmark"),
     "dsocr2": ("compare_dsocr2", "DeepSeek-OCR-2 vision side on document pages"),
     "internvl": ("compare_internvl", "InternVL image encoder, checkpoint folder, tilings"),
