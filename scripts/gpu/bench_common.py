@@ -6,6 +6,7 @@ that need them, so that the pure helpers (percentiles, report parsing, tables)
 can be checked on a machine without them.
 """
 import json
+import math
 import os
 import random
 import struct
@@ -496,3 +497,261 @@ class InternVLEncoder:
 
 
 INTERNVL = InternVLEncoder()
+
+
+# --- LLaVA-OneVision (bench.py --model llava_onevision, compare.py --model llava_onevision) --
+# LLaVA-OneVision's image and video encoder at llava-onevision-qwen2-0.5b-ov's sizes: the
+# SigLIP so400m tower cut to 26 layers (1152, 16 heads, MLP 4304, 384-pixel tiles of
+# 14-pixel patches: 27 x 27 = 729 rows a tile, hidden_states[-1]), the projector to 896,
+# anyres_max_9 packing with image_newline; a video frame is one tile pooled to 14 x 14.
+#
+# Workloads (bench.py): mixed (256 images, sides from the multiples of 28 in 224..1344,
+# seed 20261206; 2 to 37 tiles each with the released pinpoints), 384 (256 images of
+# 384x384: 2 tiles each), video (32 videos of 8 frames of 384x384). Requests of 8 items.
+# FLOPs count each tile's products and attention (729 rows) and the projector's; tokens/s
+# are the rows the language model receives. transformers runs get_image_features (its
+# packing included) on the processor's tile stack, get_video_features plus the newline on
+# the frames (random bf16 pixels of the same shapes).
+
+LLAVA_D, LLAVA_LAYERS, LLAVA_HEADS, LLAVA_INTER = 1152, 26, 16, 4304
+LLAVA_TILE, LLAVA_PATCH, LLAVA_TEXT, LLAVA_MAX_PATCHES = 384, 14, 896, 9
+LLAVA_GRID = LLAVA_TILE // LLAVA_PATCH  # 27
+# The released image_grid_pinpoints: [height, width], 1..6 tiles a side, height outer.
+LLAVA_PINPOINTS = [[LLAVA_TILE * r, LLAVA_TILE * c] for r in range(1, 7) for c in range(1, 7)]
+# llava-hf/llava-onevision-qwen2-0.5b-ov-hf's preprocessor_config.json.
+LLAVA_PREPROCESSOR = dict(
+    do_convert_rgb=True, do_normalize=True, do_pad=True, do_rescale=True, do_resize=True,
+    image_grid_pinpoints=LLAVA_PINPOINTS, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    image_processor_type="LlavaOnevisionImageProcessor", processor_class="LlavaOnevisionProcessor",
+    resample=3, rescale_factor=1 / 255, size={"height": LLAVA_TILE, "width": LLAVA_TILE})
+
+LLAVA_CONFIG = """# Written by scripts/gpu/bench.py --model llava_onevision: LLaVA-OneVision's encoder
+# (SigLIP so400m 26 layers, projector to 896, anyres_max_9 packing), bf16, random
+# weights; budgets in tiles (729 tower rows a tile).
+[runtime]
+device = "cuda"
+log_level = "warn"
+plugin_dirs = ["{plugins}"]
+
+[plugin]
+name = "llava_onevision"
+weights = "random"
+
+[plugin.config]
+text_hidden_size = 896
+max_budget_tiles = 128
+
+[budgets]
+# an image is 2 to 37 tiles, a video one a frame; requests of 8 items
+token_budgets = [8, 12, 16, 24, 32, 48, 64, 96, 128]
+max_items_per_batch = 8
+
+[workload]
+kind = "synthetic"
+count = 8
+sizes = [[384, 384]]
+request_size = 8
+warmup_requests = 1
+"""
+
+
+def llava_best_resolution(h, w, pinpoints=LLAVA_PINPOINTS):
+    """transformers' select_best_resolution: the [height, width] pinpoint keeping the most of
+    the image's pixels, ties to the least waste."""
+    best, best_eff, best_waste = None, 0, float("inf")
+    for ph, pw in pinpoints:
+        scale = min(pw / w, ph / h)
+        eff = min(int(w * scale) * int(h * scale), w * h)
+        waste = pw * ph - eff
+        if eff > best_eff or (eff == best_eff and waste < best_waste):
+            best, best_eff, best_waste = (ph, pw), eff, waste
+    return best
+
+
+def llava_tiles(item):
+    """Tiles through the tower: an image's grid plus its base tile, a video's frames."""
+    if item.get("modality") == "video":
+        return item["frames"]
+    ph, pw = llava_best_resolution(item["height"], item["width"])
+    return (ph // LLAVA_TILE) * (pw // LLAVA_TILE) + 1
+
+
+def llava_rows(item):
+    """The rows the language model receives (pack_image_features, or a video's pooled frames
+    and its newline): docs/models/llava_onevision.md's arithmetic."""
+    g = LLAVA_GRID
+    if item.get("modality") == "video":
+        return item["frames"] * ((g + 1) // 2) ** 2 + 1
+    h, w = item["height"], item["width"]
+    ph, pw = llava_best_resolution(h, w)
+    cur_h, cur_w = ph // LLAVA_TILE * g, pw // LLAVA_TILE * g
+    if w / h > cur_w / cur_h:  # unpad_image: rows cropped
+        cur_h -= 2 * ((cur_h - int(round(h * (cur_w / w), 7))) // 2)
+    else:
+        cur_w -= 2 * ((cur_w - int(round(w * (cur_h / h), 7))) // 2)
+    ratio = math.sqrt(cur_h * cur_w / (LLAVA_MAX_PATCHES * g * g))
+    if ratio > 1.1:
+        cur_h, cur_w = int(cur_h // ratio), int(cur_w // ratio)
+    return g * g + cur_h * (cur_w + 1)
+
+
+def llava_transformers_config(attn="sdpa", layers=LLAVA_LAYERS):
+    """LlavaOnevisionConfig at llava-onevision-qwen2-0.5b-ov's vision sizes with a one-layer
+    Qwen2 text model of width 896 (never run by get_image_features / get_video_features)."""
+    from transformers import LlavaOnevisionConfig
+    vision = dict(model_type="siglip_vision_model", hidden_size=LLAVA_D,
+                  num_hidden_layers=layers, num_attention_heads=LLAVA_HEADS,
+                  intermediate_size=LLAVA_INTER, image_size=LLAVA_TILE, patch_size=LLAVA_PATCH,
+                  hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=False)
+    text = dict(model_type="qwen2", hidden_size=LLAVA_TEXT, num_hidden_layers=1,
+                num_attention_heads=14, num_key_value_heads=2, intermediate_size=256,
+                vocab_size=256)
+    cfg = LlavaOnevisionConfig(vision_config=vision, text_config=text, vision_feature_layer=-1,
+                               vision_feature_select_strategy="full",
+                               vision_aspect_ratio=f"anyres_max_{LLAVA_MAX_PATCHES}",
+                               image_grid_pinpoints=LLAVA_PINPOINTS, projector_hidden_act="gelu",
+                               multimodal_projector_bias=True)
+    set_attn_implementation((cfg, cfg.vision_config, cfg.text_config), attn)
+    return cfg
+
+
+def _feature_kwargs(method, **wanted):
+    """The keyword arguments `method` declares (transformers' signatures move between
+    versions; an unknown one would reach the vision tower)."""
+    import inspect
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return wanted
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()) and not any(k in params for k in wanted):
+        return wanted  # a bare **kwargs wrapper: nothing to go by
+    return {k: v for k, v in wanted.items() if k in params}
+
+
+def _call_features(method, **kwargs):
+    """method(..., return_dict=True) as LlavaOnevisionModel.forward calls it (transformers 5:
+    the output object with pooler_output); a version without the keyword: without it."""
+    try:
+        return method(**kwargs, return_dict=True)
+    except TypeError as e:
+        if "return_dict" not in str(e):
+            raise
+        return method(**kwargs)
+
+
+def llava_image_features(model, pixel_values, image_sizes):
+    """The language model's rows for each image, as LlavaOnevisionModel.forward gets them:
+    get_image_features' pooler_output (pack_image_features with image_newline applied
+    inside it, transformers 5), or, from a version that returns the unpacked per-image
+    features, model.pack_image_features on them. A list of [rows, text] tensors."""
+    import torch
+    kwargs = _feature_kwargs(model.get_image_features, vision_feature_layer=-1,
+                             vision_feature_select_strategy="full",
+                             vision_aspect_ratio=f"anyres_max_{LLAVA_MAX_PATCHES}")
+    out = _call_features(model.get_image_features, pixel_values=pixel_values,
+                         image_sizes=image_sizes, **kwargs)
+    feats = out.pooler_output if getattr(out, "pooler_output", None) is not None else out
+    if torch.is_tensor(feats):  # one image's rows, or one tensor of split-able tiles
+        feats = [feats] if feats.dim() == 2 else list(torch.split(feats, 1))
+    elif len(feats) == 2 and torch.is_tensor(feats[1]) and feats[1].dim() == 1 and \
+            feats[1].dtype == torch.long:  # (packed features, feature_lens)
+        feats = _split_packed(*feats)
+    feats = list(feats)
+    if feats and feats[0].dim() == 3:  # unpacked [tiles, 729, text]: pack as forward does
+        pack = _feature_kwargs(model.pack_image_features, image_newline=model.image_newline,
+                               vision_aspect_ratio=f"anyres_max_{LLAVA_MAX_PATCHES}",
+                               vision_feature_select_strategy="full")
+        feats = _split_packed(*model.pack_image_features(feats, image_sizes, **pack)[:2])
+    return feats
+
+
+def _split_packed(packed, lens):
+    """pack_image_features' (features, feature_lens): a list of [rows, text] per image
+    whether the features come as a list or concatenated."""
+    import torch
+    if torch.is_tensor(packed):
+        return list(torch.split(packed, [int(n) for n in lens]))
+    return list(packed)
+
+
+def llava_video_features(model, pixel_values_videos):
+    """Each video's rows as LlavaOnevisionModel.forward gets them: get_video_features'
+    pooled frames, then one image_newline per video. A list of [rows, text] tensors."""
+    import torch
+    kwargs = _feature_kwargs(model.get_video_features, vision_feature_layer=-1,
+                             vision_feature_select_strategy="full")
+    out = _call_features(model.get_video_features, pixel_values=pixel_values_videos, **kwargs)
+    feats = out.pooler_output if getattr(out, "pooler_output", None) is not None else out
+    if isinstance(feats, (list, tuple)):
+        feats = torch.stack([f.reshape(-1, f.shape[-1]) for f in feats])
+    feats = feats.reshape(pixel_values_videos.shape[0], -1, feats.shape[-1])
+    newline = model.image_newline[None, None, :].repeat(feats.shape[0], 1, 1).to(feats)
+    return list(torch.cat((feats, newline), dim=1))
+
+
+class LlavaOnevisionEncoder:
+    """Workloads, FLOPs and the transformers reference of bench.py's spec."""
+
+    @staticmethod
+    def workloads():
+        rnd = random.Random(20261206)
+        sides = list(range(224, 1345, 28))
+        return {
+            "mixed": [dict(modality="image", height=rnd.choice(sides), width=rnd.choice(sides))
+                      for _ in range(256)],
+            "384": [dict(modality="image", height=LLAVA_TILE, width=LLAVA_TILE)] * 256,
+            "video": [dict(modality="video", frames=8, height=LLAVA_TILE, width=LLAVA_TILE)] * 32,
+        }
+
+    @staticmethod
+    def tile_flops():
+        n, d, inter, text = LLAVA_GRID ** 2, LLAVA_D, LLAVA_INTER, LLAVA_TEXT
+        f = 2 * n * 3 * LLAVA_PATCH * LLAVA_PATCH * d
+        f += LLAVA_LAYERS * (2 * n * (4 * d * d + 2 * d * inter) + 4 * n * n * d)
+        return f + 2 * n * (d * text + text * text)
+
+    def item_flops(self, item):
+        return llava_tiles(item) * self.tile_flops()
+
+    @staticmethod
+    def output_tokens(item):
+        return llava_rows(item)
+
+    @staticmethod
+    def transformers_model(attn):
+        from transformers import LlavaOnevisionModel
+        return random_bf16_model(LlavaOnevisionModel, llava_transformers_config(attn))
+
+    def run_transformers(self, model, items, request):
+        """One get_image_features per request of images on their tile stack (with the
+        images' sizes, so the packing runs as it would), one get_video_features per request
+        of videos; the first request once more as warm-up."""
+        import torch
+        gen = torch.Generator().manual_seed(1)
+        requests = []
+        for r in range(0, len(items), request):
+            chunk = items[r:r + request]
+            images = [it for it in chunk if it.get("modality") != "video"]
+            videos = [it for it in chunk if it.get("modality") == "video"]
+            pv = sizes = pvv = None
+            if images:
+                n = sum(llava_tiles(it) for it in images)
+                pv = torch.randn(n, 3, LLAVA_TILE, LLAVA_TILE, generator=gen).to(
+                    torch.bfloat16).pin_memory()
+                sizes = torch.tensor([[it["height"], it["width"]] for it in images])
+            if videos:
+                pvv = torch.randn(len(videos), videos[0]["frames"], 3, LLAVA_TILE, LLAVA_TILE,
+                                  generator=gen).to(torch.bfloat16).pin_memory()
+            requests.append((pv, sizes, pvv))
+
+        def forward(rq):
+            pv, sizes, pvv = rq
+            if pv is not None:
+                llava_image_features(model, pv.to("cuda", non_blocking=True), sizes.to("cuda"))
+            if pvv is not None:
+                llava_video_features(model, pvv.to("cuda", non_blocking=True))
+
+        return latency_result(time_requests(requests, forward), len(items))
+
+
+LLAVA_ONEVISION = LlavaOnevisionEncoder()

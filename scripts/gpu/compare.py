@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The comparison driver: one encgraph plugin against transformers' own implementation.
 
-  compare.py --model qwen2_5_vl|qwen3_vl|glm4v|siglip|dsocr2|internvl|folder_media
+  compare.py --model qwen2_5_vl|qwen3_vl|glm4v|siglip|dsocr2|internvl|llava_onevision|
+             folder_media
              --bundle gpu-bundle --out-dir DIR [the model's options]
   compare.py --help                  every model's options
   compare.py --model M --help        model M's options
@@ -17,13 +18,16 @@ the exit status is 0 on PASS or with --informational, 1 otherwise.
   qwen3_vl      Qwen3-VL-8B tower through `encgraph encode`, pooler_output and every
                 deepstack output
   glm4v         GLM-4.1V-9B tower from a checkpoint folder (model.visual.*, config.json,
-                preprocessor_config.json) through `encgraph encode`
+                preprocessor_config.json) through `encgraph encode` (compare_qwen.py)
   siglip        SigLIP so400m and base (tests' siglip_dump): last_hidden_state, pooled,
                 hidden_states[-2]; then the 512-image benchmark (bench.py's) on the same
                 weights unless --no-bench
   dsocr2        DeepSeek-OCR-2's vision side through `encgraph encode` on document pages
   internvl      InternVL's image encoder (InternViT-300M sizes) from a checkpoint folder
                 through `encgraph encode`: one tile, an odd aspect ratio, the maximum tiling
+  llava_onevision  LLaVA-OneVision's encoder (so400m tower, projector, anyres packing) from
+                a checkpoint folder through `encgraph encode`: one tile, 640x480, the
+                anyres_max_9 shrink (1920x1080), a strip, a 3-frame video; rows the LM gets
   folder_media  a Qwen2.5-VL checkpoint folder and PNG/JPEG/MP4 files through
                 `encgraph encode`, against transformers' processor and tower; --stub runs
                 without torch on the CPU
@@ -45,6 +49,8 @@ MODELS = {
     "siglip": ("compare_siglip", "SigLIP so400m and base, then the 512-image benchmark"),
     "dsocr2": ("compare_dsocr2", "DeepSeek-OCR-2 vision side on document pages"),
     "internvl": ("compare_internvl", "InternVL image encoder, checkpoint folder, tilings"),
+    "llava_onevision": ("compare_llava_onevision",
+                        "LLaVA-OneVision image and video encoder, checkpoint folder, packing"),
     "folder_media": ("compare_folder", "checkpoint folder and media files (Qwen2.5-VL)"),
 }
 
