@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark driver: encgraph (graphs, eager) against transformers, one model a run.
 
-  bench.py --model qwen2_5_vl|qwen3_vl|glm4v|dsocr2|siglip|internvl --bundle gpu-bundle
-           --out-dir DIR [options]
+  bench.py --model qwen2_5_vl|qwen3_vl|glm4v|dsocr2|siglip|internvl|llava_onevision
+           --bundle gpu-bundle --out-dir DIR [options]
   bench.py --model qwen2_5_vl --kind capture ...   capture time, cold and warm tuning cache
   bench.py --model qwen2_5_vl --kind dp ...        data parallel against one GPU (2+ GPUs)
   bench.py --model qwen3_vl --kind balance          data-parallel balance, offline (no GPU)
@@ -28,6 +28,10 @@ MODELS below. Throughput runs (--kind speed, the default):
   - InternVL's image encoder (internvl): InternViT-300M-448px tiles, pixel shuffle and
     projector; mixed (128 images, sides 224..1344), document (32 pages of 2200x1650, the maximum
     tiling), 448 (256 one-tile images); requests of 8 (bench_common.py).
+  - LLaVA-OneVision's encoder (llava_onevision): SigLIP so400m (26 layers) tiles, projector
+    to 896, anyres_max_9 packing; mixed (256 images, sides 224..1344: 2 to 37 tiles each),
+    384 (256 images of 384x384), video (32 videos of 8 frames of 384x384); requests of 8;
+    transformers' get_image_features / get_video_features (bench_common.py).
 Every system runs requests of 16 items unless the workload says otherwise (one
 transformers forward per request, the items concatenated as the processor does), the
 first request as warm-up; encgraph's graphs and eager runtimes take the requests in turn
@@ -59,7 +63,7 @@ from bench_common import (deepseek_ocr2_config, latency_result, log, log_version
                           matmul_peak, parse_variant, random_bf16_model, run_encgraph_variant,
                           run_qwen_transformers, time_requests, write_jsonl, write_table)
 
-from bench_common import INTERNVL_CONFIG, INTERNVL  # noqa: E402
+from bench_common import INTERNVL_CONFIG, INTERNVL, LLAVA_CONFIG, LLAVA_ONEVISION  # noqa: E402
 
 QWEN_BENCH_CONFIG = os.path.join(ROOT, "configs", "qwen2_5_vl_bench.toml")
 
@@ -444,6 +448,12 @@ MODELS = {
                      request=8, request_sizes={}, stem="internvl-bench",
                      table="internvl_bench.table", transformers="sdpa", per_path=False,
                      precision=(1, 1)),
+    "llava_onevision": dict(title="LLaVA-OneVision encoder (SigLIP so400m 26 layers, projector "
+                            "to 896, anyres_max_9)", tower=LLAVA_ONEVISION, config=LLAVA_CONFIG,
+                            config_name="llava_onevision_bench.toml", request=8,
+                            request_sizes={}, stem="llava-onevision-bench",
+                            table="llava_onevision_bench.table", transformers="sdpa",
+                            per_path=False, precision=(1, 1)),
 }
 
 SIGLIP_TOWERS = {
@@ -903,6 +913,8 @@ def parser():
                "  bench.py --model siglip --bundle gpu-bundle --out-dir OUT --models so400m\n"
                "  bench.py --model internvl --bundle gpu-bundle --out-dir OUT "
                "--only mixed,document\n"
+               "  bench.py --model llava_onevision --bundle gpu-bundle --out-dir OUT "
+               "--only mixed,video\n"
                "  bench.py --model qwen2_5_vl --kind capture --bundle gpu-bundle --out-dir OUT\n"
                "  bench.py --model qwen2_5_vl --kind dp --bundle gpu-bundle --out-dir OUT "
                "--mpirun \"$ENCGRAPH_MPIRUN\"")

@@ -26,6 +26,7 @@ bench_glm4v         570 -
 bench_dsocr2        540 dsocr2_bench
 bench_siglip        300 siglip_vs_transformers,siglip_bench
 bench_internvl      570 internvl_bench
+bench_llava_onevision 570 -
 bench_capture       300 capture_bench
 bench_dp            500 dp_bench
 bench_serve         540 serve_bench
@@ -35,6 +36,7 @@ compare_glm4v       540 glm4v_vs_transformers
 compare_siglip      300 siglip_vs_transformers
 compare_dsocr2      540 dsocr2_vs_transformers
 compare_internvl    540 internvl_vs_transformers
+compare_llava_onevision 540 -
 compare_folder_media 600 folder_media_vs_transformers
 profile_qwen2_5_vl  400 qwen_profile
 profile_dsocr2      400 dsocr2_profile
@@ -268,8 +270,9 @@ TOML
   } >"$logs/cpu_bench.table"
 )
 
-# Benchmarks (bench.py). QWEN_BENCH_ARGS, QWEN3_BENCH_ARGS, DSOCR2_BENCH_ARGS,
-# SIGLIP_BENCH_ARGS, CAPTURE_BENCH_ARGS: extra options. The Qwen2.5-VL run with both
+# Benchmarks (bench.py). QWEN_BENCH_ARGS, QWEN3_BENCH_ARGS, GLM4V_BENCH_ARGS,
+# DSOCR2_BENCH_ARGS, SIGLIP_BENCH_ARGS, INTERNVL_BENCH_ARGS, LLAVA_BENCH_ARGS,
+# CAPTURE_BENCH_ARGS: extra options. The Qwen2.5-VL run with both
 # transformers attentions takes about 400 s on an H200; Qwen3-VL's five workloads may
 # need two calls (--only 224,mixed, then --only 1344,video,224x1).
 bench_model() {  # bench_model MODEL BUNDLE LOGDIR [options]
@@ -288,6 +291,8 @@ bench_dsocr2() { bench_model dsocr2 "$1" "$2" ${DSOCR2_BENCH_ARGS:-} "${@:3}"; }
 bench_siglip() { bench_model siglip "$1" "$2" ${SIGLIP_BENCH_ARGS:-} "${@:3}"; }
 # shellcheck disable=SC2086
 bench_internvl() { bench_model internvl "$1" "$2" ${INTERNVL_BENCH_ARGS:-} "${@:3}"; }
+# shellcheck disable=SC2086
+bench_llava_onevision() { bench_model llava_onevision "$1" "$2" ${LLAVA_BENCH_ARGS:-} "${@:3}"; }
 # Capture time of the Qwen2.5-VL bench config, cold and warm tuning cache.
 # shellcheck disable=SC2086
 bench_capture() { bench_model qwen2_5_vl "$1" "$2" --kind capture ${CAPTURE_BENCH_ARGS:-} "${@:3}"; }
@@ -313,6 +318,7 @@ compare_glm4v() { compare_model glm4v "$@"; }
 compare_siglip() { compare_model siglip "$1" "$2" --no-bench "${@:3}"; }
 compare_dsocr2() { compare_model dsocr2 "$@"; }
 compare_internvl() { compare_model internvl "$@"; }
+compare_llava_onevision() { compare_model llava_onevision "$@"; }
 compare_folder_media() { compare_model folder_media "$@"; }
 
 # Per-kernel GPU time under Nsight Compute (ncu_profile.py).
