@@ -122,8 +122,10 @@ def released_settings(proc):
 
 def image_processor(folder):
     """transformers' LlavaOnevision image processor read from the folder's
-    preprocessor_config.json, the PIL backend first."""
+    preprocessor_config.json (else given its settings), the PIL backend first."""
     import importlib
+    settings = {k: LLAVA_PREPROCESSOR[k] for k in ("image_mean", "image_std", "size", "resample",
+                                                   "image_grid_pinpoints")}
     for module in ("image_processing_pil_llava_onevision", "image_processing_llava_onevision",
                    "image_processing_llava_onevision_fast"):
         try:
@@ -136,15 +138,18 @@ def image_processor(folder):
             if not (name.startswith("LlavaOnevisionImageProcessor") and isinstance(cls, type)
                     and callable(getattr(cls, "preprocess", None))):
                 continue
-            try:
-                proc = cls.from_pretrained(folder)
-            except Exception as e:
-                log(f"note: {name}.from_pretrained: {e}")
-                continue
-            if released_settings(proc):
-                log(f"processor: {module}.{name}")
-                return proc
-            log(f"note: {name} did not take the folder's mean/std ({proc.image_mean})")
+            for how, make in (("from_pretrained", lambda: cls.from_pretrained(folder)),
+                              ("the settings as arguments", lambda: cls(**settings))):
+                try:
+                    proc = make()
+                except Exception as e:
+                    log(f"note: {name} by {how}: {e}")
+                    continue
+                if released_settings(proc):
+                    log(f"processor: {module}.{name} by {how}")
+                    return proc
+                log(f"note: {name} by {how} has mean/std {getattr(proc, 'image_mean', None)}, "
+                    f"{getattr(proc, 'image_std', None)}, not the folder's")
     raise RuntimeError("no LlavaOnevision image processor in this transformers")
 
 
