@@ -28,18 +28,40 @@
 // ("model."), dtype, max_budget_tiles (32), seed, check_finite, tune_gemm,
 // tuning_cache. Weights: a .safetensors file, a checkpoint folder or index
 // json, or "random".
-#include "internvl_backend.hpp"
 #include "internvl_batch.hpp"
 #include "internvl_config.hpp"
+#include "internvl_cuda_model.hpp"
 #include "internvl_tiling.hpp"
+#include "internvl_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
+#include <string>
 #include <vector>
 
 namespace {
 
 namespace sdk = encgraph::sdk;
+
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model
+// in a build with the kernels (encoder_kit/model_backend.hpp).
+struct Encoder {
+  using Types = encoder_kit::BackendTypes<internvl::Options, internvl::Weights, internvl::Capacity,
+                                          encoder_kit::CudaIfBuilt<internvl::CudaModel>>;
+  static constexpr const char* kName = "internvl";
+  static std::string loading(const internvl::Options& o) {
+    const internvl::ModelConfig& c = o.model;
+    return std::to_string(c.layers_to_run()) + " of " + std::to_string(c.num_hidden_layers) +
+           " layers, hidden " + std::to_string(c.hidden_size) + ", " +
+           std::to_string(c.rows_per_tile()) + " tokens per tile";
+  }
+  static constexpr auto load = &internvl::load_weights;
+  static constexpr auto cpu_workspace_bytes = &internvl::cpu_workspace_bytes;
+  static constexpr auto cpu_forward = &internvl::cpu_forward;
+};
+using Backend = encoder_kit::ModelBackend<Encoder>;
 
 class InternVL {
  public:
@@ -47,7 +69,7 @@ class InternVL {
       "internvl", "1.0.0",
       "InternVL image encoder (InternViT tiles, pixel shuffle, projector; the LLM's image "
       "tokens)",
-      EG_MODALITY_IMAGE, internvl::kDevices};
+      EG_MODALITY_IMAGE, Backend::kDevices};
   using Item = internvl::ItemData;
 
   explicit InternVL(sdk::CreateArgs& args)
@@ -133,7 +155,7 @@ class InternVL {
   }
 
   internvl::Options opt_;
-  internvl::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 

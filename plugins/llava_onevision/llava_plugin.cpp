@@ -31,13 +31,17 @@
 // max_budget_tiles (64), max_frames_per_video (32), seed, check_finite,
 // tune_gemm, tuning_cache. Weights: a .safetensors file, a checkpoint folder
 // or index json, or "random".
-#include "llava_backend.hpp"
 #include "llava_batch.hpp"
 #include "llava_config.hpp"
+#include "llava_cuda_model.hpp"
 #include "llava_tiling.hpp"
+#include "llava_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
+#include <string>
 #include <vector>
 
 namespace {
@@ -45,13 +49,32 @@ namespace {
 namespace sdk = encgraph::sdk;
 namespace lo = llava_onevision;
 
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model
+// in a build with the kernels (encoder_kit/model_backend.hpp). The CPU
+// scratch depends on the weights (the tower's).
+struct Encoder {
+  using Types = encoder_kit::BackendTypes<lo::Options, lo::Weights, lo::Capacity,
+                                          encoder_kit::CudaIfBuilt<lo::CudaModel>>;
+  static constexpr const char* kName = "llava_onevision";
+  static std::string loading(const lo::Options& o) {
+    const lo::ModelConfig& c = o.model;
+    return "SigLIP tower of " + std::to_string(c.vision.num_hidden_layers) + " layers, hidden " +
+           std::to_string(c.vision.hidden_size) + ", " + std::to_string(c.rows_per_tile()) +
+           " rows per tile; projector to " + std::to_string(c.text_hidden_size);
+  }
+  static constexpr auto load = &lo::load_weights;
+  static constexpr auto cpu_workspace_bytes = &lo::cpu_workspace_bytes;
+  static constexpr auto cpu_forward = &lo::cpu_forward;
+};
+using Backend = encoder_kit::ModelBackend<Encoder>;
+
 class LlavaOnevision {
  public:
   static constexpr sdk::Identity identity{
       "llava_onevision", "1.0.0",
       "LLaVA-OneVision image and video encoder (SigLIP tiles, projector, anyres packing; the "
       "LLM's image tokens)",
-      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, lo::kDevices};
+      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, Backend::kDevices};
   using Item = lo::ItemData;
 
   explicit LlavaOnevision(sdk::CreateArgs& args)
@@ -149,7 +172,7 @@ class LlavaOnevision {
   }
 
   lo::Options opt_;
-  lo::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 

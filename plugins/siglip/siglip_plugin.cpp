@@ -36,9 +36,12 @@
 // choices persist: a folder, "off", or unset for the default). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory or index json (sharded), or "random".
-#include "siglip_backend.hpp"
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
+#include "siglip_cuda_model.hpp"
+#include "siglip_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
@@ -49,13 +52,31 @@ namespace {
 
 namespace sdk = encgraph::sdk;
 
+// Where the tower runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+struct Tower {
+  using Types = encoder_kit::BackendTypes<siglip::Options, siglip::Weights, siglip::Capacity,
+                                          encoder_kit::CudaIfBuilt<siglip::CudaModel>>;
+  static constexpr const char* kName = "siglip";
+  static std::string loading(const siglip::Options& o) {
+    const siglip::VisionConfig& c = o.model;
+    return std::to_string(o.layers_to_run()) + " of " + std::to_string(c.num_hidden_layers) +
+           " layers, hidden " + std::to_string(c.hidden_size) + ", " +
+           std::to_string(c.tokens_per_image()) + " tokens per image";
+  }
+  static constexpr auto load = &siglip::load_weights;
+  static constexpr auto cpu_workspace_bytes = &siglip::cpu_workspace_bytes;
+  static constexpr auto cpu_forward = &siglip::cpu_forward;
+};
+using Backend = encoder_kit::ModelBackend<Tower>;
+
 class Siglip {
  public:
   static constexpr sdk::Identity identity{
       "siglip", "1.1.0",
       "SigLIP vision tower (fixed resolution; last hidden state or a feature layer, and/or "
       "pooled)",
-      EG_MODALITY_IMAGE, siglip::kDevices};
+      EG_MODALITY_IMAGE, Backend::kDevices};
   using Item = siglip::ItemData;
 
   explicit Siglip(sdk::CreateArgs& args)
@@ -165,7 +186,7 @@ class Siglip {
   }
 
   siglip::Options opt_;  // first: the backend and the description are made from it
-  siglip::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 
