@@ -45,23 +45,10 @@ namespace {
 
 namespace sdk = encgraph::sdk;
 
-// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model
-// in a build with the kernels (encoder_kit/model_backend.hpp).
-struct Encoder {
-  using Types = encoder_kit::BackendTypes<internvl::Options, internvl::Weights, internvl::Capacity,
-                                          encoder_kit::CudaIfBuilt<internvl::CudaModel>>;
-  static constexpr const char* kName = "internvl";
-  static std::string loading(const internvl::Options& o) {
-    const internvl::ModelConfig& c = o.model;
-    return std::to_string(c.layers_to_run()) + " of " + std::to_string(c.num_hidden_layers) +
-           " layers, hidden " + std::to_string(c.hidden_size) + ", " +
-           std::to_string(c.rows_per_tile()) + " tokens per tile";
-  }
-  static constexpr auto load = &internvl::load_weights;
-  static constexpr auto cpu_workspace_bytes = &internvl::cpu_workspace_bytes;
-  static constexpr auto cpu_forward = &internvl::cpu_forward;
-};
-using Backend = encoder_kit::ModelBackend<Encoder>;
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+using Backend =
+    encoder_kit::ModelBackend<internvl::Options, encoder_kit::CudaIfBuilt<internvl::CudaModel>>;
 
 class InternVL {
  public:
@@ -74,8 +61,8 @@ class InternVL {
 
   explicit InternVL(sdk::CreateArgs& args)
       : opt_(internvl::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 internvl::capacity_for(opt_, budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), internvl::capacity_for(opt_, budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == internvl::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", "image tokens");
     info_.output("image_features", opt_.model.text_hidden_size, dtype, 0);
@@ -142,6 +129,13 @@ class InternVL {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the encoder.
+  static std::string load_note(const internvl::Options& o) {
+    const internvl::ModelConfig& c = o.model;
+    return encoder_kit::describe_vit(c.layers_to_run(), c.num_hidden_layers, c.hidden_size,
+                                     c.rows_per_tile(), "tile");
+  }
+
   // Work (data-parallel balancing) is the tile count's encoder rows.
   sdk::ItemSpec spec(int64_t tiles) const {
     const int64_t rows = tiles * opt_.model.rows_per_tile();

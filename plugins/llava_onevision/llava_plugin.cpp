@@ -49,24 +49,9 @@ namespace {
 namespace sdk = encgraph::sdk;
 namespace lo = llava_onevision;
 
-// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model
-// in a build with the kernels (encoder_kit/model_backend.hpp). The CPU
-// scratch depends on the weights (the tower's).
-struct Encoder {
-  using Types = encoder_kit::BackendTypes<lo::Options, lo::Weights, lo::Capacity,
-                                          encoder_kit::CudaIfBuilt<lo::CudaModel>>;
-  static constexpr const char* kName = "llava_onevision";
-  static std::string loading(const lo::Options& o) {
-    const lo::ModelConfig& c = o.model;
-    return "SigLIP tower of " + std::to_string(c.vision.num_hidden_layers) + " layers, hidden " +
-           std::to_string(c.vision.hidden_size) + ", " + std::to_string(c.rows_per_tile()) +
-           " rows per tile; projector to " + std::to_string(c.text_hidden_size);
-  }
-  static constexpr auto load = &lo::load_weights;
-  static constexpr auto cpu_workspace_bytes = &lo::cpu_workspace_bytes;
-  static constexpr auto cpu_forward = &lo::cpu_forward;
-};
-using Backend = encoder_kit::ModelBackend<Encoder>;
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+using Backend = encoder_kit::ModelBackend<lo::Options, encoder_kit::CudaIfBuilt<lo::CudaModel>>;
 
 class LlavaOnevision {
  public:
@@ -79,8 +64,8 @@ class LlavaOnevision {
 
   explicit LlavaOnevision(sdk::CreateArgs& args)
       : opt_(lo::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 lo::capacity_for(opt_, budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), lo::capacity_for(opt_, budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == lo::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", "tiles");
     info_.output("image_features", opt_.model.text_hidden_size, dtype, 0);
@@ -160,6 +145,14 @@ class LlavaOnevision {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the encoder.
+  static std::string load_note(const lo::Options& o) {
+    const lo::ModelConfig& c = o.model;
+    return "SigLIP tower of " + std::to_string(c.vision.num_hidden_layers) + " layers, hidden " +
+           std::to_string(c.vision.hidden_size) + ", " + std::to_string(c.rows_per_tile()) +
+           " rows per tile; projector to " + std::to_string(c.text_hidden_size);
+  }
+
   // Work (data-parallel balancing) is the tower rows; budgets count tiles.
   sdk::ItemSpec spec(int64_t tiles, int64_t out_rows, int64_t frames) const {
     return {tiles * opt_.model.rows_per_tile(), out_rows, frames, {tiles}};

@@ -54,21 +54,8 @@ namespace sdk = encgraph::sdk;
 
 // Where the tower runs: the CPU forward over f32 weights, or the CUDA model in
 // a build with the kernels (encoder_kit/model_backend.hpp).
-struct Tower {
-  using Types = encoder_kit::BackendTypes<siglip::Options, siglip::Weights, siglip::Capacity,
-                                          encoder_kit::CudaIfBuilt<siglip::CudaModel>>;
-  static constexpr const char* kName = "siglip";
-  static std::string loading(const siglip::Options& o) {
-    const siglip::VisionConfig& c = o.model;
-    return std::to_string(o.layers_to_run()) + " of " + std::to_string(c.num_hidden_layers) +
-           " layers, hidden " + std::to_string(c.hidden_size) + ", " +
-           std::to_string(c.tokens_per_image()) + " tokens per image";
-  }
-  static constexpr auto load = &siglip::load_weights;
-  static constexpr auto cpu_workspace_bytes = &siglip::cpu_workspace_bytes;
-  static constexpr auto cpu_forward = &siglip::cpu_forward;
-};
-using Backend = encoder_kit::ModelBackend<Tower>;
+using Backend =
+    encoder_kit::ModelBackend<siglip::Options, encoder_kit::CudaIfBuilt<siglip::CudaModel>>;
 
 class Siglip {
  public:
@@ -81,8 +68,8 @@ class Siglip {
 
   explicit Siglip(sdk::CreateArgs& args)
       : opt_(siglip::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 capacity(budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), capacity(budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == siglip::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", opt_.pooled() ? "images" : "patch tokens");
     // The primary output's rows are the item's output_tokens (rows_per_item
@@ -161,6 +148,12 @@ class Siglip {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the tower.
+  static std::string load_note(const siglip::Options& o) {
+    return encoder_kit::describe_vit(o.layers_to_run(), o.model.num_hidden_layers,
+                                     o.model.hidden_size, o.model.tokens_per_image(), "image");
+  }
+
   siglip::Capacity capacity(int64_t token_budget) const {
     eg_graph_shape shape{};
     shape.token_budget = token_budget;

@@ -1,20 +1,23 @@
-// A kit plugin's backend from a few traits: the rule every kit plugin with one
-// forward over CPU weights follows, written once. It refuses CUDA in a build
-// without the kernels before anything loads, logs what it loads, loads the
-// weights onto the CPU or into the CUDA model, and routes workspace_bytes()
-// and forward() to the CPU functions or the CUDA model.
+// A kit plugin's backend: the rule every kit plugin with one forward over CPU
+// weights follows, written once. It refuses CUDA in a build without the
+// kernels before anything loads, logs what it loads, loads the weights onto
+// the CPU or into the CUDA model, and routes workspace_bytes() and forward()
+// to the CPU functions or the CUDA model.
 //
-// Traits (a struct in the plugin, beside its model class):
-//   using Types = BackendTypes<Options, Weights, Capacity, CudaIfBuilt<CudaModel>>;
-//   static constexpr const char* kName;          // the plugin, as refusals name it
-//   static std::string loading(const Options&);  // the load line's "(...)"
-//   load(o, source) -> Weights                   // e.g. = &plugin::load_weights
-//   cpu_workspace_bytes(o, cap), or (o, w, cap)  // where the weights size the scratch
-//   cpu_forward(o, w, cap, buffers, output, workspace, workspace_bytes)
-// The three functions may be function pointers (`static constexpr auto load =
-// &plugin::load_weights;`). Options carries RunOptions (seed, check_finite,
-// tune_gemm, tuning_cache) and config_path; the CUDA model is made from
-// (o, w, device_index, largest, tuning cache, warnings) as in DeviceBackend.
+// A plugin names it with its options and its CUDA model,
+//   using Backend = encoder_kit::ModelBackend<Options, encoder_kit::CudaIfBuilt<CudaModel>>;
+// and its namespace (the one Options is in; found by argument-dependent lookup)
+// declares the CPU side:
+//   Weights load_weights(const Options&, const encoder_kit::WeightSource&);
+//   size_t cpu_workspace_bytes(const Options&, const Capacity&);  // or
+//   size_t cpu_workspace_bytes(const Options&, const Weights&, const Capacity&);
+//   void cpu_forward(const Options&, const Weights&, const Capacity&, const eg_tensor* buffers,
+//                    Output output, void* workspace, size_t workspace_bytes);
+// Options carries RunOptions (seed, check_finite, tune_gemm, tuning_cache) and
+// config_path. The CUDA model is made from (o, weights, device_index, largest,
+// tuning cache, warnings) as DeviceBackend::load_onto says, and has
+// workspace_bytes(cap) and forward(cap, buffers, output, workspace,
+// workspace_bytes, stream, tune).
 #pragma once
 
 #include <encoder_kit/device_backend.hpp>
@@ -27,17 +30,9 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace encoder_kit {
-
-// The types a ModelBackend's traits name, in one line.
-template <class OptionsT, class WeightsT, class CapacityT, class CudaT>
-struct BackendTypes {
-  using Options = OptionsT;
-  using Weights = WeightsT;    // what the CPU path holds
-  using Capacity = CapacityT;  // one graph's size
-  using Cuda = CudaT;          // the CUDA model, or NoCuda (CudaIfBuilt)
-};
 
 // The output as the CPU forward takes it: a single untyped output holds f32
 // rows there (bf16 on CUDA); a plugin's own output struct passes as it is.
@@ -49,38 +44,49 @@ decltype(auto) cpu_output(const Output& output) {
     return (output);
 }
 
-template <class Traits>
+// The load line's words for a ViT: "6 of 12 layers, hidden 768, 196 tokens
+// per image" (`unit`: what one sequence is, e.g. "image" or "tile").
+inline std::string describe_vit(int64_t layers_run, int64_t layers, int64_t hidden, int64_t tokens,
+                                const std::string& unit) {
+  return std::to_string(layers_run) + " of " + std::to_string(layers) + " layers, hidden " +
+         std::to_string(hidden) + ", " + std::to_string(tokens) + " tokens per " + unit;
+}
+
+template <class Options, class Cuda>
 class ModelBackend {
  public:
-  using Types = typename Traits::Types;
-  using Options = typename Types::Options;
-  using Weights = typename Types::Weights;
-  using Capacity = typename Types::Capacity;
-  using Cuda = typename Types::Cuda;
+  // What the CPU path holds: what the plugin's load_weights returns.
+  using Weights =
+      decltype(load_weights(std::declval<const Options&>(), std::declval<const WeightSource&>()));
 
   // The devices this build runs on (the plugin's identity).
   static constexpr uint32_t kDevices = kDevicesOf<Cuda>;
 
   // Loads the weights (`weights`: a checkpoint path, or "" / "random") onto
-  // `device`, logging what it loads; `largest`: the largest graph's capacity,
-  // which the CUDA model plans its products for. Throws Error(UNSUPPORTED)
-  // for CUDA in a build without the kernels, before the log line or any load.
-  ModelBackend(const Options& o, const std::string& weights, int32_t device, int32_t device_index,
+  // `device`, logging "loading <source> (<model_note>)"; `plugin`: the
+  // plugin's name, which the refusal names; `largest`: the largest graph's
+  // capacity, which the CUDA model plans its products for. Throws
+  // Error(UNSUPPORTED) for CUDA in a build without the kernels, before the
+  // log line or any load.
+  template <class Capacity>
+  ModelBackend(const std::string& plugin, const Options& o, const std::string& model_note,
+               const std::string& weights, int32_t device, int32_t device_index,
                const Capacity& largest)
-      : opt_(o), device_(Traits::kName, device) {
+      : opt_(o), device_(plugin, device) {
     const WeightSource source(weights.empty() ? "random" : weights, o.seed, o.check_finite);
-    encgraph::sdk::host().info("loading " + source.description() + " (" + Traits::loading(o) + ")");
-    device_.load_onto(device, o, device_index, largest, [&] { return Traits::load(o, source); });
+    encgraph::sdk::host().info("loading " + source.description() + " (" + model_note + ")");
+    device_.load_onto(device, o, device_index, largest, [&] { return load_weights(o, source); });
   }
 
+  template <class Capacity>
   size_t workspace_bytes(const Capacity& cap) const {
     return device_.run(
         [&](const Weights& w) -> size_t {
-          if constexpr (std::is_invocable_v<decltype(Traits::cpu_workspace_bytes), const Options&,
-                                            const Weights&, const Capacity&>)
-            return Traits::cpu_workspace_bytes(opt_, w, cap);
+          // Some plugins' CPU scratch depends on the weights' shapes.
+          if constexpr (requires { cpu_workspace_bytes(opt_, w, cap); })
+            return cpu_workspace_bytes(opt_, w, cap);
           else
-            return Traits::cpu_workspace_bytes(opt_, cap);
+            return cpu_workspace_bytes(opt_, cap);
         },
         [&](const auto& m) { return m.workspace_bytes(cap); });
   }
@@ -88,13 +94,12 @@ class ModelBackend {
   // `buffers` in the plugin's buffer order; `output`: the plugin's output
   // pointer(s), as its CUDA model takes them. `tune`: the CUDA products time
   // their algorithms at this size first (the graph path's warm-ups ask).
-  template <class Output>
+  template <class Capacity, class Output>
   void forward(const Capacity& cap, const eg_tensor* buffers, const Output& output, void* workspace,
                size_t workspace_bytes, void* stream, bool tune) {
     device_.run(
         [&](const Weights& w) {
-          Traits::cpu_forward(opt_, w, cap, buffers, cpu_output(output), workspace,
-                              workspace_bytes);
+          cpu_forward(opt_, w, cap, buffers, cpu_output(output), workspace, workspace_bytes);
         },
         [&](auto& m) {
           m.forward(cap, buffers, output, workspace, workspace_bytes, stream, tune);
