@@ -13,6 +13,8 @@
 //   size_t cpu_workspace_bytes(const Options&, const Weights&, const Capacity&);
 //   void cpu_forward(const Options&, const Weights&, const Capacity&, const eg_tensor* buffers,
 //                    Output output, void* workspace, size_t workspace_bytes);
+// where Output is the plugin's output struct, or float* where the CUDA model
+// takes one void* output (cpu_output).
 // Options carries RunOptions (seed, check_finite, tune_gemm, tuning_cache) and
 // config_path. The CUDA model is made from (o, weights, device_index, largest,
 // tuning cache, warnings) as DeviceBackend::load_onto says, and has
