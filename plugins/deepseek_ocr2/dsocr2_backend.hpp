@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dsocr2_config.hpp"
+#include "dsocr2_cuda_model.hpp"
 #include "dsocr2_layout.hpp"
 #include "dsocr2_weights.hpp"
 
@@ -16,18 +17,13 @@
 #include <memory>
 #include <string>
 
-#ifdef DSOCR2_HAVE_CUDA
-#include "dsocr2_cuda_model.hpp"
-#else
 namespace dsocr2 {
-using CudaModel = encoder_kit::NoCuda;
-}  // namespace dsocr2
-#endif
 
-namespace dsocr2 {
+// The CUDA model in a build with the kernels, else encoder_kit::NoCuda.
+using Cuda = encoder_kit::CudaIfBuilt<CudaModel>;
 
 // The devices this build can run on (the plugin's identity).
-inline constexpr uint32_t kDevices = encoder_kit::kDevicesOf<CudaModel>;
+inline constexpr uint32_t kDevices = encoder_kit::kDevicesOf<Cuda>;
 
 class Backend {
  public:
@@ -51,7 +47,7 @@ class Backend {
 
  private:
   const ModelConfig& m_;
-  encoder_kit::DeviceBackend<std::unique_ptr<CpuModel>, CudaModel> device_;
+  encoder_kit::DeviceBackend<std::unique_ptr<CpuModel>, Cuda> device_;
 };
 
 }  // namespace dsocr2

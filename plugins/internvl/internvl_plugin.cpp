@@ -28,18 +28,27 @@
 // ("model."), dtype, max_budget_tiles (32), seed, check_finite, tune_gemm,
 // tuning_cache. Weights: a .safetensors file, a checkpoint folder or index
 // json, or "random".
-#include "internvl_backend.hpp"
 #include "internvl_batch.hpp"
 #include "internvl_config.hpp"
+#include "internvl_cuda_model.hpp"
 #include "internvl_tiling.hpp"
+#include "internvl_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
+#include <string>
 #include <vector>
 
 namespace {
 
 namespace sdk = encgraph::sdk;
+
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+using Backend =
+    encoder_kit::ModelBackend<internvl::Options, encoder_kit::CudaIfBuilt<internvl::CudaModel>>;
 
 class InternVL {
  public:
@@ -47,13 +56,13 @@ class InternVL {
       "internvl", "1.0.0",
       "InternVL image encoder (InternViT tiles, pixel shuffle, projector; the LLM's image "
       "tokens)",
-      EG_MODALITY_IMAGE, internvl::kDevices};
+      EG_MODALITY_IMAGE, Backend::kDevices};
   using Item = internvl::ItemData;
 
   explicit InternVL(sdk::CreateArgs& args)
       : opt_(internvl::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 internvl::capacity_for(opt_, budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), internvl::capacity_for(opt_, budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == internvl::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", "image tokens");
     info_.output("image_features", opt_.model.text_hidden_size, dtype, 0);
@@ -120,6 +129,13 @@ class InternVL {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the encoder.
+  static std::string load_note(const internvl::Options& o) {
+    const internvl::ModelConfig& c = o.model;
+    return encoder_kit::describe_vit(c.layers_to_run(), c.num_hidden_layers, c.hidden_size,
+                                     c.rows_per_tile(), "tile");
+  }
+
   // Work (data-parallel balancing) is the tile count's encoder rows.
   sdk::ItemSpec spec(int64_t tiles) const {
     const int64_t rows = tiles * opt_.model.rows_per_tile();
@@ -133,7 +149,7 @@ class InternVL {
   }
 
   internvl::Options opt_;
-  internvl::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 

@@ -31,13 +31,17 @@
 // max_budget_tiles (64), max_frames_per_video (32), seed, check_finite,
 // tune_gemm, tuning_cache. Weights: a .safetensors file, a checkpoint folder
 // or index json, or "random".
-#include "llava_backend.hpp"
 #include "llava_batch.hpp"
 #include "llava_config.hpp"
+#include "llava_cuda_model.hpp"
 #include "llava_tiling.hpp"
+#include "llava_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
+#include <string>
 #include <vector>
 
 namespace {
@@ -45,19 +49,23 @@ namespace {
 namespace sdk = encgraph::sdk;
 namespace lo = llava_onevision;
 
+// Where the encoder runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+using Backend = encoder_kit::ModelBackend<lo::Options, encoder_kit::CudaIfBuilt<lo::CudaModel>>;
+
 class LlavaOnevision {
  public:
   static constexpr sdk::Identity identity{
       "llava_onevision", "1.0.0",
       "LLaVA-OneVision image and video encoder (SigLIP tiles, projector, anyres packing; the "
       "LLM's image tokens)",
-      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, lo::kDevices};
+      EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, Backend::kDevices};
   using Item = lo::ItemData;
 
   explicit LlavaOnevision(sdk::CreateArgs& args)
       : opt_(lo::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 lo::capacity_for(opt_, budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), lo::capacity_for(opt_, budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == lo::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", "tiles");
     info_.output("image_features", opt_.model.text_hidden_size, dtype, 0);
@@ -137,6 +145,14 @@ class LlavaOnevision {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the encoder.
+  static std::string load_note(const lo::Options& o) {
+    const lo::ModelConfig& c = o.model;
+    return "SigLIP tower of " + std::to_string(c.vision.num_hidden_layers) + " layers, hidden " +
+           std::to_string(c.vision.hidden_size) + ", " + std::to_string(c.rows_per_tile()) +
+           " rows per tile; projector to " + std::to_string(c.text_hidden_size);
+  }
+
   // Work (data-parallel balancing) is the tower rows; budgets count tiles.
   sdk::ItemSpec spec(int64_t tiles, int64_t out_rows, int64_t frames) const {
     return {tiles * opt_.model.rows_per_tile(), out_rows, frames, {tiles}};
@@ -149,7 +165,7 @@ class LlavaOnevision {
   }
 
   lo::Options opt_;
-  lo::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 

@@ -36,9 +36,12 @@
 // choices persist: a folder, "off", or unset for the default). Size keys are bounded (see
 // VisionConfig::validate). Weights: a .safetensors file, a checkpoint
 // directory or index json (sharded), or "random".
-#include "siglip_backend.hpp"
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
+#include "siglip_cuda_model.hpp"
+#include "siglip_weights.hpp"
+
+#include <encoder_kit/model_backend.hpp>
 
 #include <encgraph/sdk/sdk.hpp>
 
@@ -49,19 +52,24 @@ namespace {
 
 namespace sdk = encgraph::sdk;
 
+// Where the tower runs: the CPU forward over f32 weights, or the CUDA model in
+// a build with the kernels (encoder_kit/model_backend.hpp).
+using Backend =
+    encoder_kit::ModelBackend<siglip::Options, encoder_kit::CudaIfBuilt<siglip::CudaModel>>;
+
 class Siglip {
  public:
   static constexpr sdk::Identity identity{
       "siglip", "1.1.0",
       "SigLIP vision tower (fixed resolution; last hidden state or a feature layer, and/or "
       "pooled)",
-      EG_MODALITY_IMAGE, siglip::kDevices};
+      EG_MODALITY_IMAGE, Backend::kDevices};
   using Item = siglip::ItemData;
 
   explicit Siglip(sdk::CreateArgs& args)
       : opt_(siglip::parse_options(args.config, args.raw)),
-        backend_(opt_, args.weights().value_or(""), args.device(), args.device_index(),
-                 capacity(budget_range().max_budget)) {
+        backend_(identity.name, opt_, load_note(opt_), args.weights().value_or(""), args.device(),
+                 args.device_index(), capacity(budget_range().max_budget)) {
     const eg_dtype dtype = opt_.dtype == siglip::Dtype::F32 ? EG_DTYPE_F32 : EG_DTYPE_BF16;
     info_.path("default", opt_.pooled() ? "images" : "patch tokens");
     // The primary output's rows are the item's output_tokens (rows_per_item
@@ -140,6 +148,12 @@ class Siglip {
   void forward_eager(const sdk::ForwardArgs& args) { run(args, false); }
 
  private:
+  // What the load log line says of the tower.
+  static std::string load_note(const siglip::Options& o) {
+    return encoder_kit::describe_vit(o.layers_to_run(), o.model.num_hidden_layers,
+                                     o.model.hidden_size, o.model.tokens_per_image(), "image");
+  }
+
   siglip::Capacity capacity(int64_t token_budget) const {
     eg_graph_shape shape{};
     shape.token_budget = token_budget;
@@ -165,7 +179,7 @@ class Siglip {
   }
 
   siglip::Options opt_;  // first: the backend and the description are made from it
-  siglip::Backend backend_;
+  Backend backend_;
   sdk::ModelInfo info_;
 };
 

@@ -2,13 +2,15 @@
 #     MODEL <sources...>              # the model library (CPU path, always built)
 #     CUDA <sources...>               # added when the kit's CUDA kernels are built
 #     [NO_CUDA <sources...>]          # added otherwise
-#     DEFINE <macro>                  # <macro>=1 for the model and its users with CUDA
+#     [DEFINE <macro>]                # <macro>=1 for the model and its users with CUDA
 #     PLUGINS <name> <source> [...])  # one plugin module per pair
 #
 # The model code of a plugin on the kit is a static library,
 # encgraph_<folder>_model, linked into its plugin modules and into the tests that
 # check its parts. CPU path always; CUDA path when the kit's CUDA kernels
-# (plugins/encoder_kit/cuda, target encgraph_encoder_kit_cuda) are built.
+# (plugins/encoder_kit/cuda, target encgraph_encoder_kit_cuda) are built, and
+# then ENCODER_KIT_HAVE_CUDA=1 for the model and its users (the kit's
+# CudaIfBuilt, encoder_kit/device_backend.hpp, reads it).
 function(encgraph_add_kit_plugin folder)
   cmake_parse_arguments(ARG "" "DEFINE" "MODEL;CUDA;NO_CUDA;PLUGINS" ${ARGN})
   set(model encgraph_${folder}_model)
@@ -27,7 +29,10 @@ function(encgraph_add_kit_plugin folder)
     set(cuda ON)
     target_sources(${model} PRIVATE ${ARG_CUDA})
     target_link_libraries(${model} PUBLIC encgraph_encoder_kit_cuda CUDA::cudart)
-    target_compile_definitions(${model} PUBLIC ${ARG_DEFINE}=1)
+    target_compile_definitions(${model} PUBLIC ENCODER_KIT_HAVE_CUDA=1)
+    if(ARG_DEFINE)
+      target_compile_definitions(${model} PUBLIC ${ARG_DEFINE}=1)
+    endif()
     target_compile_options(${model} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
   elseif(ARG_NO_CUDA)
     target_sources(${model} PRIVATE ${ARG_NO_CUDA})

@@ -1,8 +1,9 @@
 // Where a kit plugin's model runs: its CPU model, or its CUDA model when the
 // plugin is built with its kernels. A build without them names NoCuda as the
-// CUDA model (the plugin's one alias), so the plugin's backend compiles the
-// same code either way: the CUDA branch of run() is discarded at compile time
-// and a request for CUDA is refused before any weight is loaded.
+// CUDA model (CudaIfBuilt), so the plugin's backend compiles the same code
+// either way: the CUDA branch of run() is discarded at compile time and a
+// request for CUDA is refused before any weight is loaded. ModelBackend
+// (model_backend.hpp) is the whole backend of a plugin with one forward.
 #pragma once
 
 #include <encoder_kit/config_json.hpp>
@@ -22,6 +23,19 @@ namespace encoder_kit {
 
 // The CUDA model of a build without the kernels: never made.
 struct NoCuda {};
+
+// The plugin's CUDA model in a build with the kit's CUDA kernels, else NoCuda.
+// encgraph_add_kit_plugin defines ENCODER_KIT_HAVE_CUDA for the model library
+// and its users when it builds the CUDA sources; the CUDA model's header is
+// plain C++, so a plugin includes it in every build and names
+// CudaIfBuilt<CudaModel> without an #ifdef of its own.
+#ifdef ENCODER_KIT_HAVE_CUDA
+template <class CudaModel>
+using CudaIfBuilt = CudaModel;
+#else
+template <class CudaModel>
+using CudaIfBuilt = NoCuda;
+#endif
 
 template <class CudaModel>
 inline constexpr bool kHasCuda = !std::is_same_v<CudaModel, NoCuda>;
