@@ -242,25 +242,6 @@ E choice(sdk::Config& r, const char* key, const std::vector<std::string>& names)
   return static_cast<E>(std::find(names.begin(), names.end(), v) - names.begin());
 }
 
-// precision = "fp8_linear": CUDA only, with the forms that run its products
-// (the norm, then the FP8 product: no fused bf16 kernel).
-void check_precision(const Spec& s, const Options& o, int32_t device) {
-  if (o.precision != Precision::Fp8Linear) return;
-  const std::string who = std::string(s.name) + ": precision = \"fp8_linear\"";
-  if (device != EG_DEVICE_CUDA)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         who + " is a CUDA setting (FP8 products on Hopper); the CPU forward computes in " +
-             "f32 or bf16: drop the key or set it to \"bf16\"");
-  if (o.mlp_kernel != MlpKernel::Auto && o.mlp_kernel != MlpKernel::Cublaslt)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         who + " runs the MLP as the norm then FP8 products; mlp_kernel must be \"auto\" or " +
-             "\"cublaslt\" with it");
-  if (o.qkv_kernel != QkvKernel::Auto && o.qkv_kernel != QkvKernel::Cublaslt)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         who + " runs qkv as the norm then an FP8 product; qkv_kernel must be \"auto\" or " +
-             "\"cublaslt\" with it");
-}
-
 }  // namespace
 
 VisionConfig::VisionConfig(const Spec& s) : VisionConfig(s.tower) {
@@ -406,8 +387,6 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
   }
-  o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
-  check_precision(s, o, p.device);
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();
   return o;

@@ -98,15 +98,6 @@ enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // (read by these names, in this order)
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
-// The number format of the transformer blocks' linear layers on CUDA (the
-// precision key, every version). "bf16": bf16 operands. "fp8_linear": qkv,
-// proj and the MLP's products in e4m3 with fp32 accumulation (activations
-// quantised per row on the device, weights per output channel at load;
-// encoder_kit/cuda/fp8_gemm.hpp); the patch embedding, norms, attention and
-// the mergers stay bf16. A CUDA setting: the CPU forward refuses it.
-// (read by these names, in this order)
-enum class Precision { Bf16, Fp8Linear };
-
 struct Options : encoder_kit::RunOptions {
   explicit Options(const Spec& s);  // the version's defaults
   const Spec& spec() const { return *model.spec; }
@@ -129,8 +120,6 @@ struct Options : encoder_kit::RunOptions {
   // run (the mlp_kernel key), and norm1 with the qkv product (qkv_kernel).
   MlpKernel mlp_kernel = MlpKernel::Auto;
   QkvKernel qkv_kernel = QkvKernel::Auto;
-  // CUDA: the blocks' linear layers' number format (the precision key).
-  Precision precision = Precision::Bf16;
 };
 
 // Reads the plugin table's keys (the version's: see its plugin file) and

@@ -27,10 +27,6 @@ int64_t padded_intermediate(const VisionConfig& c) {
 struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  // precision = "fp8_linear": qkv, proj, fc1 and fc2 in e4m3 with one scale a
-  // row (their bf16 copies are not uploaded then).
-  const uint8_t *qkv_q, *proj_q, *fc1_q, *fc2_q;
-  const float *qkv_s, *proj_s, *fc1_s, *fc2_s;
 };
 
 struct DeviceMerger {
@@ -49,7 +45,6 @@ class DeepstackTower final : public CudaTower {
   DeviceMerger merger{};
   std::vector<DeviceMerger> deepstack;
   k::GemmPlan fc1, fc2;
-  k::Fp8GemmPlan qkv8, proj8, fc1_8, fc2_8;  // precision = "fp8_linear"
 
   void upload(const Weights& w) override {
     if (w.deepstack.size() != c.deepstack_visual_indexes.size())
@@ -65,14 +60,6 @@ class DeepstackTower final : public CudaTower {
       padded.emplace_back(static_cast<size_t>(ip * cols), 0.0f);
       std::copy(v.begin(), v.end(), padded.back().begin());
       return padded.back();
-    };
-    // A block's [rows, cols] linear weight: bf16, or e4m3 rows with scales.
-    auto linear = [&](const bf16** w16, const uint8_t** q, const float** scales,
-                      const std::vector<float>& v, int64_t cols) {
-      if (fp8)
-        fp8_weights.add(q, scales, v, static_cast<int64_t>(v.size()) / cols, cols);
-      else
-        add(w16, v);
     };
     auto add_merger = [&](DeviceMerger& d, const MergerWeights& m) {
       add(&d.norm_w, m.norm_w);
@@ -93,20 +80,19 @@ class DeepstackTower final : public CudaTower {
       add(&d.norm1_b, b.norm1_b);
       add(&d.norm2_w, b.norm2_w);
       add(&d.norm2_b, b.norm2_b);
-      linear(&d.qkv_w, &d.qkv_q, &d.qkv_s, b.qkv_w, dm);
+      add(&d.qkv_w, b.qkv_w);
       add(&d.qkv_b, b.qkv_b);
-      linear(&d.proj_w, &d.proj_q, &d.proj_s, b.proj_w, dm);
+      add(&d.proj_w, b.proj_w);
       add(&d.proj_b, b.proj_b);
-      linear(&d.fc1_w, &d.fc1_q, &d.fc1_s, pad_rows(b.fc1_w, dm), dm);
+      add(&d.fc1_w, pad_rows(b.fc1_w, dm));
       add(&d.fc1_b, pad_rows(b.fc1_b, 1));
-      linear(&d.fc2_w, &d.fc2_q, &d.fc2_s, pad_cols(b.fc2_w, dm, padded), ip);
+      add(&d.fc2_w, pad_cols(b.fc2_w, dm, padded));
       add(&d.fc2_b, b.fc2_b);
     }
     add_merger(merger, w.merger);
     deepstack.resize(w.deepstack.size());
     for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
     weights.upload(who);
-    if (fp8) fp8_weights.upload(who);
   }
 
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
@@ -114,36 +100,20 @@ class DeepstackTower final : public CudaTower {
     check(fc1.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
           "planning mlp.linear_fc1");
     check(fc2.initialize(patches, d, inter, Epilogue::Bias, true), "planning mlp.linear_fc2");
-    if (fp8) {  // the blocks' FP8 products, planned for the same rows
-      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning FP8 attn.qkv");
-      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning FP8 attn.proj");
-      check(fc1_8.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
-            "planning FP8 mlp.linear_fc1");
-      check(fc2_8.initialize(patches, d, inter, Epilogue::Bias, true),
-            "planning FP8 mlp.linear_fc2");
-    }
     return {&fc1, &fc2};
   }
 
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    if (fp8) {  // the FP8 products (not stored in the tuning cache)
-      const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-      tune_fp8(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, ws, s);
-      tune_fp8(proj8, a, a.attn, d, b.proj_q, b.proj_s, b.proj_b, a.normed, a.normed, p, ws, s);
-      tune_fp8(fc1_8, a, a.normed, d, b.fc1_q, b.fc1_s, b.fc1_b, nullptr, a.act, p, ws, s);
-      tune_fp8(fc2_8, a, a.act, inter, b.fc2_q, b.fc2_s, b.fc2_b, a.normed, a.normed, p, ws, s);
-    } else {
-      check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
-            "tune");
-      check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
-            "tune");
-      check(fc1.tune(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
-            "tune");
-      check(fc2.tune(handle, a.act, b.fc2_w, b.fc2_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
-            "tune");
-    }
+    check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+          "tune");
+    check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(fc1.tune(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
+          "tune");
+    check(fc2.tune(handle, a.act, b.fc2_w, b.fc2_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
     check(merge1.tune(handle, a.normed, merger.fc1_w, merger.fc1_b, nullptr, a.attn, tokens,
                       a.gemm_ws, ws, s),
           "tune");
@@ -177,7 +147,6 @@ class DeepstackTower final : public CudaTower {
 
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)) {
-  fp8 = o.precision == Precision::Fp8Linear;
   start(o, w, std::move(warn));
 }
 
@@ -198,34 +167,20 @@ void DeepstackTower::run(const Pass& f, void* const* outputs) {
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = blocks[static_cast<size_t>(i)];
     check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s), "norm1");
-    if (fp8)
-      fp8_linear(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, s, "attn.qkv");
-    else
-      check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
-            "attn.qkv");
+    check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
+          "attn.qkv");
     check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
     for (const SeqBucket& bk : buckets)
       check(k::varlen_attention_bf16(a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
                                      static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
             "attention");
-    if (fp8)
-      fp8_linear(proj8, a, a.attn, d, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, s, "attn.proj");
-    else
-      check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-            "attn.proj");
+    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "attn.proj");
     check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s), "norm2");
-    if (fp8) {
-      const int64_t inter = padded_intermediate(c);
-      fp8_linear(fc1_8, a, a.normed, d, b.fc1_q, b.fc1_s, b.fc1_b, nullptr, a.act, p, s,
-                 "mlp.linear_fc1");
-      fp8_linear(fc2_8, a, a.act, inter, b.fc2_q, b.fc2_s, b.fc2_b, a.x, a.x, p, s,
-                 "mlp.linear_fc2");
-    } else {
-      check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
-            "mlp.linear_fc1");
-      check(fc2.run(handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-            "mlp.linear_fc2");
-    }
+    check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
+          "mlp.linear_fc1");
+    check(fc2.run(handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "mlp.linear_fc2");
     // Deepstack outputs come in layer order, each from its own merger.
     const int64_t slot = c.deepstack_slot(i);
     if (slot >= 0)

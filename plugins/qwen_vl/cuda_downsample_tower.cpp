@@ -21,10 +21,6 @@ constexpr float kMergerLayerNormEps = 1e-5f;  // nn.LayerNorm's default
 
 struct DeviceBlock {
   const bf16 *norm1_w, *norm2_w, *qkv_w, *qkv_b, *proj_w, *gate_up_w, *down_w;
-  // precision = "fp8_linear": qkv, proj, [gate; up] and down in e4m3 with one
-  // scale a row (their bf16 copies are not uploaded then).
-  const uint8_t *qkv_q, *proj_q, *gate_up_q, *down_q;
-  const float *qkv_s, *proj_s, *gate_up_s, *down_s;
 };
 
 // [gate; up] stacked as rows: one product gives [gate | up] per row.
@@ -39,7 +35,6 @@ class DownsampleTower final : public CudaTower {
   DownsampleTower(const Options& o, const Weights& w, int device_index, Warn warn)
       : CudaTower(o.model, device_index, o.model.mlp_width()) {
     gate_up_room = true;
-    fp8 = o.precision == Precision::Fp8Linear;
     // The merger's activations reuse the blocks' buffers: [tokens, out] in
     // `attn` / `normed` ([patches, d] = [tokens, 4d]) and [tokens, 2 inter] /
     // [tokens, inter] in `gate_up` / `act` ([patches, 2 out] / [patches, out]).
@@ -60,25 +55,12 @@ class DownsampleTower final : public CudaTower {
   const bf16 *merger_gate_up_w = nullptr, *merger_down_w = nullptr;
   std::vector<DeviceBlock> blocks;
   k::GemmPlan gate_up, down, merger_gate_up, merger_down;
-  k::Fp8GemmPlan qkv8, proj8, gate_up8, down8;  // precision = "fp8_linear"
 
   void upload(const Weights& w) override {
+    // Checkpoint arrays outlive upload(); the stacked [gate; up] copies are
+    // temporaries, which weights.add() must keep (its rvalue overload), so they
+    // are passed to it directly, never through `add`'s const reference.
     auto add = [&](const bf16** dst, const std::vector<float>& v) { weights.add(dst, v); };
-    // DeviceWeights reads what add() names at upload(): the stacked [gate; up]
-    // copies live here until then.
-    std::deque<std::vector<float>> stacked;
-    auto stack = [&](const std::vector<float>& gate,
-                     const std::vector<float>& up) -> const std::vector<float>& {
-      return stacked.emplace_back(stack_rows(gate, up));
-    };
-    // A block's [rows, cols] linear weight: bf16, or e4m3 rows with scales.
-    auto linear = [&](const bf16** w16, const uint8_t** q, const float** scales,
-                      const std::vector<float>& v, int64_t cols) {
-      if (fp8)
-        fp8_weights.add(q, scales, v, static_cast<int64_t>(v.size()) / cols, cols);
-      else
-        add(w16, v);
-    };
     add(&patch_w, w.patch_embed_w);
     add(&patch_b, w.patch_embed_b);
     add(&post_conv_w, w.post_conv_norm_w);
@@ -89,12 +71,11 @@ class DownsampleTower final : public CudaTower {
       DeviceBlock& d = blocks[i];
       add(&d.norm1_w, b.norm1_w);
       add(&d.norm2_w, b.norm2_w);
-      const int64_t dm = c.hidden_size;
-      linear(&d.qkv_w, &d.qkv_q, &d.qkv_s, b.qkv_w, dm);
+      add(&d.qkv_w, b.qkv_w);
       if (c.attention_bias) add(&d.qkv_b, b.qkv_b);
-      linear(&d.proj_w, &d.proj_q, &d.proj_s, b.proj_w, dm);
-      linear(&d.gate_up_w, &d.gate_up_q, &d.gate_up_s, stack(b.fc1_w, b.up_w), dm);
-      linear(&d.down_w, &d.down_q, &d.down_s, b.fc2_w, mlp_width);
+      add(&d.proj_w, b.proj_w);
+      weights.add(&d.gate_up_w, stack_rows(b.fc1_w, b.up_w));
+      add(&d.down_w, b.fc2_w);
     }
     const DownsampleWeights& g = w.downsample;
     add(&post_norm_w, g.post_norm_w);
@@ -103,10 +84,9 @@ class DownsampleTower final : public CudaTower {
     add(&merger_proj_w, g.proj_w);
     add(&merger_norm_w, g.norm_w);
     add(&merger_norm_b, g.norm_b);
-    add(&merger_gate_up_w, stack(g.gate_w, g.up_w));
+    weights.add(&merger_gate_up_w, stack_rows(g.gate_w, g.up_w));
     add(&merger_down_w, g.down_w);
     weights.upload(who);
-    if (fp8) fp8_weights.upload(who);
   }
 
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
@@ -121,41 +101,21 @@ class DownsampleTower final : public CudaTower {
           "planning merger down_proj");
     merger_gate_up.set_tuning_cache(gemm_cache);
     merger_down.set_tuning_cache(gemm_cache);
-    if (fp8) {  // the blocks' FP8 products, planned for the same rows
-      check(qkv8.initialize(patches, 3 * d, d, c.attention_bias ? Epilogue::Bias : Epilogue::None,
-                            false),
-            "planning FP8 attn.qkv");
-      check(proj8.initialize(patches, d, d, Epilogue::None, true), "planning FP8 attn.proj");
-      check(gate_up8.initialize(patches, 2 * width, d, Epilogue::None, false),
-            "planning FP8 mlp gate/up");
-      check(down8.initialize(patches, d, width, Epilogue::None, true),
-            "planning FP8 mlp.down_proj");
-    }
     return {&gate_up, &down};
   }
 
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    if (fp8) {  // the FP8 products (not stored in the tuning cache)
-      const int64_t d = c.hidden_size;
-      tune_fp8(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, ws, s);
-      tune_fp8(proj8, a, a.attn, d, b.proj_q, b.proj_s, nullptr, a.normed, a.normed, p, ws, s);
-      tune_fp8(gate_up8, a, a.normed, d, b.gate_up_q, b.gate_up_s, nullptr, nullptr, a.gate_up, p,
-               ws, s);
-      tune_fp8(down8, a, a.act, mlp_width, b.down_q, b.down_s, nullptr, a.normed, a.normed, p, ws,
-               s);
-    } else {
-      check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
-            "tune");
-      check(proj.tune(handle, a.attn, b.proj_w, nullptr, a.normed, a.normed, p, a.gemm_ws, ws, s),
-            "tune");
-      check(gate_up.tune(handle, a.normed, b.gate_up_w, nullptr, nullptr, a.gate_up, p, a.gemm_ws,
-                         ws, s),
-            "tune");
-      check(down.tune(handle, a.act, b.down_w, nullptr, a.normed, a.normed, p, a.gemm_ws, ws, s),
-            "tune");
-    }
+    check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+          "tune");
+    check(proj.tune(handle, a.attn, b.proj_w, nullptr, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
+    check(gate_up.tune(handle, a.normed, b.gate_up_w, nullptr, nullptr, a.gate_up, p, a.gemm_ws, ws,
+                       s),
+          "tune");
+    check(down.tune(handle, a.act, b.down_w, nullptr, a.normed, a.normed, p, a.gemm_ws, ws, s),
+          "tune");
     check(
         merge1.tune(handle, a.normed, conv_w, conv_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
         "tune");
@@ -199,37 +159,18 @@ class DownsampleTower final : public CudaTower {
     for (int64_t i = 0; i < c.depth; ++i) {
       const DeviceBlock& b = blocks[static_cast<size_t>(i)];
       check(k::rms_norm_bf16(a.x, b.norm1_w, a.normed, p, d, c.norm_eps, s), "norm1");
-      if (fp8)
-        fp8_linear(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, s,
-                   "attn.qkv");
-      else
-        check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
-              "attn.qkv");
+      check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
+            "attn.qkv");
       check(k::rotary_bf16(a.qkv, p, heads, hd, in.cos, in.sin, hd / 2, s), "rotary");
       for (const SeqBucket& bk : buckets)
         check(
             k::varlen_attention_bf16(a.qkv, in.cu_seqlens + bk.first, static_cast<int>(bk.count),
                                      static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
             "attention");
-      if (fp8)
-        fp8_linear(proj8, a, a.attn, d, b.proj_q, b.proj_s, nullptr, a.x, a.x, p, s, "attn.proj");
-      else
-        check(proj.run(handle, a.attn, b.proj_w, nullptr, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-              "attn.proj");
+      check(proj.run(handle, a.attn, b.proj_w, nullptr, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+            "attn.proj");
       check(k::rms_norm_bf16(a.x, b.norm2_w, a.normed, p, d, c.norm_eps, s), "norm2");
-      if (fp8) {
-        const int64_t width = mlp_width;
-        fp8_linear(gate_up8, a, a.normed, d, b.gate_up_q, b.gate_up_s, nullptr, nullptr, a.gate_up,
-                   p, s, "gate/up");
-        check(k::silu_mul_bf16(a.gate_up, 2 * width, a.gate_up + width, 2 * width, a.act, width, p,
-                               width, s),
-              "silu mul");
-        fp8_linear(down8, a, a.act, width, b.down_q, b.down_s, nullptr, a.x, a.x, p, s,
-                   "down_proj");
-      } else {
-        gated(gate_up, down, a.normed, b.gate_up_w, b.down_w, p, mlp_width, a, a.x, a.x, gemm_ws,
-              s);
-      }
+      gated(gate_up, down, a.normed, b.gate_up_w, b.down_w, p, mlp_width, a, a.x, a.x, gemm_ws, s);
     }
     // post_layernorm; the unit's 4 rows side by side are the Conv2d's input.
     check(k::rms_norm_bf16(a.x, post_norm_w, a.normed, p, d, c.norm_eps, s), "post_layernorm");

@@ -87,12 +87,11 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   const size_t mlp = static_cast<size_t>(mlp_width);
   Activations a{};
   size_t off = 0;
-  auto take_bytes = [&](size_t bytes) {
+  auto take = [&](size_t bytes) {
     char* ptr = base ? base + off : nullptr;
     off += k::align_up(bytes);
-    return ptr;
+    return reinterpret_cast<bf16*>(ptr);
   };
-  auto take = [&](size_t bytes) { return reinterpret_cast<bf16*>(take_bytes(bytes)); };
   a.x = take(p * d * 2);
   a.normed = take(p * d * 2);  // also a merger's [tokens, 4d] input
   a.qkv = take(3 * p * d * 2);
@@ -102,10 +101,6 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   a.gate_up = gate_up_room ? take(2 * p * mlp * 2) : nullptr;
   a.act = take(p * mlp * 2);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2);
-  if (fp8) {
-    a.xq = reinterpret_cast<uint8_t*>(take_bytes(p * std::max(d, mlp)));
-    a.xscale = reinterpret_cast<float*>(take_bytes(p * 4));
-  }
   a.gemm_ws = take(k::GemmPlan::workspace_bytes());
   a.total = off;
   return a;
@@ -151,24 +146,6 @@ void CudaTower::forward(const Capacity& cap, const eg_tensor* buffers, void* con
     if (gemm_cache) gemm_cache->save();  // never fatal: warns once
   }
   run(f, outputs);
-}
-
-void CudaTower::fp8_linear(const k::Fp8GemmPlan& plan, const Activations& a, const bf16* x,
-                           int64_t cols, const uint8_t* wq, const float* ws, const bf16* bias,
-                           const bf16* residual, bf16* y, int64_t p, cudaStream_t s,
-                           const char* what) const {
-  check(k::quantize_rows_e4m3(x, a.xq, a.xscale, p, cols, s), "quantising a product's input");
-  check(plan.run(handle, a.xq, a.xscale, wq, ws, bias, residual, y, p, a.gemm_ws,
-                 k::Fp8GemmPlan::workspace_bytes(), s),
-        what);
-}
-
-void CudaTower::tune_fp8(k::Fp8GemmPlan& plan, const Activations& a, const bf16* x, int64_t cols,
-                         const uint8_t* wq, const float* ws, const bf16* bias, bf16* residual,
-                         bf16* y, int64_t p, size_t gemm_ws, cudaStream_t s) {
-  check(k::quantize_rows_e4m3(x, a.xq, a.xscale, p, cols, s), "tune");
-  check(plan.tune(handle, a.xq, a.xscale, wq, ws, bias, residual, y, p, a.gemm_ws, gemm_ws, s),
-        "tune");
 }
 
 Inputs CudaTower::inputs(const eg_tensor* t) const {

@@ -8,7 +8,6 @@
 #include "layout.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/fp8_gemm.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
@@ -32,10 +31,6 @@ struct Activations {
   bf16* gate_up;                  // cuBLASLt's [gate | up] product (Mlp::GatedSilu)
   bf16* act;                      // [patches, inter]
   bf16* merged;                   // a merger's output in unit order, before the gather
-  // precision = "fp8_linear": a product's input rows in e4m3 [patches, max(d,
-  // mlp)] and their scales [patches] (null otherwise).
-  uint8_t* xq;
-  float* xscale;
   void* gemm_ws;
   size_t total;
 };
@@ -98,17 +93,6 @@ class CudaTower : public CudaModel {
   // The version's launches.
   virtual void run(const Pass& f, void* const* outputs) = 0;
 
-  // y = x W^T (+ bias) (+ residual) in FP8: x's [p, cols] rows quantised into
-  // a.xq / a.xscale, then `plan`'s product with e4m3 weights `wq` (row scales `ws`).
-  void fp8_linear(const k::Fp8GemmPlan& plan, const Activations& a, const bf16* x, int64_t cols,
-                  const uint8_t* wq, const float* ws, const bf16* bias, const bf16* residual,
-                  bf16* y, int64_t p, cudaStream_t s, const char* what) const;
-  // Times `plan` on scratch rows quantised from x (values do not matter to
-  // the timing; the forward that follows recomputes everything).
-  void tune_fp8(k::Fp8GemmPlan& plan, const Activations& a, const bf16* x, int64_t cols,
-                const uint8_t* wq, const float* ws, const bf16* bias, bf16* residual, bf16* y,
-                int64_t p, size_t gemm_ws, cudaStream_t s);
-
   // The activations in `workspace` (null: only their size), the gate/up
   // product's room only with gate_up_room.
   Activations carve(const Capacity& cap, char* workspace) const;
@@ -126,12 +110,7 @@ class CudaTower : public CudaModel {
   const Buffers buffers{*c.spec};
   int64_t mlp_width = 0;      // the MLP width on the device
   bool gate_up_room = false;  // carve room for cuBLASLt's [gate | up] product
-  // precision = "fp8_linear": the blocks' products in e4m3 (the version's
-  // Fp8GemmPlans, its weights in fp8_weights), with room for e4m3 rows
-  // (Activations::xq, xscale). Set by the version before start().
-  bool fp8 = false;
-  k::Fp8DeviceWeights fp8_weights;
-  k::DeviceWeights weights;  // one allocation for every parameter
+  k::DeviceWeights weights;   // one allocation for every parameter
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;
   std::set<int64_t> tuned;  // patch counts whose algorithms were timed

@@ -58,11 +58,6 @@ struct DeviceBlock {
   // weight before the product (the other forms).
   const bf16 *gate_up_w, *gate_up_b;
   const bf16 *down_w, *down_b;
-  // precision = "fp8_linear": the same four weights (norms folded, blocked,
-  // padded alike) in e4m3 with one scale a row; their bf16 copies are not
-  // uploaded then.
-  const uint8_t *qkv_q, *proj_q, *gate_up_q, *down_q;
-  const float *qkv_s, *proj_s, *gate_up_s, *down_s;
 };
 
 class WindowTower final : public CudaTower {
@@ -76,9 +71,6 @@ class WindowTower final : public CudaTower {
   const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
   k::GemmPlan gate_up, down;
-  // precision = "fp8_linear": the blocks' products (norm1 and norm2 run as
-  // norms of unit weight before them, as in the cuBLASLt forms).
-  k::Fp8GemmPlan qkv8, proj8, gate_up8, down8;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
@@ -89,7 +81,6 @@ class WindowTower final : public CudaTower {
     auto add = [&](const bf16** dst, const std::vector<float>* v) { weights.add(dst, *v); };
     // Zero-padded copies for the MLP width (see padded_intermediate).
     const int64_t inter = c.intermediate_size, dm = c.hidden_size;
-    const int64_t inter_padded = padded_intermediate(c);
     std::deque<std::vector<float>> padded;
     // A copy of a [rows, dm] weight with an RMSNorm's weight folded into its columns.
     auto folded = [&](const std::vector<float>& w, const std::vector<float>& norm) {
@@ -107,36 +98,20 @@ class WindowTower final : public CudaTower {
       if (norm) k::fold_norm_weight(padded.back().data(), rows, cols, norm->data());
       return &padded.back();
     };
-    // A block's [rows, cols] linear weight: bf16, or e4m3 rows with scales.
-    auto linear = [&](const bf16** w16, const uint8_t** q, const float** scales,
-                      const std::vector<float>* v, int64_t cols) {
-      *w16 = nullptr;
-      *q = nullptr;
-      *scales = nullptr;
-      if (!fp8) {
-        add(w16, v);
-        return;
-      }
-      fp8_weights.add(q, scales, *v, static_cast<int64_t>(v->size()) / cols, cols);
-      // Quantised now: drop a temporary copy (folded, blocked or padded) early.
-      if (!padded.empty() && &padded.back() == v) padded.pop_back();
-    };
     add(&patch_w, &w.patch_embed_w);
     blocks.resize(w.blocks.size());
     for (size_t i = 0; i < w.blocks.size(); ++i) {
       const BlockWeights& b = w.blocks[i];
       DeviceBlock& d = blocks[i];
-      linear(&d.qkv_w, &d.qkv_q, &d.qkv_s, folded(b.qkv_w, b.norm1_w), dm);
+      add(&d.qkv_w, folded(b.qkv_w, b.norm1_w));
       add(&d.qkv_b, &b.qkv_b);
-      linear(&d.proj_w, &d.proj_q, &d.proj_s, &b.proj_w, dm);
+      add(&d.proj_w, &b.proj_w);
       add(&d.proj_b, &b.proj_b);
-      linear(&d.gate_up_w, &d.gate_up_q, &d.gate_up_s, blocked(b.fc1_w, b.up_w, dm, &b.norm2_w),
-             dm);
+      add(&d.gate_up_w, blocked(b.fc1_w, b.up_w, dm, &b.norm2_w));
       add(&d.gate_up_b, blocked(b.fc1_b, b.up_b, 1, nullptr));
-      linear(&d.down_w, &d.down_q, &d.down_s, &pad_cols(b.fc2_w, dm, padded), inter_padded);
+      add(&d.down_w, &pad_cols(b.fc2_w, dm, padded));
       add(&d.down_b, &b.fc2_b);
     }
-    if (fp8) fp8_weights.upload(who);
     padded.emplace_back(static_cast<size_t>(dm), 1.0f);
     add(&unit_norm, &padded.back());
     add(&ln_q, &w.merger.norm_w);  // merger.ln_q, mlp.0, mlp.2
@@ -150,13 +125,6 @@ class WindowTower final : public CudaTower {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
     check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
-    if (fp8) {  // the blocks' FP8 products, planned for the same rows
-      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning FP8 attn.qkv");
-      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning FP8 attn.proj");
-      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias, false),
-            "planning FP8 gate/up");
-      check(down8.initialize(patches, d, inter, Epilogue::Bias, true), "planning FP8 down_proj");
-    }
     return {&gate_up, &down};
   }
 
@@ -195,11 +163,6 @@ class WindowTower final : public CudaTower {
   void norm_qkv(const Activations& a, const DeviceBlock& b, int64_t p, QkvForm form,
                 cudaStream_t s) {
     const int64_t d = c.hidden_size;
-    if (fp8) {
-      check(k::rms_norm_bf16(a.x, unit_norm, a.normed, p, d, c.norm_eps, s), "norm1");
-      fp8_linear(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, s, "qkv");
-      return;
-    }
     if (form == QkvForm::FusedNorm) {
       check(k::rms_linear_bf16(a.x, b.qkv_w, b.qkv_b, a.qkv, p, 3 * d, d, c.norm_eps, s),
             "norm1 and qkv");
@@ -216,15 +179,6 @@ class WindowTower final : public CudaTower {
   void norm_gate_up_silu(const Activations& a, const DeviceBlock& b, int64_t p, MlpForm form,
                          cudaStream_t s) {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c), blk = k::kGateUpBlock;
-    if (fp8) {
-      check(k::rms_norm_bf16(a.x, unit_norm, a.normed, p, d, c.norm_eps, s), "norm2");
-      fp8_linear(gate_up8, a, a.normed, d, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
-                 a.gate_up, p, s, "gate/up");
-      check(k::silu_mul_bf16(a.gate_up, 2 * blk, a.gate_up + blk, 2 * blk, a.act, blk,
-                             p * (inter / blk), blk, s),
-            "silu_mul");
-      return;
-    }
     if (form == MlpForm::FusedNorm) {
       check(k::rms_gate_up_silu_mul_bf16(a.x, b.gate_up_w, b.gate_up_b, a.act, p, d, inter, inter,
                                          c.norm_eps, s),
@@ -315,28 +269,9 @@ class WindowTower final : public CudaTower {
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
-  // The FP8 products timed on scratch rows (not stored in the tuning cache).
-  void tune_fp8_products(const Activations& a, int64_t p, size_t ws, cudaStream_t s) {
-    const DeviceBlock& b = blocks[0];
-    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    tune_fp8(qkv8, a, a.normed, d, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, ws, s);
-    tune_fp8(proj8, a, a.attn, d, b.proj_q, b.proj_s, b.proj_b, a.normed, a.normed, p, ws, s);
-    tune_fp8(gate_up8, a, a.normed, d, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p,
-             ws, s);
-    tune_fp8(down8, a, a.act, inter, b.down_q, b.down_s, b.down_b, a.normed, a.normed, p, ws, s);
-  }
-
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    if (fp8) {
-      tune_fp8_products(a, p, ws, s);
-      check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
-            "tune");
-      check(merge2.tune(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
-            "tune");
-      return;
-    }
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
           "tune");
     choose_qkv(a, p, s);
@@ -360,9 +295,7 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
       mlp_kernel(o.mlp_kernel),
       qkv_kernel(o.qkv_kernel) {
-  // FP8 runs the MLP as the norm, the [gate | up] product and the SiLU-mul pass.
-  fp8 = o.precision == Precision::Fp8Linear;
-  gate_up_room = needs_gate_up(mlp_kernel) || fp8;
+  gate_up_room = needs_gate_up(mlp_kernel);
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   sm90_kernels_run = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) && !sm90_kernels_run)
@@ -417,18 +350,11 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
                                      a.attn, s),
             "window attention");
     }
-    if (fp8)
-      fp8_linear(proj8, a, a.attn, d, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, s, "attn.proj");
-    else
-      check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-            "attn.proj");
+    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "attn.proj");
     norm_gate_up_silu(a, b, p, mlp_form, s);
-    if (fp8)
-      fp8_linear(down8, a, a.act, padded_intermediate(c), b.down_q, b.down_s, b.down_b, a.x, a.x, p,
-                 s, "down_proj");
-    else
-      check(down.run(handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-            "down_proj");
+    check(down.run(handle, a.act, b.down_w, b.down_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
+          "down_proj");
   }
   // Merger: RMSNorm per patch; [patches, d] read as [tokens, 4d]; Linear+GELU; Linear.
   check(k::rms_norm_bf16(a.x, ln_q, a.normed, p, d, c.norm_eps, s), "merger.ln_q");

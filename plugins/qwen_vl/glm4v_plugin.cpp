@@ -14,8 +14,7 @@
 // processor counts them),
 // video_min_pixels, video_max_pixels (all frames of a video together),
 // min_budget, max_budget, max_frames_per_video, seed, tune_gemm, tuning_cache,
-// precision (CUDA: "bf16", or "fp8_linear": the blocks' linear layers in e4m3;
-// config.hpp), check_finite.
+// check_finite.
 #include "spec.hpp"
 #include "tower.hpp"
 

@@ -426,23 +426,6 @@ TEST_CASE("mlp_kernel and qkv_kernel take their values; anything else names the 
   }
 }
 
-// precision is a CUDA setting: "bf16" is accepted everywhere (it names the
-// CUDA default), "fp8_linear" on the CPU is refused naming the key and the fix,
-// and a misspelt value names the key.
-TEST_CASE("precision = fp8_linear is refused on the CPU, naming the key") {
-  auto& f = fixture();
-  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
-  rc.plugin_config.emplace_back("precision", "bf16");
-  CHECK_NOTHROW(encgraph::Runtime{rc});
-  rc.plugin_config.back().second = "fp8_linear";
-  std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
-  CHECK(msg.find("precision = \"fp8_linear\" is a CUDA setting") != std::string::npos);
-  CHECK(msg.find("set it to \"bf16\"") != std::string::npos);
-  rc.plugin_config.back().second = "fp8";
-  msg = message_of([&] { encgraph::Runtime rt(rc); });
-  CHECK(msg.find("[plugin.config] precision = 'fp8' is not one of") != std::string::npos);
-}
-
 TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
   AbiInstance a;
   CHECK(a.api->abi_minor == EG_ABI_VERSION_MINOR);
