@@ -271,3 +271,20 @@ TEST_CASE("sharded checkpoints: the index is checked, shards stay beside it") {
   CHECK(contains(failure_of([&] { encoder_kit::TensorStore::open(index); }).message,
                  "over the limit"));
 }
+
+TEST_CASE("a missing tensor's message names the file's tensors that end like it") {
+  const std::vector<std::string> names = {"model.vision_tower.embeddings.patch_embedding.weight",
+                                          "model.vision_tower.embeddings.patch_embedding.bias",
+                                          "model.multi_modal_projector.linear_1.weight",
+                                          "model.image_newline"};
+  const std::string hint = encoder_kit::similar_tensor_names(
+      "model.vision_tower.vision_model.embeddings.patch_embedding.weight", names);
+  CHECK(hint.find("'model.vision_tower.embeddings.patch_embedding.weight'") != std::string::npos);
+  CHECK(hint.find("patch_embedding.bias") == std::string::npos);  // shares only one component
+  CHECK(hint.find("weight_prefix") != std::string::npos);
+  // Two components in common is enough; a shared last name alone is not.
+  CHECK(encoder_kit::similar_tensor_names("a.linear_1.weight", names).find("linear_1.weight") !=
+        std::string::npos);
+  CHECK(encoder_kit::similar_tensor_names("x.y.weight", names).empty());
+  CHECK(encoder_kit::similar_tensor_names("image_newline", names).empty());
+}

@@ -276,27 +276,6 @@ Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
 }
 
 void ModelService::run_worker() {
-  // One batch in flight on the device while the host works around it: with
-  // batch N enqueued, the next due batch's items are made (the plugin's
-  // preprocessing), then N's rows are collected (waiting for the device);
-  // batch N+1 is enqueued before N's rows are handed to their requests, so
-  // answering them (the cache, the responses) overlaps N+1's device time.
-  struct Done {
-    std::vector<QueuedItem> batch;
-    Collected items;
-  };
-  std::optional<Done> unanswered;
-  auto answer = [&] {
-    if (!unanswered) return;
-    const TimePoint t0 = clock_.now();
-    try {
-      fulfil(unanswered->batch, unanswered->items);
-    } catch (...) {
-      batch_failed(unanswered->batch, std::current_exception());
-    }
-    metrics_.count_worker(WorkerPhase::Answer, seconds_since(t0));
-    unanswered.reset();
-  };
   std::vector<QueuedItem> batch = scheduler_.wait_batch();
   if (!batch.empty()) count_taken(batch);
   std::optional<Request> ready;  // the next batch's items, made while this batch ran
@@ -320,8 +299,11 @@ void ModelService::run_worker() {
     } catch (...) {
       failure = std::current_exception();
     }
-    answer();  // the previous batch's, while the device runs this one
-    // A failure making the next batch is met again, and handled, when it runs.
+    // Pipelining: execute only enqueues the batch on a device, so the next
+    // due batch's items are made (the plugin's preprocessing, on the host)
+    // while the device runs this one; the device then waits only for the
+    // copy back and the delivery. A failure here is met again, and handled,
+    // when that batch runs.
     std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
     if (!next.empty()) {
       count_taken(next);
@@ -335,25 +317,26 @@ void ModelService::run_worker() {
       }
     }
     if (result) {
-      const TimePoint t0 = clock_.now();
       try {
-        unanswered = Done{batch, collect(batch, *result)};
+        TimePoint t0 = clock_.now();
+        const Collected items = collect(batch, *result);
+        metrics_.count_worker(WorkerPhase::Collect, seconds_since(t0));
+        t0 = clock_.now();
+        fulfil(batch, items);
+        metrics_.count_worker(WorkerPhase::Answer, seconds_since(t0));
       } catch (...) {
         failure = std::current_exception();
       }
-      metrics_.count_worker(WorkerPhase::Collect, seconds_since(t0));
     }
     result.reset();
     request.reset();
     if (failure) batch_failed(batch, failure);
     if (next.empty()) {
-      answer();  // nothing to overlap with
       next = scheduler_.wait_batch();
       if (!next.empty()) count_taken(next);
     }
     batch = std::move(next);
   }
-  answer();
 }
 
 void ModelService::run_batch(std::vector<QueuedItem>& batch) {

@@ -330,6 +330,46 @@ const SafetensorsFile& TensorStore::shard(const std::string& file) const {
   return *it->second;
 }
 
+namespace {
+
+// Trailing dotted components `a` and `b` share ("x.norm.weight" and
+// "y.norm.weight": 2).
+int shared_suffix(const std::string& a, const std::string& b) {
+  int parts = 0;
+  size_t i = a.size(), j = b.size();
+  while (i > 0 && j > 0) {
+    const size_t ia = a.rfind('.', i - 1), jb = b.rfind('.', j - 1);
+    const size_t sa = ia == std::string::npos ? 0 : ia + 1,
+                 sb = jb == std::string::npos ? 0 : jb + 1;
+    if (a.compare(sa, i - sa, b, sb, j - sb) != 0) break;
+    ++parts;
+    if (sa == 0 || sb == 0) break;
+    i = sa - 1;
+    j = sb - 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::string similar_tensor_names(const std::string& wanted, const std::vector<std::string>& names) {
+  int best = 2;  // at least two components: a shared "weight" alone says nothing
+  std::vector<std::string> found;
+  for (const std::string& n : names) {
+    const int s = shared_suffix(wanted, n);
+    if (s < best) continue;
+    if (s > best) {
+      best = s;
+      found.clear();
+    }
+    if (found.size() < 3) found.push_back(n);
+  }
+  if (found.empty()) return {};
+  std::string text = " (it holds";
+  for (size_t k = 0; k < found.size(); ++k) text += (k ? ", '" : " '") + found[k] + "'";
+  return text + ": another name prefix? Check the plugin's weight_prefix key)";
+}
+
 bool TensorStore::contains(const std::string& name) const {
   if (single_) return single_->find(name) != nullptr;
   return weight_map_.count(name) != 0;
@@ -339,12 +379,17 @@ const TensorRef& TensorStore::get(const std::string& name) const {
   if (single_) {
     if (const TensorRef* t = single_->find(name)) return *t;
     bad("tensor '" + name + "' is missing from " + description_ +
+        similar_tensor_names(name, single_->names()) +
         ": is it a checkpoint of this model, with this configuration?");
   }
   auto it = weight_map_.find(name);
-  if (it == weight_map_.end())
+  if (it == weight_map_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, file] : weight_map_) names.push_back(n);
     bad("tensor '" + name + "' is not in the weight_map of " + description_ +
+        similar_tensor_names(name, names) +
         ": is it a checkpoint of this model, with this configuration?");
+  }
   const SafetensorsFile& f = shard(it->second);
   if (const TensorRef* t = f.find(name)) return *t;
   bad("tensor '" + name + "' is missing from shard '" + f.path() + "' although " + description_ +

@@ -92,6 +92,11 @@ class TensorStore {
   std::unique_ptr<SafetensorsFile> single_;
 };
 
+// For a missing tensor's message: up to 3 of `names` that end like `wanted`
+// (the most trailing dotted components in common, at least 2), as
+// " (it holds 'a', 'b': ...)", or "" when none does.
+std::string similar_tensor_names(const std::string& wanted, const std::vector<std::string>& names);
+
 // The tensor converted to f32 (from F32, BF16 or F16), after checking its shape
 // equals `expected`; errors name the tensor, the file and both shapes. With
 // `check_finite`, a NaN or infinity is an error naming the tensor, the element
