@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace qwen_vl {
@@ -67,15 +68,26 @@ void rotary_tables(const VisionConfig& c, const Grid& g, const std::vector<int32
             ? static_cast<float>(
                   1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(half)))
             : 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / static_cast<float>(half));
+  // The angles of every position a row or column index takes, computed once:
+  // a patch's entries are copies (the same floats as computing them per patch).
+  const int64_t positions = std::max(g.h, g.w);
+  std::vector<float> cos_of(static_cast<size_t>(positions * quarter));
+  std::vector<float> sin_of(cos_of.size());
+  for (int64_t pos = 0; pos < positions; ++pos)
+    for (int64_t i = 0; i < quarter; ++i) {
+      const float angle = static_cast<float>(pos) * inv_freq[static_cast<size_t>(i)];
+      cos_of[static_cast<size_t>(pos * quarter + i)] = std::cos(angle);
+      sin_of[static_cast<size_t>(pos * quarter + i)] = std::sin(angle);
+    }
+  const size_t part_bytes = static_cast<size_t>(quarter) * sizeof(float);
   int64_t row = 0;
   for_each_patch(c, g, unit_order, [&](int64_t y, int64_t x) {
-    const float pos[2] = {static_cast<float>(y), static_cast<float>(x)};
-    for (int64_t part = 0; part < 2; ++part)
-      for (int64_t i = 0; i < quarter; ++i) {
-        const float angle = pos[part] * inv_freq[static_cast<size_t>(i)];
-        cos[row * half + part * quarter + i] = std::cos(angle);
-        sin[row * half + part * quarter + i] = std::sin(angle);
-      }
+    const int64_t pos[2] = {y, x};
+    for (int64_t part = 0; part < 2; ++part) {
+      const size_t from = static_cast<size_t>(pos[part] * quarter);
+      std::memcpy(cos + row * half + part * quarter, cos_of.data() + from, part_bytes);
+      std::memcpy(sin + row * half + part * quarter, sin_of.data() + from, part_bytes);
+    }
     ++row;
   });
 }

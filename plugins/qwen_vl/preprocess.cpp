@@ -8,6 +8,7 @@
 #include <encoder_kit/random.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace qwen_vl {
@@ -120,21 +121,34 @@ std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const ui
                                       std::to_string(channels));
   const Grid g = grid_for(o, video, height, width, frames);
   const int64_t rh = g.h * c.patch_size, rw = g.w * c.patch_size;
-  std::vector<std::vector<uint8_t>> rgb(static_cast<size_t>(frames));
+  // Each frame as RGB at the grid's size: the caller's pixels themselves when
+  // they already are, else a resized or channel-expanded copy.
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<const uint8_t*> rgb(static_cast<size_t>(frames));
   const int64_t frame_bytes = height * width * channels;
   for (int64_t f = 0; f < frames; ++f) {
     const uint8_t* src = pixels + f * frame_bytes;
+    const bool same_size = rh == height && rw == width;
+    if (same_size && channels == 3) {
+      rgb[static_cast<size_t>(f)] = src;
+      continue;
+    }
     std::vector<uint8_t> resized =
-        (rh == height && rw == width)
-            ? std::vector<uint8_t>(src, src + frame_bytes)
-            : encoder_kit::image::resize(src, height, width, channels, rh, rw,
-                                         encoder_kit::image::Filter::Bicubic);
-    std::vector<uint8_t>& out = rgb[static_cast<size_t>(f)];
-    out.resize(static_cast<size_t>(rh * rw * 3));
+        same_size ? std::vector<uint8_t>(src, src + frame_bytes)
+                  : encoder_kit::image::resize(src, height, width, channels, rh, rw,
+                                               encoder_kit::image::Filter::Bicubic);
+    std::vector<uint8_t>& out = copies.emplace_back(static_cast<size_t>(rh * rw * 3));
     for (int64_t i = 0; i < rh * rw; ++i)
       for (int64_t ch = 0; ch < 3; ++ch)
         out[i * 3 + ch] = resized[i * channels + (channels == 1 ? 0 : ch)];
+    rgb[static_cast<size_t>(f)] = out.data();
   }
+  // normalise() of every byte value per channel, computed once: a table
+  // lookup per value instead of two double divisions (the same floats).
+  std::array<float, 3 * 256> table{};
+  for (int64_t ch = 0; ch < 3; ++ch)
+    for (int v = 0; v < 256; ++v)
+      table[static_cast<size_t>(ch * 256 + v)] = normalise(s, ch, static_cast<uint8_t>(v));
   const int64_t p = c.patch_size, tp = c.temporal_patch_size, m = c.spatial_merge_size;
   const int64_t dim = c.patch_dim();
   std::vector<float> rows(static_cast<size_t>(g.patches() * dim));
@@ -146,15 +160,17 @@ std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const ui
           for (int64_t mw = 0; mw < m; ++mw, ++row) {
             const int64_t py = (bh * m + mh) * p, px = (bw * m + mw) * p;
             float* dst = rows.data() + row * dim;
-            for (int64_t ch = 0; ch < 3; ++ch)
+            for (int64_t ch = 0; ch < 3; ++ch) {
+              const float* lut = table.data() + ch * 256;
               for (int64_t tt = 0; tt < tp; ++tt) {
                 // Time padding repeats the last frame.
-                const std::vector<uint8_t>& frame =
-                    rgb[static_cast<size_t>(std::min(t * tp + tt, frames - 1))];
-                for (int64_t y = 0; y < p; ++y)
-                  for (int64_t x = 0; x < p; ++x)
-                    *dst++ = normalise(s, ch, frame[((py + y) * rw + px + x) * 3 + ch]);
+                const uint8_t* frame = rgb[static_cast<size_t>(std::min(t * tp + tt, frames - 1))];
+                for (int64_t y = 0; y < p; ++y) {
+                  const uint8_t* line = frame + ((py + y) * rw + px) * 3 + ch;
+                  for (int64_t x = 0; x < p; ++x) *dst++ = lut[line[x * 3]];
+                }
               }
+            }
           }
   return rows;
 }
