@@ -2,6 +2,7 @@
 
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/image_resize.hpp>
+#include <encoder_kit/pixel_rows.hpp>
 #include <encoder_kit/random.hpp>
 
 #include <algorithm>
@@ -16,22 +17,9 @@ using encoder_kit::fail;
 // One tile (side x side x 3 bytes) appended as patch rows.
 void patchify(const Options& o, const uint8_t* rgb, std::vector<float>& rows) {
   const ModelConfig& c = o.model;
-  const int64_t p = c.patch_size, g = c.grid(), side = c.image_size, cols = c.patch_cols();
-  const size_t first = rows.size();
-  rows.resize(first + static_cast<size_t>(c.patches_per_tile() * cols), 0.0f);
-  float lut[3]
-           [256];  // (v/255 - mean) / std per channel, in double as the processor's float64 rescale
-  for (int ch = 0; ch < 3; ++ch)
-    for (int v = 0; v < 256; ++v)
-      lut[ch][v] = static_cast<float>((v / 255.0 - o.processor.mean[ch]) / o.processor.std[ch]);
-  for (int64_t gy = 0; gy < g; ++gy)
-    for (int64_t gx = 0; gx < g; ++gx) {
-      float* dst = rows.data() + first + (gy * g + gx) * cols;
-      for (int64_t ch = 0; ch < 3; ++ch)
-        for (int64_t y = 0; y < p; ++y)
-          for (int64_t x = 0; x < p; ++x)
-            *dst++ = lut[ch][rgb[((gy * p + y) * side + gx * p + x) * 3 + ch]];
-    }
+  encoder_kit::image::append_tile_rows(
+      encoder_kit::image::normalise_table(o.processor.mean, o.processor.std), rgb, c.image_size,
+      c.patch_size, c.patch_cols(), rows);
 }
 
 std::vector<uint8_t> resize_rgb(const Options& o, const std::vector<uint8_t>& rgb, int64_t h,
