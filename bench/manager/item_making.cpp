@@ -5,7 +5,10 @@
 // runtime.item_threads 1, 2, 4 and 8, side by side. Medians of 15 after 3
 // warm-ups, interleaved; the threads actually used are printed (at most one
 // per item).
-//   bench_item_making [cpu|cuda] [side]
+// "reuse" tunes malloc as the encgraph command does (malloc_tuning.hpp);
+// "default" keeps glibc's defaults: run both to compare.
+//   bench_item_making [cpu|cuda] [side] [reuse|default]
+#include <encgraph/malloc_tuning.hpp>
 #include <encgraph/runtime.hpp>
 
 #include <algorithm>
@@ -49,6 +52,8 @@ RuntimeConfig config(const std::string& device, int threads) {
 int main(int argc, char** argv) {
   const std::string device = argc > 1 ? argv[1] : "cpu";
   const int64_t side = argc > 2 ? std::stoll(argv[2]) : 224;
+  const std::string malloc_mode = argc > 3 ? argv[3] : "reuse";
+  const bool tuned = malloc_mode == "reuse" && reuse_freed_memory();
   constexpr int kItems = 16, kWarmup = 3, kSamples = 15;
   std::mt19937 rng(7);
   std::vector<std::vector<uint8_t>> pixels(kItems);
@@ -64,8 +69,9 @@ int main(int argc, char** argv) {
     d.frames = 1;
     d.pixels = pixels[i].data();
   }
-  std::printf("making %d items of %lldx%lld on %s (qwen2_5_vl preprocessing)\n", kItems,
-              static_cast<long long>(side), static_cast<long long>(side), device.c_str());
+  std::printf("making %d items of %lldx%lld on %s (qwen2_5_vl preprocessing), malloc %s\n",
+              kItems, static_cast<long long>(side), static_cast<long long>(side), device.c_str(),
+              tuned ? "reusing freed memory" : "glibc defaults");
   std::printf("%-14s %8s %12s %12s %9s\n", "item_threads", "used", "ms/request", "ms/item",
               "speed-up");
   // Every variant's runtime first, then the samples interleaved, so that a
