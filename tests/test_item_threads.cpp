@@ -158,3 +158,45 @@ TEST_CASE("a failing item is named by its label, the first of several, on any th
     }
   }
 }
+
+TEST_CASE("prepare_lazy loads and makes items on the threads, as prepare makes them") {
+  RuntimeConfig cfg = toy_config("cpu");
+  cfg.item_threads = 4;
+  cfg.use_graphs = false;
+  Runtime rt(cfg);
+  constexpr size_t kItems = 20;
+  std::vector<std::vector<uint8_t>> pixels(kItems);
+  std::vector<eg_item_desc> geometry, full;
+  for (size_t i = 0; i < kItems; ++i) {
+    eg_item_desc d = image(28 + 14 * static_cast<int64_t>(i % 4), 42, i);
+    pixels[i].resize(static_cast<size_t>(d.height * d.width * 3));
+    for (size_t k = 0; k < pixels[i].size(); ++k) pixels[i][k] = static_cast<uint8_t>(k * 7 + i);
+    geometry.push_back(d);  // no pixels: the loader attaches them
+    d.pixels = pixels[i].data();
+    full.push_back(d);
+  }
+  std::vector<std::atomic<int>> loads(kItems);
+  const Request lazy = rt.prepare_lazy(geometry, {}, [&](size_t i, eg_item_desc& d) {
+    ++loads[i];
+    d.pixels = pixels[i].data();
+    return std::shared_ptr<const void>();
+  });
+  for (size_t i = 0; i < kItems; ++i) CHECK(loads[i].load() == 1);
+  const Request eager = rt.prepare(full);
+  REQUIRE(lazy.size() == kItems);
+  CHECK(lazy.tokens == eager.tokens);
+  const Result a = rt.execute(lazy), b = rt.execute(eager);
+  for (size_t i = 0; i < kItems; ++i) CHECK(a.item_as_float(i) == b.item_as_float(i));
+  // A loader failing on two items: the first in order is reported.
+  std::string message;
+  try {
+    (void)rt.prepare_lazy(geometry, {}, [&](size_t i, eg_item_desc& d) {
+      if (i == 6 || i == 13) throw Error(ErrorKind::Input, "cannot decode file " + std::to_string(i));
+      d.pixels = pixels[i].data();
+      return std::shared_ptr<const void>();
+    });
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message == "cannot decode file 6");
+}

@@ -75,6 +75,10 @@ class Runtime : public Engine, public Model {
   // Engine: one rank.
   Request prepare(const std::vector<eg_item_desc>& items,
                   const std::vector<std::string>& labels = {}) override;
+  // With several item threads (make_items), each thread loads and makes its
+  // items, so files are decoded in parallel as well; else Engine's default.
+  Request prepare_lazy(const std::vector<eg_item_desc>& items,
+                       const std::vector<std::string>& labels, const PixelLoader& load) override;
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
   Stats stats() const override;
   int world_size() const override { return 1; }
