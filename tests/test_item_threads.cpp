@@ -191,7 +191,8 @@ TEST_CASE("prepare_lazy loads and makes items on the threads, as prepare makes t
   std::string message;
   try {
     (void)rt.prepare_lazy(geometry, {}, [&](size_t i, eg_item_desc& d) {
-      if (i == 6 || i == 13) throw Error(ErrorKind::Input, "cannot decode file " + std::to_string(i));
+      if (i == 6 || i == 13)
+        throw Error(ErrorKind::Input, "cannot decode file " + std::to_string(i));
       d.pixels = pixels[i].data();
       return std::shared_ptr<const void>();
     });

@@ -10,7 +10,8 @@ using encgraph::reuse_freed_memory;
 
 TEST_CASE("a user's malloc settings win over the tuning") {
   CHECK_FALSE(reuse_freed_memory("glibc.malloc.trim_threshold=1", nullptr, nullptr));
-  CHECK_FALSE(reuse_freed_memory("glibc.cpu.x86_ibt=on:glibc.malloc.arena_max=2", nullptr, nullptr));
+  CHECK_FALSE(
+      reuse_freed_memory("glibc.cpu.x86_ibt=on:glibc.malloc.arena_max=2", nullptr, nullptr));
   CHECK_FALSE(reuse_freed_memory(nullptr, "1048576", nullptr));
   CHECK_FALSE(reuse_freed_memory(nullptr, nullptr, "1048576"));
 }

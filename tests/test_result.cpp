@@ -97,7 +97,8 @@ TEST_CASE("copy_item_to_host(i, o) copies exactly item i's rows of output o") {
   r.copy_item_to_host(0, 0, item0.data());
   r.copy_item_to_host(1, 0, item1.data());
   r.wait();
-  CHECK(std::vector<float>(item0.begin(), item0.end() - 1) == std::vector<float>{9, 10, 11, 12, 13, 14});
+  CHECK(std::vector<float>(item0.begin(), item0.end() - 1) ==
+        std::vector<float>{9, 10, 11, 12, 13, 14});
   CHECK(std::vector<float>(item1.begin(), item1.end() - 1) ==
         std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8});
   CHECK(item0.back() == -1.0f);  // nothing past the item's rows

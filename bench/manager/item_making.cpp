@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
     d.frames = 1;
     d.pixels = pixels[i].data();
   }
-  std::printf("making %d items of %lldx%lld on %s (qwen2_5_vl preprocessing), malloc %s\n",
-              kItems, static_cast<long long>(side), static_cast<long long>(side), device.c_str(),
+  std::printf("making %d items of %lldx%lld on %s (qwen2_5_vl preprocessing), malloc %s\n", kItems,
+              static_cast<long long>(side), static_cast<long long>(side), device.c_str(),
               tuned ? "reusing freed memory" : "glibc defaults");
   std::printf("%-14s %8s %12s %12s %9s\n", "item_threads", "used", "ms/request", "ms/item",
               "speed-up");
@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   // change in the machine's load reaches every variant alike.
   const std::vector<int> variants = {1, 2, 4, 8};
   std::vector<std::unique_ptr<Runtime>> runtimes;
-  for (int threads : variants) runtimes.push_back(std::make_unique<Runtime>(config(device, threads)));
+  for (int threads : variants)
+    runtimes.push_back(std::make_unique<Runtime>(config(device, threads)));
   std::vector<std::vector<double>> ms(variants.size());
   for (int s = 0; s < kWarmup + kSamples; ++s) {
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -92,8 +93,8 @@ int main(int argc, char** argv) {
   const double serial = median(ms[0]);
   for (size_t v = 0; v < variants.size(); ++v) {
     const double m = median(ms[v]);
-    std::printf("%-14d %8d %12.2f %12.3f %8.2fx\n", variants[v],
-                runtimes[v]->item_threads(kItems), m, m / kItems, serial / m);
+    std::printf("%-14d %8d %12.2f %12.3f %8.2fx\n", variants[v], runtimes[v]->item_threads(kItems),
+                m, m / kItems, serial / m);
   }
   return 0;
 }

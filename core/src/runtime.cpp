@@ -171,9 +171,8 @@ Request Runtime::prepare_lazy(const std::vector<eg_item_desc>& descs,
           eg_item* item = instance_->make_item(desc, spec);
           items[i] = Item(instance_, item, spec);
         } catch (const Error& e) {
-          throw Error(e.kind(),
-                      (i < labels.size() ? labels[i] : "item " + std::to_string(i)) + ": " +
-                          e.what());
+          throw Error(e.kind(), (i < labels.size() ? labels[i] : "item " + std::to_string(i)) +
+                                    ": " + e.what());
         }
       });
   return one_rank_request(std::move(items));

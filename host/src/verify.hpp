@@ -130,7 +130,7 @@ struct SpecMismatch {
 struct ConcurrentMismatch {
   std::string item;  // the item's id
   std::string output;
-  int threads = 0;  // the threads the items were made on
+  int threads = 0;             // the threads the items were made on
   ValueDifference difference;  // `graph`: made on threads; `eager`: made one at a time
 };
 

@@ -381,8 +381,8 @@ TEST_CASE("verify makes a concurrent plugin's items again on threads, and only s
   CHECK(o.out.find(line) == std::string::npos);
   if (!plugin_built("toy_faults")) return;
   // A raw C table without EG_PLUGIN_CONCURRENT_ITEMS: its items are made one at a time.
-  o = run("verify", toy_args({"--set", "plugin.name=\"toy_faults\"", "--set",
-                              "runtime.item_threads=3"}));
+  o = run("verify",
+          toy_args({"--set", "plugin.name=\"toy_faults\"", "--set", "runtime.item_threads=3"}));
   INFO(o.out);
   CHECK(o.code == 0);
   CHECK(o.out.find(line) == std::string::npos);
