@@ -89,6 +89,30 @@ TEST_CASE("to_host(o) copies output o; host_offset(i, o) finds item i in it") {
   CHECK(r.item_as_float(1, 0) == std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8});
 }
 
+TEST_CASE("copy_item_to_host(i, o) copies exactly item i's rows of output o") {
+  const Result r = two_outputs();
+  float* main = static_cast<float*>(r.output_data(0));
+  for (int k = 0; k < 15; ++k) main[k] = static_cast<float>(k);
+  std::vector<float> item0(2 * 3 + 1, -1.0f), item1(3 * 3 + 1, -1.0f);  // one guard value each
+  r.copy_item_to_host(0, 0, item0.data());
+  r.copy_item_to_host(1, 0, item1.data());
+  r.wait();
+  CHECK(std::vector<float>(item0.begin(), item0.end() - 1) ==
+        std::vector<float>{9, 10, 11, 12, 13, 14});
+  CHECK(std::vector<float>(item1.begin(), item1.end() - 1) ==
+        std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(item0.back() == -1.0f);  // nothing past the item's rows
+  CHECK(item1.back() == -1.0f);
+  uint16_t pooled[3] = {0, 0, 0x7777};
+  const uint16_t halves[2] = {0x3c00, 0x4000};
+  std::memcpy(static_cast<char*>(r.output_data(1)), halves, sizeof(halves));
+  r.copy_item_to_host(0, 1, pooled);
+  r.wait();
+  CHECK(pooled[0] == 0x3c00);
+  CHECK(pooled[1] == 0x4000);
+  CHECK(pooled[2] == 0x7777);
+}
+
 TEST_CASE("bf16 and integer outputs convert to float") {
   std::vector<OutputSpec> outputs = {{"a", 2, EG_DTYPE_BF16, 0}, {"ids", 2, EG_DTYPE_I32, 0}};
   const Result r(make_cpu_backend(), outputs, Rows{{1}, {1}}, Rows{{0}, {0}});

@@ -144,8 +144,9 @@ eg_plugin_api fake_table(uint32_t minor, uint32_t size) {
   api.prepare_capture_staging = fake_staging;
   api.output_shape_at = fake_shape;
   api.postprocess_outputs = fake_postprocess_outputs;
-  // The 1.2 entry, likewise.
+  // The 1.2 entry, likewise, and the 1.4 flags (a 1.2 table's size excludes them).
   api.item_spec_for_desc = fake_spec_for_desc;
+  api.flags = EG_PLUGIN_CONCURRENT_ITEMS;
   return api;
 }
 
@@ -558,6 +559,25 @@ TEST_CASE("a 1.2-size table is accepted, its entry read") {
   CHECK(table_problem(read_table(table.get())) == "");
   PluginInstance instance(loaded(*table.get()), EG_DEVICE_CPU, 0, "", {});
   CHECK(same(instance.item_spec_for_desc(), fake_spec_for_desc));
+  CHECK_FALSE(instance.concurrent_items());  // the flags lie past 224 bytes: never read
+}
+
+TEST_CASE("a 1.4-size table's flags are read: concurrent item making only when declared") {
+  reset_scenario();
+  eg_plugin_api api = fake_table(4, EG_PLUGIN_API_V1_4_SIZE);
+  SUBCASE("declared") {
+    api.flags = EG_PLUGIN_CONCURRENT_ITEMS | (uint64_t{1} << 40);  // unknown bits ignored
+    const GuardedTable table(api, EG_PLUGIN_API_V1_4_SIZE);
+    CHECK(table_problem(read_table(table.get())) == "");
+    PluginInstance instance(loaded(*table.get()), EG_DEVICE_CPU, 0, "", {});
+    CHECK(instance.concurrent_items());
+  }
+  SUBCASE("not declared") {
+    api.flags = uint64_t{1} << 40;
+    const GuardedTable table(api, EG_PLUGIN_API_V1_4_SIZE);
+    PluginInstance instance(loaded(*table.get()), EG_DEVICE_CPU, 0, "", {});
+    CHECK_FALSE(instance.concurrent_items());
+  }
 }
 
 TEST_CASE("loader: prepare_capture_inputs may be NULL only when prepare_capture_staging is set") {

@@ -97,13 +97,8 @@ int64_t DataParallelRuntime::bytes_received(int rank) const {
 Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
                                      const std::vector<std::string>& labels) {
   // A failing item is named as the caller knows it (a file, a trace line).
-  auto make = [&](int r, size_t i) {
-    try {
-      return ranks_[r]->make_item(descs[i]);
-    } catch (const Error& e) {
-      throw Error(e.kind(),
-                  (i < labels.size() ? labels[i] : "item " + std::to_string(i)) + ": " + e.what());
-    }
+  auto label = [&](size_t i) {
+    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
   };
   const int world = world_size();
   Request request;
@@ -111,9 +106,9 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
   // Rank 0 makes every item: their specs drive the assignment (every rank runs
   // the same plugin and config, so the specs agree). Then the other ranks make
   // only the items they run, together.
-  std::vector<Item> all;
-  all.reserve(descs.size());
-  for (size_t i = 0; i < descs.size(); ++i) all.push_back(make(0, i));
+  std::vector<size_t> every(descs.size());
+  for (size_t i = 0; i < every.size(); ++i) every[i] = i;
+  std::vector<Item> all = ranks_[0]->make_items(descs, every, label);
   std::vector<int64_t> input_sizes;
   for (const auto& item : all) {
     input_sizes.push_back(item.spec().input_size);
@@ -124,8 +119,9 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
     request.rank_items[0].push_back(std::move(all[static_cast<size_t>(i)]));
   on_every_rank(world, [&](int r) {
     if (r == 0) return;
-    for (int64_t i : request.assignment.rank_items(r))
-      request.rank_items[r].push_back(make(r, static_cast<size_t>(i)));
+    std::vector<size_t> mine;
+    for (int64_t i : request.assignment.rank_items(r)) mine.push_back(static_cast<size_t>(i));
+    request.rank_items[r] = ranks_[r]->make_items(descs, mine, label);
   });
   return request;
 }

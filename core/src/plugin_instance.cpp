@@ -115,6 +115,11 @@ decltype(eg_plugin_api::postprocess_outputs) PluginInstance::postprocess_outputs
              : nullptr;
 }
 
+bool PluginInstance::concurrent_items() const {
+  return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, flags) &&
+         (api_->flags & EG_PLUGIN_CONCURRENT_ITEMS) != 0;
+}
+
 decltype(eg_plugin_api::item_spec_for_desc) PluginInstance::item_spec_for_desc() const {
   return EG_HAS_FIELD(api_->struct_size, eg_plugin_api, item_spec_for_desc)
              ? api_->item_spec_for_desc

@@ -51,6 +51,9 @@ class PluginInstance {
   decltype(eg_plugin_api::postprocess_outputs) postprocess_outputs() const;
   // The 1.2 entry; nullptr for a shorter table (1.0, 1.1) or a plugin leaving it NULL.
   decltype(eg_plugin_api::item_spec_for_desc) item_spec_for_desc() const;
+  // 1.4: whether item_create/item_spec/item_destroy may run on several threads
+  // at once (EG_PLUGIN_CONCURRENT_ITEMS; false for a shorter table).
+  bool concurrent_items() const;
   // Whether the plugin counts path_tokens itself for one path (1.1), rather
   // than the runtime using output_tokens (1.0).
   bool writes_path_tokens() const { return abi_minor() >= 1; }

@@ -139,6 +139,12 @@ std::vector<uint8_t> Result::to_host(size_t o) const {
   return host;
 }
 
+void Result::copy_item_to_host(size_t i, size_t o, void* dst) const {
+  const eg_tensor t = item(i, o);
+  const size_t bytes = static_cast<size_t>(t.shape[0] * t.shape[1]) * dtype_size(t.dtype);
+  if (bytes) backend_->copy_to_host(dst, t.data, bytes);
+}
+
 std::vector<float> Result::item_as_float(size_t i, size_t o) const {
   const eg_tensor t = item(i, o);
   const size_t count = static_cast<size_t>(t.shape[0] * t.shape[1]);

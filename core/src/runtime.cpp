@@ -1,5 +1,6 @@
 #include "device_backend.hpp"
 #include "graph_manager.hpp"
+#include "item_threads.hpp"
 #include "plugin_instance.hpp"
 
 #include <encgraph/plugin_loader.hpp>
@@ -52,6 +53,7 @@ Runtime::Runtime(const RuntimeConfig& config) {
   instance_ = std::make_shared<PluginInstance>(plugin, device.type, device.index, config.weights,
                                                config.plugin_config);
   manager_ = std::make_unique<GraphManager>(backend_, *instance_, config);
+  item_threads_ = config.item_threads;
 }
 
 Runtime::~Runtime() = default;
@@ -96,28 +98,84 @@ Result Runtime::execute(const std::vector<Item>& items, ExecuteMode mode) {
   return execute(ptrs, mode);
 }
 
-Request Runtime::prepare(const std::vector<eg_item_desc>& descs,
-                         const std::vector<std::string>& labels) {
+int Runtime::item_threads(size_t items) const {
+  return item_threads_for(item_threads_, instance_->concurrent_items(), items);
+}
+
+std::vector<Item> Runtime::make_items(const std::vector<eg_item_desc>& descs,
+                                      const std::vector<size_t>& which,
+                                      const std::function<std::string(size_t)>& label) {
+  std::vector<Item> items(which.size());
+  backend_->make_current();
+  for_each_index(
+      which.size(), item_threads(which.size()), [&] { backend_->make_current(); },
+      [&](size_t k) {
+        const size_t i = which[k];
+        try {
+          eg_item_spec spec{};
+          eg_item* item = instance_->make_item(descs[i], spec);
+          items[k] = Item(instance_, item, spec);
+        } catch (const Error& e) {
+          // Named as the caller knows it (a file, a trace line).
+          throw Error(e.kind(), label(i) + ": " + e.what());
+        }
+      });
+  return items;
+}
+
+namespace {
+
+// A one-rank request of `items`, in the caller's order.
+Request one_rank_request(std::vector<Item> items) {
   Request request;
-  request.rank_items.resize(1);
-  request.rank_items[0].reserve(descs.size());
   int64_t load = 0;
-  for (size_t i = 0; i < descs.size(); ++i) {
-    try {
-      request.rank_items[0].push_back(make_item(descs[i]));
-    } catch (const Error& e) {
-      // Named as the caller knows it (a file, a trace line).
-      throw Error(e.kind(),
-                  (i < labels.size() ? labels[i] : "item " + std::to_string(i)) + ": " + e.what());
-    }
-    const eg_item_spec& spec = request.rank_items[0].back().spec();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const eg_item_spec& spec = items[i].spec();
     request.tokens.push_back(spec.output_tokens);
     request.assignment.order.push_back(static_cast<int64_t>(i));
     load += spec.input_size;
   }
-  request.assignment.items_per_rank = {static_cast<int64_t>(descs.size())};
+  request.assignment.items_per_rank = {static_cast<int64_t>(items.size())};
   request.assignment.load_per_rank = {load};
+  request.rank_items.push_back(std::move(items));
   return request;
+}
+
+}  // namespace
+
+Request Runtime::prepare(const std::vector<eg_item_desc>& descs,
+                         const std::vector<std::string>& labels) {
+  std::vector<size_t> all(descs.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return one_rank_request(make_items(descs, all, [&](size_t i) {
+    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
+  }));
+}
+
+Request Runtime::prepare_lazy(const std::vector<eg_item_desc>& descs,
+                              const std::vector<std::string>& labels, const PixelLoader& load) {
+  const int threads = item_threads(descs.size());
+  if (threads < 2) return Engine::prepare_lazy(descs, labels, load);
+  // Each item is loaded (its files decoded) and made on one thread, so the
+  // threads decode in parallel too, and an item's pixels live only until it
+  // is made. The first failing item in order is the one reported.
+  std::vector<Item> items(descs.size());
+  backend_->make_current();
+  for_each_index(
+      descs.size(), threads, [&] { backend_->make_current(); },
+      [&](size_t i) {
+        eg_item_desc desc = descs[i];
+        const std::shared_ptr<const void> pixels = load(i, desc);
+        try {
+          eg_item_spec spec{};
+          eg_item* item = instance_->make_item(desc, spec);
+          items[i] = Item(instance_, item, spec);
+        } catch (const Error& e) {
+          throw Error(e.kind(), (i < labels.size() ? labels[i] : "item " + std::to_string(i)) +
+                                    ": " + e.what());
+        }
+      });
+  return one_rank_request(std::move(items));
 }
 
 Result Runtime::execute(const Request& request, ExecuteMode mode) {

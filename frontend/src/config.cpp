@@ -338,6 +338,13 @@ void read_runtime(const Reader& r, HostConfig& c) {
   r.get("runtime.prefer_faster_path", rt.prefer_faster_path);
   r.get("runtime.pipeline_first_batch", rt.pipeline_first_batch);
   r.get("runtime.overlap_uploads", rt.overlap_uploads);
+  int64_t item_threads = rt.item_threads;
+  r.get("runtime.item_threads", item_threads);
+  if (item_threads < 0 || item_threads > RuntimeConfig::kMaxItemThreads)
+    r.fail("runtime.item_threads",
+           "must lie in [0, " + std::to_string(RuntimeConfig::kMaxItemThreads) +
+               "] (0: one per core, at most 8), got " + std::to_string(item_threads));
+  rt.item_threads = static_cast<int>(item_threads);
   r.get("runtime.poison_memory", rt.poison_memory);
   r.get("runtime.stats_log_interval", rt.stats_log_interval);
   check_min(r, "runtime.stats_log_interval", rt.stats_log_interval, 0);

@@ -37,6 +37,9 @@ const std::vector<KeySpec>& config_schema() {
       {"runtime.overlap_uploads", KeyType::Boolean, "true",
        "CUDA: upload a replay's large inputs on a second stream, overlapping the replay before "
        "(false: in line, saving twice the largest graph's input bytes of device memory)"},
+      {"runtime.item_threads", KeyType::Integer, "0",
+       "threads that make a request's items (the plugin's preprocessing) when the plugin "
+       "allows it (ABI 1.4); 0: one per core, at most 8; 1: the calling thread"},
       {"runtime.poison_memory", KeyType::Boolean, "false",
        "debugging: fill outputs and workspace with NaN before each run"},
       {"runtime.stats_log_interval", KeyType::Integer, "100",

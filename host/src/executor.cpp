@@ -131,6 +131,22 @@ Item make_item(Model& model, const WorkItem& w) {
   }
 }
 
+std::vector<Item> make_items(Runtime& runtime, const std::vector<const WorkItem*>& work) {
+  std::vector<DecodedImage> decoded(work.size());  // live until the items are made
+  std::vector<eg_item_desc> descs;
+  std::vector<size_t> all;
+  for (size_t i = 0; i < work.size(); ++i) {
+    descs.push_back(describe(*work[i]));
+    all.push_back(i);
+    if (!has_files(*work[i])) continue;
+    decoded[i] = decode_files(*work[i]);
+    attach_pixels(descs.back(), decoded[i]);
+  }
+  return runtime.make_items(descs, all, [&](size_t i) {
+    return has_files(*work[i]) ? source_of(*work[i]) : "item '" + work[i]->id + "'";
+  });
+}
+
 void check_workload_supported(const Model& model, const std::vector<WorkItem>& work) {
   const auto videos = std::count_if(
       work.begin(), work.end(), [](const WorkItem& w) { return w.modality == EG_MODALITY_VIDEO; });

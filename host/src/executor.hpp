@@ -56,6 +56,10 @@ struct ExecOptions {
 // has them, else synthetic values.
 Item make_item(Model& model, const WorkItem& work);
 
+// Makes a request's items on `runtime` as Runtime::make_items does (on its
+// item threads when the plugin allows it), decoding every file first.
+std::vector<Item> make_items(Runtime& runtime, const std::vector<const WorkItem*>& work);
+
 // Throws a Config error when the workload holds videos the runtime cannot run.
 void check_workload_supported(const Model& model, const std::vector<WorkItem>& work);
 

@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include <encgraph/blas_kernels.hpp>
+#include <encgraph/malloc_tuning.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   // Before any thread exists (MPI, CUDA, the pools): setenv is not safe
   // against a concurrent getenv (blas_kernels.hpp).
   encgraph::choose_blas_kernels();
+  // Items' rows reuse freed memory instead of fresh pages (malloc_tuning.hpp).
+  encgraph::reuse_freed_memory();
   // Logs and progress go to stderr; stdout carries results (tables, --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("encgraph"));
   std::vector<std::string> args(argv + 1, argv + argc);

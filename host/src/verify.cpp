@@ -147,6 +147,35 @@ void add_problems(VerifyResult& result, const std::vector<std::string>& problems
   }
 }
 
+// The request's items made again on the runtime's item threads and run the
+// same way (Planned) must give what the items made one at a time gave.
+void check_concurrent_items(Runtime& runtime, const std::vector<WorkItem>& work, size_t first,
+                            size_t last, const Result& serial, const VerifyOptions& options,
+                            VerifyResult& result) {
+  const size_t n = last - first;
+  const int threads = runtime.item_threads(n);
+  if (threads < 2) return;
+  std::vector<const WorkItem*> request;
+  for (size_t i = first; i < last; ++i) request.push_back(&work[i]);
+  const std::vector<Item> items = make_items(runtime, request);
+  const Result again = runtime.execute(pointers(items), ExecuteMode::Planned);
+  const std::vector<OutputSpec>& outputs = runtime.outputs();
+  result.concurrent_items_checked += static_cast<int64_t>(n);
+  result.concurrent_threads = std::max(result.concurrent_threads, threads);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const Comparison c = compare_output(again.item_as_float(i, o), serial.item_as_float(i, o),
+                                          outputs[o].width, tolerance_of(outputs[o], options));
+      if (!c.first) continue;
+      ++result.concurrent_mismatches;
+      if (!result.concurrent_mismatch)
+        result.concurrent_mismatch =
+            ConcurrentMismatch{work[first + i].id, outputs[o].name, threads, *c.first};
+      break;
+    }
+  }
+}
+
 // The Planned calls' counters summed (the eager calls between them are not).
 void add_counts(Stats& sum, const Stats& d) {
   sum.graph_hits += d.graph_hits;
@@ -429,6 +458,7 @@ VerifyResult verify_workload(Runtime& runtime, const std::vector<WorkItem>& work
       }
       result.items_differing += item_failed;
     }
+    check_concurrent_items(runtime, work, first, last, graph, options, result);
     if (request_failed) {
       failing_items = std::move(items);
       failing_eager = std::move(eager);

@@ -6,7 +6,9 @@
 // failing request run again with one buffer's padding logic swapped at a time
 // (Runtime::override_padding) to name the buffer whose declared logic is wrong;
 // and every item's spec asked for before it was made (Runtime::spec_for)
-// against the spec of the item made.
+// against the spec of the item made; and, for a plugin that lets the runtime
+// make items on several threads, each request's items made again that way
+// against those made one at a time.
 #pragma once
 
 #include "workload.hpp"
@@ -121,6 +123,17 @@ struct SpecMismatch {
   std::string error;     // spec_for's error, when it failed where item_create did not
 };
 
+// An item whose output differs when the request's items are made on several
+// threads (the plugin declares EG_PLUGIN_CONCURRENT_ITEMS, ABI 1.4) from the
+// same request's items made one at a time: the plugin's item making is not
+// safe on several threads after all.
+struct ConcurrentMismatch {
+  std::string item;  // the item's id
+  std::string output;
+  int threads = 0;             // the threads the items were made on
+  ValueDifference difference;  // `graph`: made on threads; `eager`: made one at a time
+};
+
 // "image 448x448" / "video 4 frames of 224x336" (with the modality's number
 // when unknown).
 std::string geometry_text(const eg_item_desc& desc);
@@ -151,6 +164,13 @@ struct VerifyResult {
   int64_t stats_problem_count = 0;
   std::optional<SpecMismatch> spec_mismatch;  // the first item whose spec_for differs
   int64_t spec_mismatches = 0;                // items whose spec_for differs
+  // Items made again on the runtime's item threads (plugins declaring
+  // EG_PLUGIN_CONCURRENT_ITEMS) and run the same way: those checked, the most
+  // threads used, and the first whose output differed.
+  int64_t concurrent_items_checked = 0;
+  int concurrent_threads = 0;
+  std::optional<ConcurrentMismatch> concurrent_mismatch;
+  int64_t concurrent_mismatches = 0;
 };
 
 // Runs `work` on `runtime` (captured, memory poisoned, use_graphs on) and

@@ -155,6 +155,21 @@ void print_spec_mismatch(std::ostream& out, const Runtime& runtime, const Verify
          "one function of the geometry)\n";
 }
 
+// Items made on several threads give other outputs than the same items made
+// one at a time: the plugin's EG_PLUGIN_CONCURRENT_ITEMS promise is broken.
+void print_concurrent_mismatch(std::ostream& out, const Runtime& runtime, const VerifyResult& r) {
+  const ConcurrentMismatch& m = *r.concurrent_mismatch;
+  out << "CONCURRENT ITEMS: plugin '" << runtime.plugin_name() << "', item '" << m.item
+      << "', output '" << m.output << "': made on " << m.threads << " threads it gives "
+      << number(m.difference.graph) << " at row " << m.difference.row << ", column "
+      << m.difference.column << ", made one at a time " << number(m.difference.eager) << " ("
+      << m.difference.why << ")\n";
+  out << "  " << r.concurrent_mismatches << " of " << r.concurrent_items_checked
+      << " items differ. The plugin declares EG_PLUGIN_CONCURRENT_ITEMS (ABI 1.4; the SDK's "
+         "concurrent_items) but its item_create shares state between calls: lock it, or drop "
+         "the flag (runtime.item_threads = 1 works around it)\n";
+}
+
 }  // namespace
 
 int verify_command(const std::vector<std::string>& args) {
@@ -244,6 +259,13 @@ int verify_command(const std::vector<std::string>& args) {
     std::cout << "  specs: "
               << (runtime->has_spec_for_desc() ? "item_spec_for_desc" : "a synthetic item")
               << " gave every item's spec before it was made\n";
+  }
+  if (r.concurrent_mismatch) {
+    print_concurrent_mismatch(std::cout, *runtime, r);
+    rc_exit = kExitFailure;
+  } else if (r.concurrent_items_checked > 0) {
+    std::cout << "  items: made again on " << r.concurrent_threads
+              << " threads, every output as made one at a time\n";
   }
   if (r.stats_problem_count > 0) {
     std::cout << "STATISTICS: " << r.stats_problem_count

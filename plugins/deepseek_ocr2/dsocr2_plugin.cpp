@@ -47,6 +47,9 @@ class DeepseekOcr2 {
       "deepseek_ocr2", "0.1.0",
       "DeepSeek-OCR-2 vision side (SAM ViT-B + Qwen2 encoder), global and local paths",
       EG_MODALITY_IMAGE, dsocr2::kDevices};
+  // Items are made from the options alone (no shared state): the runtime may
+  // make a batch's items on several threads (ABI 1.4).
+  static constexpr bool concurrent_items = true;
   using Item = dsocr2::ItemData;
 
   explicit DeepseekOcr2(sdk::CreateArgs& args)

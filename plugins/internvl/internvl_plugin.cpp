@@ -57,6 +57,9 @@ class InternVL {
       "InternVL image encoder (InternViT tiles, pixel shuffle, projector; the LLM's image "
       "tokens)",
       EG_MODALITY_IMAGE, Backend::kDevices};
+  // Items are made from the options alone (no shared state): the runtime may
+  // make a batch's items on several threads (ABI 1.4).
+  static constexpr bool concurrent_items = true;
   using Item = internvl::ItemData;
 
   explicit InternVL(sdk::CreateArgs& args)

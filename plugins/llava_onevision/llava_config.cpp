@@ -140,14 +140,14 @@ int64_t Options::max_image_tiles() const {
   return most + 1;
 }
 
-siglip::Options Options::tower(const std::string& prefix) const {
+siglip::Options Options::tower(const std::string& tower_prefix) const {
   siglip::Options t;
   static_cast<encoder_kit::RunOptions&>(t) = *this;
   t.model = model.vision;
   t.config_path = config_path;
   t.outputs = {siglip::Output::LastHiddenState};
   t.feature_layer = model.feature_layer;
-  t.weight_prefix = prefix + "vision_tower.vision_model.";
+  t.weight_prefix = tower_prefix;
   t.dtype = dtype;
   t.bilinear_resize = processor.bilinear;
   return t;

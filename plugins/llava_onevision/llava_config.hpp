@@ -80,8 +80,8 @@ struct Options : encoder_kit::RunOptions {
   // Tiles one image can get: the largest pinpoint's grid plus the base image.
   int64_t max_image_tiles() const;
   // The SigLIP tower's options: hidden_states[feature_layer] as its only
-  // output, weights under `prefix` + "vision_tower.vision_model.".
-  siglip::Options tower(const std::string& prefix) const;
+  // output, weights under `tower_prefix` (e.g. "model.vision_tower.vision_model.").
+  siglip::Options tower(const std::string& tower_prefix) const;
 };
 
 // Reads the plugin table's keys (see the plugin's header comment) and refuses

@@ -60,6 +60,9 @@ class LlavaOnevision {
       "LLaVA-OneVision image and video encoder (SigLIP tiles, projector, anyres packing; the "
       "LLM's image tokens)",
       EG_MODALITY_IMAGE | EG_MODALITY_VIDEO, Backend::kDevices};
+  // Items are made from the options alone (no shared state): the runtime may
+  // make a batch's items on several threads (ABI 1.4).
+  static constexpr bool concurrent_items = true;
   using Item = lo::ItemData;
 
   explicit LlavaOnevision(sdk::CreateArgs& args)

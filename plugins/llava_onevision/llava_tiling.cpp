@@ -1,6 +1,7 @@
 #include "llava_tiling.hpp"
 
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/pixel_rows.hpp>
 #include <encoder_kit/tile_pixels.hpp>
 
 #include <algorithm>
@@ -12,11 +13,13 @@ namespace {
 
 using encoder_kit::fail;
 
-// One tile (side x side x 3 bytes) appended as patch rows.
+// One tile (side x side x 3 bytes) appended as patch rows; pixels past the
+// last whole patch are dropped, as the Conv2d's valid padding does.
 void patchify(const Options& o, const uint8_t* rgb, std::vector<float>& rows) {
   const siglip::VisionConfig& c = o.model.vision;
-  encoder_kit::append_patch_rows(rgb, c.image_size, c.patch_size, c.patch_cols(), o.processor.mean,
-                                 o.processor.std, rows);
+  encoder_kit::image::append_tile_rows(
+      encoder_kit::image::normalise_table(o.processor.mean, o.processor.std), rgb, c.image_size,
+      c.patch_size, c.patch_cols(), rows);
 }
 
 std::vector<uint8_t> resize_rgb(const Options& o, const uint8_t* rgb, int64_t h, int64_t w,

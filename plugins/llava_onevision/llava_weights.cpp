@@ -18,6 +18,19 @@ std::string resolve_prefix(const Options& o, const encoder_kit::WeightSource& so
   return "model.";
 }
 
+// The tower sits under "vision_tower.vision_model." when it is saved as a
+// SiglipVisionModel (the released files) and under "vision_tower." when the
+// saving library holds the bare SiglipVisionTransformer; the patch embedding
+// says which.
+std::string resolve_tower_prefix(const std::string& prefix,
+                                 const encoder_kit::WeightSource& source) {
+  const std::string nested = prefix + "vision_tower.vision_model.";
+  const std::string flat = prefix + "vision_tower.";
+  const std::string probe = "embeddings.patch_embedding.weight";
+  if (!source.contains(nested + probe) && source.contains(flat + probe)) return flat;
+  return nested;
+}
+
 Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) {
   const ModelConfig& m = o.model;
   const int64_t d = m.vision.hidden_size, t = m.text_hidden_size;
@@ -27,7 +40,7 @@ Weights load_weights(const Options& o, const encoder_kit::WeightSource& source) 
       "llava_onevision: the projector (text_hidden_size " + std::to_string(t) + ")");
   const std::string prefix = resolve_prefix(o, source);
   Weights w;
-  w.tower_options = o.tower(prefix);
+  w.tower_options = o.tower(resolve_tower_prefix(prefix, source));
   w.tower = siglip::load_weights(w.tower_options, source);
   const encoder_kit::PrefixedReader read{source, prefix};
   const std::string p = "multi_modal_projector.";

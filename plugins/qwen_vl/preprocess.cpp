@@ -5,6 +5,7 @@
 #include <encoder_kit/checked.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/image_resize.hpp>
+#include <encoder_kit/pixel_rows.hpp>
 #include <encoder_kit/random.hpp>
 
 #include <algorithm>
@@ -15,11 +16,6 @@ namespace qwen_vl {
 namespace {
 
 using encoder_kit::fail;
-
-float normalise(const Spec& s, int64_t channel, uint8_t v) {
-  const auto c = static_cast<size_t>(channel);
-  return static_cast<float>((static_cast<double>(v) / 255.0 - s.image_mean[c]) / s.image_std[c]);
-}
 
 void check_aspect(int64_t height, int64_t width) {
   if (height <= 0 || width <= 0)
@@ -143,12 +139,8 @@ std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const ui
         out[i * 3 + ch] = resized[i * channels + (channels == 1 ? 0 : ch)];
     rgb[static_cast<size_t>(f)] = out.data();
   }
-  // normalise() of every byte value per channel, computed once: a table
-  // lookup per value instead of two double divisions (the same floats).
-  std::array<float, 3 * 256> table{};
-  for (int64_t ch = 0; ch < 3; ++ch)
-    for (int v = 0; v < 256; ++v)
-      table[static_cast<size_t>(ch * 256 + v)] = normalise(s, ch, static_cast<uint8_t>(v));
+  const encoder_kit::image::NormaliseTable table =
+      encoder_kit::image::normalise_table(s.image_mean, s.image_std);
   const int64_t p = c.patch_size, tp = c.temporal_patch_size, m = c.spatial_merge_size;
   const int64_t dim = c.patch_dim();
   std::vector<float> rows(static_cast<size_t>(g.patches() * dim));
@@ -161,7 +153,7 @@ std::vector<float> patch_rows_from_pixels(const Options& o, bool video, const ui
             const int64_t py = (bh * m + mh) * p, px = (bw * m + mw) * p;
             float* dst = rows.data() + row * dim;
             for (int64_t ch = 0; ch < 3; ++ch) {
-              const float* lut = table.data() + ch * 256;
+              const std::array<float, 256>& lut = table[static_cast<size_t>(ch)];
               for (int64_t tt = 0; tt < tp; ++tt) {
                 // Time padding repeats the last frame.
                 const uint8_t* frame = rgb[static_cast<size_t>(std::min(t * tp + tt, frames - 1))];
@@ -179,11 +171,13 @@ std::vector<float> synthetic_patch_rows(const VisionConfig& c, const Grid& grid,
   const Spec& s = *c.spec;
   const int64_t dim = c.patch_dim();
   const int64_t per_channel = dim / c.in_channels;
+  const encoder_kit::image::NormaliseTable table =
+      encoder_kit::image::normalise_table(s.image_mean, s.image_std);
   std::vector<float> rows(static_cast<size_t>(grid.patches() * dim));
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto v =
         static_cast<uint8_t>(encoder_kit::uniform01(seed, s.synthetic_stream, i) * 256.0);
-    rows[i] = normalise(s, (static_cast<int64_t>(i) % dim) / per_channel, v);
+    rows[i] = table[static_cast<size_t>((static_cast<int64_t>(i) % dim) / per_channel)][v];
   }
   return rows;
 }

@@ -96,6 +96,9 @@ template <const Spec& S, const sdk::Identity& I>
 class VersionTower : public Tower {
  public:
   static constexpr sdk::Identity identity = I;
+  // Items are made from the options alone (no shared state): the runtime may
+  // make a batch's items on several threads (ABI 1.4).
+  static constexpr bool concurrent_items = true;
   explicit VersionTower(sdk::CreateArgs& args) : Tower(S, args) {}
 };
 

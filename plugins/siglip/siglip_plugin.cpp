@@ -64,6 +64,9 @@ class Siglip {
       "SigLIP vision tower (fixed resolution; last hidden state or a feature layer, and/or "
       "pooled)",
       EG_MODALITY_IMAGE, Backend::kDevices};
+  // Items are made from the options alone (no shared state): the runtime may
+  // make a batch's items on several threads (ABI 1.4).
+  static constexpr bool concurrent_items = true;
   using Item = siglip::ItemData;
 
   explicit Siglip(sdk::CreateArgs& args)

@@ -147,6 +147,8 @@ inline constexpr uint32_t kModalities = EG_MODALITY_IMAGE | EG_MODALITY_VIDEO;
 class Toy {
  public:
   using Item = toy::Item;
+  // make_item reads the options only: items may be made on several threads.
+  static constexpr bool concurrent_items = true;
 
   Toy(sdk::CreateArgs& args, Form form)
       : form_(form),

@@ -375,6 +375,8 @@ struct TinyForDesc : Tiny {
   static constexpr sdk::Identity identity{"tiny_for_desc", "0.1", "test model", EG_MODALITY_IMAGE,
                                           EG_DEVICE_CPU};
   using Tiny::Tiny;
+  // 1.4: its items may be made on several threads.
+  static constexpr bool concurrent_items = true;
   sdk::ItemSpec item_spec_for_desc(const eg_item_desc& d) const {
     return item_spec(item_create(d));
   }
@@ -405,7 +407,9 @@ TEST_CASE("the table builder: identity, functions, guards and the 1.0-runtime re
   CHECK(api == sdk::entry<Tiny>(&host));  // one static table
   CHECK(api->abi_major == EG_ABI_VERSION_MAJOR);
   CHECK(api->abi_minor == EG_ABI_VERSION_MINOR);
-  CHECK(api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(api->struct_size == EG_PLUGIN_API_V1_4_SIZE);
+  CHECK(api->flags == 0);  // no concurrent_items: one item at a time
+  CHECK((sdk::plugin_table<TinyForDesc>().flags & EG_PLUGIN_CONCURRENT_ITEMS) != 0);
   CHECK(std::string(api->name) == "tiny");
   CHECK((api->item_spec_for_desc == nullptr));  // Tiny has none: the runtime's synthetic item
   CHECK((api->prepare_capture_staging != nullptr));

@@ -42,6 +42,7 @@ TEST_CASE("a minimal config resolves to the documented defaults") {
   CHECK(c.runtime.use_graphs);
   CHECK_FALSE(c.runtime.drop_budget_on_oom);
   CHECK(c.runtime.prefer_faster_path);
+  CHECK(c.runtime.item_threads == 0);
   CHECK_FALSE(c.runtime.poison_memory);
   CHECK(c.runtime.stats_log_interval == 100);
   CHECK(c.runtime.weights.empty());
@@ -74,6 +75,7 @@ plugin_dirs = ["a", "b"]
 use_graphs = false
 drop_budget_on_oom = true
 prefer_faster_path = false
+item_threads = 3
 poison_memory = true
 stats_log_interval = 0
 [plugin]
@@ -109,6 +111,7 @@ report = "r.json"
   CHECK_FALSE(c.runtime.use_graphs);
   CHECK(c.runtime.drop_budget_on_oom);
   CHECK_FALSE(c.runtime.prefer_faster_path);
+  CHECK(c.runtime.item_threads == 3);
   CHECK(c.runtime.poison_memory);
   CHECK(c.runtime.stats_log_interval == 0);
   CHECK(c.runtime.plugin == "qwen2_5_vl");
@@ -244,6 +247,8 @@ TEST_CASE("bad values name the key and explain the fix") {
       {"[runtime]\nlog_level = \"loud\"\n",
        "t.toml:4:13: runtime.log_level: \"loud\" is not a log level"},
       {"[runtime]\nstats_log_interval = -1\n", "runtime.stats_log_interval: must be >= 0, got -1"},
+      {"[runtime]\nitem_threads = 65\n", "runtime.item_threads: must lie in [0, 64]"},
+      {"[runtime]\nitem_threads = -1\n", "runtime.item_threads: must lie in [0, 64]"},
       {"[budgets]\ntoken_budgets = [0, 64]\n",
        "t.toml:4:18: budgets.token_budgets: budgets must be positive, got 0"},
       {"[budgets]\nmax_items_per_batch = -2\n",
@@ -337,7 +342,8 @@ TEST_CASE("errors about overridden keys name the --set argument") {
       config_error(kMinimal, {"runtime.devise=gpu"}) ==
       "--set runtime.devise=gpu: unknown key 'runtime.devise' (known keys in [runtime]: device, "
       "data_parallel, log_level, plugin_dirs, use_graphs, drop_budget_on_oom, prefer_faster_path, "
-      "pipeline_first_batch, overlap_uploads, poison_memory, stats_log_interval); did you "
+      "pipeline_first_batch, overlap_uploads, item_threads, poison_memory, stats_log_interval); "
+      "did you "
       "mean 'device'?");
   CHECK(config_error(kMinimal, {"runtime.use_graphs=yes"}) ==
         "--set runtime.use_graphs=yes: runtime.use_graphs: expected a boolean, got a string");

@@ -291,6 +291,59 @@ TEST_CASE("responses: JSON numbers read back to the same floats, binary is the s
   CHECK(first == 0x40B0);  // 5.5 = 0x40B00000
 }
 
+TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widened exactly") {
+  // Stored as the GPU path stores them: bf16. Asked for as FP32 (the default)
+  // they widen bit for bit; asked for as BF16 they are the stored bytes.
+  auto stored = std::make_shared<ItemOutputs>();
+  const std::vector<uint16_t> halves = {0x3F80, 0xC0B0, 0x7F80, 0x0001, 0x8000, 0x4049};
+  for (int o = 0; o < 2; ++o) {
+    ItemOutput out;
+    out.dtype = EG_DTYPE_BF16;
+    out.width = 2;
+    out.rows = o == 0 ? 3 : 1;
+    out.bytes.resize(static_cast<size_t>(out.rows * out.width) * 2);
+    std::memcpy(out.bytes.data(), halves.data(), out.bytes.size());
+    stored->outputs.push_back(std::move(out));
+  }
+  const std::vector<ItemPtr> items = {stored, stored};
+  InferRequest r = parse(
+      R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}],
+          "parameters": {"binary_data_output": true}})");
+  REQUIRE(r.outputs.size() == 4);  // embeddings, its rows, pooled, its rows
+  r.outputs[2].dtype = EG_DTYPE_BF16;
+  const EncodedBody bin = encode_infer_response("m", r, items);
+  REQUIRE(bin.header_length);
+  const json head = json::parse(bin.body.substr(0, *bin.header_length));
+  const std::vector<size_t> sizes = {2 * 6 * 4, 2 * 8, 2 * 2 * 2, 2 * 8};
+  size_t at = *bin.header_length;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    CHECK(head["outputs"][k]["parameters"]["binary_data_size"] == sizes[k]);
+  CHECK(bin.body.size() == at + sizes[0] + sizes[1] + sizes[2] + sizes[3]);
+  for (int i = 0; i < 2; ++i)
+    for (size_t v = 0; v < 6; ++v) {  // embeddings, FP32: the bf16 bits << 16
+      uint32_t bits;
+      std::memcpy(&bits, bin.body.data() + at + (i * 6 + v) * 4, 4);
+      CHECK(bits == uint32_t{halves[v]} << 16);
+    }
+  at += sizes[0];
+  int64_t rows[2];
+  std::memcpy(rows, bin.body.data() + at, 16);
+  CHECK(rows[0] == 3);
+  CHECK(rows[1] == 3);
+  at += sizes[1];
+  CHECK(std::memcmp(bin.body.data() + at, halves.data(), 4) == 0);  // pooled, BF16: stored
+  CHECK(std::memcmp(bin.body.data() + at + 4, halves.data(), 4) == 0);
+  at += sizes[2];
+  std::memcpy(rows, bin.body.data() + at, 16);
+  CHECK(rows[0] == 1);
+  CHECK(rows[1] == 1);
+  // The same through encode_output (gRPC's raw contents).
+  const OutputTensor t = encode_output(r.outputs[0], items);
+  CHECK(t.shape == std::vector<int64_t>{6, 2});
+  REQUIRE(t.bytes.size() == sizes[0]);
+  CHECK(std::memcmp(t.bytes.data(), bin.body.data() + *bin.header_length, sizes[0]) == 0);
+}
+
 TEST_CASE("bfloat16 rounding is to nearest, ties to even") {
   CHECK(float_to_bf16(1.0f) == 0x3F80);
   uint32_t bits = 0x3F808000;  // exactly between 0x3F80 and 0x3F81: to even

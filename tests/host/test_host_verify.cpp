@@ -365,6 +365,29 @@ TEST_CASE("verify reports the spec check: item_spec_for_desc, or a 1.1 plugin's 
         std::string::npos);
 }
 
+TEST_CASE("verify makes a concurrent plugin's items again on threads, and only such a plugin's") {
+  auto o = run("verify", toy_args({"--set", "runtime.item_threads=3"}));
+  INFO(o.out);
+  CHECK(o.code == 0);
+  const std::string line = "  items: made again on ";
+  const size_t at = o.out.find(line);
+  REQUIRE(at != std::string::npos);
+  const int threads = std::stoi(o.out.substr(at + line.size()));
+  CHECK(threads >= 2);
+  CHECK(threads <= 3);
+  CHECK(o.out.find(" threads, every output as made one at a time\n", at) != std::string::npos);
+  o = run("verify", toy_args({"--set", "runtime.item_threads=1"}));
+  CHECK(o.code == 0);
+  CHECK(o.out.find(line) == std::string::npos);
+  if (!plugin_built("toy_faults")) return;
+  // A raw C table without EG_PLUGIN_CONCURRENT_ITEMS: its items are made one at a time.
+  o = run("verify",
+          toy_args({"--set", "plugin.name=\"toy_faults\"", "--set", "runtime.item_threads=3"}));
+  INFO(o.out);
+  CHECK(o.code == 0);
+  CHECK(o.out.find(line) == std::string::npos);
+}
+
 TEST_CASE("verify catches an item_spec_for_desc that differs from item_spec, or fails") {
   if (!plugin_built("toy_faults")) return;
   auto o = run("verify", toy_args({"--set", "plugin.name=\"toy_faults\"", "--set",

@@ -11,9 +11,9 @@ The model is tiny (2 SigLIP layers, 32 wide, 56-pixel tiles of 14-pixel patches,
 are the real model's (per-tile attention, projector, unpadding, newlines)."""
 import json
 import re
-import struct
 
-from hostile_support import ENV, Case, png, safetensors, toml_str
+from hostile_support import (ENV, Case, model_case_builders, patterned_checkpoint, png,
+                              safetensors, toml_str)
 
 Q = re.escape
 
@@ -88,52 +88,11 @@ def shapes(prefix="model."):
 
 
 def checkpoint(poison=None, drop=(), reshape=None):
-    tensors = {}
-    for name, shape in shapes().items():
-        if name in drop:
-            continue
-        if reshape and name == reshape[0]:
-            shape = reshape[1]
-        n = 1
-        for x in shape:
-            n *= x
-        base = 1.0 if "norm" in name and name.endswith("weight") else 0.0
-        v = [base + 0.02 * (((i * 5 + len(name)) % 11) - 5) for i in range(n)]
-        if poison and poison[0] == name:
-            v[poison[1]] = poison[2]
-        tensors[name] = ("F32", shape, struct.pack("<%df" % n, *v))
-    return safetensors(tensors)
+    return patterned_checkpoint(shapes(), poison=poison, drop=drop, reshape=reshape)
 
 
-def run(*sets, cfg="c.toml"):
-    argv = ["run", "-c", cfg, "--set", "output.report=r.json"]
-    for s in sets:
-        argv += ["--set", s]
-    return argv
-
-
-def key_case(name, sets, message, exit=2):
-    return Case(name="llava_onevision/key-" + name, files={"c.toml": config()}, args=run(*sets),
-                exit=exit, message=message)
-
-
-def config_json_case(name, text, message, exit=2):
-    return Case(name="llava_onevision/config-json-" + name,
-                files={"c.toml": config(), "config.json": text},
-                args=run('plugin.config.config_json="config.json"'), exit=exit, message=message)
-
-
-def folder_case(name, message, files, sets=(), exit=2, outputs=()):
-    f = {"c.toml": folder_config()}
-    f.update({"m/" + k: v for k, v in files.items()})
-    return Case(name="llava_onevision/folder-" + name, files=f, args=run(*sets), exit=exit,
-                message=message, outputs=list(outputs), timeout=60)
-
-
-def weights_case(name, data, message, exit=2, outputs=(), sets=()):
-    return Case(name="llava_onevision/weights-" + name,
-                files={"c.toml": config(weights='"w.safetensors"'), "w.safetensors": data},
-                args=run(*sets), exit=exit, message=message, outputs=list(outputs), timeout=60)
+key_case, config_json_case, folder_case, weights_case = model_case_builders(
+    "llava_onevision", config, folder_config)
 
 
 QPROJ = "model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight"

@@ -11,9 +11,9 @@ second; its code paths are the real model's (interpolated position embedding,
 2-D rotary, deepstack mergers, four named outputs)."""
 import json
 import re
-import struct
 
-from hostile_support import ENV, Case, png, safetensors, toml_str
+from hostile_support import (ENV, Case, model_case_builders, patterned_checkpoint, png,
+                              run_args, safetensors, toml_str)
 
 Q = re.escape
 
@@ -96,51 +96,12 @@ def shapes(prefix="visual."):
 
 
 def checkpoint(prefix="visual.", poison=None, drop=(), reshape=None, extra=None):
-    tensors = {}
-    for name, shape in shapes(prefix).items():
-        if name in drop:
-            continue
-        if reshape and name == reshape[0]:
-            shape = reshape[1]
-        n = 1
-        for x in shape:
-            n *= x
-        base = 1.0 if ".norm" in name and name.endswith("weight") else 0.0
-        v = [base + 0.02 * (((i * 5 + len(name)) % 11) - 5) for i in range(n)]
-        if poison and poison[0] == name:
-            v[poison[1]] = poison[2]
-        tensors[name] = ("F32", shape, struct.pack("<%df" % n, *v))
-    for name, shape in (extra or {}).items():
-        n = 1
-        for x in shape:
-            n *= x
-        tensors[name] = ("F32", shape, struct.pack("<%df" % n, *([0.5] * n)))
-    return safetensors(tensors)
+    return patterned_checkpoint(shapes(prefix), norm=".norm", poison=poison, drop=drop,
+                                reshape=reshape, extra=extra)
 
 
-def run(*sets, cfg="c.toml"):
-    argv = ["run", "-c", cfg, "--set", "output.report=r.json"]
-    for s in sets:
-        argv += ["--set", s]
-    return argv
-
-
-def key_case(name, sets, message, exit=2):
-    return Case(name="qwen3/key-" + name, files={"c.toml": config()}, args=run(*sets),
-                exit=exit, message=message)
-
-
-def folder_case(name, message, files, sets=(), exit=2, outputs=()):
-    f = {"c.toml": folder_config()}
-    f.update({"m/" + k: v for k, v in files.items()})
-    return Case(name="qwen3/folder-" + name, files=f, args=run(*sets), exit=exit,
-                message=message, outputs=list(outputs), timeout=60)
-
-
-def weights_case(name, data, message, exit=2, outputs=(), sets=()):
-    return Case(name="qwen3/weights-" + name, files={"c.toml": config(weights='"w.safetensors"'),
-                                                      "w.safetensors": data},
-                args=run(*sets), exit=exit, message=message, outputs=list(outputs), timeout=60)
+key_case, _, folder_case, weights_case = model_case_builders("qwen3", config, folder_config)
+run = run_args
 
 
 QKV = "visual.blocks.0.attn.qkv.weight"

@@ -265,3 +265,71 @@ def sha(path):
 
 def encgraph_source(rel):
     return os.path.join(ENV.source_dir, rel)
+
+
+# ---- builders the model plugins' cases share (internvl, llava_onevision, qwen3) ----
+
+def patterned_checkpoint(shapes, norm="norm", poison=None, drop=(), reshape=None, extra=None):
+    """A safetensors file of `shapes` ({name: shape}) holding a fixed small
+    pattern (norm weights, names containing `norm`, about 1): `drop` leaves
+    tensors out, `reshape` = (name, shape) lies about one shape, `poison` =
+    (name, index, value) plants one value, `extra` ({name: shape}) adds
+    tensors of 0.5."""
+    tensors = {}
+    for name, shape in shapes.items():
+        if name in drop:
+            continue
+        if reshape and name == reshape[0]:
+            shape = reshape[1]
+        n = 1
+        for x in shape:
+            n *= x
+        base = 1.0 if norm in name and name.endswith("weight") else 0.0
+        v = [base + 0.02 * (((i * 5 + len(name)) % 11) - 5) for i in range(n)]
+        if poison and poison[0] == name:
+            v[poison[1]] = poison[2]
+        tensors[name] = ("F32", shape, struct.pack("<%df" % n, *v))
+    for name, shape in (extra or {}).items():
+        n = 1
+        for x in shape:
+            n *= x
+        tensors[name] = ("F32", shape, struct.pack("<%df" % n, *([0.5] * n)))
+    return safetensors(tensors)
+
+
+def run_args(*sets, cfg="c.toml"):
+    """`encgraph run` on `cfg` asking for the report r.json, with --set each of `sets`."""
+    argv = ["run", "-c", cfg, "--set", "output.report=r.json"]
+    for s in sets:
+        argv += ["--set", s]
+    return argv
+
+
+def model_case_builders(area, config, folder_config):
+    """The case builders of a model plugin's suite, naming cases `area`/...:
+    key_case (keys set on `config()`), config_json_case (a config.json given
+    by plugin.config.config_json), folder_case (files under m/ with
+    `folder_config()`) and weights_case (w.safetensors as plugin.weights)."""
+    def key_case(name, sets, message, exit=2):
+        return Case(name=f"{area}/key-{name}", files={"c.toml": config()}, args=run_args(*sets),
+                    exit=exit, message=message)
+
+    def config_json_case(name, text, message, exit=2):
+        return Case(name=f"{area}/config-json-{name}",
+                    files={"c.toml": config(), "config.json": text},
+                    args=run_args('plugin.config.config_json="config.json"'), exit=exit,
+                    message=message)
+
+    def folder_case(name, message, files, sets=(), exit=2, outputs=()):
+        f = {"c.toml": folder_config()}
+        f.update({"m/" + k: v for k, v in files.items()})
+        return Case(name=f"{area}/folder-{name}", files=f, args=run_args(*sets), exit=exit,
+                    message=message, outputs=list(outputs), timeout=60)
+
+    def weights_case(name, data, message, exit=2, outputs=(), sets=()):
+        return Case(name=f"{area}/weights-{name}",
+                    files={"c.toml": config(weights='"w.safetensors"'), "w.safetensors": data},
+                    args=run_args(*sets), exit=exit, message=message, outputs=list(outputs),
+                    timeout=60)
+
+    return key_case, config_json_case, folder_case, weights_case

@@ -8,6 +8,7 @@
 #include "internvl_reference.hpp"
 #include "internvl_tiling.hpp"
 
+#include "../cpu_create_params.hpp"
 #include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 
@@ -129,15 +130,8 @@ struct Case {
 };
 
 internvl::Options parse(const KeyValues& kv, const std::string& weights = "random") {
-  std::vector<eg_config_entry> entries;
-  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-  eg_create_params p{};
-  p.struct_size = sizeof(p);
-  p.device = EG_DEVICE_CPU;
-  p.weights = weights.c_str();
-  p.config = entries.data();
-  p.num_config = static_cast<int64_t>(entries.size());
-  return internvl::parse_options(&p);
+  const encgraph::test::CpuCreateParams p(kv, weights);
+  return internvl::parse_options(p.get());
 }
 
 }  // namespace

@@ -74,11 +74,11 @@ Params random_params(const Config& c, uint64_t seed) {
 }
 
 void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
-                  const std::string& prefix) {
+                  const std::string& prefix, const std::string& tower) {
   std::vector<encoder_kit::TensorToWrite> tensors;
   for (const auto& [name, values] : p.tower) {
     if (name.rfind("head.", 0) == 0) continue;
-    tensors.push_back(encoder_kit::f32_tensor(prefix + "vision_tower.vision_model." + name,
+    tensors.push_back(encoder_kit::f32_tensor(prefix + tower + name,
                                               siglip_ref::shape_of(c.tower, name),
                                               std::vector<float>(values.begin(), values.end())));
   }

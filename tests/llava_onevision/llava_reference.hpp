@@ -32,9 +32,11 @@ struct Params {
 Params random_params(const Config& c, uint64_t seed);
 
 // Writes the tower (no pooling head, as LLaVA checkpoints) under
-// prefix + "vision_tower.vision_model.", then the projector and image_newline.
+// prefix + tower (a SiglipVisionModel's names, or the bare transformer's with
+// "vision_tower."), then the projector and image_newline.
 void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
-                  const std::string& prefix = "model.");
+                  const std::string& prefix = "model.",
+                  const std::string& tower = "vision_tower.vision_model.");
 
 // Plugin config entries describing the same model.
 std::vector<std::pair<std::string, std::string>> plugin_config(const Config& c);

@@ -6,6 +6,7 @@
 #include "llava_config.hpp"
 #include "llava_reference.hpp"
 
+#include "../cpu_create_params.hpp"
 #include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 
@@ -86,10 +87,12 @@ struct Case {
   std::vector<std::vector<uint8_t>> pixels;  // the images, then the video
   std::vector<std::vector<double>> expected;
 
-  explicit Case(const llava_ref::Config& c, const std::string& prefix = "model.") : cfg(c) {
+  explicit Case(const llava_ref::Config& c, const std::string& prefix = "model.",
+                const std::string& tower = "vision_tower.vision_model.")
+      : cfg(c) {
     params = llava_ref::random_params(cfg, 2026);
     weights = (dir.path() / "model.safetensors").string();
-    llava_ref::write_params(cfg, params, weights, prefix);
+    llava_ref::write_params(cfg, params, weights, prefix, tower);
     for (size_t i = 0; i < kImages.size(); ++i) {
       const Image& im = kImages[i];
       pixels.push_back(random_pixels(im.h * im.w * 3, 11 + i));
@@ -146,15 +149,8 @@ struct Case {
 };
 
 llava_onevision::Options parse(const KeyValues& kv, const std::string& weights) {
-  std::vector<eg_config_entry> entries;
-  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-  eg_create_params p{};
-  p.struct_size = sizeof(p);
-  p.device = EG_DEVICE_CPU;
-  p.weights = weights.c_str();
-  p.config = entries.data();
-  p.num_config = static_cast<int64_t>(entries.size());
-  return llava_onevision::parse_options(&p);
+  const encgraph::test::CpuCreateParams p(kv, weights);
+  return llava_onevision::parse_options(p.get());
 }
 
 }  // namespace
@@ -174,14 +170,18 @@ TEST_CASE("images of odd aspect ratios and a video match the float64 reference")
 
 TEST_CASE("a checkpoint folder configures the model, in either weight layout") {
   const llava_ref::Config c;
-  std::string prefix;
+  std::string prefix, tower = "vision_tower.vision_model.";
   SUBCASE("transformers 5 (model.vision_tower...)") {
     prefix = "model.";
   }
   SUBCASE("the released llava-hf files (vision_tower...)") {
     prefix = "";
   }
-  Case k(c, prefix);
+  SUBCASE("the bare tower's names (model.vision_tower.embeddings...)") {
+    prefix = "model.";
+    tower = "vision_tower.";
+  }
+  Case k(c, prefix, tower);
   std::ofstream(k.dir.path() / "config.json")
       << R"({"model_type": "llava_onevision", "vision_feature_layer": -1,
   "vision_feature_select_strategy": "full", "vision_aspect_ratio": "anyres_max_9",

@@ -8,6 +8,7 @@
 #include "llava_pack.hpp"
 #include "llava_tiling.hpp"
 
+#include "../cpu_create_params.hpp"
 #include "../plugin_test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -23,15 +24,8 @@ using encgraph::test::message_of;
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
 lo::Options parse(const KeyValues& kv, const std::string& weights = "random") {
-  std::vector<eg_config_entry> entries;
-  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-  eg_create_params p{};
-  p.struct_size = sizeof(p);
-  p.device = EG_DEVICE_CPU;
-  p.weights = weights.c_str();
-  p.config = entries.data();
-  p.num_config = static_cast<int64_t>(entries.size());
-  return lo::parse_options(&p);
+  const encgraph::test::CpuCreateParams p(kv, weights);
+  return lo::parse_options(p.get());
 }
 
 }  // namespace

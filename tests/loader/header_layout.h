@@ -116,7 +116,7 @@
   X(sizeof(eg_replay_buffer), 80) \
   X(offsetof(eg_replay_buffer, staging), 0) \
   X(offsetof(eg_replay_buffer, rows), 72) \
-  X(sizeof(eg_plugin_api), 224) \
+  X(sizeof(eg_plugin_api), 232) \
   X(offsetof(eg_plugin_api, abi_major), 0) \
   X(offsetof(eg_plugin_api, abi_minor), 4) \
   X(offsetof(eg_plugin_api, struct_size), 8) \
@@ -148,8 +148,9 @@
   X(offsetof(eg_plugin_api, output_shape_at), 200) \
   X(offsetof(eg_plugin_api, postprocess_outputs), 208) \
   X(offsetof(eg_plugin_api, item_spec_for_desc), 216) \
+  X(offsetof(eg_plugin_api, flags), 224) \
   X(EG_ABI_VERSION_MAJOR, 1) \
-  X(EG_ABI_VERSION_MINOR, 3) \
+  X(EG_ABI_VERSION_MINOR, 4) \
   X(EG_MAX_DIMS, 6) \
   X(EG_MAX_PATHS, 4) \
   X(EG_MAX_CAPTURE_AXES, 4) \
@@ -159,6 +160,8 @@
   X(EG_PLUGIN_API_V1_0_SIZE, 192) \
   X(EG_PLUGIN_API_V1_1_SIZE, 216) \
   X(EG_PLUGIN_API_V1_2_SIZE, 224) \
+  X(EG_PLUGIN_API_V1_4_SIZE, 232) \
+  X(EG_PLUGIN_CONCURRENT_ITEMS, 1) \
   X(EG_HOST_API_V1_0_SIZE, 32) \
   X(EG_MODEL_INFO_V1_0_SIZE, 488) \
   X(EG_FORWARD_ARGS_V1_0_SIZE, 176) \
@@ -174,6 +177,7 @@
   X(EG_FIELD_END(eg_plugin_api, prepare_device), 192) \
   X(EG_FIELD_END(eg_plugin_api, postprocess_outputs), 216) \
   X(EG_FIELD_END(eg_plugin_api, item_spec_for_desc), 224) \
+  X(EG_FIELD_END(eg_plugin_api, flags), 232) \
   X(EG_FIELD_END(eg_host_api, log), 32) \
   X(EG_FIELD_END(eg_model_info, buffers), 488) \
   X(EG_FIELD_END(eg_forward_args, stream), 176) \
@@ -184,6 +188,8 @@
   X(EG_HAS_FIELD(216, eg_plugin_api, postprocess_outputs), 1) \
   X(EG_HAS_FIELD(216, eg_plugin_api, item_spec_for_desc), 0) \
   X(EG_HAS_FIELD(224, eg_plugin_api, item_spec_for_desc), 1) \
+  X(EG_HAS_FIELD(224, eg_plugin_api, flags), 0) \
+  X(EG_HAS_FIELD(232, eg_plugin_api, flags), 1) \
   X(EG_HAS_FIELD(32, eg_host_api, item_desc_size), 0) \
   X(EG_HAS_FIELD(40, eg_host_api, item_spec_size), 1) \
   X(EG_HAS_FIELD(40, eg_host_api, tuning_option), 0) \

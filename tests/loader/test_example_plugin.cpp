@@ -142,7 +142,7 @@ TEST_CASE("the SDK examples load as plugins of this ABI") {
   CHECK(p.version == "2.0.0");
   CHECK(p.abi_major == 1);
   CHECK(p.abi_minor == EG_ABI_VERSION_MINOR);
-  CHECK(p.api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(p.api->struct_size == EG_PLUGIN_API_V1_4_SIZE);
   CHECK(p.api->devices == EG_DEVICE_CPU);
   CHECK(p.api->modalities == EG_MODALITY_IMAGE);
   CHECK((p.api->prepare_capture_staging != nullptr));
@@ -278,6 +278,8 @@ TEST_CASE("the installed `encgraph plugins --plugin-dir` lists the example plugi
   while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
   CHECK(pclose(pipe) == 0);
   CAPTURE(out);
-  CHECK(contains(out, "minimal  version 2.0.0  abi 1.3  modalities image  devices cpu  " +
+  const std::string abi =
+      std::to_string(EG_ABI_VERSION_MAJOR) + "." + std::to_string(EG_ABI_VERSION_MINOR);
+  CHECK(contains(out, "minimal  version 2.0.0  abi " + abi + "  modalities image  devices cpu  " +
                           kPluginFile.string()));
 }

@@ -57,7 +57,8 @@ TEST_CASE("the minor sizes end where their fields end") {
   CHECK(EG_FIELD_END(eg_plugin_api, prepare_device) == EG_PLUGIN_API_V1_0_SIZE);
   CHECK(EG_FIELD_END(eg_plugin_api, postprocess_outputs) == EG_PLUGIN_API_V1_1_SIZE);
   CHECK(EG_FIELD_END(eg_plugin_api, item_spec_for_desc) == EG_PLUGIN_API_V1_2_SIZE);
-  CHECK(sizeof(eg_plugin_api) == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(EG_FIELD_END(eg_plugin_api, flags) == EG_PLUGIN_API_V1_4_SIZE);
+  CHECK(sizeof(eg_plugin_api) == EG_PLUGIN_API_V1_4_SIZE);
   CHECK(EG_FIELD_END(eg_host_api, log) == EG_HOST_API_V1_0_SIZE);
   CHECK(offsetof(eg_model_info, num_outputs) == EG_MODEL_INFO_V1_0_SIZE);
   CHECK(offsetof(eg_forward_args, outputs) == EG_FORWARD_ARGS_V1_0_SIZE);
@@ -73,6 +74,8 @@ TEST_CASE("EG_HAS_FIELD: a field exists only when the size covers all of it") {
   CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_1_SIZE, eg_plugin_api, postprocess_outputs));
   CHECK_FALSE(EG_HAS_FIELD(EG_PLUGIN_API_V1_1_SIZE, eg_plugin_api, item_spec_for_desc));
   CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_2_SIZE, eg_plugin_api, item_spec_for_desc));
+  CHECK_FALSE(EG_HAS_FIELD(EG_PLUGIN_API_V1_2_SIZE, eg_plugin_api, flags));
+  CHECK(EG_HAS_FIELD(EG_PLUGIN_API_V1_4_SIZE, eg_plugin_api, flags));
   CHECK_FALSE(EG_HAS_FIELD(0, eg_host_api, abi_major));
   CHECK(EG_HAS_FIELD(4u, eg_host_api, abi_major));
 }

@@ -909,6 +909,8 @@ const eg_plugin_api kApi = {
     /* .output_shape_at = */ toy_output_shape_at,
     /* .postprocess_outputs = */ nullptr,  // the runtime's copy, for both outputs
     /* .item_spec_for_desc = */ kV1_1Table ? nullptr : toy_item_spec_for_desc,
+    // Its fault switches are global counters: items are made one at a time.
+    /* .flags = */ 0,
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "qwen_reference.hpp"
 
-#include "../reference_f64.hpp"
+#include "../qwen_family_reference.hpp"
 
 #include <encoder_kit/safetensors.hpp>
 
@@ -117,30 +117,11 @@ Input preprocess(const Config& c, const std::vector<uint8_t>& pixels, int64_t fr
                  int64_t height, int64_t width) {
   const double mean[3] = {0.48145466, 0.4578275, 0.40821073};
   const double stdv[3] = {0.26862954, 0.26130258, 0.27577711};
-  const int64_t tp = c.temporal, p = c.patch, m = c.merge;
+  const int64_t tp = c.temporal, p = c.patch;
   const int64_t padded = (frames + tp - 1) / tp * tp;
-  // patches[f][ch][y][x] as the processor holds them (channels first).
-  auto value = [&](int64_t f, int64_t ch, int64_t y, int64_t x) {
-    const int64_t src = std::min(f, frames - 1);  // time padding repeats the last frame
-    const uint8_t v = pixels[static_cast<size_t>(((src * height + y) * width + x) * 3 + ch)];
-    return (static_cast<double>(v) / 255.0 - mean[ch]) / stdv[ch];
-  };
-  Input in{padded / tp, height / p, width / p, {}};
-  // reshape(gt, tp, c, gh/m, m, p, gw/m, m, p).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
-  const int64_t gt = in.t, gh = in.h, gw = in.w;
-  in.rows.reserve(static_cast<size_t>(gt * gh * gw * c.patch_dim()));
-  for (int64_t a = 0; a < gt; ++a)
-    for (int64_t d = 0; d < gh / m; ++d)
-      for (int64_t g = 0; g < gw / m; ++g)
-        for (int64_t e = 0; e < m; ++e)
-          for (int64_t h = 0; h < m; ++h)
-            for (int64_t ch = 0; ch < 3; ++ch)
-              for (int64_t b = 0; b < tp; ++b)
-                for (int64_t f = 0; f < p; ++f)
-                  for (int64_t i = 0; i < p; ++i)
-                    in.rows.push_back(
-                        value(a * tp + b, ch, (d * m + e) * p + f, (g * m + h) * p + i));
-  return in;
+  return Input{
+      padded / tp, height / p, width / p,
+      qwen_family_ref::patch_rows(pixels, frames, height, width, tp, p, c.merge, mean, stdv)};
 }
 
 std::vector<std::vector<double>> forward(const Config& c, const Params& P,
@@ -165,15 +146,8 @@ std::vector<std::vector<double>> forward(const Config& c, const Params& P,
           for (int64_t mh = 0; mh < c.merge; ++mh)
             for (int64_t mw = 0; mw < c.merge; ++mw)
               pos.push_back({bh * c.merge + mh, bw * c.merge + mw});
-  const int64_t rdim = hd / 2;  // Qwen2_5_VisionRotaryEmbedding(head_dim // 2)
-  std::vector<double> inv_freq;
-  for (int64_t i = 0; i < rdim; i += 2)
-    inv_freq.push_back(1.0 / std::pow(10000.0, double(i) / double(rdim)));
-  Mat rpe;  // [n, rdim] = cat(h * inv_freq, w * inv_freq)
-  for (auto [h, w] : pos) {
-    for (double f : inv_freq) rpe.push_back(double(h) * f);
-    for (double f : inv_freq) rpe.push_back(double(w) * f);
-  }
+  // Qwen2_5_VisionRotaryEmbedding(head_dim // 2), as cat(rpe, rpe) [n, hd].
+  Mat angles = qwen_family_ref::rotary_angles(pos, hd);
 
   // get_window_index
   std::vector<int64_t> window_index;
@@ -213,7 +187,7 @@ std::vector<std::vector<double>> forward(const Config& c, const Params& P,
     return dst;
   };
   x = reorder(x, d);
-  rpe = reorder(rpe, rdim);
+  angles = reorder(angles, hd);
 
   for (int64_t blk = 0; blk < c.depth; ++blk) {
     const std::string pre = "visual.blocks." + std::to_string(blk) + ".";
@@ -221,42 +195,9 @@ std::vector<std::vector<double>> forward(const Config& c, const Params& P,
     const std::vector<int64_t>& cu = full ? cu_full : cu_window;
     Mat h = rms_norm(x, n, d, P.at(pre + "norm1.weight"));
     Mat qkv = linear(h, n, d, P.at(pre + "attn.qkv.weight"), &P.at(pre + "attn.qkv.bias"), 3 * d);
-    // qkv.reshape(seq, 3, heads, head_dim); rotary on q and k with emb = cat(rpe, rpe).
-    auto at = [&](int64_t r, int64_t which, int64_t head, int64_t j) -> double& {
-      return qkv[r * 3 * d + which * d + head * hd + j];
-    };
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t which = 0; which < 2; ++which)
-        for (int64_t head = 0; head < c.heads; ++head) {
-          std::vector<double> v(hd), rot(hd);
-          for (int64_t j = 0; j < hd; ++j) v[j] = at(r, which, head, j);
-          for (int64_t j = 0; j < hd; ++j) rot[j] = j < hd / 2 ? -v[j + hd / 2] : v[j - hd / 2];
-          for (int64_t j = 0; j < hd; ++j) {
-            const double angle = rpe[r * rdim + (j % rdim)];
-            at(r, which, head, j) = v[j] * std::cos(angle) + rot[j] * std::sin(angle);
-          }
-        }
-    Mat attn(static_cast<size_t>(n * d), 0.0);
-    const double scale = 1.0 / std::sqrt(double(hd));
-    for (size_t s = 0; s + 1 < cu.size(); ++s)
-      for (int64_t head = 0; head < c.heads; ++head)
-        for (int64_t i = cu[s]; i < cu[s + 1]; ++i) {
-          std::vector<double> w;
-          double mx = -1e300;
-          for (int64_t j = cu[s]; j < cu[s + 1]; ++j) {
-            double dot = 0;
-            for (int64_t k = 0; k < hd; ++k) dot += at(i, 0, head, k) * at(j, 1, head, k);
-            w.push_back(dot * scale);
-            mx = std::max(mx, w.back());
-          }
-          double sum = 0;
-          for (double& v : w) sum += (v = std::exp(v - mx));
-          for (int64_t k = 0; k < hd; ++k) {
-            double o = 0;
-            for (int64_t j = cu[s]; j < cu[s + 1]; ++j) o += w[j - cu[s]] * at(j, 2, head, k);
-            attn[i * d + head * hd + k] = o / sum;
-          }
-        }
+    // qkv.reshape(seq, 3, heads, head_dim); rotary on q and k.
+    qwen_family_ref::apply_rotary(qkv, n, d, c.heads, angles);
+    const Mat attn = qwen_family_ref::segment_attention(qkv, n, d, c.heads, cu);
     Mat proj = linear(attn, n, d, P.at(pre + "attn.proj.weight"), &P.at(pre + "attn.proj.bias"), d);
     for (size_t k = 0; k < x.size(); ++k) x[k] += proj[k];
     h = rms_norm(x, n, d, P.at(pre + "norm2.weight"));

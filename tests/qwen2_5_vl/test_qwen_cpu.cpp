@@ -429,7 +429,7 @@ TEST_CASE("mlp_kernel and qkv_kernel take their values; anything else names the 
 TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
   AbiInstance a;
   CHECK(a.api->abi_minor == EG_ABI_VERSION_MINOR);
-  CHECK(a.api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(a.api->struct_size == EG_PLUGIN_API_V1_4_SIZE);
   CHECK(!a.api->prepare_capture_inputs);  // host-staged capture instead
   CHECK(static_cast<bool>(a.api->prepare_capture_staging));
   // A 1.0-sized struct: nothing past its end is touched.

@@ -8,6 +8,8 @@
 #include "spec.hpp"
 #include "weights.hpp"
 
+#include "../cpu_create_params.hpp"
+
 #include <doctest/doctest.h>
 
 #include <encgraph/runtime.hpp>
@@ -26,15 +28,8 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 const std::string kFixtures = QWEN_FIXTURES;
 
 qwen_vl::Options parse(const std::string& weights, const KeyValues& kv = {}) {
-  std::vector<eg_config_entry> entries;
-  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-  eg_create_params p{};
-  p.struct_size = sizeof(p);
-  p.device = EG_DEVICE_CPU;
-  p.weights = weights.c_str();
-  p.config = entries.data();
-  p.num_config = static_cast<int64_t>(entries.size());
-  return qwen_vl::parse_options(qwen_vl::kQwen2_5Vl, &p);
+  const encgraph::test::CpuCreateParams p(kv, weights);
+  return qwen_vl::parse_options(qwen_vl::kQwen2_5Vl, p.get());
 }
 
 std::string parse_error(const std::string& weights, const KeyValues& kv = {}) {

@@ -1,48 +1,24 @@
 #include "qwen3_reference.hpp"
 
-#include <encoder_kit/safetensors.hpp>
+#include "../qwen_family_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 namespace qwen3_ref {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
+using qwen_family_ref::Mat;
+using ref64::gelu_erf;
+using ref64::gelu_tanh;
 
-// y[n, out] = x[n, in] * W^T + b
+// Every Linear of this tower has a bias.
 Mat linear(const Mat& x, int64_t n, int64_t in, const Mat& w, const Mat& b, int64_t out) {
-  Mat y(static_cast<size_t>(n * out));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b[o];
-      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w[o * in + k];
-      y[r * out + o] = s;
-    }
-  return y;
+  return ref64::linear(x, n, in, w, &b, out);
 }
 
 Mat layer_norm(const Mat& x, int64_t n, int64_t d, const Mat& w, const Mat& b) {
-  Mat y(x.size());
-  for (int64_t r = 0; r < n; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < d; ++k) mean += x[r * d + k];
-    mean /= static_cast<double>(d);
-    for (int64_t k = 0; k < d; ++k) var += (x[r * d + k] - mean) * (x[r * d + k] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + 1e-6);
-    for (int64_t k = 0; k < d; ++k) y[r * d + k] = (x[r * d + k] - mean) * inv * w[k] + b[k];
-  }
-  return y;
-}
-
-double gelu_tanh(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-double gelu_erf(double x) {
-  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  return ref64::layer_norm(x, n, d, w, b, 1e-6);
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> shapes(const Config& c) {
@@ -120,70 +96,27 @@ std::vector<std::pair<std::string, std::string>> plugin_config(const Config& c) 
 }
 
 Params random_params(const Config& c, uint64_t seed, const std::string& prefix) {
-  std::mt19937_64 rng(seed);
-  Params p;
-  for (const auto& [name, shape] : shapes(c)) {
-    int64_t count = 1;
-    for (int64_t d : shape) count *= d;
-    const int64_t fan_in = shape.size() >= 2 ? count / shape[0] : 1;
-    const bool norm = name.find("norm") != std::string::npos;
-    const bool bias = name.size() > 4 && name.compare(name.size() - 4, 4, "bias") == 0;
-    const bool pos = name == "pos_embed.weight";
-    const double mean = norm && !bias ? 1.0 : 0.0;
-    const double stdv = pos ? 0.5 : norm ? 0.2 : bias ? 0.1 : 1.0 / std::sqrt(double(fan_in));
-    std::normal_distribution<double> dist(mean, stdv);
-    Mat v(static_cast<size_t>(count));
-    for (double& x : v) x = static_cast<double>(static_cast<float>(dist(rng)));
-    p[prefix + name] = std::move(v);
-  }
-  return p;
+  return qwen_family_ref::random_params(
+      shapes(c), seed, prefix, [](const std::string& name) { return name == "pos_embed.weight"; });
 }
 
 void write_params(const Config& c, const Params& p, const std::filesystem::path& file,
                   const std::string& prefix) {
-  std::vector<encoder_kit::TensorToWrite> out;
-  for (const auto& [name, shape] : shapes(c)) {
-    const Mat& v = p.at(prefix + name);
-    out.push_back(
-        encoder_kit::f32_tensor(prefix + name, shape, std::vector<float>(v.begin(), v.end())));
-  }
-  // A tensor of the language model, which the plugin must ignore.
-  out.push_back(encoder_kit::f32_tensor("model.language_model.norm.weight", {4}, {1, 1, 1, 1}));
-  encoder_kit::write_safetensors(file, out);
+  qwen_family_ref::write_params(shapes(c), p, file, prefix);
 }
 
 std::vector<uint8_t> random_pixels(int64_t frames, int64_t height, int64_t width, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> px(static_cast<size_t>(frames * height * width * 3));
-  for (auto& v : px) v = static_cast<uint8_t>(rng() & 0xff);
-  return px;
+  return ref64::random_pixels(frames * height, width, 3, seed);
 }
 
 Input preprocess(const Config& c, const std::vector<uint8_t>& pixels, int64_t frames,
                  int64_t height, int64_t width) {
-  const int64_t tp = c.temporal, p = c.patch, m = c.merge;
+  const double half[3] = {0.5, 0.5, 0.5};  // the processor's mean and std
+  const int64_t tp = c.temporal, p = c.patch;
   const int64_t padded = (frames + tp - 1) / tp * tp;
-  auto value = [&](int64_t f, int64_t ch, int64_t y, int64_t x) {
-    const int64_t src = std::min(f, frames - 1);  // time padding repeats the last frame
-    const uint8_t v = pixels[static_cast<size_t>(((src * height + y) * width + x) * 3 + ch)];
-    return (static_cast<double>(v) / 255.0 - 0.5) / 0.5;
-  };
-  Input in{padded / tp, height / p, width / p, {}};
-  // view(gt, tp, C, gh/m, m, p, gw/m, m, p).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
-  // (the batch axis of the video processor's 10-D view dropped).
-  const int64_t gt = in.t, gh = in.h, gw = in.w;
-  for (int64_t a = 0; a < gt; ++a)
-    for (int64_t d = 0; d < gh / m; ++d)
-      for (int64_t g = 0; g < gw / m; ++g)
-        for (int64_t e = 0; e < m; ++e)
-          for (int64_t h = 0; h < m; ++h)
-            for (int64_t ch = 0; ch < 3; ++ch)
-              for (int64_t b = 0; b < tp; ++b)
-                for (int64_t f = 0; f < p; ++f)
-                  for (int64_t i = 0; i < p; ++i)
-                    in.rows.push_back(
-                        value(a * tp + b, ch, (d * m + e) * p + f, (g * m + h) * p + i));
-  return in;
+  return Input{
+      padded / tp, height / p, width / p,
+      qwen_family_ref::patch_rows(pixels, frames, height, width, tp, p, c.merge, half, half)};
 }
 
 std::vector<std::vector<std::vector<double>>> forward(const Config& c, const Params& P,
@@ -241,18 +174,7 @@ std::vector<std::vector<std::vector<double>>> forward(const Config& c, const Par
       cu.push_back(cu.back() + it.h * it.w);
     }
   }
-  // cos/sin [n, hd]: emb = cat(angles, angles), angles = [row * inv_freq, col * inv_freq].
-  const int64_t quarter = hd / 4;
-  Mat cos_t(static_cast<size_t>(n * hd)), sin_t(cos_t.size());
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t half = 0; half < 2; ++half)
-      for (int64_t part = 0; part < 2; ++part)
-        for (int64_t i = 0; i < quarter; ++i) {
-          const double inv = 1.0 / std::pow(10000.0, 2.0 * i / (hd / 2.0));
-          const double pos = part == 0 ? pos_ids[r].first : pos_ids[r].second;
-          cos_t[r * hd + half * hd / 2 + part * quarter + i] = std::cos(pos * inv);
-          sin_t[r * hd + half * hd / 2 + part * quarter + i] = std::sin(pos * inv);
-        }
+  const Mat angles = qwen_family_ref::rotary_angles(pos_ids, hd);
 
   std::vector<Mat> deep(c.deepstack.size());
   std::vector<int64_t> deep_layers;
@@ -260,38 +182,8 @@ std::vector<std::vector<std::vector<double>>> forward(const Config& c, const Par
     const std::string p = "blocks." + std::to_string(i) + ".";
     Mat h = layer_norm(x, n, d, W.at(p + "norm1.weight"), W.at(p + "norm1.bias"));
     Mat qkv = linear(h, n, d, W.at(p + "attn.qkv.weight"), W.at(p + "attn.qkv.bias"), 3 * d);
-    // Rotary on q and k: x*cos + rotate_half(x)*sin per head.
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t part = 0; part < 2; ++part)
-        for (int64_t head = 0; head < c.heads; ++head) {
-          double* v = qkv.data() + r * 3 * d + part * d + head * hd;
-          std::vector<double> orig(v, v + hd);
-          for (int64_t j = 0; j < hd; ++j) {
-            const double rot = j < hd / 2 ? -orig[j + hd / 2] : orig[j - hd / 2];
-            v[j] = orig[j] * cos_t[r * hd + j] + rot * sin_t[r * hd + j];
-          }
-        }
-    Mat attn(static_cast<size_t>(n * d), 0.0);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    for (size_t s = 0; s + 1 < cu.size(); ++s)
-      for (int64_t head = 0; head < c.heads; ++head)
-        for (int64_t qi = cu[s]; qi < cu[s + 1]; ++qi) {
-          std::vector<double> sc;
-          double mx = -1e300;
-          for (int64_t ki = cu[s]; ki < cu[s + 1]; ++ki) {
-            double dot = 0;
-            for (int64_t j = 0; j < hd; ++j)
-              dot += qkv[qi * 3 * d + head * hd + j] * qkv[ki * 3 * d + d + head * hd + j];
-            sc.push_back(dot * scale);
-            mx = std::max(mx, sc.back());
-          }
-          double sum = 0;
-          for (double& v : sc) sum += (v = std::exp(v - mx));
-          for (int64_t ki = cu[s]; ki < cu[s + 1]; ++ki)
-            for (int64_t j = 0; j < hd; ++j)
-              attn[qi * d + head * hd + j] +=
-                  sc[ki - cu[s]] / sum * qkv[ki * 3 * d + 2 * d + head * hd + j];
-        }
+    qwen_family_ref::apply_rotary(qkv, n, d, c.heads, angles);
+    const Mat attn = qwen_family_ref::segment_attention(qkv, n, d, c.heads, cu);
     const Mat o = linear(attn, n, d, W.at(p + "attn.proj.weight"), W.at(p + "attn.proj.bias"), d);
     for (size_t k = 0; k < x.size(); ++k) x[k] += o[k];
     h = layer_norm(x, n, d, W.at(p + "norm2.weight"), W.at(p + "norm2.bias"));

@@ -301,7 +301,8 @@ TEST_CASE("ABI 1.1: size-safe model info, output shapes, host-staged capture inp
   encgraph::PluginRegistry registry(encgraph::test::plugin_dirs());
   const eg_plugin_api* api = registry.get("siglip").api;
   CHECK(api->abi_minor == EG_ABI_VERSION_MINOR);
-  CHECK(api->struct_size == EG_PLUGIN_API_V1_2_SIZE);
+  CHECK(api->struct_size == EG_PLUGIN_API_V1_4_SIZE);
+  CHECK((api->flags & EG_PLUGIN_CONCURRENT_ITEMS) != 0);  // items made on several threads
   CHECK(!api->prepare_capture_inputs);
   REQUIRE(static_cast<bool>(api->prepare_capture_staging));
   REQUIRE(static_cast<bool>(api->output_shape_at));

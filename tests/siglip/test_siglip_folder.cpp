@@ -6,6 +6,7 @@
 #include "siglip_config.hpp"
 #include "siglip_weights.hpp"
 
+#include "../cpu_create_params.hpp"
 #include "../plugin_test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -24,15 +25,8 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 const std::string kFixtures = SIGLIP_FIXTURES;
 
 siglip::Options parse(const std::string& weights, const KeyValues& kv = {}) {
-  std::vector<eg_config_entry> entries;
-  for (const auto& [k, v] : kv) entries.push_back({k.c_str(), v.c_str()});
-  eg_create_params p{};
-  p.struct_size = sizeof(p);
-  p.device = EG_DEVICE_CPU;
-  p.weights = weights.c_str();
-  p.config = entries.data();
-  p.num_config = static_cast<int64_t>(entries.size());
-  return siglip::parse_options(&p);
+  const encgraph::test::CpuCreateParams p(kv, weights);
+  return siglip::parse_options(p.get());
 }
 
 std::string parse_error(const std::string& weights, const KeyValues& kv = {}) {

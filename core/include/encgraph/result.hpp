@@ -47,6 +47,10 @@ class Result {
   void* output_data(size_t o) const;
   // Output o's rows, copied to host memory; item i's start at host_offset(i, o).
   std::vector<uint8_t> to_host(size_t o = 0) const;
+  // Enqueues a copy of item i's rows of output o (rows(i, o) x hidden_size(o)
+  // elements) to host memory at `dst`; read it after wait(). Lets a caller copy
+  // each item straight into its own buffer, once.
+  void copy_item_to_host(size_t i, size_t o, void* dst) const;
   size_t host_offset(size_t i, size_t o = 0) const;
   // Waits until the device has written every row (for timing; reads synchronise).
   void wait() const;

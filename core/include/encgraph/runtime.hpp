@@ -22,6 +22,7 @@
 #include <encgraph/runtime_config.hpp>
 #include <encgraph/stats.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,16 @@ class Runtime : public Engine, public Model {
   bool is_captured() const override;
   void clear();
 
+  // The items of descs[i] for every i in `which`, in that order: made on
+  // runtime.item_threads threads when the plugin allows it (ABI 1.4,
+  // EG_PLUGIN_CONCURRENT_ITEMS), else on this thread. A failure is rethrown as
+  // "<label(i)>: <message>" for the first failing position in `which`.
+  std::vector<Item> make_items(const std::vector<eg_item_desc>& descs,
+                               const std::vector<size_t>& which,
+                               const std::function<std::string(size_t)>& label);
+  // The threads make_items would use for `items` items (1: the caller's).
+  int item_threads(size_t items) const;
+
   // Runs every item; results in the order given.
   Result execute(const std::vector<const Item*>& items, ExecuteMode mode = ExecuteMode::Planned);
   Result execute(const std::vector<Item>& items, ExecuteMode mode = ExecuteMode::Planned);
@@ -64,6 +75,10 @@ class Runtime : public Engine, public Model {
   // Engine: one rank.
   Request prepare(const std::vector<eg_item_desc>& items,
                   const std::vector<std::string>& labels = {}) override;
+  // With several item threads (make_items), each thread loads and makes its
+  // items, so files are decoded in parallel as well; else Engine's default.
+  Request prepare_lazy(const std::vector<eg_item_desc>& items,
+                       const std::vector<std::string>& labels, const PixelLoader& load) override;
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
   Stats stats() const override;
   int world_size() const override { return 1; }
@@ -89,6 +104,7 @@ class Runtime : public Engine, public Model {
   std::shared_ptr<DeviceBackend> backend_;
   std::shared_ptr<PluginInstance> instance_;
   std::unique_ptr<GraphManager> manager_;
+  int item_threads_ = 0;  // RuntimeConfig::item_threads
 };
 
 }  // namespace encgraph

@@ -38,6 +38,11 @@ struct RuntimeConfig {
   // mirrors of the largest graph's inputs reserved after capture. false copies
   // in line and saves that memory (docs/architecture.md, "Execute").
   bool overlap_uploads = true;
+  // Threads that make a request's items (the plugin's preprocessing) when the
+  // plugin allows it (ABI 1.4, EG_PLUGIN_CONCURRENT_ITEMS); 0: one per core,
+  // at most 8; 1: on the caller's thread. At most kMaxItemThreads.
+  int item_threads = 0;
+  static constexpr int kMaxItemThreads = 64;
   // Debugging (and `encgraph verify`): fill every output, workspace and input
   // buffer with NaN bytes before each run, so rows nobody wrote show.
   bool poison_memory = false;

@@ -274,23 +274,69 @@ float element(const ItemOutput& out, size_t i) {
   }
 }
 
-// An item output's values in `dtype` (F32 or BF16), little-endian bytes; the
-// stored bytes themselves when the dtype already matches (bit for bit).
-void append_values(const ItemOutput& out, int32_t dtype, std::vector<uint8_t>& bytes) {
+// Bytes of one element of a selection's datatype (F32, BF16 or the rows' I64).
+size_t element_bytes(const OutputSelection& sel) {
+  return sel.rows ? 8 : sel.dtype == EG_DTYPE_BF16 ? 2 : 4;
+}
+
+// Writes an item output's values in `dtype` (F32 or BF16), little-endian, at
+// `dst` and returns the end: the stored bytes themselves when the dtype already
+// matches (bit for bit), else converted in one pass. Answers of a few hundred
+// KiB are written once, into memory sized for them.
+uint8_t* write_values(const ItemOutput& out, int32_t dtype, uint8_t* dst) {
   if (out.dtype == dtype) {
-    bytes.insert(bytes.end(), out.bytes.begin(), out.bytes.end());
-    return;
+    if (!out.bytes.empty()) std::memcpy(dst, out.bytes.data(), out.bytes.size());
+    return dst + out.bytes.size();
   }
   const size_t n = static_cast<size_t>(out.rows * out.width);
+  if (dtype == EG_DTYPE_BF16) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = float_to_bf16(element(out, i));
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+    return dst + 2 * n;
+  }
+  if (out.dtype == EG_DTYPE_BF16) {  // the common widening, without the dtype switch
+    const uint8_t* src = out.bytes.data();
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      const uint32_t bits = uint32_t{h} << 16;
+      std::memcpy(dst + 4 * i, &bits, 4);
+    }
+    return dst + 4 * n;
+  }
   for (size_t i = 0; i < n; ++i) {
     const float f = element(out, i);
-    if (dtype == EG_DTYPE_BF16) {
-      const uint16_t h = float_to_bf16(f);
-      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&h),
-                   reinterpret_cast<const uint8_t*>(&h) + 2);
+    std::memcpy(dst + 4 * i, &f, 4);
+  }
+  return dst + 4 * n;
+}
+
+// The shape and byte size of a selection over `items`, and its bytes written
+// at `dst` (when given, sized for them).
+struct TensorSize {
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+TensorSize tensor_size(const OutputSelection& sel, const std::vector<ItemPtr>& items) {
+  int64_t total_rows = 0, width = 0;
+  for (const ItemPtr& item : items) {
+    const ItemOutput& out = item->outputs.at(sel.index);
+    total_rows += out.rows;
+    width = out.width;
+  }
+  if (sel.rows) return {{static_cast<int64_t>(items.size())}, 8 * items.size()};
+  return {{total_rows, width}, static_cast<size_t>(total_rows * width) * element_bytes(sel)};
+}
+void write_tensor(const OutputSelection& sel, const std::vector<ItemPtr>& items, uint8_t* dst) {
+  for (const ItemPtr& item : items) {
+    const ItemOutput& out = item->outputs.at(sel.index);
+    if (sel.rows) {
+      std::memcpy(dst, &out.rows, 8);
+      dst += 8;
     } else {
-      bytes.insert(bytes.end(), reinterpret_cast<const uint8_t*>(&f),
-                   reinterpret_cast<const uint8_t*>(&f) + 4);
+      dst = write_values(out, sel.dtype, dst);
     }
   }
 }
@@ -358,22 +404,11 @@ std::vector<OutputSelection> select_outputs(const std::vector<OutputRequest>& as
 }
 
 OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr>& items) {
+  TensorSize size = tensor_size(sel, items);
   OutputTensor t;
-  int64_t total_rows = 0, width = 0;
-  for (const ItemPtr& item : items) {
-    const ItemOutput& out = item->outputs.at(sel.index);
-    total_rows += out.rows;
-    width = out.width;
-    if (sel.rows) {
-      const int64_t rows = out.rows;
-      t.bytes.insert(t.bytes.end(), reinterpret_cast<const uint8_t*>(&rows),
-                     reinterpret_cast<const uint8_t*>(&rows) + 8);
-    } else {
-      append_values(out, sel.dtype, t.bytes);
-    }
-  }
-  t.shape = sel.rows ? std::vector<int64_t>{static_cast<int64_t>(items.size())}
-                     : std::vector<int64_t>{total_rows, width};
+  t.shape = std::move(size.shape);
+  t.bytes.resize(size.bytes);
+  write_tensor(sel, items, t.bytes.data());
   return t;
 }
 
@@ -484,24 +519,25 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   std::string head = "{\"model_name\":" + json_string(model_name) + ",\"model_version\":\"1\"";
   if (!request.id.empty()) head += ",\"id\":" + json_string(request.id);
   head += ",\"outputs\":[";
-  std::string binary;
-  bool any_binary = false;
+  // Binary tensors are written once, straight after the JSON header, into
+  // the body sized for them; only JSON data goes through a tensor of its own.
+  std::vector<std::pair<const OutputSelection*, size_t>> binary;  // selection, bytes
+  size_t binary_bytes = 0;
   for (size_t k = 0; k < request.outputs.size(); ++k) {
     const OutputSelection& sel = request.outputs[k];
     if (k) head += ",";
-    head += "{\"name\":" + json_string(sel.name) + ",\"datatype\":\"" +
-            datatype_name(sel.rows ? EG_DTYPE_I64 : sel.dtype) + "\",\"shape\":[";
-    const OutputTensor tensor = encode_output(sel, items);
-    const std::vector<uint8_t>& bytes = tensor.bytes;
-    for (size_t d = 0; d < tensor.shape.size(); ++d) {
+    head += "{\"name\":" + json_string(sel.name) + ",\"datatype\":\"" + selection_datatype(sel) +
+            "\",\"shape\":[";
+    const TensorSize size = tensor_size(sel, items);
+    for (size_t d = 0; d < size.shape.size(); ++d) {
       if (d) head += ',';
-      head += std::to_string(tensor.shape[d]);
+      head += std::to_string(size.shape[d]);
     }
     head += "]";
     if (sel.binary) {
-      any_binary = true;
-      head += ",\"parameters\":{\"binary_data_size\":" + std::to_string(bytes.size()) + "}}";
-      binary.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      head += ",\"parameters\":{\"binary_data_size\":" + std::to_string(size.bytes) + "}}";
+      binary.emplace_back(&sel, size.bytes);
+      binary_bytes += size.bytes;
       continue;
     }
     head += ",\"data\":[";
@@ -511,9 +547,11 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
         head += std::to_string(items[i]->outputs.at(sel.index).rows);
       }
     } else {
-      const size_t element_bytes = sel.dtype == EG_DTYPE_BF16 ? 2 : 4;
-      head.reserve(head.size() + bytes.size() / element_bytes * 14);
-      for (size_t i = 0; i * element_bytes < bytes.size(); ++i) {
+      const OutputTensor tensor = encode_output(sel, items);
+      const std::vector<uint8_t>& bytes = tensor.bytes;
+      const size_t width = element_bytes(sel);
+      head.reserve(head.size() + bytes.size() / width * 14);
+      for (size_t i = 0; i * width < bytes.size(); ++i) {
         if (i) head += ',';
         float f;
         if (sel.dtype == EG_DTYPE_BF16) {
@@ -531,11 +569,18 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   }
   head += "]}";
   EncodedBody out;
-  if (any_binary) {
-    out.header_length = head.size();
-    out.body = std::move(head) + binary;
-  } else {
+  if (binary.empty()) {
     out.body = std::move(head);
+    return out;
+  }
+  out.header_length = head.size();
+  out.body = std::move(head);
+  const size_t at = out.body.size();
+  out.body.resize(at + binary_bytes);
+  auto* dst = reinterpret_cast<uint8_t*>(out.body.data()) + at;
+  for (const auto& [sel, bytes] : binary) {
+    write_tensor(*sel, items, dst);
+    dst += bytes;
   }
   return out;
 }

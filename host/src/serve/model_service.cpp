@@ -383,25 +383,21 @@ ModelService::Collected ModelService::collect(const std::vector<QueuedItem>& bat
     throw Error(ErrorKind::Internal, "the engine returned " + std::to_string(result.size()) +
                                          " items for a batch of " + std::to_string(batch.size()));
   Collected items(batch.size());
+  // Each item's rows go from the device straight into its own buffer: one
+  // host copy, not a whole-batch staging copy and then a second one per item.
   for (auto& item : items) item = std::make_shared<ItemOutputs>();
   for (size_t o = 0; o < result.num_outputs(); ++o) {
-    const std::vector<uint8_t> host = result.to_host(o);
-    const size_t row_bytes =
-        static_cast<size_t>(result.hidden_size(o)) * dtype_bytes(result.dtype(o));
     for (size_t i = 0; i < batch.size(); ++i) {
-      const size_t offset = result.host_offset(i, o);
-      const size_t bytes = static_cast<size_t>(result.rows(i, o)) * row_bytes;
-      if (offset > host.size() || bytes > host.size() - offset)
-        throw Error(ErrorKind::Internal, "an item lies outside its result");
       ItemOutput out;
       out.dtype = result.dtype(o);
       out.rows = result.rows(i, o);
       out.width = result.hidden_size(o);
-      out.bytes.assign(host.begin() + static_cast<std::ptrdiff_t>(offset),
-                       host.begin() + static_cast<std::ptrdiff_t>(offset + bytes));
+      out.bytes.resize(static_cast<size_t>(out.rows * out.width) * dtype_bytes(out.dtype));
+      result.copy_item_to_host(i, o, out.bytes.data());
       items[i]->outputs.push_back(std::move(out));
     }
   }
+  result.wait();
   return items;
 }
 

@@ -1,5 +1,5 @@
 /*
- * encgraph plugin ABI, version 1.3 (1.0, 1.1 and 1.2 plugins load and run unchanged).
+ * encgraph plugin ABI, version 1.4 (1.0 to 1.3 plugins load and run unchanged).
  *
  * A plugin is a shared library that exports exactly one C symbol,
  * `encgraph_plugin_entry` (see EG_PLUGIN_ENTRY_SYMBOL). The runtime calls it with
@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define EG_ABI_VERSION_MAJOR 1u
-#define EG_ABI_VERSION_MINOR 3u
+#define EG_ABI_VERSION_MINOR 4u
 
 /* The one symbol a plugin exports. */
 #define EG_PLUGIN_ENTRY_SYMBOL "encgraph_plugin_entry"
@@ -290,9 +290,17 @@ typedef struct eg_replay_buffer {
 
 /* ------------------------------------------------------------ the plugin table */
 
+/* 1.4: what a plugin promises beyond the base contract (eg_plugin_api.flags). */
+typedef enum eg_plugin_flag {
+  /* item_create, item_spec and item_destroy may run on several threads at once
+   * on one instance (never while any other function runs on it). The runtime
+   * then makes a batch's items in parallel (runtime.item_threads). */
+  EG_PLUGIN_CONCURRENT_ITEMS = 1u << 0
+} eg_plugin_flag;
+
 /* Every function may be called from any thread, but the runtime never calls into
- * one instance from two threads at once. Functions marked (optional) may be
- * NULL; the rest are required and checked at load time. */
+ * one instance from two threads at once, except as a flag allows. Functions
+ * marked (optional) may be NULL; the rest are required and checked at load time. */
 typedef struct eg_plugin_api {
   uint32_t abi_major;   /* EG_ABI_VERSION_MAJOR the plugin was built with */
   uint32_t abi_minor;   /* EG_ABI_VERSION_MINOR the plugin was built with */
@@ -409,6 +417,10 @@ typedef struct eg_plugin_api {
    * its spec. */
   eg_status (*item_spec_for_desc)(eg_instance* instance, const eg_item_desc* desc,
                                   eg_item_spec* out, eg_error* err);
+
+  /* ---- 1.4 (a table shorter than EG_PLUGIN_API_V1_4_SIZE has no flags) ---- */
+
+  uint64_t flags; /* bit set of eg_plugin_flag; unknown bits are ignored */
 } eg_plugin_api;
 
 /* The entry point's type. Returns NULL (after logging through `host`) when the
@@ -467,17 +479,20 @@ EG_STATIC_ASSERT(offsetof(eg_plugin_api, postprocess_outputs) == 208,
 /* v1.2 */
 EG_STATIC_ASSERT(offsetof(eg_plugin_api, item_spec_for_desc) == 216,
                  "eg_plugin_api v1.2 is frozen");
-EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 224, "eg_plugin_api v1.2 is frozen");
 /* v1.3 */
 EG_STATIC_ASSERT(offsetof(eg_host_api, tuning_option) == 40, "eg_host_api v1.3 is frozen");
 EG_STATIC_ASSERT(sizeof(eg_host_api) == 48, "eg_host_api v1.3 is frozen");
+/* v1.4 */
+EG_STATIC_ASSERT(offsetof(eg_plugin_api, flags) == 224, "eg_plugin_api v1.4 is frozen");
+EG_STATIC_ASSERT(sizeof(eg_plugin_api) == 232, "eg_plugin_api v1.4 is frozen");
 #endif
 
 /* Offsets just past the last field of each minor. V1_0 is the smallest table a
  * v1 runtime accepts; later minors add fields after it. */
 #define EG_PLUGIN_API_V1_0_SIZE 192u
 #define EG_PLUGIN_API_V1_1_SIZE 216u
-#define EG_PLUGIN_API_V1_2_SIZE 224u
+#define EG_PLUGIN_API_V1_2_SIZE 224u /* 1.3 added no plugin-table field */
+#define EG_PLUGIN_API_V1_4_SIZE 232u
 #define EG_HOST_API_V1_0_SIZE 32u
 #define EG_HOST_API_V1_1_SIZE 40u
 #define EG_MODEL_INFO_V1_0_SIZE 488u

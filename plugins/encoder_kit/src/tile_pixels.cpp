@@ -26,26 +26,6 @@ std::vector<uint8_t> resize_rgb(const uint8_t* rgb, int64_t h, int64_t w, int64_
                        bilinear ? image::Filter::Bilinear : image::Filter::Bicubic);
 }
 
-void append_patch_rows(const uint8_t* rgb, int64_t side, int64_t patch, int64_t cols,
-                       const std::array<double, 3>& mean, const std::array<double, 3>& stddev,
-                       std::vector<float>& rows) {
-  const int64_t p = patch, g = side / patch;
-  const size_t first = rows.size();
-  rows.resize(first + static_cast<size_t>(g * g * cols), 0.0f);
-  float lut[3][256];
-  for (int ch = 0; ch < 3; ++ch)
-    for (int v = 0; v < 256; ++v)
-      lut[ch][v] = static_cast<float>((v / 255.0 - mean[ch]) / stddev[ch]);
-  for (int64_t gy = 0; gy < g; ++gy)
-    for (int64_t gx = 0; gx < g; ++gx) {
-      float* dst = rows.data() + first + (gy * g + gx) * cols;
-      for (int64_t ch = 0; ch < 3; ++ch)
-        for (int64_t y = 0; y < p; ++y)
-          for (int64_t x = 0; x < p; ++x)
-            *dst++ = lut[ch][rgb[((gy * p + y) * side + gx * p + x) * 3 + ch]];
-    }
-}
-
 std::vector<uint8_t> synthetic_rgb_tile(int64_t side, uint64_t seed, uint64_t stream) {
   std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
   for (size_t i = 0; i < rgb.size(); ++i)

@@ -301,8 +301,10 @@ eg_status tp_prepare_replay_buffers(eg_instance*, const eg_graph_shape*,
 #if defined(TP_GARBAGE_TAIL) || defined(TP_GARBAGE_1_2)  // past a 1.0 / 1.1 struct_size
     /* .item_spec_for_desc = */
     reinterpret_cast<decltype(eg_plugin_api::item_spec_for_desc)>(uintptr_t{24}),
+    /* .flags = */ EG_PLUGIN_CONCURRENT_ITEMS,  // never read past the short struct_size
 #else
     /* .item_spec_for_desc = */ nullptr,
+    /* .flags = */ 0,
 #endif
 };
 

@@ -1,10 +1,9 @@
 // The CPU side of tiled ViT preprocessing that the plugins cutting images into
-// tower-sized tiles do alike: 8-bit pixels to RGB, PIL-exact resizes, and one
-// side x side RGB tile to normalised patch rows.
+// tower-sized tiles do alike: 8-bit pixels to RGB, PIL-exact resizes, tile
+// cutting and synthetic tiles (pixel_rows.hpp turns a tile into patch rows).
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,15 +21,6 @@ std::vector<uint8_t> to_rgb(const uint8_t* px, int64_t pixels, int64_t channels)
 // does; at the same size, a copy (PIL's resize returns one).
 std::vector<uint8_t> resize_rgb(const uint8_t* rgb, int64_t h, int64_t w, int64_t out_h,
                                 int64_t out_w, bool bilinear);
-
-// One tile (side x side x 3 bytes) appended to rows as (side / patch)^2 patch
-// rows of `cols` floats (channel, then y, then x; zero past 3 * patch^2), each
-// value (v / 255 - mean) / std computed in double as the processors' float64
-// rescale. Pixels past the last whole patch are dropped, as the patch
-// embedding's valid-padded Conv2d does.
-void append_patch_rows(const uint8_t* rgb, int64_t side, int64_t patch, int64_t cols,
-                       const std::array<double, 3>& mean, const std::array<double, 3>& stddev,
-                       std::vector<float>& rows);
 
 // Calls fn(tile) for each side x side tile of a (rows * side) x (cols * side)
 // RGB canvas, row by row, left to right; tile: side x side x 3 bytes.

@@ -28,8 +28,12 @@
 //       [the runtime makes a synthetic item and reads its spec] (1.2: the spec
 //       item_create would give, its pixels ignored; must equal it and fail
 //       where item_create fails on the geometry)
+//   static constexpr bool concurrent_items = true;
+//       [false] (1.4: item_create, item_spec and the Item's destructor are
+//       safe on several threads at once, so the runtime makes a batch's items
+//       in parallel; nothing else runs meanwhile)
 //
-// An SDK plugin is an ABI 1.2 table that needs a 1.1 runtime at least
+// An SDK plugin is an ABI 1.4 table that needs a 1.1 runtime at least
 // (host-staged capture): its entry declines a 1.0 runtime, logging why.
 #pragma once
 
@@ -268,6 +272,11 @@ struct has_prepare_device : std::false_type {};
 template <class M>
 struct has_prepare_device<M, std::void_t<decltype(&M::prepare_device)>> : std::true_type {};
 template <class M, class = void>
+struct declares_concurrent_items : std::false_type {};
+template <class M>
+struct declares_concurrent_items<M, std::void_t<decltype(M::concurrent_items)>>
+    : std::bool_constant<M::concurrent_items> {};
+template <class M, class = void>
 struct has_spec_for_desc : std::false_type {};
 template <class M>
 struct has_spec_for_desc<M, std::void_t<decltype(&M::item_spec_for_desc)>> : std::true_type {};
@@ -497,6 +506,7 @@ eg_plugin_api make_table() {
   if constexpr (has_postprocess<M>::value) t.postprocess_outputs = &T::postprocess;
   if constexpr (has_prepare_device<M>::value) t.prepare_device = &T::prepare_device;
   if constexpr (has_spec_for_desc<M>::value) t.item_spec_for_desc = &T::spec_for_desc;
+  if constexpr (declares_concurrent_items<M>::value) t.flags |= EG_PLUGIN_CONCURRENT_ITEMS;
   return t;
 }
 
