@@ -1,6 +1,7 @@
 #include "dsocr2_config.hpp"
 
 #include <encoder_kit/config_json.hpp>
+#include <encoder_kit/config_source.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
@@ -162,20 +163,17 @@ void ModelConfig::validate() const {
 Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
   ModelConfig& m = o.model;
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
   // Every size config.json gives.
-  encoder_kit::require_folder_config(
-      folder, r,
+  const encoder_kit::ConfigSource src = encoder_kit::config_source(
+      r, p.weights,
       {"patch_size", "sam_image_size", "sam_hidden_size", "sam_layers", "sam_heads", "sam_mlp_dim",
        "window_size", "global_attn_indexes", "neck_channels", "downsample_channels",
        "encoder_layers", "encoder_heads", "encoder_kv_heads", "encoder_intermediate_size",
        "text_hidden_size"});
-  const auto named = r.get_optional<std::string>("config_json");
-  const bool folder_config = !named && !folder.config.empty();
-  o.config_path = named ? *named : folder.config;
-  if (named || folder_config) read_config_json(o.config_path, m);
+  o.config_path = src.config_path;
+  if (src.has_config) read_config_json(o.config_path, m);
   // validate() bounds the sizes wherever they came from (key or config.json).
-  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  const encoder_kit::CheckpointKeys keys(r, src.folder_config);
   keys.dim("patch_size", m.patch_size);
   keys.dim("sam_image_size", m.sam_image_size);
   keys.dim("sam_hidden_size", m.sam_hidden_size);

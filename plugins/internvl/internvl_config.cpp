@@ -1,9 +1,11 @@
 #include "internvl_config.hpp"
 
 #include <encoder_kit/config_json.hpp>
+#include <encoder_kit/config_source.hpp>
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
+#include <encoder_kit/model_config_json.hpp>
+#include <encoder_kit/preprocessor_rules.hpp>
 
 #include <cmath>
 #include <limits>
@@ -75,74 +77,31 @@ void read_config_json(const std::string& path, ModelConfig& c) {
                                  "checkpoints have them (this plugin requires them)");
 
   // The top level: the projector and the feature selection.
-  const std::string text = encoder_kit::read_text_input(
-      path, "config_json", "point config_json at the checkpoint's config.json");
-  const Json top = Json::parse(text, "internvl: config_json '" + path + "'");
-  const std::string at = "internvl: config_json '" + path + "' ";
+  const encoder_kit::ModelConfigJson top(path, "internvl");
+  const std::string& at = top.at();
   if (const Json* j = top.find("downsample_ratio"))
     c.shuffle = shuffle_of(j->as_double(at + "downsample_ratio"),
                            "config_json '" + path + "' downsample_ratio");
-  if (const Json* j = top.find("vision_feature_layer")) {
-    if (j->is_array())
-      fail(EG_ERR_UNSUPPORTED, at + "vision_feature_layer is a list; one layer only");
-    c.feature_layer = j->as_int(at + "vision_feature_layer");
-  }
-  if (const Json* j = top.find("vision_feature_select_strategy");
-      j && j->as_string(at + "vision_feature_select_strategy") != "default")
-    fail(EG_ERR_UNSUPPORTED, at + "vision_feature_select_strategy must be \"default\" (the CLS "
-                                  "token dropped before the pixel shuffle)");
-  if (const Json* j = top.find("projector_hidden_act");
-      j && j->as_string(at + "projector_hidden_act") != "gelu")
-    fail(EG_ERR_UNSUPPORTED, at + "projector_hidden_act must be \"gelu\"");
-  if (const Json* t = top.find("text_config"))
-    if (const Json* h = t->find("hidden_size"))
-      c.text_hidden_size = h->as_int(at + "text_config.hidden_size");
+  top.read_feature_layer(c.feature_layer);
+  top.require_string("vision_feature_select_strategy", "default",
+                     " (the CLS token dropped before the pixel shuffle)");
+  top.require_string("projector_hidden_act", "gelu");
+  top.read_text_hidden_size(c.text_hidden_size);
 }
 
 // preprocessor_config.json: the tile size must be the tower's image_size.
 void read_preprocessor(const std::string& path, const ModelConfig& m, Processor& p) {
   const encoder_kit::PreprocessorJson j(path, "internvl");
-  const std::string& where = j.where();
-  for (const char* side : {"height", "width"}) {
-    int64_t v = m.image_size;
-    if (j.read_int("size", v, side))
-      encoder_kit::require_agree("internvl", "the tower's vision_config.image_size", m.image_size,
-                                 where + "size." + side, v);
-  }
+  encoder_kit::require_tile_size(j, "internvl", m.image_size);
   // crop_to_patches is not read: InternVLProcessor passes crop_to_patches = true
   // whatever the file says (GotOcr2's saved default is false).
   j.read_int("min_patches", p.min_patches);
   j.read_int("max_patches", p.max_patches);
-  for (const char* flag : {"do_rescale", "do_normalize", "do_resize"})
-    if (const Json* v = j.find(flag); v && !v->as_bool(where + flag))
-      fail(EG_ERR_UNSUPPORTED, "internvl: " + where + flag +
-                                   " is false; this plugin always resizes, rescales by 1/255 "
-                                   "and normalises");
-  if (const Json* v = j.find("rescale_factor");
-      v && std::fabs(v->as_double(where + "rescale_factor") - 1.0 / 255.0) > 1e-9)
-    fail(EG_ERR_UNSUPPORTED, "internvl: " + where + "rescale_factor must be 1/255");
-  auto triple = [&](const char* key, std::array<double, 3>& dst) {
-    const Json* v = j.find(key);
-    if (!v) return;
-    const auto& a = v->as_array(where + key);
-    if (a.size() != 3)
-      fail(EG_ERR_INVALID_ARGUMENT, "internvl: " + where + key + " must list 3 values (RGB)");
-    for (size_t i = 0; i < 3; ++i) dst[i] = a[i].as_double(where + key);
-  };
   // A file without them means GotOcr2ImageProcessor's defaults, OpenAI CLIP's.
-  p.mean = {0.48145466, 0.4578275, 0.40821073};
-  p.std = {0.26862954, 0.26130258, 0.27577711};
-  triple("image_mean", p.mean);
-  triple("image_std", p.std);
-  for (double s : p.std)
-    if (!(s > 0) || !std::isfinite(s))
-      fail(EG_ERR_INVALID_ARGUMENT, "internvl: " + where + "image_std must be positive");
-  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC
-  j.read_int("resample", resample);
-  if (resample != 2 && resample != 3)
-    fail(EG_ERR_UNSUPPORTED, "internvl: " + where + "resample is " + std::to_string(resample) +
-                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
-  p.bilinear = resample == 2;
+  p.mean = encoder_kit::kClipMean;
+  p.std = encoder_kit::kClipStd;
+  encoder_kit::read_rescale_and_normalise(j, "internvl", p.mean, p.std);
+  p.bilinear = encoder_kit::read_bilinear(j, "internvl");
 }
 
 }  // namespace
@@ -165,26 +124,19 @@ void ModelConfig::validate() const {
          "internvl: num_channels must be 3 (RGB), got " + std::to_string(num_channels));
   if (!(layer_norm_eps > 0.0f) || !std::isfinite(layer_norm_eps))
     fail(EG_ERR_INVALID_ARGUMENT, "internvl: layer_norm_eps must be a positive finite number");
-  if (feature_layer < -(num_hidden_layers + 1) || feature_layer > num_hidden_layers)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "internvl: vision_feature_layer " + std::to_string(feature_layer) + " is outside [-" +
-             std::to_string(num_hidden_layers + 1) + ", " + std::to_string(num_hidden_layers) +
-             "] (hidden_states has the embeddings plus one entry per layer)");
+  encoder_kit::require_feature_layer("internvl", feature_layer, num_hidden_layers);
 }
 
 Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
   ModelConfig& m = o.model;
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
-  encoder_kit::require_folder_config(
-      folder, r,
+  const encoder_kit::ConfigSource src = encoder_kit::config_source(
+      r, p.weights,
       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size",
        "patch_size", "text_hidden_size"});
-  const auto named = r.get_optional<std::string>("config_json");
-  const bool folder_config = !named && !folder.config.empty();
-  o.config_path = named ? *named : folder.config;
-  if (named || folder_config) read_config_json(o.config_path, m);
-  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  o.config_path = src.config_path;
+  if (src.has_config) read_config_json(o.config_path, m);
+  const encoder_kit::CheckpointKeys keys(r, src.folder_config);
   keys.dim("hidden_size", m.hidden_size);
   keys.dim("num_hidden_layers", m.num_hidden_layers);
   keys.dim("num_attention_heads", m.num_attention_heads);
@@ -204,7 +156,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   m.validate();
 
   Processor& pr = o.processor;
-  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, pr);
+  if (!src.folder.preprocessor.empty()) read_preprocessor(src.folder.preprocessor, m, pr);
   pr.crop_to_patches = r.get<bool>("crop_to_patches", pr.crop_to_patches);
   pr.min_patches = r.get<int64_t>("min_patches", pr.min_patches, {1, 256});
   pr.max_patches = r.get<int64_t>("max_patches", pr.max_patches, {1, 256});

@@ -3,6 +3,7 @@
 
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/workspace_carver.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -35,22 +36,17 @@ Activations carve(const Options& o, const Capacity& cap, float* base) {
   const size_t r = static_cast<size_t>(cap.seq_rows(c)), d = static_cast<size_t>(c.hidden_size);
   const size_t out = static_cast<size_t>(cap.out_rows(c));
   Activations a{};
-  size_t off = 0;
-  auto take = [&](size_t n) {
-    float* ptr = base ? base + off : nullptr;
-    off += (n + 63) / 64 * 64;
-    return ptr;
-  };
-  a.x = take(r * d);
-  a.normed = take(r * d);
-  a.qkv = take(3 * r * d);
-  a.attn = take(r * d);
-  a.mlp = take(r * static_cast<size_t>(c.intermediate_size));
-  a.shuffled = take(out * static_cast<size_t>(c.shuffled_width()));
-  a.mid = take(out * static_cast<size_t>(c.text_hidden_size));
+  encoder_kit::WorkspaceCarver<float> ws(base, 64);  // every array 256-byte aligned
+  a.x = ws.take(r * d);
+  a.normed = ws.take(r * d);
+  a.qkv = ws.take(3 * r * d);
+  a.attn = ws.take(r * d);
+  a.mlp = ws.take(r * static_cast<size_t>(c.intermediate_size));
+  a.shuffled = ws.take(out * static_cast<size_t>(c.shuffled_width()));
+  a.mid = ws.take(out * static_cast<size_t>(c.text_hidden_size));
   a.scratch_floats = k::attention_scratch_floats(c.seq_per_tile(), c.head_dim());
-  a.scratch = take(a.scratch_floats);
-  a.total_floats = off;
+  a.scratch = ws.take(a.scratch_floats);
+  a.total_floats = ws.size();
   return a;
 }
 

@@ -1,9 +1,8 @@
 #include "internvl_tiling.hpp"
 
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/image_resize.hpp>
 #include <encoder_kit/pixel_rows.hpp>
-#include <encoder_kit/random.hpp>
+#include <encoder_kit/tile_pixels.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -24,10 +23,7 @@ void patchify(const Options& o, const uint8_t* rgb, std::vector<float>& rows) {
 
 std::vector<uint8_t> resize_rgb(const Options& o, const std::vector<uint8_t>& rgb, int64_t h,
                                 int64_t w, int64_t out_h, int64_t out_w) {
-  if (h == out_h && w == out_w) return rgb;  // PIL returns a copy at the same size
-  return encoder_kit::image::resize(rgb.data(), h, w, 3, out_h, out_w,
-                                    o.processor.bilinear ? encoder_kit::image::Filter::Bilinear
-                                                         : encoder_kit::image::Filter::Bicubic);
+  return encoder_kit::resize_rgb(rgb.data(), h, w, out_h, out_w, o.processor.bilinear);
 }
 
 }  // namespace
@@ -83,13 +79,8 @@ void check_geometry(const eg_item_desc& d) {
 
 std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixels, int64_t height,
                                           int64_t width, int64_t channels) {
-  if (channels != 1 && channels != 3 && channels != 4)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "internvl: pixels must have 1, 3 or 4 channels, got " + std::to_string(channels));
-  std::vector<uint8_t> rgb(static_cast<size_t>(height * width * 3));
-  for (int64_t i = 0; i < height * width; ++i)
-    for (int64_t ch = 0; ch < 3; ++ch)
-      rgb[i * 3 + ch] = pixels[i * channels + (channels == 1 ? 0 : ch)];
+  encoder_kit::require_pixel_channels("internvl", channels);
+  const std::vector<uint8_t> rgb = encoder_kit::to_rgb(pixels, height * width, channels);
   const int64_t side = o.model.image_size;
   std::vector<float> rows;
   const int64_t tiles = tile_count(o, height, width);
@@ -99,30 +90,22 @@ std::vector<float> patch_rows_from_pixels(const Options& o, const uint8_t* pixel
   }
   const Processor& p = o.processor;
   const TileGrid g = optimal_grid(height, width, side, p.min_patches, p.max_patches);
-  const int64_t canvas_w = g.columns * side;
-  const std::vector<uint8_t> canvas = resize_rgb(o, rgb, height, width, g.rows * side, canvas_w);
-  std::vector<uint8_t> tile(static_cast<size_t>(side * side * 3));
-  for (int64_t t = 0; t < g.columns * g.rows; ++t) {
-    const int64_t x0 = (t % g.columns) * side, y0 = (t / g.columns) * side;
-    for (int64_t y = 0; y < side; ++y)
-      std::copy_n(canvas.begin() + ((y0 + y) * canvas_w + x0) * 3, side * 3,
-                  tile.begin() + y * side * 3);
-    patchify(o, tile.data(), rows);
-  }
+  const std::vector<uint8_t> canvas =
+      resize_rgb(o, rgb, height, width, g.rows * side, g.columns * side);
+  encoder_kit::for_each_tile(canvas.data(), g.rows, g.columns, side,
+                             [&](const uint8_t* tile) { patchify(o, tile, rows); });
   patchify(o, resize_rgb(o, rgb, height, width, side, side).data(), rows);  // the thumbnail
   return rows;
 }
 
 std::vector<float> synthetic_patch_rows(const Options& o, int64_t tiles, uint64_t seed) {
-  const int64_t side = o.model.image_size;
-  std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
   std::vector<float> rows;
-  for (int64_t t = 0; t < tiles; ++t) {
-    for (size_t i = 0; i < rgb.size(); ++i)
-      rgb[i] = static_cast<uint8_t>(
-          encoder_kit::uniform01(seed, 0x1417u + static_cast<uint64_t>(t), i) * 256.0);
-    patchify(o, rgb.data(), rows);
-  }
+  for (int64_t t = 0; t < tiles; ++t)
+    patchify(o,
+             encoder_kit::synthetic_rgb_tile(o.model.image_size, seed,
+                                             0x1417u + static_cast<uint64_t>(t))
+                 .data(),
+             rows);
   return rows;
 }
 

@@ -1,9 +1,11 @@
 #include "llava_config.hpp"
 
 #include <encoder_kit/config_json.hpp>
+#include <encoder_kit/config_source.hpp>
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
+#include <encoder_kit/model_config_json.hpp>
+#include <encoder_kit/preprocessor_rules.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -69,22 +71,12 @@ void read_config_json(const std::string& path, ModelConfig& c, std::vector<Resol
                                  j->as_string(where + "hidden_act") +
                                  "'; the SigLIP tower implements 'gelu_pytorch_tanh'");
 
-  const std::string text = encoder_kit::read_text_input(
-      path, "config_json", "point config_json at the checkpoint's config.json");
-  const Json top = Json::parse(text, std::string(kWho) + ": config_json '" + path + "'");
-  const std::string at = std::string(kWho) + ": config_json '" + path + "' ";
-  if (const Json* j = top.find("vision_feature_layer")) {
-    if (j->is_array())
-      fail(EG_ERR_UNSUPPORTED, at + "vision_feature_layer is a list; one layer only");
-    c.feature_layer = j->as_int(at + "vision_feature_layer");
-  }
-  if (const Json* j = top.find("vision_feature_select_strategy");
-      j && j->as_string(at + "vision_feature_select_strategy") != "full")
-    fail(EG_ERR_UNSUPPORTED, at + "vision_feature_select_strategy must be \"full\" (SigLIP has "
-                                  "no CLS token; \"default\" would drop a patch)");
-  if (const Json* j = top.find("projector_hidden_act");
-      j && j->as_string(at + "projector_hidden_act") != "gelu")
-    fail(EG_ERR_UNSUPPORTED, at + "projector_hidden_act must be \"gelu\"");
+  const encoder_kit::ModelConfigJson top(path, kWho);
+  const std::string& at = top.at();
+  top.read_feature_layer(c.feature_layer);
+  top.require_string("vision_feature_select_strategy", "full",
+                     " (SigLIP has no CLS token; \"default\" would drop a patch)");
+  top.require_string("projector_hidden_act", "gelu");
   if (const Json* j = top.find("multimodal_projector_bias"))
     c.projector_bias = j->as_bool(at + "multimodal_projector_bias");
   if (const Json* j = top.find("vision_aspect_ratio"))
@@ -92,9 +84,7 @@ void read_config_json(const std::string& path, ModelConfig& c, std::vector<Resol
                                        "config_json '" + path + "' vision_aspect_ratio");
   if (const Json* j = top.find("image_grid_pinpoints"))
     pins = pinpoints_of(*j, "config_json '" + path + "' image_grid_pinpoints");
-  if (const Json* t2 = top.find("text_config"))
-    if (const Json* h = t2->find("hidden_size"))
-      c.text_hidden_size = h->as_int(at + "text_config.hidden_size");
+  top.read_text_hidden_size(c.text_hidden_size);
 }
 
 // preprocessor_config.json: the tile size must be the tower's image_size.
@@ -102,45 +92,12 @@ void read_preprocessor(const std::string& path, const ModelConfig& m, Processor&
                        std::vector<Resolution>& pins) {
   const encoder_kit::PreprocessorJson j(path, kWho);
   const std::string& where = j.where();
-  for (const char* side : {"height", "width"}) {
-    int64_t v = m.vision.image_size;
-    if (j.read_int("size", v, side))
-      encoder_kit::require_agree(kWho, "the tower's vision_config.image_size", m.vision.image_size,
-                                 where + "size." + side, v);
-  }
-  for (const char* flag : {"do_rescale", "do_normalize", "do_resize"})
-    if (const Json* v = j.find(flag); v && !v->as_bool(where + flag))
-      fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + flag +
-                                   " is false; this plugin always resizes, rescales by 1/255 "
-                                   "and normalises");
-  if (const Json* v = j.find("rescale_factor");
-      v && std::fabs(v->as_double(where + "rescale_factor") - 1.0 / 255.0) > 1e-9)
-    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + "rescale_factor must be 1/255");
-  auto triple = [&](const char* key, std::array<double, 3>& dst) {
-    const Json* v = j.find(key);
-    if (!v) return;
-    const auto& a = v->as_array(where + key);
-    if (a.size() != 3)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           std::string(kWho) + ": " + where + key + " must list 3 values (RGB)");
-    for (size_t i = 0; i < 3; ++i) dst[i] = a[i].as_double(where + key);
-  };
+  encoder_kit::require_tile_size(j, kWho, m.vision.image_size);
   // A file without them means LlavaOnevisionImageProcessor's defaults (CLIP's).
-  p.mean = {0.48145466, 0.4578275, 0.40821073};
-  p.std = {0.26862954, 0.26130258, 0.27577711};
-  triple("image_mean", p.mean);
-  triple("image_std", p.std);
-  for (double s : p.std)
-    if (!(s > 0) || !std::isfinite(s))
-      fail(EG_ERR_INVALID_ARGUMENT,
-           std::string(kWho) + ": " + where + "image_std must be positive");
-  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC
-  j.read_int("resample", resample);
-  if (resample != 2 && resample != 3)
-    fail(EG_ERR_UNSUPPORTED, std::string(kWho) + ": " + where + "resample is " +
-                                 std::to_string(resample) +
-                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
-  p.bilinear = resample == 2;
+  p.mean = encoder_kit::kClipMean;
+  p.std = encoder_kit::kClipStd;
+  encoder_kit::read_rescale_and_normalise(j, kWho, p.mean, p.std);
+  p.bilinear = encoder_kit::read_bilinear(j, kWho);
   if (const Json* v = j.find("image_grid_pinpoints")) {
     const std::vector<Resolution> file = pinpoints_of(*v, where + "image_grid_pinpoints");
     // The processor tiles with its list, the model unpads with config.json's:
@@ -172,12 +129,7 @@ void ModelConfig::validate() const {
   const encoder_kit::SizeChecks check{kWho};
   check.range("text_hidden_size", text_hidden_size, 1, 65536);
   check.range("vision_aspect_ratio's anyres_max", max_num_patches, 1, 1024);
-  const int64_t n = vision.num_hidden_layers;
-  if (feature_layer < -(n + 1) || feature_layer > n)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         std::string(kWho) + ": vision_feature_layer " + std::to_string(feature_layer) +
-             " is outside [-" + std::to_string(n + 1) + ", " + std::to_string(n) +
-             "] (hidden_states has the embeddings plus one entry per layer)");
+  encoder_kit::require_feature_layer(kWho, feature_layer, vision.num_hidden_layers);
 }
 
 int64_t Options::max_image_tiles() const {
@@ -204,17 +156,14 @@ siglip::Options Options::tower(const std::string& tower_prefix) const {
 Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   Options o;
   ModelConfig& m = o.model;
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
-  encoder_kit::require_folder_config(
-      folder, r,
+  const encoder_kit::ConfigSource src = encoder_kit::config_source(
+      r, p.weights,
       {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size",
        "patch_size", "text_hidden_size"});
-  const auto named = r.get_optional<std::string>("config_json");
-  const bool folder_config = !named && !folder.config.empty();
-  o.config_path = named ? *named : folder.config;
+  o.config_path = src.config_path;
   std::vector<Resolution> pins;
-  if (named || folder_config) read_config_json(o.config_path, m, pins);
-  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  if (src.has_config) read_config_json(o.config_path, m, pins);
+  const encoder_kit::CheckpointKeys keys(r, src.folder_config);
   siglip::VisionConfig& t = m.vision;
   keys.dim("hidden_size", t.hidden_size);
   keys.dim("num_hidden_layers", t.num_hidden_layers);
@@ -231,7 +180,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   m.validate();
 
   Processor& pr = o.processor;
-  if (!folder.preprocessor.empty()) read_preprocessor(folder.preprocessor, m, pr, pins);
+  if (!src.folder.preprocessor.empty()) read_preprocessor(src.folder.preprocessor, m, pr, pins);
   if (auto list = r.get_optional<std::vector<int64_t>>("image_grid_pinpoints")) {
     if (list->empty() || list->size() % 2 != 0)
       fail(EG_ERR_INVALID_ARGUMENT, std::string(kWho) +

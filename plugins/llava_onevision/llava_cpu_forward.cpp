@@ -4,6 +4,7 @@
 
 #include <encoder_kit/cpu_kernels.hpp>
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/workspace_carver.hpp>
 
 #include <cstring>
 #include <string>
@@ -26,18 +27,13 @@ Activations carve(const Options& o, const Weights& w, const Capacity& cap, char*
   const ModelConfig& c = o.model;
   const size_t r = static_cast<size_t>(cap.tower_rows(c));
   Activations a{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char* ptr = base ? base + off : nullptr;
-    off += (bytes + 255) / 256 * 256;
-    return ptr;
-  };
-  a.features = reinterpret_cast<float*>(take(r * static_cast<size_t>(c.vision.hidden_size) * 4));
-  a.mid = reinterpret_cast<float*>(take(r * static_cast<size_t>(c.text_hidden_size) * 4));
-  a.projected = reinterpret_cast<float*>(take(r * static_cast<size_t>(c.text_hidden_size) * 4));
+  encoder_kit::WorkspaceCarver<char> ws(base, 256);
+  a.features = reinterpret_cast<float*>(ws.take(r * static_cast<size_t>(c.vision.hidden_size) * 4));
+  a.mid = reinterpret_cast<float*>(ws.take(r * static_cast<size_t>(c.text_hidden_size) * 4));
+  a.projected = reinterpret_cast<float*>(ws.take(r * static_cast<size_t>(c.text_hidden_size) * 4));
   a.tower_bytes = siglip::cpu_workspace_bytes(w.tower_options, {cap.tiles, cap.tower_rows(c)});
-  a.tower = take(a.tower_bytes);
-  a.total_bytes = off;
+  a.tower = ws.take(a.tower_bytes);
+  a.total_bytes = ws.size();
   return a;
 }
 

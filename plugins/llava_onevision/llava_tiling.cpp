@@ -1,9 +1,8 @@
 #include "llava_tiling.hpp"
 
 #include <encoder_kit/error.hpp>
-#include <encoder_kit/image_resize.hpp>
 #include <encoder_kit/pixel_rows.hpp>
-#include <encoder_kit/random.hpp>
+#include <encoder_kit/tile_pixels.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -25,19 +24,7 @@ void patchify(const Options& o, const uint8_t* rgb, std::vector<float>& rows) {
 
 std::vector<uint8_t> resize_rgb(const Options& o, const uint8_t* rgb, int64_t h, int64_t w,
                                 int64_t out_h, int64_t out_w) {
-  if (h == out_h && w == out_w)  // PIL returns a copy at the same size
-    return std::vector<uint8_t>(rgb, rgb + h * w * 3);
-  return encoder_kit::image::resize(rgb, h, w, 3, out_h, out_w,
-                                    o.processor.bilinear ? encoder_kit::image::Filter::Bilinear
-                                                         : encoder_kit::image::Filter::Bicubic);
-}
-
-std::vector<uint8_t> to_rgb(const uint8_t* px, int64_t pixels, int64_t channels) {
-  std::vector<uint8_t> rgb(static_cast<size_t>(pixels * 3));
-  for (int64_t i = 0; i < pixels; ++i)
-    for (int64_t ch = 0; ch < 3; ++ch)
-      rgb[i * 3 + ch] = px[i * channels + (channels == 1 ? 0 : ch)];
-  return rgb;
+  return encoder_kit::resize_rgb(rgb, h, w, out_h, out_w, o.processor.bilinear);
 }
 
 // One image's tiles: the base image, then the padded canvas cut row by row.
@@ -54,14 +41,8 @@ void image_rows(const Options& o, const std::vector<uint8_t>& rgb, int64_t h, in
   for (int64_t y = 0; y < fit.height; ++y)
     std::copy_n(resized.begin() + y * fit.width * 3, fit.width * 3,
                 canvas.begin() + ((top + y) * best.width + left) * 3);
-  std::vector<uint8_t> tile(static_cast<size_t>(side * side * 3));
-  for (int64_t ty = 0; ty < best.height / side; ++ty)
-    for (int64_t tx = 0; tx < best.width / side; ++tx) {
-      for (int64_t y = 0; y < side; ++y)
-        std::copy_n(canvas.begin() + ((ty * side + y) * best.width + tx * side) * 3, side * 3,
-                    tile.begin() + y * side * 3);
-      patchify(o, tile.data(), rows);
-    }
+  encoder_kit::for_each_tile(canvas.data(), best.height / side, best.width / side, side,
+                             [&](const uint8_t* tile) { patchify(o, tile, rows); });
 }
 
 }  // namespace
@@ -177,13 +158,12 @@ void check_geometry(const Options& o, const eg_item_desc& d) {
 }
 
 std::vector<float> patch_rows_from_pixels(const Options& o, const eg_item_desc& d) {
-  if (d.channels != 1 && d.channels != 3 && d.channels != 4)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         "llava_onevision: pixels must have 1, 3 or 4 channels, got " + std::to_string(d.channels));
+  encoder_kit::require_pixel_channels("llava_onevision", d.channels);
   const int64_t side = o.model.vision.image_size, n = d.height * d.width;
   std::vector<float> rows;
   for (int64_t f = 0; f < d.frames; ++f) {
-    const std::vector<uint8_t> rgb = to_rgb(d.pixels + f * n * d.channels, n, d.channels);
+    const std::vector<uint8_t> rgb =
+        encoder_kit::to_rgb(d.pixels + f * n * d.channels, n, d.channels);
     if (d.modality == EG_MODALITY_VIDEO)
       patchify(o, resize_rgb(o, rgb.data(), d.height, d.width, side, side).data(), rows);
     else
@@ -193,15 +173,13 @@ std::vector<float> patch_rows_from_pixels(const Options& o, const eg_item_desc& 
 }
 
 std::vector<float> synthetic_patch_rows(const Options& o, int64_t tiles, uint64_t seed) {
-  const int64_t side = o.model.vision.image_size;
-  std::vector<uint8_t> rgb(static_cast<size_t>(side * side * 3));
   std::vector<float> rows;
-  for (int64_t t = 0; t < tiles; ++t) {
-    for (size_t i = 0; i < rgb.size(); ++i)
-      rgb[i] = static_cast<uint8_t>(
-          encoder_kit::uniform01(seed, 0x11a7u + static_cast<uint64_t>(t), i) * 256.0);
-    patchify(o, rgb.data(), rows);
-  }
+  for (int64_t t = 0; t < tiles; ++t)
+    patchify(o,
+             encoder_kit::synthetic_rgb_tile(o.model.vision.image_size, seed,
+                                             0x11a7u + static_cast<uint64_t>(t))
+                 .data(),
+             rows);
   return rows;
 }
 

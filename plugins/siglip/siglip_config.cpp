@@ -1,8 +1,10 @@
 #include "siglip_config.hpp"
 
 #include <encoder_kit/config_json.hpp>
+#include <encoder_kit/config_source.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/json.hpp>
+#include <encoder_kit/preprocessor_rules.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -43,21 +45,10 @@ bool read_config_json(const std::string& path, VisionConfig& c) {
 // the `resample` key spells it (the key overrides it).
 std::string read_preprocessor(const std::string& path, const VisionConfig& m) {
   const encoder_kit::PreprocessorJson j(path, "siglip");
-  for (const char* side : {"height", "width"}) {
-    int64_t v = m.image_size;
-    if (j.read_int("size", v, side))
-      encoder_kit::require_agree("siglip", "the tower's vision_config.image_size", m.image_size,
-                                 j.where() + "size." + side, v);
-  }
+  encoder_kit::require_tile_size(j, "siglip", m.image_size);
   j.require_floats("siglip", "image_mean", {0.5, 0.5, 0.5});
   j.require_floats("siglip", "image_std", {0.5, 0.5, 0.5});
-  int64_t resample = 3;  // PIL: 2 BILINEAR, 3 BICUBIC (the processor's default)
-  j.read_int("resample", resample);
-  if (resample == 2) return "bilinear";
-  if (resample != 3)
-    fail(EG_ERR_UNSUPPORTED, "siglip: " + j.where() + "resample is " + std::to_string(resample) +
-                                 "; this plugin resizes bicubic (3) or bilinear (2) only");
-  return "bicubic";
+  return encoder_kit::read_bilinear(j, "siglip") ? "bilinear" : "bicubic";
 }
 
 Output parse_output(const std::string& key, const std::string& text) {
@@ -137,18 +128,16 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   bool has_head = true;
   // A checkpoint folder as plugin.weights brings its config.json (unless
   // config_json names another) and preprocessor_config.json.
-  const encoder_kit::CheckpointFolder folder = encoder_kit::checkpoint_folder(p.weights);
-  encoder_kit::require_folder_config(folder, r,
-                                     {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                                      "intermediate_size", "image_size", "patch_size"});
-  const auto named = r.get_optional<std::string>("config_json");
-  const bool folder_config = !named && !folder.config.empty();
-  o.config_path = named ? *named : folder.config;
-  if (named || folder_config) has_head = read_config_json(o.config_path, m);
+  const encoder_kit::ConfigSource src =
+      encoder_kit::config_source(r, p.weights,
+                                 {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                  "intermediate_size", "image_size", "patch_size"});
+  o.config_path = src.config_path;
+  if (src.has_config) has_head = read_config_json(o.config_path, m);
   // Keys override config_json; a key that contradicts the folder's own
   // config.json is an error (the weights beside it have its sizes).
   // validate() bounds the sizes wherever they came from.
-  const encoder_kit::CheckpointKeys keys(r, folder_config ? folder.config : std::string());
+  const encoder_kit::CheckpointKeys keys(r, src.folder_config);
   keys.dim("hidden_size", m.hidden_size);
   keys.dim("num_hidden_layers", m.num_hidden_layers);
   keys.dim("num_attention_heads", m.num_attention_heads);
@@ -194,7 +183,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
   o.check_finite = encoder_kit::read_check_finite(r);
   const std::string resample = r.get_choice(
       "resample",
-      folder.preprocessor.empty() ? "bicubic" : read_preprocessor(folder.preprocessor, m),
+      src.folder.preprocessor.empty() ? "bicubic" : read_preprocessor(src.folder.preprocessor, m),
       {"bicubic", "bilinear"});
   o.bilinear_resize = resample == "bilinear";
   encoder_kit::read_seed_and_tuning(r, o);
