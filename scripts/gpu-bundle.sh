@@ -47,10 +47,20 @@ bin_dirs=("$build/bench")
 [[ $video == 1 ]] || bin_dirs+=("$build/tests")
 # Of the tests, only the GPU suites travel (gpu-run-all.sh runs test_*gpu* and
 # test_*cuda*; the CPU suites run in CI): all of them would not fit in 64 MiB.
+# A test executable travels only when this build's CTest still registers it:
+# a suite removed from the tree leaves its old binary in the build folder.
+registered=$(ctest --test-dir "$build" --show-only=json-v1 | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin).get("tests", []):
+    if t.get("command"): print(os.path.basename(t["command"][0]))')
 find "${bin_dirs[@]}" -maxdepth 3 -type f -perm -u+x 2>/dev/null |
   while read -r f; do
     name=$(basename "$f")
-    case $name in test_*) [[ $name == *gpu* || $name == *cuda* ]] || continue ;; esac
+    case $name in test_*)
+      [[ $name == *gpu* || $name == *cuda* ]] || continue
+      grep -qxF "$name" <<<"$registered" || continue
+      ;;
+    esac
     if head -c 4 "$f" | grep -q ELF; then cp "$f" "$bundle/bin/"; fi
   done
 # FFmpeg's libraries, dlopen'ed by encgraph (so ldd does not list them).
