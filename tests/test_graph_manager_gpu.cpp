@@ -220,6 +220,8 @@ TEST_CASE("CUDA graphs: requests queued back to back, uploads overlapping the re
     for (const auto& d : descs.back()) items.back().push_back(graphs.make_item(d));
     results.push_back(graphs.execute(items.back()));
   }
+  // Each request's rows are read while the ones after it may still run: its
+  // copies wait for its own mark, on the copy-out stream.
   for (size_t r = 0; r < results.size(); ++r) {
     INFO("request " << r);
     check_result_equals_per_item(results[r], items[r], eager, descs[r]);

@@ -9,6 +9,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 using namespace encgraph;
@@ -29,6 +32,68 @@ Result two_outputs() {
 uintptr_t address(const void* p) {
   return reinterpret_cast<uintptr_t>(p);
 }
+
+// The CPU backend acting as a device that runs apart from the host: copies to
+// the host land only when the stream is synchronised (copy_to_host) or the
+// copies out are finished (copy_to_host_after); the test counts each wait.
+class DeferredCopies final : public DeviceBackend {
+ public:
+  struct Mark final : StreamMark {
+    int* waits;
+    explicit Mark(int* w) : waits(w) {}
+    void wait() override { ++*waits; }
+  };
+  int synchronizes = 0, mark_waits = 0, finishes = 0;
+  const StreamMark* last_mark = nullptr;  // the mark the last copy out waited on
+
+  eg_device_type type() const override { return cpu_->type(); }
+  std::string name() const override { return "deferred"; }
+  void* stream() override { return nullptr; }
+  void* alloc(size_t b, const std::string& w) override { return cpu_->alloc(b, w); }
+  void free(void* p) noexcept override { cpu_->free(p); }
+  void* alloc_async(size_t b, const std::string& w) override { return cpu_->alloc_async(b, w); }
+  void free_async(void* p) noexcept override { cpu_->free_async(p); }
+  void* alloc_host(size_t b, const std::string& w) override { return cpu_->alloc_host(b, w); }
+  void free_host(void* p) noexcept override { cpu_->free_host(p); }
+  void copy_to_device(void* d, const void* s, size_t b) override { cpu_->copy_to_device(d, s, b); }
+  void copy_on_device(void* d, const void* s, size_t b) override { cpu_->copy_on_device(d, s, b); }
+  void copy_to_host(void* d, const void* s, size_t b) override { on_stream_.push_back({d, s, b}); }
+  void fill_bytes(void* d, int v, size_t b) override { cpu_->fill_bytes(d, v, b); }
+  void synchronize() override {
+    ++synchronizes;
+    run(on_stream_);
+  }
+  std::shared_ptr<StreamMark> mark_stream() override { return std::make_shared<Mark>(&mark_waits); }
+  void copy_to_host_after(const StreamMark& mark, void* d, const void* s, size_t b) override {
+    last_mark = &mark;
+    out_.push_back({d, s, b});
+  }
+  void finish_copies_out() override {
+    ++finishes;
+    run(out_);
+  }
+  void mark_staging_consumed(int) override {}
+  void wait_staging_free(int) override {}
+  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body, const std::string& w,
+                                         CaptureTimes* t) override {
+    return cpu_->capture(body, w, t);
+  }
+  double time_ms(const std::function<void()>& enqueue) override { return cpu_->time_ms(enqueue); }
+  std::unique_ptr<StreamTimer> make_timer() override { return cpu_->make_timer(); }
+
+ private:
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  static void run(std::vector<Copy>& copies) {
+    for (const Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+    copies.clear();
+  }
+  std::shared_ptr<DeviceBackend> cpu_ = make_cpu_backend();
+  std::vector<Copy> on_stream_, out_;
+};
 
 }  // namespace
 
@@ -111,6 +176,34 @@ TEST_CASE("copy_item_to_host(i, o) copies exactly item i's rows of output o") {
   CHECK(pooled[0] == 0x3c00);
   CHECK(pooled[1] == 0x4000);
   CHECK(pooled[2] == 0x7777);
+}
+
+TEST_CASE("a marked call's copies wait for its mark alone; an unmarked one's for the stream") {
+  for (const bool marked : {false, true}) {
+    CAPTURE(marked);
+    auto backend = std::make_shared<DeferredCopies>();
+    std::vector<OutputSpec> outputs = {{"main", 2, EG_DTYPE_F32, 0}};
+    Result r(backend, outputs, Rows{{1, 2}}, Rows{{2, 0}});
+    float* rows = static_cast<float*>(r.output_data(0));
+    for (int k = 0; k < 6; ++k) rows[k] = static_cast<float>(k + 1);
+    if (marked) r.mark_written();
+    std::vector<float> item0(2, -1.0f), item1(4, -1.0f);
+    r.copy_item_to_host(0, 0, item0.data());
+    r.copy_item_to_host(1, 0, item1.data());
+    CHECK(item0 == std::vector<float>{-1, -1});  // queued, not landed
+    r.wait();
+    CHECK(item0 == std::vector<float>{5, 6});
+    CHECK(item1 == std::vector<float>{1, 2, 3, 4});
+    CHECK(backend->synchronizes == (marked ? 0 : 1));
+    CHECK(backend->mark_waits == (marked ? 1 : 0));
+    CHECK(backend->finishes == (marked ? 1 : 0));
+    CHECK((backend->last_mark != nullptr) == marked);
+    // Whole outputs and float reads take the same way.
+    CHECK(r.to_host(0).size() == 6 * sizeof(float));
+    CHECK(r.item_as_float(1, 0) == std::vector<float>{1, 2, 3, 4});
+    CHECK(backend->synchronizes == (marked ? 0 : 3));
+    CHECK(backend->finishes == (marked ? 3 : 0));
+  }
 }
 
 TEST_CASE("bf16 and integer outputs convert to float") {

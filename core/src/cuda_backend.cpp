@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -123,6 +125,24 @@ class DeviceScope {
  private:
   int previous_ = 0;
   bool changed_ = false;
+};
+
+// A StreamMark on a CUDA event recorded on the backend's stream.
+class EventMark final : public StreamMark {
+ public:
+  EventMark(int device, cudaStream_t stream) : device_(device) {
+    const DeviceScope scope(device_);
+    EG_CUDA_CHECK(cudaEventRecord(event_.get(), stream));
+  }
+  void wait() override {
+    const DeviceScope scope(device_);
+    EG_CUDA_CHECK(cudaEventSynchronize(event_.get()));
+  }
+  cudaEvent_t get() const { return event_.get(); }
+
+ private:
+  int device_;
+  Event event_;
 };
 
 class CudaGraph final : public RecordedGraph {
@@ -257,12 +277,56 @@ class CudaBackend final : public DeviceBackend {
     if (!p) return;
     try {
       const DeviceScope scope(device_);
+      {
+        // Copies out of this memory may still run on the copy-out stream.
+        std::lock_guard<std::mutex> lock(out_mutex_);
+        if (out_done_)
+          log_if_failed(cudaStreamWaitEvent(stream_->get(), out_done_->get(), 0),
+                        "ordering a free after copies out");
+      }
       log_if_failed(cudaFreeAsync(p, stream_->get()), "freeing results");
     } catch (const Error& e) {
       spdlog::error("freeing results: {}", e.what());
     }
   }
   void synchronize() override { EG_CUDA_CHECK(cudaStreamSynchronize(stream_->get())); }
+
+  // Copies out run on a stream of their own behind the mark, so that a call
+  // queued after the marked one computes while its rows travel (a copy
+  // engine); free_async then waits for them before the memory is reused.
+  std::shared_ptr<StreamMark> mark_stream() override {
+    return std::make_shared<EventMark>(device_, stream_->get());
+  }
+  void copy_to_host_after(const StreamMark& mark, void* d, const void* s, size_t n) override {
+    if (!n) return;
+    const auto* event = dynamic_cast<const EventMark*>(&mark);
+    if (!event) throw Error(ErrorKind::Internal, name_ + ": a mark of another backend");
+    const DeviceScope scope(device_);
+    cudaStream_t out = nullptr;
+    cudaEvent_t done = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      if (!out_stream_) {
+        out_stream_ = std::make_unique<Stream>();
+        out_done_ = std::make_unique<Event>();
+      }
+      out = out_stream_->get();
+      done = out_done_->get();
+    }
+    // Not under the lock: a copy into pageable memory returns once it has run.
+    EG_CUDA_CHECK(cudaStreamWaitEvent(out, event->get(), 0));
+    EG_CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, out));
+    EG_CUDA_CHECK(cudaEventRecord(done, out));
+  }
+  void finish_copies_out() override {
+    const DeviceScope scope(device_);
+    cudaStream_t out = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(out_mutex_);
+      if (out_stream_) out = out_stream_->get();
+    }
+    if (out) EG_CUDA_CHECK(cudaStreamSynchronize(out));
+  }
 
   // Uploads overlap the work before them: host->device copies into a device
   // mirror of the slot run on a second stream (a copy engine) while the
@@ -464,6 +528,11 @@ class CudaBackend final : public DeviceBackend {
   };
   std::unique_ptr<Stream> copy_stream_;
   std::array<std::unique_ptr<Event>, 2> uploaded_events_;
+  // Copies out (copy_to_host_after): their stream and the event after the
+  // last one queued; the mutex covers both (results may die on any thread).
+  std::mutex out_mutex_;
+  std::unique_ptr<Stream> out_stream_;
+  std::unique_ptr<Event> out_done_;
   std::array<void*, 2> mirror_{nullptr, nullptr};
   size_t mirror_bytes_ = 0, mirror_used_ = 0;
   std::vector<PendingCopy> pending_;

@@ -31,6 +31,14 @@ class StreamTimer {
   virtual double elapsed_ms() = 0;
 };
 
+// A point on a backend's stream: the work queued before it. wait() blocks
+// until that work has finished, whatever was queued after the mark.
+class StreamMark {
+ public:
+  virtual ~StreamMark() = default;
+  virtual void wait() = 0;
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -59,6 +67,14 @@ class DeviceBackend {
   virtual void fill_bytes(void* dst, int value, size_t bytes) = 0;
   void fill_zero(void* dst, size_t bytes) { fill_bytes(dst, 0, bytes); }
   virtual void synchronize() = 0;
+  // Marks stream() (on the CPU the work has already run: the mark is passed).
+  virtual std::shared_ptr<StreamMark> mark_stream();
+  // Copies device memory to the host once the work before `mark` has run, on
+  // a stream of its own: work queued on stream() after the mark runs on
+  // meanwhile. The bytes are in place once finish_copies_out() returns, and
+  // freeing `src` with free_async waits for the copy. The CPU copies at once.
+  virtual void copy_to_host_after(const StreamMark& mark, void* dst, const void* src, size_t bytes);
+  virtual void finish_copies_out() { synchronize(); }
 
   // Host staging slot `slot` may be rewritten once the work queued before the
   // matching mark has consumed it.

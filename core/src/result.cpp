@@ -126,7 +126,25 @@ eg_tensor Result::item(size_t i, size_t o) const {
 }
 
 void Result::wait() const {
-  if (backend_) backend_->synchronize();
+  if (!backend_) return;
+  if (!written_) {
+    backend_->synchronize();
+    return;
+  }
+  written_->wait();
+  backend_->finish_copies_out();
+}
+
+void Result::mark_written() {
+  if (backend_) written_ = backend_->mark_stream();
+}
+
+void Result::copy_to_host(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  if (written_)
+    backend_->copy_to_host_after(*written_, dst, src, bytes);
+  else
+    backend_->copy_to_host(dst, src, bytes);
 }
 
 std::vector<uint8_t> Result::to_host(size_t o) const {
@@ -134,15 +152,14 @@ std::vector<uint8_t> Result::to_host(size_t o) const {
                        static_cast<size_t>(outputs_[o].width) * dtype_size(outputs_[o].dtype);
   std::vector<uint8_t> host(bytes);
   if (bytes == 0) return host;
-  backend_->copy_to_host(host.data(), output_data(o), bytes);
-  backend_->synchronize();
+  copy_to_host(host.data(), output_data(o), bytes);
+  wait();
   return host;
 }
 
 void Result::copy_item_to_host(size_t i, size_t o, void* dst) const {
   const eg_tensor t = item(i, o);
-  const size_t bytes = static_cast<size_t>(t.shape[0] * t.shape[1]) * dtype_size(t.dtype);
-  if (bytes) backend_->copy_to_host(dst, t.data, bytes);
+  copy_to_host(dst, t.data, static_cast<size_t>(t.shape[0] * t.shape[1]) * dtype_size(t.dtype));
 }
 
 std::vector<float> Result::item_as_float(size_t i, size_t o) const {
@@ -151,8 +168,8 @@ std::vector<float> Result::item_as_float(size_t i, size_t o) const {
   const size_t es = dtype_size(t.dtype);
   std::vector<uint8_t> raw(count * es);
   if (!raw.empty()) {
-    backend_->copy_to_host(raw.data(), t.data, raw.size());
-    backend_->synchronize();
+    copy_to_host(raw.data(), t.data, raw.size());
+    wait();
   }
   std::vector<float> out(count);
   for (size_t k = 0; k < count; ++k) out[k] = element_as_float(t.dtype, raw.data() + k * es);

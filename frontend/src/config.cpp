@@ -637,6 +637,7 @@ void read_serve(const Reader& r, HostConfig& c) {
       {"serve.max_pixels", &s.max_pixels, 1, int64_t{1} << 32},
       {"serve.request_timeout_ms", &s.request_timeout_ms, 1, int64_t{3600} * 1000},
       {"serve.threads", &s.threads, 1, 256},
+      {"serve.batches_in_flight", &s.batches_in_flight, 0, 2},
   };
   for (const Bound& b : bounds) {
     r.get(b.key, *b.value);

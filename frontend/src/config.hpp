@@ -80,6 +80,9 @@ struct ServeConfig {
   int64_t max_pixels = 16777216;  // height * width of one image in a request
   int64_t request_timeout_ms = 30000;
   int64_t threads = 4;  // HTTP and decoding threads
+  // Batches queued on the device at once: 2 lets the next batch compute while
+  // one's rows are copied out and answered; 0 picks 2 on a GPU, 1 on the CPU.
+  int64_t batches_in_flight = 0;
 };
 
 // The largest config file read (docs/config.md, "Limits"): fixed, since the

@@ -136,6 +136,9 @@ const std::vector<KeySpec>& config_schema() {
       {"serve.request_timeout_ms", KeyType::Integer, "30000",
        "serve: a request not answered in this time gets 504"},
       {"serve.threads", KeyType::Integer, "4", "serve: HTTP and image-decoding threads"},
+      {"serve.batches_in_flight", KeyType::Integer, "0",
+       "serve: batches queued on the device at once (2: the next computes while one's rows are "
+       "copied out; 0: 2 on a GPU, 1 on the CPU)"},
   };
   return keys;
 }

@@ -276,8 +276,10 @@ def main():
                    cwd=WORK, check=True)
     reference = read_safetensors(os.path.join(WORK, "ref.safetensors"))
 
+    # Two batches in flight on the CPU too: the next batch is queued on the
+    # engine before one's rows are collected (a GPU's default).
     server = Server("serve.max_queue_delay_us=100000", "serve.max_body_bytes=2000000",
-                    "serve.threads=4")
+                    "serve.threads=4", "serve.batches_in_flight=2")
     url = server.infer_url()
     meta = requests.get(server.url + f"/v2/models/{MODEL}", timeout=10).json()
     OUTPUTS.extend(o["name"] for o in meta["outputs"] if not o["name"].endswith("_rows"))

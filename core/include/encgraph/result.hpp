@@ -15,6 +15,7 @@
 namespace encgraph {
 
 class DeviceBackend;
+class StreamMark;
 
 class Result {
  public:
@@ -52,8 +53,13 @@ class Result {
   // each item straight into its own buffer, once.
   void copy_item_to_host(size_t i, size_t o, void* dst) const;
   size_t host_offset(size_t i, size_t o = 0) const;
-  // Waits until the device has written every row (for timing; reads synchronise).
+  // Waits until the device has written every row and the copies queued by
+  // copy_item_to_host have landed (for timing; reads synchronise). Once the
+  // runtime has marked the call (mark_written), neither waits for calls
+  // queued after this one: their work runs on while these rows travel.
   void wait() const;
+  // The runtime, once every write of this call is queued on the device.
+  void mark_written();
   // Item i's rows of output o as float on the host (converts bf16/f16/f64).
   std::vector<float> item_as_float(size_t i, size_t o = 0) const;
   // The capture-axis keys item i's batch ran under (empty without axes).
@@ -61,6 +67,9 @@ class Result {
   void set_axis_keys(size_t i, const std::vector<int64_t>& keys);
 
  private:
+  // Device to host: behind the written mark when there is one.
+  void copy_to_host(void* dst, const void* src, size_t bytes) const;
+
   std::vector<OutputSpec> outputs_;
   std::vector<std::vector<int64_t>> rows_;       // [output][item]
   std::vector<std::vector<int64_t>> offsets_;    // [output][item], in rows
@@ -70,6 +79,7 @@ class Result {
   std::shared_ptr<void> memory_;                 // frees through the owning backend
   int32_t device_ = EG_DEVICE_CPU;
   std::shared_ptr<DeviceBackend> backend_;
+  std::shared_ptr<StreamMark> written_;  // mark_written's; null: copies queue on the stream
 };
 
 }  // namespace encgraph

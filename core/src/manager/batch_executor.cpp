@@ -301,6 +301,8 @@ Result BatchExecutor::execute(const std::vector<const Item*>& items, ExecuteMode
     parts_.stats.record_batch(runs, batch_tokens);
   }
   parts_.stats.maybe_log();
+  // Copies out and waits then concern this call alone, not calls queued after it.
+  result.mark_written();
   return result;
 }
 

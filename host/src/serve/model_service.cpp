@@ -132,6 +132,11 @@ ModelService::ModelService(std::string name, const HostConfig& config, ServeMetr
           }(),
           clock) {
   if (config.runtime.use_graphs) engine_->capture();
+  batches_in_flight_ = config.serve.batches_in_flight;
+  if (batches_in_flight_ == 0)
+    batches_in_flight_ = engine_->model().device_type() == EG_DEVICE_CPU ? 1 : 2;
+  spdlog::info("model '{}': {} batch{} in flight", name_, batches_in_flight_,
+               batches_in_flight_ == 1 ? "" : "es");
   worker_ = std::thread([this] { run_worker(); });
 }
 
@@ -275,67 +280,100 @@ Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
   return engine_->prepare(descs, labels);
 }
 
-void ModelService::run_worker() {
-  std::vector<QueuedItem> batch = scheduler_.wait_batch();
-  if (!batch.empty()) count_taken(batch);
-  std::optional<Request> ready;  // the next batch's items, made while this batch ran
-  while (!batch.empty()) {
-    // Lives until the batch's rows are copied back: the device may read its
-    // items' buffers until then.
-    std::optional<Request> request = std::move(ready);
-    ready.reset();
-    std::optional<Result> result;
-    std::exception_ptr failure;
-    try {
-      std::lock_guard<std::mutex> lock(engine_mutex_);
-      if (!request) {
-        const TimePoint t0 = clock_.now();
-        request = prepare(batch);
-        metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
-      }
+ModelService::InFlight ModelService::launch(std::vector<QueuedItem> batch,
+                                            std::optional<Request> request) {
+  InFlight f;
+  f.batch = std::move(batch);
+  f.request = std::move(request);
+  try {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    if (!f.request) {
       const TimePoint t0 = clock_.now();
-      result = engine_->execute(*request);
-      metrics_.count_worker(WorkerPhase::Execute, seconds_since(t0));
+      f.request = prepare(f.batch);
+      metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
+    }
+    const TimePoint t0 = clock_.now();
+    f.result = engine_->execute(*f.request);
+    metrics_.count_worker(WorkerPhase::Execute, seconds_since(t0));
+  } catch (...) {
+    f.failure = std::current_exception();
+  }
+  return f;
+}
+
+void ModelService::finish(InFlight& f) {
+  if (f.result) {
+    try {
+      TimePoint t0 = clock_.now();
+      const Collected items = collect(f.batch, *f.result);
+      metrics_.count_worker(WorkerPhase::Collect, seconds_since(t0));
+      t0 = clock_.now();
+      fulfil(f.batch, items);
+      metrics_.count_worker(WorkerPhase::Answer, seconds_since(t0));
     } catch (...) {
-      failure = std::current_exception();
+      f.failure = std::current_exception();
     }
-    // Pipelining: execute only enqueues the batch on a device, so the next
-    // due batch's items are made (the plugin's preprocessing, on the host)
-    // while the device runs this one; the device then waits only for the
-    // copy back and the delivery. A failure here is met again, and handled,
-    // when that batch runs.
-    std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
-    if (!next.empty()) {
-      count_taken(next);
-      try {
-        std::lock_guard<std::mutex> lock(engine_mutex_);
-        const TimePoint t0 = clock_.now();
-        ready = prepare(next);
-        metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
-      } catch (...) {
-        ready.reset();
+  }
+  // The request lives until its rows are copied back: the device may read
+  // its items' buffers until then.
+  f.result.reset();
+  f.request.reset();
+  if (f.failure) batch_failed(f.batch, f.failure);
+}
+
+std::vector<QueuedItem> ModelService::take_due() {
+  std::vector<QueuedItem> next = scheduler_.take_due(clock_.now());
+  if (!next.empty()) count_taken(next);
+  return next;
+}
+
+std::vector<QueuedItem> ModelService::wait_batch() {
+  std::vector<QueuedItem> next = scheduler_.wait_batch();
+  if (!next.empty()) count_taken(next);
+  return next;
+}
+
+void ModelService::run_worker() {
+  // Two in flight: the next due batch is made and queued on the device
+  // behind the running one before that one's rows are collected, so the
+  // device computes it while those rows are copied out (on a stream of their
+  // own) and answered. One in flight: only the next batch's items are made
+  // while the device runs (a CPU engine runs a batch inside execute, where
+  // queuing the next would hold this one's answer for a whole batch).
+  const bool two_in_flight = batches_in_flight_ == 2;
+  std::vector<QueuedItem> batch = wait_batch();
+  if (batch.empty()) return;
+  InFlight running = launch(std::move(batch));
+  while (true) {
+    std::optional<InFlight> next;
+    std::vector<QueuedItem> due = take_due();
+    if (!due.empty()) {
+      if (two_in_flight) {
+        next = launch(std::move(due));
+      } else {
+        // Made now, queued once this batch is answered. A failure here is
+        // met again, and handled, when that batch runs.
+        std::optional<Request> made;
+        try {
+          std::lock_guard<std::mutex> lock(engine_mutex_);
+          const TimePoint t0 = clock_.now();
+          made = prepare(due);
+          metrics_.count_worker(WorkerPhase::Prepare, seconds_since(t0));
+        } catch (...) {
+          made.reset();
+        }
+        finish(running);
+        running = launch(std::move(due), std::move(made));
+        continue;
       }
     }
-    if (result) {
-      try {
-        TimePoint t0 = clock_.now();
-        const Collected items = collect(batch, *result);
-        metrics_.count_worker(WorkerPhase::Collect, seconds_since(t0));
-        t0 = clock_.now();
-        fulfil(batch, items);
-        metrics_.count_worker(WorkerPhase::Answer, seconds_since(t0));
-      } catch (...) {
-        failure = std::current_exception();
-      }
+    finish(running);
+    if (!next) {
+      std::vector<QueuedItem> waited = wait_batch();
+      if (waited.empty()) return;
+      next = launch(std::move(waited));
     }
-    result.reset();
-    request.reset();
-    if (failure) batch_failed(batch, failure);
-    if (next.empty()) {
-      next = scheduler_.wait_batch();
-      if (!next.empty()) count_taken(next);
-    }
-    batch = std::move(next);
+    running = std::move(*next);
   }
 }
 

@@ -97,6 +97,21 @@ class ModelService {
   // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
+  // A batch queued on the engine (or failed on the way): its items live in
+  // `request` until its rows are copied back.
+  struct InFlight {
+    std::vector<QueuedItem> batch;
+    std::optional<Request> request;
+    std::optional<Result> result;
+    std::exception_ptr failure;
+  };
+  // Makes the batch's items (unless `request` holds them) and queues it on the engine.
+  InFlight launch(std::vector<QueuedItem> batch, std::optional<Request> request = std::nullopt);
+  // Collects and answers a launched batch, or fails it (item by item).
+  void finish(InFlight& f);
+  // The scheduler's due batch (or none) and the next batch (none once closed), counted.
+  std::vector<QueuedItem> take_due();
+  std::vector<QueuedItem> wait_batch();
   // Counts a batch taken from the queue: its items' waits, its requests.
   void count_taken(const std::vector<QueuedItem>& batch);
   // Makes the batch's items (the plugin's preprocessing); engine_mutex_ held.
@@ -127,8 +142,9 @@ class ModelService {
   std::string plugin_;
   std::string identity_;
   bool takes_video_ = false;
-  std::mutex engine_mutex_;  // one call into the engine (and its plugin) at a time
-  std::mutex spec_mutex_;    // tokens_by_size_
+  int64_t batches_in_flight_ = 1;  // serve.batches_in_flight, 0 resolved
+  std::mutex engine_mutex_;        // one call into the engine (and its plugin) at a time
+  std::mutex spec_mutex_;          // tokens_by_size_
   std::map<std::array<int64_t, 4>, int64_t> tokens_by_size_;  // modality, frames, height, width
   std::mutex files_mutex_;                                    // pixels_of_file_
   std::unordered_map<CacheKey, CacheKey, CacheKeyHash> pixels_of_file_;  // file key -> pixels key
