@@ -96,10 +96,6 @@ int64_t DataParallelRuntime::bytes_received(int rank) const {
 
 Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
                                      const std::vector<std::string>& labels) {
-  // A failing item is named as the caller knows it (a file, a trace line).
-  auto label = [&](size_t i) {
-    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
-  };
   const int world = world_size();
   Request request;
   request.rank_items.resize(world);
@@ -108,7 +104,7 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
   // only the items they run, together.
   std::vector<size_t> every(descs.size());
   for (size_t i = 0; i < every.size(); ++i) every[i] = i;
-  std::vector<Item> all = ranks_[0]->make_items(descs, every, label);
+  std::vector<Item> all = ranks_[0]->make_items(descs, every, labels);
   std::vector<int64_t> input_sizes;
   for (const auto& item : all) {
     input_sizes.push_back(item.spec().input_size);
@@ -121,7 +117,7 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
     if (r == 0) return;
     std::vector<size_t> mine;
     for (int64_t i : request.assignment.rank_items(r)) mine.push_back(static_cast<size_t>(i));
-    request.rank_items[r] = ranks_[r]->make_items(descs, mine, label);
+    request.rank_items[r] = ranks_[r]->make_items(descs, mine, labels);
   });
   return request;
 }
@@ -129,9 +125,6 @@ Request DataParallelRuntime::prepare(const std::vector<eg_item_desc>& descs,
 Request DataParallelRuntime::prepare_lazy(const std::vector<eg_item_desc>& descs,
                                           const std::vector<std::string>& labels,
                                           const PixelLoader& load) {
-  auto label = [&](size_t i) {
-    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
-  };
   const int world = world_size();
   Request request;
   request.rank_items.resize(world);
@@ -144,21 +137,14 @@ Request DataParallelRuntime::prepare_lazy(const std::vector<eg_item_desc>& descs
       input_sizes.push_back(spec.input_size);
       request.tokens.push_back(spec.output_tokens);
     } catch (const Error& e) {
-      throw Error(e.kind(), label(i) + ": " + e.what());
+      throw Error(e.kind(), item_label(labels, i) + ": " + e.what());
     }
   }
   request.assignment = balance_by_input_size(input_sizes, world);
   on_every_rank(world, [&](int r) {
-    for (int64_t i : request.assignment.rank_items(r)) {
-      const size_t k = static_cast<size_t>(i);
-      eg_item_desc desc = descs[k];
-      try {
-        const std::shared_ptr<const void> pixels = load(k, desc);
-        request.rank_items[r].push_back(ranks_[r]->make_item(desc));
-      } catch (const Error& e) {
-        throw Error(e.kind(), label(k) + ": " + e.what());
-      }
-    }
+    std::vector<size_t> mine;
+    for (int64_t i : request.assignment.rank_items(r)) mine.push_back(static_cast<size_t>(i));
+    request.rank_items[r] = ranks_[r]->make_items(descs, mine, labels, &load);
   });
   return request;
 }

@@ -13,6 +13,10 @@ Request Engine::prepare_lazy(const std::vector<eg_item_desc>& items,
   return prepare(descs, labels);
 }
 
+std::string item_label(const std::vector<std::string>& labels, size_t i) {
+  return i < labels.size() ? labels[i] : "item " + std::to_string(i);
+}
+
 std::vector<std::string> Engine::device_names() const {
   return {model().device_name()};
 }

@@ -104,20 +104,25 @@ int Runtime::item_threads(size_t items) const {
 
 std::vector<Item> Runtime::make_items(const std::vector<eg_item_desc>& descs,
                                       const std::vector<size_t>& which,
-                                      const std::function<std::string(size_t)>& label) {
+                                      const std::vector<std::string>& labels,
+                                      const PixelLoader* load) {
   std::vector<Item> items(which.size());
   backend_->make_current();
   for_each_index(
       which.size(), item_threads(which.size()), [&] { backend_->make_current(); },
       [&](size_t k) {
         const size_t i = which[k];
+        eg_item_desc desc = descs[i];
+        // Loaded on this thread, so threads decode files in parallel too, and
+        // held only until the item is made.
+        const std::shared_ptr<const void> pixels = load ? (*load)(i, desc) : nullptr;
         try {
           eg_item_spec spec{};
-          eg_item* item = instance_->make_item(descs[i], spec);
+          eg_item* item = instance_->make_item(desc, spec);
           items[k] = Item(instance_, item, spec);
         } catch (const Error& e) {
           // Named as the caller knows it (a file, a trace line).
-          throw Error(e.kind(), label(i) + ": " + e.what());
+          throw Error(e.kind(), item_label(labels, i) + ": " + e.what());
         }
       });
   return items;
@@ -147,35 +152,16 @@ Request Runtime::prepare(const std::vector<eg_item_desc>& descs,
                          const std::vector<std::string>& labels) {
   std::vector<size_t> all(descs.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  return one_rank_request(make_items(descs, all, [&](size_t i) {
-    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
-  }));
+  return one_rank_request(make_items(descs, all, labels));
 }
 
 Request Runtime::prepare_lazy(const std::vector<eg_item_desc>& descs,
                               const std::vector<std::string>& labels, const PixelLoader& load) {
-  const int threads = item_threads(descs.size());
-  if (threads < 2) return Engine::prepare_lazy(descs, labels, load);
-  // Each item is loaded (its files decoded) and made on one thread, so the
-  // threads decode in parallel too, and an item's pixels live only until it
-  // is made. The first failing item in order is the one reported.
-  std::vector<Item> items(descs.size());
-  backend_->make_current();
-  for_each_index(
-      descs.size(), threads, [&] { backend_->make_current(); },
-      [&](size_t i) {
-        eg_item_desc desc = descs[i];
-        const std::shared_ptr<const void> pixels = load(i, desc);
-        try {
-          eg_item_spec spec{};
-          eg_item* item = instance_->make_item(desc, spec);
-          items[i] = Item(instance_, item, spec);
-        } catch (const Error& e) {
-          throw Error(e.kind(), (i < labels.size() ? labels[i] : "item " + std::to_string(i)) +
-                                    ": " + e.what());
-        }
-      });
-  return one_rank_request(std::move(items));
+  // Each item is loaded on the thread that makes it, and its pixels are held
+  // only until it is made (on one thread: one item's at a time).
+  std::vector<size_t> all(descs.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return one_rank_request(make_items(descs, all, labels, &load));
 }
 
 Result Runtime::execute(const Request& request, ExecuteMode mode) {

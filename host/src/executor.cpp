@@ -85,38 +85,41 @@ std::vector<std::string> rank_device_names(Engine& engine) {
   return engine.device_names();
 }
 
-Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work) {
-  if (engine.world_size() == 1) {
-    // One item made at a time: only its decoded pixels are held.
-    Request request;
-    request.rank_items.emplace_back();
-    request.assignment.items_per_rank = {static_cast<int64_t>(work.size())};
-    request.assignment.load_per_rank = {0};
-    for (const WorkItem* w : work) {
-      Item item = make_item(engine.model(), *w);
-      request.assignment.order.push_back(static_cast<int64_t>(request.tokens.size()));
-      request.assignment.load_per_rank[0] += item.spec().input_size;
-      request.tokens.push_back(item.spec().output_tokens);
-      request.rank_items[0].push_back(std::move(item));
-    }
-    return request;
-  }
-  // Items are assigned to ranks from their geometry; each rank decodes only
-  // the files of the items it makes (a rank of a multi-process job: only its
-  // own), holding each one's pixels until that item is made.
+namespace {
+
+// What a request's items are made from: their geometry, the labels errors
+// name them by, and a loader decoding item i's files into its desc (the
+// pixels live as long as the pointer it returns).
+struct LazyWork {
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
+  PixelLoader load;
+};
+
+LazyWork lazy_work(const std::vector<const WorkItem*>& work) {
+  LazyWork lazy;
   for (const WorkItem* w : work) {
-    descs.push_back(describe(*w));
-    labels.push_back(has_files(*w) ? source_of(*w) : "item '" + w->id + "'");
+    lazy.descs.push_back(describe(*w));
+    lazy.labels.push_back(has_files(*w) ? source_of(*w) : "item '" + w->id + "'");
   }
-  return engine.prepare_lazy(descs, labels,
-                             [&](size_t i, eg_item_desc& desc) -> std::shared_ptr<const void> {
-                               if (!has_files(*work[i])) return nullptr;
-                               auto pixels = std::make_shared<DecodedImage>(decode_files(*work[i]));
-                               attach_pixels(desc, *pixels);
-                               return pixels;
-                             });
+  lazy.load = [&work](size_t i, eg_item_desc& desc) -> std::shared_ptr<const void> {
+    if (!has_files(*work[i])) return nullptr;
+    auto pixels = std::make_shared<DecodedImage>(decode_files(*work[i]));
+    attach_pixels(desc, *pixels);
+    return pixels;
+  };
+  return lazy;
+}
+
+}  // namespace
+
+Request prepare_request(Engine& engine, const std::vector<const WorkItem*>& work) {
+  // Each item's files are decoded on the thread that makes it (the item
+  // threads) and held only until it is made. With several ranks, items are
+  // assigned from their geometry and each rank decodes only the files of the
+  // items it makes (a rank of a multi-process job: only its own).
+  const LazyWork lazy = lazy_work(work);
+  return engine.prepare_lazy(lazy.descs, lazy.labels, lazy.load);
 }
 
 Item make_item(Model& model, const WorkItem& w) {
@@ -132,19 +135,10 @@ Item make_item(Model& model, const WorkItem& w) {
 }
 
 std::vector<Item> make_items(Runtime& runtime, const std::vector<const WorkItem*>& work) {
-  std::vector<DecodedImage> decoded(work.size());  // live until the items are made
-  std::vector<eg_item_desc> descs;
-  std::vector<size_t> all;
-  for (size_t i = 0; i < work.size(); ++i) {
-    descs.push_back(describe(*work[i]));
-    all.push_back(i);
-    if (!has_files(*work[i])) continue;
-    decoded[i] = decode_files(*work[i]);
-    attach_pixels(descs.back(), decoded[i]);
-  }
-  return runtime.make_items(descs, all, [&](size_t i) {
-    return has_files(*work[i]) ? source_of(*work[i]) : "item '" + work[i]->id + "'";
-  });
+  const LazyWork lazy = lazy_work(work);
+  std::vector<size_t> all(work.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return runtime.make_items(lazy.descs, all, lazy.labels, &lazy.load);
 }
 
 void check_workload_supported(const Model& model, const std::vector<WorkItem>& work) {

@@ -40,6 +40,9 @@ enum class ExecuteMode {
 // item is made; what it returns keeps them alive until then.
 using PixelLoader = std::function<std::shared_ptr<const void>(size_t i, eg_item_desc& desc)>;
 
+// What an error names item i by: labels[i] (a file, a trace line), else "item i".
+std::string item_label(const std::vector<std::string>& labels, size_t i);
+
 class Engine {
  public:
   virtual ~Engine() = default;

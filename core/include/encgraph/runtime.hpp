@@ -60,11 +60,14 @@ class Runtime : public Engine, public Model {
 
   // The items of descs[i] for every i in `which`, in that order: made on
   // runtime.item_threads threads when the plugin allows it (ABI 1.4,
-  // EG_PLUGIN_CONCURRENT_ITEMS), else on this thread. A failure is rethrown as
-  // "<label(i)>: <message>" for the first failing position in `which`.
+  // EG_PLUGIN_CONCURRENT_ITEMS), else on this thread. With `load`, each item's
+  // pixels are loaded first, on the thread that makes it, and held until it is
+  // made. A plugin's failure is rethrown as "<item_label(labels, i)>: <message>"
+  // (the loader's pass unchanged), for the first failing position in `which`.
   std::vector<Item> make_items(const std::vector<eg_item_desc>& descs,
                                const std::vector<size_t>& which,
-                               const std::function<std::string(size_t)>& label);
+                               const std::vector<std::string>& labels,
+                               const PixelLoader* load = nullptr);
   // The threads make_items would use for `items` items (1: the caller's).
   int item_threads(size_t items) const;
 
@@ -75,8 +78,8 @@ class Runtime : public Engine, public Model {
   // Engine: one rank.
   Request prepare(const std::vector<eg_item_desc>& items,
                   const std::vector<std::string>& labels = {}) override;
-  // With several item threads (make_items), each thread loads and makes its
-  // items, so files are decoded in parallel as well; else Engine's default.
+  // Each item is loaded and made on one item thread (make_items), so files
+  // are decoded in parallel as well, and its pixels live only until it is made.
   Request prepare_lazy(const std::vector<eg_item_desc>& items,
                        const std::vector<std::string>& labels, const PixelLoader& load) override;
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
