@@ -287,6 +287,9 @@ def main():
                     help="cache hits only (every request repeats a hot image), no encgraph bench: "
                          "the harness's and the HTTP path's ceiling")
     ap.add_argument("--no-bench", action="store_true", help="skip encgraph bench")
+    ap.add_argument("--bench-request-sizes", default="16,64",
+                    help="encgraph bench's request sizes, comma-separated (16: the issue's gate, "
+                         "one batch a request; 64: batches back to back)")
     ap.add_argument("--server-threads", type=int, default=16, help="serve.threads")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for both serve and bench")
     ap.add_argument("--table", default="")
@@ -367,18 +370,19 @@ def measure(args, server, host, port, model, set_args):
     }
     print(json.dumps({"serve": served}, indent=1), flush=True)
 
-    bench = {}
-    if not args.no_bench:
+    bench = {}  # (mode, request size) -> items/s
+    for size in ([] if args.no_bench else [int(v) for v in args.bench_request_sizes.split(",")]):
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "bench.json")
             subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
                             "--set", f"workload.sizes=[[{args.side}, {args.side}]]",
                             "--set", "workload.video_fraction=0.0", "--set", "workload.count=1024",
-                            "--set", "workload.request_size=64", "--set", "runtime.log_level=warn"] + set_args,
+                            "--set", f"workload.request_size={size}", "--set", "runtime.log_level=warn"] + set_args,
                            check=True, stdout=subprocess.DEVNULL)
             results = json.load(open(report))["results"]
-        bench = {r["mode"]: r["items_per_s"] for r in results}
-        print(json.dumps({"bench_items_per_s": bench}, indent=1), flush=True)
+        bench.update({(r["mode"], size): r["items_per_s"] for r in results})
+        print(json.dumps({"bench_items_per_s": {"%s, requests of %d" % k: v for k, v in bench.items()}},
+                         indent=1), flush=True)
 
     what = "cache hits only" if args.ceiling else "%d%% repeats" % round(100 * args.repeat)
     rows = [("served images/s (%d clients in %d processes, %s)" % (args.clients, served["client_processes"], what),
@@ -402,8 +406,9 @@ def measure(args, server, host, port, model, set_args):
                  "on cores of their own" % served["client_processes"],
                  "%.0f / %.0f" % (1e6 * client_cpu, served["client_processes"] / max(client_cpu, 1e-9))))
     rows.append(("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code)))
-    rows += [("bench %s items/s (%dx%d, requests of 64)" % (m, args.side, args.side), "%.1f" % v)
-             for m, v in bench.items()]
+    rows += [("bench %s items/s (%dx%d, requests of %d)" % (m, args.side, args.side, size),
+              "%.1f (served: %.0f%%)" % (v, 100.0 * served["images_per_s"] / v if v else 0.0))
+             for (m, size), v in bench.items()]
     table = "| serve_bench (%s) | value |\n|---|---|\n" % os.path.basename(args.config)
     table += "".join("| %s | %s |\n" % r for r in rows)
     print(table)
