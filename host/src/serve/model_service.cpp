@@ -392,6 +392,7 @@ void ModelService::run_batch(std::vector<QueuedItem>& batch) {
 void ModelService::batch_failed(std::vector<QueuedItem>& batch, const std::exception_ptr& failure) {
   if (batch.size() > 1) {
     // One bad item must not fail the others: each runs alone to find it.
+    metrics_.count_batch_split();
     for (QueuedItem& q : batch) {
       std::vector<QueuedItem> one{q};
       run_batch(one);

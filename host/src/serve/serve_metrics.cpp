@@ -101,6 +101,10 @@ std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
   metric(s, "encgraph_item_errors_total", "counter",
          "Items the engine could not make or run (plugin or device errors).");
   s += "encgraph_item_errors_total " + std::to_string(item_errors_.load()) + "\n";
+  metric(s, "encgraph_batches_split_total", "counter",
+         "Batches of several items that failed and were run again item by item, so that only a "
+         "faulty item fails.");
+  s += "encgraph_batches_split_total " + std::to_string(batches_split_.load()) + "\n";
   const struct {
     const char* name;
     const char* type;

@@ -33,6 +33,9 @@ class ServeMetrics {
   void count_queue_wait(double seconds);
   // Items the engine could not make or run (plugin or device errors).
   void count_item_errors(int64_t items) { item_errors_ += items; }
+  // A batch of several items that failed and is run again item by item.
+  void count_batch_split() { ++batches_split_; }
+  int64_t batches_split() const { return batches_split_; }
   void set_queued_items(int64_t items) { queued_items_ = items; }
   // A request whose every image was a cache hit: the server's time from the
   // request in hand (body read, not parsed) to its response built (before
@@ -63,6 +66,7 @@ class ServeMetrics {
   std::atomic<int64_t> queue_waits_{0};
   std::atomic<int64_t> queue_wait_micros_{0};
   std::atomic<int64_t> item_errors_{0};
+  std::atomic<int64_t> batches_split_{0};
   std::atomic<int64_t> queued_items_{0};
   std::array<std::atomic<int64_t>, kServiceBuckets.size() + 1> cache_only_buckets_{};
   std::atomic<int64_t> cache_only_nanos_{0};
