@@ -237,16 +237,22 @@ ServerUnaryReactor* GrpcEndpoint::Service::ModelInfer(CallbackServerContext* con
                   [this, parsed, finish, fail, model, start](
                       std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
                     if (error) return fail(error);
-                    // Off the model's worker: the engine goes on with the next batch.
-                    asio::post(app_.pool_, [this, parsed, finish, model, start, cache_only,
-                                            items = std::move(items)] {
+                    auto answer = [this, parsed, finish, model, start, cache_only,
+                                   items = std::move(items)] {
                       inference::ModelInferResponse filled;
                       fill_grpc_infer_response(model, *parsed, items, filled);
                       if (cache_only)
                         app_.metrics_.count_cache_only_request(
                             std::chrono::duration<double>(app_.clock_.now() - start).count());
                       finish(200, Status::OK, &filled);
-                    });
+                    };
+                    // Every image a cache hit: this is the pool thread inside
+                    // submit, which answers at once. Otherwise this may be the
+                    // model's worker, which goes on with the next batch.
+                    if (cache_only)
+                      answer();
+                    else
+                      asio::post(app_.pool_, std::move(answer));
                   });
     } catch (...) {
       fail(std::current_exception());

@@ -184,8 +184,8 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
              const auto [status, message] = http_error(error);
              return reply(make_response(shape, status, error_json(message)));
            }
-           asio::post(pool_, [this, parsed, model, reply, shape, start, cache_only,
-                              items = std::move(items)] {
+           auto answer = [this, parsed, model, reply, shape, start, cache_only,
+                          items = std::move(items)] {
              EncodedBody body = encode_infer_response(model, *parsed, items);
              HttpResponse response = make_response(
                  shape, 200, std::move(body.body),
@@ -196,7 +196,14 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
                metrics_.count_cache_only_request(
                    std::chrono::duration<double>(clock_.now() - start).count());
              reply(std::move(response));
-           });
+           };
+           // Every image a cache hit: this is the request's own thread, inside
+           // submit, so it answers at once. Otherwise this may be the model's
+           // worker, which goes on with the next batch while the pool answers.
+           if (cache_only)
+             answer();
+           else
+             asio::post(pool_, std::move(answer));
          });
 }
 
