@@ -21,9 +21,11 @@ Reports served images/s, client latency percentiles, the hit and coalesced
 rates, the mean batch the scheduler formed and the share of batches mixing
 requests, the server's own time per request answered wholly from the cache
 (the encgraph_cache_only_request_seconds histogram: request in hand to
-response built), then `encgraph bench` on 224x224 images of the same config
-(graphs vs eager, items/s) as the ceiling the server's engine time is
-compared with.
+response built), then `encgraph bench` on images of the same sizes and config
+(graphs vs eager, items/s, in requests of 16 and of 64) as the ceiling the
+server's engine time is compared with. Images are --side square (224), or
+under --mixed LO,HI of a side drawn per image from LO..HI in steps of 28
+(the mixed workload: --mixed 224,1344).
 
 --ceiling measures the harness and the server's fixed costs instead of the
 model: every measured request repeats a hot image (a cache hit, no engine
@@ -64,13 +66,25 @@ WARM_SEED = 1 << 40        # warm-up's fresh images
 FRESH_SEED = 2 << 40       # measured fresh images: FRESH_SEED + client << 24 + request
 
 
-def png(side, seed):
-    """A side x side RGB PNG unique to `seed`: a fixed pattern whose first row
-    carries the seed, so that making one costs a zlib pass, not a Python loop."""
+SIDES = (224, 224, 28)     # --side, or --mixed's (smallest, largest, step)
+
+
+def side_of(seed):
+    """The side of image `seed`: --side, or under --mixed one drawn from the
+    seed (the same image always has the same size)."""
+    lo, hi, step = SIDES
+    return lo if lo == hi else random.Random(seed).randrange(lo, hi + 1, step)
+
+
+def png(seed):
+    """A square RGB PNG of side_of(seed) unique to `seed`: a fixed pattern
+    whose first row carries the seed, so that making one costs a zlib pass."""
+    side = side_of(seed)
     if side not in _BASE:
-        _BASE[side] = bytearray(b"".join(
-            b"\0" + bytes(((x * 7 + y * 13 + ch * 85) & 255) for x in range(side) for ch in range(3))
-            for y in range(side)))
+        first = bytes(((x * 7 + ch * 85) & 255) for x in range(side) for ch in range(3))
+        shift = lambda k: bytes((i + k) & 255 for i in range(256))
+        _BASE[side] = bytearray(b"".join(b"\0" + first.translate(shift(y * 13 & 255))
+                                         for y in range(side)))
     raw = bytearray(_BASE[side])
     raw[1:9] = struct.pack("<Q", seed)
     chunk = lambda k, d: struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
@@ -153,13 +167,15 @@ def client_process(host, port, model, side, plans, barrier, results):
         results.put(traceback.format_exc())
 
 
-def client_load(host, port, model, side, plans, barrier):
+def client_load(host, port, model, sides, plans, barrier):
+    global SIDES
+    SIDES = sides  # the parent's, whatever the start method
     images = {}
     requests = []
     for plan in plans:
         for s in plan:
             if s not in images:
-                images[s] = http_request(host, model, png(side, s))
+                images[s] = http_request(host, model, png(s))
         requests.append([images[s] for s in plan])
     conns = [Connection(host, port) for _ in plans]
     latencies, errors = [], []
@@ -283,6 +299,9 @@ def main():
     ap.add_argument("--hot", type=int, default=128,
                     help="images sent in the warm-up that repeats choose from (sized to stay cached)")
     ap.add_argument("--side", type=int, default=224)
+    ap.add_argument("--mixed", default="",
+                    help="LO,HI: each image's side drawn from LO..HI in steps of 28 (the mixed "
+                         "workload: 224,1344), bench on the same range; instead of --side")
     ap.add_argument("--ceiling", action="store_true",
                     help="cache hits only (every request repeats a hot image), no encgraph bench: "
                          "the harness's and the HTTP path's ceiling")
@@ -296,6 +315,14 @@ def main():
     args = ap.parse_args()
     if args.ceiling:
         args.repeat, args.no_bench = 1.0, True
+    global SIDES
+    if args.mixed:
+        lo, hi = (int(v) for v in args.mixed.split(","))
+        if not 28 <= lo <= hi:
+            sys.exit("--mixed wants LO,HI with 28 <= LO <= HI")
+        SIDES = (lo, hi, 28)
+    else:
+        SIDES = (args.side, args.side, 28)
     if args.repeat > 0 and args.hot < 1:
         sys.exit("--repeat needs --hot of at least 1")
 
@@ -327,11 +354,11 @@ def measure(args, server, host, port, model, set_args):
     # (connections, allocator, first batches); all answered before the clock.
     warm = list(range(HOT_SEED, HOT_SEED + args.hot)) if args.repeat > 0 else []
     warm += [WARM_SEED + i for i in range(max(0, 4 * args.clients - len(warm)))]
-    run_load(host, port, model, args.side, [warm[c::args.clients] for c in range(args.clients)], args.procs)
+    run_load(host, port, model, SIDES, [warm[c::args.clients] for c in range(args.clients)], args.procs)
     before = metrics(host, port)
     plans = [schedule(c, args.requests // args.clients + (c < args.requests % args.clients), args.repeat,
                       args.hot, 1) for c in range(args.clients)]
-    latencies, errors, seconds, cpu = run_load(host, port, model, args.side, plans, args.procs)
+    latencies, errors, seconds, cpu = run_load(host, port, model, SIDES, plans, args.procs)
     client_cpu = cpu / max(1, args.requests)  # sending, reading, timing: the harness's own cost
     after = metrics(host, port)
     server.send_signal(signal.SIGTERM)
@@ -371,12 +398,18 @@ def measure(args, server, host, port, model, set_args):
     print(json.dumps({"serve": served}, indent=1), flush=True)
 
     bench = {}  # (mode, request size) -> items/s
+    lo, hi, step = SIDES
+    if lo == hi:
+        sizes, count = ["--set", f"workload.sizes=[[{lo}, {lo}]]"], 1024
+    else:
+        sizes, count = ["--set", "workload.sizes=[]", "--set", f"workload.min_side={lo}",
+                        "--set", f"workload.max_side={hi}", "--set", f"workload.side_multiple={step}"], 256
     for size in ([] if args.no_bench else [int(v) for v in args.bench_request_sizes.split(",")]):
         with tempfile.TemporaryDirectory() as tmp:
             report = os.path.join(tmp, "bench.json")
             subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
-                            "--set", f"workload.sizes=[[{args.side}, {args.side}]]",
-                            "--set", "workload.video_fraction=0.0", "--set", "workload.count=1024",
+                            ] + sizes + [
+                            "--set", "workload.video_fraction=0.0", "--set", f"workload.count={count}",
                             "--set", f"workload.request_size={size}", "--set", "runtime.log_level=warn"] + set_args,
                            check=True, stdout=subprocess.DEVNULL)
             results = json.load(open(report))["results"]
@@ -406,7 +439,8 @@ def measure(args, server, host, port, model, set_args):
                  "on cores of their own" % served["client_processes"],
                  "%.0f / %.0f" % (1e6 * client_cpu, served["client_processes"] / max(client_cpu, 1e-9))))
     rows.append(("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code)))
-    rows += [("bench %s items/s (%dx%d, requests of %d)" % (m, args.side, args.side, size),
+    sides_text = "%dx%d" % (lo, lo) if lo == hi else "sides %d-%d" % (lo, hi)
+    rows += [("bench %s items/s (%s, requests of %d)" % (m, sides_text, size),
               "%.1f (served: %.0f%%)" % (v, 100.0 * served["images_per_s"] / v if v else 0.0))
              for (m, size), v in bench.items()]
     table = "| serve_bench (%s) | value |\n|---|---|\n" % os.path.basename(args.config)
