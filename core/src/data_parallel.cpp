@@ -253,6 +253,9 @@ Result DataParallelRuntime::execute(const Request& request, ExecuteMode mode) {
                               static_cast<size_t>(rank_first[o][r]) * row_bytes[o],
                           recv.get() + static_cast<size_t>(r) * block + part_at[o], bytes);
     }
+  // Every write is queued on the root's stream: its copies out and waits
+  // then concern this call alone.
+  result.mark_written();
   return result;
 }
 

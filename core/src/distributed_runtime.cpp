@@ -404,6 +404,9 @@ Result DistributedRuntime::execute(const Request& request, ExecuteMode mode) {
                                  static_cast<size_t>(rank_first[o][ur]) * row_bytes[o],
                              recv.get() + block_at[ur] + part_at[ur][o], bytes);
     }
+  // Every write is queued on the root's stream: its copies out and waits
+  // then concern this call alone.
+  result.mark_written();
   return result;
 }
 
