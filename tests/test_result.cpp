@@ -1,6 +1,7 @@
 // Result: one allocation holding each named output's region (256-aligned),
 // item views, host copies and offsets, conversion to float, lookup by name.
 #include "device_backend.hpp"
+#include "forwarding_backend.hpp"
 
 #include <encgraph/error.hpp>
 #include <encgraph/result.hpp>
@@ -9,7 +10,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +36,7 @@ uintptr_t address(const void* p) {
 // The CPU backend acting as a device that runs apart from the host: copies to
 // the host land only when the stream is synchronised (copy_to_host) or the
 // copies out are finished (copy_to_host_after); the test counts each wait.
-class DeferredCopies final : public DeviceBackend {
+class DeferredCopies final : public test::ForwardingCpuBackend {
  public:
   struct Mark final : StreamMark {
     int* waits;
@@ -46,19 +46,7 @@ class DeferredCopies final : public DeviceBackend {
   int synchronizes = 0, mark_waits = 0, finishes = 0;
   const StreamMark* last_mark = nullptr;  // the mark the last copy out waited on
 
-  eg_device_type type() const override { return cpu_->type(); }
-  std::string name() const override { return "deferred"; }
-  void* stream() override { return nullptr; }
-  void* alloc(size_t b, const std::string& w) override { return cpu_->alloc(b, w); }
-  void free(void* p) noexcept override { cpu_->free(p); }
-  void* alloc_async(size_t b, const std::string& w) override { return cpu_->alloc_async(b, w); }
-  void free_async(void* p) noexcept override { cpu_->free_async(p); }
-  void* alloc_host(size_t b, const std::string& w) override { return cpu_->alloc_host(b, w); }
-  void free_host(void* p) noexcept override { cpu_->free_host(p); }
-  void copy_to_device(void* d, const void* s, size_t b) override { cpu_->copy_to_device(d, s, b); }
-  void copy_on_device(void* d, const void* s, size_t b) override { cpu_->copy_on_device(d, s, b); }
   void copy_to_host(void* d, const void* s, size_t b) override { on_stream_.push_back({d, s, b}); }
-  void fill_bytes(void* d, int v, size_t b) override { cpu_->fill_bytes(d, v, b); }
   void synchronize() override {
     ++synchronizes;
     run(on_stream_);
@@ -72,14 +60,6 @@ class DeferredCopies final : public DeviceBackend {
     ++finishes;
     run(out_);
   }
-  void mark_staging_consumed(int) override {}
-  void wait_staging_free(int) override {}
-  std::unique_ptr<RecordedGraph> capture(const std::function<void()>& body, const std::string& w,
-                                         CaptureTimes* t) override {
-    return cpu_->capture(body, w, t);
-  }
-  double time_ms(const std::function<void()>& enqueue) override { return cpu_->time_ms(enqueue); }
-  std::unique_ptr<StreamTimer> make_timer() override { return cpu_->make_timer(); }
 
  private:
   struct Copy {
@@ -91,7 +71,6 @@ class DeferredCopies final : public DeviceBackend {
     for (const Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
     copies.clear();
   }
-  std::shared_ptr<DeviceBackend> cpu_ = make_cpu_backend();
   std::vector<Copy> on_stream_, out_;
 };
 

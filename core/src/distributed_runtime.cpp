@@ -262,9 +262,6 @@ Request DistributedRuntime::prepare(const std::vector<eg_item_desc>& items,
 Request DistributedRuntime::prepare_lazy(const std::vector<eg_item_desc>& items,
                                          const std::vector<std::string>& labels,
                                          const PixelLoader& load) {
-  auto label = [&](size_t i) {
-    return i < labels.size() ? labels[i] : "item " + std::to_string(i);
-  };
   const int world = world_size(), me = process_rank();
   const std::string step = "request " + std::to_string(requests_ + 1);
   Request request;
@@ -276,20 +273,14 @@ Request DistributedRuntime::prepare_lazy(const std::vector<eg_item_desc>& items,
       input_sizes.push_back(spec.input_size);
       request.tokens.push_back(spec.output_tokens);
     } catch (const Error& e) {
-      throw Error(e.kind(), label(i) + ": " + e.what());
+      throw Error(e.kind(), item_label(labels, i) + ": " + e.what());
     }
   }
   request.assignment = balance_by_input_size(input_sizes, world);
-  for (int64_t i : request.assignment.rank_items(me)) {
-    const size_t k = static_cast<size_t>(i);
-    eg_item_desc desc = items[k];
-    try {
-      const std::shared_ptr<const void> pixels = load(k, desc);
-      request.rank_items[static_cast<size_t>(me)].push_back(local_->make_item(desc));
-    } catch (const Error& e) {
-      throw Error(e.kind(), label(k) + ": " + e.what());
-    }
-  }
+  // This rank's items, loaded and made on its item threads.
+  std::vector<size_t> assigned;
+  for (int64_t i : request.assignment.rank_items(me)) assigned.push_back(static_cast<size_t>(i));
+  request.rank_items[static_cast<size_t>(me)] = local_->make_items(items, assigned, labels, &load);
   // Every rank has made its items (a barrier before anything is timed), and
   // all assigned the same way.
   const std::string mine = fingerprint(input_sizes, request.tokens);
