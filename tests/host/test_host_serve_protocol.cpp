@@ -337,11 +337,61 @@ TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widene
   std::memcpy(rows, bin.body.data() + at, 16);
   CHECK(rows[0] == 1);
   CHECK(rows[1] == 1);
-  // The same through encode_output (gRPC's raw contents).
+  // The same through encode_output (JSON data) and append_output (gRPC's raw
+  // contents, appended after what the string already holds).
   const OutputTensor t = encode_output(r.outputs[0], items);
   CHECK(t.shape == std::vector<int64_t>{6, 2});
   REQUIRE(t.bytes.size() == sizes[0]);
   CHECK(std::memcmp(t.bytes.data(), bin.body.data() + *bin.header_length, sizes[0]) == 0);
+  std::string raw = "xy";
+  CHECK(append_output(r.outputs[0], items, raw) == std::vector<int64_t>{6, 2});
+  REQUIRE(raw.size() == 2 + sizes[0]);
+  CHECK(raw.compare(0, 2, "xy") == 0);
+  CHECK(std::memcmp(raw.data() + 2, t.bytes.data(), sizes[0]) == 0);
+}
+
+TEST_CASE("binary answers: outputs of thousands of values convert exactly across chunks") {
+  // Converted a chunk at a time: every value at its place, either way, for
+  // sizes around and across the chunks (and the items' boundaries).
+  for (const int64_t rows : {1, 7, 1025, 3001}) {
+    CAPTURE(rows);
+    auto wide = std::make_shared<ItemOutputs>(), narrow = std::make_shared<ItemOutputs>();
+    ItemOutput f, h;
+    f.dtype = EG_DTYPE_F32;
+    h.dtype = EG_DTYPE_BF16;
+    f.rows = h.rows = rows;
+    f.width = h.width = 3;
+    const size_t n = static_cast<size_t>(rows * 3);
+    std::vector<float> values(n);
+    std::vector<uint16_t> halves(n);
+    for (size_t i = 0; i < n; ++i) {
+      values[i] = static_cast<float>(i) * 0.37f - 500.0f;
+      halves[i] = float_to_bf16(values[i]);
+    }
+    f.bytes.resize(n * 4);
+    std::memcpy(f.bytes.data(), values.data(), n * 4);
+    h.bytes.resize(n * 2);
+    std::memcpy(h.bytes.data(), halves.data(), n * 2);
+    wide->outputs.push_back(std::move(f));
+    narrow->outputs.push_back(std::move(h));
+    OutputSelection sel{"embeddings", 0, false, EG_DTYPE_BF16, true};
+    std::string as_bf16;  // stored F32, asked BF16: rounded as float_to_bf16 rounds
+    append_output(sel, {wide, wide}, as_bf16);
+    REQUIRE(as_bf16.size() == 2 * n * 2);
+    sel.dtype = EG_DTYPE_F32;
+    std::string as_f32;  // stored BF16, asked FP32: widened bit for bit
+    append_output(sel, {narrow, narrow}, as_f32);
+    REQUIRE(as_f32.size() == 2 * n * 4);
+    size_t wrong = 0;
+    for (size_t k = 0; k < 2 * n; ++k) {
+      uint16_t got16;
+      uint32_t got32;
+      std::memcpy(&got16, as_bf16.data() + 2 * k, 2);
+      std::memcpy(&got32, as_f32.data() + 4 * k, 4);
+      wrong += got16 != halves[k % n] || got32 != uint32_t{halves[k % n]} << 16;
+    }
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("bfloat16 rounding is to nearest, ties to even") {

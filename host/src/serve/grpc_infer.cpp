@@ -226,13 +226,12 @@ void fill_grpc_infer_response(const std::string& model_name, const InferRequest&
   response.set_model_version("1");
   response.set_id(request.id);
   for (const OutputSelection& sel : request.outputs) {
-    const OutputTensor tensor = encode_output(sel, items);
     auto* out = response.add_outputs();
     out->set_name(sel.name);
     out->set_datatype(selection_datatype(sel));
-    for (const int64_t d : tensor.shape) out->add_shape(d);
-    response.add_raw_output_contents(reinterpret_cast<const char*>(tensor.bytes.data()),
-                                     tensor.bytes.size());
+    // Written straight into the response's raw contents: no tensor of its own.
+    for (const int64_t d : append_output(sel, items, *response.add_raw_output_contents()))
+      out->add_shape(d);
   }
 }
 

@@ -279,38 +279,62 @@ size_t element_bytes(const OutputSelection& sel) {
   return sel.rows ? 8 : sel.dtype == EG_DTYPE_BF16 ? 2 : 4;
 }
 
-// Writes an item output's values in `dtype` (F32 or BF16), little-endian, at
-// `dst` and returns the end: the stored bytes themselves when the dtype already
-// matches (bit for bit), else converted in one pass. Answers of a few hundred
-// KiB are written once, into memory sized for them.
-uint8_t* write_values(const ItemOutput& out, int32_t dtype, uint8_t* dst) {
-  if (out.dtype == dtype) {
-    if (!out.bytes.empty()) std::memcpy(dst, out.bytes.data(), out.bytes.size());
-    return dst + out.bytes.size();
-  }
-  const size_t n = static_cast<size_t>(out.rows * out.width);
+// Writes elements [first, first + count) of an item output in `dtype` (F32 or
+// BF16, the stored dtype differing), little-endian, at `dst`; returns the end.
+uint8_t* convert_values(const ItemOutput& out, int32_t dtype, size_t first, size_t count,
+                        uint8_t* dst) {
   if (dtype == EG_DTYPE_BF16) {
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t h = float_to_bf16(element(out, i));
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t h = float_to_bf16(element(out, first + i));
       std::memcpy(dst + 2 * i, &h, 2);
     }
-    return dst + 2 * n;
+    return dst + 2 * count;
   }
   if (out.dtype == EG_DTYPE_BF16) {  // the common widening, without the dtype switch
-    const uint8_t* src = out.bytes.data();
-    for (size_t i = 0; i < n; ++i) {
+    const uint8_t* src = out.bytes.data() + 2 * first;
+    for (size_t i = 0; i < count; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
       const uint32_t bits = uint32_t{h} << 16;
       std::memcpy(dst + 4 * i, &bits, 4);
     }
-    return dst + 4 * n;
+    return dst + 4 * count;
   }
-  for (size_t i = 0; i < n; ++i) {
-    const float f = element(out, i);
+  for (size_t i = 0; i < count; ++i) {
+    const float f = element(out, first + i);
     std::memcpy(dst + 4 * i, &f, 4);
   }
-  return dst + 4 * n;
+  return dst + 4 * count;
+}
+
+// Appends n bytes: a plain copy into memory the caller reserved (string::insert
+// from unsigned char iterators would build a temporary string first).
+void put_bytes(std::string& dst, const uint8_t* p, size_t n) {
+  dst.append(reinterpret_cast<const char*>(p), n);
+}
+void put_bytes(std::vector<uint8_t>& dst, const uint8_t* p, size_t n) {
+  dst.insert(dst.end(), p, p + n);
+}
+
+// Appends an item output's values in `dtype` to `dst`: the stored bytes
+// themselves when the dtype already matches (bit for bit), else converted a
+// chunk at a time through a buffer that stays in cache. Nothing is written
+// twice: an answer of several hundred KiB is one pass over memory the caller
+// reserved, where sizing it first zero-filled it.
+template <class Bytes>
+void append_values(const ItemOutput& out, int32_t dtype, Bytes& dst) {
+  if (out.dtype == dtype) {
+    put_bytes(dst, out.bytes.data(), out.bytes.size());
+    return;
+  }
+  constexpr size_t kChunk = 2048;  // elements: 8 KiB of F32
+  uint8_t buffer[kChunk * 4];
+  const size_t n = static_cast<size_t>(out.rows * out.width);
+  for (size_t first = 0; first < n; first += kChunk) {
+    const size_t count = std::min(kChunk, n - first);
+    const uint8_t* end = convert_values(out, dtype, first, count, buffer);
+    put_bytes(dst, buffer, static_cast<size_t>(end - buffer));
+  }
 }
 
 // The shape and byte size of a selection over `items`, and its bytes written
@@ -329,14 +353,18 @@ TensorSize tensor_size(const OutputSelection& sel, const std::vector<ItemPtr>& i
   if (sel.rows) return {{static_cast<int64_t>(items.size())}, 8 * items.size()};
   return {{total_rows, width}, static_cast<size_t>(total_rows * width) * element_bytes(sel)};
 }
-void write_tensor(const OutputSelection& sel, const std::vector<ItemPtr>& items, uint8_t* dst) {
+// Appends a selection's bytes over `items` to `dst` (a std::string or a byte
+// vector, reserved for them by the caller).
+template <class Bytes>
+void append_tensor(const OutputSelection& sel, const std::vector<ItemPtr>& items, Bytes& dst) {
   for (const ItemPtr& item : items) {
     const ItemOutput& out = item->outputs.at(sel.index);
     if (sel.rows) {
-      std::memcpy(dst, &out.rows, 8);
-      dst += 8;
+      uint8_t rows[8];
+      std::memcpy(rows, &out.rows, 8);
+      put_bytes(dst, rows, 8);
     } else {
-      dst = write_values(out, sel.dtype, dst);
+      append_values(out, sel.dtype, dst);
     }
   }
 }
@@ -407,9 +435,17 @@ OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr
   TensorSize size = tensor_size(sel, items);
   OutputTensor t;
   t.shape = std::move(size.shape);
-  t.bytes.resize(size.bytes);
-  write_tensor(sel, items, t.bytes.data());
+  t.bytes.reserve(size.bytes);
+  append_tensor(sel, items, t.bytes);
   return t;
+}
+
+std::vector<int64_t> append_output(const OutputSelection& sel, const std::vector<ItemPtr>& items,
+                                   std::string& dst) {
+  TensorSize size = tensor_size(sel, items);
+  dst.reserve(dst.size() + size.bytes);
+  append_tensor(sel, items, dst);
+  return std::move(size.shape);
 }
 
 const char* selection_datatype(const OutputSelection& selection) {
@@ -519,8 +555,8 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   std::string head = "{\"model_name\":" + json_string(model_name) + ",\"model_version\":\"1\"";
   if (!request.id.empty()) head += ",\"id\":" + json_string(request.id);
   head += ",\"outputs\":[";
-  // Binary tensors are written once, straight after the JSON header, into
-  // the body sized for them; only JSON data goes through a tensor of its own.
+  // Binary tensors are appended once, straight after the JSON header, to the
+  // body reserved for them; only JSON data goes through a tensor of its own.
   std::vector<std::pair<const OutputSelection*, size_t>> binary;  // selection, bytes
   size_t binary_bytes = 0;
   for (size_t k = 0; k < request.outputs.size(); ++k) {
@@ -575,13 +611,8 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   }
   out.header_length = head.size();
   out.body = std::move(head);
-  const size_t at = out.body.size();
-  out.body.resize(at + binary_bytes);
-  auto* dst = reinterpret_cast<uint8_t*>(out.body.data()) + at;
-  for (const auto& [sel, bytes] : binary) {
-    write_tensor(*sel, items, dst);
-    dst += bytes;
-  }
+  out.body.reserve(out.body.size() + binary_bytes);
+  for (const auto& [sel, bytes] : binary) append_tensor(*sel, items, out.body);
   return out;
 }
 

@@ -115,6 +115,9 @@ struct OutputTensor {
   std::vector<uint8_t> bytes;
 };
 OutputTensor encode_output(const OutputSelection& selection, const std::vector<ItemPtr>& items);
+// The same bytes appended to `dst` (reserved for them first); returns the shape.
+std::vector<int64_t> append_output(const OutputSelection& selection,
+                                   const std::vector<ItemPtr>& items, std::string& dst);
 
 // "FP32", "BF16" or "INT64": the protocol's name of a selection's datatype.
 const char* selection_datatype(const OutputSelection& selection);
