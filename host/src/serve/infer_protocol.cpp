@@ -307,33 +307,23 @@ uint8_t* convert_values(const ItemOutput& out, int32_t dtype, size_t first, size
   return dst + 4 * count;
 }
 
-// Appends n bytes: a plain copy into memory the caller reserved (string::insert
-// from unsigned char iterators would build a temporary string first).
-void put_bytes(std::string& dst, const uint8_t* p, size_t n) {
-  dst.append(reinterpret_cast<const char*>(p), n);
-}
-void put_bytes(std::vector<uint8_t>& dst, const uint8_t* p, size_t n) {
-  dst.insert(dst.end(), p, p + n);
-}
-
 // Appends an item output's values in `dtype` to `dst`: the stored bytes
 // themselves when the dtype already matches (bit for bit), else converted a
-// chunk at a time through a buffer that stays in cache. Nothing is written
-// twice: an answer of several hundred KiB is one pass over memory the caller
-// reserved, where sizing it first zero-filled it.
-template <class Bytes>
-void append_values(const ItemOutput& out, int32_t dtype, Bytes& dst) {
+// chunk at a time through a buffer that stays in cache: an answer of several
+// hundred KiB is one pass over memory the caller reserved (sizing it first
+// zero-filled it, a second pass).
+void append_values(const ItemOutput& out, int32_t dtype, std::string& dst) {
   if (out.dtype == dtype) {
-    put_bytes(dst, out.bytes.data(), out.bytes.size());
+    dst.append(reinterpret_cast<const char*>(out.bytes.data()), out.bytes.size());
     return;
   }
   constexpr size_t kChunk = 2048;  // elements: 8 KiB of F32
-  uint8_t buffer[kChunk * 4];
+  alignas(4) uint8_t buffer[kChunk * 4];
   const size_t n = static_cast<size_t>(out.rows * out.width);
   for (size_t first = 0; first < n; first += kChunk) {
     const size_t count = std::min(kChunk, n - first);
     const uint8_t* end = convert_values(out, dtype, first, count, buffer);
-    put_bytes(dst, buffer, static_cast<size_t>(end - buffer));
+    dst.append(reinterpret_cast<const char*>(buffer), static_cast<size_t>(end - buffer));
   }
 }
 
@@ -353,16 +343,16 @@ TensorSize tensor_size(const OutputSelection& sel, const std::vector<ItemPtr>& i
   if (sel.rows) return {{static_cast<int64_t>(items.size())}, 8 * items.size()};
   return {{total_rows, width}, static_cast<size_t>(total_rows * width) * element_bytes(sel)};
 }
-// Appends a selection's bytes over `items` to `dst` (a std::string or a byte
-// vector, reserved for them by the caller).
-template <class Bytes>
-void append_tensor(const OutputSelection& sel, const std::vector<ItemPtr>& items, Bytes& dst) {
+// Appends a selection's bytes over `items` to `dst` (reserved for them by the
+// caller).
+void append_tensor(const OutputSelection& sel, const std::vector<ItemPtr>& items,
+                   std::string& dst) {
   for (const ItemPtr& item : items) {
     const ItemOutput& out = item->outputs.at(sel.index);
     if (sel.rows) {
-      uint8_t rows[8];
+      char rows[8];
       std::memcpy(rows, &out.rows, 8);
-      put_bytes(dst, rows, 8);
+      dst.append(rows, 8);
     } else {
       append_values(out, sel.dtype, dst);
     }
@@ -431,21 +421,20 @@ std::vector<OutputSelection> select_outputs(const std::vector<OutputRequest>& as
   return chosen;
 }
 
-OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr>& items) {
-  TensorSize size = tensor_size(sel, items);
-  OutputTensor t;
-  t.shape = std::move(size.shape);
-  t.bytes.reserve(size.bytes);
-  append_tensor(sel, items, t.bytes);
-  return t;
-}
-
 std::vector<int64_t> append_output(const OutputSelection& sel, const std::vector<ItemPtr>& items,
                                    std::string& dst) {
   TensorSize size = tensor_size(sel, items);
   dst.reserve(dst.size() + size.bytes);
   append_tensor(sel, items, dst);
   return std::move(size.shape);
+}
+
+OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr>& items) {
+  std::string bytes;
+  OutputTensor t;
+  t.shape = append_output(sel, items, bytes);
+  t.bytes.assign(bytes.begin(), bytes.end());
+  return t;
 }
 
 const char* selection_datatype(const OutputSelection& selection) {
@@ -557,7 +546,7 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   head += ",\"outputs\":[";
   // Binary tensors are appended once, straight after the JSON header, to the
   // body reserved for them; only JSON data goes through a tensor of its own.
-  std::vector<std::pair<const OutputSelection*, size_t>> binary;  // selection, bytes
+  std::vector<const OutputSelection*> binary;
   size_t binary_bytes = 0;
   for (size_t k = 0; k < request.outputs.size(); ++k) {
     const OutputSelection& sel = request.outputs[k];
@@ -572,7 +561,7 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
     head += "]";
     if (sel.binary) {
       head += ",\"parameters\":{\"binary_data_size\":" + std::to_string(size.bytes) + "}}";
-      binary.emplace_back(&sel, size.bytes);
+      binary.push_back(&sel);
       binary_bytes += size.bytes;
       continue;
     }
@@ -612,7 +601,7 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   out.header_length = head.size();
   out.body = std::move(head);
   out.body.reserve(out.body.size() + binary_bytes);
-  for (const auto& [sel, bytes] : binary) append_tensor(*sel, items, out.body);
+  for (const OutputSelection* sel : binary) append_tensor(*sel, items, out.body);
   return out;
 }
 
