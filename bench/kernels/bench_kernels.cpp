@@ -5,7 +5,7 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip]
+//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
 #include <encoder_kit/cuda/kernels.hpp>
@@ -456,6 +456,55 @@ void bench_attention(Pool& pool, const std::string& name, int64_t tokens, int le
             k::attention_kernel_name(kernel));
 }
 
+// DeepSeek-OCR-2's SAM attention as the plugin launches it (AttentionExtras:
+// q, k, v column blocks of one qkv row, 12 heads of 64, the decomposed
+// relative-position bias over an n x n grid): the default pick, then each
+// instance that takes it. Useful work counts Q K^T and P V only.
+void bench_sam(Pool& pool, const std::string& name, int seqs, int n) {
+  const int heads = 12, head_dim = 64, len = n * n;
+  const int64_t rows = int64_t{seqs} * len, width = int64_t{heads} * head_dim;
+  bf16* qkv = pool.bf(static_cast<size_t>(rows * 3 * width));
+  bf16* out = pool.bf(static_cast<size_t>(rows * width));
+  // Small constant tables (0x3c3c: about 0.0115): a bias of the trained
+  // model's size, which leaves the softmax as sharp as the logits make it.
+  const size_t table = static_cast<size_t>((2 * n - 1 + 7) / 8 * 8) * head_dim;
+  bf16* rel_h = pool.raw<bf16>(table);
+  bf16* rel_w = pool.raw<bf16>(table);
+  BENCH_CUDA(cudaMemset(rel_h, 0x3c, table * sizeof(bf16)));
+  BENCH_CUDA(cudaMemset(rel_w, 0x3c, table * sizeof(bf16)));
+  k::AttentionExtras ax;
+  ax.q = qkv;
+  ax.k = qkv + width;
+  ax.v = qkv + 2 * width;
+  ax.q_stride = ax.kv_stride = 3 * width;
+  ax.out_stride = width;
+  ax.kv_heads = heads;
+  ax.rel_h = rel_h;
+  ax.rel_w = rel_w;
+  ax.hn = ax.wn = n;
+  k::AttentionParams p;
+  p.max_seqs = seqs;
+  p.max_seqlen = len;
+  p.num_heads = heads;
+  p.head_dim = head_dim;
+  p.scale = 0.125f;
+  p.out = out;
+  p.stream = g_stream;
+  p.extras = &ax;
+  const double flops = 4.0 * seqs * double(len) * len * heads * head_dim;
+  const double bytes = 2.0 * rows * width * 4;
+  const std::string shape =
+      std::to_string(seqs) + " x " + std::to_string(n) + "x" + std::to_string(n) + ", 12x64, bias";
+  add_row(name, shape, time_us([&] { BENCH_CHECK(k::run_attention(p)); }), flops, bytes,
+          std::string("default: ") + k::attention_kernel_name(k::pick_attention_kernel(p)));
+  std::vector<k::AttentionKernel> kernels{k::AttentionKernel::Warps4};
+  if (k::detail::sm90_attention_supported() && k::hopper_takes_extras(p))
+    kernels.push_back(k::AttentionKernel::Hopper);
+  for (const k::AttentionKernel kernel : kernels)
+    add_row(name, shape, time_us([&] { BENCH_CHECK(k::run_attention(p, kernel)); }), flops, bytes,
+            k::attention_kernel_name(kernel));
+}
+
 // Qwen2.5-VL's window layers two ways: the rotary pass over q and k followed
 // by window attention, and rotary fused into the attention's loads.
 void bench_window_rotary(Pool& pool, int64_t tokens, int heads, int head_dim, int padded) {
@@ -582,13 +631,14 @@ int main(int argc, char** argv) {
              (only = argv[++i], only == "gemm" || only == "attn" || only == "attnfull" ||
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
-                                    only == "attnshort" || only == "buckets" || only == "mlpsmall"))
+                                    only == "attnshort" || only == "buckets" ||
+                                    only == "mlpsmall" || only == "sam"))
       continue;
     else {
       std::fprintf(
           stderr,
           "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip] "
+          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam] "
           "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
@@ -700,6 +750,15 @@ int main(int argc, char** argv) {
       for (const int len :
            attn_len > 0 ? std::vector<int>{attn_len} : std::vector<int>{704, 729, 768, 1024, 2048})
         bench_attention(pool, "attn short", int64_t{64} * len, len, 0, 16, 72, true);
+
+    // DeepSeek-OCR-2's SAM layers for a request of 8 A4 pages (a 1024² global
+    // view and 768² local views each): global 64x64 and 48x48 grids, 14x14
+    // windows (--only sam alone).
+    if (want("attn") || only == "sam") {
+      bench_sam(pool, "sam global 1024", 8, 64);
+      bench_sam(pool, "sam global 768", 48, 48);
+      bench_sam(pool, "sam windows", 200, 14);
+    }
 
     // SigLIP so400m's layer at a 64-image budget (46656 rows of 1152, MLP
     // 4304, 16 heads of 72), and its sum: where siglip_bench's time goes.

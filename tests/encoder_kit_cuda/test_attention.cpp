@@ -571,14 +571,22 @@ void run_extras(const ExtrasCase& ec) {
       for (int i = 0; i < L; ++i) {
         const double* q = &x[static_cast<size_t>((s * L + i) * stride + h * D)];
         const int visible = ec.prefix > 0 ? (i < ec.prefix ? ec.prefix : i + 1) : L;
+        // The query's products with every table row, once.
+        std::vector<double> qh, qw;
+        if (bias) {
+          for (int r = 0; r < 2 * ec.hn - 1; ++r)
+            qh.push_back(dot(q, &rh[static_cast<size_t>(r) * D]));
+          for (int r = 0; r < 2 * ec.wn - 1; ++r)
+            qw.push_back(dot(q, &rw[static_cast<size_t>(r) * D]));
+        }
         double mx = -INFINITY;
         for (int j = 0; j < visible; ++j) {
           const double* kk = &x[static_cast<size_t>((s * L + j) * stride + (H + kvh) * D)];
           double v = scale * dot(q, kk);
           if (bias) {
             const int qy = i / ec.wn, qx = i % ec.wn, ky = j / ec.wn, kx = j % ec.wn;
-            v += dot(q, &rh[static_cast<size_t>((qy - ky + ec.hn - 1) * D)]) +
-                 dot(q, &rw[static_cast<size_t>((qx - kx + ec.wn - 1) * D)]);
+            v += qh[static_cast<size_t>(qy - ky + ec.hn - 1)] +
+                 qw[static_cast<size_t>(qx - kx + ec.wn - 1)];
           }
           p[static_cast<size_t>(j)] = v;
           mx = std::max(mx, v);
@@ -623,25 +631,35 @@ void run_extras(const ExtrasCase& ec) {
   params.scale = scale;
   params.out = dout.get();
   params.extras = &ex;
-  CHECK(k::pick_attention_kernel(params) == k::AttentionKernel::Warps4);
-  dout.poison();
-  CHECK_OK(k::run_attention(params));
-  CUDA_OK(cudaDeviceSynchronize());
-  const auto got = dout.download();
+  // The dispatch: Hopper for sequences past one tile where it takes them.
+  const bool hopper = k::detail::sm90_attention_supported() && k::hopper_takes_extras(params);
+  CHECK(k::pick_attention_kernel(params) ==
+        (hopper && L > 64 ? k::AttentionKernel::Hopper : k::AttentionKernel::Warps4));
   auto real = [&](size_t i) {
     const int64_t r = static_cast<int64_t>(i) / out_stride,
                   c = static_cast<int64_t>(i) % out_stride;
     return r < real_seqs * L && c < int64_t{H} * D;
   };
-  // The bias products are rounded to bf16 in the kernel (as the model's bf16
-  // reference computes them): a looser relative tolerance with a bias.
-  if (real_seqs > 0)
-    CHECK_CLOSE(compare(got, ref, bias ? 5e-2 : 2e-2, 1e-3 * std::max(rms(ref), 1e-3), real, &mag),
-                bias ? 2e-2 : 1e-2);
-  size_t written_outside = 0;  // padded views' rows and the pad columns
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!real(i)) written_outside += std::isnan(to_f(got[i])) ? 0 : 1;
-  CHECK(written_outside == 0);
+  // Every instance that takes the case, forced, short sequences included.
+  std::vector<k::AttentionKernel> kernels{k::AttentionKernel::Warps4};
+  if (hopper) kernels.push_back(k::AttentionKernel::Hopper);
+  for (const k::AttentionKernel kernel : kernels) {
+    CAPTURE(k::attention_kernel_name(kernel));
+    dout.poison();
+    CHECK_OK(k::run_attention(params, kernel));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto got = dout.download();
+    // The bias products are rounded to bf16 in the kernel (as the model's
+    // bf16 reference computes them): a looser relative tolerance with a bias.
+    if (real_seqs > 0)
+      CHECK_CLOSE(
+          compare(got, ref, bias ? 5e-2 : 2e-2, 1e-3 * std::max(rms(ref), 1e-3), real, &mag),
+          bias ? 2e-2 : 1e-2);
+    size_t written_outside = 0;  // padded views' rows and the pad columns
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!real(i)) written_outside += std::isnan(to_f(got[i])) ? 0 : 1;
+    CHECK(written_outside == 0);
+  }
 }
 
 }  // namespace
@@ -673,11 +691,28 @@ GPU_TEST_CASE("attention extras: decomposed relative-position bias, keys unpaire
   run_extras({"2x128 widest table (paired), head_dim 56", 1, 1, 1, 56, 256, 0, 2, 128});
 }
 
+// The grids the Hopper instance takes (up to 64 a side): its products of
+// 127-row tables, end-aligned last tiles and query blocks, odd and even wn.
+GPU_TEST_CASE("attention extras: bias grids up to 64 x 64 (the SAM's global layers)") {
+  require_gpu();
+  run_extras({"64x64 (SAM global at 1024)", 1, 1, 1, 64, 4096, 0, 64, 64});
+  run_extras({"48x48 (SAM global at 768)", 1, 2, 2, 64, 2304, 0, 48, 48});
+  run_extras({"13x11, odd wn, 3 heads over 1", 2, 3, 1, 64, 143, 0, 13, 11});
+  run_extras({"9x5, shorter than a query block", 2, 2, 2, 64, 45, 0, 9, 5});
+  run_extras({"5x64, one grid row a tile", 1, 2, 2, 64, 320, 0, 5, 64});
+  run_extras({"64x1, one key a grid row", 1, 2, 2, 64, 64, 0, 64, 1});
+  run_extras({"3x63, odd wn past a tile", 1, 2, 2, 64, 189, 0, 3, 63});
+  run_extras({"10x18, head_dim 40", 2, 2, 2, 40, 180, 0, 10, 18});
+  run_extras({"36x50, 4 heads over 2", 1, 4, 2, 64, 1800, 0, 36, 50});
+}
+
 GPU_TEST_CASE("attention extras: padded views (view_count) stay unwritten") {
   require_gpu();
   run_extras({"3 of 6 windows real", 6, 2, 2, 64, 49, 0, 7, 7, 3, 1});
   run_extras({"view 1 of 2 real, 2 windows a view, prefix", 4, 4, 2, 40, 10, 5, 0, 0, 1, 2});
   run_extras({"view_count 0 writes nothing", 2, 2, 2, 64, 36, 0, 6, 6, 0, 1});
+  run_extras({"2 of 5 14x14 windows real", 5, 2, 2, 64, 196, 0, 14, 14, 2, 1});
+  run_extras({"view 1 of 3, no bias, 130 tokens", 3, 2, 1, 64, 130, 0, 0, 0, 1, 1});
 }
 
 GPU_TEST_CASE("attention extras: argument rules") {
@@ -696,10 +731,14 @@ GPU_TEST_CASE("attention extras: argument rules") {
   p.out = buf.get();
   p.extras = &ex;
   const int bad = static_cast<int>(cudaErrorInvalidValue);
-  CHECK(k::run_attention(p, k::AttentionKernel::Warps8) == bad);  // only the 4-warp form
-  CHECK(k::run_attention(p, k::AttentionKernel::Hopper) == bad);
+  CHECK(k::run_attention(p, k::AttentionKernel::Warps8) == bad);  // 4 warps or Hopper
+  CHECK(k::run_attention(p, k::AttentionKernel::WarpsRotary) == bad);
+  CHECK(k::hopper_takes_extras(p));
+  CHECK((k::run_attention(p, k::AttentionKernel::Hopper) == 0) ==
+        k::detail::sm90_attention_supported());
   p.head_dim = 72;  // the extras' instances stop at 64
   CHECK(k::run_attention(p) == bad);
+  CHECK_FALSE(k::hopper_takes_extras(p));
   p.head_dim = 64;
   ex.kv_heads = 3;  // not a divisor of num_heads
   CHECK(k::run_attention(p) == bad);
@@ -714,4 +753,22 @@ GPU_TEST_CASE("attention extras: argument rules") {
   ex.prefix = 0;
   CHECK_OK(k::run_attention(p));
   CUDA_OK(cudaDeviceSynchronize());
+  // What Hopper leaves to the 4-warp form: a prefix mask, grids past 64 a
+  // side, layouts past int32 rows.
+  ex.rel_h = ex.rel_w = nullptr;
+  ex.prefix = 2;
+  CHECK_FALSE(k::hopper_takes_extras(p));
+  CHECK(k::run_attention(p, k::AttentionKernel::Hopper) == bad);
+  ex.prefix = 0;
+  ex.rel_h = ex.rel_w = buf.get();
+  p.max_seqlen = 2 * 65;
+  ex.hn = 2;
+  ex.wn = 65;
+  CHECK_FALSE(k::hopper_takes_extras(p));
+  CHECK(k::pick_attention_kernel(p) == k::AttentionKernel::Warps4);
+  CHECK(k::run_attention(p, k::AttentionKernel::Hopper) == bad);
+  ex.rel_h = ex.rel_w = nullptr;
+  p.max_seqs = 1 << 16;
+  p.max_seqlen = 1 << 15;
+  CHECK_FALSE(k::hopper_takes_extras(p));
 }

@@ -686,7 +686,7 @@ int run_extras(const AttentionParams& p) {
 // The extras' rules (AttentionExtras).
 int check_extras(const AttentionParams& p, AttentionKernel kernel) {
   const AttentionExtras& x = *p.extras;
-  ENCODER_KIT_REQUIRE(kernel == AttentionKernel::Warps4);
+  ENCODER_KIT_REQUIRE(kernel == AttentionKernel::Warps4 || kernel == AttentionKernel::Hopper);
   ENCODER_KIT_REQUIRE(p.qkv == nullptr && p.cu_seqlens == nullptr && p.rotary_cos == nullptr);
   ENCODER_KIT_REQUIRE(p.rotary_heads_per_block <= 1);
   ENCODER_KIT_REQUIRE(x.q != nullptr && x.k != nullptr && x.v != nullptr && p.out != nullptr);
@@ -706,6 +706,8 @@ int check_extras(const AttentionParams& p, AttentionKernel kernel) {
     ENCODER_KIT_REQUIRE(x.prefix == 0);  // a pair of keys shares its mask
   }
   ENCODER_KIT_REQUIRE(x.seqs_per_view > 0);
+  if (kernel == AttentionKernel::Hopper)
+    ENCODER_KIT_REQUIRE(hopper_takes_extras(p) && detail::sm90_attention_supported());
   return 0;
 }
 
@@ -746,8 +748,20 @@ const char* attention_kernel_name(AttentionKernel kernel) {
   return "?";
 }
 
+bool hopper_takes_extras(const AttentionParams& p) {
+  if (p.extras == nullptr) return false;
+  const AttentionExtras& x = *p.extras;
+  const bool grid_ok =
+      x.rel_h == nullptr || (x.hn <= kMaxHopperRelGrid && x.wn <= kMaxHopperRelGrid);
+  return p.head_dim <= 64 && x.prefix == 0 && grid_ok &&
+         static_cast<int64_t>(p.max_seqs) * p.max_seqlen <= int64_t{0x7fffffff};
+}
+
 AttentionKernel pick_attention_kernel(const AttentionParams& p) {
-  if (p.extras != nullptr) return AttentionKernel::Warps4;
+  if (p.extras != nullptr)
+    return p.max_seqlen > 64 && hopper_takes_extras(p) && detail::sm90_attention_supported()
+               ? AttentionKernel::Hopper
+               : AttentionKernel::Warps4;
   if (p.rotary_cos != nullptr) return AttentionKernel::WarpsRotary;
   if (p.max_seqlen <= 64) return AttentionKernel::Warps4;
   return detail::sm90_attention_supported() ? AttentionKernel::Hopper : AttentionKernel::Warps8;

@@ -89,24 +89,6 @@ __device__ __forceinline__ void qk_step(float (&s)[kBlockN / 2], uint64_t da, ui
   else
     wgmma_m64n128k16_ss(s, da, db, accumulate);
 }
-// Where one sequence's rows of one head begin in a packed qkv[tokens, 3,
-// num_heads, head_dim]: q, k and v, and the stride between tokens.
-struct HeadRows {
-  const bf16* q;
-  const bf16* k;
-  const bf16* v;
-  int64_t stride;
-};
-__device__ __forceinline__ HeadRows head_rows(const bf16* qkv, int start, int head, int num_heads,
-                                              int head_dim) {
-  HeadRows r;
-  r.stride = int64_t{3} * num_heads * head_dim;
-  r.q = qkv + static_cast<int64_t>(start) * r.stride + static_cast<int64_t>(head) * head_dim;
-  r.k = r.q + static_cast<int64_t>(num_heads) * head_dim;
-  r.v = r.k + static_cast<int64_t>(num_heads) * head_dim;
-  return r;
-}
-
 // Online softmax of one S tile (64 rows of a warpgroup x kBlockN keys from
 // key0) in the log2 domain: scales and masks s, moves the running max, rounds
 // the probabilities into P's A fragments, rescales the row sums, and returns

@@ -12,7 +12,10 @@
 //  - Warps4 with AttentionExtras: the 4-warp form over separate q/k/v rows,
 //    grouped KV heads, a prefix mask and the SAM's decomposed
 //    relative-position bias (DeepSeek-OCR-2), as compile-time features of the
-//    same kernel: the plain instances do not carry them.
+//    same kernel: the plain instances do not carry them;
+//  - Hopper with AttentionExtras (hopper_takes_extras): the same layouts,
+//    grouped KV heads and bias at head_dim 64 up to a 64 x 64 grid, no prefix
+//    mask; the bias products on the tensor cores, seeding each tile's S.
 // Plain C++: included by .cpp files compiled by the host compiler.
 #pragma once
 
@@ -43,6 +46,7 @@ namespace encoder_kit::cuda {
 // head_dim a multiple of 8 up to 64; q/k/v and their strides 16-byte aligned
 // (strides in elements, multiples of 8).
 constexpr int kMaxRelGrid = 128;  // bounds the shared memory of the bias products
+constexpr int kMaxHopperRelGrid = 64;  // the Hopper instance's: one m64n128 product a table
 struct AttentionExtras {
   const __nv_bfloat16* q = nullptr;
   const __nv_bfloat16* k = nullptr;
@@ -89,7 +93,8 @@ struct AttentionParams {
   __nv_bfloat16* out = nullptr;
   cudaStream_t stream = nullptr;
   // Optional: separate q/k/v, grouped KV heads, a mask, a bias (above); then
-  // qkv and cu_seqlens are nullptr, and only Warps4 takes it.
+  // qkv and cu_seqlens are nullptr, and Warps4 takes it, Hopper where
+  // hopper_takes_extras says so.
   const AttentionExtras* extras = nullptr;
 };
 
@@ -103,10 +108,17 @@ enum class AttentionKernel {
 };
 const char* attention_kernel_name(AttentionKernel kernel);
 
-// The dispatch: Warps4 with extras; the rotary form when a table is given; else sequences over 64
-// tokens on the Hopper kernel where it runs, and on 8 warps elsewhere (each
-// K/V tile brought into shared memory serves 128 queries); shorter ones (one
-// tile: Qwen's 64-patch windows) on 4 warps, which they fill exactly.
+// Whether the Hopper instance takes p's extras: head_dim at most 64, no prefix
+// mask, a bias grid of at most kMaxHopperRelGrid a side, and every row of
+// the max_seqs x max_seqlen layout an int32 (whether it runs on this device is
+// detail::sm90_attention_supported's question).
+bool hopper_takes_extras(const AttentionParams& p);
+
+// The dispatch: the rotary form when a table is given; else sequences over 64
+// tokens on the Hopper kernel where it runs (with extras, where it takes
+// them), and on 8 warps elsewhere (each K/V tile brought into shared memory
+// serves 128 queries; with extras, on 4 warps); shorter ones (one tile:
+// Qwen's 64-patch windows) on 4 warps, which they fill exactly.
 AttentionKernel pick_attention_kernel(const AttentionParams& p);
 
 // Checks p, then runs it on pick_attention_kernel(p). 0 or an error code
@@ -116,7 +128,8 @@ int run_attention(const AttentionParams& p);
 
 // The same on a given instance (tests and benchmark): cudaErrorInvalidValue
 // where it cannot take p (Hopper off Hopper, a rotary table given to a plain
-// form or missing for the rotary one, extras to a form other than Warps4).
+// form or missing for the rotary one, extras to Warps8 or the rotary form, or
+// to Hopper where it does not take them).
 int run_attention(const AttentionParams& p, AttentionKernel kernel);
 
 }  // namespace encoder_kit::cuda
