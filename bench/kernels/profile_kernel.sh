@@ -6,7 +6,7 @@
 #   bash bench/kernels/profile_kernel.sh <bundle> <out-dir> <kernel-name regex> [bench_kernels args]
 # The second matching launch is profiled (the first after a warm-up call). The
 # regex sees the demangled name, template arguments included, as Nsight
-# Compute spells them (e.g. 'tma_attention_kernel<\(int\)80, \(bool\)1>': the
+# Compute spells them (e.g. 'tma_attention_kernel<\(int\)80, \(bool\)1, \(bool\)0, \(int\)0>': the
 # TMA attention kernel, lazy, head_dim 72 or 80).
 # e.g. tma_attention_kernel --only attnfull (the Hopper attention at 16 x 4096);
 # profile_gemm_sm90.sh names our GEMM and its case.

@@ -349,7 +349,7 @@ profile_attention() (
   for len in "${lengths[@]}"; do
     scratch=$(mktemp -d)
     if ! bash "$root/bench/kernels/profile_kernel.sh" "$bundle" "$scratch" \
-      'tma_attention_kernel<\(int\)80, \(bool\)1>' --only attnshort --attn-len "$len" \
+      'tma_attention_kernel<\(int\)80, \(bool\)1, \(bool\)0, \(int\)0>' --only attnshort --attn-len "$len" \
       >"$logdir/attention_profile_$len.log" 2>&1; then
       # Nsight Compute's own log says why (no counters, no matching launch).
       tail -40 "$scratch"/ncu-run-*.log >>"$logdir/attention_profile_$len.log" 2>&1 || true
