@@ -520,6 +520,9 @@ struct ExtrasCase {
   int hn = 0, wn = 0;   // > 0: the bias over an hn x wn grid (hn * wn == seq_len)
   int view_count = -1;  // -1: no view_count
   int seqs_per_view = 1;
+  // K and V in a buffer of their own, at another row stride than Q (their
+  // columns in Q's rows are NaN then).
+  bool split_kv = false;
 };
 
 void run_extras(const ExtrasCase& ec) {
@@ -558,6 +561,19 @@ void run_extras(const ExtrasCase& ec) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   const auto x = to_double(qkv), rh = to_double(rel_h), rw = to_double(rel_w);
+  const int64_t kv_stride = ec.split_kv ? int64_t{2 * KV} * D + 16 : stride;
+  std::vector<bf16> kv_rows(ec.split_kv ? static_cast<size_t>(rows * kv_stride) : 8, to_bf(NAN));
+  if (ec.split_kv) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < int64_t{2 * KV} * D; ++c) {
+        bf16& from = qkv[static_cast<size_t>(r * stride + int64_t{H} * D + c)];
+        kv_rows[static_cast<size_t>(r * kv_stride + c)] = from;
+        from = to_bf(NAN);
+      }
+    dqkv.upload(qkv);
+  }
+  DeviceBuffer<bf16> dkv(kv_rows.size());
+  dkv.upload(kv_rows);
   std::vector<double> ref(static_cast<size_t>(rows * out_stride), 0.0), mag(ref.size(), 0.0);
   std::vector<double> p(static_cast<size_t>(L));
   auto dot = [&](const double* a, const double* b) {
@@ -607,9 +623,10 @@ void run_extras(const ExtrasCase& ec) {
 
   k::AttentionExtras ex;
   ex.q = dqkv.get();
-  ex.k = dqkv.get() + int64_t{H} * D;
-  ex.v = dqkv.get() + int64_t{H + KV} * D;
-  ex.q_stride = ex.kv_stride = stride;
+  ex.k = ec.split_kv ? dkv.get() : dqkv.get() + int64_t{H} * D;
+  ex.v = ec.split_kv ? dkv.get() + int64_t{KV} * D : dqkv.get() + int64_t{H + KV} * D;
+  ex.q_stride = stride;
+  ex.kv_stride = kv_stride;
   ex.out_stride = out_stride;
   ex.kv_heads = KV;
   ex.prefix = ec.prefix;
@@ -704,6 +721,8 @@ GPU_TEST_CASE("attention extras: bias grids up to 64 x 64 (the SAM's global laye
   run_extras({"3x63, odd wn past a tile", 1, 2, 2, 64, 189, 0, 3, 63});
   run_extras({"10x18, head_dim 40", 2, 2, 2, 40, 180, 0, 10, 18});
   run_extras({"36x50, 4 heads over 2", 1, 4, 2, 64, 1800, 0, 36, 50});
+  run_extras({"20x20, K and V apart from Q", 2, 4, 2, 64, 400, 0, 20, 20, -1, 1, true});
+  run_extras({"130 tokens, no bias, K and V apart", 2, 6, 3, 40, 130, 0, 0, 0, -1, 1, true});
 }
 
 GPU_TEST_CASE("attention extras: padded views (view_count) stay unwritten") {
