@@ -117,8 +117,8 @@ __device__ __forceinline__ void pv_part(float (&o)[kDPad / 2], const uint32_t (&
 // both strides 3 * num_heads * head_dim, group 1 (AttentionParams); the
 // extras give their own (AttentionExtras).
 struct Args {
-  const int32_t* cu_seqlens;  // null: sequences of seq_len rows one after another
-  int seq_len;
+  const int32_t* cu_seqlens;  // packed qkv (kExtras false)
+  int seq_len;                // kExtras: every sequence's length, one after another
   int m_blocks, num_heads, head_dim;
   int group;  // query heads per KV head
   float scale_log2;
@@ -133,7 +133,7 @@ struct Args {
   int hn, wn;
   float inv_wn;               // 1 / wn
   float inv_scale;            // the products are kept divided by the scale (they seed S)
-  const int32_t* view_count;  // may be null; with cu_seqlens null only
+  const int32_t* view_count;  // kExtras; may be null
   int seqs_per_view;
 };
 
