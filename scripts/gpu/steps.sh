@@ -401,8 +401,8 @@ power_qwen() (
     --report "$logdir/qwen_power_video.json"
   for w in 224 video; do  # items/s per mode, from the report's results
     python3 -c 'import json, sys
-  print(sys.argv[2] + ": " + ", ".join("%s %.1f items/s" % (r["mode"], r["items_per_s"])
-                                       for r in json.load(open(sys.argv[1]))["results"]))' \
+print(sys.argv[2] + ": " + ", ".join("%s %.1f items/s" % (r["mode"], r["items_per_s"])
+                                     for r in json.load(open(sys.argv[1]))["results"]))' \
       "$logdir/qwen_power_$w.json" "$w" | tee -a "$logdir/qwen_power_$w.table"
   done
 )

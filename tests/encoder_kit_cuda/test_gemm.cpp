@@ -2,7 +2,6 @@
 // place), several row counts under one plan, tuning, and argument checks.
 #include "gpu_test_util.hpp"
 
-#include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/form_timing.hpp>
 
 #include <string>
@@ -117,27 +116,10 @@ GPU_TEST_CASE("GemmPlan: bias + residual, separate and in place (o_proj / down_p
   check_case({128, 256, 1280, Ep::Bias, true, true}, {128, 9}, false);
 }
 
-GPU_TEST_CASE(
-    "GemmPlan: GELU epilogues, every candidate (cuBLASLt's: erf in a second pass, tanh fused; "
-    "our Hopper kernel's: both fused)") {
+GPU_TEST_CASE("GemmPlan: GELU epilogues (erf in a second pass, tanh fused)") {
   require_gpu();
-  for (const Ep ep : {Ep::BiasGelu, Ep::BiasGeluTanh}) {
-    CAPTURE(static_cast<int>(ep));
-    check_case({96, 512, 256, ep, false, false}, {96, 31}, false);
-    const GemmCase gc{300, 520, 200, ep, false, false};
-    k::GemmPlan plan;
-    CHECK_OK(plan.initialize(gc.m_max, gc.n, gc.k, gc.ep, gc.residual));
-    std::vector<std::string> candidates;
-    CHECK_OK(plan.candidates_for(300, 4, candidates));
-    int own = 0;
-    for (const std::string& c : candidates) own += c.rfind("sm90:", 0) == 0 ? 1 : 0;
-    // On Hopper tune() times our kernel's fused forms beside cuBLASLt's.
-    CHECK((own > 0) == k::detail::sm90_gemm_supported());
-    for (const std::string& c : candidates) {
-      CAPTURE(c);
-      check_case(gc, {300, 77}, false, c);
-    }
-  }
+  check_case({96, 512, 256, Ep::BiasGelu, false, false}, {96, 31}, false);
+  check_case({96, 512, 256, Ep::BiasGeluTanh, false, false}, {96, 31}, false);
 }
 
 GPU_TEST_CASE("GemmPlan: patch-embedding k and rows that are not 16-byte multiples") {

@@ -61,8 +61,6 @@ __device__ __forceinline__ void store(bf16* p, const float (&f)[N]) {
   *reinterpret_cast<typename Raw<N>::T*>(p) = raw;
 }
 
-using ptx::gelu_erf;
-using ptx::gelu_tanh;
 using ptx::round_bf16;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -256,6 +254,13 @@ __global__ void silu_mul_kernel(const bf16* __restrict__ gate, int64_t ld_gate,
     for (int k = 0; k < V; ++k) g[k] = round_bf16(g[k] / (1.0f + __expf(-g[k]))) * u[k];
     store<V>(y + r * ld_y + c, g);
   }
+}
+
+__device__ __forceinline__ float gelu_erf(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 
 template <int V, bool kTanh>

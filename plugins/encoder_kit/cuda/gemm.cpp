@@ -98,18 +98,6 @@ cublasLtEpilogue_t lt_epilogue(GemmPlan::Epilogue ep) {
   return CUBLASLT_EPILOGUE_BIAS;
 }
 
-// Our Hopper kernel's form of an epilogue: the GELUs in its own epilogue,
-// where cuBLASLt needs a pass of its own for the erf form.
-detail::Sm90Activation own_activation(GemmPlan::Epilogue ep) {
-  switch (ep) {
-    case GemmPlan::Epilogue::BiasGelu: return detail::Sm90Activation::GeluErf;
-    case GemmPlan::Epilogue::BiasGeluTanh: return detail::Sm90Activation::GeluTanh;
-    case GemmPlan::Epilogue::None:
-    case GemmPlan::Epilogue::Bias: break;
-  }
-  return detail::Sm90Activation::None;
-}
-
 const char* epilogue_name(GemmPlan::Epilogue ep) {
   switch (ep) {
     case GemmPlan::Epilogue::None: return "none";
@@ -353,8 +341,7 @@ struct GemmPlan::Impl {
              const bf16* bias, const bf16* residual, bf16* C, int64_t m, void* workspace,
              size_t workspace_bytes, cudaStream_t stream) const {
     if (choice.own_splits > 0)
-      return detail::gemm_sm90_bf16(A, W, bias, residual, C, m, n, k, choice.own_splits, stream,
-                                    own_activation(ep));
+      return detail::gemm_sm90_bf16(A, W, bias, residual, C, m, n, k, choice.own_splits, stream);
     const cublasLtMatmulAlgo_t& algo = choice.algo;
     Problem p;
     if (const int rc = build(p, m, bias)) return rc;
@@ -452,7 +439,8 @@ int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool 
   impl->k = k;
   impl->ep = ep;
   impl->residual = add_residual;
-  impl->own = n % 8 == 0 && k % 8 == 0 && k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
+  impl->own = (ep == Epilogue::None || ep == Epilogue::Bias) && n % 8 == 0 && k % 8 == 0 &&
+              k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
   const uint64_t ws = workspace_bytes();

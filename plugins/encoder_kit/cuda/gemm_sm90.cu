@@ -209,24 +209,16 @@ __device__ __forceinline__ uint32_t staging_offset(int j, uint32_t row_off, int 
   return static_cast<uint32_t>((j / 8) * kSubTileBytes) + row_off + (((j & 7) ^ r7) << 4);
 }
 
-// The plain form's activation of an output value (act: Sm90Activation): none,
-// or GELU of the value rounded to bf16, where a bf16 Linear stores it before
-// its nn.GELU reads it.
-__device__ __forceinline__ float activate(float x, int act) {
-  if (act == 0) return x;
-  const float r = round_bf16(x);
-  return act == 1 ? gelu_erf(r) : gelu_tanh(r);
-}
-
 // A warpgroup's 64 rows of an unsplit tile into the staging boxes at s_out:
-// the products plus bias (plus the residual already staged there, has_res),
-// through the activation act, as bf16, or for SiLU·mul the gated product of the tile's two halves.
-// acc in the m64nNk16 layout (acc[4j + {0,1}]: row row0, columns 8j + 2t + {0,1}; acc[4j + {2,3}]:
-// row row0 + 8); bias_pairs[j]: those columns' biases; row_off, r7: as staging_offset takes them.
+// the products plus bias (plus the residual already staged there, has_res)
+// as bf16, or for SiLU·mul the gated product of the tile's two halves. acc in
+// the m64nNk16 layout (acc[4j + {0,1}]: row row0, columns 8j + 2t + {0,1};
+// acc[4j + {2,3}]: row row0 + 8); bias_pairs[j]: those columns' biases;
+// row_off, r7: as staging_offset takes them.
 template <Fused kFused, int kTileN>
 __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
                                            const uint32_t (&bias_pairs)[kTileN / 8], uint32_t s_out,
-                                           uint32_t row_off, int r7, int has_res, int act) {
+                                           uint32_t row_off, int r7, int has_res) {
   if constexpr (kFused == Fused::Bias) {
 #pragma unroll
     for (int j = 0; j < kTileN / 8; ++j) {
@@ -237,16 +229,15 @@ __device__ __forceinline__ void stage_rows(const float (&acc)[kTileN / 2],
         r0 = unpack_bf16x2(ld_shared_u32(addr));
         r1 = unpack_bf16x2(ld_shared_u32(addr + 8 * 128));
       }
-      st_shared_u32(addr, pack_bf16(activate(acc[4 * j] + b.x + r0.x, act),
-                                    activate(acc[4 * j + 1] + b.y + r0.y, act)));
-      st_shared_u32(addr + 8 * 128, pack_bf16(activate(acc[4 * j + 2] + b.x + r1.x, act),
-                                              activate(acc[4 * j + 3] + b.y + r1.y, act)));
+      st_shared_u32(addr, pack_bf16(acc[4 * j] + b.x + r0.x, acc[4 * j + 1] + b.y + r0.y));
+      st_shared_u32(addr + 8 * 128,
+                    pack_bf16(acc[4 * j + 2] + b.x + r1.x, acc[4 * j + 3] + b.y + r1.y));
     }
   } else {
     // Tile columns [0, kTileN / 2) are gate rows of the tile's features, the
     // rest their up rows (w_row, block_gate_up_rows). As the bf16 module
     // computes it: gate and up rounded, silu(gate) rounded, then the product.
-    (void)has_res, (void)act;
+    (void)has_res;
 #pragma unroll
     for (int j = 0; j < kTileN / 16; ++j) {
       const float2 bg = unpack_bf16x2(bias_pairs[j]);
@@ -291,7 +282,7 @@ __global__ void __launch_bounds__(384, 1)
                      const __grid_constant__ CUtensorMap map_out,
                      const __grid_constant__ CUtensorMap map_res, const bf16* __restrict__ bias,
                      int64_t bias_len, int64_t out_cols, int has_res, int k_blocks, int n_tiles,
-                     int num_tiles, int splits, int rms_cols, float rms_eps, int act) {
+                     int num_tiles, int splits, int rms_cols, float rms_eps) {
 #if ENCODER_KIT_HAS_WGMMA
   constexpr int kStages = stages<kFused, kTileN>();
   constexpr uint32_t kWBytes = w_bytes<kTileN>();
@@ -548,9 +539,8 @@ __global__ void __launch_bounds__(384, 1)
             r0 = unpack_bf16x2(out[0]);
             r1 = unpack_bf16x2(out[8 * 128 / 4]);
           }
-          out[0] = pack_bf16(activate(v.x + b.x + r0.x, act), activate(v.y + b.y + r0.y, act));
-          out[8 * 128 / 4] =
-              pack_bf16(activate(v.z + b.x + r1.x, act), activate(v.w + b.y + r1.y, act));
+          out[0] = pack_bf16(v.x + b.x + r0.x, v.y + b.y + r0.y);
+          out[8 * 128 / 4] = pack_bf16(v.z + b.x + r1.x, v.w + b.y + r1.y);
         } else {
           const float4 vg = partial_sum(j), vu = partial_sum(j + kTileN / 16);
           const float2 bg = bias_pair(j), bu = bias_pair(j + kTileN / 16);
@@ -576,7 +566,7 @@ __global__ void __launch_bounds__(384, 1)
       if (has_res) mbarrier_wait(res_bar, tiles_done & 1);
       // (row0 % 8 = lane / 4, which the compiler cannot know from row0)
       stage_rows<kFused, kTileN>(acc, bias_pairs, s_out, static_cast<uint32_t>(row0) * 128 + 4 * t,
-                                 lane / 4, has_res, act);
+                                 lane / 4, has_res);
       // Generic-proxy writes, read by the TMA unit: fence, then one thread
       // stores the boxes.
       fence_async_shared();
@@ -595,7 +585,7 @@ __global__ void __launch_bounds__(384, 1)
 #else
   (void)map_a, (void)map_w, (void)map_out, (void)map_res, (void)bias, (void)bias_len,
       (void)out_cols, (void)has_res, (void)k_blocks, (void)n_tiles, (void)num_tiles, (void)splits,
-      (void)rms_cols, (void)rms_eps, (void)act;
+      (void)rms_cols, (void)rms_eps;
   __trap();
 #endif
 }
@@ -702,7 +692,7 @@ bool splits_ok(int splits) {
 template <Fused kFused, int kTileN, bool kNorm>
 int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
                  const bf16* residual, bf16* out, int64_t rows, int64_t k, int64_t cols,
-                 int64_t ld_out, int splits, cudaStream_t stream, float rms_eps, int sms, int act) {
+                 int64_t ld_out, int splits, cudaStream_t stream, float rms_eps, int sms) {
   const int64_t m_tiles = (rows + kBM - 1) / kBM;
   const int64_t n_tiles = (w_rows + kTileN - 1) / kTileN;
   const int64_t num_tiles = m_tiles * n_tiles;
@@ -734,23 +724,21 @@ int launch_tiles(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias,
     return detail::launch_kernel(kernel, dim3(grid), dim3(384), kSmem, stream, map_a, map_w,
                                  map_out, map_res, bias, w_rows, cols, has_res, k_blocks,
                                  static_cast<int>(n_tiles), static_cast<int>(num_tiles), 1,
-                                 rms_cols, rms_eps, act);
+                                 rms_cols, rms_eps);
   }
   return detail::launch_kernel_in_clusters(
       split_kernel, dim3(static_cast<unsigned>(num_tiles * splits)), dim3(384), kSmem, stream,
       static_cast<unsigned>(splits), map_a, map_w, map_out, map_res, bias, w_rows, cols, has_res,
-      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps,
-      act);
+      k_blocks, static_cast<int>(n_tiles), static_cast<int>(num_tiles), splits, rms_cols, rms_eps);
 }
 
 // tile_n: 256, 128 (SiLU·mul only), or 0: 128 for SiLU·mul when tiles of 256
 // would leave multiprocessors idle, else 256. rms_eps >= 0: the RMSNorm of A's
-// rows inside (tiles of 256 for the plain product). act: the plain form's
-// activation (Sm90Activation), never with a residual.
+// rows inside (tiles of 256 for the plain product).
 template <Fused kFused>
 int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const bf16* residual,
            bf16* out, int64_t rows, int64_t k, int64_t cols, int64_t ld_out, int splits,
-           cudaStream_t stream, float rms_eps = -1.0f, int tile_n = 256, int act = 0) {
+           cudaStream_t stream, float rms_eps = -1.0f, int tile_n = 256) {
   ENCODER_KIT_REQUIRE(detail::sm90_gemm_supported());
   ENCODER_KIT_REQUIRE(rows <= int64_t{0x7fffffff} && w_rows <= int64_t{0x7fffffff});
   ENCODER_KIT_REQUIRE(splits_ok(splits));
@@ -760,7 +748,6 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   ENCODER_KIT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const bool norm = rms_eps >= 0.0f;
   ENCODER_KIT_REQUIRE(!norm || residual == nullptr);  // no entry adds one to a normed product
-  ENCODER_KIT_REQUIRE(act == 0 || (kFused == Fused::Bias && residual == nullptr));
   if (tile_n == 0)
     tile_n = kFused == Fused::SiluMul && ((rows + kBM - 1) / kBM) * ((w_rows + 255) / 256) < sms
                  ? 128
@@ -768,16 +755,15 @@ int launch(const bf16* a, const bf16* w, int64_t w_rows, const bf16* bias, const
   if constexpr (kFused == Fused::SiluMul) {
     if (tile_n == 128)
       return norm ? launch_tiles<kFused, 128, true>(a, w, w_rows, bias, residual, out, rows, k,
-                                                    cols, ld_out, splits, stream, rms_eps, sms, act)
+                                                    cols, ld_out, splits, stream, rms_eps, sms)
                   : launch_tiles<kFused, 128, false>(a, w, w_rows, bias, residual, out, rows, k,
-                                                     cols, ld_out, splits, stream, rms_eps, sms,
-                                                     act);
+                                                     cols, ld_out, splits, stream, rms_eps, sms);
   }
   if (norm)
     return launch_tiles<kFused, 256, true>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
-                                           splits, stream, rms_eps, sms, act);
+                                           splits, stream, rms_eps, sms);
   return launch_tiles<kFused, 256, false>(a, w, w_rows, bias, residual, out, rows, k, cols, ld_out,
-                                          splits, stream, rms_eps, sms, act);
+                                          splits, stream, rms_eps, sms);
 }
 
 // The rules both entries share: TMA wants 16-byte aligned rows and bases; the
@@ -809,18 +795,13 @@ int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k) {
 }
 
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
-                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream,
-                   Sm90Activation act) {
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && n > 0 && n % 8 == 0);
   ENCODER_KIT_REQUIRE(operands_ok(a, w, bias, c, k, n));
   ENCODER_KIT_REQUIRE(residual == nullptr || detail::aligned16(residual));
   ENCODER_KIT_REQUIRE(splits_ok(splits));
-  ENCODER_KIT_REQUIRE(act == Sm90Activation::None || act == Sm90Activation::GeluErf ||
-                      act == Sm90Activation::GeluTanh);
-  ENCODER_KIT_REQUIRE(act == Sm90Activation::None || residual == nullptr);
   if (rows == 0) return 0;
-  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream, -1.0f, 256,
-                             static_cast<int>(act));
+  return launch<Fused::Bias>(a, w, n, bias, residual, c, rows, k, n, n, splits, stream);
 }
 
 }  // namespace detail

@@ -36,14 +36,10 @@ int run_attention_hopper(const AttentionParams& p);
 // against cuBLASLt and the tests against a reference. n a multiple of 8, k a
 // multiple of 8, A, W, C and residual 16-byte aligned; residual has C's shape
 // and may be C. splits: blocks a tile's k range is shared by (1, 2, 4 or 8;
-// 0 picks from the sizes, as gate_up_silu_mul_bf16 does). act: GELU after the
-// bias (never with a residual), of the sum rounded to bf16 as a bf16 Linear
-// stores it before nn.GELU reads it: GemmPlan's BiasGelu and BiasGeluTanh.
-enum class Sm90Activation { None = 0, GeluErf = 1, GeluTanh = 2 };
+// 0 picks from the sizes, as gate_up_silu_mul_bf16 does).
 bool sm90_gemm_supported();
 int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* residual, bf16* c,
-                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream,
-                   Sm90Activation act = Sm90Activation::None);
+                   int64_t rows, int64_t n, int64_t k, int splits, cudaStream_t stream);
 // The splits 0 picks for a rows x n x k product: the most (8, 4 or 2) that keep
 // every tile's cluster in one wave with two 64-deep k-blocks or more a block,
 // else 1. Fewer splits (powers of two) are the other forms worth timing.

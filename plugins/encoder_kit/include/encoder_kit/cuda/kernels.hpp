@@ -52,12 +52,10 @@ const char* last_error_detail();
 class GemmPlan {
  public:
   enum class Epilogue {
-    None,  // C = A·W^T
-    Bias,  // C = A·W^T + bias
-    // The GELUs: fused into our Hopper kernel's epilogue (of the sum rounded to bf16);
-    // in cuBLASLt, the tanh form in its epilogue, the erf form as a gelu_bf16 pass after.
-    BiasGelu,      // C = gelu_erf(A·W^T + bias)
-    BiasGeluTanh,  // C = gelu_tanh(A·W^T + bias)
+    None,          // C = A·W^T
+    Bias,          // C = A·W^T + bias
+    BiasGelu,      // C = gelu_erf(A·W^T + bias): Bias epilogue, then gelu_bf16 in place
+    BiasGeluTanh,  // C = gelu_tanh(A·W^T + bias): fused into cuBLASLt's epilogue
   };
 
   // Workspace run() wants (cuBLAS's recommendation for Hopper); pass at least this.
@@ -84,7 +82,7 @@ class GemmPlan {
   // Times up to max_candidates of cuBLASLt's proposals for this m on the given
   // buffers, and on Hopper our own kernel (detail::gemm_sm90_bf16: unsplit, and
   // with k split across clusters where the tiles leave multiprocessors idle;
-  // every epilogue), and keeps the fastest for m. Synchronises the stream: call it
+  // None and Bias epilogues), and keeps the fastest for m. Synchronises the stream: call it
   // outside capture (e.g. during the warm-up run). Buffers as for run().
   int tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const bf16* bias,
            const bf16* residual, bf16* C, int64_t m, void* workspace, size_t workspace_bytes,

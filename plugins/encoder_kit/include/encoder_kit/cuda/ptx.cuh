@@ -65,15 +65,6 @@ __device__ __forceinline__ float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16(x));
 }
 
-// GELU as torch computes it in fp32: the exact erf form, and the tanh
-// approximation (approximate="tanh").
-__device__ __forceinline__ float gelu_erf(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-__device__ __forceinline__ float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-
 // 2^x on the SFU; 2^-inf = 0, which masks dropped keys.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
