@@ -6,6 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <encgraph/plugin_api.h>
+
+#include <cstring>
 #include <random>
 #include <stdexcept>
 
@@ -197,4 +200,87 @@ TEST_CASE("find: a stored key is a counted hit, an absent one counts nothing") {
   CHECK(c.find({5, 2}) == nullptr);  // evicted: the least recently used
   const CacheStats s = c.stats();
   CHECK(s.hits + s.misses + s.coalesced == s.lookups);
+}
+
+namespace {
+
+// An item of one bf16 output holding `values`, stored under `key`.
+ItemPtr bf16_item(const std::vector<uint16_t>& values, CacheKey key) {
+  auto item = std::make_shared<ItemOutputs>();
+  ItemOutput out;
+  out.dtype = EG_DTYPE_BF16;
+  out.rows = 1;
+  out.width = static_cast<int64_t>(values.size());
+  out.bytes.resize(values.size() * 2);
+  std::memcpy(out.bytes.data(), values.data(), out.bytes.size());
+  item->outputs.push_back(std::move(out));
+  item->key = key;
+  return item;
+}
+
+}  // namespace
+
+TEST_CASE("widened_to_f32: every bf16 output widened bit for bit, others kept; null when none") {
+  const std::vector<uint16_t> halves = {0x3F80, 0xC0B0, 0x7F80, 0xFF80, 0x0001, 0x8000, 0x7FC1};
+  auto item = std::make_shared<ItemOutputs>(*bf16_item(halves, {3, 4}));
+  ItemOutput f32;
+  f32.dtype = EG_DTYPE_F32;
+  f32.rows = 1;
+  f32.width = 2;
+  f32.bytes.assign(8, 0x5A);
+  item->outputs.push_back(f32);
+  const ItemPtr wide = widened_to_f32(*item);
+  REQUIRE(wide);
+  CHECK(wide->key == item->key);
+  REQUIRE(wide->outputs.size() == 2);
+  const ItemOutput& w = wide->outputs[0];
+  CHECK(w.dtype == EG_DTYPE_F32);
+  CHECK(w.rows == 1);
+  CHECK(w.width == static_cast<int64_t>(halves.size()));
+  REQUIRE(w.bytes.size() == 4 * halves.size());
+  for (size_t i = 0; i < halves.size(); ++i) {  // NaN and infinities, zeros, subnormals
+    uint32_t bits;
+    std::memcpy(&bits, w.bytes.data() + 4 * i, 4);
+    CHECK(bits == uint32_t{halves[i]} << 16);
+  }
+  CHECK(wide->outputs[1].bytes == f32.bytes);  // already f32: unchanged
+  CHECK_FALSE(widened_to_f32(*wide));          // nothing left to widen
+  CHECK(wide->charge() > item->charge());
+}
+
+TEST_CASE("replace: the widened form takes the entry's place within the budget") {
+  const CacheKey a{9, 1}, b{9, 2}, c_key{9, 3};
+  const ItemPtr small_a = bf16_item(std::vector<uint16_t>(400, 0x3F80), a);
+  const size_t narrow = small_a->charge();
+  const ItemPtr wide_a = widened_to_f32(*small_a);
+  const size_t wide = wide_a->charge();
+  // Room for the three narrow entries, not for one of them widened beside the others.
+  EmbeddingCache c(static_cast<int64_t>(3 * narrow + narrow / 2));
+  compute(c, b, bf16_item(std::vector<uint16_t>(400, 0x4000), b));
+  compute(c, c_key, bf16_item(std::vector<uint16_t>(400, 0x4040), c_key));
+  compute(c, a, small_a);
+  REQUIRE(c.stats().bytes == static_cast<int64_t>(3 * narrow));
+  c.replace(a, small_a, wide_a);
+  // b, the least recently used, made room; a is stored widened.
+  const CacheStats s = c.stats();
+  CHECK(s.bytes == static_cast<int64_t>(narrow + wide));
+  CHECK(s.bytes <= c.byte_budget());
+  CHECK(s.entries == 2);
+  CHECK(s.evictions == 1);
+  CHECK(c.find(a) == wide_a);
+  CHECK(c.find(c_key) != nullptr);
+  CHECK(c.find(b) == nullptr);
+  // Another form already there, or an absent key: nothing changes.
+  c.replace(a, small_a, widened_to_f32(*small_a));
+  CHECK(c.find(a) == wide_a);
+  c.replace(b, small_a, wide_a);
+  CHECK(c.find(b) == nullptr);
+  CHECK(c.stats().bytes == static_cast<int64_t>(narrow + wide));
+  // A replacement over the whole budget leaves the cache instead.
+  EmbeddingCache tight(static_cast<int64_t>(narrow + narrow / 2));
+  compute(tight, a, small_a);
+  tight.replace(a, small_a, wide_a);
+  CHECK(tight.find(a) == nullptr);
+  CHECK(tight.stats().bytes == 0);
+  CHECK(tight.stats().entries == 0);
 }

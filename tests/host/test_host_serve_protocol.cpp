@@ -260,7 +260,7 @@ TEST_CASE("responses: JSON numbers read back to the same floats, binary is the s
       R"({"id": "x", "inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}]})");
   const EncodedBody body = encode_infer_response("m", r, items);
   CHECK_FALSE(body.header_length);
-  const json doc = json::parse(body.body);
+  const json doc = json::parse(body.body.text());
   CHECK(doc["id"] == "x");
   CHECK(doc["model_name"] == "m");
   const json& emb = doc["outputs"][0];
@@ -279,16 +279,38 @@ TEST_CASE("responses: JSON numbers read back to the same floats, binary is the s
   r.outputs[0].binary = true;
   r.outputs[0].dtype = EG_DTYPE_BF16;
   const EncodedBody bin = encode_infer_response("m", r, items);
+  const std::string bin_text = bin.body.text();
   REQUIRE(bin.header_length);
-  const json head = json::parse(bin.body.substr(0, *bin.header_length));
+  const json head = json::parse(bin_text.substr(0, *bin.header_length));
   CHECK(head["outputs"][0]["datatype"] == "BF16");
   CHECK(head["outputs"][0]["parameters"]["binary_data_size"] == 8);
-  const std::string tail = bin.body.substr(*bin.header_length);
+  const std::string tail = bin_text.substr(*bin.header_length);
   REQUIRE(tail.size() == 8);
   uint16_t first;
   std::memcpy(&first, tail.data(), 2);
   CHECK(first == float_to_bf16(5.5f));
   CHECK(first == 0x40B0);  // 5.5 = 0x40B00000
+}
+
+TEST_CASE("binary answers: outputs stored in the datatype asked are sent as stored, uncopied") {
+  const std::vector<ItemPtr> items = {item({0.5f, 1.5f, 2.5f, 3.5f}, {5.5f, 6.0f}),
+                                      item({-1.0f, -2.0f}, {7.0f, 8.0f})};
+  InferRequest r = parse(
+      R"({"inputs": [{"name": "images", "datatype": "BYTES", "shape": [1], "data": ["AA=="]}],
+          "parameters": {"binary_data_output": true}})");
+  r.outputs[2].dtype = EG_DTYPE_BF16;  // pooled: converted for this answer
+  const EncodedBody bin = encode_infer_response("m", r, items);
+  // The header; each item's FP32 embeddings (its own bytes); then the rows,
+  // the BF16 pooled values and their rows, made here, in one part.
+  REQUIRE(bin.body.parts.size() == 4);
+  for (size_t i = 0; i < 2; ++i) {
+    const ItemOutput& stored = items[i]->outputs[0];
+    CHECK(bin.body.parts[1 + i].data == stored.bytes.data());
+    CHECK(bin.body.parts[1 + i].size == stored.bytes.size());
+    CHECK(bin.body.parts[1 + i].owner == items[i]);  // kept alive until written
+  }
+  CHECK(bin.body.parts[3].size == 2 * 8 + 2 * 2 * 2 + 2 * 8);
+  CHECK(bin.body.size() == *bin.header_length + 6 * 4 + bin.body.parts[3].size);
 }
 
 TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widened exactly") {
@@ -312,8 +334,9 @@ TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widene
   REQUIRE(r.outputs.size() == 4);  // embeddings, its rows, pooled, its rows
   r.outputs[2].dtype = EG_DTYPE_BF16;
   const EncodedBody bin = encode_infer_response("m", r, items);
+  const std::string bin_text = bin.body.text();
   REQUIRE(bin.header_length);
-  const json head = json::parse(bin.body.substr(0, *bin.header_length));
+  const json head = json::parse(bin_text.substr(0, *bin.header_length));
   const std::vector<size_t> sizes = {2 * 6 * 4, 2 * 8, 2 * 2 * 2, 2 * 8};
   size_t at = *bin.header_length;
   for (size_t k = 0; k < sizes.size(); ++k)
@@ -322,19 +345,19 @@ TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widene
   for (int i = 0; i < 2; ++i)
     for (size_t v = 0; v < 6; ++v) {  // embeddings, FP32: the bf16 bits << 16
       uint32_t bits;
-      std::memcpy(&bits, bin.body.data() + at + (i * 6 + v) * 4, 4);
+      std::memcpy(&bits, bin_text.data() + at + (i * 6 + v) * 4, 4);
       CHECK(bits == uint32_t{halves[v]} << 16);
     }
   at += sizes[0];
   int64_t rows[2];
-  std::memcpy(rows, bin.body.data() + at, 16);
+  std::memcpy(rows, bin_text.data() + at, 16);
   CHECK(rows[0] == 3);
   CHECK(rows[1] == 3);
   at += sizes[1];
-  CHECK(std::memcmp(bin.body.data() + at, halves.data(), 4) == 0);  // pooled, BF16: stored
-  CHECK(std::memcmp(bin.body.data() + at + 4, halves.data(), 4) == 0);
+  CHECK(std::memcmp(bin_text.data() + at, halves.data(), 4) == 0);  // pooled, BF16: stored
+  CHECK(std::memcmp(bin_text.data() + at + 4, halves.data(), 4) == 0);
   at += sizes[2];
-  std::memcpy(rows, bin.body.data() + at, 16);
+  std::memcpy(rows, bin_text.data() + at, 16);
   CHECK(rows[0] == 1);
   CHECK(rows[1] == 1);
   // The same through encode_output (JSON data) and append_output (gRPC's raw
@@ -342,7 +365,7 @@ TEST_CASE("binary answers: every tensor at its offset, bf16 stored values widene
   const OutputTensor t = encode_output(r.outputs[0], items);
   CHECK(t.shape == std::vector<int64_t>{6, 2});
   REQUIRE(t.bytes.size() == sizes[0]);
-  CHECK(std::memcmp(t.bytes.data(), bin.body.data() + *bin.header_length, sizes[0]) == 0);
+  CHECK(std::memcmp(t.bytes.data(), bin_text.data() + *bin.header_length, sizes[0]) == 0);
   std::string raw = "xy";
   CHECK(append_output(r.outputs[0], items, raw) == std::vector<int64_t>{6, 2});
   REQUIRE(raw.size() == 2 + sizes[0]);

@@ -1,5 +1,8 @@
 #include "serve/embedding_cache.hpp"
 
+#include <encgraph/plugin_api.h>
+
+#include <cstring>
 #include <utility>
 
 namespace encgraph::host::serve {
@@ -12,7 +15,49 @@ size_t ItemOutputs::charge() const {
   return total;
 }
 
+ItemPtr widened_to_f32(const ItemOutputs& item) {
+  bool any = false;
+  for (const ItemOutput& o : item.outputs) any = any || o.dtype == EG_DTYPE_BF16;
+  if (!any) return nullptr;
+  auto wide = std::make_shared<ItemOutputs>();
+  wide->key = item.key;
+  wide->outputs.reserve(item.outputs.size());
+  for (const ItemOutput& o : item.outputs) {
+    if (o.dtype != EG_DTYPE_BF16) {
+      wide->outputs.push_back(o);
+      continue;
+    }
+    ItemOutput w;
+    w.dtype = EG_DTYPE_F32;
+    w.rows = o.rows;
+    w.width = o.width;
+    const size_t n = o.bytes.size() / 2;
+    w.bytes.resize(4 * n);
+    const uint8_t* src = o.bytes.data();
+    uint8_t* dst = w.bytes.data();
+    for (size_t i = 0; i < n; ++i) {  // (vectorised: shifts of 16-bit lanes)
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      const uint32_t bits = uint32_t{h} << 16;
+      std::memcpy(dst + 4 * i, &bits, 4);
+    }
+    wide->outputs.push_back(std::move(w));
+  }
+  return wide;
+}
+
 EmbeddingCache::EmbeddingCache(int64_t byte_budget) : budget_(byte_budget) {}
+
+void EmbeddingCache::evict_for(size_t extra) {
+  while (!lru_.empty() &&
+         static_cast<size_t>(stats_.bytes) + extra > static_cast<size_t>(budget_)) {
+    const Entry& last = lru_.back();
+    stats_.bytes -= static_cast<int64_t>(last.charge);
+    index_.erase(last.key);
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+}
 
 EmbeddingCache::Lookup EmbeddingCache::lookup(const CacheKey& key, CacheWaiter waiter) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -58,13 +103,7 @@ void EmbeddingCache::fulfil(const CacheKey& key, ItemPtr item) {
     waiters = take_waiters(key);
     const size_t charge = item->charge();
     if (charge <= static_cast<size_t>(budget_) && index_.find(key) == index_.end()) {
-      while (static_cast<size_t>(stats_.bytes) + charge > static_cast<size_t>(budget_)) {
-        const Entry& last = lru_.back();
-        stats_.bytes -= static_cast<int64_t>(last.charge);
-        index_.erase(last.key);
-        lru_.pop_back();
-        ++stats_.evictions;
-      }
+      evict_for(charge);
       lru_.push_front({key, item, charge});
       index_[key] = lru_.begin();
       stats_.bytes += static_cast<int64_t>(charge);
@@ -81,6 +120,28 @@ void EmbeddingCache::fail(const CacheKey& key, std::exception_ptr error) {
     waiters = take_waiters(key);
   }
   for (const CacheWaiter& w : waiters) w(nullptr, error);
+}
+
+void EmbeddingCache::replace(const CacheKey& key, const ItemPtr& expected, ItemPtr replacement) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = index_.find(key);
+  if (it == index_.end() || it->second->item != expected) return;
+  // Out of the list while the others make room, so that it is not evicted itself.
+  Entry entry = std::move(*it->second);
+  lru_.erase(it->second);
+  index_.erase(it);
+  stats_.bytes -= static_cast<int64_t>(entry.charge);
+  entry.item = std::move(replacement);
+  entry.charge = entry.item->charge();
+  if (entry.charge <= static_cast<size_t>(budget_)) {
+    evict_for(entry.charge);
+    stats_.bytes += static_cast<int64_t>(entry.charge);
+    lru_.push_front(std::move(entry));
+    index_[key] = lru_.begin();
+  } else {
+    ++stats_.evictions;
+  }
+  stats_.entries = static_cast<int64_t>(lru_.size());
 }
 
 CacheStats EmbeddingCache::stats() const {

@@ -39,11 +39,17 @@ struct ItemOutput {
 // Every output of one item, in the model's output order.
 struct ItemOutputs {
   std::vector<ItemOutput> outputs;
+  CacheKey key;  // what the cache stores it under
   // What the entry costs the budget: its bytes plus a fixed overhead.
   size_t charge() const;
 };
 
 using ItemPtr = std::shared_ptr<const ItemOutputs>;
+
+// The same outputs with every bf16 one widened to f32 (exactly: a bf16 value
+// is an f32 with its low 16 bits zero); null when none is bf16. An answer in
+// FP32, the protocol's default, then sends the stored bytes as they are.
+ItemPtr widened_to_f32(const ItemOutputs& item);
 
 // Told of a key's outputs (error null) or of why they could not be made.
 using CacheWaiter = std::function<void(const ItemPtr& item, const std::exception_ptr& error)>;
@@ -89,6 +95,13 @@ class EmbeddingCache {
   // is stored, and the next lookup claims the key again.
   void fail(const CacheKey& key, std::exception_ptr error);
 
+  // Stores `replacement` for `key` where the entry still holds `expected`
+  // (the same outputs in another form: widened_to_f32), charging its size:
+  // older entries are evicted to keep the budget, and the entry itself goes
+  // when it alone is over it. Nothing changes when the entry is gone or holds
+  // something else (another thread replaced it first). Not a lookup.
+  void replace(const CacheKey& key, const ItemPtr& expected, ItemPtr replacement);
+
   CacheStats stats() const;
   int64_t byte_budget() const { return budget_; }
 
@@ -99,6 +112,8 @@ class EmbeddingCache {
     size_t charge = 0;
   };
   std::vector<CacheWaiter> take_waiters(const CacheKey& key);
+  // Evicts least recently used entries until `extra` more bytes fit the budget.
+  void evict_for(size_t extra);
 
   const int64_t budget_;
   mutable std::mutex mutex_;

@@ -234,11 +234,12 @@ ServerUnaryReactor* GrpcEndpoint::Service::ModelInfer(CallbackServerContext* con
   asio::post(app_.pool_, [this, service, parsed, finish, fail, model, start] {
     try {
       app_.submit(*service, *parsed,
-                  [this, parsed, finish, fail, model, start](
+                  [this, service, parsed, finish, fail, model, start](
                       std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
                     if (error) return fail(error);
-                    auto answer = [this, parsed, finish, model, start, cache_only,
-                                   items = std::move(items)] {
+                    auto answer = [this, service, parsed, finish, model, start, cache_only,
+                                   items = std::move(items)]() mutable {
+                      if (asks_f32(*parsed)) items = service->stored_in_f32(std::move(items));
                       inference::ModelInferResponse filled;
                       fill_grpc_infer_response(model, *parsed, items, filled);
                       if (cache_only)

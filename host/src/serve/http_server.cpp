@@ -174,7 +174,7 @@ void HttpServer::stop_accepting() {
   });
 }
 
-HttpResponse make_response(const HttpRequest& request, int status, std::string body,
+HttpResponse make_response(const HttpRequest& request, int status, BodyParts body,
                            const std::string& content_type) {
   HttpResponse response{static_cast<http::status>(status), request.version()};
   response.set(http::field::server, "encgraph");
@@ -182,6 +182,13 @@ HttpResponse make_response(const HttpRequest& request, int status, std::string b
   response.keep_alive(request.keep_alive());
   response.body() = std::move(body);
   return response;
+}
+
+HttpResponse make_response(const HttpRequest& request, int status, std::string body,
+                           const std::string& content_type) {
+  BodyParts parts;
+  parts.add(std::move(body));
+  return make_response(request, status, std::move(parts), content_type);
 }
 
 }  // namespace encgraph::host::serve

@@ -5,6 +5,8 @@
 // answered, so that a drain can wait for them.
 #pragma once
 
+#include "serve/body_parts.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http.hpp>
@@ -18,7 +20,8 @@
 namespace encgraph::host::serve {
 
 using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
-using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+// Responses go out as byte ranges (body_parts.hpp): stored outputs uncopied.
+using HttpResponse = boost::beast::http::response<PartsBody>;
 using Reply = std::function<void(HttpResponse)>;
 // `remote` is the client's address, for the access log.
 using HttpHandler =
@@ -53,6 +56,8 @@ class HttpServer {
 
 // A response with `status`, a body and its content type; keep-alive as the
 // request asked.
+HttpResponse make_response(const HttpRequest& request, int status, BodyParts body,
+                           const std::string& content_type = "application/json");
 HttpResponse make_response(const HttpRequest& request, int status, std::string body,
                            const std::string& content_type = "application/json");
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 namespace encgraph::host::serve {
 namespace {
@@ -437,6 +438,11 @@ OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr
   return t;
 }
 
+bool asks_f32(const InferRequest& request) {
+  return std::any_of(request.outputs.begin(), request.outputs.end(),
+                     [](const OutputSelection& s) { return !s.rows && s.dtype == EG_DTYPE_F32; });
+}
+
 const char* selection_datatype(const OutputSelection& selection) {
   return datatype_name(selection.rows ? EG_DTYPE_I64 : selection.dtype);
 }
@@ -595,13 +601,30 @@ EncodedBody encode_infer_response(const std::string& model_name, const InferRequ
   head += "]}";
   EncodedBody out;
   if (binary.empty()) {
-    out.body = std::move(head);
+    out.body.add(std::move(head));
     return out;
   }
   out.header_length = head.size();
-  out.body = std::move(head);
-  out.body.reserve(out.body.size() + binary_bytes);
-  for (const OutputSelection* sel : binary) append_tensor(*sel, items, out.body);
+  out.body.add(std::move(head));
+  // An output stored in the datatype asked is sent as stored; what must be
+  // converted (and row counts) is written here, between those parts.
+  std::string made;
+  for (const OutputSelection* sel : binary)
+    for (const ItemPtr& item : items) {
+      const ItemOutput& o = item->outputs.at(sel->index);
+      if (sel->rows) {
+        char rows[8];
+        std::memcpy(rows, &o.rows, 8);
+        made.append(rows, 8);
+      } else if (o.dtype == sel->dtype) {
+        out.body.add(std::exchange(made, std::string()));
+        out.body.add(item, o.bytes.data(), o.bytes.size());
+      } else {
+        if (made.empty()) made.reserve(binary_bytes);
+        append_values(o, sel->dtype, made);
+      }
+    }
+  out.body.add(std::move(made));
   return out;
 }
 

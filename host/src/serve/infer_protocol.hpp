@@ -6,6 +6,7 @@
 // status and message are the HTTP answer.
 #pragma once
 
+#include "serve/body_parts.hpp"
 #include "serve/embedding_cache.hpp"
 
 #include <encgraph/output_spec.hpp>
@@ -102,9 +103,10 @@ InferRequest parse_infer_request(std::string_view body, std::optional<uint64_t> 
                                  const RequestLimits& limits);
 
 // A response body; header_length set when it has a binary part (the
-// Inference-Header-Content-Length to send).
+// Inference-Header-Content-Length to send). Binary outputs stored in the
+// datatype asked are parts that point into the items (kept alive by them).
 struct EncodedBody {
-  std::string body;
+  BodyParts body;
   std::optional<size_t> header_length;
 };
 
@@ -118,6 +120,9 @@ OutputTensor encode_output(const OutputSelection& selection, const std::vector<I
 // The same bytes appended to `dst` (reserved for them first); returns the shape.
 std::vector<int64_t> append_output(const OutputSelection& selection,
                                    const std::vector<ItemPtr>& items, std::string& dst);
+
+// Whether a response to `request` carries an output in FP32 (the default).
+bool asks_f32(const InferRequest& request);
 
 // "FP32", "BF16" or "INT64": the protocol's name of a selection's datatype.
 const char* selection_datatype(const OutputSelection& selection);

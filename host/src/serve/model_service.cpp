@@ -226,6 +226,16 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   pending->item_ready();  // the lookups' hold
 }
 
+std::vector<ItemPtr> ModelService::stored_in_f32(std::vector<ItemPtr> items) {
+  for (ItemPtr& item : items) {
+    ItemPtr wide = widened_to_f32(*item);
+    if (!wide) continue;
+    cache_.replace(item->key, item, wide);
+    item = std::move(wide);
+  }
+  return items;
+}
+
 ItemPtr ModelService::find_file(const CacheKey& file) {
   CacheKey pixels;
   {
@@ -424,7 +434,10 @@ ModelService::Collected ModelService::collect(const std::vector<QueuedItem>& bat
   Collected items(batch.size());
   // Each item's rows go from the device straight into its own buffer: one
   // host copy, not a whole-batch staging copy and then a second one per item.
-  for (auto& item : items) item = std::make_shared<ItemOutputs>();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    items[i] = std::make_shared<ItemOutputs>();
+    items[i]->key = std::static_pointer_cast<Work>(batch[i].work)->key;
+  }
   for (size_t o = 0; o < result.num_outputs(); ++o) {
     for (size_t i = 0; i < batch.size(); ++i) {
       ItemOutput out;

@@ -83,6 +83,12 @@ class ModelService {
       std::function<void(std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only)>;
   void infer(uint64_t request_id, std::vector<ServeInput> inputs, Done done);
 
+  // `items` with every bf16 output widened to f32, for an answer in FP32; the
+  // cache then stores the widened form in their place (charged at its size),
+  // so that later FP32 answers send the stored bytes as they are. Exact: a
+  // BF16 answer from the widened form rounds each value back to itself.
+  std::vector<ItemPtr> stored_in_f32(std::vector<ItemPtr> items);
+
   // The stored outputs of a file sent before (its file_key), counted as a
   // cache hit; null when its pixels' key is unknown or no longer stored.
   // Skips decoding and hashing the pixels of a repeated file.

@@ -175,7 +175,7 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   // the response, a large JSON text at times, is written on the pool so that
   // the engine goes on with the next batch.
   submit(*service, *parsed,
-         [this, parsed, model, reply, version, keep_alive, start](
+         [this, service, parsed, model, reply, version, keep_alive, start](
              std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
            HttpRequest shape;
            shape.version(version);
@@ -184,8 +184,9 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
              const auto [status, message] = http_error(error);
              return reply(make_response(shape, status, error_json(message)));
            }
-           auto answer = [this, parsed, model, reply, shape, start, cache_only,
-                          items = std::move(items)] {
+           auto answer = [this, service, parsed, model, reply, shape, start, cache_only,
+                          items = std::move(items)]() mutable {
+             if (asks_f32(*parsed)) items = service->stored_in_f32(std::move(items));
              EncodedBody body = encode_infer_response(model, *parsed, items);
              HttpResponse response = make_response(
                  shape, 200, std::move(body.body),
