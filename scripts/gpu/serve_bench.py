@@ -120,6 +120,7 @@ class Connection:
         got, end = 0, -1
         while end < 0:
             if got == len(self.buf):
+                view.release()  # a bytearray with a live view cannot be resized
                 self._grow(2 * len(self.buf))
                 view = memoryview(self.buf)
             n = self.sock.recv_into(view[got:])
@@ -132,6 +133,7 @@ class Connection:
         m = re.search(rb"\r\ncontent-length:\s*(\d+)", head)
         total = end + 4 + (int(m.group(1)) if m else 0)
         if total > len(self.buf):
+            view.release()
             self._grow(total)
             view = memoryview(self.buf)
         while got < total:
