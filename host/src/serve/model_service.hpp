@@ -16,6 +16,8 @@
 #include <encgraph/engine.hpp>
 
 #include <array>
+#include <condition_variable>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -103,6 +105,11 @@ class ModelService {
   // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
+  // Two in flight: the worker makes a batch's items while the collector
+  // thread copies the previous batch's rows out and answers them, and queues
+  // it on the device once at most one other launched batch is unfinished.
+  void run_two_in_flight();
+  void run_collector();
   // A batch queued on the engine (or failed on the way): its items live in
   // `request` until its rows are copied back.
   struct InFlight {
@@ -113,6 +120,9 @@ class ModelService {
   };
   // Makes the batch's items (unless `request` holds them) and queues it on the engine.
   InFlight launch(std::vector<QueuedItem> batch, std::optional<Request> request = std::nullopt);
+  // The batch's items made ahead (counted as the prepare phase); none when
+  // that fails, which launch then meets again and reports.
+  std::optional<Request> make_items(const std::vector<QueuedItem>& batch);
   // Collects and answers a launched batch, or fails it (item by item).
   void finish(InFlight& f);
   // The scheduler's due batch (or none) and the next batch (none once closed), counted.
@@ -156,6 +166,12 @@ class ModelService {
   std::unordered_map<CacheKey, CacheKey, CacheKeyHash> pixels_of_file_;  // file key -> pixels key
   EmbeddingCache cache_;
   BatchScheduler scheduler_;
+  // Two in flight: launched batches for the collector thread, in launch order.
+  std::mutex collect_mutex_;
+  std::condition_variable collect_cv_;
+  std::deque<InFlight> to_collect_;
+  int64_t unfinished_ = 0;  // launched and not yet finished (queued or being finished)
+  bool collect_closed_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };
 
