@@ -360,77 +360,38 @@ std::optional<Request> ModelService::make_items(const std::vector<QueuedItem>& b
 }
 
 void ModelService::run_worker() {
-  if (batches_in_flight_ == 2) return run_two_in_flight();
-  // One in flight: only the next batch's items are made while the device
-  // runs (a CPU engine runs a batch inside execute, where queuing the next
-  // would hold this one's answer for a whole batch).
+  // Two in flight: the next due batch is made and queued on the device
+  // behind the running one before that one's rows are collected, so the
+  // device computes it while those rows are copied out (on a stream of their
+  // own) and answered. One in flight: only the next batch's items are made
+  // while the device runs (a CPU engine runs a batch inside execute, where
+  // queuing the next would hold this one's answer for a whole batch).
+  const bool two_in_flight = batches_in_flight_ == 2;
   std::vector<QueuedItem> batch = wait_batch();
   if (batch.empty()) return;
   InFlight running = launch(std::move(batch));
   while (true) {
+    std::optional<InFlight> next;
     std::vector<QueuedItem> due = take_due();
     if (!due.empty()) {
-      // Made now, queued once this batch is answered. A failure here is met
-      // again, and handled, when that batch runs.
-      std::optional<Request> made = make_items(due);
-      finish(running);
-      running = launch(std::move(due), std::move(made));
-      continue;
+      if (two_in_flight) {
+        next = launch(std::move(due));
+      } else {
+        // Made now, queued once this batch is answered. A failure here is
+        // met again, and handled, when that batch runs.
+        std::optional<Request> made = make_items(due);
+        finish(running);
+        running = launch(std::move(due), std::move(made));
+        continue;
+      }
     }
     finish(running);
-    std::vector<QueuedItem> waited = wait_batch();
-    if (waited.empty()) return;
-    running = launch(std::move(waited));
-  }
-}
-
-void ModelService::run_two_in_flight() {
-  // The next batch is made while the device runs the one before and the
-  // collector copies out the one before that; it is queued on the device
-  // behind the running one once that earlier one is finished, so that at
-  // most two launched batches hold their items and rows at a time.
-  std::thread collector([this] { run_collector(); });
-  std::vector<QueuedItem> batch = wait_batch();
-  while (!batch.empty()) {
-    std::optional<Request> made = make_items(batch);
-    {
-      std::unique_lock<std::mutex> lock(collect_mutex_);
-      collect_cv_.wait(lock, [&] { return unfinished_ < 2; });
+    if (!next) {
+      std::vector<QueuedItem> waited = wait_batch();
+      if (waited.empty()) return;
+      next = launch(std::move(waited));
     }
-    InFlight launched = launch(std::move(batch), std::move(made));
-    {
-      std::lock_guard<std::mutex> lock(collect_mutex_);
-      to_collect_.push_back(std::move(launched));
-      ++unfinished_;
-    }
-    collect_cv_.notify_all();
-    batch = take_due();
-    if (batch.empty()) batch = wait_batch();
-  }
-  {
-    std::lock_guard<std::mutex> lock(collect_mutex_);
-    collect_closed_ = true;
-  }
-  collect_cv_.notify_all();
-  collector.join();  // every launched batch finished
-}
-
-void ModelService::run_collector() {
-  while (true) {
-    InFlight f;
-    {
-      std::unique_lock<std::mutex> lock(collect_mutex_);
-      collect_cv_.wait(lock, [&] { return !to_collect_.empty() || collect_closed_; });
-      if (to_collect_.empty()) return;
-      f = std::move(to_collect_.front());
-      to_collect_.pop_front();
-    }
-    finish(f);
-    {
-      std::lock_guard<std::mutex> lock(collect_mutex_);
-      --unfinished_;
-    }
-    collect_cv_.notify_all();
+    running = std::move(*next);
   }
 }
 

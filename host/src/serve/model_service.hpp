@@ -16,8 +16,6 @@
 #include <encgraph/engine.hpp>
 
 #include <array>
-#include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -105,11 +103,6 @@ class ModelService {
   // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
   void run_worker();
-  // Two in flight: the worker makes a batch's items while the collector
-  // thread copies the previous batch's rows out and answers them, and queues
-  // it on the device once at most one other launched batch is unfinished.
-  void run_two_in_flight();
-  void run_collector();
   // A batch queued on the engine (or failed on the way): its items live in
   // `request` until its rows are copied back.
   struct InFlight {
@@ -166,12 +159,6 @@ class ModelService {
   std::unordered_map<CacheKey, CacheKey, CacheKeyHash> pixels_of_file_;  // file key -> pixels key
   EmbeddingCache cache_;
   BatchScheduler scheduler_;
-  // Two in flight: launched batches for the collector thread, in launch order.
-  std::mutex collect_mutex_;
-  std::condition_variable collect_cv_;
-  std::deque<InFlight> to_collect_;
-  int64_t unfinished_ = 0;  // launched and not yet finished (queued or being finished)
-  bool collect_closed_ = false;
   std::thread worker_;  // last: starts once everything above exists
 };
 
