@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace encgraph::host;
@@ -148,6 +149,66 @@ TEST_CASE("an image that fails alone too gets an error naming it; the others the
       REQUIRE(s.items[i] != nullptr);
       REQUIRE(reference.items[i] != nullptr);
       CHECK(s.items[i]->outputs[0].bytes == reference.items[i]->outputs[0].bytes);
+    }
+  }
+}
+
+TEST_CASE("no two threads call into the plugin at once: items die while requests ask sizes") {
+  // The conformance plugin aborts when a call finds another running on its
+  // instance. Each request below is an image of a size not seen before, so
+  // its thread asks the plugin for the size's tokens (slowed to 5 ms) while
+  // the worker runs full batches and then destroys their items: both must
+  // hold the engine's lock.
+  for (const int64_t in_flight : {1, 2}) {
+    CAPTURE(in_flight);
+    const std::string text =
+        "[runtime]\ndevice = \"cpu\"\nuse_graphs = false\nplugin_dirs = [\"" EG_HOST_TEST_PLUGIN_DIR
+        "\"]\n[plugin]\nname = \"toy_faults\"\n[plugin.config]\nhidden = 8\npatch = 14\n"
+        "one_call_at_a_time = true\nspec_delay_us = 5000\n"
+        "[budgets]\ntoken_budgets = [64, 128, 256]\nmax_items_per_batch = 4\n"
+        "[serve]\ncache_bytes = 0\nbatches_in_flight = " +
+        std::to_string(in_flight) + "\n";
+    const HostConfig config = load_config_text(text, "serve.toml", {});
+    StoppedClock clock;
+    ServeMetrics metrics;
+    constexpr int kThreads = 4, kPerThread = 16;  // 64 sizes: (14 a) x (14 b), a, b <= 8
+    std::mutex mu;
+    std::condition_variable answered;
+    int pending = kThreads * kPerThread;
+    std::vector<int64_t> rows(static_cast<size_t>(pending), -1);
+    {
+      ModelService service("toy", config, metrics, clock);
+      std::vector<std::thread> senders;
+      for (int t = 0; t < kThreads; ++t)
+        senders.emplace_back([&, t] {
+          for (int k = 0; k < kPerThread; ++k) {
+            const int i = t * kPerThread + k;
+            std::vector<ServeInput> inputs(1);
+            DecodedImage& im = inputs[0].pixels;
+            im.height = 14 * (1 + i % 8);
+            im.width = 14 * (1 + i / 8);
+            im.pixels.assign(static_cast<size_t>(im.height * im.width * 3),
+                             static_cast<uint8_t>(i));
+            inputs[0].label = "images[" + std::to_string(i) + "]";
+            service.infer(static_cast<uint64_t>(i), std::move(inputs),
+                          [&, i](std::vector<ItemPtr> items, std::exception_ptr error, bool) {
+                            std::lock_guard<std::mutex> lock(mu);
+                            if (!error && items.size() == 1 && !items[0]->outputs.empty())
+                              rows[static_cast<size_t>(i)] = items[0]->outputs[0].rows;
+                            --pending;
+                            answered.notify_all();
+                          });
+          }
+        });
+      for (std::thread& s : senders) s.join();
+      std::unique_lock<std::mutex> lock(mu);
+      // A bound against a hang only: the answers do not depend on it.
+      answered.wait_for(lock, std::chrono::seconds(120), [&] { return pending == 0; });
+    }
+    CHECK(pending == 0);
+    for (int i = 0; i < kThreads * kPerThread; ++i) {
+      CAPTURE(i);
+      CHECK(rows[static_cast<size_t>(i)] == (1 + i % 8) * (1 + i / 8));  // the toy's tokens
     }
   }
 }

@@ -8,7 +8,9 @@
 //   toy_faults  the toy plus fault switches (config keys fail_forward_at,
 //               illegal_sync, huge_workspace_from, workspace_per_token,
 //               spec_for_desc_skew, fail_spec_for_desc, declare_second_path)
-//               for error-path tests
+//               for error-path tests, and one_call_at_a_time (abort when two
+//               threads call into one instance at once; spec_delay_us widens
+//               item_spec_for_desc to catch it)
 //   toy_badpad  cu_seqlens declared EG_PAD_ZERO where the forward needs
 //               EG_PAD_REPEAT_LAST (verify's target): each row finds its
 //               sequence by a search that assumes the offsets never decrease,
@@ -28,11 +30,13 @@
 #include <encgraph/plugin_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -188,6 +192,10 @@ struct Config {
   // model_info declares a second path: with capture axes, the combination the
   // runtime must refuse (the SDK cannot even declare it).
   bool declare_second_path = false;
+  // The threads rule checked (docs/plugin-abi.md §5): a call that finds
+  // another running on the same instance aborts the process, naming both.
+  bool one_call_at_a_time = false;
+  int64_t spec_delay_us = 0;  // item_spec_for_desc sleeps this long (a wider window)
 };
 
 struct Instance {
@@ -196,6 +204,30 @@ struct Instance {
   int32_t device_index = 0;
   eg_model_info info{};
   int64_t forwards = 0;
+  std::atomic<const char*> running{nullptr};  // the call in progress (one_call_at_a_time)
+};
+
+// Marks a call running on the instance for its scope; with
+// one_call_at_a_time, finding another already running aborts.
+class OneCall {
+ public:
+  OneCall(Instance& in, const char* what) : in_(in) {
+    const char* other = in_.running.exchange(what);
+    if (other != nullptr && in_.cfg.one_call_at_a_time) {
+      std::fprintf(stderr,
+                   TOY_NAME
+                   ": %s called while %s runs on the same instance (two threads at "
+                   "once; docs/plugin-abi.md, Threads)\n",
+                   what, other);
+      std::abort();
+    }
+  }
+  ~OneCall() { in_.running.store(nullptr); }
+  OneCall(const OneCall&) = delete;
+  OneCall& operator=(const OneCall&) = delete;
+
+ private:
+  Instance& in_;
 };
 
 struct Item {
@@ -270,6 +302,10 @@ Config parse_config(const eg_create_params* p) {
       c.fail_spec_for_desc = parse_bool(k, v);
     else if (key == "declare_second_path")
       c.declare_second_path = parse_bool(k, v);
+    else if (key == "one_call_at_a_time")
+      c.one_call_at_a_time = parse_bool(k, v);
+    else if (key == "spec_delay_us")
+      c.spec_delay_us = parse_int(k, v);
     else
       fail(EG_ERR_INVALID_ARGUMENT,
            "unknown config key '" + key +
@@ -278,7 +314,7 @@ Config parse_config(const eg_create_params* p) {
                "extra_kernels, cpu_us_per_1k_tokens, cpu_eager_us_per_1k_tokens, check_padding, "
                "pooled, bias, capture_axis_keys, huge_workspace_from, workspace_per_token, "
                "fail_forward_at, illegal_sync, spec_for_desc_skew, fail_spec_for_desc, "
-               "declare_second_path)");
+               "declare_second_path, one_call_at_a_time, spec_delay_us)");
   }
   require_in_range("hidden", c.hidden, 1, 65536);
   require_in_range("patch", c.patch, 1, int64_t{1} << 20);
@@ -294,6 +330,7 @@ Config parse_config(const eg_create_params* p) {
   require_in_range("workspace_per_token", c.workspace_per_token, 0, int64_t{1} << 30);
   require_in_range("fail_forward_at", c.fail_forward_at, 0, INT64_MAX);
   require_in_range("spec_for_desc_skew", c.spec_for_desc_skew, 0, int64_t{1} << 30);
+  require_in_range("spec_delay_us", c.spec_delay_us, 0, 1000000);
   return c;
 }
 
@@ -573,6 +610,7 @@ std::unique_ptr<Item> checked_item(const Instance& in, const eg_item_desc* d) {
 }
 
 eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, eg_error* err) {
+  const OneCall call(self(i), "item_create");
   return guarded(err, [&] {
     const Instance& in = self(i);
     auto it = checked_item(in, d);
@@ -592,7 +630,8 @@ eg_status toy_item_create(eg_instance* i, const eg_item_desc* d, eg_item** out, 
   });
 }
 
-void toy_item_destroy(eg_instance*, eg_item* item) {
+void toy_item_destroy(eg_instance* i, eg_item* item) {
+  const OneCall call(self(i), "item_destroy");
   delete reinterpret_cast<Item*>(item);
 }
 
@@ -611,16 +650,20 @@ void write_spec(const Item& it, eg_item_spec* out) {
   for (int32_t p = 0; p < EG_MAX_PATHS; ++p) out->path_tokens[p] = p == 0 ? it.tokens : 0;
 }
 
-eg_status toy_item_spec(eg_instance*, const eg_item* item, eg_item_spec* out, eg_error* err) {
+eg_status toy_item_spec(eg_instance* i, const eg_item* item, eg_item_spec* out, eg_error* err) {
+  const OneCall call(self(i), "item_spec");
   return guarded(err, [&] { write_spec(item_of(item), out); });
 }
 
 // 1.2: the spec before any pixels exist (data-parallel balancing).
 [[maybe_unused]] eg_status toy_item_spec_for_desc(eg_instance* i, const eg_item_desc* d,
                                                   eg_item_spec* out, eg_error* err) {
+  const OneCall call(self(i), "item_spec_for_desc");
   return guarded(err, [&] {
     write_spec(*checked_item(self(i), d), out);
     const Config& c = self(i).cfg;
+    if (c.spec_delay_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(c.spec_delay_us));
     if (c.fail_spec_for_desc)
       fail(EG_ERR_INVALID_ARGUMENT, "item_spec_for_desc asked to fail (fail_spec_for_desc)");
     out->input_size += c.spec_for_desc_skew;
@@ -793,6 +836,7 @@ eg_status toy_prepare_capture_staging(eg_instance* i, const eg_graph_shape* s,
 eg_status toy_prepare_replay_buffers(eg_instance* i, const eg_graph_shape* s,
                                      const eg_item* const* items, int64_t n, eg_replay_buffer* bufs,
                                      int32_t nb, eg_error* err) {
+  const OneCall call(self(i), "prepare_replay_buffers");
   return guarded(err, [&] {
     const Instance& in = self(i);
     std::vector<Sequence> batch;
@@ -836,6 +880,7 @@ void before_forward(const Instance& in, const eg_forward_args* a) {
 }
 
 eg_status toy_forward(eg_instance* i, const eg_forward_args* a, eg_error* err) {
+  const OneCall call(self(i), "forward");
   return guarded(err, [&] {
     Instance& in = self(i);
     ++in.forwards;
