@@ -234,12 +234,16 @@ ServerUnaryReactor* GrpcEndpoint::Service::ModelInfer(CallbackServerContext* con
   asio::post(app_.pool_, [this, service, parsed, finish, fail, model, start] {
     try {
       app_.submit(*service, *parsed,
-                  [this, service, parsed, finish, fail, model, start](
-                      std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
+                  [this, weak = std::weak_ptr<ModelService>(service), parsed, finish, fail, model,
+                   start](std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
                     if (error) return fail(error);
-                    auto answer = [this, service, parsed, finish, model, start, cache_only,
+                    // The model by a weak reference: this callback may be destroyed
+                    // on the model's own worker, which must never drop its last one.
+                    auto answer = [this, weak, parsed, finish, model, start, cache_only,
                                    items = std::move(items)]() mutable {
-                      if (asks_f32(*parsed)) items = service->stored_in_f32(std::move(items));
+                      if (asks_f32(*parsed))
+                        if (const auto service = weak.lock())
+                          items = service->stored_in_f32(std::move(items));
                       inference::ModelInferResponse filled;
                       fill_grpc_infer_response(model, *parsed, items, filled);
                       if (cache_only)

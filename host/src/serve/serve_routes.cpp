@@ -175,8 +175,9 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   // the response, a large JSON text at times, is written on the pool so that
   // the engine goes on with the next batch.
   submit(*service, *parsed,
-         [this, service, parsed, model, reply, version, keep_alive, start](
-             std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
+         [this, weak = std::weak_ptr<ModelService>(service), parsed, model, reply, version,
+          keep_alive, start](std::vector<ItemPtr> items, std::exception_ptr error,
+                             bool cache_only) {
            HttpRequest shape;
            shape.version(version);
            shape.keep_alive(keep_alive);
@@ -184,9 +185,13 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
              const auto [status, message] = http_error(error);
              return reply(make_response(shape, status, error_json(message)));
            }
-           auto answer = [this, service, parsed, model, reply, shape, start, cache_only,
+           // The model by a weak reference: this callback may be destroyed on the
+           // model's own worker, which must never drop its last reference.
+           auto answer = [this, weak, parsed, model, reply, shape, start, cache_only,
                           items = std::move(items)]() mutable {
-             if (asks_f32(*parsed)) items = service->stored_in_f32(std::move(items));
+             if (asks_f32(*parsed))
+               if (const auto service = weak.lock())
+                 items = service->stored_in_f32(std::move(items));
              EncodedBody body = encode_infer_response(model, *parsed, items);
              HttpResponse response = make_response(
                  shape, 200, std::move(body.body),
