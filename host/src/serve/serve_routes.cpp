@@ -176,8 +176,8 @@ void ServeApp::infer(const std::string& model, HttpRequest& request, const Reply
   // the engine goes on with the next batch.
   submit(*service, *parsed,
          [this, weak = std::weak_ptr<ModelService>(service), parsed, model, reply, version,
-          keep_alive, start](std::vector<ItemPtr> items, std::exception_ptr error,
-                             bool cache_only) {
+          keep_alive,
+          start](std::vector<ItemPtr> items, std::exception_ptr error, bool cache_only) {
            HttpRequest shape;
            shape.version(version);
            shape.keep_alive(keep_alive);
