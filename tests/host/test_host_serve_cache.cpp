@@ -3,6 +3,7 @@
 // in-flight deduplication (one computation per key; every waiter told of its
 // result or its failure, the key claimable again after a failure).
 #include "serve/embedding_cache.hpp"
+#include "serve/infer_protocol.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,5 @@
 #include "serve/embedding_cache.hpp"
 
-#include <encgraph/plugin_api.h>
-
-#include <cstring>
 #include <utility>
 
 namespace encgraph::host::serve {
@@ -13,37 +10,6 @@ size_t ItemOutputs::charge() const {
   size_t total = 128;
   for (const ItemOutput& o : outputs) total += o.bytes.size() + sizeof(ItemOutput);
   return total;
-}
-
-ItemPtr widened_to_f32(const ItemOutputs& item) {
-  bool any = false;
-  for (const ItemOutput& o : item.outputs) any = any || o.dtype == EG_DTYPE_BF16;
-  if (!any) return nullptr;
-  auto wide = std::make_shared<ItemOutputs>();
-  wide->key = item.key;
-  wide->outputs.reserve(item.outputs.size());
-  for (const ItemOutput& o : item.outputs) {
-    if (o.dtype != EG_DTYPE_BF16) {
-      wide->outputs.push_back(o);
-      continue;
-    }
-    ItemOutput w;
-    w.dtype = EG_DTYPE_F32;
-    w.rows = o.rows;
-    w.width = o.width;
-    const size_t n = o.bytes.size() / 2;
-    w.bytes.resize(4 * n);
-    const uint8_t* src = o.bytes.data();
-    uint8_t* dst = w.bytes.data();
-    for (size_t i = 0; i < n; ++i) {  // (vectorised: shifts of 16-bit lanes)
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      const uint32_t bits = uint32_t{h} << 16;
-      std::memcpy(dst + 4 * i, &bits, 4);
-    }
-    wide->outputs.push_back(std::move(w));
-  }
-  return wide;
 }
 
 EmbeddingCache::EmbeddingCache(int64_t byte_budget) : budget_(byte_budget) {}

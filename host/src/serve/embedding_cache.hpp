@@ -46,11 +46,6 @@ struct ItemOutputs {
 
 using ItemPtr = std::shared_ptr<const ItemOutputs>;
 
-// The same outputs with every bf16 one widened to f32 (exactly: a bf16 value
-// is an f32 with its low 16 bits zero); null when none is bf16. An answer in
-// FP32, the protocol's default, then sends the stored bytes as they are.
-ItemPtr widened_to_f32(const ItemOutputs& item);
-
 // Told of a key's outputs (error null) or of why they could not be made.
 using CacheWaiter = std::function<void(const ItemPtr& item, const std::exception_ptr& error)>;
 

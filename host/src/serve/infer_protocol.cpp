@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <utility>
 
 namespace encgraph::host::serve {
@@ -280,6 +281,16 @@ size_t element_bytes(const OutputSelection& sel) {
   return sel.rows ? 8 : sel.dtype == EG_DTYPE_BF16 ? 2 : 4;
 }
 
+// `count` bf16 values at `src` as f32 at `dst` (exact: the bits shifted up).
+void widen_bf16(const uint8_t* src, size_t count, uint8_t* dst) {
+  for (size_t i = 0; i < count; ++i) {  // (vectorised: shifts of 16-bit lanes)
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    const uint32_t bits = uint32_t{h} << 16;
+    std::memcpy(dst + 4 * i, &bits, 4);
+  }
+}
+
 // Writes elements [first, first + count) of an item output in `dtype` (F32 or
 // BF16, the stored dtype differing), little-endian, at `dst`; returns the end.
 uint8_t* convert_values(const ItemOutput& out, int32_t dtype, size_t first, size_t count,
@@ -292,13 +303,7 @@ uint8_t* convert_values(const ItemOutput& out, int32_t dtype, size_t first, size
     return dst + 2 * count;
   }
   if (out.dtype == EG_DTYPE_BF16) {  // the common widening, without the dtype switch
-    const uint8_t* src = out.bytes.data() + 2 * first;
-    for (size_t i = 0; i < count; ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, 2);
-      const uint32_t bits = uint32_t{h} << 16;
-      std::memcpy(dst + 4 * i, &bits, 4);
-    }
+    widen_bf16(out.bytes.data() + 2 * first, count, dst);
     return dst + 4 * count;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -441,6 +446,25 @@ OutputTensor encode_output(const OutputSelection& sel, const std::vector<ItemPtr
 bool asks_f32(const InferRequest& request) {
   return std::any_of(request.outputs.begin(), request.outputs.end(),
                      [](const OutputSelection& s) { return !s.rows && s.dtype == EG_DTYPE_F32; });
+}
+
+ItemPtr widened_to_f32(const ItemOutputs& item) {
+  const bool any = std::any_of(item.outputs.begin(), item.outputs.end(),
+                               [](const ItemOutput& o) { return o.dtype == EG_DTYPE_BF16; });
+  if (!any) return nullptr;
+  auto wide = std::make_shared<ItemOutputs>();
+  wide->key = item.key;
+  wide->outputs.reserve(item.outputs.size());
+  for (const ItemOutput& o : item.outputs) {
+    if (o.dtype != EG_DTYPE_BF16) {
+      wide->outputs.push_back(o);
+      continue;
+    }
+    ItemOutput w{EG_DTYPE_F32, o.rows, o.width, std::vector<uint8_t>(2 * o.bytes.size())};
+    widen_bf16(o.bytes.data(), o.bytes.size() / 2, w.bytes.data());
+    wide->outputs.push_back(std::move(w));
+  }
+  return wide;
 }
 
 const char* selection_datatype(const OutputSelection& selection) {

@@ -123,6 +123,10 @@ std::vector<int64_t> append_output(const OutputSelection& selection,
 
 // Whether a response to `request` carries an output in FP32 (the default).
 bool asks_f32(const InferRequest& request);
+// The same outputs with every bf16 one widened to f32 (exactly: a bf16 value
+// is an f32 with its low 16 bits zero); null when none is bf16. An answer in
+// FP32 then sends the stored bytes as they are.
+ItemPtr widened_to_f32(const ItemOutputs& item);
 
 // "FP32", "BF16" or "INT64": the protocol's name of a selection's datatype.
 const char* selection_datatype(const OutputSelection& selection);
