@@ -16,15 +16,29 @@
 #include <system_error>
 
 namespace encgraph::host::serve {
-namespace {
 
-// What a queued item carries through the scheduler.
 struct Work {
   CacheKey key;
-  DecodedImage pixels;
+  DecodedImage pixels;  // kept when made ahead: a failed batch remakes its items alone
   std::string label;
   bool video = false;
+  std::optional<Item> item;               // made ahead (serve.items_made_ahead)
+  std::atomic<int64_t>* ahead = nullptr;  // counts `item` while it is held
+
+  Work(CacheKey k, DecodedImage p, std::string l, bool v)
+      : key(k), pixels(std::move(p)), label(std::move(l)), video(v) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  ~Work() { take_item(); }
+  std::optional<Item> take_item() {
+    std::optional<Item> taken = std::move(item);
+    item.reset();
+    if (taken && ahead) --*ahead;
+    return taken;
+  }
 };
+
+namespace {
 
 // What the plugin is told of a work item (pixels not set).
 eg_item_desc describe(const Work& work) {
@@ -192,8 +206,8 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
     }
     pending->cache_only = false;
     if (lookup.found == EmbeddingCache::Found::Claimed) {
-      auto work = std::make_shared<Work>(
-          Work{key, std::move(inputs[i].pixels), std::move(inputs[i].label), inputs[i].video});
+      auto work = std::make_shared<Work>(key, std::move(inputs[i].pixels),
+                                         std::move(inputs[i].label), inputs[i].video);
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }
   }
@@ -204,7 +218,7 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   for (QueuedItem& q : claimed) {
     Work& work = *std::static_pointer_cast<Work>(q.work);
     try {
-      q.tokens = tokens_for(describe(work));
+      q.tokens = make_ahead(work) ? work.item->spec().output_tokens : tokens_for(describe(work));
       accepted.push_back(std::move(q));
     } catch (const Error& e) {
       const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
@@ -277,17 +291,56 @@ void ModelService::count_taken(const std::vector<QueuedItem>& batch) {
   metrics_.set_queued_items(scheduler_.queued_items());
 }
 
-Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
-  std::vector<eg_item_desc> descs;
-  std::vector<std::string> labels;
-  for (const QueuedItem& q : batch) {
-    const Work& work = *std::static_pointer_cast<Work>(q.work);
+bool ModelService::make_ahead(Work& work) {
+  if (made_ahead_.fetch_add(1) >= config_.serve.items_made_ahead) {
+    --made_ahead_;
+    return false;
+  }
+  const TimePoint t0 = clock_.now();
+  try {
     eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
+    work.item = engine_->make_item(desc, work.label);
+  } catch (...) {
+    --made_ahead_;
+    throw;
+  }
+  if (!work.item) {  // several ranks: made on the rank that runs it
+    --made_ahead_;
+    return false;
+  }
+  work.ahead = &made_ahead_;
+  metrics_.count_made_ahead(seconds_since(t0));
+  return true;
+}
+
+Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
+  // Items made ahead join as they are; the others are made now, on the
+  // engine's item threads.
+  std::vector<size_t> missing;
+  std::vector<eg_item_desc> descs;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Work& work = *std::static_pointer_cast<Work>(batch[i].work);
+    if (work.item) continue;
+    eg_item_desc desc = describe(work);
+    desc.pixels = work.pixels.pixels.data();
+    missing.push_back(i);
     descs.push_back(desc);
     labels.push_back(work.label);
   }
-  return engine_->prepare(descs, labels);
+  if (missing.size() == batch.size()) return engine_->prepare(descs, labels);
+  std::vector<Item> items(batch.size());
+  if (!missing.empty()) {
+    Request rest = engine_->prepare(descs, labels);  // one rank: made_ahead_ found an item
+    for (size_t k = 0; k < missing.size(); ++k)
+      items[missing[static_cast<size_t>(rest.assignment.order[k])]] =
+          std::move(rest.rank_items[0][k]);
+  }
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (std::optional<Item> made = std::static_pointer_cast<Work>(batch[i].work)->take_item())
+      items[i] = std::move(*made);
+  return engine_->prepare_made(std::move(items));
 }
 
 ModelService::InFlight ModelService::launch(std::vector<QueuedItem> batch,
