@@ -21,11 +21,13 @@ Reports served images/s, client latency percentiles, the hit and coalesced
 rates, the mean batch the scheduler formed and the share of batches mixing
 requests, the server's own time per request answered wholly from the cache
 (the encgraph_cache_only_request_seconds histogram: request in hand to
-response built), then `encgraph bench` on images of the same sizes and config
+response built), then `encgraph bench` on the same images (a trace of the
+measured requests' sizes, the first 1024 in the order sent) and config
 (graphs vs eager, items/s, in requests of 16 and of 64) as the ceiling the
 server's engine time is compared with. Images are --side square (224), or
-under --mixed LO,HI of a side drawn per image from LO..HI in steps of 28
-(the mixed workload: --mixed 224,1344).
+under --mixed LO,HI of a height and a width drawn per image from LO..HI in
+steps of 28, as bench's synthetic workload draws them (the mixed workload:
+--mixed 224,1344).
 
 --ceiling measures the harness and the server's fixed costs instead of the
 model: every measured request repeats a hot image (a cache hit, no engine
@@ -69,26 +71,31 @@ FRESH_SEED = 2 << 40       # measured fresh images: FRESH_SEED + client << 24 + 
 SIDES = (224, 224, 28)     # --side, or --mixed's (smallest, largest, step)
 
 
-def side_of(seed):
-    """The side of image `seed`: --side, or under --mixed one drawn from the
-    seed (the same image always has the same size)."""
+def dims_of(seed):
+    """The height and width of image `seed`: --side square, or under --mixed
+    each drawn from the seed on its own, as `encgraph bench`'s synthetic
+    workload draws them (the same image always has the same size)."""
     lo, hi, step = SIDES
-    return lo if lo == hi else random.Random(seed).randrange(lo, hi + 1, step)
+    if lo == hi:
+        return lo, lo
+    rng = random.Random(seed)
+    return rng.randrange(lo, hi + 1, step), rng.randrange(lo, hi + 1, step)
 
 
 def png(seed):
-    """A square RGB PNG of side_of(seed) unique to `seed`: a fixed pattern
-    whose first row carries the seed, so that making one costs a zlib pass."""
-    side = side_of(seed)
-    if side not in _BASE:
-        first = bytes(((x * 7 + ch * 85) & 255) for x in range(side) for ch in range(3))
-        shift = lambda k: bytes((i + k) & 255 for i in range(256))
-        _BASE[side] = bytearray(b"".join(b"\0" + first.translate(shift(y * 13 & 255))
-                                         for y in range(side)))
-    raw = bytearray(_BASE[side])
+    """An RGB PNG of dims_of(seed) unique to `seed`: rows of a fixed pattern
+    (256 of them per width, cached), the first carrying the seed, so that
+    making one costs a zlib pass."""
+    height, width = dims_of(seed)
+    if width not in _BASE:
+        first = bytes(((x * 7 + ch * 85) & 255) for x in range(width) for ch in range(3))
+        _BASE[width] = [b"\0" + first.translate(bytes((i + k) & 255 for i in range(256)))
+                        for k in range(256)]
+    rows = _BASE[width]
+    raw = bytearray(b"".join(rows[y * 13 & 255] for y in range(height)))
     raw[1:9] = struct.pack("<Q", seed)
     chunk = lambda k, d: struct.pack(">I", len(d)) + k + d + struct.pack(">I", zlib.crc32(k + d))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(bytes(raw), 1)) + chunk(b"IEND", b""))
 
 
@@ -404,18 +411,21 @@ def measure(args, server, host, port, model, set_args):
     print(json.dumps({"serve": served}, indent=1), flush=True)
 
     bench = {}  # (mode, request size) -> items/s
-    lo, hi, step = SIDES
-    if lo == hi:
-        sizes, count = ["--set", f"workload.sizes=[[{lo}, {lo}]]"], 1024
-    else:
-        sizes, count = ["--set", "workload.sizes=[]", "--set", f"workload.min_side={lo}",
-                        "--set", f"workload.max_side={hi}", "--set", f"workload.side_multiple={step}"], 256
+    lo, hi, _ = SIDES
+    # The same images: bench runs the sizes of the measured requests (the first
+    # 1024, in the order the clients sent them) as a trace.
+    order = [p[j] for j in range(max(map(len, plans))) for p in plans if j < len(p)]
     for size in ([] if args.no_bench else [int(v) for v in args.bench_request_sizes.split(",")]):
         with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "served.jsonl")
+            with open(trace, "w") as f:
+                for seed in order[:1024]:
+                    h, w = dims_of(seed)
+                    f.write(json.dumps({"modality": "image", "height": h, "width": w}) + "\n")
+            sizes = ["--set", 'workload.kind="trace"', "--set", 'workload.trace="%s"' % trace]
             report = os.path.join(tmp, "bench.json")
             subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
                             ] + sizes + [
-                            "--set", "workload.video_fraction=0.0", "--set", f"workload.count={count}",
                             "--set", f"workload.request_size={size}", "--set", "runtime.log_level=warn"] + set_args,
                            check=True, stdout=subprocess.DEVNULL)
             results = json.load(open(report))["results"]
@@ -445,7 +455,7 @@ def measure(args, server, host, port, model, set_args):
                  "on cores of their own" % served["client_processes"],
                  "%.0f / %.0f" % (1e6 * client_cpu, served["client_processes"] / max(client_cpu, 1e-9))))
     rows.append(("errors / exit code after SIGTERM", "%d / %d" % (served["errors"], exit_code)))
-    sides_text = "%dx%d" % (lo, lo) if lo == hi else "sides %d-%d" % (lo, hi)
+    sides_text = "%dx%d" % (lo, lo) if lo == hi else "the served sizes, %d-%d" % (lo, hi)
     rows += [("bench %s items/s (%s, requests of %d)" % (m, sides_text, size),
               "%.1f (served: %.0f%%)" % (v, 100.0 * served["images_per_s"] / v if v else 0.0))
              for (m, size), v in bench.items()]
