@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -22,20 +23,54 @@ struct Work {
   DecodedImage pixels;  // kept when made ahead: a failed batch remakes its items alone
   std::string label;
   bool video = false;
-  std::optional<Item> item;               // made ahead (serve.items_made_ahead)
-  std::atomic<int64_t>* ahead = nullptr;  // counts `item` while it is held
 
   Work(CacheKey k, DecodedImage p, std::string l, bool v)
       : key(k), pixels(std::move(p)), label(std::move(l)), video(v) {}
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
-  ~Work() { take_item(); }
-  std::optional<Item> take_item() {
-    std::optional<Item> taken = std::move(item);
-    item.reset();
-    if (taken && ahead) --*ahead;
+  ~Work() {
+    if (item_ && ahead_) --*ahead_;
+  }
+
+  // Its request's thread, once it is queued: whether it may make the item
+  // ahead (no batch has taken it, nor another thread claimed it).
+  bool claim_ahead() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (maker_ != Maker::None) return false;
+    maker_ = Maker::Ahead;
+    return true;
+  }
+  // The item made ahead, or none when that failed (its batch makes it again
+  // and reports the error); `ahead` counts it while it is held.
+  void made_ahead(std::optional<Item> item, std::atomic<int64_t>* ahead) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    item_ = std::move(item);
+    ahead_ = item_ ? ahead : nullptr;
+    done_ = true;
+    made_.notify_all();
+  }
+  // Its batch: the item made ahead (waiting for one being made), or none,
+  // which the batch then makes. Items are taken once; a batch run again
+  // (item by item, after a failure) makes them anew.
+  std::optional<Item> take_for_batch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (maker_ == Maker::None) maker_ = Maker::Batch;
+    if (maker_ == Maker::Ahead) made_.wait(lock, [&] { return done_; });
+    std::optional<Item> taken = std::move(item_);
+    item_.reset();
+    if (taken && ahead_) --*ahead_;
+    ahead_ = nullptr;
     return taken;
   }
+
+ private:
+  enum class Maker { None, Ahead, Batch };
+  std::mutex mutex_;
+  std::condition_variable made_;
+  Maker maker_ = Maker::None;
+  bool done_ = false;                      // the item made ahead is made (or failed)
+  std::optional<Item> item_;               // made ahead, not yet taken
+  std::atomic<int64_t>* ahead_ = nullptr;  // counts item_ while it is held
 };
 
 namespace {
@@ -218,7 +253,7 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   for (QueuedItem& q : claimed) {
     Work& work = *std::static_pointer_cast<Work>(q.work);
     try {
-      q.tokens = make_ahead(work) ? work.item->spec().output_tokens : tokens_for(describe(work));
+      q.tokens = tokens_for(describe(work));
       accepted.push_back(std::move(q));
     } catch (const Error& e) {
       const bool input = e.kind() == ErrorKind::Input || e.kind() == ErrorKind::Config;
@@ -228,6 +263,9 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
       cache_.fail(work.key, std::current_exception());
     }
   }
+  // Kept to make the items ahead once queued: a batch may take them meanwhile.
+  std::vector<std::shared_ptr<Work>> queued;
+  for (const QueuedItem& q : accepted) queued.push_back(std::static_pointer_cast<Work>(q.work));
   if (!accepted.empty() && !scheduler_.submit(accepted)) {
     const auto full = std::make_exception_ptr(ProtocolError(
         429, "the server's queue is full (" + std::to_string(config_.serve.max_queue_items) +
@@ -238,6 +276,7 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   }
   if (!accepted.empty()) metrics_.set_queued_items(scheduler_.queued_items());
   pending->item_ready();  // the lookups' hold
+  for (const std::shared_ptr<Work>& work : queued) make_ahead(*work);
 }
 
 std::vector<ItemPtr> ModelService::stored_in_f32(std::vector<ItemPtr> items) {
@@ -291,27 +330,27 @@ void ModelService::count_taken(const std::vector<QueuedItem>& batch) {
   metrics_.set_queued_items(scheduler_.queued_items());
 }
 
-bool ModelService::make_ahead(Work& work) {
-  if (made_ahead_.fetch_add(1) >= config_.serve.items_made_ahead) {
+void ModelService::make_ahead(Work& work) {
+  if (!engine_makes_ahead_) return;
+  if (made_ahead_.fetch_add(1) >= config_.serve.items_made_ahead || !work.claim_ahead()) {
     --made_ahead_;
-    return false;
+    return;
   }
+  std::optional<Item> item;
   const TimePoint t0 = clock_.now();
   try {
     eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
-    work.item = engine_->make_item(desc, work.label);
+    item = engine_->make_item(desc, work.label);
+    if (!item) engine_makes_ahead_ = false;  // several ranks: made on the rank that runs it
   } catch (...) {
-    --made_ahead_;
-    throw;
+    // Made again with its batch, which reports the error as every batch's.
   }
-  if (!work.item) {  // several ranks: made on the rank that runs it
+  if (item)
+    metrics_.count_made_ahead(seconds_since(t0));
+  else
     --made_ahead_;
-    return false;
-  }
-  work.ahead = &made_ahead_;
-  metrics_.count_made_ahead(seconds_since(t0));
-  return true;
+  work.made_ahead(std::move(item), &made_ahead_);
 }
 
 Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
@@ -320,9 +359,11 @@ Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
   std::vector<size_t> missing;
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
+  std::vector<std::optional<Item>> made(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    const Work& work = *std::static_pointer_cast<Work>(batch[i].work);
-    if (work.item) continue;
+    Work& work = *std::static_pointer_cast<Work>(batch[i].work);
+    made[i] = work.take_for_batch();
+    if (made[i]) continue;
     eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
     missing.push_back(i);
@@ -332,14 +373,13 @@ Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
   if (missing.size() == batch.size()) return engine_->prepare(descs, labels);
   std::vector<Item> items(batch.size());
   if (!missing.empty()) {
-    Request rest = engine_->prepare(descs, labels);  // one rank: made_ahead_ found an item
+    Request rest = engine_->prepare(descs, labels);  // one rank: an item was made ahead
     for (size_t k = 0; k < missing.size(); ++k)
       items[missing[static_cast<size_t>(rest.assignment.order[k])]] =
           std::move(rest.rank_items[0][k]);
   }
   for (size_t i = 0; i < batch.size(); ++i)
-    if (std::optional<Item> made = std::static_pointer_cast<Work>(batch[i].work)->take_item())
-      items[i] = std::move(*made);
+    if (made[i]) items[i] = std::move(*made[i]);
   return engine_->prepare_made(std::move(items));
 }
 
