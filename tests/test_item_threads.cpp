@@ -16,7 +16,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -201,65 +200,4 @@ TEST_CASE("prepare_lazy loads and makes items on the threads, as prepare makes t
     message = e.what();
   }
   CHECK(message == "cannot decode file 6");
-}
-
-TEST_CASE("items made ahead on other threads keep the plugin's threads rule while batches run") {
-  // toy_faults declares no concurrent items and aborts the process when two
-  // threads are inside its instance at once: items made on two threads while
-  // a third runs batches must each wait for the instance (PluginInstance).
-  RuntimeConfig cfg = toy_config("cpu", "toy_faults");
-  set(cfg, "one_call_at_a_time", "true");
-  set(cfg, "min_budget", "64");
-  set(cfg, "max_budget", "512");
-  Runtime rt(cfg);
-  rt.capture();
-  std::atomic<bool> stop{false};
-  std::atomic<int> made{0};
-  std::vector<std::thread> makers;
-  for (int t = 0; t < 2; ++t)
-    makers.emplace_back([&, t] {
-      for (uint64_t i = 0; !stop; ++i) {
-        std::optional<Item> item = rt.make_item(
-            image(14 + 14 * static_cast<int64_t>(i % 4), 28, i * 2 + static_cast<uint64_t>(t)),
-            "ahead");
-        if (item) ++made;
-      }
-    });
-  std::mt19937 rng(5);
-  // Batches run until the makers have made items beside them (counted, not timed).
-  for (int round = 0; round < 40 || made < 100; ++round) {
-    const std::vector<eg_item_desc> descs = random_descs(rng, 6, 12);
-    const Result r = rt.execute(rt.prepare(descs));
-    CHECK(r.size() == descs.size());
-  }
-  stop = true;
-  for (std::thread& t : makers) t.join();
-  CHECK(made.load() >= 100);
-}
-
-TEST_CASE("a request of items made ahead runs as the same items made by prepare") {
-  std::mt19937 rng(31);
-  RuntimeConfig cfg = toy_config("cpu");
-  set(cfg, "min_budget", "64");
-  set(cfg, "max_budget", "1024");
-  Runtime rt(cfg);
-  rt.capture();
-  const std::vector<eg_item_desc> descs = random_descs(rng, 9, 30);
-  std::vector<Item> items(descs.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < descs.size(); ++i)
-    threads.emplace_back(
-        [&, i] { items[i] = *rt.make_item(descs[i], "item " + std::to_string(i)); });
-  for (std::thread& t : threads) t.join();
-  const Request prepared = rt.prepare(descs);
-  const Request made = rt.prepare_made(std::move(items));
-  REQUIRE(made.size() == descs.size());
-  CHECK(made.tokens == prepared.tokens);
-  const Result a = rt.execute(made), b = rt.execute(prepared);
-  for (size_t i = 0; i < descs.size(); ++i) CHECK(a.item_as_float(i) == b.item_as_float(i));
-  // A refused item is named by the label it was made under.
-  eg_item_desc bad = descs[0];
-  bad.height = 0;
-  const std::string message = error_of([&] { (void)rt.make_item(bad, "photo-3.png"); });
-  CHECK(message.rfind("photo-3.png: ", 0) == 0);
 }

@@ -1,6 +1,5 @@
 // Engine's defaults: one process, every item loaded before it is made.
 #include <encgraph/engine.hpp>
-#include <encgraph/error.hpp>
 #include <encgraph/model.hpp>
 
 namespace encgraph {
@@ -12,14 +11,6 @@ Request Engine::prepare_lazy(const std::vector<eg_item_desc>& items,
   held.reserve(descs.size());
   for (size_t i = 0; i < descs.size(); ++i) held.push_back(load(i, descs[i]));
   return prepare(descs, labels);
-}
-
-std::optional<Item> Engine::make_item(const eg_item_desc&, const std::string&) {
-  return std::nullopt;
-}
-
-Request Engine::prepare_made(std::vector<Item>) {
-  throw Error(ErrorKind::Internal, "this engine makes items only in prepare (several ranks)");
 }
 
 std::string item_label(const std::vector<std::string>& labels, size_t i) {

@@ -14,7 +14,7 @@ Item::Item(Item&& o) noexcept
 
 Item& Item::operator=(Item&& o) noexcept {
   if (this != &o) {
-    if (item_) owner_->destroy_item(item_);
+    if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
     owner_ = std::move(o.owner_);
     item_ = std::exchange(o.item_, nullptr);
     spec_ = o.spec_;
@@ -23,7 +23,7 @@ Item& Item::operator=(Item&& o) noexcept {
 }
 
 Item::~Item() {
-  if (item_) owner_->destroy_item(item_);
+  if (item_) owner_->api()->item_destroy(owner_->handle(), item_);
 }
 
 }  // namespace encgraph

@@ -154,29 +154,17 @@ void PluginInstance::normalise_spec(eg_item_spec& spec, const char* call) const 
 
 eg_item* PluginInstance::make_item(const eg_item_desc& desc, eg_item_spec& spec) const {
   eg_item* item = nullptr;
-  item_call("item_create",
-            [&](eg_error* e) { return api_->item_create(handle_, &desc, &item, e); });
+  call("item_create", [&](eg_error* e) { return api_->item_create(handle_, &desc, &item, e); });
   if (!item) throw_plugin("plugin '" + name_ + "': item_create returned no item");
   try {
     spec = eg_item_spec{};
-    item_call("item_spec", [&](eg_error* e) { return api_->item_spec(handle_, item, &spec, e); });
+    call("item_spec", [&](eg_error* e) { return api_->item_spec(handle_, item, &spec, e); });
     normalise_spec(spec, "item_spec");
   } catch (...) {
-    destroy_item(item);
+    api_->item_destroy(handle_, item);
     throw;
   }
   return item;
-}
-
-void PluginInstance::destroy_item(eg_item* item) const noexcept {
-  if (!item) return;
-  if (concurrent_items()) {
-    std::shared_lock<std::shared_mutex> beside_items(calls_);
-    api_->item_destroy(handle_, item);
-  } else {
-    std::unique_lock<std::shared_mutex> alone(calls_);
-    api_->item_destroy(handle_, item);
-  }
 }
 
 eg_item_spec PluginInstance::spec_for(const eg_item_desc& desc) const {
@@ -189,7 +177,7 @@ eg_item_spec PluginInstance::spec_for(const eg_item_desc& desc) const {
     return spec;
   }
   // No 1.2 entry: a synthetic item of the same geometry has the same spec.
-  destroy_item(make_item(geometry, spec));
+  api_->item_destroy(handle_, make_item(geometry, spec));
   return spec;
 }
 

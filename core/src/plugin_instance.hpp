@@ -7,8 +7,6 @@
 #include <encgraph/output_spec.hpp>
 #include <encgraph/plugin_loader.hpp>
 
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,33 +68,15 @@ class PluginInstance {
   // NULL) made and destroyed. Failures as make_item's (ErrorKind, message).
   eg_item_spec spec_for(const eg_item_desc& desc) const;
 
-  // Destroys an item this instance made (item_destroy, under the threads rule).
-  void destroy_item(eg_item* item) const noexcept;
-
   // Runs fn(eg_error*) -> eg_status; throws on failure naming the call `what`
   // (and the graph `shape`, when given). Messages are only built on failure: this
-  // runs on the replay hot path. Alone on the instance: see calls_.
+  // runs on the replay hot path.
   template <class Fn>
   void call(const char* what, Fn&& fn) const {
     call(what, nullptr, std::forward<Fn>(fn));
   }
   template <class Fn>
   void call(const char* what, const eg_graph_shape* shape, Fn&& fn) const {
-    std::unique_lock<std::shared_mutex> alone(calls_);
-    checked(what, shape, std::forward<Fn>(fn));
-  }
-
- private:
-  // An item call (item_create, item_spec, item_destroy): beside other item
-  // calls when the plugin declares EG_PLUGIN_CONCURRENT_ITEMS, else alone.
-  template <class Fn>
-  void item_call(const char* what, Fn&& fn) const {
-    if (!concurrent_items()) return call(what, nullptr, std::forward<Fn>(fn));
-    std::shared_lock<std::shared_mutex> beside_items(calls_);
-    checked(what, nullptr, std::forward<Fn>(fn));
-  }
-  template <class Fn>
-  void checked(const char* what, const eg_graph_shape* shape, Fn&& fn) const {
     eg_error err;
     err.message[0] = '\0';
     eg_status status = EG_ERR_INTERNAL;
@@ -109,6 +89,8 @@ class PluginInstance {
     }
     if (status != EG_OK) fail(context(what, shape), status, err);
   }
+
+ private:
   static std::string context(const char* what, const eg_graph_shape* shape) {
     return shape ? std::string(what) + " for " + describe_shape(*shape) : std::string(what);
   }
@@ -120,12 +102,6 @@ class PluginInstance {
   std::string name_;
   eg_model_info info_{};
   std::vector<OutputSpec> outputs_;
-  // The ABI's threads rule (docs/plugin-abi.md, "Threads"), kept here for
-  // every caller: one call into the instance at a time, item calls excepted
-  // under EG_PLUGIN_CONCURRENT_ITEMS (shared among themselves, never beside
-  // another call). A serving program may so make items on its own threads
-  // while another runs a batch.
-  mutable std::shared_mutex calls_;
 };
 
 }  // namespace encgraph

@@ -116,7 +116,14 @@ std::vector<Item> Runtime::make_items(const std::vector<eg_item_desc>& descs,
         // Loaded on this thread, so threads decode files in parallel too, and
         // held only until the item is made.
         const std::shared_ptr<const void> pixels = load ? (*load)(i, desc) : nullptr;
-        items[k] = made(desc, item_label(labels, i));
+        try {
+          eg_item_spec spec{};
+          eg_item* item = instance_->make_item(desc, spec);
+          items[k] = Item(instance_, item, spec);
+        } catch (const Error& e) {
+          // Named as the caller knows it (a file, a trace line).
+          throw Error(e.kind(), item_label(labels, i) + ": " + e.what());
+        }
       });
   return items;
 }
@@ -146,26 +153,6 @@ Request Runtime::prepare(const std::vector<eg_item_desc>& descs,
   std::vector<size_t> all(descs.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   return one_rank_request(make_items(descs, all, labels));
-}
-
-Item Runtime::made(const eg_item_desc& desc, const std::string& label) const {
-  try {
-    eg_item_spec spec{};
-    eg_item* item = instance_->make_item(desc, spec);
-    return Item(instance_, item, spec);
-  } catch (const Error& e) {
-    // Named as the caller knows it (a file, a trace line).
-    throw Error(e.kind(), label + ": " + e.what());
-  }
-}
-
-std::optional<Item> Runtime::make_item(const eg_item_desc& desc, const std::string& label) {
-  backend_->make_current();  // the caller's thread may be new to the device
-  return made(desc, label);
-}
-
-Request Runtime::prepare_made(std::vector<Item> items) {
-  return one_rank_request(std::move(items));
 }
 
 Request Runtime::prepare_lazy(const std::vector<eg_item_desc>& descs,

@@ -638,7 +638,6 @@ void read_serve(const Reader& r, HostConfig& c) {
       {"serve.request_timeout_ms", &s.request_timeout_ms, 1, int64_t{3600} * 1000},
       {"serve.threads", &s.threads, 1, 256},
       {"serve.batches_in_flight", &s.batches_in_flight, 0, 2},
-      {"serve.items_made_ahead", &s.items_made_ahead, 0, int64_t{1} << 24},
   };
   for (const Bound& b : bounds) {
     r.get(b.key, *b.value);

@@ -83,10 +83,6 @@ struct ServeConfig {
   // Batches queued on the device at once: 2 lets the next batch compute while
   // one's rows are copied out and answered; 0 picks 2 on a GPU, 1 on the CPU.
   int64_t batches_in_flight = 0;
-  // Queued items made (the plugin's preprocessing) on the request's thread as
-  // they arrive, at most this many at once; the others, and every item of a
-  // data-parallel model, are made with their batch. 0: all with their batch.
-  int64_t items_made_ahead = 64;
 };
 
 // The largest config file read (docs/config.md, "Limits"): fixed, since the

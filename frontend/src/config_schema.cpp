@@ -139,9 +139,6 @@ const std::vector<KeySpec>& config_schema() {
       {"serve.batches_in_flight", KeyType::Integer, "0",
        "serve: batches queued on the device at once (2: the next computes while one's rows are "
        "copied out; 0: 2 on a GPU, 1 on the CPU)"},
-      {"serve.items_made_ahead", KeyType::Integer, "64",
-       "serve: queued items preprocessed on arrival, off the batch's path (0: each with its "
-       "batch)"},
   };
   return keys;
 }

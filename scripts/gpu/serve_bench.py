@@ -401,10 +401,6 @@ def measure(args, server, host, port, model, set_args):
         "cache_only_server_us_p99_at_most": 1e6 * histogram_quantile(d, hist, 0.99),
         "worker_ms_per_batch": {ph: 1e3 * d.get(f"encgraph_worker_seconds_total@{ph}", 0.0) / batches
                                 for ph in ("prepare", "execute", "collect", "answer")},
-        "made_ahead_share": d.get("encgraph_items_made_ahead_total", 0.0)
-        / max(1.0, d.get("encgraph_queue_items_total", 0.0)),
-        "made_ahead_ms_per_item": 1e3 * d.get("encgraph_made_ahead_seconds_total", 0.0)
-        / max(1.0, d.get("encgraph_items_made_ahead_total", 0.0)),
         "client_cpu_us_per_request": 1e6 * client_cpu,
         "exit_code": exit_code,
     }

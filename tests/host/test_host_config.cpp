@@ -818,13 +818,11 @@ TEST_CASE("[serve] is read, each key bounded, max_pixels within limits.max_image
   CHECK(d.serve.port == 8000);
   CHECK(d.serve.cache_bytes == int64_t{2} << 30);
   CHECK(d.serve.batches_in_flight == 0);  // picked by the device
-  CHECK(d.serve.items_made_ahead == 64);
   const HostConfig c = load(kMinimal +
                             "[serve]\nhost = \"0.0.0.0\"\nport = 0\nmax_queue_delay_us = 0\n"
                             "max_queue_items = 3\ncache_bytes = 0\nmax_items_per_request = 2\n"
                             "max_pixels = 100\nrequest_timeout_ms = 5\nthreads = 1\n"
-                            "max_body_bytes = 2048\nbatches_in_flight = 2\n"
-                            "items_made_ahead = 0\n");
+                            "max_body_bytes = 2048\nbatches_in_flight = 2\n");
   CHECK(c.serve.host == "0.0.0.0");
   CHECK(c.serve.port == 0);
   CHECK(c.serve.max_queue_items == 3);
@@ -832,7 +830,6 @@ TEST_CASE("[serve] is read, each key bounded, max_pixels within limits.max_image
   CHECK(c.serve.threads == 1);
   CHECK(c.serve.max_body_bytes == 2048);
   CHECK(c.serve.batches_in_flight == 2);
-  CHECK(c.serve.items_made_ahead == 0);
   // The serving keys change no embedding: the digest ignores them.
   CHECK(c.digest == d.digest);
   std::string e = config_error(kMinimal + "[serve]\nport = 70000\n");
@@ -841,8 +838,6 @@ TEST_CASE("[serve] is read, each key bounded, max_pixels within limits.max_image
   e = config_error(kMinimal + "[serve]\nbatches_in_flight = 3\n");
   CHECK(e.find("serve.batches_in_flight") != std::string::npos);
   CHECK(e.find("[0, 2]") != std::string::npos);
-  e = config_error(kMinimal + "[serve]\nitems_made_ahead = -1\n");
-  CHECK(e.find("serve.items_made_ahead") != std::string::npos);
   e = config_error(kMinimal + "[serve]\nthreads = 0\n");
   CHECK(e.find("serve.threads") != std::string::npos);
   e = config_error(kMinimal + "[serve]\nmax_pixels = 1000\n[limits]\nmax_image_pixels = 999\n");

@@ -67,15 +67,3 @@ TEST_CASE("worker time by phase: one labelled counter each, summed") {
   CHECK(value_of(text, w + "{phase=\"collect\"}") == doctest::Approx(2.0));
   CHECK(value_of(text, w + "{phase=\"answer\"}") == doctest::Approx(1e-3));
 }
-
-TEST_CASE("items made ahead: counted, their time summed") {
-  ServeMetrics m;
-  CHECK(value_of(m.render({}), "encgraph_items_made_ahead_total") == 0);
-  m.count_made_ahead(0.004);
-  m.count_made_ahead(0.0105);
-  const std::string text = m.render({});
-  CHECK(text.find("# TYPE encgraph_items_made_ahead_total counter") != std::string::npos);
-  CHECK(value_of(text, "encgraph_items_made_ahead_total") == 2);
-  CHECK(m.made_ahead() == 2);
-  CHECK(value_of(text, "encgraph_made_ahead_seconds_total") == doctest::Approx(0.0145));
-}

@@ -30,8 +30,7 @@ class StoppedClock final : public Clock {
 
 constexpr int kImages = 8;  // two full batches of four 64-token images
 
-HostConfig service_config(int64_t fail_forward_at, int64_t batches_in_flight,
-                          const std::string& serve_extra = "") {
+HostConfig service_config(int64_t fail_forward_at, int64_t batches_in_flight) {
   const std::string text =
       "[runtime]\ndevice = \"cpu\"\nuse_graphs = false\nplugin_dirs = [\"" EG_HOST_TEST_PLUGIN_DIR
       "\"]\n[plugin]\nname = \"toy_faults\"\n[plugin.config]\nhidden = 8\npatch = 14\n"
@@ -39,7 +38,7 @@ HostConfig service_config(int64_t fail_forward_at, int64_t batches_in_flight,
       std::to_string(fail_forward_at) +
       "\n[budgets]\ntoken_budgets = [64, 128, 256]\nmax_items_per_batch = 4\n"
       "[serve]\ncache_bytes = 0\nbatches_in_flight = " +
-      std::to_string(batches_in_flight) + "\n" + serve_extra;
+      std::to_string(batches_in_flight) + "\n";
   return load_config_text(text, "serve.toml", {});
 }
 
@@ -58,7 +57,6 @@ struct Served {
   std::vector<std::string> errors = std::vector<std::string>(kImages);
   int64_t batches_multi_request = 0;
   int64_t batches_split = 0;
-  int64_t made_ahead = 0;
 };
 
 // Image i (of sides[i]) sent as its own request; waits for every answer.
@@ -98,7 +96,6 @@ Served serve_images(const HostConfig& config, const std::vector<int64_t>& sides)
   CHECK(pending == 0);
   served.batches_multi_request = metrics.batches_multi_request();
   served.batches_split = metrics.batches_split();
-  served.made_ahead = metrics.made_ahead();
   return served;
 }
 
@@ -128,37 +125,6 @@ TEST_CASE("a batch whose forward fails is run item by item; every image gets its
       REQUIRE(s.items[i]->outputs.size() == reference.items[i]->outputs.size());
       for (size_t o = 0; o < s.items[i]->outputs.size(); ++o)
         CHECK(s.items[i]->outputs[o].bytes == reference.items[i]->outputs[o].bytes);
-    }
-  }
-}
-
-TEST_CASE("items made ahead, all, some or none, give the same rows as items made with the batch") {
-  const std::vector<int64_t> sides = {112, 56, 112, 84, 28, 112, 56, 84};
-  const Served reference = serve_images(service_config(0, 1, "items_made_ahead = 0\n"), sides);
-  CHECK(reference.made_ahead == 0);
-  for (int64_t limit : {3, 64}) {
-    for (int64_t in_flight : {1, 2}) {
-      INFO("items_made_ahead " << limit << ", batches_in_flight " << in_flight);
-      const Served s = serve_images(
-          service_config(0, in_flight, "items_made_ahead = " + std::to_string(limit) + "\n"),
-          sides);
-      // A batch is due only once full (the clock stands still), so each
-      // batch's first three items were made ahead before it could be taken,
-      // unless three others wait made (limit 3: the first batch's, until it
-      // is taken); the fourth completes the batch, which may take it before
-      // its request's thread claims it.
-      if (limit == 64) CHECK(s.made_ahead >= 6);
-      if (limit == 3) {
-        CHECK(s.made_ahead >= 3);
-        CHECK(s.made_ahead <= 6);
-      }
-      for (int i = 0; i < kImages; ++i) {
-        REQUIRE(s.items[i] != nullptr);
-        REQUIRE(reference.items[i] != nullptr);
-        REQUIRE(s.items[i]->outputs.size() == reference.items[i]->outputs.size());
-        for (size_t o = 0; o < s.items[i]->outputs.size(); ++o)
-          CHECK(s.items[i]->outputs[o].bytes == reference.items[i]->outputs[o].bytes);
-      }
     }
   }
 }

@@ -11,7 +11,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,15 +59,6 @@ class Engine {
   // item is loaded, then prepare() runs.
   virtual Request prepare_lazy(const std::vector<eg_item_desc>& items,
                                const std::vector<std::string>& labels, const PixelLoader& load);
-  // Items made ahead, as they arrive (a serving program making each on its own
-  // threads while batches run: the plugin instance keeps its threads rule
-  // itself, so make_item may run beside every other call here). One rank:
-  // make_item makes item `desc` now ("<label>: <message>" on failure), and
-  // prepare_made makes a request of such items, in the order given. Several
-  // ranks make an item on the rank that runs it: make_item returns nullopt
-  // and prepare_made throws; use prepare.
-  virtual std::optional<Item> make_item(const eg_item_desc& desc, const std::string& label);
-  virtual Request prepare_made(std::vector<Item> items);
   // Runs a request; the result is on the device of the rank that asked (rank
   // 0 of a DataParallelRuntime), items in the caller's order.
   virtual Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) = 0;

@@ -82,8 +82,6 @@ class Runtime : public Engine, public Model {
   // are decoded in parallel as well, and its pixels live only until it is made.
   Request prepare_lazy(const std::vector<eg_item_desc>& items,
                        const std::vector<std::string>& labels, const PixelLoader& load) override;
-  std::optional<Item> make_item(const eg_item_desc& desc, const std::string& label) override;
-  Request prepare_made(std::vector<Item> items) override;
   Result execute(const Request& request, ExecuteMode mode = ExecuteMode::Planned) override;
   Stats stats() const override;
   int world_size() const override { return 1; }
@@ -106,9 +104,6 @@ class Runtime : public Engine, public Model {
   const std::shared_ptr<DeviceBackend>& backend() const { return backend_; }
 
  private:
-  // Item `desc` made on this thread; a failure named "<label>: <message>".
-  Item made(const eg_item_desc& desc, const std::string& label) const;
-
   std::shared_ptr<DeviceBackend> backend_;
   std::shared_ptr<PluginInstance> instance_;
   std::unique_ptr<GraphManager> manager_;

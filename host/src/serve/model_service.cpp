@@ -10,70 +10,21 @@
 #include <xxhash.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <optional>
 #include <set>
 #include <system_error>
 
 namespace encgraph::host::serve {
+namespace {
 
+// What a queued item carries through the scheduler.
 struct Work {
   CacheKey key;
-  DecodedImage pixels;  // kept when made ahead: a failed batch remakes its items alone
+  DecodedImage pixels;
   std::string label;
   bool video = false;
-
-  Work(CacheKey k, DecodedImage p, std::string l, bool v)
-      : key(k), pixels(std::move(p)), label(std::move(l)), video(v) {}
-  Work(const Work&) = delete;
-  Work& operator=(const Work&) = delete;
-  ~Work() {
-    if (item_ && ahead_) --*ahead_;
-  }
-
-  // Its request's thread, once it is queued: whether it may make the item
-  // ahead (no batch has taken it, nor another thread claimed it).
-  bool claim_ahead() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (maker_ != Maker::None) return false;
-    maker_ = Maker::Ahead;
-    return true;
-  }
-  // The item made ahead, or none when that failed (its batch makes it again
-  // and reports the error); `ahead` counts it while it is held.
-  void made_ahead(std::optional<Item> item, std::atomic<int64_t>* ahead) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    item_ = std::move(item);
-    ahead_ = item_ ? ahead : nullptr;
-    done_ = true;
-    made_.notify_all();
-  }
-  // Its batch: the item made ahead (waiting for one being made), or none,
-  // which the batch then makes. Items are taken once; a batch run again
-  // (item by item, after a failure) makes them anew.
-  std::optional<Item> take_for_batch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (maker_ == Maker::None) maker_ = Maker::Batch;
-    if (maker_ == Maker::Ahead) made_.wait(lock, [&] { return done_; });
-    std::optional<Item> taken = std::move(item_);
-    item_.reset();
-    if (taken && ahead_) --*ahead_;
-    ahead_ = nullptr;
-    return taken;
-  }
-
- private:
-  enum class Maker { None, Ahead, Batch };
-  std::mutex mutex_;
-  std::condition_variable made_;
-  Maker maker_ = Maker::None;
-  bool done_ = false;                      // the item made ahead is made (or failed)
-  std::optional<Item> item_;               // made ahead, not yet taken
-  std::atomic<int64_t>* ahead_ = nullptr;  // counts item_ while it is held
 };
-
-namespace {
 
 // What the plugin is told of a work item (pixels not set).
 eg_item_desc describe(const Work& work) {
@@ -241,8 +192,8 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
     }
     pending->cache_only = false;
     if (lookup.found == EmbeddingCache::Found::Claimed) {
-      auto work = std::make_shared<Work>(key, std::move(inputs[i].pixels),
-                                         std::move(inputs[i].label), inputs[i].video);
+      auto work = std::make_shared<Work>(
+          Work{key, std::move(inputs[i].pixels), std::move(inputs[i].label), inputs[i].video});
       claimed.push_back({request_id, 0, {}, std::move(work)});
     }
   }
@@ -263,9 +214,6 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
       cache_.fail(work.key, std::current_exception());
     }
   }
-  // Kept to make the items ahead once queued: a batch may take them meanwhile.
-  std::vector<std::shared_ptr<Work>> queued;
-  for (const QueuedItem& q : accepted) queued.push_back(std::static_pointer_cast<Work>(q.work));
   if (!accepted.empty() && !scheduler_.submit(accepted)) {
     const auto full = std::make_exception_ptr(ProtocolError(
         429, "the server's queue is full (" + std::to_string(config_.serve.max_queue_items) +
@@ -276,7 +224,6 @@ void ModelService::infer(uint64_t request_id, std::vector<ServeInput> inputs, Do
   }
   if (!accepted.empty()) metrics_.set_queued_items(scheduler_.queued_items());
   pending->item_ready();  // the lookups' hold
-  for (const std::shared_ptr<Work>& work : queued) make_ahead(*work);
 }
 
 std::vector<ItemPtr> ModelService::stored_in_f32(std::vector<ItemPtr> items) {
@@ -330,57 +277,17 @@ void ModelService::count_taken(const std::vector<QueuedItem>& batch) {
   metrics_.set_queued_items(scheduler_.queued_items());
 }
 
-void ModelService::make_ahead(Work& work) {
-  if (!engine_makes_ahead_) return;
-  if (made_ahead_.fetch_add(1) >= config_.serve.items_made_ahead || !work.claim_ahead()) {
-    --made_ahead_;
-    return;
-  }
-  std::optional<Item> item;
-  const TimePoint t0 = clock_.now();
-  try {
-    eg_item_desc desc = describe(work);
-    desc.pixels = work.pixels.pixels.data();
-    item = engine_->make_item(desc, work.label);
-    if (!item) engine_makes_ahead_ = false;  // several ranks: made on the rank that runs it
-  } catch (...) {
-    // Made again with its batch, which reports the error as every batch's.
-  }
-  if (item)
-    metrics_.count_made_ahead(seconds_since(t0));
-  else
-    --made_ahead_;
-  work.made_ahead(std::move(item), &made_ahead_);
-}
-
 Request ModelService::prepare(const std::vector<QueuedItem>& batch) {
-  // Items made ahead join as they are; the others are made now, on the
-  // engine's item threads.
-  std::vector<size_t> missing;
   std::vector<eg_item_desc> descs;
   std::vector<std::string> labels;
-  std::vector<std::optional<Item>> made(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Work& work = *std::static_pointer_cast<Work>(batch[i].work);
-    made[i] = work.take_for_batch();
-    if (made[i]) continue;
+  for (const QueuedItem& q : batch) {
+    const Work& work = *std::static_pointer_cast<Work>(q.work);
     eg_item_desc desc = describe(work);
     desc.pixels = work.pixels.pixels.data();
-    missing.push_back(i);
     descs.push_back(desc);
     labels.push_back(work.label);
   }
-  if (missing.size() == batch.size()) return engine_->prepare(descs, labels);
-  std::vector<Item> items(batch.size());
-  if (!missing.empty()) {
-    Request rest = engine_->prepare(descs, labels);  // one rank: an item was made ahead
-    for (size_t k = 0; k < missing.size(); ++k)
-      items[missing[static_cast<size_t>(rest.assignment.order[k])]] =
-          std::move(rest.rank_items[0][k]);
-  }
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (made[i]) items[i] = std::move(*made[i]);
-  return engine_->prepare_made(std::move(items));
+  return engine_->prepare(descs, labels);
 }
 
 ModelService::InFlight ModelService::launch(std::vector<QueuedItem> batch,

@@ -16,7 +16,6 @@
 #include <encgraph/engine.hpp>
 
 #include <array>
-#include <atomic>
 #include <exception>
 #include <functional>
 #include <map>
@@ -55,9 +54,6 @@ CacheKey pixels_key(const DecodedImage& image, bool video, const std::string& mo
 // files, each one's path, size and modification time; with random weights the
 // settings alone (their seed is part of the plugin's config).
 std::string model_identity(const HostConfig& config);
-
-// What a queued item carries through the scheduler (model_service.cpp).
-struct Work;
 
 class ModelService {
  public:
@@ -106,10 +102,6 @@ class ModelService {
   // The output tokens of an item of desc's geometry, remembered per geometry
   // so that a request rarely waits for a running batch to ask the plugin.
   int64_t tokens_for(const eg_item_desc& desc);
-  // Makes `work`'s item now, on its request's thread once it is queued,
-  // unless a batch took it already, serve.items_made_ahead items wait made,
-  // or the engine makes items only with their batch (several ranks).
-  void make_ahead(Work& work);
   void run_worker();
   // A batch queued on the engine (or failed on the way): its items live in
   // `request` until its rows are copied back.
@@ -160,9 +152,7 @@ class ModelService {
   std::string identity_;
   bool takes_video_ = false;
   int64_t batches_in_flight_ = 1;  // serve.batches_in_flight, 0 resolved
-  std::mutex engine_mutex_;        // one call into the engine at a time (but make_ahead)
-  std::atomic<int64_t> made_ahead_{0};          // items made ahead (or being made), not yet taken
-  std::atomic<bool> engine_makes_ahead_{true};  // false once Engine::make_item declined
+  std::mutex engine_mutex_;        // one call into the engine (and its plugin) at a time
   std::mutex spec_mutex_;          // tokens_by_size_
   std::map<std::array<int64_t, 4>, int64_t> tokens_by_size_;  // modality, frames, height, width
   std::mutex files_mutex_;                                    // pixels_of_file_

@@ -105,13 +105,6 @@ std::string ServeMetrics::render(const std::vector<ModelCache>& caches) const {
          "Batches of several items that failed and were run again item by item, so that only a "
          "faulty item fails.");
   s += "encgraph_batches_split_total " + std::to_string(batches_split_.load()) + "\n";
-  metric(s, "encgraph_items_made_ahead_total", "counter",
-         "Items made (preprocessed) on their request's thread as they arrived, off the worker's "
-         "path (serve.items_made_ahead); the others are made with their batch.");
-  s += "encgraph_items_made_ahead_total " + std::to_string(made_ahead_.load()) + "\n";
-  metric(s, "encgraph_made_ahead_seconds_total", "counter",
-         "Time spent making items ahead, summed over the request threads.");
-  s += "encgraph_made_ahead_seconds_total " + seconds(made_ahead_micros_) + "\n";
   const struct {
     const char* name;
     const char* type;

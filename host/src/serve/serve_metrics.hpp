@@ -36,13 +36,6 @@ class ServeMetrics {
   // A batch of several items that failed and is run again item by item.
   void count_batch_split() { ++batches_split_; }
   int64_t batches_split() const { return batches_split_; }
-  // An item made ahead, on its request's thread (serve.items_made_ahead):
-  // preparation kept off the worker's path, `seconds` long.
-  void count_made_ahead(double seconds) {
-    ++made_ahead_;
-    made_ahead_micros_ += static_cast<int64_t>(seconds * 1e6);
-  }
-  int64_t made_ahead() const { return made_ahead_; }
   void set_queued_items(int64_t items) { queued_items_ = items; }
   // A request whose every image was a cache hit: the server's time from the
   // request in hand (body read, not parsed) to its response built (before
@@ -74,8 +67,6 @@ class ServeMetrics {
   std::atomic<int64_t> queue_wait_micros_{0};
   std::atomic<int64_t> item_errors_{0};
   std::atomic<int64_t> batches_split_{0};
-  std::atomic<int64_t> made_ahead_{0};
-  std::atomic<int64_t> made_ahead_micros_{0};
   std::atomic<int64_t> queued_items_{0};
   std::array<std::atomic<int64_t>, kServiceBuckets.size() + 1> cache_only_buckets_{};
   std::atomic<int64_t> cache_only_nanos_{0};
