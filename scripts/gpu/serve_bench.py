@@ -411,23 +411,23 @@ def measure(args, server, host, port, model, set_args):
     # The same images: bench runs the sizes of the measured requests (the first
     # 1024, in the order the clients sent them) as a trace.
     order = [p[j] for j in range(max(map(len, plans))) for p in plans if j < len(p)]
-    for size in ([] if args.no_bench else [int(v) for v in args.bench_request_sizes.split(",")]):
-        with tempfile.TemporaryDirectory() as tmp:
-            trace = os.path.join(tmp, "served.jsonl")
-            with open(trace, "w") as f:
-                for seed in order[:1024]:
-                    h, w = dims_of(seed)
-                    f.write(json.dumps({"modality": "image", "height": h, "width": w}) + "\n")
-            sizes = ["--set", 'workload.kind="trace"', "--set", 'workload.trace="%s"' % trace]
-            report = os.path.join(tmp, "bench.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "served.jsonl")
+        with open(trace, "w") as f:
+            for seed in order[:1024]:
+                h, w = dims_of(seed)
+                f.write(json.dumps({"modality": "image", "height": h, "width": w}) + "\n")
+        report = os.path.join(tmp, "bench.json")
+        for size in ([] if args.no_bench else [int(v) for v in args.bench_request_sizes.split(",")]):
             subprocess.run([args.encgraph, "bench", "--config", args.config, "--report", report,
-                            ] + sizes + [
+                            "--set", 'workload.kind="trace"', "--set", 'workload.trace="%s"' % trace,
                             "--set", f"workload.request_size={size}", "--set", "runtime.log_level=warn"] + set_args,
                            check=True, stdout=subprocess.DEVNULL)
-            results = json.load(open(report))["results"]
-        bench.update({(r["mode"], size): r["items_per_s"] for r in results})
-        print(json.dumps({"bench_items_per_s": {"%s, requests of %d" % k: v for k, v in bench.items()}},
-                         indent=1), flush=True)
+            with open(report) as f:
+                results = json.load(f)["results"]
+            bench.update({(r["mode"], size): r["items_per_s"] for r in results})
+            print(json.dumps({"bench_items_per_s": {"%s, requests of %d" % k: v for k, v in bench.items()}},
+                             indent=1), flush=True)
 
     what = "cache hits only" if args.ceiling else "%d%% repeats" % round(100 * args.repeat)
     rows = [("served images/s (%d clients in %d processes, %s)" % (args.clients, served["client_processes"], what),
