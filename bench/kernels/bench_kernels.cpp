@@ -5,9 +5,10 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam]
+//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam|fp8]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
+#include <encoder_kit/cuda/fp8.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/seq_buckets.hpp>
 
@@ -608,6 +609,40 @@ void bench_siglip_layer(Pool& pool, cublasLtHandle_t lt, void* ws) {
 }  // namespace
 
 // A whole positive decimal number, else 0.
+// One Linear in bf16 (GemmPlan, tuned) against FP8 (Fp8GemmPlan, tuned, on
+// operands quantised beforehand), alternating; then the FP8 product with its
+// activation quantisation (quantize_rows_e4m3) as the towers run it.
+void bench_fp8(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& name, int64_t m,
+               int64_t n, int64_t kk, bool residual) {
+  const size_t wsb = k::GemmPlan::workspace_bytes();
+  k::GemmPlan bf;
+  BENCH_CHECK(bf.initialize(m, n, kk, Ep::Bias, residual));
+  k::Fp8GemmPlan f8;
+  BENCH_CHECK(f8.initialize(m, n, kk, true, residual));
+  bf16* A = pool.bf(static_cast<size_t>(m * kk));
+  bf16* W = pool.bf(static_cast<size_t>(n * kk));
+  bf16* bias = pool.bf(static_cast<size_t>(n));
+  bf16* C = pool.bf(static_cast<size_t>(m * n));
+  bf16* R = residual ? C : nullptr;
+  auto* Aq = pool.raw<k::e4m3>(static_cast<size_t>(m * kk));
+  auto* Wq = pool.raw<k::e4m3>(static_cast<size_t>(n * kk));
+  float* sa = pool.raw<float>(static_cast<size_t>(m));
+  float* sw = pool.raw<float>(static_cast<size_t>(n));
+  BENCH_CHECK(k::quantize_rows_e4m3(A, kk, Aq, sa, m, kk, -1.0f, g_stream));
+  BENCH_CHECK(k::quantize_rows_e4m3(W, kk, Wq, sw, n, kk, -1.0f, g_stream));
+  BENCH_CHECK(bf.tune(lt, A, W, bias, R, C, m, ws, wsb, g_stream, 16));
+  BENCH_CHECK(f8.tune(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream, 16));
+  const double flops = 2.0 * m * n * kk;
+  alternate(name, shape3(m, n, kk), flops, 0.0,
+            {{"bf16 tuned", [&] { BENCH_CHECK(bf.run(lt, A, W, bias, R, C, m, ws, wsb, g_stream)); }},
+             {"fp8 tuned (operands quantised)",
+              [&] { BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream)); }},
+             {"fp8 + row quantisation", [&] {
+                BENCH_CHECK(k::quantize_rows_e4m3(A, kk, Aq, sa, m, kk, -1.0f, g_stream));
+                BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream));
+              }}});
+}
+
 int positive_int(const char* text) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
@@ -632,13 +667,13 @@ int main(int argc, char** argv) {
                                     only == "memory" || only == "mlp" || only == "small" ||
                                     only == "qkv" || only == "siglip" || only == "window" ||
                                     only == "attnshort" || only == "buckets" ||
-                                    only == "mlpsmall" || only == "sam"))
+                                    only == "mlpsmall" || only == "sam" || only == "fp8"))
       continue;
     else {
       std::fprintf(
           stderr,
           "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam] "
+          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam|fp8] "
           "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
@@ -770,6 +805,23 @@ int main(int argc, char** argv) {
     // SigLIP so400m's layer at a 64-image budget (46656 rows of 1152, MLP
     // 4304, 16 heads of 72), and its sum: where siglip_bench's time goes.
     if (only == "siglip") bench_siglip_layer(pool, lt, ws);
+
+    // "--only fp8": the Qwen2.5-VL block's four products in bf16 and FP8, at
+    // the largest budget, a request of 16 224² images and one image.
+    if (only == "fp8")
+      for (const int64_t m : {T, int64_t{4096}, int64_t{256}}) {
+        bench_fp8(pool, lt, ws, "linear qkv", m, 3840, 1280, false);
+        bench_fp8(pool, lt, ws, "linear o_proj+res", m, 1280, 1280, true);
+        bench_fp8(pool, lt, ws, "linear gate_up", m, 2 * 3456, 1280, false);
+        bench_fp8(pool, lt, ws, "linear down+res", m, 1280, 3456, true);
+        bf16* gu = pool.bf(static_cast<size_t>(m * 2 * 3456));
+        auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * 3456));
+        float* sc = pool.raw<float>(static_cast<size_t>(m));
+        add_row("silu_mul_quantize", std::to_string(m) + "x3456", time_us([&] {
+                  BENCH_CHECK(k::silu_mul_quantize_e4m3(gu, q, sc, m, 3456, g_stream));
+                }),
+                0, 5.0 * m * 3456);
+      }
 
     // Memory-bound kernels.
     if (want("memory")) {

@@ -386,6 +386,12 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   if (s.mlp == Mlp::GatedSilu && s.attention == Attention::Windowed) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
+    o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
+    if (o.precision != Precision::Bf16 && p.device != EG_DEVICE_CUDA)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           std::string(s.name) +
+               ": precision = \"fp8_linear\" runs on CUDA only (the CPU path computes in f32); "
+               "set device = \"cuda\" or drop the key");
   }
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();

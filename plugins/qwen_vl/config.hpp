@@ -98,6 +98,15 @@ enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // (read by these names, in this order)
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
+// What the CUDA forward's blocks compute their Linears in. "bf16": every
+// product in bf16 (the default); "fp8_linear": the blocks' qkv, proj, gate/up
+// and down products in FP8 E4M3 (weights per output channel at load,
+// activations per row inside the forward; encoder_kit/cuda/fp8.hpp), while the
+// patch embedding, attention, norms and the merger stay in bf16. Needs
+// compute capability 8.9 or later.
+// (read by these names, in this order)
+enum class Precision { Bf16, Fp8Linear };
+
 struct Options : encoder_kit::RunOptions {
   explicit Options(const Spec& s);  // the version's defaults
   const Spec& spec() const { return *model.spec; }
@@ -120,6 +129,7 @@ struct Options : encoder_kit::RunOptions {
   // run (the mlp_kernel key), and norm1 with the qkv product (qkv_kernel).
   MlpKernel mlp_kernel = MlpKernel::Auto;
   QkvKernel qkv_kernel = QkvKernel::Auto;
+  Precision precision = Precision::Bf16;
 };
 
 // Reads the plugin table's keys (the version's: see its plugin file) and

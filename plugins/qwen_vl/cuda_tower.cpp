@@ -101,6 +101,10 @@ Activations CudaTower::carve(const Capacity& cap, char* base) const {
   a.gate_up = gate_up_room ? take(2 * p * mlp * 2) : nullptr;
   a.act = take(p * mlp * 2);
   a.merged = take(static_cast<size_t>(cap.tokens * c.out_hidden_size) * 2);
+  if (fp8_room) {
+    a.q = reinterpret_cast<uint8_t*>(take(p * std::max(d, mlp)));
+    a.q_scale = reinterpret_cast<float*>(take(p * 4));
+  }
   a.gemm_ws = take(k::GemmPlan::workspace_bytes());
   a.total = off;
   return a;

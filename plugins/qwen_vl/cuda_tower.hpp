@@ -8,6 +8,7 @@
 #include "layout.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
+#include <encoder_kit/cuda/fp8.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
@@ -31,6 +32,10 @@ struct Activations {
   bf16* gate_up;                  // cuBLASLt's [gate | up] product (Mlp::GatedSilu)
   bf16* act;                      // [patches, inter]
   bf16* merged;                   // a merger's output in unit order, before the gather
+  // precision = "fp8_linear": a product's activation operand as e4m3 codes
+  // [patches, max(d, mlp)] and its rows' scales (null otherwise).
+  uint8_t* q;
+  float* q_scale;
   void* gemm_ws;
   size_t total;
 };
@@ -110,6 +115,7 @@ class CudaTower : public CudaModel {
   const Buffers buffers{*c.spec};
   int64_t mlp_width = 0;      // the MLP width on the device
   bool gate_up_room = false;  // carve room for cuBLASLt's [gate | up] product
+  bool fp8_room = false;      // carve room for the FP8 products' operands
   k::DeviceWeights weights;   // one allocation for every parameter
   cublasLtHandle_t handle = nullptr;
   int64_t planned_patches = 0;

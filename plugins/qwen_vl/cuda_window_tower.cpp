@@ -3,7 +3,8 @@
 // and GELU, the MLP's gate/up product with SiLU-mul in its epilogue on Hopper
 // (gemm_sm90.cu; cuBLASLt and a SiLU-mul pass elsewhere or where faster),
 // fused RMSNorm, rotary, variable-length flash attention over frames and
-// windows, and a row gather for the inverse window order.
+// windows, and a row gather for the inverse window order. With precision =
+// "fp8_linear" the blocks' four products run in FP8 (fp8_block).
 #include "cuda_tower.hpp"
 #include "layout.hpp"
 #include "spec.hpp"
@@ -58,6 +59,11 @@ struct DeviceBlock {
   // weight before the product (the other forms).
   const bf16 *gate_up_w, *gate_up_b;
   const bf16 *down_w, *down_b;
+  // precision = "fp8_linear": the same four weights (norms folded, gate/up
+  // blocked, down padded) as e4m3 codes with a scale per output row; the
+  // bf16 weights above are then not uploaded.
+  const uint8_t *qkv_q, *proj_q, *gate_up_q, *down_q;
+  const float *qkv_s, *proj_s, *gate_up_s, *down_s;
 };
 
 class WindowTower final : public CudaTower {
@@ -71,6 +77,8 @@ class WindowTower final : public CudaTower {
   const bf16* unit_norm = nullptr;  // hidden_size ones: norm1 and norm2, weights folded away
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
   k::GemmPlan gate_up, down;
+  bool fp8 = false;  // precision = "fp8_linear"
+  k::Fp8GemmPlan qkv8, proj8, gate_up8, down8;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
@@ -103,13 +111,26 @@ class WindowTower final : public CudaTower {
     for (size_t i = 0; i < w.blocks.size(); ++i) {
       const BlockWeights& b = w.blocks[i];
       DeviceBlock& d = blocks[i];
-      add(&d.qkv_w, folded(b.qkv_w, b.norm1_w));
+      const std::vector<float>* qkv_w = folded(b.qkv_w, b.norm1_w);
+      const std::vector<float>* gate_up_w = blocked(b.fc1_w, b.up_w, dm, &b.norm2_w);
+      const std::vector<float>* down_w = &pad_cols(b.fc2_w, dm, padded);
+      const std::string at = "blocks." + std::to_string(i) + ".";
+      if (fp8) {
+        const int64_t mlp = padded_intermediate(c);
+        weights.add_e4m3(&d.qkv_q, &d.qkv_s, *qkv_w, 3 * dm, at + "attn.qkv.weight");
+        weights.add_e4m3(&d.proj_q, &d.proj_s, b.proj_w, dm, at + "attn.proj.weight");
+        weights.add_e4m3(&d.gate_up_q, &d.gate_up_s, *gate_up_w, 2 * mlp,
+                         at + "mlp.gate_proj/up_proj.weight");
+        weights.add_e4m3(&d.down_q, &d.down_s, *down_w, dm, at + "mlp.down_proj.weight");
+      } else {
+        add(&d.qkv_w, qkv_w);
+        add(&d.proj_w, &b.proj_w);
+        add(&d.gate_up_w, gate_up_w);
+        add(&d.down_w, down_w);
+      }
       add(&d.qkv_b, &b.qkv_b);
-      add(&d.proj_w, &b.proj_w);
       add(&d.proj_b, &b.proj_b);
-      add(&d.gate_up_w, blocked(b.fc1_w, b.up_w, dm, &b.norm2_w));
       add(&d.gate_up_b, blocked(b.fc1_b, b.up_b, 1, nullptr));
-      add(&d.down_w, &pad_cols(b.fc2_w, dm, padded));
       add(&d.down_b, &b.fc2_b);
     }
     padded.emplace_back(static_cast<size_t>(dm), 1.0f);
@@ -125,6 +146,12 @@ class WindowTower final : public CudaTower {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
     check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
+    if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
+      check(qkv8.initialize(patches, 3 * d, d, true, false), "planning attn.qkv in FP8");
+      check(proj8.initialize(patches, d, d, true, true), "planning attn.proj in FP8");
+      check(gate_up8.initialize(patches, 2 * inter, d, true, false), "planning gate/up in FP8");
+      check(down8.initialize(patches, d, inter, true, true), "planning down_proj in FP8");
+    }
     return {&gate_up, &down};
   }
 
@@ -202,6 +229,36 @@ class WindowTower final : public CudaTower {
           "silu_mul");
   }
 
+  // precision = "fp8_linear": norm1 and qkv as a row quantisation of x whose
+  // scales carry the RMSNorm (norm1's weight is folded into qkv's columns),
+  // then the FP8 product.
+  void fp8_norm_qkv(const Activations& a, const DeviceBlock& b, int64_t p, cudaStream_t s) {
+    const int64_t d = c.hidden_size;
+    check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm1 in FP8");
+    check(qkv8.run(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
+                   k::GemmPlan::workspace_bytes(), s),
+          "qkv in FP8");
+  }
+
+  // The rest of a block in FP8: proj with its residual, norm2 and gate/up,
+  // SiLU·mul quantised for down_proj, down_proj with its residual.
+  void fp8_proj_mlp(const Activations& a, const DeviceBlock& b, int64_t p, cudaStream_t s) {
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
+    const size_t ws = k::GemmPlan::workspace_bytes();
+    check(k::quantize_rows_e4m3(a.attn, d, a.q, a.q_scale, p, d, -1.0f, s), "attention in FP8");
+    check(proj8.run(handle, a.q, a.q_scale, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, a.gemm_ws,
+                    ws, s),
+          "attn.proj in FP8");
+    check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm2 in FP8");
+    check(gate_up8.run(handle, a.q, a.q_scale, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
+                       a.gate_up, p, a.gemm_ws, ws, s),
+          "gate/up in FP8");
+    check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "SiLU-mul in FP8");
+    check(down8.run(handle, a.q, a.q_scale, b.down_q, b.down_s, b.down_b, a.x, a.x, p, a.gemm_ws,
+                    ws, s),
+          "down_proj in FP8");
+  }
+
   // The fastest of `names`' forms, run(form index) each, at this size: the
   // choice stored in the tuning cache under `key`, or timed here as replays
   // of CUDA graphs in alternating rounds (time_forms: eager runs would time
@@ -269,9 +326,38 @@ class WindowTower final : public CudaTower {
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
+  // The FP8 products timed on the first block's weights, their operands made
+  // as the forward makes them from the patch embedding's rows in a.x.
+  void tune_fp8(const Activations& a, int64_t p, size_t ws, cudaStream_t s) {
+    const DeviceBlock& b = blocks[0];
+    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
+    check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "tune");
+    check(qkv8.tune(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p,
+                    a.gemm_ws, ws, s),
+          "tune");
+    check(proj8.tune(handle, a.q, a.q_scale, b.proj_q, b.proj_s, b.proj_b, a.attn, a.attn, p,
+                     a.gemm_ws, ws, s),
+          "tune");
+    check(gate_up8.tune(handle, a.q, a.q_scale, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
+                        a.gate_up, p, a.gemm_ws, ws, s),
+          "tune");
+    check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "tune");
+    check(down8.tune(handle, a.q, a.q_scale, b.down_q, b.down_s, b.down_b, a.attn, a.attn, p,
+                     a.gemm_ws, ws, s),
+          "tune");
+  }
+
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
+    if (fp8) {
+      tune_fp8(a, p, ws, s);
+      check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
+            "tune");
+      check(merge2.tune(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
+            "tune");
+      return;
+    }
     check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
           "tune");
     choose_qkv(a, p, s);
@@ -293,9 +379,25 @@ class WindowTower final : public CudaTower {
 
 WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
+      fp8(o.precision == Precision::Fp8Linear),
       mlp_kernel(o.mlp_kernel),
       qkv_kernel(o.qkv_kernel) {
-  gate_up_room = needs_gate_up(mlp_kernel);
+  if (fp8) {
+    if (!k::fp8_supported())
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "precision = \"fp8_linear\" needs a GPU with FP8 tensor cores (compute capability "
+           "8.9 or later): set precision = \"bf16\"");
+    if (mlp_kernel != MlpKernel::Auto || qkv_kernel != QkvKernel::Auto)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "mlp_kernel and qkv_kernel choose among the bf16 forms; with precision = "
+           "\"fp8_linear\" drop them");
+    if (c.hidden_size % 16 != 0)
+      fail(EG_ERR_INVALID_ARGUMENT, "precision = \"fp8_linear\" needs hidden_size a multiple "
+                                    "of 16 (the FP8 products' rule), got " +
+                                        std::to_string(c.hidden_size));
+  }
+  gate_up_room = fp8 || needs_gate_up(mlp_kernel);
+  fp8_room = fp8;
   // (hidden_size is a multiple of 8, the kernel's rule for K: head_dim is.)
   sm90_kernels_run = k::gate_up_silu_mul_supported();
   if ((mlp_kernel == MlpKernel::Fused || mlp_kernel == MlpKernel::FusedNorm) && !sm90_kernels_run)
@@ -327,7 +429,10 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
   const QkvForm qkv_form = qkv_form_for(p);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = blocks[static_cast<size_t>(i)];
-    norm_qkv(a, b, p, qkv_form, s);
+    if (fp8)
+      fp8_norm_qkv(a, b, p, s);
+    else
+      norm_qkv(a, b, p, qkv_form, s);
     // Windows of up to 64 patches (the released models' 112-pixel windows) take
     // rotary inside the attention's loads; full attention and larger windows
     // rotate qkv in place first.
@@ -349,6 +454,10 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
                                      static_cast<int>(cap.max_window_patches), heads, hd, scale,
                                      a.attn, s),
             "window attention");
+    }
+    if (fp8) {
+      fp8_proj_mlp(a, b, p, s);
+      continue;
     }
     check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
           "attn.proj");

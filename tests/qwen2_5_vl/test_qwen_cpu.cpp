@@ -426,6 +426,21 @@ TEST_CASE("mlp_kernel and qkv_kernel take their values; anything else names the 
   }
 }
 
+TEST_CASE("precision: bf16 or fp8_linear; fp8_linear is refused on the CPU, naming the fix") {
+  auto& f = fixture();
+  encgraph::RuntimeConfig rc = qwen_test::runtime_config(f.cfg, "cpu", "random");
+  rc.plugin_config.emplace_back("precision", "fp8");
+  std::string msg = message_of([&] { encgraph::Runtime rt(rc); });
+  CHECK(msg.find("[plugin.config] precision = 'fp8' is not one of bf16, fp8_linear") !=
+        std::string::npos);
+  rc.plugin_config.back().second = "fp8_linear";
+  msg = message_of([&] { encgraph::Runtime rt(rc); });
+  CHECK(msg.find("precision = \"fp8_linear\" runs on CUDA only") != std::string::npos);
+  CHECK(msg.find("set device = \"cuda\"") != std::string::npos);
+  rc.plugin_config.back().second = "bf16";
+  CHECK_NOTHROW(encgraph::Runtime{rc});
+}
+
 TEST_CASE("ABI 1.1: model info stops at the runtime's struct_size; units and path tokens") {
   AbiInstance a;
   CHECK(a.api->abi_minor == EG_ABI_VERSION_MINOR);

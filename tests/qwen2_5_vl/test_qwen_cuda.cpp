@@ -168,6 +168,44 @@ TEST_CASE("the two qkv forms match the CPU path, in graphs and eager") {
   forms_match_cpu(wide_config(), "qkv_kernel", {"cublaslt", "fused_norm"});
 }
 
+// precision = "fp8_linear": the blocks' four products in FP8 (weights per
+// output channel, activations per row inside the forward). Against the CPU
+// path (f32) on the same random weights, in graphs and eager: within FP8's
+// error, a bounded multiple of bf16's, finite everywhere (NaN-poisoned
+// padding and workspace never reach an item). Graphs and eager agree at
+// bf16's bound: the same kernels, scales computed inside each replay.
+TEST_CASE("precision fp8_linear stays within FP8's error of the CPU path, in graphs and eager") {
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  const qwen_ref::Config c = wide_config();
+  encgraph::RuntimeConfig rc = config(c, "cuda");
+  rc.plugin_config.emplace_back("precision", "fp8_linear");
+  if (major * 10 + minor < 89) {
+    CHECK_THROWS_WITH(encgraph::Runtime{rc}, doctest::Contains("FP8 tensor cores"));
+    return;
+  }
+  const auto geo = standard_items();
+  const auto cpu = run(config(c, "cpu"), geo, false);
+  const auto bf16 = run(config(c, "cuda"), geo, true);
+  const auto graphs = run(rc, geo, true);
+  const auto eager = run(rc, geo, false);
+  constexpr double kFp8Tolerance = 8e-2;
+  compare(graphs, cpu, kFp8Tolerance, "fp8 graphs vs cpu");
+  compare(eager, cpu, kFp8Tolerance, "fp8 eager vs cpu");
+  compare(graphs, eager, kBf16Tolerance, "fp8 graphs vs fp8 eager");
+  for (size_t i = 0; i < geo.size(); ++i) {
+    const double e8 = rel_error(graphs[i], cpu[i]), e16 = rel_error(bf16[i], cpu[i]);
+    MESSAGE("item " << i << ": fp8 error " << e8 << ", bf16 error " << e16);
+    CHECK(e8 > e16);  // the products did run in FP8
+  }
+  // The key is refused with the bf16 forms' keys, which it replaces.
+  encgraph::RuntimeConfig both = rc;
+  both.plugin_config.emplace_back("mlp_kernel", "cublaslt");
+  CHECK_THROWS_WITH(encgraph::Runtime{both}, doctest::Contains("drop them"));
+}
+
 // "auto"'s timed MLP and qkv choices per graph size persist beside the
 // products' algorithms, and a second start with the same folder keeps them.
 TEST_CASE("the MLP's and qkv's timed choices per graph size land in the tuning cache") {

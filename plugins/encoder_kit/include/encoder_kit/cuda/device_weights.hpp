@@ -7,6 +7,7 @@
 
 #include "kernels.hpp"
 
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ class DeviceWeights {
   void add(const bf16** dst, std::vector<float>&& values) { plan(dst, &keep(values), false); }
   void add(const float** dst, std::vector<float>&& values) { plan(dst, &keep(values), true); }
 
+  // A [rows, cols] Linear weight in FP8 E4M3, quantised here per output
+  // channel (encoder_kit/fp8.hpp's quantize_rows_e4m3): its codes, and its
+  // rows' scales as f32. Throws encoder_kit::Error naming `name` for a value
+  // that is not finite.
+  void add_e4m3(const uint8_t** codes, const float** scales, const std::vector<float>& w,
+                int64_t rows, const std::string& name);
+
   // Allocates, converts and copies every array added, then sets each pointer.
   // Throws encoder_kit::Error (OUT_OF_MEMORY, DEVICE) led by `who`
   // ("siglip CUDA"). Once only.
@@ -35,8 +43,9 @@ class DeviceWeights {
  private:
   struct Entry {
     const void** dst;
-    const std::vector<float>* values;
+    const std::vector<float>* values;  // null: bytes
     bool f32;
+    const std::vector<uint8_t>* bytes = nullptr;  // copied as they are
   };
   template <class T>
   void plan(const T** dst, const std::vector<float>* values, bool f32) {
@@ -48,6 +57,7 @@ class DeviceWeights {
 
   std::vector<Entry> plan_;
   std::deque<std::vector<float>> kept_;  // a deque: added arrays never move
+  std::deque<std::vector<uint8_t>> kept_bytes_;
   void* device_ = nullptr;
   std::string who_;
 };

@@ -1,0 +1,320 @@
+// The FP8 path's kernels against float64: per-row quantisation (plain and
+// with a folded RMSNorm), SiLU-mul quantisation of a blocked [gate | up]
+// product, Fp8GemmPlan's scaled products (bias, residual in place, several
+// m, tuning), and the whole linear in a CUDA graph replayed on new rows, whose
+// scales must be the new rows'. Outputs are poisoned first: rows past m stay NaN.
+#include "gpu_test_util.hpp"
+
+#include <encoder_kit/cuda/fp8.hpp>
+#include <encoder_kit/fp8.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace encoder_kit_test;
+namespace k = encoder_kit::cuda;
+
+namespace {
+
+struct LtHandle {
+  cublasLtHandle_t h = nullptr;
+  LtHandle() { REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS); }
+  ~LtHandle() { cublasLtDestroy(h); }
+};
+
+bool skip_without_fp8() {
+  if (k::fp8_supported()) return false;
+  MESSAGE("the device has no FP8 tensor cores (compute capability below 8.9): FP8 cases skipped");
+  return true;
+}
+
+double dec(uint8_t code) {
+  return encoder_kit::e4m3_to_f32(code);
+}
+
+// Each code of a quantised row within half an e4m3 step of x / scale.
+void check_codes(const std::vector<uint8_t>& q, const std::vector<double>& x, double scale,
+                 int64_t r, int64_t cols) {
+  size_t outside = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const double ref = x[static_cast<size_t>(c)] / scale;
+    const double got = dec(q[static_cast<size_t>(r * cols + c)]);
+    if (std::fabs(got - ref) > std::fabs(ref) * 0.0625 * 1.001 + std::pow(2.0, -10)) ++outside;
+  }
+  CHECK(outside == 0);
+}
+
+}  // namespace
+
+GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN rows show") {
+  require_gpu();
+  const int64_t rows = 67, cols = 1280, ld = 1296;
+  for (const float eps : {-1.0f, 1e-6f}) {
+    CAPTURE(eps);
+    std::vector<bf16> x(static_cast<size_t>(rows * ld));
+    for (int64_t r = 0; r < rows; ++r) {  // rows of different magnitudes, one zero row
+      const auto v = random_bf16(static_cast<size_t>(ld), std::pow(4.0f, float(r % 9) - 4.0f));
+      std::copy(v.begin(), v.end(), x.begin() + r * ld);
+    }
+    std::fill(x.begin() + 3 * ld, x.begin() + 4 * ld, to_bf(0.0f));
+    x[static_cast<size_t>(7 * ld + 11)] = to_bf(NAN);
+    DeviceBuffer<bf16> dx(x.size());
+    DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> ds(static_cast<size_t>(rows + 8));
+    dx.upload(x);
+    dq.poison();
+    ds.poison();
+    CHECK_OK(k::quantize_rows_e4m3(dx.get(), ld, dq.get(), ds.get(), rows - 1, cols, eps, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto q = dq.download();
+    const auto s = ds.download();
+    for (int64_t r = 0; r < rows - 1; ++r) {
+      CAPTURE(r);
+      std::vector<double> row(static_cast<size_t>(cols));
+      double amax = 0.0, sumsq = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        row[static_cast<size_t>(c)] = to_f(x[static_cast<size_t>(r * ld + c)]);
+        amax = std::max(amax, std::fabs(row[static_cast<size_t>(c)]));
+        sumsq += row[static_cast<size_t>(c)] * row[static_cast<size_t>(c)];
+      }
+      if (r == 7) {  // the NaN row: a NaN scale, never a finite product
+        CHECK(std::isnan(s[7]));
+        continue;
+      }
+      const double scale = amax > 0 ? amax / 448.0 : 1.0;
+      const double norm = eps >= 0 ? 1.0 / std::sqrt(sumsq / cols + eps) : 1.0;
+      CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale * norm).epsilon(1e-5));
+      check_codes(q, row, scale, r, cols);
+    }
+    CHECK(std::isnan(s[static_cast<size_t>(rows - 1)]));  // past the rows: untouched
+    size_t written_past = 0;
+    for (int64_t i = (rows - 1) * cols; i < rows * cols; ++i)
+      written_past += q[static_cast<size_t>(i)] != 0xff;
+    CHECK(written_past == 0);
+  }
+}
+
+GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row") {
+  require_gpu();
+  const int64_t rows = 45, inter = 3 * k::kGateUpBlock;
+  const auto gu = random_bf16(static_cast<size_t>(rows * 2 * inter), 2.0f);
+  DeviceBuffer<bf16> dgu(gu.size());
+  DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * inter));
+  DeviceBuffer<float> ds(static_cast<size_t>(rows));
+  dgu.upload(gu);
+  dq.poison();
+  ds.poison();
+  CHECK_OK(k::silu_mul_quantize_e4m3(dgu.get(), dq.get(), ds.get(), rows, inter, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto q = dq.download();
+  const auto s = ds.download();
+  const int64_t blk = k::kGateUpBlock;
+  for (int64_t r = 0; r < rows; ++r) {
+    CAPTURE(r);
+    std::vector<double> act(static_cast<size_t>(inter));
+    double amax = 0.0;
+    for (int64_t f = 0; f < inter; ++f) {
+      const int64_t col = (f / blk) * 2 * blk + f % blk;
+      const double g = to_f(gu[static_cast<size_t>(r * 2 * inter + col)]);
+      const double u = to_f(gu[static_cast<size_t>(r * 2 * inter + col + blk)]);
+      act[static_cast<size_t>(f)] = round_bf(round_bf(g / (1.0 + std::exp(-g))) * u);
+      amax = std::max(amax, std::fabs(act[static_cast<size_t>(f)]));
+    }
+    const double scale = amax / 448.0;
+    CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale).epsilon(1e-2));
+    // The device's exp may round silu to the neighbouring bf16: one bf16 step more.
+    size_t outside = 0;
+    for (int64_t f = 0; f < inter; ++f) {
+      const double ref = act[static_cast<size_t>(f)];
+      const double got = dec(q[static_cast<size_t>(r * inter + f)]) * s[static_cast<size_t>(r)];
+      if (std::fabs(got - ref) > std::fabs(ref) * (0.0625 + 0.01) + scale * std::pow(2.0, -9))
+        ++outside;
+    }
+    CHECK(outside == 0);
+  }
+}
+
+namespace {
+
+struct Fp8Case {
+  int64_t m_max, n, k;
+  bool bias, residual;
+};
+
+// Random codes (any finite e4m3, both signs) and positive scales.
+std::vector<uint8_t> random_codes(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& c : v) {
+    c = static_cast<uint8_t>(rng()() & 0xff);
+    if ((c & 0x7f) == 0x7f) c = static_cast<uint8_t>(c & 0xfe);  // no NaN codes
+  }
+  return v;
+}
+std::vector<float> random_scales(size_t n, float base) {
+  std::uniform_real_distribution<float> d(0.5f, 2.0f);
+  std::vector<float> v(n);
+  for (auto& s : v) s = base * d(rng());
+  return v;
+}
+
+void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune) {
+  LtHandle lt;
+  k::Fp8GemmPlan plan;
+  CHECK_OK(plan.initialize(fc.m_max, fc.n, fc.k, fc.bias, fc.residual));
+  DeviceBuffer<unsigned char> ws(k::GemmPlan::workspace_bytes());
+  for (const int64_t m : ms) {
+    CAPTURE(m);
+    const auto A = random_codes(static_cast<size_t>(m * fc.k));
+    const auto W = random_codes(static_cast<size_t>(fc.n * fc.k));
+    // Codes reach 448: scales keep the products O(1).
+    const float base = 1.0f / (100.0f * std::sqrt(static_cast<float>(fc.k)));
+    const auto sa = random_scales(static_cast<size_t>(m), base);
+    const auto sw = random_scales(static_cast<size_t>(fc.n), 1.0f / 100.0f);
+    const auto bias = random_bf16(static_cast<size_t>(fc.n), 0.5f);
+    const auto res = random_bf16(static_cast<size_t>(m * fc.n));
+    DeviceBuffer<uint8_t> dA(A.size()), dW(W.size());
+    DeviceBuffer<float> dsa(sa.size()), dsw(sw.size());
+    DeviceBuffer<bf16> dbias(bias.size()), dC(static_cast<size_t>(fc.m_max * fc.n));
+    dA.upload(A);
+    dW.upload(W);
+    dsa.upload(sa);
+    dsw.upload(sw);
+    dbias.upload(bias);
+    auto reset = [&] {
+      dC.poison();
+      if (fc.residual) CUDA_OK(cudaMemcpy(dC.get(), res.data(), res.size() * sizeof(bf16),
+                                          cudaMemcpyHostToDevice));
+    };
+    const bf16* b = fc.bias ? dbias.get() : nullptr;
+    const bf16* r = fc.residual ? dC.get() : nullptr;  // in place, as the towers run it
+    if (tune) {
+      reset();
+      CHECK_OK(plan.tune(lt.h, dA.get(), dsa.get(), dW.get(), dsw.get(), b, r, dC.get(), m,
+                         ws.get(), ws.size(), nullptr));
+    }
+    reset();
+    CHECK_OK(plan.run(lt.h, dA.get(), dsa.get(), dW.get(), dsw.get(), b, r, dC.get(), m, ws.get(),
+                      ws.size(), nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> ref(static_cast<size_t>(m * fc.n)), mag(ref.size());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < fc.n; ++j) {
+        double acc = 0.0, size = 0.0;
+        for (int64_t p = 0; p < fc.k; ++p) {
+          const double t = dec(A[static_cast<size_t>(i * fc.k + p)]) *
+                           dec(W[static_cast<size_t>(j * fc.k + p)]);
+          acc += t;
+          size += std::fabs(t);
+        }
+        const double scale = double(sa[static_cast<size_t>(i)]) * sw[static_cast<size_t>(j)];
+        double v = acc * scale, vm = size * scale;
+        if (fc.bias) v += to_f(bias[static_cast<size_t>(j)]);
+        if (fc.residual) v += to_f(res[static_cast<size_t>(i * fc.n + j)]);
+        ref[static_cast<size_t>(i * fc.n + j)] = v;
+        mag[static_cast<size_t>(i * fc.n + j)] = std::fabs(v) + 1e-3 * vm;
+      }
+    const auto got = dC.download();
+    CHECK_CLOSE(compare(
+                    got, ref, 1e-2, 1e-4,
+                    [&](size_t i) { return i < ref.size(); }, &mag),
+                1e-2);
+    size_t past_m = 0;
+    for (size_t i = ref.size(); i < got.size(); ++i) past_m += std::isnan(to_f(got[i])) ? 0 : 1;
+    CHECK(past_m == 0);
+  }
+}
+
+}  // namespace
+
+GPU_TEST_CASE("fp8: Fp8GemmPlan against float64 (plain, bias, bias + residual in place, tuned)") {
+  require_gpu();
+  if (skip_without_fp8()) return;
+  check_product({256, 96, 64, false, false}, {256, 77, 1}, false);
+  check_product({128, 384, 1280, true, false}, {128, 33}, false);
+  check_product({128, 1280, 512, true, true}, {128, 9}, false);
+  check_product({512, 256, 256, true, true}, {512, 300}, true);
+}
+
+GPU_TEST_CASE("fp8: Fp8GemmPlan refuses what it cannot run") {
+  require_gpu();
+  if (skip_without_fp8()) return;
+  k::Fp8GemmPlan plan;
+  CHECK(plan.initialize(64, 100, 64, false, false) != 0);  // n not a multiple of 16
+  CHECK(plan.initialize(64, 96, 72, false, false) != 0);   // k not a multiple of 16
+  CHECK_OK(plan.initialize(64, 96, 64, true, false));
+  LtHandle lt;
+  DeviceBuffer<uint8_t> a(64 * 64), w(96 * 64);
+  DeviceBuffer<float> sa(64), sw(96);
+  DeviceBuffer<bf16> c(64 * 96);
+  DeviceBuffer<unsigned char> ws(k::GemmPlan::workspace_bytes());
+  // The plan has a bias: none given is refused, as is m past m_max.
+  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), nullptr, nullptr, c.get(), 64,
+                 ws.get(), ws.size(), nullptr) != 0);
+  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), c.get(), nullptr, c.get(), 65,
+                 ws.get(), ws.size(), nullptr) != 0);
+}
+
+GPU_TEST_CASE("fp8: a Linear in a CUDA graph, replayed on new rows, against the bf16 linear") {
+  require_gpu();
+  if (skip_without_fp8()) return;
+  const int64_t m = 200, n = 384, kk = 640;
+  LtHandle lt;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // The weight as a checkpoint gives it (float), quantised per output channel.
+  std::vector<float> wf(static_cast<size_t>(n * kk));
+  const auto wb = random_bf16(wf.size(), 1.0f / std::sqrt(float(kk)));
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = to_f(wb[i]);
+  const encoder_kit::E4m3Rows wq = encoder_kit::quantize_rows_e4m3(wf.data(), n, kk);
+  const auto bias = random_bf16(static_cast<size_t>(n), 0.2f);
+  DeviceBuffer<uint8_t> dW(wq.codes.size()), dxq(static_cast<size_t>(m * kk));
+  DeviceBuffer<float> dsw(wq.scales.size()), dsx(static_cast<size_t>(m));
+  DeviceBuffer<bf16> dx(static_cast<size_t>(m * kk)), dbias(bias.size()),
+      dy(static_cast<size_t>(m * n));
+  DeviceBuffer<unsigned char> ws(k::GemmPlan::workspace_bytes());
+  dW.upload(wq.codes);
+  dsw.upload(wq.scales);
+  dbias.upload(bias);
+  k::Fp8GemmPlan plan;
+  CHECK_OK(plan.initialize(m, n, kk, true, false));
+  CHECK_OK(plan.tune(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(), nullptr,
+                     dy.get(), m, ws.get(), ws.size(), s));
+  auto linear = [&] {
+    CHECK_OK(k::quantize_rows_e4m3(dx.get(), kk, dxq.get(), dsx.get(), m, kk, -1.0f, s));
+    CHECK_OK(plan.run(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(), nullptr,
+                      dy.get(), m, ws.get(), ws.size(), s));
+  };
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  linear();
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  // Rows of a new magnitude each replay: the scales are computed in the graph.
+  for (const float magnitude : {1.0f, 300.0f, 1e-3f}) {
+    CAPTURE(magnitude);
+    const auto x = random_bf16(static_cast<size_t>(m * kk), magnitude);
+    dx.upload(x);
+    dy.poison();
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    std::vector<double> ref(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = to_f(bias[static_cast<size_t>(j)]);
+        for (int64_t p = 0; p < kk; ++p)
+          acc += double(to_f(x[static_cast<size_t>(i * kk + p)])) * wf[static_cast<size_t>(j * kk + p)];
+        ref[static_cast<size_t>(i * n + j)] = acc;
+      }
+    // Two e4m3 operands: a few percent of the output's size, element-wise
+    // bounded against the output's RMS (a sum's error follows its terms).
+    const Comparison c = compare(dy.download(), ref, 0.0, 0.25 * rms(ref));
+    INFO("rel L2 " << c.rel_l2 << ", max err " << c.max_err << ", NaN " << c.nan);
+    CHECK(c.nan == 0);
+    CHECK(c.outside == 0);
+    CHECK(c.rel_l2 < 0.05);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
