@@ -31,6 +31,9 @@ Judged, per item and output (rel = ||a - b|| / ||b||): ours-vs-fp32 at most 1.1x
 transformers' own bf16-vs-fp32, and ours-vs-transformers-bf16 within sqrt(2) x 1.1 x that
 noise. Two independent bf16 implementations of these towers cannot agree to 2e-2:
 transformers' bf16 output is itself 1.9-2.0e-2 from its fp32 output (Qwen2.5-VL, hf init).
+With --precision fp8_linear (Qwen2.5-VL) the CUDA runs set the plugin's precision key and
+the bound is FP8_SLACK x transformers' own bf16 noise, plus a cosine of at least
+FP8_MIN_COSINE between each item's mean output row (pooled) and fp32's.
 """
 import copy
 import json
@@ -44,6 +47,8 @@ from bench_common import (ACCURACY_SLACK, exit_code, log, log_versions, rel,
                           run_encgraph_encode, verdict, write_png, write_table)
 
 TOLERANCE = 2e-2  # the figure reported beside the judged ratio (Qwen2.5-VL)
+FP8_SLACK = 3.0  # --precision fp8_linear: ours within 3x transformers' bf16 noise
+FP8_MIN_COSINE = 0.999
 
 # Per version: the processor's constants, the items (name, frames, height, width), and the
 # tower's dimensions. Sides are multiples of patch x merge unless the name says resized.
@@ -107,6 +112,9 @@ def add_arguments(ap, model):
     ap.add_argument("--informational", action="store_true",
                     help="report only: exit 0 whatever the errors")
     if model == "qwen2_5_vl":
+        ap.add_argument("--precision", choices=("bf16", "fp8_linear"), default="bf16",
+                        help="the plugin's precision key on the CUDA runs (table "
+                             "qwen_vs_transformers_fp8_linear.table)")
         ap.add_argument("--init", choices=("hf", "fan_in"), default="hf",
                         help="hf: transformers' initialisation (judged); fan_in: the stress "
                              "test (table qwen_vs_transformers_fan_in.table)")
@@ -289,12 +297,24 @@ def read_dump(path):
     return outs
 
 
-def run_qwen_dump(bundle, weights, depth, files, out_path, device, eager, full):
+def pooled_cosine(a, b):
+    """Cosine between the mean rows of two [tokens, width] outputs (NaN when one is None)."""
+    import torch
+    if a is None or b is None or a.shape != b.shape:
+        return float("nan")
+    x, y = a.double().mean(0), b.double().mean(0)
+    return float(torch.dot(x, y) / (x.norm() * y.norm()))
+
+
+def run_qwen_dump(bundle, weights, depth, files, out_path, device, eager, full,
+                  precision="bf16"):
     """Qwen2.5-VL through tests' qwen_dump: {item index: [output]}."""
     cmd = [os.path.join(bundle, "bin", "qwen_dump"), "--device", device, "--weights", weights,
            "--out", out_path, "--set", f"depth={depth}",
            "--set", "fullatt_block_indexes=[" + ",".join(map(str, full)) + "]",
            "--budgets", "256,1024,4096", "--max-items", "8"]
+    if device == "cuda" and precision != "bf16":
+        cmd += ["--set", f"precision={precision}"]
     if eager:
         cmd.append("--eager")
     for f in files:
@@ -390,6 +410,8 @@ def run(args, model):
     v = VERSIONS[model]
     items = v["items"]
     init = getattr(args, "init", "hf")
+    precision = getattr(args, "precision", "bf16")
+    slack = FP8_SLACK if precision != "bf16" else ACCURACY_SLACK
     tf_version = log_versions()
     bundle = os.path.abspath(args.bundle)
     work = tempfile.mkdtemp(prefix=f"{model}_vs_tf_")
@@ -428,7 +450,7 @@ def run(args, model):
             files.append(f"{path}:{px.shape[0]}:{px.shape[1]}:{px.shape[2]}")
         dump = lambda device, eager, idx, tag: run_qwen_dump(  # noqa: E731
             bundle, weights, args.depth, [files[i] for i in idx],
-            os.path.join(work, f"{tag}.bin"), device, eager, blocks)
+            os.path.join(work, f"{tag}.bin"), device, eager, blocks, precision)
         everything = list(range(len(items)))
         graphs = dump("cuda", False, everything, "g")
         eager = dump("cuda", True, everything, "e")
@@ -457,7 +479,8 @@ def run(args, model):
             (f", deepstack {blocks}" if model == "qwen3_vl" else "") +
             (", random bf16 weights in a checkpoint folder" if model == "glm4v" else
              f", random bf16 weights as {v['prefix']}*") +
-            (f", init {init}" if init != "hf" else ""))
+            (f", init {init}" if init != "hf" else "") +
+            (f", precision {precision} on CUDA" if precision != "bf16" else ""))
     lines = [f"{model} vs transformers {tf_version} ({what}); rel = ||a-b||/||b||",
              f"{'item':24} {'output':7} {'tokens':>6} {'graphs/hf16':>11} {'eager/hf16':>10} "
              f"{'graphs/hf32':>11} {'hf16/hf32':>9} {'ratio':>6} {'cpu/hf32':>8}"]
@@ -479,17 +502,23 @@ def run(args, model):
             ratio = max(e[2], rel(e_, r32[o])) / e[3]
             worst = max(worst, e[0], e[1])
             worst_ratio = max(worst_ratio, ratio)
-            good = ratio <= ACCURACY_SLACK and \
-                max(e[0], e[1]) < math.sqrt(2.0) * e[3] * ACCURACY_SLACK
+            good = ratio <= slack and max(e[0], e[1]) < math.sqrt(2.0) * e[3] * slack
+            cosine = ""
+            if precision != "bf16":
+                cos = pooled_cosine(g, r32[o])
+                good &= cos >= FP8_MIN_COSINE
+                cosine = f" cos {cos:.5f}"
             ok &= good  # a NaN (a missing output or a shape mismatch) fails too
             lines.append(f"{name if o == 0 else '':24} {names[o]:7} {r16[o].shape[0]:6d} "
                          f"{e[0]:11.2e} {e[1]:10.2e} {e[2]:11.2e} {e[3]:9.2e} {ratio:6.3f} "
-                         f"{e[4]:8.2e}{'' if good else '  <-'}")
+                         f"{e[4]:8.2e}{cosine}{'' if good else '  <-'}")
     note = ("" if model == "glm4v" else
             f" (2e-2 reported, not judged: < {TOLERANCE} is beyond two bf16 implementations)")
     lines.append(f"worst ours vs transformers bf16: {worst:.2e}{note}; worst (ours vs fp32) / "
-                 f"(transformers bf16 vs fp32): {worst_ratio:.3f} (judged: <= {ACCURACY_SLACK}): "
+                 f"(transformers bf16 vs fp32): {worst_ratio:.3f} (judged: <= {slack}"
+                 f"{'' if precision == 'bf16' else f', pooled cosine >= {FP8_MIN_COSINE}'}): "
                  f"{verdict(ok, args.informational)}")
-    table = v["table"] + ("" if init == "hf" else "_" + init)
+    table = v["table"] + ("" if init == "hf" else "_" + init) + \
+        ("" if precision == "bf16" else "_" + precision)
     write_table(args.out_dir, table + ".table", lines)
     return exit_code(ok, args.informational)
