@@ -5,7 +5,8 @@
 // (a batch is a CUDA graph of its calls, replayed), on random (never zero) data. Prints a table;
 // --table PATH also writes it.
 //   bench_kernels [--table PATH] [--tokens N]
-//     [--only gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam|fp8]
+//     [--only
+//     gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam|fp8]
 //                 [--attn-len N]  (with --only attnshort: that sequence length alone)
 #include <encoder_kit/cuda/check.hpp>  // detail::sm90_attention_supported
 #include <encoder_kit/cuda/fp8.hpp>
@@ -618,7 +619,7 @@ void bench_fp8(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& nam
   k::GemmPlan bf;
   BENCH_CHECK(bf.initialize(m, n, kk, Ep::Bias, residual));
   k::Fp8GemmPlan f8;
-  BENCH_CHECK(f8.initialize(m, n, kk, true, residual));
+  BENCH_CHECK(f8.initialize(m, n, kk, Ep::Bias, residual));
   bf16* A = pool.bf(static_cast<size_t>(m * kk));
   bf16* W = pool.bf(static_cast<size_t>(n * kk));
   bf16* bias = pool.bf(static_cast<size_t>(n));
@@ -633,14 +634,15 @@ void bench_fp8(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& nam
   BENCH_CHECK(bf.tune(lt, A, W, bias, R, C, m, ws, wsb, g_stream, 16));
   BENCH_CHECK(f8.tune(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream, 16));
   const double flops = 2.0 * m * n * kk;
-  alternate(name, shape3(m, n, kk), flops, 0.0,
-            {{"bf16 tuned", [&] { BENCH_CHECK(bf.run(lt, A, W, bias, R, C, m, ws, wsb, g_stream)); }},
-             {"fp8 tuned (operands quantised)",
-              [&] { BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream)); }},
-             {"fp8 + row quantisation", [&] {
-                BENCH_CHECK(k::quantize_rows_e4m3(A, kk, Aq, sa, m, kk, -1.0f, g_stream));
-                BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream));
-              }}});
+  alternate(
+      name, shape3(m, n, kk), flops, 0.0,
+      {{"bf16 tuned", [&] { BENCH_CHECK(bf.run(lt, A, W, bias, R, C, m, ws, wsb, g_stream)); }},
+       {"fp8 tuned (operands quantised)",
+        [&] { BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream)); }},
+       {"fp8 + row quantisation", [&] {
+          BENCH_CHECK(k::quantize_rows_e4m3(A, kk, Aq, sa, m, kk, -1.0f, g_stream));
+          BENCH_CHECK(f8.run(lt, Aq, sa, Wq, sw, bias, R, C, m, ws, wsb, g_stream));
+        }}});
 }
 
 int positive_int(const char* text) {
@@ -670,11 +672,11 @@ int main(int argc, char** argv) {
                                     only == "mlpsmall" || only == "sam" || only == "fp8"))
       continue;
     else {
-      std::fprintf(
-          stderr,
-          "usage: bench_kernels [--table PATH] [--tokens N] [--only "
-          "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|siglip|sam|fp8] "
-          "[--attn-len N (with --only attnshort)]\n");
+      std::fprintf(stderr,
+                   "usage: bench_kernels [--table PATH] [--tokens N] [--only "
+                   "gemm|small|attn|attnfull|attnshort|buckets|window|memory|mlp|mlpsmall|qkv|"
+                   "siglip|sam|fp8] "
+                   "[--attn-len N (with --only attnshort)]\n");
       return 2;
     }
   }

@@ -386,6 +386,9 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   if (s.mlp == Mlp::GatedSilu && s.attention == Attention::Windowed) {
     o.mlp_kernel = choice<MlpKernel>(r, "mlp_kernel", {"auto", "fused", "fused_norm", "cublaslt"});
     o.qkv_kernel = choice<QkvKernel>(r, "qkv_kernel", {"auto", "fused_norm", "cublaslt"});
+  }
+  // Qwen2.5-VL's and Qwen3-VL's CUDA forwards run their blocks' products in FP8.
+  if (s.outputs != Outputs::Downsample) {
     o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
     if (o.precision != Precision::Bf16 && p.device != EG_DEVICE_CUDA)
       fail(EG_ERR_INVALID_ARGUMENT,

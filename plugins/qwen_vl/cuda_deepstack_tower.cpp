@@ -2,7 +2,8 @@
 // Norm::Layer, Mlp::GeluTanh, deepstack outputs): cuBLASLt products with fused
 // bias, residual add and GELU (tanh in the blocks, erf in the mergers),
 // LayerNorm, rotary, variable-length flash attention; plus the interpolated
-// position embedding (pos_embed_kernel.cu).
+// position embedding (pos_embed_kernel.cu). With precision = "fp8_linear"
+// the blocks' four products run in FP8 (fp8_block).
 #include "cuda_tower.hpp"
 #include "layout.hpp"
 #include "pos_embed_kernel.hpp"
@@ -27,6 +28,10 @@ int64_t padded_intermediate(const VisionConfig& c) {
 struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+  // precision = "fp8_linear": the four weights as e4m3 codes with a scale per
+  // output row (fc1 and fc2 padded as above); the bf16 ones are then not uploaded.
+  const uint8_t *qkv_q, *proj_q, *fc1_q, *fc2_q;
+  const float *qkv_s, *proj_s, *fc1_s, *fc2_s;
 };
 
 struct DeviceMerger {
@@ -45,6 +50,8 @@ class DeepstackTower final : public CudaTower {
   DeviceMerger merger{};
   std::vector<DeviceMerger> deepstack;
   k::GemmPlan fc1, fc2;
+  bool fp8 = false;  // precision = "fp8_linear"
+  k::Fp8GemmPlan qkv8, proj8, fc1_8, fc2_8;
 
   void upload(const Weights& w) override {
     if (w.deepstack.size() != c.deepstack_visual_indexes.size())
@@ -80,13 +87,23 @@ class DeepstackTower final : public CudaTower {
       add(&d.norm1_b, b.norm1_b);
       add(&d.norm2_w, b.norm2_w);
       add(&d.norm2_b, b.norm2_b);
-      add(&d.qkv_w, b.qkv_w);
+      const std::vector<float>&fc1_w = pad_rows(b.fc1_w, dm),
+            &fc2_w = pad_cols(b.fc2_w, dm, padded);
+      if (fp8) {
+        const std::string at = "blocks." + std::to_string(i) + ".";
+        weights.add_e4m3(&d.qkv_q, &d.qkv_s, b.qkv_w, 3 * dm, at + "attn.qkv.weight");
+        weights.add_e4m3(&d.proj_q, &d.proj_s, b.proj_w, dm, at + "attn.proj.weight");
+        weights.add_e4m3(&d.fc1_q, &d.fc1_s, fc1_w, ip, at + "mlp.linear_fc1.weight");
+        weights.add_e4m3(&d.fc2_q, &d.fc2_s, fc2_w, dm, at + "mlp.linear_fc2.weight");
+      } else {
+        add(&d.qkv_w, b.qkv_w);
+        add(&d.proj_w, b.proj_w);
+        add(&d.fc1_w, fc1_w);
+        add(&d.fc2_w, fc2_w);
+      }
       add(&d.qkv_b, b.qkv_b);
-      add(&d.proj_w, b.proj_w);
       add(&d.proj_b, b.proj_b);
-      add(&d.fc1_w, pad_rows(b.fc1_w, dm));
       add(&d.fc1_b, pad_rows(b.fc1_b, 1));
-      add(&d.fc2_w, pad_cols(b.fc2_w, dm, padded));
       add(&d.fc2_b, b.fc2_b);
     }
     add_merger(merger, w.merger);
@@ -100,20 +117,105 @@ class DeepstackTower final : public CudaTower {
     check(fc1.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
           "planning mlp.linear_fc1");
     check(fc2.initialize(patches, d, inter, Epilogue::Bias, true), "planning mlp.linear_fc2");
+    if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
+      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv in FP8");
+      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj in FP8");
+      check(fc1_8.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
+            "planning mlp.linear_fc1 in FP8");
+      check(fc2_8.initialize(patches, d, inter, Epilogue::Bias, true),
+            "planning mlp.linear_fc2 in FP8");
+    }
     return {&fc1, &fc2};
+  }
+
+  // precision = "fp8_linear": `x`'s rows normalised (LayerNorm into
+  // a.normed), then quantised per row for the next product.
+  void norm_quantize(const bf16* w, const bf16* b, const Activations& a, int64_t p, cudaStream_t s,
+                     const char* what) const {
+    const int64_t d = c.hidden_size;
+    check(k::layer_norm_bf16(a.x, w, b, a.normed, p, d, c.norm_eps, s), what);
+    check(k::quantize_rows_e4m3(a.normed, d, a.q, a.q_scale, p, d, -1.0f, s), what);
+  }
+
+  // A block with its products in FP8; `buckets` null: the products timed
+  // instead (no attention: its rows are the operands as they are).
+  void fp8_block(const DeviceBlock& b, const Pass& f, const std::vector<SeqBucket>* buckets) {
+    const bool tune_now = buckets == nullptr;
+    const Activations& a = f.a;
+    const int64_t p = f.p, d = f.d, inter = padded_intermediate(c);
+    const size_t ws = f.gemm_ws;
+    const cudaStream_t s = f.s;
+    auto product = [&](k::Fp8GemmPlan& plan, const uint8_t* w, const float* sw, const bf16* bias,
+                       const bf16* residual, bf16* out, const char* what) {
+      check(tune_now
+                ? plan.tune(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s)
+                : plan.run(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s),
+            what);
+    };
+    norm_quantize(b.norm1_w, b.norm1_b, a, p, s, "norm1 in FP8");
+    product(qkv8, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, "attn.qkv in FP8");
+    if (!tune_now) attention(f, *buckets);
+    check(k::quantize_rows_e4m3(a.attn, d, a.q, a.q_scale, p, d, -1.0f, s), "attention in FP8");
+    product(proj8, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, "attn.proj in FP8");
+    norm_quantize(b.norm2_w, b.norm2_b, a, p, s, "norm2 in FP8");
+    product(fc1_8, b.fc1_q, b.fc1_s, b.fc1_b, nullptr, a.act, "mlp.linear_fc1 in FP8");
+    check(k::quantize_rows_e4m3(a.act, inter, a.q, a.q_scale, p, inter, -1.0f, s),
+          "mlp.linear_fc1 in FP8");
+    product(fc2_8, b.fc2_q, b.fc2_s, b.fc2_b, a.x, a.x, "mlp.linear_fc2 in FP8");
+  }
+
+  // A block in bf16: LayerNorm, qkv, attention, proj with its residual,
+  // LayerNorm, fc1 with GELU (tanh), fc2 with its residual.
+  void bf16_block(const DeviceBlock& b, const Pass& f, const std::vector<SeqBucket>& buckets) {
+    const Activations& a = f.a;
+    const int64_t p = f.p, d = f.d;
+    const size_t ws = f.gemm_ws;
+    const cudaStream_t s = f.s;
+    check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s), "norm1");
+    check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+          "attn.qkv");
+    attention(f, buckets);
+    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, ws, s), "attn.proj");
+    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s), "norm2");
+    check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
+          "mlp.linear_fc1");
+    check(fc2.run(handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, ws, s),
+          "mlp.linear_fc2");
+  }
+
+  // Rotary on qkv, then full attention per item into a.attn.
+  void attention(const Pass& f, const std::vector<SeqBucket>& buckets) const {
+    check(k::rotary_bf16(f.a.qkv, f.p, f.heads, f.hd, f.in.cos, f.in.sin, f.hd / 2, f.s), "rotary");
+    for (const SeqBucket& bk : buckets)
+      check(k::varlen_attention_bf16(f.a.qkv, f.in.cu_seqlens + bk.first,
+                                     static_cast<int>(bk.count), static_cast<int>(bk.max_seqlen),
+                                     f.heads, f.hd, f.scale, f.a.attn, f.s),
+            "attention");
   }
 
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
-    check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
-          "tune");
-    check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
-          "tune");
-    check(fc1.tune(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
-          "tune");
-    check(fc2.tune(handle, a.act, b.fc2_w, b.fc2_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
-          "tune");
+    if (fp8) {
+      // Timed on a copy of the forward's first block (its residual rows are
+      // overwritten: the forward that follows recomputes them).
+      Pass f{};
+      f.a = a;
+      f.p = p;
+      f.d = c.hidden_size;
+      f.s = s;
+      f.gemm_ws = ws;
+      fp8_block(b, f, nullptr);
+    } else {
+      check(qkv.tune(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, ws, s),
+            "tune");
+      check(proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+            "tune");
+      check(fc1.tune(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, ws, s),
+            "tune");
+      check(fc2.tune(handle, a.act, b.fc2_w, b.fc2_b, a.normed, a.normed, p, a.gemm_ws, ws, s),
+            "tune");
+    }
     check(merge1.tune(handle, a.normed, merger.fc1_w, merger.fc1_b, nullptr, a.attn, tokens,
                       a.gemm_ws, ws, s),
           "tune");
@@ -146,15 +248,18 @@ class DeepstackTower final : public CudaTower {
 };
 
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
-    : CudaTower(o.model, device_index, padded_intermediate(o.model)) {
+    : CudaTower(o.model, device_index, padded_intermediate(o.model)),
+      fp8(o.precision == Precision::Fp8Linear) {
+  if (fp8) require_fp8();
+  fp8_room = fp8;
   start(o, w, std::move(warn));
 }
 
 void DeepstackTower::run(const Pass& f, void* const* outputs) {
   const auto& [cap, a, in, s, p, tokens, d, heads, hd, scale, gemm_ws] = f;
   const int32_t* pos_index = in.pos_index;
-  const float *pos_weight = in.pos_weight, *cos = in.cos, *sin = in.sin;
-  const int32_t *cu_seqlens = in.cu_seqlens, *token_index = in.token_index;
+  const float* pos_weight = in.pos_weight;
+  const int32_t* token_index = in.token_index;
 
   // Patch embedding (Conv3d with stride = kernel: one product with bias),
   // then the learned positions interpolated to each item's grid.
@@ -166,21 +271,10 @@ void DeepstackTower::run(const Pass& f, void* const* outputs) {
   const std::vector<SeqBucket> buckets = full_attention_buckets(cap);
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = blocks[static_cast<size_t>(i)];
-    check(k::layer_norm_bf16(a.x, b.norm1_w, b.norm1_b, a.normed, p, d, c.norm_eps, s), "norm1");
-    check(qkv.run(handle, a.normed, b.qkv_w, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws, gemm_ws, s),
-          "attn.qkv");
-    check(k::rotary_bf16(a.qkv, p, heads, hd, cos, sin, hd / 2, s), "rotary");
-    for (const SeqBucket& bk : buckets)
-      check(k::varlen_attention_bf16(a.qkv, cu_seqlens + bk.first, static_cast<int>(bk.count),
-                                     static_cast<int>(bk.max_seqlen), heads, hd, scale, a.attn, s),
-            "attention");
-    check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-          "attn.proj");
-    check(k::layer_norm_bf16(a.x, b.norm2_w, b.norm2_b, a.normed, p, d, c.norm_eps, s), "norm2");
-    check(fc1.run(handle, a.normed, b.fc1_w, b.fc1_b, nullptr, a.act, p, a.gemm_ws, gemm_ws, s),
-          "mlp.linear_fc1");
-    check(fc2.run(handle, a.act, b.fc2_w, b.fc2_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),
-          "mlp.linear_fc2");
+    if (fp8)
+      fp8_block(b, f, &buckets);
+    else
+      bf16_block(b, f, buckets);
     // Deepstack outputs come in layer order, each from its own merger.
     const int64_t slot = c.deepstack_slot(i);
     if (slot >= 0)

@@ -28,6 +28,18 @@ CudaTower::~CudaTower() {
   if (handle) cublasLtDestroy(handle);
 }
 
+void CudaTower::require_fp8() const {
+  if (!k::fp8_supported())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "precision = \"fp8_linear\" needs a GPU with FP8 tensor cores (compute capability 8.9 "
+         "or later): set precision = \"bf16\"");
+  if (c.hidden_size % 16 != 0)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         "precision = \"fp8_linear\" needs hidden_size a multiple of 16 (the FP8 products' "
+         "rule), got " +
+             std::to_string(c.hidden_size));
+}
+
 void CudaTower::check(int rc, const char* what) const {
   k::throw_on_kit_failure(who.c_str(), rc, what);
 }

@@ -74,6 +74,10 @@ class CudaTower : public CudaModel {
   CudaTower(const VisionConfig& c, int device_index, int64_t mlp);
   ~CudaTower() override;
 
+  // precision = "fp8_linear": refuses a GPU without FP8 tensor cores and a
+  // hidden_size the FP8 products cannot take, naming the fix.
+  void require_fp8() const;
+
   void check(int rc, const char* what) const;
   void check_cuda(cudaError_t e, const char* what) const;
   [[noreturn]] void fail(eg_status status, const std::string& message) const;

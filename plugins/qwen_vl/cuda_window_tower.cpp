@@ -147,10 +147,11 @@ class WindowTower final : public CudaTower {
     check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
     if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
-      check(qkv8.initialize(patches, 3 * d, d, true, false), "planning attn.qkv in FP8");
-      check(proj8.initialize(patches, d, d, true, true), "planning attn.proj in FP8");
-      check(gate_up8.initialize(patches, 2 * inter, d, true, false), "planning gate/up in FP8");
-      check(down8.initialize(patches, d, inter, true, true), "planning down_proj in FP8");
+      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv in FP8");
+      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj in FP8");
+      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias, false),
+            "planning gate/up in FP8");
+      check(down8.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj in FP8");
     }
     return {&gate_up, &down};
   }
@@ -332,8 +333,8 @@ class WindowTower final : public CudaTower {
     const DeviceBlock& b = blocks[0];
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "tune");
-    check(qkv8.tune(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p,
-                    a.gemm_ws, ws, s),
+    check(qkv8.tune(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
+                    ws, s),
           "tune");
     check(proj8.tune(handle, a.q, a.q_scale, b.proj_q, b.proj_s, b.proj_b, a.attn, a.attn, p,
                      a.gemm_ws, ws, s),
@@ -383,18 +384,11 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
       mlp_kernel(o.mlp_kernel),
       qkv_kernel(o.qkv_kernel) {
   if (fp8) {
-    if (!k::fp8_supported())
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "precision = \"fp8_linear\" needs a GPU with FP8 tensor cores (compute capability "
-           "8.9 or later): set precision = \"bf16\"");
+    require_fp8();
     if (mlp_kernel != MlpKernel::Auto || qkv_kernel != QkvKernel::Auto)
       fail(EG_ERR_INVALID_ARGUMENT,
            "mlp_kernel and qkv_kernel choose among the bf16 forms; with precision = "
            "\"fp8_linear\" drop them");
-    if (c.hidden_size % 16 != 0)
-      fail(EG_ERR_INVALID_ARGUMENT, "precision = \"fp8_linear\" needs hidden_size a multiple "
-                                    "of 16 (the FP8 products' rule), got " +
-                                        std::to_string(c.hidden_size));
   }
   gate_up_room = fp8 || needs_gate_up(mlp_kernel);
   fp8_room = fp8;

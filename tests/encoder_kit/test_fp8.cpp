@@ -42,8 +42,7 @@ TEST_CASE("e4m3: every code decodes to the format's value") {
   CHECK(table[1] == std::pow(2.0, -9));
   for (int code = 0; code <= 0x7e; ++code) {
     CAPTURE(code);
-    CHECK(static_cast<double>(encoder_kit::e4m3_to_f32(static_cast<uint8_t>(code))) ==
-          table[code]);
+    CHECK(static_cast<double>(encoder_kit::e4m3_to_f32(static_cast<uint8_t>(code))) == table[code]);
     CHECK(static_cast<double>(encoder_kit::e4m3_to_f32(static_cast<uint8_t>(code | 0x80))) ==
           -table[code]);
     // Exact values round-trip.

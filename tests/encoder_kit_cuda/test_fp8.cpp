@@ -136,9 +136,12 @@ GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row
 
 namespace {
 
+using Ep = k::GemmPlan::Epilogue;
+
 struct Fp8Case {
   int64_t m_max, n, k;
-  bool bias, residual;
+  Ep ep;
+  bool residual;
 };
 
 // Random codes (any finite e4m3, both signs) and positive scales.
@@ -160,7 +163,7 @@ std::vector<float> random_scales(size_t n, float base) {
 void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune) {
   LtHandle lt;
   k::Fp8GemmPlan plan;
-  CHECK_OK(plan.initialize(fc.m_max, fc.n, fc.k, fc.bias, fc.residual));
+  CHECK_OK(plan.initialize(fc.m_max, fc.n, fc.k, fc.ep, fc.residual));
   DeviceBuffer<unsigned char> ws(k::GemmPlan::workspace_bytes());
   for (const int64_t m : ms) {
     CAPTURE(m);
@@ -182,10 +185,12 @@ void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune)
     dbias.upload(bias);
     auto reset = [&] {
       dC.poison();
-      if (fc.residual) CUDA_OK(cudaMemcpy(dC.get(), res.data(), res.size() * sizeof(bf16),
-                                          cudaMemcpyHostToDevice));
+      if (fc.residual)
+        CUDA_OK(
+            cudaMemcpy(dC.get(), res.data(), res.size() * sizeof(bf16), cudaMemcpyHostToDevice));
     };
-    const bf16* b = fc.bias ? dbias.get() : nullptr;
+    const bool with_bias = fc.ep != Ep::None;
+    const bf16* b = with_bias ? dbias.get() : nullptr;
     const bf16* r = fc.residual ? dC.get() : nullptr;  // in place, as the towers run it
     if (tune) {
       reset();
@@ -201,22 +206,23 @@ void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune)
       for (int64_t j = 0; j < fc.n; ++j) {
         double acc = 0.0, size = 0.0;
         for (int64_t p = 0; p < fc.k; ++p) {
-          const double t = dec(A[static_cast<size_t>(i * fc.k + p)]) *
-                           dec(W[static_cast<size_t>(j * fc.k + p)]);
+          const double t =
+              dec(A[static_cast<size_t>(i * fc.k + p)]) * dec(W[static_cast<size_t>(j * fc.k + p)]);
           acc += t;
           size += std::fabs(t);
         }
         const double scale = double(sa[static_cast<size_t>(i)]) * sw[static_cast<size_t>(j)];
         double v = acc * scale, vm = size * scale;
-        if (fc.bias) v += to_f(bias[static_cast<size_t>(j)]);
+        if (with_bias) v += to_f(bias[static_cast<size_t>(j)]);
+        if (fc.ep == Ep::BiasGeluTanh)
+          v = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
         if (fc.residual) v += to_f(res[static_cast<size_t>(i * fc.n + j)]);
         ref[static_cast<size_t>(i * fc.n + j)] = v;
         mag[static_cast<size_t>(i * fc.n + j)] = std::fabs(v) + 1e-3 * vm;
       }
     const auto got = dC.download();
     CHECK_CLOSE(compare(
-                    got, ref, 1e-2, 1e-4,
-                    [&](size_t i) { return i < ref.size(); }, &mag),
+                    got, ref, 1e-2, 1e-4, [&](size_t i) { return i < ref.size(); }, &mag),
                 1e-2);
     size_t past_m = 0;
     for (size_t i = ref.size(); i < got.size(); ++i) past_m += std::isnan(to_f(got[i])) ? 0 : 1;
@@ -226,22 +232,26 @@ void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune)
 
 }  // namespace
 
-GPU_TEST_CASE("fp8: Fp8GemmPlan against float64 (plain, bias, bias + residual in place, tuned)") {
+GPU_TEST_CASE(
+    "fp8: Fp8GemmPlan against float64 (plain, bias, bias + residual in place, GELU, tuned)") {
   require_gpu();
   if (skip_without_fp8()) return;
-  check_product({256, 96, 64, false, false}, {256, 77, 1}, false);
-  check_product({128, 384, 1280, true, false}, {128, 33}, false);
-  check_product({128, 1280, 512, true, true}, {128, 9}, false);
-  check_product({512, 256, 256, true, true}, {512, 300}, true);
+  check_product({256, 96, 64, Ep::None, false}, {256, 77, 1}, false);
+  check_product({128, 384, 1280, Ep::Bias, false}, {128, 33}, false);
+  check_product({128, 1280, 512, Ep::Bias, true}, {128, 9}, false);
+  check_product({512, 256, 256, Ep::Bias, true}, {512, 300}, true);
+  check_product({256, 4304, 1152, Ep::BiasGeluTanh, false}, {256, 17}, false);  // Qwen3-VL's fc1
 }
 
 GPU_TEST_CASE("fp8: Fp8GemmPlan refuses what it cannot run") {
   require_gpu();
   if (skip_without_fp8()) return;
   k::Fp8GemmPlan plan;
-  CHECK(plan.initialize(64, 100, 64, false, false) != 0);  // n not a multiple of 16
-  CHECK(plan.initialize(64, 96, 72, false, false) != 0);   // k not a multiple of 16
-  CHECK_OK(plan.initialize(64, 96, 64, true, false));
+  CHECK(plan.initialize(64, 100, 64, Ep::None, false) != 0);        // n not a multiple of 16
+  CHECK(plan.initialize(64, 96, 72, Ep::None, false) != 0);         // k not a multiple of 16
+  CHECK(plan.initialize(64, 96, 64, Ep::BiasGelu, false) != 0);     // no erf GELU in FP8
+  CHECK(plan.initialize(64, 96, 64, Ep::BiasGeluTanh, true) != 0);  // GELU with a residual
+  CHECK_OK(plan.initialize(64, 96, 64, Ep::Bias, false));
   LtHandle lt;
   DeviceBuffer<uint8_t> a(64 * 64), w(96 * 64);
   DeviceBuffer<float> sa(64), sw(96);
@@ -276,7 +286,7 @@ GPU_TEST_CASE("fp8: a Linear in a CUDA graph, replayed on new rows, against the 
   dsw.upload(wq.scales);
   dbias.upload(bias);
   k::Fp8GemmPlan plan;
-  CHECK_OK(plan.initialize(m, n, kk, true, false));
+  CHECK_OK(plan.initialize(m, n, kk, Ep::Bias, false));
   CHECK_OK(plan.tune(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(), nullptr,
                      dy.get(), m, ws.get(), ws.size(), s));
   auto linear = [&] {
@@ -303,7 +313,8 @@ GPU_TEST_CASE("fp8: a Linear in a CUDA graph, replayed on new rows, against the 
       for (int64_t j = 0; j < n; ++j) {
         double acc = to_f(bias[static_cast<size_t>(j)]);
         for (int64_t p = 0; p < kk; ++p)
-          acc += double(to_f(x[static_cast<size_t>(i * kk + p)])) * wf[static_cast<size_t>(j * kk + p)];
+          acc += double(to_f(x[static_cast<size_t>(i * kk + p)])) *
+                 wf[static_cast<size_t>(j * kk + p)];
         ref[static_cast<size_t>(i * n + j)] = acc;
       }
     // Two e4m3 operands: a few percent of the output's size, element-wise

@@ -20,8 +20,8 @@ void DeviceWeights::add_e4m3(const uint8_t** codes, const float** scales,
                              const std::vector<float>& w, int64_t rows, const std::string& name) {
   const int64_t cols = rows > 0 ? static_cast<int64_t>(w.size()) / rows : 0;
   if (rows <= 0 || cols * rows != static_cast<int64_t>(w.size()))
-    encoder_kit::fail(EG_ERR_INTERNAL, name + ": " + std::to_string(w.size()) +
-                                           " values are not " + std::to_string(rows) + " rows");
+    encoder_kit::fail(EG_ERR_INTERNAL, name + ": " + std::to_string(w.size()) + " values are not " +
+                                           std::to_string(rows) + " rows");
   E4m3Rows q;
   try {
     q = quantize_rows_e4m3(w.data(), rows, cols);

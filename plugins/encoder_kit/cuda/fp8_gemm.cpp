@@ -45,6 +45,7 @@ bool fp8_supported() {
 
 struct Fp8GemmPlan::Impl {
   int64_t m_max = 0, n = 0, k = 0;
+  GemmPlan::Epilogue ep = GemmPlan::Epilogue::None;
   bool bias = false, residual = false;
   cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
   cublasLtMatmulPreference_t pref = nullptr;
@@ -75,7 +76,10 @@ struct Fp8GemmPlan::Impl {
     if (a_scale != nullptr)
       ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(
           p.desc(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-    const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    const cublasLtEpilogue_t epi = ep == GemmPlan::Epilogue::BiasGeluTanh
+                                       ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                   : bias ? CUBLASLT_EPILOGUE_BIAS
+                                          : CUBLASLT_EPILOGUE_DEFAULT;
     ENCODER_KIT_CUBLAS_TRY(
         cublasLtMatmulDescSetAttribute(p.desc(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (bias) {
@@ -159,15 +163,20 @@ int64_t Fp8GemmPlan::m_max() const {
   return impl_ ? impl_->m_max : 0;
 }
 
-int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, bool bias, bool add_residual) {
+int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep,
+                            bool add_residual) {
+  using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(m_max > 0 && n > 0 && k > 0);
+  ENCODER_KIT_REQUIRE(ep == Ep::None || ep == Ep::Bias || ep == Ep::BiasGeluTanh);
+  ENCODER_KIT_REQUIRE(!(add_residual && ep == Ep::BiasGeluTanh));
   ENCODER_KIT_REQUIRE(n % 16 == 0 && k % 16 == 0);  // FP8 products' leading dimensions
   ENCODER_KIT_REQUIRE(fp8_supported());
   auto impl = std::make_unique<Impl>();
   impl->m_max = m_max;
   impl->n = n;
   impl->k = k;
-  impl->bias = bias;
+  impl->ep = ep;
+  impl->bias = ep != Ep::None;
   impl->residual = add_residual;
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
@@ -216,9 +225,9 @@ int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_sca
   if (const int rc = time_forms(
           found.size(),
           [&](size_t i) {
-            return impl_->matmul(handle, Choice{found[i].algo, found[i].workspaceSize}, A,
-                                 a_scale, W, w_scale, bias, residual, C, m, workspace,
-                                 workspace_bytes, stream);
+            return impl_->matmul(handle, Choice{found[i].algo, found[i].workspaceSize}, A, a_scale,
+                                 W, w_scale, bias, residual, C, m, workspace, workspace_bytes,
+                                 stream);
           },
           stream, kRuns, kRounds, times))
     return rc;

@@ -44,10 +44,12 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
 int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
                            cudaStream_t stream);
 
-// C[m, n] = (A[m, k] W[n, k]^T) * a_scale[m] * w_scale[n] (+ bias[n])
+// C[m, n] = act((A[m, k] W[n, k]^T) * a_scale[m] * w_scale[n] + bias[n])
 // (+ residual[m, n]) through cuBLASLt's FP8 products, A and W as e4m3 codes,
-// C, bias and residual bf16 (residual may be C). k and n multiples of 16;
-// every pointer 16-byte aligned. The algorithm is picked per m, as GemmPlan's.
+// C, bias and residual bf16 (residual may be C). The epilogues are
+// GemmPlan's None, Bias and BiasGeluTanh (cuBLASLt's own GELU, the tanh
+// form); a residual goes with None or Bias. k and n multiples of 16; every
+// pointer 16-byte aligned. The algorithm is picked per m, as GemmPlan's.
 class Fp8GemmPlan {
  public:
   Fp8GemmPlan();
@@ -60,7 +62,7 @@ class Fp8GemmPlan {
   // Fixes the problem and asks cuBLASLt for an algorithm at m_max: fails
   // here when the library or the device has no FP8 product for it. Needs a
   // current CUDA device; call outside graph capture.
-  int initialize(int64_t m_max, int64_t n, int64_t k, bool bias, bool add_residual);
+  int initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep, bool add_residual);
 
   // 0 < m <= m_max (m == 0 does nothing). workspace: GemmPlan::workspace_bytes().
   int run(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
