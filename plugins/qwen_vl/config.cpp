@@ -389,12 +389,7 @@ Options parse_options(const Spec& s, sdk::Config& r, const eg_create_params& p) 
   }
   // Qwen2.5-VL's and Qwen3-VL's CUDA forwards run their blocks' products in FP8.
   if (s.outputs != Outputs::Downsample) {
-    o.precision = choice<Precision>(r, "precision", {"bf16", "fp8_linear"});
-    if (o.precision != Precision::Bf16 && p.device != EG_DEVICE_CUDA)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           std::string(s.name) +
-               ": precision = \"fp8_linear\" runs on CUDA only (the CPU path computes in f32); "
-               "set device = \"cuda\" or drop the key");
+    o.precision = encoder_kit::read_precision(r, p.device);
   }
   // Before any weight is read: a misspelt key is named first.
   r.reject_unknown();

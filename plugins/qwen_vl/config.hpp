@@ -98,14 +98,10 @@ enum class MlpKernel { Auto, Fused, FusedNorm, Cublaslt };
 // (read by these names, in this order)
 enum class QkvKernel { Auto, FusedNorm, Cublaslt };
 
-// What the CUDA forward's blocks compute their Linears in. "bf16": every
-// product in bf16 (the default); "fp8_linear": the blocks' qkv, proj, gate/up
-// and down products in FP8 E4M3 (weights per output channel at load,
-// activations per row inside the forward; encoder_kit/cuda/fp8.hpp), while the
-// patch embedding, attention, norms and the merger stay in bf16. Needs
-// compute capability 8.9 or later.
-// (read by these names, in this order)
-enum class Precision { Bf16, Fp8Linear };
+// The CUDA forwards' blocks (Qwen2.5-VL, Qwen3-VL) run their qkv, proj and
+// MLP products in this precision; the patch embedding, attention, norms and
+// mergers stay bf16.
+using encoder_kit::Precision;
 
 struct Options : encoder_kit::RunOptions {
   explicit Options(const Spec& s);  // the version's defaults

@@ -9,6 +9,8 @@
 #include "pos_embed_kernel.hpp"
 #include "spec.hpp"
 
+#include <encoder_kit/cuda/fp8_block.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -28,10 +30,10 @@ int64_t padded_intermediate(const VisionConfig& c) {
 struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  // precision = "fp8_linear": the four weights as e4m3 codes with a scale per
-  // output row (fc1 and fc2 padded as above); the bf16 ones are then not uploaded.
-  const uint8_t *qkv_q, *proj_q, *fc1_q, *fc2_q;
-  const float *qkv_s, *proj_s, *fc1_s, *fc2_s;
+  // precision = "fp8_linear": the block for the kit's FP8 block (the four
+  // weights as e4m3 codes, fc1 and fc2 padded as above); the bf16 weights
+  // are then not uploaded.
+  k::Fp8BlockWeights fp8;
 };
 
 struct DeviceMerger {
@@ -51,7 +53,7 @@ class DeepstackTower final : public CudaTower {
   std::vector<DeviceMerger> deepstack;
   k::GemmPlan fc1, fc2;
   bool fp8 = false;  // precision = "fp8_linear"
-  k::Fp8GemmPlan qkv8, proj8, fc1_8, fc2_8;
+  k::Fp8PreNormBlock block8;
 
   void upload(const Weights& w) override {
     if (w.deepstack.size() != c.deepstack_visual_indexes.size())
@@ -91,10 +93,11 @@ class DeepstackTower final : public CudaTower {
             &fc2_w = pad_cols(b.fc2_w, dm, padded);
       if (fp8) {
         const std::string at = "blocks." + std::to_string(i) + ".";
-        weights.add_e4m3(&d.qkv_q, &d.qkv_s, b.qkv_w, 3 * dm, at + "attn.qkv.weight");
-        weights.add_e4m3(&d.proj_q, &d.proj_s, b.proj_w, dm, at + "attn.proj.weight");
-        weights.add_e4m3(&d.fc1_q, &d.fc1_s, fc1_w, ip, at + "mlp.linear_fc1.weight");
-        weights.add_e4m3(&d.fc2_q, &d.fc2_s, fc2_w, dm, at + "mlp.linear_fc2.weight");
+        k::Fp8BlockWeights& q = d.fp8;
+        weights.add_e4m3(&q.qkv.codes, &q.qkv.scales, b.qkv_w, 3 * dm, at + "attn.qkv.weight");
+        weights.add_e4m3(&q.proj.codes, &q.proj.scales, b.proj_w, dm, at + "attn.proj.weight");
+        weights.add_e4m3(&q.fc1.codes, &q.fc1.scales, fc1_w, ip, at + "mlp.linear_fc1.weight");
+        weights.add_e4m3(&q.fc2.codes, &q.fc2.scales, fc2_w, dm, at + "mlp.linear_fc2.weight");
       } else {
         add(&d.qkv_w, b.qkv_w);
         add(&d.proj_w, b.proj_w);
@@ -110,6 +113,17 @@ class DeepstackTower final : public CudaTower {
     deepstack.resize(w.deepstack.size());
     for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
     weights.upload(who);
+    for (DeviceBlock& d : blocks) {  // the FP8 block reads the bf16 norms and biases too
+      k::Fp8BlockWeights& q = d.fp8;
+      q.ln1_w = d.norm1_w;
+      q.ln1_b = d.norm1_b;
+      q.ln2_w = d.norm2_w;
+      q.ln2_b = d.norm2_b;
+      q.qkv.bias = d.qkv_b;
+      q.proj.bias = d.proj_b;
+      q.fc1.bias = d.fc1_b;
+      q.fc2.bias = d.fc2_b;
+    }
   }
 
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
@@ -117,51 +131,24 @@ class DeepstackTower final : public CudaTower {
     check(fc1.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
           "planning mlp.linear_fc1");
     check(fc2.initialize(patches, d, inter, Epilogue::Bias, true), "planning mlp.linear_fc2");
-    if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
-      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv in FP8");
-      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj in FP8");
-      check(fc1_8.initialize(patches, inter, d, Epilogue::BiasGeluTanh, false),
-            "planning mlp.linear_fc1 in FP8");
-      check(fc2_8.initialize(patches, d, inter, Epilogue::Bias, true),
-            "planning mlp.linear_fc2 in FP8");
-    }
+    if (fp8)  // the blocks' products as they run (the bf16 plans above stay idle)
+      check(block8.initialize(patches, d, inter, c.norm_eps), "planning the blocks in FP8");
     return {&fc1, &fc2};
   }
 
-  // precision = "fp8_linear": `x`'s rows normalised (LayerNorm into
-  // a.normed), then quantised per row for the next product.
-  void norm_quantize(const bf16* w, const bf16* b, const Activations& a, int64_t p, cudaStream_t s,
-                     const char* what) const {
-    const int64_t d = c.hidden_size;
-    check(k::layer_norm_bf16(a.x, w, b, a.normed, p, d, c.norm_eps, s), what);
-    check(k::quantize_rows_e4m3(a.normed, d, a.q, a.q_scale, p, d, -1.0f, s), what);
-  }
-
-  // A block with its products in FP8; `buckets` null: the products timed
-  // instead (no attention: its rows are the operands as they are).
+  // A block with its products in FP8 (the kit's Fp8PreNormBlock); `buckets`
+  // null: the products timed instead.
   void fp8_block(const DeviceBlock& b, const Pass& f, const std::vector<SeqBucket>* buckets) {
-    const bool tune_now = buckets == nullptr;
     const Activations& a = f.a;
-    const int64_t p = f.p, d = f.d, inter = padded_intermediate(c);
-    const size_t ws = f.gemm_ws;
-    const cudaStream_t s = f.s;
-    auto product = [&](k::Fp8GemmPlan& plan, const uint8_t* w, const float* sw, const bf16* bias,
-                       const bf16* residual, bf16* out, const char* what) {
-      check(tune_now
-                ? plan.tune(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s)
-                : plan.run(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s),
-            what);
-    };
-    norm_quantize(b.norm1_w, b.norm1_b, a, p, s, "norm1 in FP8");
-    product(qkv8, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, "attn.qkv in FP8");
-    if (!tune_now) attention(f, *buckets);
-    check(k::quantize_rows_e4m3(a.attn, d, a.q, a.q_scale, p, d, -1.0f, s), "attention in FP8");
-    product(proj8, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, "attn.proj in FP8");
-    norm_quantize(b.norm2_w, b.norm2_b, a, p, s, "norm2 in FP8");
-    product(fc1_8, b.fc1_q, b.fc1_s, b.fc1_b, nullptr, a.act, "mlp.linear_fc1 in FP8");
-    check(k::quantize_rows_e4m3(a.act, inter, a.q, a.q_scale, p, inter, -1.0f, s),
-          "mlp.linear_fc1 in FP8");
-    product(fc2_8, b.fc2_q, b.fc2_s, b.fc2_b, a.x, a.x, "mlp.linear_fc2 in FP8");
+    std::string what;
+    const int rc = block8.run(
+        handle, b.fp8, {a.x, a.normed, a.qkv, a.attn, a.act, a.q, a.q_scale, a.gemm_ws}, f.p,
+        [&] {
+          attention(f, *buckets);
+          return 0;
+        },
+        buckets == nullptr, f.s, what);
+    check(rc, what.c_str());
   }
 
   // A block in bf16: LayerNorm, qkv, attention, proj with its residual,

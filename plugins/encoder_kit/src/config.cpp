@@ -23,6 +23,17 @@ ComputeDtype read_compute_dtype(encgraph::sdk::Config& config, int32_t device) {
   return out;
 }
 
+Precision read_precision(encgraph::sdk::Config& config, int32_t device) {
+  const std::string v = config.get_choice("precision", "bf16", {"bf16", "fp8_linear"});
+  if (v == "bf16") return Precision::Bf16;
+  if (device != EG_DEVICE_CUDA)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         config.plugin() +
+             ": precision = \"fp8_linear\" runs on CUDA only (the CPU path computes in f32); "
+             "set device = \"cuda\" or drop the key");
+  return Precision::Fp8Linear;
+}
+
 bool read_check_finite(encgraph::sdk::Config& config) {
   return config.get<bool>("check_finite", true);
 }

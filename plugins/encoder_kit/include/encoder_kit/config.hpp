@@ -23,6 +23,14 @@ ComputeDtype read_compute_dtype(encgraph::sdk::Config& config, int32_t device);
 // weights are an error (see encoder_kit::WeightSource).
 bool read_check_finite(encgraph::sdk::Config& config);
 
+// What a CUDA forward computes its blocks' Linears in (the `precision` key):
+// "bf16" (the default), or "fp8_linear": FP8 E4M3 products, the weights
+// quantised per output channel at load and the activations per row inside
+// the forward (encoder_kit/cuda/fp8.hpp). Refused on the CPU device, naming
+// the fix; the model refuses a GPU without FP8 tensor cores.
+enum class Precision { Bf16, Fp8Linear };
+Precision read_precision(encgraph::sdk::Config& config, int32_t device);
+
 // The options every kit plugin has besides its model's: how random weights
 // are drawn, whether a checkpoint is checked, how the CUDA products are tuned.
 // A plugin's Options derive from it.
