@@ -171,6 +171,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
 
   o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
+  o.precision = encoder_kit::read_precision(r, p.device);
 
   o.max_budget_images = r.get<int64_t>("max_budget_images", o.max_budget_images, {1, 65536});
   // Patch rows of the largest graph live in int32 sequence offsets.

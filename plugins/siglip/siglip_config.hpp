@@ -69,6 +69,9 @@ struct Options : encoder_kit::RunOptions {
   std::optional<int64_t> feature_layer;
   std::string weight_prefix = "vision_model.";
   Dtype dtype = Dtype::F32;
+  // CUDA: the layers' q/k/v, out_proj, fc1 and fc2 in FP8 ("fp8_linear"); the
+  // embeddings, attention, norms and the pooling head stay bf16.
+  encoder_kit::Precision precision = encoder_kit::Precision::Bf16;
   int64_t max_budget_images = 64;  // the largest graph holds this many images
   bool bilinear_resize = false;    // the processor resamples bicubic by default
 

@@ -3,9 +3,11 @@
 #include "siglip_kernels.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
+#include <encoder_kit/cuda/fp8_block.hpp>
 #include <encoder_kit/cuda/model_context.hpp>
 #include <encoder_kit/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -33,6 +35,9 @@ void check_cuda(cudaError_t e, const char* what) {
 struct DeviceLayer {
   const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
   const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+  // precision = "fp8_linear": the layer for the kit's FP8 block (the four
+  // weights as e4m3 codes; the bf16 ones are then not uploaded).
+  k::Fp8BlockWeights fp8;
 };
 
 struct DeviceHead {
@@ -42,11 +47,13 @@ struct DeviceHead {
 // Activations of one forward, carved from the runtime's workspace.
 struct Activations {
   bf16 *x, *normed, *qkv, *attn, *mlp;
+  uint8_t* q;  // fp8: a product's operand as e4m3 codes [rows, max(d, inter)]
+  float* q_scale;
   void* gemm_ws;
   size_t total;
 };
 
-Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
+Activations carve(const VisionConfig& c, const Capacity& cap, char* base, bool fp8) {
   const size_t r = static_cast<size_t>(cap.rows), d = static_cast<size_t>(c.hidden_size);
   const size_t inter = static_cast<size_t>(c.intermediate_size);
   Activations a{};
@@ -61,6 +68,10 @@ Activations carve(const VisionConfig& c, const Capacity& cap, char* base) {
   a.qkv = reinterpret_cast<bf16*>(take(3 * r * d * 2));  // the head's k|v too
   a.attn = reinterpret_cast<bf16*>(take(r * d * 2));
   a.mlp = reinterpret_cast<bf16*>(take(r * inter * 2));
+  if (fp8) {
+    a.q = reinterpret_cast<uint8_t*>(take(r * std::max(d, inter)));
+    a.q_scale = reinterpret_cast<float*>(take(r * 4));
+  }
   a.gemm_ws = take(k::GemmPlan::workspace_bytes());
   a.total = off;
   return a;
@@ -78,7 +89,9 @@ struct CudaModel::Impl {
   Capacity planned;
   k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
-  k::ModelContext ctx{kWho};                          // last member: its handle is destroyed first
+  bool fp8 = false;                                   // precision = "fp8_linear"
+  k::Fp8PreNormBlock block8;
+  k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   void upload(const Weights& w) {
     weights.add(&patch_w, w.patch_w);
@@ -90,16 +103,26 @@ struct CudaModel::Impl {
       DeviceLayer& d = layers[i];
       weights.add(&d.ln1_w, l.ln1_w);
       weights.add(&d.ln1_b, l.ln1_b);
-      weights.add(&d.qkv_w, l.qkv_w);
       weights.add(&d.qkv_b, l.qkv_b);
-      weights.add(&d.out_w, l.out_w);
       weights.add(&d.out_b, l.out_b);
       weights.add(&d.ln2_w, l.ln2_w);
       weights.add(&d.ln2_b, l.ln2_b);
-      weights.add(&d.fc1_w, l.fc1_w);
       weights.add(&d.fc1_b, l.fc1_b);
-      weights.add(&d.fc2_w, l.fc2_w);
       weights.add(&d.fc2_b, l.fc2_b);
+      const int64_t dm = o.model.hidden_size, inter = o.model.intermediate_size;
+      if (fp8) {
+        const std::string at = "layers." + std::to_string(i) + ".";
+        k::Fp8BlockWeights& q = d.fp8;
+        weights.add_e4m3(&q.qkv.codes, &q.qkv.scales, l.qkv_w, 3 * dm, at + "self_attn.qkv");
+        weights.add_e4m3(&q.proj.codes, &q.proj.scales, l.out_w, dm, at + "self_attn.out_proj");
+        weights.add_e4m3(&q.fc1.codes, &q.fc1.scales, l.fc1_w, inter, at + "mlp.fc1");
+        weights.add_e4m3(&q.fc2.codes, &q.fc2.scales, l.fc2_w, dm, at + "mlp.fc2");
+      } else {
+        weights.add(&d.qkv_w, l.qkv_w);
+        weights.add(&d.out_w, l.out_w);
+        weights.add(&d.fc1_w, l.fc1_w);
+        weights.add(&d.fc2_w, l.fc2_w);
+      }
     }
     if (o.uses_post_layernorm()) {
       weights.add(&post_w, w.post_ln_w);
@@ -121,6 +144,17 @@ struct CudaModel::Impl {
         weights.add(dst, *src);
     }
     weights.upload(kWho);
+    for (DeviceLayer& d : layers) {  // the FP8 block reads the bf16 norms and biases too
+      k::Fp8BlockWeights& q = d.fp8;
+      q.ln1_w = d.ln1_w;
+      q.ln1_b = d.ln1_b;
+      q.ln2_w = d.ln2_w;
+      q.ln2_b = d.ln2_b;
+      q.qkv.bias = d.qkv_b;
+      q.proj.bias = d.out_b;
+      q.fc1.bias = d.fc1_b;
+      q.fc2.bias = d.fc2_b;
+    }
   }
 
   void plan_products(const Capacity& cap) {
@@ -131,6 +165,8 @@ struct CudaModel::Impl {
     check(out.initialize(rows, d, d, Epilogue::Bias, true), "planning out_proj");
     check(fc1.initialize(rows, inter, d, Epilogue::BiasGeluTanh, false), "planning fc1");
     check(fc2.initialize(rows, d, inter, Epilogue::Bias, true), "planning fc2");
+    if (fp8)  // the layers' products as they run (the bf16 plans above stay idle)
+      check(block8.initialize(rows, d, inter, c.layer_norm_eps), "planning the layers in FP8");
     if (o.needs_head()) {
       const int64_t images = cap.images;
       check(head_kv.initialize(rows, 2 * d, d, Epilogue::Bias, false), "planning head k/v");
@@ -149,7 +185,11 @@ struct CudaModel::Impl {
     const int64_t rows = cap.rows, images = cap.images;
     ctx.tune(patch, pixels, patch_w, patch_b, nullptr, a.x, rows, a.gemm_ws, s,
              "tuning patch_embed");
-    if (!layers.empty()) {
+    if (!layers.empty() && fp8) {
+      // Timed on the first layer's weights (x is overwritten: the forward
+      // that follows recomputes it).
+      layer(layers[0], a, cap, nullptr, s, /*tune=*/true);
+    } else if (!layers.empty()) {
       const DeviceLayer& l = layers[0];
       ctx.tune(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "tuning q/k/v");
       ctx.tune(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "tuning out_proj");
@@ -178,28 +218,39 @@ struct CudaModel::Impl {
     }
   }
 
+  // tune (fp8 only): the FP8 block's products timed instead of run.
   void layer(const DeviceLayer& l, const Activations& a, const Capacity& cap, const int32_t* cu,
-             cudaStream_t s) const;
+             cudaStream_t s, bool tune = false);
   void pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu,
                     const bf16* hidden, bf16* output, cudaStream_t s) const;
 };
 
 // x += attn(ln1(x)); x += mlp(ln2(x)), the residual adds fused into the products.
 void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Capacity& cap,
-                            const int32_t* cu, cudaStream_t s) const {
+                            const int32_t* cu, cudaStream_t s, bool tune) {
   const VisionConfig& c = o.model;
   const int64_t rows = cap.rows, d = c.hidden_size;
   const int hd = static_cast<int>(c.head_dim());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Attention stays within each image; rows past the last image are in no
+  // sequence and their (unwritten) rows never mix with real ones.
+  auto attention = [&] {
+    return k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
+                                    static_cast<int>(c.tokens_per_image()),
+                                    static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s);
+  };
+  if (fp8) {
+    std::string what;
+    const int rc = block8.run(ctx.handle(), l.fp8,
+                              {a.x, a.normed, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
+                              rows, attention, tune, s, what);
+    check(rc, what.c_str());
+    return;
+  }
   check(k::layer_norm_bf16(a.x, l.ln1_w, l.ln1_b, a.normed, rows, d, c.layer_norm_eps, s),
         "layer_norm1");
   ctx.run(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "q/k/v");
-  // Attention stays within each image; rows past the last image are in no
-  // sequence and their (unwritten) rows never mix with real ones.
-  check(k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
-                                 static_cast<int>(c.tokens_per_image()),
-                                 static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s),
-        "attention");
+  check(attention(), "attention");
   ctx.run(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "out_proj");
   check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
         "layer_norm2");
@@ -236,6 +287,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
                      const std::string& tuning_cache, std::function<void(const std::string&)> warn)
     : impl_(std::make_unique<Impl>()) {
   impl_->o = o;
+  impl_->fp8 = o.precision == encoder_kit::Precision::Fp8Linear;
   impl_->ctx.select_device(device_index);
   const int64_t hd = o.model.head_dim();
   if (hd % 8 != 0 || hd > 128)
@@ -247,6 +299,14 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
                       "(16-byte bf16 rows)");
+  if (impl_->fp8 && !k::fp8_supported())
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      "siglip CUDA: precision = \"fp8_linear\" needs a GPU with FP8 tensor cores "
+                      "(compute capability 8.9 or later): set precision = \"bf16\"");
+  if (impl_->fp8 && (o.model.hidden_size % 16 != 0 || o.model.intermediate_size % 16 != 0))
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      "siglip CUDA: precision = \"fp8_linear\" needs hidden_size and "
+                      "intermediate_size multiples of 16 (the FP8 products' rule)");
   impl_->upload(w);
   impl_->ctx.open(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);
@@ -255,7 +315,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
 CudaModel::~CudaModel() = default;
 
 size_t CudaModel::workspace_bytes(const Capacity& cap) const {
-  return carve(impl_->o.model, cap, nullptr).total;
+  return carve(impl_->o.model, cap, nullptr, impl_->fp8).total;
 }
 
 void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const OutputPtrs& outputs,
@@ -263,7 +323,7 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const Out
   Impl& m = *impl_;
   const VisionConfig& c = m.o.model;
   auto s = static_cast<cudaStream_t>(stream);
-  const Activations a = carve(c, cap, static_cast<char*>(workspace));
+  const Activations a = carve(c, cap, static_cast<char*>(workspace), m.fp8);
   m.ctx.check_workspace(a.total, workspace_bytes);
   const int64_t rows = cap.rows, d = c.hidden_size;
   const auto* pixels = static_cast<const bf16*>(buffers[kPixelRows].data);

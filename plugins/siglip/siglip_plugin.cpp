@@ -30,7 +30,8 @@
 // as transformers numbers them, e.g. -2; no post_layernorm), weight_prefix
 // ("vision_model."; e.g. "vision_tower.vision_model." inside a VLM
 // checkpoint), dtype (f32 on the CPU, bf16 on CUDA), max_budget_images (64),
-// resample ("bicubic" | "bilinear"), seed, check_finite (default true:
+// resample ("bicubic" | "bilinear"), precision (CUDA: "bf16" | "fp8_linear",
+// the layers' products in FP8; encoder_kit/config.hpp), seed, check_finite (default true:
 // NaN/Inf weights are an error), tune_gemm (CUDA: time the products'
 // algorithms in each graph's warm-up; default true), tuning_cache (where those
 // choices persist: a folder, "off", or unset for the default). Size keys are bounded (see

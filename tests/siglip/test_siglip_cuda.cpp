@@ -143,6 +143,45 @@ TEST_CASE("CUDA: both named outputs from one forward match the CPU path") {
   }
 }
 
+// precision = "fp8_linear": the layers' four products in FP8 (the pooling
+// head stays bf16). Against the CPU path on the same random weights, every
+// output mode, in graphs (with batches that pad and NaN-poisoned memory) and
+// eager: within FP8's error, above bf16's (the products did change).
+TEST_CASE("CUDA: precision fp8_linear stays within FP8's error of the CPU path") {
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  const KeyValues fp8 = {{"precision", "fp8_linear"}, {"max_budget_images", "4"}};
+  if (major * 10 + minor < 89) {
+    CHECK_THROWS_WITH(encgraph::Runtime{config(with(so400m(2), fp8), "cuda")},
+                      doctest::Contains("FP8 tensor cores"));
+    return;
+  }
+  const auto items = images(5, 70);  // batches of 4 and 1 (padded)
+  for (const KeyValues& mode : {KeyValues{}, KeyValues{{"output", "pooled"}}}) {
+    CAPTURE(mode.empty() ? "last_hidden_state" : "pooled");
+    const KeyValues kv = with(so400m(3), mode);
+    const auto cpu = siglip_test::run(config(kv, "cpu"), items, false);
+    const auto bf16 = siglip_test::run(config(kv, "cuda"), items, true);
+    encgraph::RuntimeConfig rc = config(with(kv, fp8), "cuda");
+    rc.poison_memory = true;
+    const auto graphs = siglip_test::run(rc, items, true);
+    compare(graphs, cpu, 8e-2, "fp8 graphs vs cpu");
+    compare(siglip_test::run(rc, items, false), cpu, 8e-2, "fp8 eager vs cpu");
+    for (size_t i = 0; i < items.size(); ++i) {
+      const double e8 = rel_error(graphs[i], cpu[i]), e16 = rel_error(bf16[i], cpu[i]);
+      MESSAGE("item " << i << ": fp8 error " << e8 << ", bf16 error " << e16);
+      CHECK(e8 > e16);
+    }
+  }
+  // A width the FP8 products cannot take is refused, naming the rule.
+  CHECK_THROWS_WITH(
+      encgraph::Runtime{config(
+          with(so400m(1), {{"precision", "fp8_linear"}, {"intermediate_size", "4312"}}), "cuda")},
+      doctest::Contains("multiples of 16"));
+}
+
 TEST_CASE("CUDA graph replays equal eager runs when batches pad") {
   encgraph::RuntimeConfig rc = config(with(so400m(4), {{"max_budget_images", "8"}}), "cuda");
   const auto items = images(19, 100);  // batches of 8, 8 and 3 (padded to 4 images)
