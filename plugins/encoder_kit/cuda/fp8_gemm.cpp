@@ -49,12 +49,17 @@ struct Fp8GemmPlan::Impl {
   bool bias = false, residual = false;
   cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
   cublasLtMatmulPreference_t pref = nullptr;
+  // Stand-ins for the scale and bias pointers in heuristic queries: cuBLASLt
+  // refuses outer-vector scaling (CUBLAS_STATUS_INVALID_VALUE) while the
+  // pointers are unset, and reads none of them there.
+  void* query_pointers = nullptr;
   mutable std::mutex mu;
   mutable std::map<int64_t, Choice> chosen;
 
   ~Impl() {
     if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
     if (query_handle != nullptr) cublasLtDestroy(query_handle);
+    if (query_pointers != nullptr) cudaFree(query_pointers);
   }
 
   int build(Problem& p, int64_t m, const float* a_scale, const float* w_scale,
@@ -99,7 +104,9 @@ struct Fp8GemmPlan::Impl {
 
   int candidates(int64_t m, int wanted, std::vector<cublasLtMatmulHeuristicResult_t>& out) const {
     Problem p;
-    if (const int rc = build(p, m, nullptr, nullptr, nullptr)) return rc;
+    const auto* stand_in = static_cast<const float*>(query_pointers);
+    if (const int rc = build(p, m, stand_in, stand_in, static_cast<const bf16*>(query_pointers)))
+      return rc;
     out.assign(static_cast<size_t>(wanted), cublasLtMatmulHeuristicResult_t{});
     int found = 0;
     ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(
@@ -180,6 +187,7 @@ int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilo
   impl->residual = add_residual;
   ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
+  ENCODER_KIT_CUDA_TRY(cudaMalloc(&impl->query_pointers, 256));
   const uint64_t ws = GemmPlan::workspace_bytes();
   ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
       impl->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
