@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 using namespace encoder_kit_test;
 namespace k = encoder_kit::cuda;
@@ -48,8 +49,12 @@ void check_codes(const std::vector<uint8_t>& q, const std::vector<double>& x, do
 
 GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN rows show") {
   require_gpu();
-  const int64_t rows = 67, cols = 1280, ld = 1296;
-  for (const float eps : {-1.0f, 1e-6f}) {
+  // 1280 columns: held in registers; 8208: past them, two passes.
+  const int64_t rows = 67;
+  for (const auto& [cols, eps] :
+       {std::pair<int64_t, float>{1280, -1.0f}, {1280, 1e-6f}, {8208, -1.0f}, {8208, 1e-6f}}) {
+    const int64_t ld = cols + 16;
+    CAPTURE(cols);
     CAPTURE(eps);
     std::vector<bf16> x(static_cast<size_t>(rows * ld));
     for (int64_t r = 0; r < rows; ++r) {  // rows of different magnitudes, one zero row
@@ -221,8 +226,12 @@ void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune)
         mag[static_cast<size_t>(i * fc.n + j)] = std::fabs(v) + 1e-3 * vm;
       }
     const auto got = dC.download();
+    // cuBLASLt's GELU epilogue is its own tanh approximation: GemmPlan's
+    // bound for it (test_gemm.cpp), an absolute part from the output's size.
+    const bool gelu = fc.ep == Ep::BiasGeluTanh;
     CHECK_CLOSE(compare(
-                    got, ref, 1e-2, 1e-4, [&](size_t i) { return i < ref.size(); }, &mag),
+                    got, ref, gelu ? 1.5e-2 : 1e-2, gelu ? 1e-2 * rms(ref) : 1e-4,
+                    [&](size_t i) { return i < ref.size(); }, &mag),
                 1e-2);
     size_t past_m = 0;
     for (size_t i = ref.size(); i < got.size(); ++i) past_m += std::isnan(to_f(got[i])) ? 0 : 1;

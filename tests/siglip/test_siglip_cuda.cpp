@@ -167,7 +167,7 @@ TEST_CASE("CUDA: precision fp8_linear stays within FP8's error of the CPU path")
     encgraph::RuntimeConfig rc = config(with(kv, fp8), "cuda");
     rc.poison_memory = true;
     const auto graphs = siglip_test::run(rc, items, true);
-    compare(graphs, cpu, 8e-2, "fp8 graphs vs cpu");
+    compare(graphs, cpu, 8e-2, "fp8 graphs vs cpu");  // H100: 0.047-0.050
     compare(siglip_test::run(rc, items, false), cpu, 8e-2, "fp8 eager vs cpu");
     for (size_t i = 0; i < items.size(); ++i) {
       const double e8 = rel_error(graphs[i], cpu[i]), e16 = rel_error(bf16[i], cpu[i]);
