@@ -49,7 +49,7 @@ void check_codes(const std::vector<uint8_t>& q, const std::vector<double>& x, do
 
 GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN rows show") {
   require_gpu();
-  // 1280 columns: held in registers; 8208: past them, two passes.
+  // Qwen2.5-VL's width and one past 8192 (the grid-stride loops' second lap).
   const int64_t rows = 67;
   for (const auto& [cols, eps] :
        {std::pair<int64_t, float>{1280, -1.0f}, {1280, 1e-6f}, {8208, -1.0f}, {8208, 1e-6f}}) {

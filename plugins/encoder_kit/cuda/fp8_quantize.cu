@@ -1,8 +1,6 @@
-// The FP8 products' activation operands (fp8.hpp): one block per row, the
-// row read once into registers (up to 8 chunks of 8 values a thread: rows
-// of up to 8192 values), its maximum reduced, then its codes written;
-// longer rows take two passes (the second read hits L1/L2). 16-byte loads
-// of 8 bf16 and 8-byte stores of 8 codes.
+// The FP8 products' activation operands (fp8.hpp): one block per row, two
+// passes over it (the row's maximum, then the codes; the second read hits
+// L1/L2), 16-byte loads of 8 bf16 and 8-byte stores of 8 codes.
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/fp8.hpp>
 
@@ -15,9 +13,8 @@
 namespace encoder_kit::cuda {
 namespace {
 
-constexpr int kThreads = 256;     // the two-pass kernels
-constexpr int kRowThreads = 128;  // the kernels holding a row in registers
-constexpr float kMax = 448.0f;    // e4m3's largest finite value
+constexpr int kThreads = 256;
+constexpr float kMax = 448.0f;  // e4m3's largest finite value
 
 __device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
@@ -46,10 +43,9 @@ struct RowStats {
   float amax, sumsq;
   bool bad;
 };
-template <int Threads = kThreads>
 __device__ RowStats reduce(float amax, float sumsq, bool bad) {
-  __shared__ float s_max[Threads / 32], s_sum[Threads / 32];
-  __shared__ int s_bad[Threads / 32];
+  __shared__ float s_max[kThreads / 32], s_sum[kThreads / 32];
+  __shared__ int s_bad[kThreads / 32];
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -64,7 +60,7 @@ __device__ RowStats reduce(float amax, float sumsq, bool bad) {
   }
   __syncthreads();
   RowStats r{0.0f, 0.0f, false};
-  for (int w = 0; w < Threads / 32; ++w) {
+  for (int w = 0; w < kThreads / 32; ++w) {
     r.amax = fmaxf(r.amax, s_max[w]);
     r.sumsq += s_sum[w];
     r.bad = r.bad || s_bad[w] != 0;
@@ -155,84 +151,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The same two computations with the row in registers: C chunks of 8 values
-// a thread, chunk j of thread t at column (j * kRowThreads + t) * 8.
-template <int C>
-__global__ void __launch_bounds__(kRowThreads)
-    quantize_rows_regs(const bf16* __restrict__ x, int64_t ld_x, e4m3* __restrict__ q,
-                       float* __restrict__ scale_out, int64_t rows, int64_t cols, float rms_eps) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const bf16* row = x + r * ld_x;
-    float f[C][8];
-    float amax = 0.0f, sumsq = 0.0f;
-    bool bad = false;
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int64_t c = (static_cast<int64_t>(j) * kRowThreads + threadIdx.x) * 8;
-      if (c >= cols) continue;
-      load8(row + c, f[j]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        bad = bad || !isfinite(f[j][i]);
-        amax = fmaxf(amax, fabsf(f[j][i]));
-        sumsq += f[j][i] * f[j][i];
-      }
-    }
-    const RowStats st = reduce<kRowThreads>(amax, sumsq, bad);
-    float scale = 0.0f;
-    const float inv = row_scale_inv(st, scale);
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int64_t c = (static_cast<int64_t>(j) * kRowThreads + threadIdx.x) * 8;
-      if (c < cols) store8(q + r * cols + c, f[j], inv);
-    }
-    if (threadIdx.x == 0)
-      scale_out[r] =
-          rms_eps >= 0.0f ? scale * rsqrtf(st.sumsq / static_cast<float>(cols) + rms_eps) : scale;
-  }
-}
-
-template <int C>
-__global__ void __launch_bounds__(kRowThreads)
-    silu_mul_quantize_regs(const bf16* __restrict__ gate_up, e4m3* __restrict__ q,
-                           float* __restrict__ scale_out, int64_t rows, int64_t inter) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const bf16* row = gate_up + r * 2 * inter;
-    float a[C][8];
-    float amax = 0.0f;
-    bool bad = false;
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int64_t f = (static_cast<int64_t>(j) * kRowThreads + threadIdx.x) * 8;
-      if (f >= inter) continue;
-      silu_mul8(row, f, a[j]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        bad = bad || !isfinite(a[j][i]);
-        amax = fmaxf(amax, fabsf(a[j][i]));
-      }
-    }
-    const RowStats st = reduce<kRowThreads>(amax, 0.0f, bad);
-    float scale = 0.0f;
-    const float inv = row_scale_inv(st, scale);
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int64_t f = (static_cast<int64_t>(j) * kRowThreads + threadIdx.x) * 8;
-      if (f < inter) store8(q + r * inter + f, a[j], inv);
-    }
-    if (threadIdx.x == 0) scale_out[r] = scale;
-  }
-}
-
-// Chunks of 8 a thread for a row of `cols` values with kRowThreads threads:
-// 1, 2, 4 or 8, or 0 when the row is longer (the two-pass kernels then).
-int register_chunks(int64_t cols) {
-  const int64_t chunks = (cols / 8 + kRowThreads - 1) / kRowThreads;
-  for (const int c : {1, 2, 4, 8})
-    if (chunks <= c) return c;
-  return 0;
-}
-
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20));
 }
@@ -246,27 +164,8 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
   ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
   if (rows == 0) return 0;
-  const unsigned grid = row_blocks(rows);
-  switch (register_chunks(cols)) {
-    case 1:
-      quantize_rows_regs<1>
-          <<<grid, kRowThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols, rms_eps);
-      break;
-    case 2:
-      quantize_rows_regs<2>
-          <<<grid, kRowThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols, rms_eps);
-      break;
-    case 4:
-      quantize_rows_regs<4>
-          <<<grid, kRowThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols, rms_eps);
-      break;
-    case 8:
-      quantize_rows_regs<8>
-          <<<grid, kRowThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols, rms_eps);
-      break;
-    default:
-      quantize_rows_kernel<<<grid, kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols, rms_eps);
-  }
+  quantize_rows_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols,
+                                                                  rms_eps);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }
@@ -277,23 +176,8 @@ int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t r
   ENCODER_KIT_REQUIRE(gate_up != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(gate_up) && detail::aligned16(q));
   if (rows == 0) return 0;
-  const unsigned grid = row_blocks(rows);
-  switch (register_chunks(inter)) {
-    case 1:
-      silu_mul_quantize_regs<1><<<grid, kRowThreads, 0, stream>>>(gate_up, q, scale, rows, inter);
-      break;
-    case 2:
-      silu_mul_quantize_regs<2><<<grid, kRowThreads, 0, stream>>>(gate_up, q, scale, rows, inter);
-      break;
-    case 4:
-      silu_mul_quantize_regs<4><<<grid, kRowThreads, 0, stream>>>(gate_up, q, scale, rows, inter);
-      break;
-    case 8:
-      silu_mul_quantize_regs<8><<<grid, kRowThreads, 0, stream>>>(gate_up, q, scale, rows, inter);
-      break;
-    default:
-      silu_mul_quantize_kernel<<<grid, kThreads, 0, stream>>>(gate_up, q, scale, rows, inter);
-  }
+  silu_mul_quantize_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(gate_up, q, scale, rows,
+                                                                      inter);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }
