@@ -114,15 +114,8 @@ class DeepstackTower final : public CudaTower {
     for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
     weights.upload(who);
     for (DeviceBlock& d : blocks) {  // the FP8 block reads the bf16 norms and biases too
-      k::Fp8BlockWeights& q = d.fp8;
-      q.ln1_w = d.norm1_w;
-      q.ln1_b = d.norm1_b;
-      q.ln2_w = d.norm2_w;
-      q.ln2_b = d.norm2_b;
-      q.qkv.bias = d.qkv_b;
-      q.proj.bias = d.proj_b;
-      q.fc1.bias = d.fc1_b;
-      q.fc2.bias = d.fc2_b;
+      d.fp8.set_bf16(d.norm1_w, d.norm1_b, d.norm2_w, d.norm2_b, d.qkv_b, d.proj_b, d.fc1_b,
+                     d.fc2_b);
     }
   }
 

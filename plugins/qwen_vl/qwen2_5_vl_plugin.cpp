@@ -11,8 +11,8 @@
 // (CUDA: the folder tuned choices persist in, or "off"; docs/config.md),
 // mlp_kernel (CUDA: "auto", "fused_norm", "fused" or "cublaslt"; config.hpp),
 // qkv_kernel (CUDA: "auto", "fused_norm" or "cublaslt"; config.hpp),
-// precision (CUDA: "bf16" or "fp8_linear"; config.hpp), check_finite (default true: NaN/Inf weights are an error). Size keys are
-// bounded (see VisionConfig::validate).
+// precision (CUDA: "bf16" or "fp8_linear"; config.hpp), check_finite (default true: NaN/Inf weights
+// are an error). Size keys are bounded (see VisionConfig::validate).
 #include "spec.hpp"
 #include "tower.hpp"
 

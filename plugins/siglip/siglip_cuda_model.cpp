@@ -145,15 +145,7 @@ struct CudaModel::Impl {
     }
     weights.upload(kWho);
     for (DeviceLayer& d : layers) {  // the FP8 block reads the bf16 norms and biases too
-      k::Fp8BlockWeights& q = d.fp8;
-      q.ln1_w = d.ln1_w;
-      q.ln1_b = d.ln1_b;
-      q.ln2_w = d.ln2_w;
-      q.ln2_b = d.ln2_b;
-      q.qkv.bias = d.qkv_b;
-      q.proj.bias = d.out_b;
-      q.fc1.bias = d.fc1_b;
-      q.fc2.bias = d.fc2_b;
+      d.fp8.set_bf16(d.ln1_w, d.ln1_b, d.ln2_w, d.ln2_b, d.qkv_b, d.out_b, d.fc1_b, d.fc2_b);
     }
   }
 

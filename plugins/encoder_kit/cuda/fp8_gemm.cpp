@@ -185,18 +185,8 @@ int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilo
   impl->ep = ep;
   impl->bias = ep != Ep::None;
   impl->residual = add_residual;
-  ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
-  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
+  if (const int rc = detail::create_heuristic_query(impl->query_handle, impl->pref)) return rc;
   ENCODER_KIT_CUDA_TRY(cudaMalloc(&impl->query_pointers, 256));
-  const uint64_t ws = GemmPlan::workspace_bytes();
-  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-      impl->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t align = 16;
-  for (const auto attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    ENCODER_KIT_CUBLAS_TRY(
-        cublasLtMatmulPreferenceSetAttribute(impl->pref, attr, &align, sizeof(align)));
   Choice choice{};
   if (const int rc = impl->choose(m_max, choice)) return rc;
   impl_ = std::move(impl);

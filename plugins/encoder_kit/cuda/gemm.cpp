@@ -368,6 +368,22 @@ struct GemmPlan::Impl {
   bool residual_ok(const bf16* r) const { return residual == (r != nullptr); }
 };
 
+namespace detail {
+int create_heuristic_query(cublasLtHandle_t& handle, cublasLtMatmulPreference_t& pref) {
+  ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&handle));
+  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = GemmPlan::workspace_bytes();
+  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t align = 16;
+  for (const auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+  return 0;
+}
+}  // namespace detail
+
 size_t GemmPlan::workspace_bytes() {
   return size_t{32} << 20;
 }
@@ -441,17 +457,7 @@ int GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, Epilogue ep, bool 
   impl->residual = add_residual;
   impl->own = (ep == Epilogue::None || ep == Epilogue::Bias) && n % 8 == 0 && k % 8 == 0 &&
               k <= int64_t{0x7fffffff} && detail::sm90_gemm_supported();
-  ENCODER_KIT_CUBLAS_TRY(cublasLtCreate(&impl->query_handle));
-  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&impl->pref));
-  const uint64_t ws = workspace_bytes();
-  ENCODER_KIT_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-      impl->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t align = 16;
-  for (const auto attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    ENCODER_KIT_CUBLAS_TRY(
-        cublasLtMatmulPreferenceSetAttribute(impl->pref, attr, &align, sizeof(align)));
+  if (const int rc = detail::create_heuristic_query(impl->query_handle, impl->pref)) return rc;
   // Fails here, not at the first run, when cuBLASLt has nothing for the shape.
   Choice choice{};
   if (const int rc = impl->choose(m_max, choice)) return rc;

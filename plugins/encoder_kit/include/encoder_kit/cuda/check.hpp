@@ -45,6 +45,11 @@ int gemm_sm90_bf16(const bf16* a, const bf16* w, const bf16* bias, const bf16* r
 // else 1. Fewer splits (powers of two) are the other forms worth timing.
 int gemm_sm90_auto_splits(int64_t rows, int64_t n, int64_t k);
 
+// A cuBLASLt handle for heuristic queries and a preference allowing
+// GemmPlan::workspace_bytes() of workspace and asking 16-byte alignment of
+// every operand (GemmPlan, Fp8GemmPlan). The caller destroys both.
+int create_heuristic_query(cublasLtHandle_t& handle, cublasLtMatmulPreference_t& pref);
+
 // Whether the kit's kernels launch with Programmatic Dependent Launch on the
 // current device (cuda/launch.cuh): compute capability 9.0 or later.
 bool pdl_enabled();

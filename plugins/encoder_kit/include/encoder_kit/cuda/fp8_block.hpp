@@ -26,6 +26,19 @@ struct Fp8Linear {
 struct Fp8BlockWeights {
   const bf16 *ln1_w = nullptr, *ln1_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr;
   Fp8Linear qkv, proj, fc1, fc2;
+
+  // The bf16 parts, once uploaded: the norms and the four biases.
+  void set_bf16(const bf16* norm1_w, const bf16* norm1_b, const bf16* norm2_w, const bf16* norm2_b,
+                const bf16* qkv_b, const bf16* proj_b, const bf16* fc1_b, const bf16* fc2_b) {
+    ln1_w = norm1_w;
+    ln1_b = norm1_b;
+    ln2_w = norm2_w;
+    ln2_b = norm2_b;
+    qkv.bias = qkv_b;
+    proj.bias = proj_b;
+    fc1.bias = fc1_b;
+    fc2.bias = fc2_b;
+  }
 };
 
 // One forward's buffers: x the residual rows [rows, d] (updated in place),
