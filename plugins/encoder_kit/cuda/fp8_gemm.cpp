@@ -7,6 +7,8 @@
 #include <encoder_kit/cuda/form_timing.hpp>
 #include <encoder_kit/cuda/fp8.hpp>
 
+#include "lt_problem.hpp"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -18,14 +20,7 @@ namespace encoder_kit::cuda {
 
 namespace {
 
-struct Problem {
-  cublasLtMatmulDescOpaque_t desc_storage;
-  cublasLtMatrixLayoutOpaque_t w_storage, a_storage, c_storage;
-  cublasLtMatmulDesc_t desc() { return &desc_storage; }
-  cublasLtMatrixLayout_t w() { return &w_storage; }
-  cublasLtMatrixLayout_t a() { return &a_storage; }
-  cublasLtMatrixLayout_t c() { return &c_storage; }
-};
+using Problem = detail::LtProblem;
 
 struct Choice {
   cublasLtMatmulAlgo_t algo;
@@ -229,16 +224,8 @@ int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_sca
           },
           stream, kRuns, kRounds, times))
     return rc;
-  int best = -1;
-  for (size_t i = 0; i < found.size(); ++i)
-    if (times.best_ms[i] >= 0.0f &&
-        (best < 0 || times.best_ms[i] < times.best_ms[static_cast<size_t>(best)]))
-      best = static_cast<int>(i);
+  const int best = detail::fastest_keeping_first(times.best_ms);
   ENCODER_KIT_REQUIRE(best >= 0);  // every proposal failed
-  // The heuristic's first stays unless another is clearly faster (noise).
-  if (best != 0 && times.best_ms[0] >= 0.0f &&
-      times.best_ms[static_cast<size_t>(best)] > 0.95f * times.best_ms[0])
-    best = 0;
   const auto& pick = found[static_cast<size_t>(best)];
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->chosen[m] = Choice{pick.algo, pick.workspaceSize};

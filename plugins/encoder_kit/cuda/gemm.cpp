@@ -13,6 +13,8 @@
 #include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/tuning_cache.hpp>
 
+#include "lt_problem.hpp"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -76,15 +78,7 @@ struct Choice {
 
 constexpr char kOwnPrefix[] = "sm90:s=";
 
-// The per-call objects, in stack storage.
-struct Problem {
-  cublasLtMatmulDescOpaque_t desc_storage;
-  cublasLtMatrixLayoutOpaque_t w_storage, a_storage, c_storage;
-  cublasLtMatmulDesc_t desc() { return &desc_storage; }
-  cublasLtMatrixLayout_t w() { return &w_storage; }
-  cublasLtMatrixLayout_t a() { return &a_storage; }
-  cublasLtMatrixLayout_t c() { return &c_storage; }
-};
+using Problem = detail::LtProblem;
 
 cublasLtEpilogue_t lt_epilogue(GemmPlan::Epilogue ep) {
   switch (ep) {
@@ -524,16 +518,8 @@ int GemmPlan::tune(cublasLtHandle_t handle, const bf16* A, const bf16* W, const 
           },
           stream, kRuns, kRounds, times))
     return rc;
-  const std::vector<float>& best_ms = times.best_ms;
-  int best = -1;
-  for (size_t i = 0; i < count; ++i)
-    if (best_ms[i] >= 0.0f && (best < 0 || best_ms[i] < best_ms[static_cast<size_t>(best)]))
-      best = static_cast<int>(i);
+  const int best = detail::fastest_keeping_first(times.best_ms);
   ENCODER_KIT_REQUIRE(best >= 0);  // every proposal failed
-  // The heuristic's own first choice stays unless another is clearly faster:
-  // a timing win of a few percent in a short search is often noise.
-  if (best != 0 && best_ms[0] >= 0.0f && best_ms[static_cast<size_t>(best)] > 0.95f * best_ms[0])
-    best = 0;
   const Choice pick = found[static_cast<size_t>(best)];
   impl_->remember(pick);
   ++impl_->timed;
