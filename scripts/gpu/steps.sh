@@ -38,6 +38,7 @@ compare_dsocr2      540 dsocr2_vs_transformers
 compare_internvl    540 internvl_vs_transformers
 compare_llava_onevision 540 -
 compare_folder_media 600 folder_media_vs_transformers
+fp8                 570 -
 profile_qwen2_5_vl  400 qwen_profile
 profile_dsocr2      400 dsocr2_profile
 profile_attention   420 attention_profile
@@ -127,6 +128,16 @@ power_sample() (
 kernels() {
   # shellcheck disable=SC2086
   "$1/bin/bench_kernels" --table "$2/kernels.table" ${KERNELS_ARGS:-} "${@:3}"
+}
+
+# FP8 linears (docs/precision.md): the products against bf16, the Qwen2.5-VL tower with
+# precision = "fp8_linear" beside bf16 (mixed and 1344), its error against transformers.
+fp8() {
+  mkdir -p "$2"
+  "$1/bin/bench_kernels" --only fp8 --table "$2/fp8_kernels.table" || return 1
+  python3 "$here/bench.py" --model qwen2_5_vl --bundle "$1" --out-dir "$2" --skip-transformers \
+    --only mixed,1344 --variant "fp8_linear:plugin.config.precision='fp8_linear'" || return 1
+  compare_model qwen2_5_vl "$1" "$2" --init hf --precision fp8_linear
 }
 
 # The graph manager's host overhead per batch (toy plugin).
