@@ -3,10 +3,12 @@
 // every float dtype; random weights need no file; sizes are checked.
 #include "kit_test_support.hpp"
 
+#include <encoder_kit/fp8.hpp>
 #include <encoder_kit/numeric.hpp>
 #include <encoder_kit/safetensors.hpp>
 #include <encoder_kit/weights.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -142,4 +144,80 @@ TEST_CASE("sizes: overflowing random-weight shapes and towers beyond memory are 
   CHECK(
       contains(failure_of([] { encoder_kit::require_weights_fit(int64_t{1} << 62, "t"); }).message,
                "overflows 64 bits"));
+}
+
+namespace {
+
+// An F8_E4M3 tensor of the given codes.
+encoder_kit::TensorToWrite e4m3_tensor(const std::string& name, const std::vector<int64_t>& shape,
+                                       const std::vector<uint8_t>& codes) {
+  encoder_kit::TensorToWrite t{name, encoder_kit::StDtype::F8E4M3, shape,
+                               std::vector<std::byte>(codes.size())};
+  std::memcpy(t.bytes.data(), codes.data(), codes.size());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("an FP8 checkpoint's weights load as code x scale, per tensor or per row") {
+  kit_test::TempDir dir("kit-w");
+  const auto file = dir.path() / "fp8.safetensors";
+  const int64_t rows = 6, cols = 40;
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+  for (auto& c : codes) {  // any finite code, both signs
+    c = static_cast<uint8_t>(kit_test::uniform(0, 255));
+    if ((c & 0x7f) == 0x7f) c = 0x7e;
+  }
+  codes[0] = 0x7e;  // 448
+  std::vector<float> row_scales = random_values(static_cast<size_t>(rows));
+  for (float& s : row_scales) s = std::fabs(s) / 448.0f + 1e-3f;
+  const float tensor_scale = 0.0125f;
+  encoder_kit::write_safetensors(
+      file, {e4m3_tensor("a.weight", {rows, cols}, codes),
+             encoder_kit::f32_tensor("a.weight_scale", {rows, 1}, row_scales),
+             e4m3_tensor("b.weight", {rows, cols}, codes),
+             encoder_kit::bf16_tensor("b.weight_scale", {}, {tensor_scale}),
+             e4m3_tensor("c.weight", {rows, cols}, codes),  // no scale
+             e4m3_tensor("d.weight", {rows, cols}, codes),
+             encoder_kit::f32_tensor("d.weight_scale", {rows + 1}, random_values(7)),
+             e4m3_tensor("e.weight", {2}, {0x38, 0x7f}),  // 1.0 and NaN
+             encoder_kit::f32_tensor("e.weight_scale", {1}, {2.0f})});
+  const encoder_kit::WeightSource src(file.string(), 0);
+  const auto init = encoder_kit::RandomInit::normal(1);
+  const std::vector<float> a = src.load("a.weight", {rows, cols}, init);
+  const std::vector<float> b = src.load("b.weight", {rows, cols}, init);
+  const float bf16_scale = encoder_kit::bf16_to_f32(encoder_kit::f32_to_bf16(tensor_scale));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      const double code = encoder_kit::e4m3_to_f32(codes[i]);
+      CHECK(a[i] == static_cast<float>(code * row_scales[static_cast<size_t>(r)]));
+      CHECK(b[i] == static_cast<float>(code * bf16_scale));
+    }
+  // A row whose largest code is 448 (row 0: codes[0]) comes back as the
+  // same codes and scale when the FP8 path quantises it per output channel.
+  std::vector<float> row(a.begin(), a.begin() + cols);
+  const encoder_kit::E4m3Rows again = encoder_kit::quantize_rows_e4m3(row.data(), 1, cols);
+  CHECK(again.scales[0] == doctest::Approx(row_scales[0]).epsilon(1e-6));
+  for (int64_t c = 0; c < cols; ++c)
+    CHECK(again.codes[static_cast<size_t>(c)] == codes[static_cast<size_t>(c)]);
+
+  kit_test::Failure f = failure_of([&] { src.load("c.weight", {rows, cols}, init); });
+  CHECK(f.thrown);
+  CHECK(contains(f.message, "'c.weight'"));
+  CHECK(contains(f.message, "is F8_E4M3 but the checkpoint holds no 'c.weight_scale'"));
+  f = failure_of([&] { src.load("d.weight", {rows, cols}, init); });
+  CHECK(f.thrown);
+  CHECK(contains(f.message, "'d.weight_scale'"));
+  CHECK(contains(f.message, "one value (per tensor) or one per row ([6] or [6, 1])"));
+  f = failure_of([&] { src.load("e.weight", {2}, init); });
+  CHECK(f.thrown);
+  CHECK(contains(f.message, "holds NaN at element 1 of 2"));
+  const encoder_kit::WeightSource unchecked(file.string(), 0, /*check_finite=*/false);
+  const std::vector<float> e = unchecked.load("e.weight", {2}, init);
+  CHECK(e[0] == 2.0f);
+  CHECK(std::isnan(e[1]));
+  // A wrong shape is named as for any dtype.
+  f = failure_of([&] { src.load("a.weight", {cols, rows}, init); });
+  CHECK(contains(f.message, "has shape [6, 40], expected [40, 6]"));
 }

@@ -1,4 +1,5 @@
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/fp8.hpp>
 #include <encoder_kit/input_file.hpp>
 #include <encoder_kit/json.hpp>
 #include <encoder_kit/numeric.hpp>
@@ -35,6 +36,7 @@ StDtype parse_dtype(const std::string& s) {
   if (s == "I32") return StDtype::I32;
   if (s == "I64") return StDtype::I64;
   if (s == "U8") return StDtype::U8;
+  if (s == "F8_E4M3") return StDtype::F8E4M3;
   return StDtype::Other;
 }
 
@@ -149,6 +151,7 @@ const char* st_dtype_name(StDtype d) {
     case StDtype::I32: return "I32";
     case StDtype::I64: return "I64";
     case StDtype::U8: return "U8";
+    case StDtype::F8E4M3: return "F8_E4M3";
     default: return "unsupported";
   }
 }
@@ -161,7 +164,8 @@ size_t st_dtype_bytes(StDtype d) {
     case StDtype::BF16: return 2;
     case StDtype::F64:
     case StDtype::I64: return 8;
-    case StDtype::U8: return 1;
+    case StDtype::U8:
+    case StDtype::F8E4M3: return 1;
     default: return 0;
   }
 }
@@ -449,34 +453,73 @@ bool convert(const TensorRef& t, size_t count, float* out) {
     default:
       fail(EG_ERR_INVALID_ARGUMENT, "tensor '" + t.name + "' in plugin.weights file '" + t.file +
                                         "' has dtype " + t.dtype_name +
-                                        "; weights must be F32, BF16 or F16");
+                                        "; weights must be F32, BF16 or F16, or F8_E4M3 with "
+                                        "their scale beside them");
   }
   return nonfinite != 0;
 }
 
 }  // namespace
 
-std::vector<float> read_as_f32(const TensorRef& t, const std::vector<int64_t>& expected,
-                               bool check_finite) {
+namespace {
+
+void require_shape(const TensorRef& t, const std::vector<int64_t>& expected) {
   if (t.shape != expected)
     bad("tensor '" + t.name + "' in plugin.weights file '" + t.file + "' has shape " +
         shape_string(t.shape) + ", expected " + shape_string(expected) +
         " for this model configuration");
+}
+
+// Names the first NaN or infinity of `out` (read from t), if any.
+void require_finite(const TensorRef& t, const std::vector<float>& out) {
+  const auto first =
+      std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (first == out.end()) return;
+  const float v = *first;
+  bad("tensor '" + t.name + "' in plugin.weights file '" + t.file + "' holds " +
+      (std::isnan(v) ? "NaN"
+       : v > 0       ? "+Inf"
+                     : "-Inf") +
+      " at element " + std::to_string(first - out.begin()) + " of " + std::to_string(out.size()) +
+      ": the checkpoint is damaged (re-download or re-convert it), or set [plugin.config] "
+      "check_finite = false to load it anyway");
+}
+
+}  // namespace
+
+std::vector<float> read_as_f32(const TensorRef& t, const std::vector<int64_t>& expected,
+                               bool check_finite) {
+  require_shape(t, expected);
   // The shapes match, and the header's shape x dtype was checked against its span.
   const size_t count = t.bytes / st_dtype_bytes(t.dtype_name);
   std::vector<float> out(count);
-  if (convert(t, count, out.data()) && check_finite) {
-    const auto first =
-        std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
-    const float v = *first;
-    bad("tensor '" + t.name + "' in plugin.weights file '" + t.file + "' holds " +
-        (std::isnan(v) ? "NaN"
-         : v > 0       ? "+Inf"
-                       : "-Inf") +
-        " at element " + std::to_string(first - out.begin()) + " of " + std::to_string(count) +
-        ": the checkpoint is damaged (re-download or re-convert it), or set [plugin.config] "
-        "check_finite = false to load it anyway");
-  }
+  if (convert(t, count, out.data()) && check_finite) require_finite(t, out);
+  return out;
+}
+
+std::vector<float> read_e4m3_as_f32(const TensorRef& t, const TensorRef& scale,
+                                    const std::vector<int64_t>& expected, bool check_finite) {
+  require_shape(t, expected);
+  if (t.dtype != StDtype::F8E4M3)
+    bad("tensor '" + t.name + "' in plugin.weights file '" + t.file + "' has dtype " +
+        t.dtype_name + ", not F8_E4M3");
+  const std::vector<float> scales = read_as_f32(scale, scale.shape, check_finite);
+  const size_t count = t.bytes;
+  const int64_t rows = expected.empty() ? 1 : expected.front();
+  const bool per_row =
+      static_cast<int64_t>(scales.size()) == rows && rows > 1 &&
+      (scale.shape.size() == 1 || (scale.shape.size() == 2 && scale.shape[1] == 1));
+  if (scales.size() != 1 && !per_row)
+    bad("tensor '" + scale.name + "' in plugin.weights file '" + scale.file + "' has shape " +
+        shape_string(scale.shape) + ": the scale of '" + t.name + "' " + shape_string(t.shape) +
+        " must hold one value (per tensor) or one per row ([" + std::to_string(rows) + "] or [" +
+        std::to_string(rows) + ", 1])");
+  const size_t row_len = rows > 0 ? count / static_cast<size_t>(rows) : count;
+  std::vector<float> out(count);
+  const auto* codes = reinterpret_cast<const uint8_t*>(t.data);
+  for (size_t i = 0; i < count; ++i)
+    out[i] = e4m3_to_f32(codes[i]) * scales[per_row ? i / row_len : 0];
+  if (check_finite) require_finite(t, out);
   return out;
 }
 

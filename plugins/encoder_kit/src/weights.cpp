@@ -47,7 +47,19 @@ bool WeightSource::contains(const std::string& name) const {
 
 std::vector<float> WeightSource::load(const std::string& name, const std::vector<int64_t>& shape,
                                       const RandomInit& init) const {
-  if (store_) return read_as_f32(store_->get(name), shape, check_finite_);
+  if (store_) {
+    const TensorRef& t = store_->get(name);
+    if (t.dtype != StDtype::F8E4M3) return read_as_f32(t, shape, check_finite_);
+    // An FP8 checkpoint: the weight's scale sits beside it.
+    const std::string scale = name + "_scale";
+    if (!store_->contains(scale))
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "tensor '" + name + "' in plugin.weights file '" + t.file +
+               "' is F8_E4M3 but the checkpoint holds no '" + scale +
+               "': an FP8 checkpoint needs each weight's scale beside it (the Model Optimizer "
+               "and compressed-tensors layouts)");
+    return read_e4m3_as_f32(t, store_->get(scale), shape, check_finite_);
+  }
   int64_t elements = 1;
   for (int64_t d : shape) elements = checked_mul(elements, d, "the element count of " + name);
   const auto count = static_cast<size_t>(elements);

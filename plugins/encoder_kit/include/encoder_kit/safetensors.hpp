@@ -18,7 +18,7 @@ namespace encoder_kit {
 
 // Weights are read from F32, F16 and BF16; the other dtypes a checkpoint may
 // hold are recognised (for the extent checks) as Other.
-enum class StDtype { F32, F16, BF16, F64, I32, I64, U8, Other };
+enum class StDtype { F32, F16, BF16, F64, I32, I64, U8, F8E4M3, Other };
 
 const char* st_dtype_name(StDtype d);
 size_t st_dtype_bytes(StDtype d);  // 0 for Other
@@ -103,6 +103,15 @@ std::string similar_tensor_names(const std::string& wanted, const std::vector<st
 // and the opt-out key (the check rides on the conversion's one pass).
 std::vector<float> read_as_f32(const TensorRef& t, const std::vector<int64_t>& expected,
                                bool check_finite = true);
+
+// An FP8 weight (F8_E4M3 codes, encoder_kit/fp8.hpp) as f32: each code times
+// its scale. `scale` holds one value (per tensor) or one per row, the first
+// dimension ([rows] or [rows, 1]: per output channel), in any float dtype:
+// the layouts NVIDIA Model Optimizer and compressed-tensors save beside each
+// weight as `<weight>_scale`. Exact in f32. Errors as read_as_f32's, and a
+// scale of another shape names both tensors.
+std::vector<float> read_e4m3_as_f32(const TensorRef& t, const TensorRef& scale,
+                                    const std::vector<int64_t>& expected, bool check_finite = true);
 
 std::string shape_string(const std::vector<int64_t>& shape);
 

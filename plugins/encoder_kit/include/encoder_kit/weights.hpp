@@ -54,7 +54,9 @@ class WeightSource {
 
   // Tensor `name` as f32 with exactly `shape`. From a checkpoint: errors name
   // the tensor and the file when it is missing, mis-shaped or (checked) not
-  // finite. Random: values depend only on (seed, name, index).
+  // finite; an F8_E4M3 tensor (an FP8 checkpoint) is its codes times
+  // `<name>_scale`, per tensor or per row (read_e4m3_as_f32). Random: values
+  // depend only on (seed, name, index).
   std::vector<float> load(const std::string& name, const std::vector<int64_t>& shape,
                           const RandomInit& init) const;
 
