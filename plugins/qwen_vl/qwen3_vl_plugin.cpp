@@ -10,7 +10,8 @@
 // deepstack_visual_indexes (each overrides config_json), dtype (f32 on the
 // CPU, bf16 on CUDA), min_pixels, max_pixels (images), video_min_pixels,
 // video_max_pixels (all frames of a video together), min_budget, max_budget,
-// max_frames_per_video, seed, tune_gemm, tuning_cache, check_finite.
+// max_frames_per_video, seed, tune_gemm, tuning_cache, precision (CUDA: "bf16"
+// or "fp8_linear"; docs/precision.md), check_finite.
 #include "spec.hpp"
 #include "tower.hpp"
 
