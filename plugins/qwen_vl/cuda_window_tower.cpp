@@ -230,34 +230,41 @@ class WindowTower final : public CudaTower {
           "silu_mul");
   }
 
+  // One FP8 product of a block on the operand in a.q: run, or with `tune`
+  // its algorithms timed at this size instead (outside capture).
+  void fp8_product(k::Fp8GemmPlan& plan, const Activations& a, const uint8_t* w, const float* sw,
+                   const bf16* bias, const bf16* residual, bf16* out, int64_t p, bool tune,
+                   cudaStream_t s, const char* what) {
+    const size_t ws = k::GemmPlan::workspace_bytes();
+    check(tune ? plan.tune(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s)
+               : plan.run(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s),
+          what);
+  }
+
   // precision = "fp8_linear": norm1 and qkv as a row quantisation of x whose
   // scales carry the RMSNorm (norm1's weight is folded into qkv's columns),
   // then the FP8 product.
-  void fp8_norm_qkv(const Activations& a, const DeviceBlock& b, int64_t p, cudaStream_t s) {
+  void fp8_norm_qkv(const Activations& a, const DeviceBlock& b, int64_t p, bool tune,
+                    cudaStream_t s) {
     const int64_t d = c.hidden_size;
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm1 in FP8");
-    check(qkv8.run(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
-                   k::GemmPlan::workspace_bytes(), s),
-          "qkv in FP8");
+    fp8_product(qkv8, a, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, tune, s, "qkv in FP8");
   }
 
   // The rest of a block in FP8: proj with its residual, norm2 and gate/up,
-  // SiLU·mul quantised for down_proj, down_proj with its residual.
-  void fp8_proj_mlp(const Activations& a, const DeviceBlock& b, int64_t p, cudaStream_t s) {
+  // SiLU·mul quantised for down_proj, down_proj with its residual. With
+  // `tune` the products are timed instead (x is overwritten: the forward
+  // that follows recomputes it).
+  void fp8_proj_mlp(const Activations& a, const DeviceBlock& b, int64_t p, bool tune,
+                    cudaStream_t s) {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    const size_t ws = k::GemmPlan::workspace_bytes();
     check(k::quantize_rows_e4m3(a.attn, d, a.q, a.q_scale, p, d, -1.0f, s), "attention in FP8");
-    check(proj8.run(handle, a.q, a.q_scale, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, a.gemm_ws,
-                    ws, s),
-          "attn.proj in FP8");
+    fp8_product(proj8, a, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, tune, s, "attn.proj in FP8");
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm2 in FP8");
-    check(gate_up8.run(handle, a.q, a.q_scale, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
-                       a.gate_up, p, a.gemm_ws, ws, s),
-          "gate/up in FP8");
+    fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p, tune, s,
+                "gate/up in FP8");
     check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "SiLU-mul in FP8");
-    check(down8.run(handle, a.q, a.q_scale, b.down_q, b.down_s, b.down_b, a.x, a.x, p, a.gemm_ws,
-                    ws, s),
-          "down_proj in FP8");
+    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.x, a.x, p, tune, s, "down_proj in FP8");
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the
@@ -327,32 +334,14 @@ class WindowTower final : public CudaTower {
         [&](size_t f) { norm_qkv(a, blocks[0], p, static_cast<QkvForm>(f), s); }, s));
   }
 
-  // The FP8 products timed on the first block's weights, their operands made
-  // as the forward makes them from the patch embedding's rows in a.x.
-  void tune_fp8(const Activations& a, int64_t p, size_t ws, cudaStream_t s) {
-    const DeviceBlock& b = blocks[0];
-    const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "tune");
-    check(qkv8.tune(handle, a.q, a.q_scale, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, a.gemm_ws,
-                    ws, s),
-          "tune");
-    check(proj8.tune(handle, a.q, a.q_scale, b.proj_q, b.proj_s, b.proj_b, a.attn, a.attn, p,
-                     a.gemm_ws, ws, s),
-          "tune");
-    check(gate_up8.tune(handle, a.q, a.q_scale, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr,
-                        a.gate_up, p, a.gemm_ws, ws, s),
-          "tune");
-    check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "tune");
-    check(down8.tune(handle, a.q, a.q_scale, b.down_q, b.down_s, b.down_b, a.attn, a.attn, p,
-                     a.gemm_ws, ws, s),
-          "tune");
-  }
-
   void tune_products(const Activations& a, int64_t p, int64_t tokens, size_t ws,
                      cudaStream_t s) override {
     const DeviceBlock& b = blocks[0];
     if (fp8) {
-      tune_fp8(a, p, ws, s);
+      // The FP8 products timed on the first block's weights, their operands
+      // made as the forward makes them (from the patch embedding's rows in x).
+      fp8_norm_qkv(a, b, p, /*tune=*/true, s);
+      fp8_proj_mlp(a, b, p, /*tune=*/true, s);
       check(merge1.tune(handle, a.normed, m0_w, m0_b, nullptr, a.attn, tokens, a.gemm_ws, ws, s),
             "tune");
       check(merge2.tune(handle, a.attn, m2_w, m2_b, nullptr, a.merged, tokens, a.gemm_ws, ws, s),
@@ -424,7 +413,7 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
   for (int64_t i = 0; i < c.depth; ++i) {
     const DeviceBlock& b = blocks[static_cast<size_t>(i)];
     if (fp8)
-      fp8_norm_qkv(a, b, p, s);
+      fp8_norm_qkv(a, b, p, /*tune=*/false, s);
     else
       norm_qkv(a, b, p, qkv_form, s);
     // Windows of up to 64 patches (the released models' 112-pixel windows) take
@@ -450,7 +439,7 @@ void WindowTower::run(const Pass& f, void* const* outputs) {
             "window attention");
     }
     if (fp8) {
-      fp8_proj_mlp(a, b, p, s);
+      fp8_proj_mlp(a, b, p, /*tune=*/false, s);
       continue;
     }
     check(proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, gemm_ws, s),

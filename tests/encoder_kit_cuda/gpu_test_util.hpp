@@ -75,6 +75,13 @@ inline void require_gpu() {
                     #expr << " -> " << cudaGetErrorString(encoder_kit_e_)); \
   } while (0)
 
+// A cuBLASLt handle for one test case.
+struct LtHandle {
+  cublasLtHandle_t h = nullptr;
+  LtHandle() { REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS); }
+  ~LtHandle() { cublasLtDestroy(h); }
+};
+
 // Owning device allocation of n elements of T.
 template <typename T>
 class DeviceBuffer {

@@ -12,12 +12,6 @@ using Ep = k::GemmPlan::Epilogue;
 
 namespace {
 
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  LtHandle() { REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS); }
-  ~LtHandle() { cublasLtDestroy(h); }
-};
-
 // C = act(A W^T + bias) + residual in float64 from the bf16 inputs. The erf
 // GELU is applied to the bf16-rounded product, as the two-pass plan does.
 std::vector<double> reference(const std::vector<bf16>& A, const std::vector<bf16>& W,

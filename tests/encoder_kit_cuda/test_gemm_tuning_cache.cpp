@@ -34,12 +34,6 @@ struct ScratchDir {
   }
 };
 
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  LtHandle() { REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS); }
-  ~LtHandle() { cublasLtDestroy(h); }
-};
-
 struct Problem {
   int64_t m, n, k;
   Ep ep;

@@ -22,12 +22,6 @@ struct Stream {
   ~Stream() { cudaStreamDestroy(s); }
 };
 
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  LtHandle() { REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS); }
-  ~LtHandle() { cublasLtDestroy(h); }
-};
-
 // Runs f() under stream capture and returns the instantiated graph.
 template <typename F>
 cudaGraphExec_t capture(cudaStream_t s, F f) {
