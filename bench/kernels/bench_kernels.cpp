@@ -645,6 +645,34 @@ void bench_fp8(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& nam
         }}});
 }
 
+// The activation quantisation kernels at the towers' widths, held in
+// registers (one read of the row) against two passes, alternating.
+void bench_fp8_quantize(Pool& pool, int64_t m) {
+  for (const int64_t cols : {int64_t{1280}, int64_t{4304}}) {
+    bf16* x = pool.bf(static_cast<size_t>(m * cols));
+    auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * cols));
+    float* sc = pool.raw<float>(static_cast<size_t>(m));
+    Forms forms;
+    for (const bool held : {true, false})
+      forms.emplace_back(held ? "held" : "two passes", [=] {
+        BENCH_CHECK(k::detail::quantize_rows_e4m3(x, cols, q, sc, m, cols, 1e-6f, held, g_stream));
+      });
+    alternate("quantize_rows", std::to_string(m) + "x" + std::to_string(cols), 0.0, 3.0 * m * cols,
+              forms);
+  }
+  const int64_t inter = 3456;
+  bf16* gu = pool.bf(static_cast<size_t>(m * 2 * inter));
+  auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * inter));
+  float* sc = pool.raw<float>(static_cast<size_t>(m));
+  Forms forms;
+  for (const bool held : {true, false})
+    forms.emplace_back(held ? "held" : "two passes", [=] {
+      BENCH_CHECK(k::detail::silu_mul_quantize_e4m3(gu, q, sc, m, inter, held, g_stream));
+    });
+  alternate("silu_mul_quantize", std::to_string(m) + "x" + std::to_string(inter), 0.0,
+            5.0 * m * inter, forms);
+}
+
 int positive_int(const char* text) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
@@ -816,13 +844,7 @@ int main(int argc, char** argv) {
         bench_fp8(pool, lt, ws, "linear o_proj+res", m, 1280, 1280, true);
         bench_fp8(pool, lt, ws, "linear gate_up", m, 2 * 3456, 1280, false);
         bench_fp8(pool, lt, ws, "linear down+res", m, 1280, 3456, true);
-        bf16* gu = pool.bf(static_cast<size_t>(m * 2 * 3456));
-        auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * 3456));
-        float* sc = pool.raw<float>(static_cast<size_t>(m));
-        add_row("silu_mul_quantize", std::to_string(m) + "x3456", time_us([&] {
-                  BENCH_CHECK(k::silu_mul_quantize_e4m3(gu, q, sc, m, 3456, g_stream));
-                }),
-                0, 5.0 * m * 3456);
+        bench_fp8_quantize(pool, m);
       }
 
     // Memory-bound kernels.

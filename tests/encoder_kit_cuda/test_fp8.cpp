@@ -47,10 +47,19 @@ void check_codes(const std::vector<uint8_t>& q, const std::vector<double>& x, do
 
 GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN rows show") {
   require_gpu();
-  // Qwen2.5-VL's width, and a long row (five laps of the block's threads).
+  // Qwen2.5-VL's and SigLIP's widths, SigLIP's MLP (held in registers over
+  // one, two and three laps of the block), and a row past kHeldRowCols (two
+  // passes, five laps).
   const int64_t rows = 67;
-  for (const auto& [cols, eps] :
-       {std::pair<int64_t, float>{1280, -1.0f}, {1280, 1e-6f}, {8208, -1.0f}, {8208, 1e-6f}}) {
+  static_assert(k::detail::kHeldRowCols < 8208);
+  for (const auto& [cols, eps] : {std::pair<int64_t, float>{1280, -1.0f},
+                                  {1280, 1e-6f},
+                                  {1152, 1e-6f},
+                                  {2064, -1.0f},
+                                  {4304, 1e-6f},
+                                  {8192, -1.0f},
+                                  {8208, -1.0f},
+                                  {8208, 1e-6f}}) {
     const int64_t ld = cols + 16;
     CAPTURE(cols);
     CAPTURE(eps);
@@ -97,9 +106,9 @@ GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN r
   }
 }
 
-GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row") {
-  require_gpu();
-  const int64_t rows = 45, inter = 3 * k::kGateUpBlock;
+namespace {
+void silu_mul_case(int64_t inter) {
+  const int64_t rows = 45;
   const auto gu = random_bf16(static_cast<size_t>(rows * 2 * inter), 2.0f);
   DeviceBuffer<bf16> dgu(gu.size());
   DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * inter));
@@ -134,6 +143,17 @@ GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row
         ++outside;
     }
     CHECK(outside == 0);
+  }
+}
+}  // namespace
+
+GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row") {
+  require_gpu();
+  // Held in registers (one lap, Qwen2.5-VL's padded 3456 in two), and two
+  // passes past kHeldRowCols.
+  for (const int64_t inter : {3 * k::kGateUpBlock, 27 * k::kGateUpBlock, 66 * k::kGateUpBlock}) {
+    CAPTURE(inter);
+    silu_mul_case(inter);
   }
 }
 

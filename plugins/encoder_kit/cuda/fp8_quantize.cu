@@ -1,6 +1,8 @@
-// The FP8 products' activation operands (fp8.hpp): one block per row, two
-// passes over it (the row's maximum, then the codes; the second read hits
-// L1/L2), 16-byte loads of 8 bf16 and 8-byte stores of 8 codes.
+// The FP8 products' activation operands (fp8.hpp): one block per row,
+// 16-byte loads of 8 bf16 and 8-byte stores of 8 codes. A row of up to
+// kHeldRowCols columns is read once and held in registers while the block
+// finds its maximum; a longer row takes two passes (the maximum, then the
+// codes from a second read).
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/fp8.hpp>
 
@@ -60,7 +62,7 @@ __device__ RowStats reduce(float amax, float sumsq, bool bad) {
   }
   __syncthreads();
   RowStats r{0.0f, 0.0f, false};
-  for (int w = 0; w < kThreads / 32; ++w) {
+  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) {
     r.amax = fmaxf(r.amax, s_max[w]);
     r.sumsq += s_sum[w];
     r.bad = r.bad || s_bad[w] != 0;
@@ -151,35 +153,168 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The single-pass forms: thread t holds vectors t, t + blockDim, ... (kChunks
+// of them, 8 values each) of its row between the reduction and the stores.
+template <int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows_held_kernel(const bf16* __restrict__ x, int64_t ld_x, e4m3* __restrict__ q,
+                              float* __restrict__ scale_out, int64_t rows, int64_t cols,
+                              float rms_eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const bf16* row = x + r * ld_x;
+    float f[kChunks][8];
+    float amax = 0.0f, sumsq = 0.0f;
+    bool bad = false;
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+      if (c < cols) {
+        load8(row + c, f[ch]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          bad = bad || !isfinite(f[ch][i]);
+          amax = fmaxf(amax, fabsf(f[ch][i]));
+          sumsq += f[ch][i] * f[ch][i];
+        }
+      }
+    }
+    const RowStats st = reduce(amax, sumsq, bad);
+    float scale = 0.0f;
+    const float inv = row_scale_inv(st, scale);
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+      if (c < cols) store8(q + r * cols + c, f[ch], inv);
+    }
+    if (threadIdx.x == 0)
+      scale_out[r] =
+          rms_eps >= 0.0f ? scale * rsqrtf(st.sumsq / static_cast<float>(cols) + rms_eps) : scale;
+  }
+}
+
+template <int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    silu_mul_quantize_held_kernel(const bf16* __restrict__ gate_up, e4m3* __restrict__ q,
+                                  float* __restrict__ scale_out, int64_t rows, int64_t inter) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const bf16* row = gate_up + r * 2 * inter;
+    float a[kChunks][8];
+    float amax = 0.0f;
+    bool bad = false;
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t f = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+      if (f < inter) {
+        silu_mul8(row, f, a[ch]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          bad = bad || !isfinite(a[ch][j]);
+          amax = fmaxf(amax, fabsf(a[ch][j]));
+        }
+      }
+    }
+    const RowStats st = reduce(amax, 0.0f, bad);
+    float scale = 0.0f;
+    const float inv = row_scale_inv(st, scale);
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t f = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+      if (f < inter) store8(q + r * inter + f, a[ch], inv);
+    }
+    if (threadIdx.x == 0) scale_out[r] = scale;
+  }
+}
+
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20));
 }
 
+// A held row's launch: the fewest laps of at most kThreads threads that cover
+// its vectors of 8, and the fewest whole warps per lap.
+struct HeldLaunch {
+  int chunks;
+  unsigned threads;
+};
+HeldLaunch held_launch(int64_t cols) {
+  const int64_t vectors = cols / 8;
+  const int64_t chunks = (vectors + kThreads - 1) / kThreads;
+  const int64_t per_lap = (vectors + chunks - 1) / chunks;
+  return {static_cast<int>(chunks), static_cast<unsigned>((per_lap + 31) / 32 * 32)};
+}
+
+template <template <int> class Launch, typename... Args>
+void launch_held(const HeldLaunch& h, int64_t rows, cudaStream_t stream, Args... args) {
+  switch (h.chunks) {
+    case 1: Launch<1>::go(row_blocks(rows), h.threads, stream, args...); break;
+    case 2: Launch<2>::go(row_blocks(rows), h.threads, stream, args...); break;
+    case 3: Launch<3>::go(row_blocks(rows), h.threads, stream, args...); break;
+    default: Launch<4>::go(row_blocks(rows), h.threads, stream, args...); break;
+  }
+}
+
+template <int kChunks>
+struct QuantizeHeld {
+  template <typename... Args>
+  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
+    quantize_rows_held_kernel<kChunks><<<blocks, threads, 0, stream>>>(args...);
+  }
+};
+template <int kChunks>
+struct SiluMulHeld {
+  template <typename... Args>
+  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
+    silu_mul_quantize_held_kernel<kChunks><<<blocks, threads, 0, stream>>>(args...);
+  }
+};
+
+static_assert(detail::kHeldRowCols == 4 * kThreads * 8, "four laps of the block at most");
+
 }  // namespace
 
+namespace detail {
+
 int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
-                       int64_t cols, float rms_eps, cudaStream_t stream) {
+                       int64_t cols, float rms_eps, bool held, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && cols > 0 && cols % 16 == 0);
   ENCODER_KIT_REQUIRE(ld_x >= cols && ld_x % 8 == 0);
   ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
   if (rows == 0) return 0;
-  quantize_rows_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols,
-                                                                  rms_eps);
+  if (held && cols <= kHeldRowCols)
+    launch_held<QuantizeHeld>(held_launch(cols), rows, stream, x, ld_x, q, scale, rows, cols,
+                              rms_eps);
+  else
+    quantize_rows_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols,
+                                                                    rms_eps);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }
 
 int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
-                           cudaStream_t stream) {
+                           bool held, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % kGateUpBlock == 0);
   ENCODER_KIT_REQUIRE(gate_up != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(gate_up) && detail::aligned16(q));
   if (rows == 0) return 0;
-  silu_mul_quantize_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(gate_up, q, scale, rows,
-                                                                      inter);
+  if (held && inter <= kHeldRowCols)
+    launch_held<SiluMulHeld>(held_launch(inter), rows, stream, gate_up, q, scale, rows, inter);
+  else
+    silu_mul_quantize_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(gate_up, q, scale, rows,
+                                                                        inter);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
+}
+
+}  // namespace detail
+
+int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
+                       int64_t cols, float rms_eps, cudaStream_t stream) {
+  return detail::quantize_rows_e4m3(x, ld_x, q, scale, rows, cols, rms_eps, true, stream);
+}
+
+int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
+                           cudaStream_t stream) {
+  return detail::silu_mul_quantize_e4m3(gate_up, q, scale, rows, inter, true, stream);
 }
 
 }  // namespace encoder_kit::cuda
