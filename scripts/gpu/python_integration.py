@@ -25,9 +25,12 @@ to the language model in place of its own visual forward, on the GPU machine
    transformers bf16 within sqrt(2) x 1.1 x that bf16 noise. The embeddings
    are reported the same way, and the route itself is checked: transformers'
    own bf16 tower rows fed through step 3 give its end-to-end logits.
+5. With --fp8 (a GPU with FP8 tensor cores), step 3 again with the tower's
+   plugin.config.precision = "fp8_linear": its logits' error against fp32 at
+   most 2x the bf16 route's (ours bf16 against fp32), docs/precision.md's gate.
 
 usage: PYTHONPATH=build-python-gpu/python python3 scripts/gpu/python_integration.py \
-           --out-dir logs [--depth 4] [--text-layers 2]
+           --out-dir logs [--depth 4] [--text-layers 2] [--fp8]
 """
 import argparse
 import copy
@@ -50,6 +53,7 @@ from compare_folder import (  # noqa: E402
     PREPROCESSOR_7B, released_config, vision_config, write_json)
 
 ACCURACY_SLACK = 1.10  # as compare.py --model qwen2_5_vl
+FP8_SLACK = 2.0  # fp8_linear's logits against fp32: at most this x the bf16 route's error
 # The released 7B text model's dimensions (head_dim 128: mrope sections 16+24+24).
 TEXT_7B = dict(hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
                num_key_value_heads=4, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]})
@@ -161,6 +165,36 @@ def logits_from_rows(model, ids, mask, grid, rows):
     return out.logits.float()
 
 
+def encode_with_encgraph(folder, pixels, precision):
+    """One image through encgraph.Runtime (plugin.weights = the folder, CUDA graphs) at
+    `precision`; the rows as a torch tensor through DLPack, whether it shares the
+    result's memory and outlives the runtime, capture seconds and ms per encode."""
+    import encgraph
+    config = {"runtime": {"device": "cuda", "log_level": "warn"},
+              "plugin": {"name": "qwen2_5_vl", "weights": folder,
+                         "config": {"dtype": "bf16", "precision": precision}},
+              "budgets": {"token_budgets": [1024, 4096], "max_items_per_batch": 8}}
+    rt = encgraph.Runtime(config)
+    t0 = time.time()
+    rt.capture()
+    capture_s = time.time() - t0
+    [result] = rt.encode(images=[pixels])
+    t0 = time.time()
+    for _ in range(10):
+        rt.encode(images=[pixels])
+    encode_ms = (time.time() - t0) * 100
+    ours = torch.from_dlpack(result)
+    shared = ours.data_ptr() == result.data_ptr and ours.device.type == "cuda"
+    log(f"encgraph {precision}: {tuple(ours.shape)} {ours.dtype} on {ours.device}, shares memory: "
+        f"{shared}, capture {capture_s:.1f} s, encode {encode_ms:.1f} ms/image, stats "
+        f"{rt.stats()['graph_hits']} hits")
+    checksum = float(ours.float().sum())
+    rt.close()  # the tensor keeps the result alive
+    del rt
+    alive = float(ours.float().sum()) == checksum
+    return ours, shared, alive, capture_s, encode_ms
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out-dir", required=True)
@@ -169,6 +203,8 @@ def main():
     ap.add_argument("--height", type=int, default=448)
     ap.add_argument("--width", type=int, default=336)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fp8", action="store_true",
+                    help="also run the tower with precision = fp8_linear and judge its logits")
     args = ap.parse_args()
     if np is None or torch is None:
         raise SystemExit("python_integration.py needs numpy and torch (the GPU machine has them)")
@@ -210,27 +246,7 @@ def main():
     tf32_rows = tower_rows(ref32, pv.float(), grid, n, width)
 
     # encgraph: the folder as plugin.weights, the rows through DLPack.
-    config = {"runtime": {"device": "cuda", "log_level": "warn"},
-              "plugin": {"name": "qwen2_5_vl", "weights": folder, "config": {"dtype": "bf16"}},
-              "budgets": {"token_budgets": [1024, 4096], "max_items_per_batch": 8}}
-    rt = encgraph.Runtime(config)
-    t0 = time.time()
-    rt.capture()
-    capture_s = time.time() - t0
-    [result] = rt.encode(images=[pixels])
-    t0 = time.time()
-    for _ in range(10):
-        rt.encode(images=[pixels])
-    encode_ms = (time.time() - t0) * 100
-    ours = torch.from_dlpack(result)
-    shared = ours.data_ptr() == result.data_ptr and ours.device.type == "cuda"
-    log(f"encgraph: {tuple(ours.shape)} {ours.dtype} on {ours.device}, shares memory: {shared}, "
-        f"capture {capture_s:.1f} s, encode {encode_ms:.1f} ms/image, stats {rt.stats()['graph_hits']} hits")
-    checksum = float(ours.float().sum())
-    rt.close()  # the tensor keeps the result alive
-    del rt
-    alive = float(ours.float().sum()) == checksum
-
+    ours, shared, alive, capture_s, encode_ms = encode_with_encgraph(folder, pixels, "bf16")
     logits = logits_from_rows(model16, ids, mask, grid, ours)
     route = logits_from_rows(model16, ids, mask, grid, tf16_rows)
     sl = slice(first, None)
@@ -247,6 +263,23 @@ def main():
 
     ok = shared and alive and ours.dtype == torch.bfloat16 and judged(e_log) and judged(e_emb)
     ok = ok and e_route <= 0.5 * e_log[2]
+    fp8_lines, ok8 = [], True
+    if args.fp8:
+        rows8, shared8, alive8, capture8_s, encode8_ms = encode_with_encgraph(
+            folder, pixels, "fp8_linear")
+        logits8 = logits_from_rows(model16, ids, mask, grid, rows8)
+        e8_emb = rel(rows8.float(), tf32_rows.float())
+        e8_log = rel(logits8[:, sl], r32[:, sl])
+        agree8 = float((logits8[:, sl].argmax(-1) == r32[:, sl].argmax(-1)).float().mean())
+        ok8 = shared8 and alive8 and e8_log <= FP8_SLACK * e_log[1]
+        fp8_lines = [
+            f"fp8_linear: image embeddings vs hf32 {e8_emb:.2e} (bf16 {e_emb[1]:.2e}), logits vs "
+            f"hf32 {e8_log:.2e} (bf16 {e_log[1]:.2e}, ratio {e8_log / e_log[1]:.2f}), argmax "
+            f"agreement with hf32 {agree8:.3f}; capture {capture8_s:.1f} s (bf16 "
+            f"{capture_s:.1f}), encode {encode8_ms:.1f} ms per image (bf16 {encode_ms:.1f})",
+            f"judged: fp8_linear's logits vs hf32 <= {FP8_SLACK} x ours bf16 vs hf32: "
+            f"{'PASS' if ok8 else 'FAIL'}",
+        ]
     lines = [
         f"encgraph Python module vs transformers {transformers.__version__}: Qwen2.5-VL, 7B tower "
         f"dims at depth {args.depth}, 7B text dims at {args.text_layers} layers, random bf16 "
@@ -261,13 +294,13 @@ def main():
         f"{alive}; capture {capture_s:.1f} s, encode {encode_ms:.1f} ms per image",
         f"judged: ours/hf32 <= {ACCURACY_SLACK} x hf16/hf32 and ours/hf16 < sqrt(2) x "
         f"{ACCURACY_SLACK} x hf16/hf32 (embeddings and logits): {'PASS' if ok else 'FAIL'}",
-    ]
+    ] + fp8_lines
     table = "\n".join(lines)
     log("\n" + table)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "python_integration.table"), "w") as fh:
         fh.write(table + "\n")
-    return 0 if ok else 1
+    return 0 if ok and ok8 else 1
 
 
 if __name__ == "__main__":
