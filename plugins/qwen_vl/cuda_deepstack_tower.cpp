@@ -31,8 +31,8 @@ struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
   // precision = "fp8_linear": the block for the kit's FP8 block (the four
-  // weights as e4m3 codes, fc1 and fc2 padded as above); the bf16 weights
-  // are then not uploaded.
+  // weights as e4m3 codes, fc1 and fc2 padded as above, the norms folded
+  // in); the bf16 norms and weights above are then not uploaded.
   k::Fp8BlockWeights fp8;
 };
 
@@ -85,38 +85,35 @@ class DeepstackTower final : public CudaTower {
     for (size_t i = 0; i < w.blocks.size(); ++i) {
       const BlockWeights& b = w.blocks[i];
       DeviceBlock& d = blocks[i];
+      const std::vector<float>&fc1_w = pad_rows(b.fc1_w, dm), &fc1_b = pad_rows(b.fc1_b, 1),
+            &fc2_w = pad_cols(b.fc2_w, dm, padded);
+      if (fp8) {
+        const std::string at = "blocks." + std::to_string(i) + ".";
+        k::add_fp8_block(weights, d.fp8,
+                         {b.norm1_w, b.norm1_b, b.qkv_w, b.qkv_b, b.proj_w, b.proj_b, b.norm2_w,
+                          b.norm2_b, fc1_w, fc1_b, fc2_w, b.fc2_b},
+                         dm,
+                         {at + "attn.qkv.weight", at + "attn.proj.weight",
+                          at + "mlp.linear_fc1.weight", at + "mlp.linear_fc2.weight"});
+        continue;
+      }
       add(&d.norm1_w, b.norm1_w);
       add(&d.norm1_b, b.norm1_b);
       add(&d.norm2_w, b.norm2_w);
       add(&d.norm2_b, b.norm2_b);
-      const std::vector<float>&fc1_w = pad_rows(b.fc1_w, dm),
-            &fc2_w = pad_cols(b.fc2_w, dm, padded);
-      if (fp8) {
-        const std::string at = "blocks." + std::to_string(i) + ".";
-        k::Fp8BlockWeights& q = d.fp8;
-        weights.add_e4m3(&q.qkv.codes, &q.qkv.scales, b.qkv_w, 3 * dm, at + "attn.qkv.weight");
-        weights.add_e4m3(&q.proj.codes, &q.proj.scales, b.proj_w, dm, at + "attn.proj.weight");
-        weights.add_e4m3(&q.fc1.codes, &q.fc1.scales, fc1_w, ip, at + "mlp.linear_fc1.weight");
-        weights.add_e4m3(&q.fc2.codes, &q.fc2.scales, fc2_w, dm, at + "mlp.linear_fc2.weight");
-      } else {
-        add(&d.qkv_w, b.qkv_w);
-        add(&d.proj_w, b.proj_w);
-        add(&d.fc1_w, fc1_w);
-        add(&d.fc2_w, fc2_w);
-      }
+      add(&d.qkv_w, b.qkv_w);
+      add(&d.proj_w, b.proj_w);
+      add(&d.fc1_w, fc1_w);
+      add(&d.fc2_w, fc2_w);
       add(&d.qkv_b, b.qkv_b);
       add(&d.proj_b, b.proj_b);
-      add(&d.fc1_b, pad_rows(b.fc1_b, 1));
+      add(&d.fc1_b, fc1_b);
       add(&d.fc2_b, b.fc2_b);
     }
     add_merger(merger, w.merger);
     deepstack.resize(w.deepstack.size());
     for (size_t i = 0; i < w.deepstack.size(); ++i) add_merger(deepstack[i], w.deepstack[i]);
     weights.upload(who);
-    for (DeviceBlock& d : blocks) {  // the FP8 block reads the bf16 norms and biases too
-      d.fp8.set_bf16(d.norm1_w, d.norm1_b, d.norm2_w, d.norm2_b, d.qkv_b, d.proj_b, d.fc1_b,
-                     d.fc2_b);
-    }
   }
 
   std::array<k::GemmPlan*, 2> plan_mlp(int64_t patches) override {
@@ -135,7 +132,7 @@ class DeepstackTower final : public CudaTower {
     const Activations& a = f.a;
     std::string what;
     const int rc = block8.run(
-        handle, b.fp8, {a.x, a.normed, a.qkv, a.attn, a.act, a.q, a.q_scale, a.gemm_ws}, f.p,
+        handle, b.fp8, {a.x, a.qkv, a.attn, a.act, a.q, a.q_scale, a.gemm_ws}, f.p,
         [&] {
           attention(f, *buckets);
           return 0;

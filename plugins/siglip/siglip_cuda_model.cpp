@@ -36,7 +36,8 @@ struct DeviceLayer {
   const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
   const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
   // precision = "fp8_linear": the layer for the kit's FP8 block (the four
-  // weights as e4m3 codes; the bf16 ones are then not uploaded).
+  // weights as e4m3 codes, the norms folded into them; the bf16 norms and
+  // weights above are then not uploaded).
   k::Fp8BlockWeights fp8;
 };
 
@@ -101,6 +102,16 @@ struct CudaModel::Impl {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const LayerWeights& l = w.layers[i];
       DeviceLayer& d = layers[i];
+      const int64_t dm = o.model.hidden_size;
+      if (fp8) {
+        const std::string at = "layers." + std::to_string(i) + ".";
+        k::add_fp8_block(
+            weights, d.fp8,
+            {l.ln1_w, l.ln1_b, l.qkv_w, l.qkv_b, l.out_w, l.out_b, l.ln2_w, l.ln2_b, l.fc1_w,
+             l.fc1_b, l.fc2_w, l.fc2_b},
+            dm, {at + "self_attn.qkv", at + "self_attn.out_proj", at + "mlp.fc1", at + "mlp.fc2"});
+        continue;
+      }
       weights.add(&d.ln1_w, l.ln1_w);
       weights.add(&d.ln1_b, l.ln1_b);
       weights.add(&d.qkv_b, l.qkv_b);
@@ -109,20 +120,10 @@ struct CudaModel::Impl {
       weights.add(&d.ln2_b, l.ln2_b);
       weights.add(&d.fc1_b, l.fc1_b);
       weights.add(&d.fc2_b, l.fc2_b);
-      const int64_t dm = o.model.hidden_size, inter = o.model.intermediate_size;
-      if (fp8) {
-        const std::string at = "layers." + std::to_string(i) + ".";
-        k::Fp8BlockWeights& q = d.fp8;
-        weights.add_e4m3(&q.qkv.codes, &q.qkv.scales, l.qkv_w, 3 * dm, at + "self_attn.qkv");
-        weights.add_e4m3(&q.proj.codes, &q.proj.scales, l.out_w, dm, at + "self_attn.out_proj");
-        weights.add_e4m3(&q.fc1.codes, &q.fc1.scales, l.fc1_w, inter, at + "mlp.fc1");
-        weights.add_e4m3(&q.fc2.codes, &q.fc2.scales, l.fc2_w, dm, at + "mlp.fc2");
-      } else {
-        weights.add(&d.qkv_w, l.qkv_w);
-        weights.add(&d.out_w, l.out_w);
-        weights.add(&d.fc1_w, l.fc1_w);
-        weights.add(&d.fc2_w, l.fc2_w);
-      }
+      weights.add(&d.qkv_w, l.qkv_w);
+      weights.add(&d.out_w, l.out_w);
+      weights.add(&d.fc1_w, l.fc1_w);
+      weights.add(&d.fc2_w, l.fc2_w);
     }
     if (o.uses_post_layernorm()) {
       weights.add(&post_w, w.post_ln_w);
@@ -144,9 +145,6 @@ struct CudaModel::Impl {
         weights.add(dst, *src);
     }
     weights.upload(kWho);
-    for (DeviceLayer& d : layers) {  // the FP8 block reads the bf16 norms and biases too
-      d.fp8.set_bf16(d.ln1_w, d.ln1_b, d.ln2_w, d.ln2_b, d.qkv_b, d.out_b, d.fc1_b, d.fc2_b);
-    }
   }
 
   void plan_products(const Capacity& cap) {
@@ -233,9 +231,9 @@ void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Ca
   };
   if (fp8) {
     std::string what;
-    const int rc = block8.run(ctx.handle(), l.fp8,
-                              {a.x, a.normed, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
-                              rows, attention, tune, s, what);
+    const int rc =
+        block8.run(ctx.handle(), l.fp8, {a.x, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
+                   rows, attention, tune, s, what);
     check(rc, what.c_str());
     return;
   }

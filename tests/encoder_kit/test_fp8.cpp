@@ -1,6 +1,7 @@
 // FP8 E4M3 on the host against float64: every code's value, nearest rounding
 // with ties to even on fresh random values, saturation, NaN, and the
-// per-output-channel weight quantisation's scales and error bound.
+// per-output-channel weight quantisation's scales and error bound, and the
+// LayerNorm fold the FP8 blocks use.
 #include "kit_test_support.hpp"
 
 #include <encoder_kit/fp8.hpp>
@@ -120,4 +121,48 @@ TEST_CASE("e4m3: a weight quantised per output channel, against float64") {
       kit_test::failure_of([&] { encoder_kit::quantize_rows_e4m3(bad.data(), 1, 2); });
   CHECK(f.thrown);
   CHECK(kit_test::contains(f.message, "row 0"));
+}
+
+// Folding a LayerNorm into the Linear after it: for fresh random rows, the
+// Linear of the normalised row (float64, as the model computes it) equals the
+// folded Linear of the centred row times rstd, to float rounding.
+TEST_CASE("a LayerNorm folded into the next Linear gives the same product, against float64") {
+  const int64_t rows = 23, cols = 72;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto draw = [&](size_t n, double scale, double offset) {
+    std::vector<float> v(n);
+    for (float& x : v) x = static_cast<float>(offset + scale * normal(kit_test::rng()));
+    return v;
+  };
+  const std::vector<float> w = draw(static_cast<size_t>(rows * cols), 0.05, 0.0);
+  const std::vector<float> b = draw(static_cast<size_t>(rows), 0.1, 0.0);
+  const std::vector<float> gamma = draw(static_cast<size_t>(cols), 0.3, 1.0);
+  const std::vector<float> beta = draw(static_cast<size_t>(cols), 0.2, 0.0);
+  std::vector<float> wf = w, bf = b;
+  encoder_kit::fold_layer_norm(wf, bf, rows, cols, gamma, beta);
+  const double eps = 1e-6;
+  for (int trial = 0; trial < 5; ++trial) {
+    const std::vector<float> x = draw(static_cast<size_t>(cols), 2.0, 3.0);  // off-centre rows
+    double mean = 0.0, var = 0.0;
+    for (float v : x) mean += v;
+    mean /= cols;
+    for (float v : x) var += (v - mean) * (v - mean);
+    const double rstd = 1.0 / std::sqrt(var / cols + eps);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = b[static_cast<size_t>(r)], got = bf[static_cast<size_t>(r)], mag = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t i = static_cast<size_t>(r * cols + c), j = static_cast<size_t>(c);
+        const double ln = (x[j] - mean) * rstd * gamma[j] + beta[j];
+        ref += w[i] * ln;
+        got += wf[i] * ((x[j] - mean) * rstd);
+        mag += std::fabs(w[i] * ln);
+      }
+      CHECK(std::fabs(got - ref) <= 1e-5 * (mag + std::fabs(b[static_cast<size_t>(r)])));
+    }
+  }
+  std::vector<float> short_bias(static_cast<size_t>(rows - 1));
+  const kit_test::Failure f = kit_test::failure_of(
+      [&] { encoder_kit::fold_layer_norm(wf, short_bias, rows, cols, gamma, beta); });
+  CHECK(f.thrown);
+  CHECK(kit_test::contains(f.message, "fold_layer_norm"));
 }

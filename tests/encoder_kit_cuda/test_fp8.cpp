@@ -106,6 +106,69 @@ GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN r
   }
 }
 
+// LayerNorm inside the quantisation: the codes of the centred row, the scale
+// times rstd, at widths held over one to three laps; a NaN row shows.
+GPU_TEST_CASE("fp8: centred per-row quantisation carries a LayerNorm's rstd") {
+  require_gpu();
+  const int64_t rows = 41;
+  const float eps = 1e-6f;
+  for (const int64_t cols : {int64_t{1152}, int64_t{2064}, int64_t{4304}}) {
+    CAPTURE(cols);
+    const int64_t ld = cols + 8;
+    std::vector<bf16> x(static_cast<size_t>(rows * ld));
+    for (int64_t r = 0; r < rows; ++r) {  // off-centre rows of different magnitudes
+      const float mag = std::pow(4.0f, float(r % 7) - 3.0f);
+      const auto v = random_bf16(static_cast<size_t>(ld), mag);
+      for (int64_t c = 0; c < ld; ++c)
+        x[static_cast<size_t>(r * ld + c)] = to_bf(to_f(v[static_cast<size_t>(c)]) + 3.0f * mag);
+    }
+    x[static_cast<size_t>(5 * ld + 2)] = to_bf(NAN);
+    DeviceBuffer<bf16> dx(x.size());
+    DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> ds(static_cast<size_t>(rows));
+    dx.upload(x);
+    dq.poison();
+    ds.poison();
+    CHECK_OK(k::quantize_centred_rows_e4m3(dx.get(), ld, dq.get(), ds.get(), rows - 1, cols, eps,
+                                           nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto q = dq.download();
+    const auto s = ds.download();
+    for (int64_t r = 0; r < rows - 1; ++r) {
+      CAPTURE(r);
+      if (r == 5) {
+        CHECK(std::isnan(s[5]));
+        continue;
+      }
+      double mean = 0.0, var = 0.0, amax = 0.0;
+      for (int64_t c = 0; c < cols; ++c) mean += to_f(x[static_cast<size_t>(r * ld + c)]);
+      mean /= static_cast<double>(cols);
+      std::vector<double> centred(static_cast<size_t>(cols));
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = to_f(x[static_cast<size_t>(r * ld + c)]) - mean;
+        centred[static_cast<size_t>(c)] = v;
+        var += v * v;
+        amax = std::max(amax, std::fabs(v));
+      }
+      var /= static_cast<double>(cols);
+      const double scale = amax / 448.0;
+      CHECK(s[static_cast<size_t>(r)] ==
+            doctest::Approx(scale / std::sqrt(var + eps)).epsilon(1e-4));
+      // The device's centring rounds in float: a little more than half a step.
+      size_t outside = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double ref = centred[static_cast<size_t>(c)] / scale;
+        const double got = dec(q[static_cast<size_t>(r * cols + c)]);
+        if (std::fabs(got - ref) > std::fabs(ref) * 0.0625 * 1.01 + std::pow(2.0, -9)) ++outside;
+      }
+      CHECK(outside == 0);
+    }
+    CHECK(std::isnan(s[static_cast<size_t>(rows - 1)]));  // past the rows: untouched
+  }
+  // Rows longer than the held form's are refused.
+  CHECK(k::quantize_centred_rows_e4m3(nullptr, 8208, nullptr, nullptr, 1, 8208, eps, nullptr) != 0);
+}
+
 namespace {
 void silu_mul_case(int64_t inter) {
   const int64_t rows = 45;

@@ -155,21 +155,38 @@ __global__ void __launch_bounds__(kThreads)
 
 // The single-pass forms: thread t holds vectors t, t + blockDim, ... (kChunks
 // of them, 8 values each) of its row between the reduction and the stores.
-template <int kChunks>
+// kCentered: the row minus its mean is quantised, and the scale carries the
+// LayerNorm's rstd (a second reduction, over the centred values).
+template <int kChunks, bool kCentered>
 __global__ void __launch_bounds__(kThreads)
     quantize_rows_held_kernel(const bf16* __restrict__ x, int64_t ld_x, e4m3* __restrict__ q,
                               float* __restrict__ scale_out, int64_t rows, int64_t cols,
-                              float rms_eps) {
+                              float eps) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const bf16* row = x + r * ld_x;
     float f[kChunks][8];
-    float amax = 0.0f, sumsq = 0.0f;
+    float amax = 0.0f, sumsq = 0.0f, sum = 0.0f;
     bool bad = false;
 #pragma unroll
     for (int ch = 0; ch < kChunks; ++ch) {
       const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
       if (c < cols) {
         load8(row + c, f[ch]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum += f[ch][i];
+      }
+    }
+    if constexpr (kCentered) {
+      const float mean = reduce(0.0f, sum, false).sumsq / static_cast<float>(cols);
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[ch][i] -= mean;
+    }
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch) {
+      const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+      if (c < cols) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           bad = bad || !isfinite(f[ch][i]);
@@ -188,7 +205,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (threadIdx.x == 0)
       scale_out[r] =
-          rms_eps >= 0.0f ? scale * rsqrtf(st.sumsq / static_cast<float>(cols) + rms_eps) : scale;
+          eps >= 0.0f ? scale * rsqrtf(st.sumsq / static_cast<float>(cols) + eps) : scale;
   }
 }
 
@@ -256,7 +273,14 @@ template <int kChunks>
 struct QuantizeHeld {
   template <typename... Args>
   static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
-    quantize_rows_held_kernel<kChunks><<<blocks, threads, 0, stream>>>(args...);
+    quantize_rows_held_kernel<kChunks, false><<<blocks, threads, 0, stream>>>(args...);
+  }
+};
+template <int kChunks>
+struct QuantizeCentredHeld {
+  template <typename... Args>
+  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
+    quantize_rows_held_kernel<kChunks, true><<<blocks, threads, 0, stream>>>(args...);
   }
 };
 template <int kChunks>
@@ -310,6 +334,19 @@ int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t r
 int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
                        int64_t cols, float rms_eps, cudaStream_t stream) {
   return detail::quantize_rows_e4m3(x, ld_x, q, scale, rows, cols, rms_eps, true, stream);
+}
+
+int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
+                               int64_t cols, float ln_eps, cudaStream_t stream) {
+  ENCODER_KIT_REQUIRE(rows >= 0 && cols > 0 && cols % 16 == 0 && cols <= detail::kHeldRowCols);
+  ENCODER_KIT_REQUIRE(ld_x >= cols && ld_x % 8 == 0 && ln_eps >= 0.0f);
+  ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
+  ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
+  if (rows == 0) return 0;
+  launch_held<QuantizeCentredHeld>(held_launch(cols), rows, stream, x, ld_x, q, scale, rows, cols,
+                                   ln_eps);
+  ENCODER_KIT_LAUNCH_CHECK();
+  return 0;
 }
 
 int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,

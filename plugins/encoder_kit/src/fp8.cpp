@@ -63,4 +63,25 @@ E4m3Rows quantize_rows_e4m3(const float* w, int64_t rows, int64_t cols) {
   return out;
 }
 
+void fold_layer_norm(std::vector<float>& w, std::vector<float>& bias, int64_t rows, int64_t cols,
+                     const std::vector<float>& gamma, const std::vector<float>& beta) {
+  const auto n = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size()); };
+  if (rows < 0 || cols <= 0 || n(w) != rows * cols || n(bias) != rows || n(gamma) != cols ||
+      n(beta) != cols)
+    fail(EG_ERR_INVALID_ARGUMENT, "fold_layer_norm: a [" + std::to_string(rows) + ", " +
+                                      std::to_string(cols) + "] weight needs " +
+                                      std::to_string(rows) + " biases and " + std::to_string(cols) +
+                                      " norm weights and biases");
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = w.data() + r * cols;
+    double shift = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      shift += static_cast<double>(row[c]) * beta[static_cast<size_t>(c)];
+      row[c] *= gamma[static_cast<size_t>(c)];
+    }
+    bias[static_cast<size_t>(r)] =
+        static_cast<float>(static_cast<double>(bias[static_cast<size_t>(r)]) + shift);
+  }
+}
+
 }  // namespace encoder_kit

@@ -28,4 +28,13 @@ struct E4m3Rows {
 };
 E4m3Rows quantize_rows_e4m3(const float* w, int64_t rows, int64_t cols);
 
+// A LayerNorm (weight gamma, bias beta, over `cols` features) folded into the
+// Linear [rows, cols] that reads it: Linear(LN(x)) = ((x - mean) * rstd) W'^T
+// + b' with W'[r, c] = W[r, c] * gamma[c] and b'[r] = b[r] + sum_c W[r, c] *
+// beta[c] (summed in double). The FP8 blocks then quantise the centred row
+// and carry rstd in its scale instead of running the norm. w and bias are
+// updated in place (bias has `rows` values).
+void fold_layer_norm(std::vector<float>& w, std::vector<float>& bias, int64_t rows, int64_t cols,
+                     const std::vector<float>& gamma, const std::vector<float>& beta);
+
 }  // namespace encoder_kit

@@ -37,6 +37,14 @@ bool fp8_supported();
 int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
                        int64_t cols, float rms_eps, cudaStream_t stream);
 
+// LayerNorm's form of the above: the codes of x[r, :] - mean_r and scale[r]
+// = s_r * rsqrt(var_r + ln_eps) (var over cols, as LayerNorm's), s_r from the
+// centred row. With the norm's weight and bias folded into the next product
+// (encoder_kit/fp8.hpp's fold_layer_norm), the product of q with its columns
+// is that of the normalised row. cols at most detail::kHeldRowCols.
+int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
+                               int64_t cols, float ln_eps, cudaStream_t stream);
+
 // SwiGLU's middle as the down product's operand: act = silu(gate) * up from
 // a [rows, 2 * inter] product in gate_up_blocked_rows' layout (blocks of
 // kGateUpBlock gate columns, then the same features' up columns), quantised

@@ -1,18 +1,22 @@
 // A pre-norm transformer block with its four Linears in FP8, as the ViTs
 // with LayerNorm and a GELU (tanh) MLP have it (Qwen3-VL, SigLIP):
 //   x += proj(attention(qkv(LN1(x)))),  x += fc2(gelu_tanh(fc1(LN2(x))))
-// Each product's operand is quantised per row inside the forward
-// (quantize_rows_e4m3), its weight per output channel at load
-// (DeviceWeights::add_e4m3); LayerNorm, attention and the residual stream stay
-// bf16. The model supplies the attention (rotary, its sequence layout).
+// Each product's operand is quantised per row inside the forward, its weight
+// per output channel at load (add_fp8_block). The two LayerNorms run inside
+// the quantisation: their weights and biases are folded into qkv and fc1
+// (fold_layer_norm), and the centred row's codes carry rstd in their scale
+// (quantize_centred_rows_e4m3). Attention and the residual stream stay bf16;
+// the model supplies the attention (rotary, its sequence layout).
 #pragma once
 
 #include <encoder_kit/cuda/fp8.hpp>
 #include <encoder_kit/cuda/kernels.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace encoder_kit::cuda {
 
@@ -23,29 +27,33 @@ struct Fp8Linear {
   const bf16* bias = nullptr;
 };
 
+// A block's device weights: qkv and fc1 with their LayerNorm folded in.
 struct Fp8BlockWeights {
-  const bf16 *ln1_w = nullptr, *ln1_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr;
   Fp8Linear qkv, proj, fc1, fc2;
-
-  // The bf16 parts, once uploaded: the norms and the four biases.
-  void set_bf16(const bf16* norm1_w, const bf16* norm1_b, const bf16* norm2_w, const bf16* norm2_b,
-                const bf16* qkv_b, const bf16* proj_b, const bf16* fc1_b, const bf16* fc2_b) {
-    ln1_w = norm1_w;
-    ln1_b = norm1_b;
-    ln2_w = norm2_w;
-    ln2_b = norm2_b;
-    qkv.bias = qkv_b;
-    proj.bias = proj_b;
-    fc1.bias = fc1_b;
-    fc2.bias = fc2_b;
-  }
 };
 
+class DeviceWeights;
+
+// A block's host weights as the checkpoint holds them (float; Linear weights
+// [out, in], fc1's rows and bias as the model pads them).
+struct PreNormBlockHost {
+  const std::vector<float>&ln1_w, &ln1_b, &qkv_w, &qkv_b, &proj_w, &proj_b;
+  const std::vector<float>&ln2_w, &ln2_b, &fc1_w, &fc1_b, &fc2_w, &fc2_b;
+};
+
+// Adds a block to `weights`, with its places in `out` (set by upload()): the
+// norms folded into copies of qkv and fc1, the four weights quantised per
+// output channel, the biases bf16. d: the block's width; names: the four
+// weights' tensor names (qkv, proj, fc1, fc2) for errors. Throws
+// encoder_kit::Error.
+void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBlockHost& h,
+                   int64_t d, const std::array<std::string, 4>& names);
+
 // One forward's buffers: x the residual rows [rows, d] (updated in place),
-// normed [rows, d], qkv [rows, 3d], attn [rows, d] (attention's output),
-// act [rows, inter], q [rows, max(d, inter)] codes and q_scale [rows].
+// qkv [rows, 3d], attn [rows, d] (attention's output), act [rows, inter],
+// q [rows, max(d, inter)] codes and q_scale [rows].
 struct Fp8BlockBuffers {
-  bf16 *x, *normed, *qkv, *attn, *act;
+  bf16 *x, *qkv, *attn, *act;
   uint8_t* q;
   float* q_scale;
   void* gemm_ws;  // GemmPlan::workspace_bytes()
@@ -53,8 +61,9 @@ struct Fp8BlockBuffers {
 
 class Fp8PreNormBlock {
  public:
-  // The four products for up to m_max rows; d and inter multiples of 16.
-  // Returns a kernels.hpp status (0, or what failed).
+  // The four products for up to m_max rows; d and inter multiples of 16, d
+  // at most detail::kHeldRowCols. eps: the LayerNorms'. Returns a kernels.hpp
+  // status (0, or what failed).
   int initialize(int64_t m_max, int64_t d, int64_t inter, float eps);
 
   // The block over `rows` rows; attention() runs qkv -> attn. With `tune`,
