@@ -645,32 +645,33 @@ void bench_fp8(Pool& pool, cublasLtHandle_t lt, void* ws, const std::string& nam
         }}});
 }
 
-// The activation quantisation kernels at the towers' widths, held in
-// registers (one read of the row) against two passes, alternating.
+// The activation quantisation kernels at the towers' widths: per row
+// (Qwen2.5-VL's 1280 with its RMSNorm, SigLIP/Qwen3-VL's MLP 4304), centred
+// with a LayerNorm (1152), and SiLU-mul of Qwen2.5-VL's blocked gate/up.
 void bench_fp8_quantize(Pool& pool, int64_t m) {
+  const std::string rows = std::to_string(m) + "x";
   for (const int64_t cols : {int64_t{1280}, int64_t{4304}}) {
     bf16* x = pool.bf(static_cast<size_t>(m * cols));
     auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * cols));
     float* sc = pool.raw<float>(static_cast<size_t>(m));
-    Forms forms;
-    for (const bool held : {true, false})
-      forms.emplace_back(held ? "held" : "two passes", [=] {
-        BENCH_CHECK(k::detail::quantize_rows_e4m3(x, cols, q, sc, m, cols, 1e-6f, held, g_stream));
-      });
-    alternate("quantize_rows", std::to_string(m) + "x" + std::to_string(cols), 0.0, 3.0 * m * cols,
-              forms);
+    add_row("quantize_rows", rows + std::to_string(cols), time_us([=] {
+              BENCH_CHECK(k::quantize_rows_e4m3(x, cols, q, sc, m, cols, 1e-6f, g_stream));
+            }),
+            0.0, 3.0 * m * cols);
   }
+  const int64_t d = 1152;
+  bf16* x = pool.bf(static_cast<size_t>(m * d));
+  auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * 4304));
+  float* sc = pool.raw<float>(static_cast<size_t>(m));
+  add_row("quantize_centred_rows", rows + std::to_string(d), time_us([=] {
+            BENCH_CHECK(k::quantize_centred_rows_e4m3(x, d, q, sc, m, d, 1e-6f, g_stream));
+          }),
+          0.0, 3.0 * m * d);
   const int64_t inter = 3456;
   bf16* gu = pool.bf(static_cast<size_t>(m * 2 * inter));
-  auto* q = pool.raw<k::e4m3>(static_cast<size_t>(m * inter));
-  float* sc = pool.raw<float>(static_cast<size_t>(m));
-  Forms forms;
-  for (const bool held : {true, false})
-    forms.emplace_back(held ? "held" : "two passes", [=] {
-      BENCH_CHECK(k::detail::silu_mul_quantize_e4m3(gu, q, sc, m, inter, held, g_stream));
-    });
-  alternate("silu_mul_quantize", std::to_string(m) + "x" + std::to_string(inter), 0.0,
-            5.0 * m * inter, forms);
+  add_row("silu_mul_quantize", rows + std::to_string(inter),
+          time_us([=] { BENCH_CHECK(k::silu_mul_quantize_e4m3(gu, q, sc, m, inter, g_stream)); }),
+          0.0, 5.0 * m * inter);
 }
 
 int positive_int(const char* text) {

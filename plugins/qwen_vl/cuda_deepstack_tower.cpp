@@ -89,12 +89,12 @@ class DeepstackTower final : public CudaTower {
             &fc2_w = pad_cols(b.fc2_w, dm, padded);
       if (fp8) {
         const std::string at = "blocks." + std::to_string(i) + ".";
-        k::add_fp8_block(weights, d.fp8,
-                         {b.norm1_w, b.norm1_b, b.qkv_w, b.qkv_b, b.proj_w, b.proj_b, b.norm2_w,
-                          b.norm2_b, fc1_w, fc1_b, fc2_w, b.fc2_b},
-                         dm,
-                         {at + "attn.qkv.weight", at + "attn.proj.weight",
-                          at + "mlp.linear_fc1.weight", at + "mlp.linear_fc2.weight"});
+        k::add_fp8_block(
+            weights, d.fp8,
+            {b.norm1_w, b.norm1_b, b.qkv_w, b.qkv_b, b.proj_w, b.proj_b, b.norm2_w, b.norm2_b,
+             fc1_w, fc1_b, fc2_w, b.fc2_b},
+            dm,
+            {at + "attn.qkv.weight", at + "mlp.linear_fc1.weight", at + "mlp.linear_fc2.weight"});
         continue;
       }
       add(&d.norm1_w, b.norm1_w);

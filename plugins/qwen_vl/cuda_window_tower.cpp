@@ -4,7 +4,7 @@
 // (gemm_sm90.cu; cuBLASLt and a SiLU-mul pass elsewhere or where faster),
 // fused RMSNorm, rotary, variable-length flash attention over frames and
 // windows, and a row gather for the inverse window order. With precision =
-// "fp8_linear" the blocks' four products run in FP8 (fp8_block).
+// "fp8_linear" the blocks' qkv, gate/up and down products run in FP8.
 #include "cuda_tower.hpp"
 #include "layout.hpp"
 #include "spec.hpp"
@@ -59,11 +59,11 @@ struct DeviceBlock {
   // weight before the product (the other forms).
   const bf16 *gate_up_w, *gate_up_b;
   const bf16 *down_w, *down_b;
-  // precision = "fp8_linear": the same four weights (norms folded, gate/up
-  // blocked, down padded) as e4m3 codes with a scale per output row; the
-  // bf16 weights above are then not uploaded.
-  const uint8_t *qkv_q, *proj_q, *gate_up_q, *down_q;
-  const float *qkv_s, *proj_s, *gate_up_s, *down_s;
+  // precision = "fp8_linear": qkv, gate/up and down (norms folded, gate/up
+  // blocked, down padded) as e4m3 codes with a scale per output row; those
+  // three bf16 weights above are then not uploaded (proj is).
+  const uint8_t *qkv_q, *gate_up_q, *down_q;
+  const float *qkv_s, *gate_up_s, *down_s;
 };
 
 class WindowTower final : public CudaTower {
@@ -78,7 +78,7 @@ class WindowTower final : public CudaTower {
   const bf16 *ln_q = nullptr, *m0_w = nullptr, *m0_b = nullptr, *m2_w = nullptr, *m2_b = nullptr;
   k::GemmPlan gate_up, down;
   bool fp8 = false;  // precision = "fp8_linear"
-  k::Fp8GemmPlan qkv8, proj8, gate_up8, down8;
+  k::Fp8GemmPlan qkv8, gate_up8, down8;
   MlpKernel mlp_kernel = MlpKernel::Auto;
   bool sm90_kernels_run = false;        // this device runs our Hopper kernels (the fused forms)
   std::map<int64_t, MlpForm> mlp_form;  // "auto"'s timed choice per patch count
@@ -118,7 +118,7 @@ class WindowTower final : public CudaTower {
       if (fp8) {
         const int64_t mlp = padded_intermediate(c);
         weights.add_e4m3(&d.qkv_q, &d.qkv_s, *qkv_w, 3 * dm, at + "attn.qkv.weight");
-        weights.add_e4m3(&d.proj_q, &d.proj_s, b.proj_w, dm, at + "attn.proj.weight");
+        add(&d.proj_w, &b.proj_w);  // bf16: see fp8_proj_mlp
         weights.add_e4m3(&d.gate_up_q, &d.gate_up_s, *gate_up_w, 2 * mlp,
                          at + "mlp.gate_proj/up_proj.weight");
         weights.add_e4m3(&d.down_q, &d.down_s, *down_w, dm, at + "mlp.down_proj.weight");
@@ -148,7 +148,6 @@ class WindowTower final : public CudaTower {
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
     if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
       check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv in FP8");
-      check(proj8.initialize(patches, d, d, Epilogue::Bias, true), "planning attn.proj in FP8");
       check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias, false),
             "planning gate/up in FP8");
       check(down8.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj in FP8");
@@ -251,15 +250,19 @@ class WindowTower final : public CudaTower {
     fp8_product(qkv8, a, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, tune, s, "qkv in FP8");
   }
 
-  // The rest of a block in FP8: proj with its residual, norm2 and gate/up,
-  // SiLU·mul quantised for down_proj, down_proj with its residual. With
-  // `tune` the products are timed instead (x is overwritten: the forward
-  // that follows recomputes it).
+  // The rest of a block with its MLP in FP8: proj with its residual (bf16:
+  // quantising attention's output costs more than the FP8 product saves, at
+  // every size bench_kernels --only fp8 measures), norm2 and gate/up, SiLU·mul
+  // quantised for down_proj, down_proj with its residual. With `tune` the
+  // products are timed instead (x is overwritten: the forward that follows
+  // recomputes it).
   void fp8_proj_mlp(const Activations& a, const DeviceBlock& b, int64_t p, bool tune,
                     cudaStream_t s) {
     const int64_t d = c.hidden_size, inter = padded_intermediate(c);
-    check(k::quantize_rows_e4m3(a.attn, d, a.q, a.q_scale, p, d, -1.0f, s), "attention in FP8");
-    fp8_product(proj8, a, b.proj_q, b.proj_s, b.proj_b, a.x, a.x, p, tune, s, "attn.proj in FP8");
+    const size_t ws = k::GemmPlan::workspace_bytes();
+    check(tune ? proj.tune(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, ws, s)
+               : proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, ws, s),
+          "attn.proj");
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm2 in FP8");
     fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p, tune, s,
                 "gate/up in FP8");

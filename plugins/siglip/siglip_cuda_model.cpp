@@ -105,11 +105,10 @@ struct CudaModel::Impl {
       const int64_t dm = o.model.hidden_size;
       if (fp8) {
         const std::string at = "layers." + std::to_string(i) + ".";
-        k::add_fp8_block(
-            weights, d.fp8,
-            {l.ln1_w, l.ln1_b, l.qkv_w, l.qkv_b, l.out_w, l.out_b, l.ln2_w, l.ln2_b, l.fc1_w,
-             l.fc1_b, l.fc2_w, l.fc2_b},
-            dm, {at + "self_attn.qkv", at + "self_attn.out_proj", at + "mlp.fc1", at + "mlp.fc2"});
+        k::add_fp8_block(weights, d.fp8,
+                         {l.ln1_w, l.ln1_b, l.qkv_w, l.qkv_b, l.out_w, l.out_b, l.ln2_w, l.ln2_b,
+                          l.fc1_w, l.fc1_b, l.fc2_w, l.fc2_b},
+                         dm, {at + "self_attn.qkv", at + "mlp.fc1", at + "mlp.fc2"});
         continue;
       }
       weights.add(&d.ln1_w, l.ln1_w);

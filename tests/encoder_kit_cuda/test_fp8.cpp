@@ -304,9 +304,14 @@ void check_product(const Fp8Case& fc, const std::vector<int64_t>& ms, bool tune)
           v = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
         if (fc.residual) v += to_f(res[static_cast<size_t>(i * fc.n + j)]);
         ref[static_cast<size_t>(i * fc.n + j)] = v;
-        mag[static_cast<size_t>(i * fc.n + j)] = std::fabs(v) + 1e-3 * vm;
+        mag[static_cast<size_t>(i * fc.n + j)] = std::fabs(v) + 3e-2 * vm;
       }
     const auto got = dC.download();
+    // Hopper's FP8 tensor cores keep about 14 bits of the running sum before
+    // cuBLASLt adds it into fp32 (DeepSeek-V3 report, 3.3.2): where the terms
+    // cancel, the error follows 2^-13 of their size, which the bound above
+    // (3e-4 of it, through rtol) allows; on an H100, 5 to 233 of 7,000-49,000
+    // values of cancelling sums exceeded 1e-5 of it.
     // cuBLASLt's GELU epilogue in its FP8 products is not exactly the tanh
     // formula: on an H100, 112 of 73,168 values were off by up to 0.031 (the
     // output's RMS is about 1.3 here) at a relative L2 error of 1.7e-3. The

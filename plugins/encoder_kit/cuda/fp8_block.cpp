@@ -6,17 +6,17 @@
 namespace encoder_kit::cuda {
 
 void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBlockHost& h,
-                   int64_t d, const std::array<std::string, 4>& names) {
+                   int64_t d, const std::array<std::string, 3>& names) {
   std::vector<float> qkv_w = h.qkv_w, qkv_b = h.qkv_b, fc1_w = h.fc1_w, fc1_b = h.fc1_b;
   const auto rows = [](const std::vector<float>& b) { return static_cast<int64_t>(b.size()); };
   encoder_kit::fold_layer_norm(qkv_w, qkv_b, rows(qkv_b), d, h.ln1_w, h.ln1_b);
   encoder_kit::fold_layer_norm(fc1_w, fc1_b, rows(fc1_b), d, h.ln2_w, h.ln2_b);
   weights.add_e4m3(&out.qkv.codes, &out.qkv.scales, qkv_w, rows(qkv_b), names[0]);
-  weights.add_e4m3(&out.proj.codes, &out.proj.scales, h.proj_w, rows(h.proj_b), names[1]);
-  weights.add_e4m3(&out.fc1.codes, &out.fc1.scales, fc1_w, rows(fc1_b), names[2]);
-  weights.add_e4m3(&out.fc2.codes, &out.fc2.scales, h.fc2_w, rows(h.fc2_b), names[3]);
+  weights.add_e4m3(&out.fc1.codes, &out.fc1.scales, fc1_w, rows(fc1_b), names[1]);
+  weights.add_e4m3(&out.fc2.codes, &out.fc2.scales, h.fc2_w, rows(h.fc2_b), names[2]);
+  weights.add(&out.proj_w, h.proj_w);
+  weights.add(&out.proj_b, h.proj_b);
   weights.add(&out.qkv.bias, std::move(qkv_b));
-  weights.add(&out.proj.bias, h.proj_b);
   weights.add(&out.fc1.bias, std::move(fc1_b));
   weights.add(&out.fc2.bias, h.fc2_b);
 }
@@ -25,7 +25,7 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
   using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(d <= detail::kHeldRowCols);  // the norms' rows are held in registers
   if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias, false)) return rc;
-  if (const int rc = proj_.initialize(m_max, d, d, Ep::Bias, true)) return rc;
+  if (const int rc = proj_.initialize(m_max, d, d, Ep::Bias, true)) return rc;  // bf16
   if (const int rc = fc1_.initialize(m_max, inter, d, Ep::BiasGeluTanh, false)) return rc;
   if (const int rc = fc2_.initialize(m_max, d, inter, Ep::Bias, true)) return rc;
   d_ = d;
@@ -57,9 +57,10 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w,
       (rc = step("qkv in FP8", product(qkv_, w.qkv, nullptr, b.qkv))))
     return rc;
   if (!tune && (rc = step("attention", attention()))) return rc;
-  if ((rc = step("attention in FP8",
-                 quantize_rows_e4m3(b.attn, d_, b.q, b.q_scale, rows, d_, -1.0f, s))) ||
-      (rc = step("proj in FP8", product(proj_, w.proj, b.x, b.x))) ||
+  if ((rc = step("proj", tune ? proj_.tune(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
+                                           b.gemm_ws, ws, s)
+                              : proj_.run(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
+                                          b.gemm_ws, ws, s))) ||
       (rc = step("norm2 in FP8",
                  quantize_centred_rows_e4m3(b.x, d_, b.q, b.q_scale, rows, d_, eps_, s))) ||
       (rc = step("fc1 in FP8", product(fc1_, w.fc1, nullptr, b.act))) ||

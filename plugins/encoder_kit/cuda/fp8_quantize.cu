@@ -295,16 +295,14 @@ static_assert(detail::kHeldRowCols == 4 * kThreads * 8, "four laps of the block 
 
 }  // namespace
 
-namespace detail {
-
 int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
-                       int64_t cols, float rms_eps, bool held, cudaStream_t stream) {
+                       int64_t cols, float rms_eps, cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && cols > 0 && cols % 16 == 0);
   ENCODER_KIT_REQUIRE(ld_x >= cols && ld_x % 8 == 0);
   ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
   if (rows == 0) return 0;
-  if (held && cols <= kHeldRowCols)
+  if (cols <= detail::kHeldRowCols)
     launch_held<QuantizeHeld>(held_launch(cols), rows, stream, x, ld_x, q, scale, rows, cols,
                               rms_eps);
   else
@@ -315,25 +313,18 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
 }
 
 int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
-                           bool held, cudaStream_t stream) {
+                           cudaStream_t stream) {
   ENCODER_KIT_REQUIRE(rows >= 0 && inter > 0 && inter % kGateUpBlock == 0);
   ENCODER_KIT_REQUIRE(gate_up != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(gate_up) && detail::aligned16(q));
   if (rows == 0) return 0;
-  if (held && inter <= kHeldRowCols)
+  if (inter <= detail::kHeldRowCols)
     launch_held<SiluMulHeld>(held_launch(inter), rows, stream, gate_up, q, scale, rows, inter);
   else
     silu_mul_quantize_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(gate_up, q, scale, rows,
                                                                         inter);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
-}
-
-}  // namespace detail
-
-int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
-                       int64_t cols, float rms_eps, cudaStream_t stream) {
-  return detail::quantize_rows_e4m3(x, ld_x, q, scale, rows, cols, rms_eps, true, stream);
 }
 
 int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
@@ -347,11 +338,6 @@ int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scal
                                    ln_eps);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
-}
-
-int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
-                           cudaStream_t stream) {
-  return detail::silu_mul_quantize_e4m3(gate_up, q, scale, rows, inter, true, stream);
 }
 
 }  // namespace encoder_kit::cuda

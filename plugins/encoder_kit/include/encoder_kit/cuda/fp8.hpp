@@ -56,12 +56,6 @@ namespace detail {
 // Rows up to this many columns are read once and held in registers; longer
 // rows are read twice (the maximum, then the codes).
 inline constexpr int64_t kHeldRowCols = 8192;
-// The two kernels above with the held form switched (held = false: two
-// passes at any length), for the benchmark's side-by-side rows.
-int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
-                       int64_t cols, float rms_eps, bool held, cudaStream_t stream);
-int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t rows, int64_t inter,
-                           bool held, cudaStream_t stream);
 }  // namespace detail
 
 // C[m, n] = act((A[m, k] W[n, k]^T) * a_scale[m] * w_scale[n] + bias[n])

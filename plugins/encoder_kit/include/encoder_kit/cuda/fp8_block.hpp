@@ -1,8 +1,10 @@
-// A pre-norm transformer block with its four Linears in FP8, as the ViTs
-// with LayerNorm and a GELU (tanh) MLP have it (Qwen3-VL, SigLIP):
+// A pre-norm transformer block with its Linears in FP8, as the ViTs with
+// LayerNorm and a GELU (tanh) MLP have it (Qwen3-VL, SigLIP):
 //   x += proj(attention(qkv(LN1(x)))),  x += fc2(gelu_tanh(fc1(LN2(x))))
-// Each product's operand is quantised per row inside the forward, its weight
-// per output channel at load (add_fp8_block). The two LayerNorms run inside
+// qkv, fc1 and fc2 run in FP8: each operand quantised per row inside the
+// forward, each weight per output channel at load (add_fp8_block). proj
+// stays bf16: quantising attention's output costs more than its FP8 product
+// saves (bench_kernels --only fp8). The two LayerNorms run inside
 // the quantisation: their weights and biases are folded into qkv and fc1
 // (fold_layer_norm), and the centred row's codes carry rstd in their scale
 // (quantize_centred_rows_e4m3). Attention and the residual stream stay bf16;
@@ -29,7 +31,8 @@ struct Fp8Linear {
 
 // A block's device weights: qkv and fc1 with their LayerNorm folded in.
 struct Fp8BlockWeights {
-  Fp8Linear qkv, proj, fc1, fc2;
+  Fp8Linear qkv, fc1, fc2;
+  const bf16 *proj_w = nullptr, *proj_b = nullptr;
 };
 
 class DeviceWeights;
@@ -42,12 +45,12 @@ struct PreNormBlockHost {
 };
 
 // Adds a block to `weights`, with its places in `out` (set by upload()): the
-// norms folded into copies of qkv and fc1, the four weights quantised per
-// output channel, the biases bf16. d: the block's width; names: the four
-// weights' tensor names (qkv, proj, fc1, fc2) for errors. Throws
+// norms folded into copies of qkv and fc1, qkv, fc1 and fc2 quantised per
+// output channel, proj and the biases bf16. d: the block's width; names: the
+// three FP8 weights' tensor names (qkv, fc1, fc2) for errors. Throws
 // encoder_kit::Error.
 void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBlockHost& h,
-                   int64_t d, const std::array<std::string, 4>& names);
+                   int64_t d, const std::array<std::string, 3>& names);
 
 // One forward's buffers: x the residual rows [rows, d] (updated in place),
 // qkv [rows, 3d], attn [rows, d] (attention's output), act [rows, inter],
@@ -75,7 +78,8 @@ class Fp8PreNormBlock {
           const std::function<int()>& attention, bool tune, cudaStream_t s, std::string& what);
 
  private:
-  Fp8GemmPlan qkv_, proj_, fc1_, fc2_;
+  Fp8GemmPlan qkv_, fc1_, fc2_;
+  GemmPlan proj_;
   int64_t d_ = 0, inter_ = 0;
   float eps_ = 0.0f;
 };
