@@ -180,8 +180,9 @@ __global__ void __launch_bounds__(kThreads)
       const float mean = reduce(0.0f, sum, false).sumsq / static_cast<float>(cols);
 #pragma unroll
       for (int ch = 0; ch < kChunks; ++ch)
+        if ((int64_t{ch} * blockDim.x + threadIdx.x) * 8 < cols)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) f[ch][i] -= mean;
+          for (int i = 0; i < 8; ++i) f[ch][i] -= mean;
     }
 #pragma unroll
     for (int ch = 0; ch < kChunks; ++ch) {
