@@ -149,6 +149,7 @@ siglip::Options Options::tower(const std::string& tower_prefix) const {
   t.feature_layer = model.feature_layer;
   t.weight_prefix = tower_prefix;
   t.dtype = dtype;
+  t.precision = precision;
   t.bilinear_resize = processor.bilinear;
   return t;
 }
@@ -203,6 +204,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
 
   o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
+  o.precision = encoder_kit::read_precision(r, p.device);
   o.max_budget_tiles = r.get<int64_t>("max_budget_tiles", o.max_budget_tiles, {1, 65536});
   // A video is one batch: its frames default to what the largest graph holds.
   o.max_frames_per_video = r.get<int32_t>(

@@ -74,6 +74,8 @@ struct Options : encoder_kit::RunOptions {
   // by which one holds image_newline.
   std::string weight_prefix = "auto";
   Dtype dtype = Dtype::F32;
+  // CUDA: the SigLIP tower's layers in FP8 (docs/precision.md); the projector stays bf16.
+  encoder_kit::Precision precision = encoder_kit::Precision::Bf16;
   int64_t max_budget_tiles = 64;      // the largest graph holds this many tiles
   int32_t max_frames_per_video = 32;  // at most max_budget_tiles when not set
 

@@ -27,7 +27,8 @@
 // multimodal_projector_bias, vision_aspect_ratio ("anyres_max_<n>"),
 // image_grid_pinpoints (a flat [h, w, h, w, ...] list), resample ("bicubic" |
 // "bilinear"; a checkpoint folder's preprocessor_config.json sets it, the
-// pinpoints and the mean/std), weight_prefix ("auto"), dtype,
+// pinpoints and the mean/std), weight_prefix ("auto"), dtype, precision (CUDA:
+// "bf16" | "fp8_linear", the SigLIP tower's layers; docs/precision.md),
 // max_budget_tiles (64), max_frames_per_video (32), seed, check_finite,
 // tune_gemm, tuning_cache. Weights: a .safetensors file, a checkpoint folder
 // or index json, or "random".

@@ -209,4 +209,10 @@ TEST_CASE("configuration errors name the key and the fix") {
   CHECK(message_of([] { parse({{"max_patches", "4"}}); }).find("max_patches") != std::string::npos);
   CHECK(parse({{"vision_aspect_ratio", "anyres_max_4"}}).model.max_num_patches == 4);
   CHECK(parse({}).max_image_tiles() == 37);
+  // precision: the CPU path refuses FP8, naming the fix; bf16 reaches the tower.
+  const std::string fp8 = message_of([] { parse({{"precision", "fp8_linear"}}); });
+  CHECK(fp8.find("runs on CUDA only") != std::string::npos);
+  CHECK(fp8.find("set device = \"cuda\"") != std::string::npos);
+  CHECK(message_of([] { parse({{"precision", "fp4"}}); }).find("fp8_linear") != std::string::npos);
+  CHECK(parse({{"precision", "bf16"}}).tower("").precision == encoder_kit::Precision::Bf16);
 }
