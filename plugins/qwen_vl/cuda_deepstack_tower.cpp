@@ -3,7 +3,7 @@
 // bias, residual add and GELU (tanh in the blocks, erf in the mergers),
 // LayerNorm, rotary, variable-length flash attention; plus the interpolated
 // position embedding (pos_embed_kernel.cu). With precision = "fp8_linear"
-// the blocks' four products run in FP8 (fp8_block).
+// the blocks' qkv, fc1 and fc2 run in FP8, proj in bf16 (fp8_block).
 #include "cuda_tower.hpp"
 #include "layout.hpp"
 #include "pos_embed_kernel.hpp"
@@ -30,9 +30,9 @@ int64_t padded_intermediate(const VisionConfig& c) {
 struct DeviceBlock {
   const bf16 *norm1_w, *norm1_b, *norm2_w, *norm2_b;
   const bf16 *qkv_w, *qkv_b, *proj_w, *proj_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  // precision = "fp8_linear": the block for the kit's FP8 block (the four
-  // weights as e4m3 codes, fc1 and fc2 padded as above, the norms folded
-  // in); the bf16 norms and weights above are then not uploaded.
+  // precision = "fp8_linear": the block for the kit's FP8 block (qkv, fc1
+  // and fc2 as e4m3 codes, padded as above, the norms folded in; proj bf16);
+  // the bf16 norms and weights above are then not uploaded.
   k::Fp8BlockWeights fp8;
 };
 
@@ -132,7 +132,7 @@ class DeepstackTower final : public CudaTower {
     const Activations& a = f.a;
     std::string what;
     const int rc = block8.run(
-        handle, b.fp8, {a.x, a.qkv, a.attn, a.act, a.q, a.q_scale, a.gemm_ws}, f.p,
+        handle, b.fp8, proj, {a.x, a.qkv, a.attn, a.act, a.q, a.q_scale, a.gemm_ws}, f.p,
         [&] {
           attention(f, *buckets);
           return 0;
@@ -228,6 +228,11 @@ DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_in
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
       fp8(o.precision == Precision::Fp8Linear) {
   if (fp8) require_fp8();
+  if (fp8 && c.hidden_size > k::detail::kHeldRowCols)
+    fail(EG_ERR_INVALID_ARGUMENT, "precision = \"fp8_linear\" needs hidden_size at most " +
+                                      std::to_string(k::detail::kHeldRowCols) +
+                                      " (the LayerNorms run inside the quantisation): set "
+                                      "precision = \"bf16\"");
   fp8_room = fp8;
   start(o, w, std::move(warn));
 }

@@ -35,9 +35,9 @@ void check_cuda(cudaError_t e, const char* what) {
 struct DeviceLayer {
   const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
   const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  // precision = "fp8_linear": the layer for the kit's FP8 block (the four
-  // weights as e4m3 codes, the norms folded into them; the bf16 norms and
-  // weights above are then not uploaded).
+  // precision = "fp8_linear": the layer for the kit's FP8 block (q/k/v, fc1
+  // and fc2 as e4m3 codes, the norms folded into them; out_proj bf16); the
+  // bf16 norms and weights above are then not uploaded.
   k::Fp8BlockWeights fp8;
 };
 
@@ -231,7 +231,7 @@ void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Ca
   if (fp8) {
     std::string what;
     const int rc =
-        block8.run(ctx.handle(), l.fp8, {a.x, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
+        block8.run(ctx.handle(), l.fp8, out, {a.x, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
                    rows, attention, tune, s, what);
     check(rc, what.c_str());
     return;
@@ -296,6 +296,12 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
                       "siglip CUDA: precision = \"fp8_linear\" needs hidden_size and "
                       "intermediate_size multiples of 16 (the FP8 products' rule)");
+  if (impl_->fp8 && o.model.hidden_size > k::detail::kHeldRowCols)
+    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
+                      "siglip CUDA: precision = \"fp8_linear\" needs hidden_size at most " +
+                          std::to_string(k::detail::kHeldRowCols) +
+                          " (its LayerNorms run inside the quantisation): set precision = "
+                          "\"bf16\"");
   impl_->upload(w);
   impl_->ctx.open(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);

@@ -26,8 +26,10 @@ to the language model in place of its own visual forward, on the GPU machine
    are reported the same way, and the route itself is checked: transformers'
    own bf16 tower rows fed through step 3 give its end-to-end logits.
 5. With --fp8 (a GPU with FP8 tensor cores), step 3 again with the tower's
-   plugin.config.precision = "fp8_linear": its logits' error against fp32 at
-   most 2x the bf16 route's (ours bf16 against fp32), docs/precision.md's gate.
+   plugin.config.precision = "fp8_linear", judged by this script's own bound:
+   its logits' error against fp32 at most 2x the bf16 route's (ours bf16
+   against fp32): what reaches the language model, where the tower's own
+   error (several times bf16's, docs/precision.md) is diluted by the text.
 
 usage: PYTHONPATH=build-python-gpu/python python3 scripts/gpu/python_integration.py \
            --out-dir logs [--depth 4] [--text-layers 2] [--fp8]
@@ -271,7 +273,8 @@ def main():
         e8_emb = rel(rows8.float(), tf32_rows.float())
         e8_log = rel(logits8[:, sl], r32[:, sl])
         agree8 = float((logits8[:, sl].argmax(-1) == r32[:, sl].argmax(-1)).float().mean())
-        ok8 = shared8 and alive8 and e8_log <= FP8_SLACK * e_log[1]
+        ok8 = (shared8 and alive8 and rows8.dtype == torch.bfloat16
+               and e8_log <= FP8_SLACK * e_log[1])
         fp8_lines = [
             f"fp8_linear: image embeddings vs hf32 {e8_emb:.2e} (bf16 {e_emb[1]:.2e}), logits vs "
             f"hf32 {e8_log:.2e} (bf16 {e_log[1]:.2e}, ratio {e8_log / e_log[1]:.2f}), argmax "

@@ -107,12 +107,13 @@ GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN r
 }
 
 // LayerNorm inside the quantisation: the codes of the centred row, the scale
-// times rstd, at widths held over one to three laps; a NaN row shows.
+// times rstd, at widths held over one to four laps; a constant row (zero
+// variance: zero codes, scale rsqrt(eps)) and a NaN row show.
 GPU_TEST_CASE("fp8: centred per-row quantisation carries a LayerNorm's rstd") {
   require_gpu();
   const int64_t rows = 41;
   const float eps = 1e-6f;
-  for (const int64_t cols : {int64_t{1152}, int64_t{2064}, int64_t{4304}}) {
+  for (const int64_t cols : {int64_t{1152}, int64_t{2064}, int64_t{4304}, int64_t{8192}}) {
     CAPTURE(cols);
     const int64_t ld = cols + 8;
     std::vector<bf16> x(static_cast<size_t>(rows * ld));
@@ -123,6 +124,7 @@ GPU_TEST_CASE("fp8: centred per-row quantisation carries a LayerNorm's rstd") {
         x[static_cast<size_t>(r * ld + c)] = to_bf(to_f(v[static_cast<size_t>(c)]) + 3.0f * mag);
     }
     x[static_cast<size_t>(5 * ld + 2)] = to_bf(NAN);
+    std::fill(x.begin() + 9 * ld, x.begin() + 10 * ld, to_bf(2.5f));  // a constant row
     DeviceBuffer<bf16> dx(x.size());
     DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * cols));
     DeviceBuffer<float> ds(static_cast<size_t>(rows));
@@ -138,6 +140,14 @@ GPU_TEST_CASE("fp8: centred per-row quantisation carries a LayerNorm's rstd") {
       CAPTURE(r);
       if (r == 5) {
         CHECK(std::isnan(s[5]));
+        continue;
+      }
+      if (r == 9) {  // zero codes: the product is the folded bias alone
+        CHECK(s[9] == doctest::Approx(1.0 / std::sqrt(double(eps))).epsilon(1e-4));
+        size_t nonzero = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          nonzero += (q[static_cast<size_t>(9 * cols + c)] & 0x7f) != 0;
+        CHECK(nonzero == 0);
         continue;
       }
       double mean = 0.0, var = 0.0, amax = 0.0;
@@ -164,6 +174,10 @@ GPU_TEST_CASE("fp8: centred per-row quantisation carries a LayerNorm's rstd") {
       CHECK(outside == 0);
     }
     CHECK(std::isnan(s[static_cast<size_t>(rows - 1)]));  // past the rows: untouched
+    size_t written_past = 0;
+    for (int64_t i = (rows - 1) * cols; i < rows * cols; ++i)
+      written_past += q[static_cast<size_t>(i)] != 0xff;
+    CHECK(written_past == 0);
   }
   // Rows longer than the held form's are refused.
   CHECK(k::quantize_centred_rows_e4m3(nullptr, 8208, nullptr, nullptr, 1, 8208, eps, nullptr) != 0);

@@ -168,7 +168,7 @@ TEST_CASE("the two qkv forms match the CPU path, in graphs and eager") {
   forms_match_cpu(wide_config(), "qkv_kernel", {"cublaslt", "fused_norm"});
 }
 
-// precision = "fp8_linear": the blocks' four products in FP8 (weights per
+// precision = "fp8_linear": the blocks' qkv, gate/up and down in FP8 (weights per
 // output channel, activations per row inside the forward). Against the CPU
 // path (f32) on the same random weights, in graphs and eager: within FP8's
 // error, a bounded multiple of bf16's, finite everywhere (NaN-poisoned

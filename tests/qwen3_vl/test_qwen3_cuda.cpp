@@ -128,7 +128,7 @@ TEST_CASE("CUDA matches the CPU path on the same random weights, every output") 
   }
 }
 
-// precision = "fp8_linear": the blocks' four products in FP8 (the mergers and
+// precision = "fp8_linear": the blocks' qkv, fc1 and fc2 in FP8 (the mergers and
 // deepstack mergers stay bf16). Every output against the CPU path on the
 // same random weights, in graphs and eager: within FP8's error, above bf16's
 // (the products did change), finite; graphs and eager agree at bf16's bound.

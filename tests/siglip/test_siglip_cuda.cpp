@@ -143,7 +143,7 @@ TEST_CASE("CUDA: both named outputs from one forward match the CPU path") {
   }
 }
 
-// precision = "fp8_linear": the layers' four products in FP8 (the pooling
+// precision = "fp8_linear": the layers' q/k/v, fc1 and fc2 in FP8 (the pooling
 // head stays bf16). Against the CPU path on the same random weights, every
 // output mode, in graphs (with batches that pad and NaN-poisoned memory) and
 // eager: within FP8's error, above bf16's (the products did change).

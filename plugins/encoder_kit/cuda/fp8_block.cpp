@@ -8,12 +8,13 @@ namespace encoder_kit::cuda {
 void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBlockHost& h,
                    int64_t d, const std::array<std::string, 3>& names) {
   std::vector<float> qkv_w = h.qkv_w, qkv_b = h.qkv_b, fc1_w = h.fc1_w, fc1_b = h.fc1_b;
-  const auto rows = [](const std::vector<float>& b) { return static_cast<int64_t>(b.size()); };
-  encoder_kit::fold_layer_norm(qkv_w, qkv_b, rows(qkv_b), d, h.ln1_w, h.ln1_b);
-  encoder_kit::fold_layer_norm(fc1_w, fc1_b, rows(fc1_b), d, h.ln2_w, h.ln2_b);
-  weights.add_e4m3(&out.qkv.codes, &out.qkv.scales, qkv_w, rows(qkv_b), names[0]);
-  weights.add_e4m3(&out.fc1.codes, &out.fc1.scales, fc1_w, rows(fc1_b), names[1]);
-  weights.add_e4m3(&out.fc2.codes, &out.fc2.scales, h.fc2_w, rows(h.fc2_b), names[2]);
+  const int64_t qkv_rows = static_cast<int64_t>(qkv_w.size()) / d,
+                fc1_rows = static_cast<int64_t>(fc1_w.size()) / d;
+  encoder_kit::fold_layer_norm(qkv_w, qkv_b, qkv_rows, d, h.ln1_w, h.ln1_b);
+  encoder_kit::fold_layer_norm(fc1_w, fc1_b, fc1_rows, d, h.ln2_w, h.ln2_b);
+  weights.add_e4m3(&out.qkv.codes, &out.qkv.scales, qkv_w, qkv_rows, names[0]);
+  weights.add_e4m3(&out.fc1.codes, &out.fc1.scales, fc1_w, fc1_rows, names[1]);
+  weights.add_e4m3(&out.fc2.codes, &out.fc2.scales, h.fc2_w, d, names[2]);
   weights.add(&out.proj_w, h.proj_w);
   weights.add(&out.proj_b, h.proj_b);
   weights.add(&out.qkv.bias, std::move(qkv_b));
@@ -25,7 +26,6 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
   using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(d <= detail::kHeldRowCols);  // the norms' rows are held in registers
   if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias, false)) return rc;
-  if (const int rc = proj_.initialize(m_max, d, d, Ep::Bias, true)) return rc;  // bf16
   if (const int rc = fc1_.initialize(m_max, inter, d, Ep::BiasGeluTanh, false)) return rc;
   if (const int rc = fc2_.initialize(m_max, d, inter, Ep::Bias, true)) return rc;
   d_ = d;
@@ -34,7 +34,7 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
   return 0;
 }
 
-int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w,
+int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, GemmPlan& proj,
                          const Fp8BlockBuffers& b, int64_t rows,
                          const std::function<int()>& attention, bool tune, cudaStream_t s,
                          std::string& what) {
@@ -57,14 +57,14 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w,
       (rc = step("qkv in FP8", product(qkv_, w.qkv, nullptr, b.qkv))))
     return rc;
   if (!tune && (rc = step("attention", attention()))) return rc;
-  if ((rc = step("proj", tune ? proj_.tune(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
-                                           b.gemm_ws, ws, s)
-                              : proj_.run(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
-                                          b.gemm_ws, ws, s))) ||
+  if ((rc = step("proj", tune ? proj.tune(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
+                                          b.gemm_ws, ws, s)
+                              : proj.run(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
+                                         b.gemm_ws, ws, s))) ||
       (rc = step("norm2 in FP8",
                  quantize_centred_rows_e4m3(b.x, d_, b.q, b.q_scale, rows, d_, eps_, s))) ||
       (rc = step("fc1 in FP8", product(fc1_, w.fc1, nullptr, b.act))) ||
-      (rc = step("fc1 in FP8",
+      (rc = step("fc1's output in FP8",
                  quantize_rows_e4m3(b.act, inter_, b.q, b.q_scale, rows, inter_, -1.0f, s))) ||
       (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.x, b.x))))
     return rc;

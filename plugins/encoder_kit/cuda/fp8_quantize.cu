@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace encoder_kit::cuda {
 namespace {
@@ -260,37 +261,18 @@ HeldLaunch held_launch(int64_t cols) {
   return {static_cast<int>(chunks), static_cast<unsigned>((per_lap + 31) / 32 * 32)};
 }
 
-template <template <int> class Launch, typename... Args>
-void launch_held(const HeldLaunch& h, int64_t rows, cudaStream_t stream, Args... args) {
+// Launches the instance `pick` returns for the row's lap count (pick takes
+// std::integral_constant<int, kChunks>).
+template <typename Pick, typename... Args>
+void launch_held(const HeldLaunch& h, int64_t rows, cudaStream_t stream, Pick pick, Args... args) {
+  const auto go = [&](auto kernel) { kernel<<<row_blocks(rows), h.threads, 0, stream>>>(args...); };
   switch (h.chunks) {
-    case 1: Launch<1>::go(row_blocks(rows), h.threads, stream, args...); break;
-    case 2: Launch<2>::go(row_blocks(rows), h.threads, stream, args...); break;
-    case 3: Launch<3>::go(row_blocks(rows), h.threads, stream, args...); break;
-    default: Launch<4>::go(row_blocks(rows), h.threads, stream, args...); break;
+    case 1: go(pick(std::integral_constant<int, 1>{})); break;
+    case 2: go(pick(std::integral_constant<int, 2>{})); break;
+    case 3: go(pick(std::integral_constant<int, 3>{})); break;
+    default: go(pick(std::integral_constant<int, 4>{})); break;
   }
 }
-
-template <int kChunks>
-struct QuantizeHeld {
-  template <typename... Args>
-  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
-    quantize_rows_held_kernel<kChunks, false><<<blocks, threads, 0, stream>>>(args...);
-  }
-};
-template <int kChunks>
-struct QuantizeCentredHeld {
-  template <typename... Args>
-  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
-    quantize_rows_held_kernel<kChunks, true><<<blocks, threads, 0, stream>>>(args...);
-  }
-};
-template <int kChunks>
-struct SiluMulHeld {
-  template <typename... Args>
-  static void go(unsigned blocks, unsigned threads, cudaStream_t stream, Args... args) {
-    silu_mul_quantize_held_kernel<kChunks><<<blocks, threads, 0, stream>>>(args...);
-  }
-};
 
 static_assert(detail::kHeldRowCols == 4 * kThreads * 8, "four laps of the block at most");
 
@@ -304,8 +286,10 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
   ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
   if (rows == 0) return 0;
   if (cols <= detail::kHeldRowCols)
-    launch_held<QuantizeHeld>(held_launch(cols), rows, stream, x, ld_x, q, scale, rows, cols,
-                              rms_eps);
+    launch_held(
+        held_launch(cols), rows, stream,
+        [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, false>; }, x, ld_x,
+        q, scale, rows, cols, rms_eps);
   else
     quantize_rows_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols,
                                                                     rms_eps);
@@ -320,7 +304,10 @@ int silu_mul_quantize_e4m3(const bf16* gate_up, e4m3* q, float* scale, int64_t r
   ENCODER_KIT_REQUIRE(detail::aligned16(gate_up) && detail::aligned16(q));
   if (rows == 0) return 0;
   if (inter <= detail::kHeldRowCols)
-    launch_held<SiluMulHeld>(held_launch(inter), rows, stream, gate_up, q, scale, rows, inter);
+    launch_held(
+        held_launch(inter), rows, stream,
+        [](auto laps) { return silu_mul_quantize_held_kernel<decltype(laps)::value>; }, gate_up, q,
+        scale, rows, inter);
   else
     silu_mul_quantize_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(gate_up, q, scale, rows,
                                                                         inter);
@@ -335,8 +322,10 @@ int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scal
   ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
   ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
   if (rows == 0) return 0;
-  launch_held<QuantizeCentredHeld>(held_launch(cols), rows, stream, x, ld_x, q, scale, rows, cols,
-                                   ln_eps);
+  launch_held(
+      held_launch(cols), rows, stream,
+      [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, true>; }, x, ld_x, q,
+      scale, rows, cols, ln_eps);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }

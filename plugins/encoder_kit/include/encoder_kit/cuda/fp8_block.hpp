@@ -46,9 +46,9 @@ struct PreNormBlockHost {
 
 // Adds a block to `weights`, with its places in `out` (set by upload()): the
 // norms folded into copies of qkv and fc1, qkv, fc1 and fc2 quantised per
-// output channel, proj and the biases bf16. d: the block's width; names: the
-// three FP8 weights' tensor names (qkv, fc1, fc2) for errors. Throws
-// encoder_kit::Error.
+// output channel, proj and the biases bf16. d: the block's width (qkv's and
+// fc1's rows follow from their sizes); names: the three FP8 weights' tensor
+// names (qkv, fc1, fc2) for errors. Throws encoder_kit::Error.
 void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBlockHost& h,
                    int64_t d, const std::array<std::string, 3>& names);
 
@@ -64,22 +64,23 @@ struct Fp8BlockBuffers {
 
 class Fp8PreNormBlock {
  public:
-  // The four products for up to m_max rows; d and inter multiples of 16, d
-  // at most detail::kHeldRowCols. eps: the LayerNorms'. Returns a kernels.hpp
-  // status (0, or what failed).
+  // The three FP8 products for up to m_max rows; d and inter multiples of
+  // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. Returns a
+  // kernels.hpp status (0, or what failed).
   int initialize(int64_t m_max, int64_t d, int64_t inter, float eps);
 
-  // The block over `rows` rows; attention() runs qkv -> attn. With `tune`,
-  // the products' algorithms are timed at this size on the block's own
-  // operands instead (attention skipped: x is overwritten, the caller's
-  // forward recomputes it); outside capture only. `what` receives the step
-  // that failed.
-  int run(cublasLtHandle_t handle, const Fp8BlockWeights& w, const Fp8BlockBuffers& b, int64_t rows,
-          const std::function<int()>& attention, bool tune, cudaStream_t s, std::string& what);
+  // The block over `rows` rows; attention() runs qkv -> attn; proj: the
+  // model's bf16 plan for attn.proj (bias and residual; the model's tuning
+  // cache keeps its choices). With `tune`, the products' algorithms are timed
+  // at this size on the block's own operands instead (attention skipped: x is
+  // overwritten, the caller's forward recomputes it); outside capture only.
+  // `what` receives the step that failed.
+  int run(cublasLtHandle_t handle, const Fp8BlockWeights& w, GemmPlan& proj,
+          const Fp8BlockBuffers& b, int64_t rows, const std::function<int()>& attention, bool tune,
+          cudaStream_t s, std::string& what);
 
  private:
   Fp8GemmPlan qkv_, fc1_, fc2_;
-  GemmPlan proj_;
   int64_t d_ = 0, inter_ = 0;
   float eps_ = 0.0f;
 };
