@@ -154,6 +154,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A held row's codes: thread t's vectors t, t + blockDim, ... of n values.
+template <int kChunks>
+__device__ __forceinline__ void store_held(e4m3* q_row, const float (&v)[kChunks][8], int64_t n,
+                                           float inv) {
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ++ch) {
+    const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
+    if (c < n) store8(q_row + c, v[ch], inv);
+  }
+}
+
 // The single-pass forms: thread t holds vectors t, t + blockDim, ... (kChunks
 // of them, 8 values each) of its row between the reduction and the stores.
 // kCentered: the row minus its mean is quantised, and the scale carries the
@@ -199,12 +210,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     const RowStats st = reduce(amax, sumsq, bad);
     float scale = 0.0f;
-    const float inv = row_scale_inv(st, scale);
-#pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const int64_t c = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
-      if (c < cols) store8(q + r * cols + c, f[ch], inv);
-    }
+    store_held(q + r * cols, f, cols, row_scale_inv(st, scale));
     if (threadIdx.x == 0)
       scale_out[r] =
           eps >= 0.0f ? scale * rsqrtf(st.sumsq / static_cast<float>(cols) + eps) : scale;
@@ -234,12 +240,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     const RowStats st = reduce(amax, 0.0f, bad);
     float scale = 0.0f;
-    const float inv = row_scale_inv(st, scale);
-#pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch) {
-      const int64_t f = (int64_t{ch} * blockDim.x + threadIdx.x) * 8;
-      if (f < inter) store8(q + r * inter + f, a[ch], inv);
-    }
+    store_held(q + r * inter, a, inter, row_scale_inv(st, scale));
     if (threadIdx.x == 0) scale_out[r] = scale;
   }
 }
