@@ -227,12 +227,7 @@ class DeepstackTower final : public CudaTower {
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
       fp8(o.precision == Precision::Fp8Linear) {
-  if (fp8) require_fp8();
-  if (fp8 && c.hidden_size > k::detail::kHeldRowCols)
-    fail(EG_ERR_INVALID_ARGUMENT, "precision = \"fp8_linear\" needs hidden_size at most " +
-                                      std::to_string(k::detail::kHeldRowCols) +
-                                      " (the LayerNorms run inside the quantisation): set "
-                                      "precision = \"bf16\"");
+  if (fp8) k::require_fp8_block(who, c.hidden_size, padded_intermediate(c));
   fp8_room = fp8;
   start(o, w, std::move(warn));
 }

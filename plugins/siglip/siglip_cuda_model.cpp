@@ -288,20 +288,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
     encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
                       "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
                       "(16-byte bf16 rows)");
-  if (impl_->fp8 && !k::fp8_supported())
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
-                      "siglip CUDA: precision = \"fp8_linear\" needs a GPU with FP8 tensor cores "
-                      "(compute capability 8.9 or later): set precision = \"bf16\"");
-  if (impl_->fp8 && (o.model.hidden_size % 16 != 0 || o.model.intermediate_size % 16 != 0))
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
-                      "siglip CUDA: precision = \"fp8_linear\" needs hidden_size and "
-                      "intermediate_size multiples of 16 (the FP8 products' rule)");
-  if (impl_->fp8 && o.model.hidden_size > k::detail::kHeldRowCols)
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,
-                      "siglip CUDA: precision = \"fp8_linear\" needs hidden_size at most " +
-                          std::to_string(k::detail::kHeldRowCols) +
-                          " (its LayerNorms run inside the quantisation): set precision = "
-                          "\"bf16\"");
+  if (impl_->fp8) k::require_fp8_block(kWho, o.model.hidden_size, o.model.intermediate_size);
   impl_->upload(w);
   impl_->ctx.open(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);

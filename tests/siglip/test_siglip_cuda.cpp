@@ -179,7 +179,7 @@ TEST_CASE("CUDA: precision fp8_linear stays within FP8's error of the CPU path")
   CHECK_THROWS_WITH(
       encgraph::Runtime{config(
           with(so400m(1), {{"precision", "fp8_linear"}, {"intermediate_size", "4312"}}), "cuda")},
-      doctest::Contains("multiples of 16"));
+      doctest::Contains("a multiple of 16"));
 }
 
 TEST_CASE("CUDA graph replays equal eager runs when batches pad") {

@@ -1,6 +1,7 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/fp8_block.hpp>
+#include <encoder_kit/error.hpp>
 #include <encoder_kit/fp8.hpp>
 
 namespace encoder_kit::cuda {
@@ -20,6 +21,22 @@ void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBl
   weights.add(&out.qkv.bias, std::move(qkv_b));
   weights.add(&out.fc1.bias, std::move(fc1_b));
   weights.add(&out.fc2.bias, h.fc2_b);
+}
+
+void require_fp8_block(const std::string& who, int64_t d, int64_t inter) {
+  const std::string key = who + ": precision = \"fp8_linear\" needs ";
+  const std::string fix = ": set precision = \"bf16\"";
+  if (!fp8_supported())
+    fail(EG_ERR_INVALID_ARGUMENT,
+         key + "a GPU with FP8 tensor cores (compute capability 8.9 or later)" + fix);
+  if (d % 16 != 0 || inter % 16 != 0)
+    fail(EG_ERR_INVALID_ARGUMENT, key + "hidden_size and intermediate_size each a multiple of 16 " +
+                                      "(the FP8 products' rule), got " + std::to_string(d) +
+                                      " and " + std::to_string(inter) + fix);
+  if (d > detail::kHeldRowCols)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         key + "hidden_size at most " + std::to_string(detail::kHeldRowCols) + ", got " +
+             std::to_string(d) + " (the LayerNorms run inside the quantisation)" + fix);
 }
 
 int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float eps) {

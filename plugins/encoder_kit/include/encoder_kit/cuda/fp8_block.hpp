@@ -62,6 +62,12 @@ struct Fp8BlockBuffers {
   void* gemm_ws;  // GemmPlan::workspace_bytes()
 };
 
+// Throws encoder_kit::Error (INVALID_ARGUMENT: the user's to fix) led by
+// `who` ("siglip CUDA") when this GPU or a block's widths cannot run
+// Fp8PreNormBlock: no FP8 tensor cores, d or inter not a multiple of 16, d
+// over detail::kHeldRowCols. The towers call it at start-up.
+void require_fp8_block(const std::string& who, int64_t d, int64_t inter);
+
 class Fp8PreNormBlock {
  public:
   // The three FP8 products for up to m_max rows; d and inter multiples of
