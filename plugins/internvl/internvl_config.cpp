@@ -168,6 +168,7 @@ Options parse_options(encgraph::sdk::Config& r, const eg_create_params& p) {
 
   o.weight_prefix = r.get<std::string>("weight_prefix", o.weight_prefix);
   o.dtype = encoder_kit::read_compute_dtype(r, p.device);
+  o.precision = encoder_kit::read_precision(r, p.device);
   o.max_budget_tiles = r.get<int64_t>("max_budget_tiles", o.max_budget_tiles, {1, 65536});
   if (o.max_budget_tiles < pr.max_tiles())
     fail(EG_ERR_INVALID_ARGUMENT,

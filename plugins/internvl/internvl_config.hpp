@@ -7,6 +7,7 @@
 #include <encgraph/plugin_api.h>
 
 #include <encoder_kit/config.hpp>
+#include <encoder_kit/prenorm_layer.hpp>
 
 #include <encgraph/sdk/config.hpp>
 
@@ -37,6 +38,10 @@ struct ModelConfig {
   int64_t feature_layer = -1;       // vision_feature_layer (hidden_states index)
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // The encoder layers' form: LayerNorm or RMSNorm, GELU (erf).
+  encoder_kit::PreNormForm layer_form() const {
+    return {hidden_size, intermediate_size, num_attention_heads, layer_norm_eps, rms_norm, false};
+  }
   int64_t grid() const { return image_size / patch_size; }
   int64_t patches_per_tile() const { return grid() * grid(); }
   // The encoder's sequence per tile: the CLS token, then the patches.
@@ -82,6 +87,9 @@ struct Options : encoder_kit::RunOptions {
   std::string config_path;               // the config.json the sizes came from, or ""
   std::string weight_prefix = "model.";  // before vision_tower.* and multi_modal_projector.*
   Dtype dtype = Dtype::F32;
+  // CUDA: the encoder layers' qkv, fc1 and fc2 in FP8 (docs/precision.md);
+  // patch embedding, attention and the projector stay bf16.
+  encoder_kit::Precision precision = encoder_kit::Precision::Bf16;
   int64_t max_budget_tiles = 32;  // the largest graph holds this many tiles
 };
 

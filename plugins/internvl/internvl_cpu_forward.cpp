@@ -5,8 +5,8 @@
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/workspace_carver.hpp>
 
-#include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 namespace internvl {
@@ -50,39 +50,6 @@ Activations carve(const Options& o, const Capacity& cap, float* base) {
   return a;
 }
 
-void norm(const ModelConfig& c, const float* x, int64_t rows, const std::vector<float>& w,
-          const std::vector<float>& b, float* y) {
-  if (c.rms_norm)
-    k::rms_norm(x, rows, c.hidden_size, w.data(), c.layer_norm_eps, y);
-  else
-    k::layer_norm(x, rows, c.hidden_size, w.data(), b.data(), c.layer_norm_eps, y);
-}
-
-// x += lambda_1 attn(norm1(x)); x += lambda_2 mlp(norm2(x)) (the scales are in the weights).
-void encoder_layer(const ModelConfig& c, const LayerWeights& l, const Activations& a, int64_t rows,
-                   const int32_t* cu, int64_t num_seqs, int64_t covered_rows) {
-  const int64_t d = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim();
-  norm(c, a.x, rows, l.norm1_w, l.norm1_b, a.normed);
-  k::linear(a.normed, rows, d, l.qkv_w.data(), l.qkv_b.data(), 3 * d, a.qkv);
-  if (c.use_qk_norm)  // over all heads of q and of k: rows of 3 hidden, normed in place
-    for (int64_t r = 0; r < rows; ++r) {
-      float* q = a.qkv + r * 3 * d;
-      k::rms_norm(q, 1, d, l.q_norm.data(), kQkNormEps, q);
-      k::rms_norm(q + d, 1, d, l.k_norm.data(), kQkNormEps, q + d);
-    }
-  // Padding tiles are in no sequence: zero their rows so they stay finite.
-  if (covered_rows < rows)
-    std::memset(a.attn + covered_rows * d, 0, static_cast<size_t>((rows - covered_rows) * d) * 4);
-  k::varlen_attention(a.qkv, a.qkv + d, a.qkv + 2 * d, 3 * d, a.attn, d, cu, num_seqs,
-                      c.num_attention_heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
-                      a.scratch, a.scratch_floats);
-  k::linear(a.attn, rows, d, l.out_w.data(), l.out_b.data(), d, a.x, /*accumulate=*/true);
-  norm(c, a.x, rows, l.norm2_w, l.norm2_b, a.normed);
-  k::linear(a.normed, rows, d, l.fc1_w.data(), l.fc1_b.data(), inter, a.mlp);
-  k::gelu_erf(a.mlp, static_cast<size_t>(rows * inter));
-  k::linear(a.mlp, rows, inter, l.fc2_w.data(), l.fc2_b.data(), d, a.x, /*accumulate=*/true);
-}
-
 }  // namespace
 
 std::vector<int64_t> pixel_shuffle_sources(const ModelConfig& c, int64_t tiles) {
@@ -124,8 +91,21 @@ void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const 
     std::memcpy(x, w.cls.data(), static_cast<size_t>(d) * 4);
     for (int64_t e = 0; e < n * d; ++e) x[d + e] = a.normed[t * n * d + e] + w.pos[e];
   }
-  for (const LayerWeights& l : w.layers)
-    encoder_layer(c, l, a, rows, cu, num_seqs, covered * c.seq_per_tile());
+  const encoder_kit::cpu::PreNormActivations la{a.x,   a.normed,  a.qkv,           a.attn,
+                                                a.mlp, a.scratch, a.scratch_floats};
+  for (const LayerWeights& l : w.layers) {
+    // use_qk_norm: RMSNorm over all heads of q and of k, in place.
+    auto qk_norm = [&] {
+      for (int64_t r = 0; r < rows; ++r) {
+        float* q = a.qkv + r * 3 * d;
+        k::rms_norm(q, 1, d, l.q_norm.data(), kQkNormEps, q);
+        k::rms_norm(q + d, 1, d, l.k_norm.data(), kQkNormEps, q + d);
+      }
+    };
+    encoder_kit::cpu::prenorm_layer(c.layer_form(), l, la, rows, cu, num_seqs,
+                                    covered * c.seq_per_tile(),
+                                    c.use_qk_norm ? std::function<void()>(qk_norm) : nullptr);
+  }
   const float* features = a.x;
   if (c.uses_final_layernorm()) {
     k::layer_norm(a.x, rows, d, w.final_w.data(), w.final_b.data(), c.layer_norm_eps, a.normed);

@@ -25,7 +25,8 @@
 // true, as InternVLProcessor passes it), min_patches, max_patches, resample
 // ("bicubic" | "bilinear"; a checkpoint folder's preprocessor_config.json sets
 // these but crop_to_patches, and the mean/std), weight_prefix
-// ("model."), dtype, max_budget_tiles (32), seed, check_finite, tune_gemm,
+// ("model."), dtype, precision (CUDA: "bf16" | "fp8_linear", the encoder
+// layers; docs/precision.md), max_budget_tiles (32), seed, check_finite, tune_gemm,
 // tuning_cache. Weights: a .safetensors file, a checkpoint folder or index
 // json, or "random".
 #include "internvl_batch.hpp"

@@ -39,10 +39,10 @@ LayerWeights load_layer(const Reader& read, const ModelConfig& c, int64_t i) {
     l.q_norm = read(p + "attention.q_norm.weight", {d}, kNormWeight);
     l.k_norm = read(p + "attention.k_norm.weight", {d}, kNormWeight);
   }
-  l.out_w = read(p + "attention.projection_layer.weight", {d, d}, matrix(d));
-  l.out_b = read(p + "attention.projection_layer.bias", {d}, kBias);
+  l.proj_w = read(p + "attention.projection_layer.weight", {d, d}, matrix(d));
+  l.proj_b = read(p + "attention.projection_layer.bias", {d}, kBias);
   const RandomInit scale = RandomInit::normal(0.1, 0.5);
-  fold_scale(l.out_w, l.out_b, read(p + "lambda_1", {d}, scale));
+  fold_scale(l.proj_w, l.proj_b, read(p + "lambda_1", {d}, scale));
   norm("layernorm_after", l.norm2_w, l.norm2_b);
   l.fc1_w = read(p + "mlp.fc1.weight", {inter, d}, matrix(d));
   l.fc1_b = read(p + "mlp.fc1.bias", {inter}, kBias);

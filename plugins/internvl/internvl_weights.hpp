@@ -12,6 +12,7 @@
 #include "internvl_batch.hpp"
 #include "internvl_config.hpp"
 
+#include <encoder_kit/prenorm_layer.hpp>
 #include <encoder_kit/weights.hpp>
 
 #include <cstddef>
@@ -19,14 +20,11 @@
 
 namespace internvl {
 
-struct LayerWeights {
-  std::vector<float> norm1_w, norm1_b;  // layernorm_before ([hidden]; no bias with rms_norm)
-  std::vector<float> qkv_w, qkv_b;      // q, k, v stacked: [3 hidden, hidden]; zero bias without
-  std::vector<float> q_norm, k_norm;    // use_qk_norm: RMSNorm weights over all of q / k
-  std::vector<float> out_w, out_b;      // projection_layer, times lambda_1
-  std::vector<float> norm2_w, norm2_b;  // layernorm_after
-  std::vector<float> fc1_w, fc1_b;      // [inter, hidden]
-  std::vector<float> fc2_w, fc2_b;      // [hidden, inter], times lambda_2
+// layernorm_before/after as norm1/norm2 (no biases with rms_norm), qkv with a
+// zero bias without attention_bias, projection_layer as proj times lambda_1,
+// fc2 times lambda_2.
+struct LayerWeights : encoder_kit::PreNormLayerWeights {
+  std::vector<float> q_norm, k_norm;  // use_qk_norm: RMSNorm weights over all of q / k
 };
 
 struct Weights {

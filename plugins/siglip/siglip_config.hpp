@@ -6,6 +6,7 @@
 #include <encgraph/plugin_api.h>
 
 #include <encoder_kit/config.hpp>
+#include <encoder_kit/prenorm_layer.hpp>
 
 #include <encgraph/sdk/config.hpp>
 
@@ -29,6 +30,10 @@ struct VisionConfig {
   float layer_norm_eps = 1e-6f;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // The encoder layers' form: LayerNorm, GELU (tanh).
+  encoder_kit::PreNormForm layer_form() const {
+    return {hidden_size, intermediate_size, num_attention_heads, layer_norm_eps, false, true};
+  }
   // Patches per side; the Conv2d drops the last image_size % patch_size pixels.
   int64_t grid() const { return image_size / patch_size; }
   // Every image is resized to image_size, so every image has this many tokens.

@@ -59,27 +59,6 @@ int64_t check_cu_seqlens(const int32_t* cu, int64_t n, const Options& o, const C
   return cu[n];
 }
 
-// One encoder layer, pre-LayerNorm: x += attn(ln1(x)); x += mlp(ln2(x)).
-void encoder_layer(const Options& o, const LayerWeights& l, const Activations& a, int64_t rows,
-                   const int32_t* cu, int64_t num_seqs, int64_t covered) {
-  const VisionConfig& c = o.model;
-  const int64_t d = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  k::layer_norm(a.x, rows, d, l.ln1_w.data(), l.ln1_b.data(), c.layer_norm_eps, a.normed);
-  k::linear(a.normed, rows, d, l.qkv_w.data(), l.qkv_b.data(), 3 * d, a.qkv);
-  // Rows past the last image (graph padding) are in no sequence: zero them so
-  // they stay finite.
-  if (covered < rows)
-    std::memset(a.attn + covered * d, 0, static_cast<size_t>((rows - covered) * d) * 4);
-  k::varlen_attention(a.qkv, a.qkv + d, a.qkv + 2 * d, 3 * d, a.attn, d, cu, num_seqs,
-                      c.num_attention_heads, hd, scale, a.scratch, a.scratch_floats);
-  k::linear(a.attn, rows, d, l.out_w.data(), l.out_b.data(), d, a.x, /*accumulate=*/true);
-  k::layer_norm(a.x, rows, d, l.ln2_w.data(), l.ln2_b.data(), c.layer_norm_eps, a.normed);
-  k::linear(a.normed, rows, d, l.fc1_w.data(), l.fc1_b.data(), inter, a.mlp);
-  k::gelu_tanh(a.mlp, static_cast<size_t>(rows * inter));
-  k::linear(a.mlp, rows, inter, l.fc2_w.data(), l.fc2_b.data(), d, a.x, /*accumulate=*/true);
-}
-
 // The learned probe attends over each image's tokens (hidden: [rows, d]);
 // writes one row per sequence into pooled [num_seqs, d] (zeros for an empty one).
 void probe_attention(const Options& o, const HeadWeights& h, const float* kv, const int32_t* cu,
@@ -159,7 +138,10 @@ void cpu_forward(const Options& o, const Weights& w, const Capacity& cap, const 
     float* x = a.x + r * d;
     for (int64_t e = 0; e < d; ++e) x[e] += pos[e];
   }
-  for (const LayerWeights& l : w.layers) encoder_layer(o, l, a, rows, cu, num_seqs, covered);
+  for (const LayerWeights& l : w.layers)
+    encoder_kit::cpu::prenorm_layer(
+        c.layer_form(), l, {a.x, a.normed, a.qkv, a.attn, a.mlp, a.scratch, a.scratch_floats}, rows,
+        cu, num_seqs, covered);
 
   // The last hidden state goes straight into its output when one is asked
   // for; the pooling head then reads it from there (it only reads `hidden`).

@@ -3,12 +3,14 @@
 #include "siglip_kernels.hpp"
 
 #include <encoder_kit/cuda/device_weights.hpp>
-#include <encoder_kit/cuda/fp8_block.hpp>
 #include <encoder_kit/cuda/model_context.hpp>
+#include <encoder_kit/cuda/prenorm_layers.hpp>
 #include <encoder_kit/error.hpp>
+#include <encoder_kit/workspace_carver.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +22,6 @@ namespace k = encoder_kit::cuda;
 using k::bf16;
 using Epilogue = k::GemmPlan::Epilogue;
 
-using k::align_up;
-
 constexpr const char* kWho = "siglip CUDA";  // leads every error message
 
 void check(int rc, const char* what) {
@@ -31,15 +31,6 @@ void check(int rc, const char* what) {
 void check_cuda(cudaError_t e, const char* what) {
   k::throw_on_cuda_error(kWho, e, what);
 }
-
-struct DeviceLayer {
-  const bf16 *ln1_w, *ln1_b, *qkv_w, *qkv_b, *out_w, *out_b;
-  const bf16 *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-  // precision = "fp8_linear": the layer for the kit's FP8 block (q/k/v, fc1
-  // and fc2 as e4m3 codes, the norms folded into them; out_proj bf16); the
-  // bf16 norms and weights above are then not uploaded.
-  k::Fp8BlockWeights fp8;
-};
 
 struct DeviceHead {
   const bf16 *query, *kv_w, *kv_b, *out_w, *out_b, *ln_w, *ln_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
@@ -52,29 +43,26 @@ struct Activations {
   float* q_scale;
   void* gemm_ws;
   size_t total;
+
+  k::PreNormBuffers layers() const { return {x, normed, qkv, attn, mlp, q, q_scale, gemm_ws}; }
 };
 
 Activations carve(const VisionConfig& c, const Capacity& cap, char* base, bool fp8) {
   const size_t r = static_cast<size_t>(cap.rows), d = static_cast<size_t>(c.hidden_size);
   const size_t inter = static_cast<size_t>(c.intermediate_size);
   Activations a{};
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    char* ptr = base ? base + off : nullptr;
-    off += align_up(bytes);
-    return ptr;
-  };
-  a.x = reinterpret_cast<bf16*>(take(r * d * 2));
-  a.normed = reinterpret_cast<bf16*>(take(r * d * 2));
-  a.qkv = reinterpret_cast<bf16*>(take(3 * r * d * 2));  // the head's k|v too
-  a.attn = reinterpret_cast<bf16*>(take(r * d * 2));
-  a.mlp = reinterpret_cast<bf16*>(take(r * inter * 2));
+  encoder_kit::WorkspaceCarver<char> ws(base, k::kWorkspaceAlign);
+  a.x = ws.take_as<bf16>(r * d);
+  a.normed = ws.take_as<bf16>(r * d);
+  a.qkv = ws.take_as<bf16>(3 * r * d);  // the head's k|v too
+  a.attn = ws.take_as<bf16>(r * d);
+  a.mlp = ws.take_as<bf16>(r * inter);
   if (fp8) {
-    a.q = reinterpret_cast<uint8_t*>(take(r * std::max(d, inter)));
-    a.q_scale = reinterpret_cast<float*>(take(r * 4));
+    a.q = ws.take_as<uint8_t>(r * std::max(d, inter));
+    a.q_scale = ws.take_as<float>(r);
   }
-  a.gemm_ws = take(k::GemmPlan::workspace_bytes());
-  a.total = off;
+  a.gemm_ws = ws.take(k::GemmPlan::workspace_bytes());
+  a.total = ws.size();
   return a;
 }
 
@@ -85,44 +73,21 @@ struct CudaModel::Impl {
   k::DeviceWeights weights;  // one allocation for every parameter
   const bf16 *patch_w = nullptr, *patch_b = nullptr, *pos = nullptr;
   const bf16 *post_w = nullptr, *post_b = nullptr;
-  std::vector<DeviceLayer> layers;
+  std::optional<k::PreNormLayers> layers;  // made once the device is selected
   DeviceHead head{};
   Capacity planned;
-  k::GemmPlan patch, qkv, out, fc1, fc2;              // m = patch rows
+  k::GemmPlan patch;                                  // m = patch rows
   k::GemmPlan head_kv, head_out, head_fc1, head_fc2;  // head_kv: rows; the rest: images
   bool fp8 = false;                                   // precision = "fp8_linear"
-  k::Fp8PreNormBlock block8;
   k::ModelContext ctx{kWho};  // last member: its handle is destroyed first
 
   void upload(const Weights& w) {
     weights.add(&patch_w, w.patch_w);
     weights.add(&patch_b, w.patch_b);
     weights.add(&pos, w.pos);
-    layers.resize(w.layers.size());
     for (size_t i = 0; i < w.layers.size(); ++i) {
-      const LayerWeights& l = w.layers[i];
-      DeviceLayer& d = layers[i];
-      const int64_t dm = o.model.hidden_size;
-      if (fp8) {
-        const std::string at = "layers." + std::to_string(i) + ".";
-        k::add_fp8_block(weights, d.fp8,
-                         {l.ln1_w, l.ln1_b, l.qkv_w, l.qkv_b, l.out_w, l.out_b, l.ln2_w, l.ln2_b,
-                          l.fc1_w, l.fc1_b, l.fc2_w, l.fc2_b},
-                         dm, {at + "self_attn.qkv", at + "mlp.fc1", at + "mlp.fc2"});
-        continue;
-      }
-      weights.add(&d.ln1_w, l.ln1_w);
-      weights.add(&d.ln1_b, l.ln1_b);
-      weights.add(&d.qkv_b, l.qkv_b);
-      weights.add(&d.out_b, l.out_b);
-      weights.add(&d.ln2_w, l.ln2_w);
-      weights.add(&d.ln2_b, l.ln2_b);
-      weights.add(&d.fc1_b, l.fc1_b);
-      weights.add(&d.fc2_b, l.fc2_b);
-      weights.add(&d.qkv_w, l.qkv_w);
-      weights.add(&d.out_w, l.out_w);
-      weights.add(&d.fc1_w, l.fc1_w);
-      weights.add(&d.fc2_w, l.fc2_w);
+      const std::string at = "layers." + std::to_string(i) + ".";
+      layers->add(weights, w.layers[i], {at + "self_attn.qkv", at + "mlp.fc1", at + "mlp.fc2"});
     }
     if (o.uses_post_layernorm()) {
       weights.add(&post_w, w.post_ln_w);
@@ -150,12 +115,7 @@ struct CudaModel::Impl {
     const VisionConfig& c = o.model;
     const int64_t d = c.hidden_size, inter = c.intermediate_size, rows = cap.rows;
     check(patch.initialize(rows, d, c.patch_cols(), Epilogue::Bias, false), "planning patch_embed");
-    check(qkv.initialize(rows, 3 * d, d, Epilogue::Bias, false), "planning q/k/v");
-    check(out.initialize(rows, d, d, Epilogue::Bias, true), "planning out_proj");
-    check(fc1.initialize(rows, inter, d, Epilogue::BiasGeluTanh, false), "planning fc1");
-    check(fc2.initialize(rows, d, inter, Epilogue::Bias, true), "planning fc2");
-    if (fp8)  // the layers' products as they run (the bf16 plans above stay idle)
-      check(block8.initialize(rows, d, inter, c.layer_norm_eps), "planning the layers in FP8");
+    const auto [qkv, out, fc1, fc2] = layers->plan(rows);
     if (o.needs_head()) {
       const int64_t images = cap.images;
       check(head_kv.initialize(rows, 2 * d, d, Epilogue::Bias, false), "planning head k/v");
@@ -164,7 +124,7 @@ struct CudaModel::Impl {
             "planning head fc1");
       check(head_fc2.initialize(images, d, inter, Epilogue::Bias, true), "planning head fc2");
     }
-    ctx.planned({&patch, &qkv, &out, &fc1, &fc2, &head_kv, &head_out, &head_fc1, &head_fc2});
+    ctx.planned({&patch, qkv, out, fc1, fc2, &head_kv, &head_out, &head_fc1, &head_fc2});
     planned = cap;
   }
 
@@ -174,17 +134,7 @@ struct CudaModel::Impl {
     const int64_t rows = cap.rows, images = cap.images;
     ctx.tune(patch, pixels, patch_w, patch_b, nullptr, a.x, rows, a.gemm_ws, s,
              "tuning patch_embed");
-    if (!layers.empty() && fp8) {
-      // Timed on the first layer's weights (x is overwritten: the forward
-      // that follows recomputes it).
-      layer(layers[0], a, cap, nullptr, s, /*tune=*/true);
-    } else if (!layers.empty()) {
-      const DeviceLayer& l = layers[0];
-      ctx.tune(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "tuning q/k/v");
-      ctx.tune(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "tuning out_proj");
-      ctx.tune(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "tuning fc1");
-      ctx.tune(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "tuning fc2");
-    }
+    layers->tune(ctx, a.layers(), rows, s);
     if (o.needs_head()) {
       ctx.tune(head_kv, a.normed, head.kv_w, head.kv_b, nullptr, a.qkv, rows, a.gemm_ws, s,
                "tuning head k/v");
@@ -199,7 +149,8 @@ struct CudaModel::Impl {
 
   // Algorithm choice for this size, ahead of the capture (a host-side query).
   void prepare(const Capacity& cap) {
-    for (k::GemmPlan* p : {&patch, &qkv, &out, &fc1, &fc2}) check(p->prepare(cap.rows), "prepare");
+    check(patch.prepare(cap.rows), "prepare");
+    layers->prepare(cap.rows);
     if (o.needs_head()) {
       check(head_kv.prepare(cap.rows), "prepare");
       for (k::GemmPlan* p : {&head_out, &head_fc1, &head_fc2})
@@ -207,45 +158,20 @@ struct CudaModel::Impl {
     }
   }
 
-  // tune (fp8 only): the FP8 block's products timed instead of run.
-  void layer(const DeviceLayer& l, const Activations& a, const Capacity& cap, const int32_t* cu,
-             cudaStream_t s, bool tune = false);
+  // Attention within each image; rows past the last image are in no
+  // sequence and their (unwritten) rows never mix with real ones.
+  int attention(const Activations& a, const Capacity& cap, const int32_t* cu,
+                cudaStream_t s) const {
+    const VisionConfig& c = o.model;
+    const int hd = static_cast<int>(c.head_dim());
+    return k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
+                                    static_cast<int>(c.tokens_per_image()),
+                                    static_cast<int>(c.num_attention_heads), hd,
+                                    1.0f / std::sqrt(static_cast<float>(hd)), a.attn, s);
+  }
   void pooling_head(const Activations& a, const Capacity& cap, const int32_t* cu,
                     const bf16* hidden, bf16* output, cudaStream_t s) const;
 };
-
-// x += attn(ln1(x)); x += mlp(ln2(x)), the residual adds fused into the products.
-void CudaModel::Impl::layer(const DeviceLayer& l, const Activations& a, const Capacity& cap,
-                            const int32_t* cu, cudaStream_t s, bool tune) {
-  const VisionConfig& c = o.model;
-  const int64_t rows = cap.rows, d = c.hidden_size;
-  const int hd = static_cast<int>(c.head_dim());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // Attention stays within each image; rows past the last image are in no
-  // sequence and their (unwritten) rows never mix with real ones.
-  auto attention = [&] {
-    return k::varlen_attention_bf16(a.qkv, cu, static_cast<int>(cap.images),
-                                    static_cast<int>(c.tokens_per_image()),
-                                    static_cast<int>(c.num_attention_heads), hd, scale, a.attn, s);
-  };
-  if (fp8) {
-    std::string what;
-    const int rc =
-        block8.run(ctx.handle(), l.fp8, out, {a.x, a.qkv, a.attn, a.mlp, a.q, a.q_scale, a.gemm_ws},
-                   rows, attention, tune, s, what);
-    check(rc, what.c_str());
-    return;
-  }
-  check(k::layer_norm_bf16(a.x, l.ln1_w, l.ln1_b, a.normed, rows, d, c.layer_norm_eps, s),
-        "layer_norm1");
-  ctx.run(qkv, a.normed, l.qkv_w, l.qkv_b, nullptr, a.qkv, rows, a.gemm_ws, s, "q/k/v");
-  check(attention(), "attention");
-  ctx.run(out, a.attn, l.out_w, l.out_b, a.x, a.x, rows, a.gemm_ws, s, "out_proj");
-  check(k::layer_norm_bf16(a.x, l.ln2_w, l.ln2_b, a.normed, rows, d, c.layer_norm_eps, s),
-        "layer_norm2");
-  ctx.run(fc1, a.normed, l.fc1_w, l.fc1_b, nullptr, a.mlp, rows, a.gemm_ws, s, "fc1 + gelu");
-  ctx.run(fc2, a.mlp, l.fc2_w, l.fc2_b, a.x, a.x, rows, a.gemm_ws, s, "fc2");
-}
 
 // SiglipMultiheadAttentionPoolingHead on the post-layernorm hidden states
 // (a.normed, or the last_hidden_state output); one output row per image.
@@ -278,17 +204,7 @@ CudaModel::CudaModel(const Options& o, const Weights& w, int device_index, const
   impl_->o = o;
   impl_->fp8 = o.precision == encoder_kit::Precision::Fp8Linear;
   impl_->ctx.select_device(device_index);
-  const int64_t hd = o.model.head_dim();
-  if (hd % 8 != 0 || hd > 128)
-    encoder_kit::fail(
-        EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
-        "siglip CUDA: the attention kernel needs head_dim a multiple of 8 up to 128, got " +
-            std::to_string(hd));
-  if (o.model.hidden_size % 8 != 0 || o.model.intermediate_size % 8 != 0)
-    encoder_kit::fail(EG_ERR_INVALID_ARGUMENT,  // a config the user can change: exit 2
-                      "siglip CUDA: hidden_size and intermediate_size must be multiples of 8 "
-                      "(16-byte bf16 rows)");
-  if (impl_->fp8) k::require_fp8_block(kWho, o.model.hidden_size, o.model.intermediate_size);
+  impl_->layers.emplace(impl_->ctx, o.model.layer_form(), impl_->fp8);
   impl_->upload(w);
   impl_->ctx.open(device_index, tuning_cache, "siglip", std::move(warn));
   impl_->plan_products(max);
@@ -323,7 +239,9 @@ void CudaModel::forward(const Capacity& cap, const eg_tensor* buffers, const Out
             "patch_embedding");
   check(cuda::add_periodic_rows_bf16(a.x, m.pos, rows, d, c.tokens_per_image(), s),
         "position_embedding");
-  for (const DeviceLayer& l : m.layers) m.layer(l, a, cap, cu, s);
+  for (size_t i = 0; i < m.layers->size(); ++i)
+    m.layers->run(
+        m.ctx, i, a.layers(), rows, [&] { return m.attention(a, cap, cu, s); }, s);
 
   // The last hidden state goes straight into its output when one is asked
   // for; the pooling head then reads it from there.

@@ -9,6 +9,7 @@
 #include "siglip_batch.hpp"
 #include "siglip_config.hpp"
 
+#include <encoder_kit/prenorm_layer.hpp>
 #include <encoder_kit/weights.hpp>
 
 #include <cstddef>
@@ -16,14 +17,7 @@
 
 namespace siglip {
 
-struct LayerWeights {
-  std::vector<float> ln1_w, ln1_b;  // [hidden]
-  std::vector<float> qkv_w, qkv_b;  // q, k, v stacked: [3 hidden, hidden], [3 hidden]
-  std::vector<float> out_w, out_b;  // [hidden, hidden], [hidden]
-  std::vector<float> ln2_w, ln2_b;  // [hidden]
-  std::vector<float> fc1_w, fc1_b;  // [inter, hidden], [inter]
-  std::vector<float> fc2_w, fc2_b;  // [hidden, inter], [hidden]
-};
+using LayerWeights = encoder_kit::PreNormLayerWeights;  // LayerNorm, GELU (tanh)
 
 // The multi-head attention pooling head. Its query is the learned probe, the
 // same for every image, so its projection is computed once at load.

@@ -251,4 +251,9 @@ TEST_CASE("configuration errors name the key and the fix") {
   CHECK(message_of([] {
           parse({{"norm_typ", "rms_norm"}});
         }).find("norm_typ") != std::string::npos);
+  // precision: the CPU path refuses FP8, naming the fix.
+  const std::string fp8 = message_of([] { parse({{"precision", "fp8_linear"}}); });
+  CHECK(fp8.find("runs on CUDA only") != std::string::npos);
+  CHECK(fp8.find("set device = \"cuda\"") != std::string::npos);
+  CHECK(parse({{"precision", "bf16"}}).precision == encoder_kit::Precision::Bf16);
 }

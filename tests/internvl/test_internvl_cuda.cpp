@@ -2,13 +2,16 @@
 // weights: a tiny model and InternViT-300M's widths (head_dim 64, 1025 rows a
 // tile, 256 image tokens a tile), images of mixed tile counts eagerly and
 // through captured graphs with NaN-poisoned memory, the RMSNorm variant, and
-// the qk-norm variant refused with its fix. Needs a GPU: the suite's main
+// the qk-norm variant refused with its fix; precision = "fp8_linear" (the
+// encoder layers in FP8, GELU's exact form after fc1) within FP8's error, and
+// refused with RMSNorm. Needs a GPU: the suite's main
 // skips without one (fails when ENCGRAPH_REQUIRE_GPU=1).
 #include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 
 #include <encgraph/runtime.hpp>
 
+#include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <random>
@@ -129,4 +132,48 @@ TEST_CASE("qk-norm is refused on CUDA with its fix") {
   const std::string m = message_of([&] { encgraph::Runtime rt(config(kv, "cuda")); });
   CHECK(m.find("use_qk_norm") != std::string::npos);
   CHECK(m.find("device = \"cpu\"") != std::string::npos);
+}
+
+// precision = "fp8_linear": the encoder layers' qkv, fc1 and fc2 in FP8 (the
+// exact GELU a pass between fc1 and its quantisation), the rest bf16. Against
+// the CPU path, eagerly and in graphs with NaN-poisoned memory: within FP8's
+// error (SigLIP's bound) and above bf16's.
+TEST_CASE("precision fp8_linear runs the encoder layers in FP8, within its error of the CPU path") {
+  int device = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
+  KeyValues fp8 = vit300m(2);
+  fp8.emplace_back("precision", "fp8_linear");
+  if (major * 10 + minor < 89) {
+    CHECK_THROWS_WITH(encgraph::Runtime{config(fp8, "cuda")},
+                      doctest::Contains("FP8 tensor cores"));
+    return;
+  }
+  const Images im({{448, 448}, {300, 900}}, 13);
+  const auto cpu = run(config(vit300m(2), "cpu"), im, false);
+  const auto bf16 = run(config(vit300m(2), "cuda"), im, true);
+  for (bool graphs : {false, true}) {
+    CAPTURE(graphs);
+    const auto got = run(config(fp8, "cuda"), im, graphs);
+    REQUIRE(got.size() == cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      CAPTURE(i);
+      const std::vector<double> ref(cpu[i].begin(), cpu[i].end());
+      REQUIRE(got[i].size() == ref.size());
+      CHECK(encgraph::test::all_finite(got[i]));
+      const double e8 = rel_error(got[i], ref), e16 = rel_error(bf16[i], ref);
+      MESSAGE("item " << i << ": fp8 error " << e8 << ", bf16 error " << e16);
+      CHECK(e8 < 8e-2);
+      CHECK(e8 > e16);
+    }
+  }
+}
+
+TEST_CASE("RMSNorm is refused in FP8, naming the fix") {
+  KeyValues kv = tiny();
+  kv.insert(kv.end(), {{"norm_type", "rms_norm"}, {"precision", "fp8_linear"}});
+  const std::string m = message_of([&] { encgraph::Runtime rt(config(kv, "cuda")); });
+  CHECK(m.find("needs LayerNorm") != std::string::npos);
+  CHECK(m.find("precision = \"bf16\"") != std::string::npos);
 }

@@ -18,6 +18,11 @@ class WorkspaceCarver {
     off_ += (n + align_ - 1) / align_ * align_;
     return ptr;
   }
+  // n U's carved from a byte workspace (WorkspaceCarver<char>).
+  template <class U>
+  U* take_as(size_t n) {
+    return reinterpret_cast<U*>(take(n * sizeof(U)));
+  }
   // The T's taken so far, alignment included.
   size_t size() const { return off_; }
 

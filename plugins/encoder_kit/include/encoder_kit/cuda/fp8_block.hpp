@@ -1,6 +1,6 @@
 // A pre-norm transformer block with its Linears in FP8, as the ViTs with
-// LayerNorm and a GELU (tanh) MLP have it (Qwen3-VL, SigLIP):
-//   x += proj(attention(qkv(LN1(x)))),  x += fc2(gelu_tanh(fc1(LN2(x))))
+// LayerNorm and a GELU MLP have it (Qwen3-VL, SigLIP, InternViT):
+//   x += proj(attention(qkv(LN1(x)))),  x += fc2(gelu(fc1(LN2(x))))
 // qkv, fc1 and fc2 run in FP8: each operand quantised per row inside the
 // forward, each weight per output channel at load (add_fp8_block). proj
 // stays bf16: quantising attention's output costs more than its FP8 product
@@ -71,9 +71,10 @@ void require_fp8_block(const std::string& who, int64_t d, int64_t inter);
 class Fp8PreNormBlock {
  public:
   // The three FP8 products for up to m_max rows; d and inter multiples of
-  // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. Returns a
-  // kernels.hpp status (0, or what failed).
-  int initialize(int64_t m_max, int64_t d, int64_t inter, float eps);
+  // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
+  // GELU's tanh form in fc1's epilogue; otherwise the exact one, a pass over
+  // fc1's output. Returns a kernels.hpp status (0, or what failed).
+  int initialize(int64_t m_max, int64_t d, int64_t inter, float eps, bool gelu_tanh = true);
 
   // The block over `rows` rows; attention() runs qkv -> attn; proj: the
   // model's bf16 plan for attn.proj (bias and residual; the model's tuning
@@ -89,6 +90,7 @@ class Fp8PreNormBlock {
   Fp8GemmPlan qkv_, fc1_, fc2_;
   int64_t d_ = 0, inter_ = 0;
   float eps_ = 0.0f;
+  bool gelu_tanh_ = true;
 };
 
 }  // namespace encoder_kit::cuda
