@@ -12,7 +12,6 @@
 #include <cmath>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace internvl {
 namespace {

@@ -1,8 +1,8 @@
-// The encoder's forward on CUDA in bf16 (fp32 accumulation): cuBLASLt products
-// with fused bias, GELU and residual epilogues, LayerNorm / RMSNorm and
-// variable-length flash attention from the kit (plugins/encoder_kit/cuda), plus
-// the two kernels of internvl_kernels.hpp. Graph-safe: no allocation or
-// synchronisation inside forward() while the stream is capturing.
+// The encoder's forward on CUDA in bf16 (fp32 accumulation): the kit's
+// pre-norm layers (encoder_kit/cuda/prenorm_layers.hpp; with precision =
+// "fp8_linear" their q/k/v, fc1 and fc2 in FP8), its products and
+// variable-length flash attention, plus the two kernels of internvl_kernels.hpp. Graph-safe: no
+// allocation or synchronisation inside forward() while the stream is capturing.
 #pragma once
 
 #include "internvl_batch.hpp"
@@ -20,7 +20,7 @@ namespace internvl {
 
 class CudaModel {
  public:
-  // Uploads the weights as bf16 to device `device_index` and plans the
+  // Uploads the weights (bf16, and e4m3 for FP8's products) to device `device_index` and plans the
   // products for up to `max` tiles (more are planned on demand, outside
   // capture). Throws Error(INVALID_ARGUMENT) for sizes the kernels refuse.
   CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max,

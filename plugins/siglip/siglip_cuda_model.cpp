@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace siglip {
 namespace {

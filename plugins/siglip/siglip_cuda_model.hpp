@@ -1,7 +1,7 @@
-// The tower's forward on CUDA in bf16 (fp32 accumulation): cuBLASLt products
-// with fused bias, GELU(tanh) and residual epilogues, LayerNorm and
-// variable-length flash attention from the kit (plugins/encoder_kit/cuda), plus the
-// two kernels of siglip_kernels.hpp. Graph-safe: no allocation or
+// The tower's forward on CUDA in bf16 (fp32 accumulation): the kit's pre-norm
+// layers (encoder_kit/cuda/prenorm_layers.hpp; with precision = "fp8_linear"
+// their q/k/v, fc1 and fc2 in FP8), its products and variable-length flash
+// attention, plus the two kernels of siglip_kernels.hpp. Graph-safe: no allocation or
 // synchronisation inside forward() while the stream is capturing.
 #pragma once
 
@@ -20,10 +20,10 @@ namespace siglip {
 
 class CudaModel {
  public:
-  // Uploads the weights as bf16 to device `device_index` and plans the matrix
-  // products for up to `max` (more are planned on demand, outside capture).
-  // `tuning_cache`: where tuned algorithm choices persist (the plugin key of
-  // that name; "off" keeps them in memory); `warn` gets the cache's warnings.
+  // Uploads the weights (bf16, and e4m3 for FP8's products) to device `device_index` and plans the
+  // matrix products for up to `max` (more are planned on demand, outside capture). `tuning_cache`:
+  // where tuned algorithm choices persist (the plugin key of that name; "off" keeps them in
+  // memory); `warn` gets the cache's warnings.
   CudaModel(const Options& o, const Weights& w, int device_index, const Capacity& max,
             const std::string& tuning_cache = "off",
             std::function<void(const std::string&)> warn = {});

@@ -2,9 +2,6 @@
 #include <encoder_kit/cuda/prenorm_layers.hpp>
 #include <encoder_kit/error.hpp>
 
-#include <algorithm>
-#include <cmath>
-
 namespace encoder_kit::cuda {
 
 PreNormLayers::PreNormLayers(const ModelContext& ctx, const PreNormForm& form, bool fp8)

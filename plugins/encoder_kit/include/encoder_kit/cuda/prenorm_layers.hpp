@@ -18,9 +18,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
-#include <vector>
 
 namespace encoder_kit::cuda {
 
@@ -57,8 +57,9 @@ class PreNormLayers {
   std::array<GemmPlan*, 4> plan(int64_t rows);
   // The bf16 products' algorithm for `rows`, outside capture.
   void prepare(int64_t rows);
-  // Times the products at `rows` on the first layer's weights (x is
-  // overwritten: the forward that follows recomputes it); outside capture.
+  // Times the products at `rows` on the first layer's weights (x, normed and
+  // the products' outputs are overwritten: the forward that follows
+  // recomputes them); outside capture.
   void tune(const ModelContext& ctx, const PreNormBuffers& b, int64_t rows, cudaStream_t s);
   // Layer i over `rows` rows; attention() reads b.qkv and writes b.attn.
   void run(const ModelContext& ctx, size_t i, const PreNormBuffers& b, int64_t rows,
@@ -66,8 +67,9 @@ class PreNormLayers {
 
  private:
   struct Layer {
-    const bf16 *n1_w = nullptr, *n1_b = nullptr, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    const bf16 *n2_w = nullptr, *n2_b = nullptr, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    const bf16 *n1_w = nullptr, *n1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr;
+    const bf16 *proj_w = nullptr, *proj_b = nullptr, *n2_w = nullptr, *n2_b = nullptr;
+    const bf16 *fc1_w = nullptr, *fc1_b = nullptr, *fc2_w = nullptr, *fc2_b = nullptr;
     Fp8BlockWeights fp8;  // fp8: these instead of the bf16 norms and products
   };
   void norm(const ModelContext& ctx, const bf16* w, const bf16* b, const PreNormBuffers& buf,
@@ -78,7 +80,8 @@ class PreNormLayers {
   std::string who_;  // leads every error message
   PreNormForm form_;
   bool fp8_ = false;
-  std::vector<Layer> layers_;
+  // DeviceWeights writes each place at upload(): a deque never moves a layer.
+  std::deque<Layer> layers_;
   GemmPlan qkv_, proj_, fc1_, fc2_;
   Fp8PreNormBlock block8_;
 };
