@@ -1,8 +1,8 @@
 // The FP8 path's kernels against float64: per-row quantisation (plain and
 // with a folded RMSNorm), SiLU-mul quantisation of a blocked [gate | up]
-// product, Fp8GemmPlan's scaled products (bias, residual in place, several
-// m, tuning), and the whole linear in a CUDA graph replayed on new rows, whose
-// scales must be the new rows'. Outputs are poisoned first: rows past m stay NaN.
+// product, the exact GELU's quantisation, Fp8GemmPlan's scaled products (bias, residual in place,
+// several m, tuning), and the whole linear in a CUDA graph replayed on new rows, whose scales must
+// be the new rows'. Outputs are poisoned first: rows past m stay NaN.
 #include "gpu_test_util.hpp"
 
 #include <encoder_kit/cuda/fp8.hpp>
@@ -232,6 +232,54 @@ GPU_TEST_CASE("fp8: SiLU-mul of a blocked [gate | up] product, quantised per row
     CAPTURE(inter);
     silu_mul_case(inter);
   }
+}
+
+// The exact GELU inside the quantisation (InternViT's fc1 output in FP8):
+// one to four laps, a row past the last written left poisoned, a NaN row NaN.
+GPU_TEST_CASE("fp8: the exact GELU of each row, quantised per row") {
+  require_gpu();
+  for (const int64_t cols : {int64_t{64}, int64_t{1040}, int64_t{4096}, k::detail::kHeldRowCols}) {
+    CAPTURE(cols);
+    const int64_t rows = 37;
+    auto x = random_bf16(static_cast<size_t>(rows * cols), 3.0f);
+    x[static_cast<size_t>(5 * cols + 7)] = to_bf(NAN);
+    DeviceBuffer<bf16> dx(x.size());
+    DeviceBuffer<uint8_t> dq(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> ds(static_cast<size_t>(rows));
+    dx.upload(x);
+    dq.poison();
+    ds.poison();
+    CHECK_OK(k::gelu_quantize_rows_e4m3(dx.get(), dq.get(), ds.get(), rows - 1, cols, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto q = dq.download();
+    const auto s = ds.download();
+    CHECK(std::isnan(s[5]));
+    CHECK(std::isnan(s[static_cast<size_t>(rows - 1)]));  // not written: still poisoned
+    for (int64_t r = 0; r < rows - 1; ++r) {
+      if (r == 5) continue;
+      CAPTURE(r);
+      std::vector<double> act(static_cast<size_t>(cols));
+      double amax = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = to_f(x[static_cast<size_t>(r * cols + c)]);
+        act[static_cast<size_t>(c)] = round_bf(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+        amax = std::max(amax, std::fabs(act[static_cast<size_t>(c)]));
+      }
+      const double scale = amax / 448.0;
+      CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale).epsilon(1e-2));
+      // The device's erff may round GELU to the neighbouring bf16: one bf16 step more.
+      size_t outside = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double ref = act[static_cast<size_t>(c)];
+        const double got = dec(q[static_cast<size_t>(r * cols + c)]) * s[static_cast<size_t>(r)];
+        if (std::fabs(got - ref) > std::fabs(ref) * (0.0625 + 0.01) + scale * std::pow(2.0, -9))
+          ++outside;
+      }
+      CHECK(outside == 0);
+    }
+  }
+  // Past the held width the caller quantises a GELU pass's output instead.
+  CHECK(k::gelu_quantize_rows_e4m3(nullptr, nullptr, nullptr, 1, 8208, nullptr) != 0);
 }
 
 namespace {

@@ -43,6 +43,7 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
                                 bool gelu_tanh) {
   using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(d <= detail::kHeldRowCols);  // the norms' rows are held in registers
+  ENCODER_KIT_REQUIRE(gelu_tanh || inter <= detail::kHeldRowCols);  // as the exact GELU's
   if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias, false)) return rc;
   if (const int rc =
           fc1_.initialize(m_max, inter, d, gelu_tanh ? Ep::BiasGeluTanh : Ep::Bias, false))
@@ -85,9 +86,10 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, Gemm
       (rc = step("norm2 in FP8",
                  quantize_centred_rows_e4m3(b.x, d_, b.q, b.q_scale, rows, d_, eps_, s))) ||
       (rc = step("fc1 in FP8", product(fc1_, w.fc1, nullptr, b.act))) ||
-      (!gelu_tanh_ && (rc = step("gelu", gelu_bf16(b.act, b.act, rows * inter_, false, s)))) ||
       (rc = step("fc1's output in FP8",
-                 quantize_rows_e4m3(b.act, inter_, b.q, b.q_scale, rows, inter_, -1.0f, s))) ||
+                 gelu_tanh_
+                     ? quantize_rows_e4m3(b.act, inter_, b.q, b.q_scale, rows, inter_, -1.0f, s)
+                     : gelu_quantize_rows_e4m3(b.act, b.q, b.q_scale, rows, inter_, s))) ||
       (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.x, b.x))))
     return rc;
   what.clear();

@@ -165,11 +165,15 @@ __device__ __forceinline__ void store_held(e4m3* q_row, const float (&v)[kChunks
   }
 }
 
+// What a held row is before its codes: as read, centred (the row minus its
+// mean; the scale carries the LayerNorm's rstd, from a second reduction over
+// the centred values), or through the exact GELU, rounded to bf16 as
+// gelu_bf16 writes it.
+enum class Held { Plain, Centred, Gelu };
+
 // The single-pass forms: thread t holds vectors t, t + blockDim, ... (kChunks
 // of them, 8 values each) of its row between the reduction and the stores.
-// kCentered: the row minus its mean is quantised, and the scale carries the
-// LayerNorm's rstd (a second reduction, over the centred values).
-template <int kChunks, bool kCentered>
+template <int kChunks, Held kForm>
 __global__ void __launch_bounds__(kThreads)
     quantize_rows_held_kernel(const bf16* __restrict__ x, int64_t ld_x, e4m3* __restrict__ q,
                               float* __restrict__ scale_out, int64_t rows, int64_t cols,
@@ -185,10 +189,15 @@ __global__ void __launch_bounds__(kThreads)
       if (c < cols) {
         load8(row + c, f[ch]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sum += f[ch][i];
+        for (int i = 0; i < 8; ++i) {
+          if constexpr (kForm == Held::Gelu)
+            f[ch][i] = __bfloat162float(
+                __float2bfloat16(0.5f * f[ch][i] * (1.0f + erff(f[ch][i] * 0.70710678118654752f))));
+          sum += f[ch][i];
+        }
       }
     }
-    if constexpr (kCentered) {
+    if constexpr (kForm == Held::Centred) {
       const float mean = reduce(0.0f, sum, false).sumsq / static_cast<float>(cols);
 #pragma unroll
       for (int ch = 0; ch < kChunks; ++ch)
@@ -289,8 +298,8 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
   if (cols <= detail::kHeldRowCols)
     launch_held(
         held_launch(cols), rows, stream,
-        [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, false>; }, x, ld_x,
-        q, scale, rows, cols, rms_eps);
+        [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, Held::Plain>; }, x,
+        ld_x, q, scale, rows, cols, rms_eps);
   else
     quantize_rows_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(x, ld_x, q, scale, rows, cols,
                                                                     rms_eps);
@@ -325,8 +334,22 @@ int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scal
   if (rows == 0) return 0;
   launch_held(
       held_launch(cols), rows, stream,
-      [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, true>; }, x, ld_x, q,
-      scale, rows, cols, ln_eps);
+      [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, Held::Centred>; }, x,
+      ld_x, q, scale, rows, cols, ln_eps);
+  ENCODER_KIT_LAUNCH_CHECK();
+  return 0;
+}
+
+int gelu_quantize_rows_e4m3(const bf16* x, e4m3* q, float* scale, int64_t rows, int64_t cols,
+                            cudaStream_t stream) {
+  ENCODER_KIT_REQUIRE(rows >= 0 && cols > 0 && cols % 16 == 0 && cols <= detail::kHeldRowCols);
+  ENCODER_KIT_REQUIRE(x != nullptr && q != nullptr && scale != nullptr);
+  ENCODER_KIT_REQUIRE(detail::aligned16(x) && detail::aligned16(q));
+  if (rows == 0) return 0;
+  launch_held(
+      held_launch(cols), rows, stream,
+      [](auto laps) { return quantize_rows_held_kernel<decltype(laps)::value, Held::Gelu>; }, x,
+      cols, q, scale, rows, cols, -1.0f);
   ENCODER_KIT_LAUNCH_CHECK();
   return 0;
 }

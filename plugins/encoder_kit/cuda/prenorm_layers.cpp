@@ -21,6 +21,13 @@ PreNormLayers::PreNormLayers(const ModelContext& ctx, const PreNormForm& form, b
                                       ": precision = \"fp8_linear\" needs LayerNorm (the RMSNorm "
                                       "form runs in bf16): set precision = \"bf16\"");
   require_fp8_block(ctx.who(), form.d, form.inter);
+  if (!form.gelu_tanh && form.inter > detail::kHeldRowCols)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         ctx.who() +
+             ": precision = \"fp8_linear\" with the exact GELU needs intermediate_size "
+             "at most " +
+             std::to_string(detail::kHeldRowCols) + ", got " + std::to_string(form.inter) +
+             ": set precision = \"bf16\"");
 }
 
 void PreNormLayers::add(DeviceWeights& weights, const PreNormLayerWeights& l,

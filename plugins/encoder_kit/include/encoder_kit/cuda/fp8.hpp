@@ -45,6 +45,13 @@ int quantize_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64
 int quantize_centred_rows_e4m3(const bf16* x, int64_t ld_x, e4m3* q, float* scale, int64_t rows,
                                int64_t cols, float ln_eps, cudaStream_t stream);
 
+// The exact GELU's output as the next product's operand: the codes of
+// gelu_erf(x) (rounded to bf16 first, as gelu_bf16 writes it), quantised per
+// row as above (no norm), in one read of x [rows, cols] (contiguous). cols a
+// multiple of 16, at most detail::kHeldRowCols.
+int gelu_quantize_rows_e4m3(const bf16* x, e4m3* q, float* scale, int64_t rows, int64_t cols,
+                            cudaStream_t stream);
+
 // SwiGLU's middle as the down product's operand: act = silu(gate) * up from
 // a [rows, 2 * inter] product in gate_up_blocked_rows' layout (blocks of
 // kGateUpBlock gate columns, then the same features' up columns), quantised

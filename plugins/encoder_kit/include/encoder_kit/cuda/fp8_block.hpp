@@ -72,8 +72,9 @@ class Fp8PreNormBlock {
  public:
   // The three FP8 products for up to m_max rows; d and inter multiples of
   // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
-  // GELU's tanh form in fc1's epilogue; otherwise the exact one, a pass over
-  // fc1's output. Returns a kernels.hpp status (0, or what failed).
+  // GELU's tanh form in fc1's epilogue; otherwise the exact one, inside the
+  // quantisation of fc1's output (gelu_quantize_rows_e4m3: inter at most
+  // detail::kHeldRowCols). Returns a kernels.hpp status (0, or what failed).
   int initialize(int64_t m_max, int64_t d, int64_t inter, float eps, bool gelu_tanh = true);
 
   // The block over `rows` rows; attention() runs qkv -> attn; proj: the
