@@ -267,7 +267,13 @@ class WindowTower final : public CudaTower {
     fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p, tune, s,
                 "gate/up in FP8");
     check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "SiLU-mul in FP8");
-    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.x, a.x, p, tune, s, "down_proj in FP8");
+    // down_proj adds to x through gate_up (free once quantised): not in place
+    // (encoder_kit/cuda/fp8.hpp).
+    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.x, a.gate_up, p, tune, s,
+                "down_proj in FP8");
+    check_cuda(cudaMemcpyAsync(a.x, a.gate_up, static_cast<size_t>(p * d) * 2,
+                               cudaMemcpyDeviceToDevice, s),
+               "down_proj's output into x");
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the

@@ -44,6 +44,7 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
   using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(d <= detail::kHeldRowCols);  // the norms' rows are held in registers
   ENCODER_KIT_REQUIRE(gelu_tanh || inter <= detail::kHeldRowCols);  // as the exact GELU's
+  ENCODER_KIT_REQUIRE(inter >= d);  // fc2's output goes through act (run)
   if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias, false)) return rc;
   if (const int rc =
           fc1_.initialize(m_max, inter, d, gelu_tanh ? Ep::BiasGeluTanh : Ep::Bias, false))
@@ -90,7 +91,11 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, Gemm
                  gelu_tanh_
                      ? quantize_rows_e4m3(b.act, inter_, b.q, b.q_scale, rows, inter_, -1.0f, s)
                      : gelu_quantize_rows_e4m3(b.act, b.q, b.q_scale, rows, inter_, s))) ||
-      (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.x, b.x))))
+      // fc2 adds to x through act (free once quantised): not in place (fp8.hpp).
+      (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.x, b.act))) ||
+      (rc = step("fc2's output into x",
+                 static_cast<int>(cudaMemcpyAsync(b.x, b.act, static_cast<size_t>(rows * d_) * 2,
+                                                  cudaMemcpyDeviceToDevice, s)))))
     return rc;
   what.clear();
   return 0;

@@ -53,8 +53,9 @@ void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBl
                    int64_t d, const std::array<std::string, 3>& names);
 
 // One forward's buffers: x the residual rows [rows, d] (updated in place),
-// qkv [rows, 3d], attn [rows, d] (attention's output), act [rows, inter],
-// q [rows, max(d, inter)] codes and q_scale [rows].
+// qkv [rows, 3d], attn [rows, d] (attention's output), act [rows, inter]
+// (inter >= d: fc2's sum passes through it on its way into x), q [rows,
+// max(d, inter)] codes and q_scale [rows].
 struct Fp8BlockBuffers {
   bf16 *x, *qkv, *attn, *act;
   uint8_t* q;
