@@ -3,7 +3,9 @@
 // the lines of a tuning cache folder.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -72,6 +74,24 @@ inline bool all_finite(const std::vector<float>& v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;
   return true;
+}
+
+// precision = "fp8_linear" per item against the CPU path's f32: finite,
+// within `bound` relative error, and coarser than the bf16 path's outputs.
+inline void check_fp8_items(const std::vector<std::vector<float>>& fp8,
+                            const std::vector<std::vector<float>>& bf16,
+                            const std::vector<std::vector<float>>& cpu, double bound) {
+  REQUIRE(fp8.size() == cpu.size());
+  REQUIRE(bf16.size() == cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(fp8[i].size() == cpu[i].size());
+    CHECK(all_finite(fp8[i]));
+    const double e8 = rel_error(fp8[i], cpu[i]), e16 = rel_error(bf16[i], cpu[i]);
+    MESSAGE("item " << i << ": fp8 error " << e8 << ", bf16 error " << e16);
+    CHECK(e8 < bound);
+    CHECK(e8 > e16);
+  }
 }
 
 // The what() of any std::exception `fn` throws (not only encgraph::Error, as

@@ -44,6 +44,27 @@ void check_codes(const std::vector<uint8_t>& q, const std::vector<double>& x, do
   CHECK(outside == 0);
 }
 
+// Row r of an activation's codes q and scales s against its values `act`
+// (float64, as the bf16 module rounds them): the scale within 1% of max |act|
+// / 448, each decoded code within an e4m3 step of its value plus one bf16
+// step (the device's exp or erf may round to the neighbouring bf16).
+void check_activation_codes(const std::vector<uint8_t>& q, const std::vector<float>& s,
+                            const std::vector<double>& act, int64_t r) {
+  const int64_t cols = static_cast<int64_t>(act.size());
+  double amax = 0.0;
+  for (double v : act) amax = std::max(amax, std::fabs(v));
+  const double scale = amax / 448.0;
+  CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale).epsilon(1e-2));
+  size_t outside = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const double ref = act[static_cast<size_t>(c)];
+    const double got = dec(q[static_cast<size_t>(r * cols + c)]) * s[static_cast<size_t>(r)];
+    if (std::fabs(got - ref) > std::fabs(ref) * (0.0625 + 0.01) + scale * std::pow(2.0, -9))
+      ++outside;
+  }
+  CHECK(outside == 0);
+}
+
 }  // namespace
 
 GPU_TEST_CASE("fp8: per-row quantisation, plain and with a folded RMSNorm; NaN rows show") {
@@ -202,25 +223,13 @@ void silu_mul_case(int64_t inter) {
   for (int64_t r = 0; r < rows; ++r) {
     CAPTURE(r);
     std::vector<double> act(static_cast<size_t>(inter));
-    double amax = 0.0;
     for (int64_t f = 0; f < inter; ++f) {
       const int64_t col = (f / blk) * 2 * blk + f % blk;
       const double g = to_f(gu[static_cast<size_t>(r * 2 * inter + col)]);
       const double u = to_f(gu[static_cast<size_t>(r * 2 * inter + col + blk)]);
       act[static_cast<size_t>(f)] = round_bf(round_bf(g / (1.0 + std::exp(-g))) * u);
-      amax = std::max(amax, std::fabs(act[static_cast<size_t>(f)]));
     }
-    const double scale = amax / 448.0;
-    CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale).epsilon(1e-2));
-    // The device's exp may round silu to the neighbouring bf16: one bf16 step more.
-    size_t outside = 0;
-    for (int64_t f = 0; f < inter; ++f) {
-      const double ref = act[static_cast<size_t>(f)];
-      const double got = dec(q[static_cast<size_t>(r * inter + f)]) * s[static_cast<size_t>(r)];
-      if (std::fabs(got - ref) > std::fabs(ref) * (0.0625 + 0.01) + scale * std::pow(2.0, -9))
-        ++outside;
-    }
-    CHECK(outside == 0);
+    check_activation_codes(q, s, act, r);
   }
 }
 }  // namespace
@@ -260,23 +269,11 @@ GPU_TEST_CASE("fp8: the exact GELU of each row, quantised per row") {
       if (r == 5) continue;
       CAPTURE(r);
       std::vector<double> act(static_cast<size_t>(cols));
-      double amax = 0.0;
       for (int64_t c = 0; c < cols; ++c) {
         const double v = to_f(x[static_cast<size_t>(r * cols + c)]);
         act[static_cast<size_t>(c)] = round_bf(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
-        amax = std::max(amax, std::fabs(act[static_cast<size_t>(c)]));
       }
-      const double scale = amax / 448.0;
-      CHECK(s[static_cast<size_t>(r)] == doctest::Approx(scale).epsilon(1e-2));
-      // The device's erff may round GELU to the neighbouring bf16: one bf16 step more.
-      size_t outside = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double ref = act[static_cast<size_t>(c)];
-        const double got = dec(q[static_cast<size_t>(r * cols + c)]) * s[static_cast<size_t>(r)];
-        if (std::fabs(got - ref) > std::fabs(ref) * (0.0625 + 0.01) + scale * std::pow(2.0, -9))
-          ++outside;
-      }
-      CHECK(outside == 0);
+      check_activation_codes(q, s, act, r);
     }
   }
   // Past the held width the caller quantises a GELU pass's output instead.

@@ -6,12 +6,12 @@
 // encoder layers in FP8, GELU's exact form after fc1) within FP8's error, and
 // refused with RMSNorm. Needs a GPU: the suite's main
 // skips without one (fails when ENCGRAPH_REQUIRE_GPU=1).
+#include "../fp8_gpu_support.hpp"
 #include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 
 #include <encgraph/runtime.hpp>
 
-#include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <random>
@@ -139,34 +139,15 @@ TEST_CASE("qk-norm is refused on CUDA with its fix") {
 // the CPU path, eagerly and in graphs with NaN-poisoned memory: within FP8's
 // error (SigLIP's bound) and above bf16's.
 TEST_CASE("precision fp8_linear runs the encoder layers in FP8, within its error of the CPU path") {
-  int device = 0, major = 0, minor = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
   KeyValues fp8 = vit300m(2);
   fp8.emplace_back("precision", "fp8_linear");
-  if (major * 10 + minor < 89) {
-    CHECK_THROWS_WITH(encgraph::Runtime{config(fp8, "cuda")},
-                      doctest::Contains("FP8 tensor cores"));
-    return;
-  }
+  if (!encgraph::test::fp8_gpu_or_refused(config(fp8, "cuda"))) return;
   const Images im({{448, 448}, {300, 900}}, 13);
   const auto cpu = run(config(vit300m(2), "cpu"), im, false);
   const auto bf16 = run(config(vit300m(2), "cuda"), im, true);
   for (bool graphs : {false, true}) {
     CAPTURE(graphs);
-    const auto got = run(config(fp8, "cuda"), im, graphs);
-    REQUIRE(got.size() == cpu.size());
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      CAPTURE(i);
-      const std::vector<double> ref(cpu[i].begin(), cpu[i].end());
-      REQUIRE(got[i].size() == ref.size());
-      CHECK(encgraph::test::all_finite(got[i]));
-      const double e8 = rel_error(got[i], ref), e16 = rel_error(bf16[i], ref);
-      MESSAGE("item " << i << ": fp8 error " << e8 << ", bf16 error " << e16);
-      CHECK(e8 < 8e-2);
-      CHECK(e8 > e16);
-    }
+    encgraph::test::check_fp8_items(run(config(fp8, "cuda"), im, graphs), bf16, cpu, 8e-2);
   }
 }
 

@@ -3,6 +3,7 @@
 // NaN-poisoned memory (workspace, output, padded rows) never reaching a real
 // output. Needs a GPU: the suite's main skips without one (fails when
 // ENCGRAPH_REQUIRE_GPU=1).
+#include "../fp8_gpu_support.hpp"
 #include "qwen_test_support.hpp"
 
 #include <encgraph/plugin_loader.hpp>
@@ -175,17 +176,10 @@ TEST_CASE("the two qkv forms match the CPU path, in graphs and eager") {
 // padding and workspace never reach an item). Graphs and eager agree at
 // bf16's bound: the same kernels, scales computed inside each replay.
 TEST_CASE("precision fp8_linear stays within FP8's error of the CPU path, in graphs and eager") {
-  int device = 0, major = 0, minor = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
   const qwen_ref::Config c = wide_config();
   encgraph::RuntimeConfig rc = config(c, "cuda");
   rc.plugin_config.emplace_back("precision", "fp8_linear");
-  if (major * 10 + minor < 89) {
-    CHECK_THROWS_WITH(encgraph::Runtime{rc}, doctest::Contains("FP8 tensor cores"));
-    return;
-  }
+  if (!encgraph::test::fp8_gpu_or_refused(rc)) return;
   const auto geo = standard_items();
   const auto cpu = run(config(c, "cpu"), geo, false);
   const auto bf16 = run(config(c, "cuda"), geo, true);

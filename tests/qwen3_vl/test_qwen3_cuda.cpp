@@ -4,6 +4,7 @@
 // NaN-poisoned memory (workspace, outputs, padded rows) never reaching a real
 // output. Needs a GPU: the suite's main skips without one (fails when
 // ENCGRAPH_REQUIRE_GPU=1).
+#include "../fp8_gpu_support.hpp"
 #include "../plugin_test_support.hpp"
 #include "../test_support.hpp"
 
@@ -133,16 +134,9 @@ TEST_CASE("CUDA matches the CPU path on the same random weights, every output") 
 // same random weights, in graphs and eager: within FP8's error, above bf16's
 // (the products did change), finite; graphs and eager agree at bf16's bound.
 TEST_CASE("precision fp8_linear stays within FP8's error of the CPU path, every output") {
-  int device = 0, major = 0, minor = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
   encgraph::RuntimeConfig rc = config(wide_tower(), "cuda");
   rc.plugin_config.emplace_back("precision", "fp8_linear");
-  if (major * 10 + minor < 89) {
-    CHECK_THROWS_WITH(encgraph::Runtime{rc}, doctest::Contains("FP8 tensor cores"));
-    return;
-  }
+  if (!encgraph::test::fp8_gpu_or_refused(rc)) return;
   const auto geo = standard_items();
   const auto cpu = run(config(wide_tower(), "cpu"), geo, false);
   const auto bf16 = run(config(wide_tower(), "cuda"), geo, true);

@@ -6,6 +6,7 @@
 // workspace and output, padded pixel rows at the ABI) never reaching a real
 // output. Needs a GPU: the suite's main skips without one (fails when
 // ENCGRAPH_REQUIRE_GPU=1).
+#include "../fp8_gpu_support.hpp"
 #include "siglip_test_support.hpp"
 
 #include <cuda_runtime.h>
@@ -148,16 +149,8 @@ TEST_CASE("CUDA: both named outputs from one forward match the CPU path") {
 // output mode, in graphs (with batches that pad and NaN-poisoned memory) and
 // eager: within FP8's error, above bf16's (the products did change).
 TEST_CASE("CUDA: precision fp8_linear stays within FP8's error of the CPU path") {
-  int device = 0, major = 0, minor = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess);
   const KeyValues fp8 = {{"precision", "fp8_linear"}, {"max_budget_images", "4"}};
-  if (major * 10 + minor < 89) {
-    CHECK_THROWS_WITH(encgraph::Runtime{config(with(so400m(2), fp8), "cuda")},
-                      doctest::Contains("FP8 tensor cores"));
-    return;
-  }
+  if (!encgraph::test::fp8_gpu_or_refused(config(with(so400m(2), fp8), "cuda"))) return;
   const auto items = images(5, 70);  // batches of 4 and 1 (padded)
   for (const KeyValues& mode : {KeyValues{}, KeyValues{{"output", "pooled"}}}) {
     CAPTURE(mode.empty() ? "last_hidden_state" : "pooled");
