@@ -10,7 +10,6 @@
 
 #include <encgraph/runtime.hpp>
 
-
 #include <doctest/doctest.h>
 
 #include <random>
