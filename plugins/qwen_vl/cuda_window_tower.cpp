@@ -387,6 +387,13 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
       fail(EG_ERR_INVALID_ARGUMENT,
            "mlp_kernel and qkv_kernel choose among the bf16 forms; with precision = "
            "\"fp8_linear\" drop them");
+    // down_proj's sum passes through the [gate | up] product's room (fp8_proj_mlp).
+    if (2 * padded_intermediate(c) < c.hidden_size)
+      fail(EG_ERR_INVALID_ARGUMENT,
+           "precision = \"fp8_linear\" needs intermediate_size at least half of hidden_size, "
+           "got " +
+               std::to_string(c.intermediate_size) + " and " + std::to_string(c.hidden_size) +
+               ": set precision = \"bf16\"");
   }
   gate_up_room = fp8 || needs_gate_up(mlp_kernel);
   fp8_room = fp8;

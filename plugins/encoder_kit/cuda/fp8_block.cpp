@@ -33,6 +33,9 @@ void require_fp8_block(const std::string& who, int64_t d, int64_t inter) {
     fail(EG_ERR_INVALID_ARGUMENT, key + "hidden_size and intermediate_size each a multiple of 16 " +
                                       "(the FP8 products' rule), got " + std::to_string(d) +
                                       " and " + std::to_string(inter) + fix);
+  if (inter < d)  // fc2's sum passes through the MLP's buffer (Fp8PreNormBlock::run)
+    fail(EG_ERR_INVALID_ARGUMENT, key + "intermediate_size at least hidden_size, got " +
+                                      std::to_string(inter) + " and " + std::to_string(d) + fix);
   if (d > detail::kHeldRowCols)
     fail(EG_ERR_INVALID_ARGUMENT,
          key + "hidden_size at most " + std::to_string(detail::kHeldRowCols) + ", got " +

@@ -65,14 +65,14 @@ struct Fp8BlockBuffers {
 
 // Throws encoder_kit::Error (INVALID_ARGUMENT: the user's to fix) led by
 // `who` ("siglip CUDA") when this GPU or a block's widths cannot run
-// Fp8PreNormBlock: no FP8 tensor cores, d or inter not a multiple of 16, d
-// over detail::kHeldRowCols. The towers call it at start-up.
+// Fp8PreNormBlock: no FP8 tensor cores, d or inter not a multiple of 16,
+// inter below d, d over detail::kHeldRowCols. The towers call it at start-up.
 void require_fp8_block(const std::string& who, int64_t d, int64_t inter);
 
 class Fp8PreNormBlock {
  public:
   // The three FP8 products for up to m_max rows; d and inter multiples of
-  // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
+  // 16, inter at least d, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
   // GELU's tanh form in fc1's epilogue; otherwise the exact one, inside the
   // quantisation of fc1's output (gelu_quantize_rows_e4m3: inter at most
   // detail::kHeldRowCols). Returns a kernels.hpp status (0, or what failed).
