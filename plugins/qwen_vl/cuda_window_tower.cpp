@@ -147,10 +147,10 @@ class WindowTower final : public CudaTower {
     check(gate_up.initialize(patches, 2 * inter, d, Epilogue::Bias, false), "planning gate/up");
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
     if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
-      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias, false), "planning attn.qkv in FP8");
-      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias, false),
+      check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias), "planning attn.qkv in FP8");
+      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias),
             "planning gate/up in FP8");
-      check(down8.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj in FP8");
+      check(down8.initialize(patches, d, inter, Epilogue::Bias), "planning down_proj in FP8");
     }
     return {&gate_up, &down};
   }
@@ -232,11 +232,11 @@ class WindowTower final : public CudaTower {
   // One FP8 product of a block on the operand in a.q: run, or with `tune`
   // its algorithms timed at this size instead (outside capture).
   void fp8_product(k::Fp8GemmPlan& plan, const Activations& a, const uint8_t* w, const float* sw,
-                   const bf16* bias, const bf16* residual, bf16* out, int64_t p, bool tune,
-                   cudaStream_t s, const char* what) {
+                   const bf16* bias, bf16* out, int64_t p, bool tune, cudaStream_t s,
+                   const char* what) {
     const size_t ws = k::GemmPlan::workspace_bytes();
-    check(tune ? plan.tune(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s)
-               : plan.run(handle, a.q, a.q_scale, w, sw, bias, residual, out, p, a.gemm_ws, ws, s),
+    check(tune ? plan.tune(handle, a.q, a.q_scale, w, sw, bias, out, p, a.gemm_ws, ws, s)
+               : plan.run(handle, a.q, a.q_scale, w, sw, bias, out, p, a.gemm_ws, ws, s),
           what);
   }
 
@@ -247,7 +247,7 @@ class WindowTower final : public CudaTower {
                     cudaStream_t s) {
     const int64_t d = c.hidden_size;
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm1 in FP8");
-    fp8_product(qkv8, a, b.qkv_q, b.qkv_s, b.qkv_b, nullptr, a.qkv, p, tune, s, "qkv in FP8");
+    fp8_product(qkv8, a, b.qkv_q, b.qkv_s, b.qkv_b, a.qkv, p, tune, s, "qkv in FP8");
   }
 
   // The rest of a block with its MLP in FP8: proj with its residual (bf16:
@@ -264,16 +264,13 @@ class WindowTower final : public CudaTower {
                : proj.run(handle, a.attn, b.proj_w, b.proj_b, a.x, a.x, p, a.gemm_ws, ws, s),
           "attn.proj");
     check(k::quantize_rows_e4m3(a.x, d, a.q, a.q_scale, p, d, c.norm_eps, s), "norm2 in FP8");
-    fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, nullptr, a.gate_up, p, tune, s,
+    fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, a.gate_up, p, tune, s,
                 "gate/up in FP8");
     check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "SiLU-mul in FP8");
-    // down_proj adds to x through gate_up (free once quantised): not in place
-    // (encoder_kit/cuda/fp8.hpp).
-    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.x, a.gate_up, p, tune, s,
-                "down_proj in FP8");
-    check_cuda(cudaMemcpyAsync(a.x, a.gate_up, static_cast<size_t>(p * d) * 2,
-                               cudaMemcpyDeviceToDevice, s),
-               "down_proj's output into x");
+    // down_proj writes into gate_up (free once quantised), then adds to x:
+    // cuBLASLt's FP8 products have no exact residual form (encoder_kit/cuda/fp8.hpp).
+    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.gate_up, p, tune, s, "down_proj in FP8");
+    check(k::add_bf16(a.x, a.gate_up, a.x, p * d, s), "down_proj's residual");
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the

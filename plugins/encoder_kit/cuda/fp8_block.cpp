@@ -1,6 +1,7 @@
 #include <encoder_kit/cuda/check.hpp>
 #include <encoder_kit/cuda/device_weights.hpp>
 #include <encoder_kit/cuda/fp8_block.hpp>
+#include <encoder_kit/cuda/kernels.hpp>
 #include <encoder_kit/error.hpp>
 #include <encoder_kit/fp8.hpp>
 
@@ -23,7 +24,7 @@ void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBl
   weights.add(&out.fc2.bias, h.fc2_b);
 }
 
-void require_fp8_block(const std::string& who, int64_t d, int64_t inter) {
+void require_fp8_block(const std::string& who, int64_t d, int64_t inter, bool gelu_tanh) {
   const std::string key = who + ": precision = \"fp8_linear\" needs ";
   const std::string fix = ": set precision = \"bf16\"";
   if (!fp8_supported())
@@ -40,6 +41,11 @@ void require_fp8_block(const std::string& who, int64_t d, int64_t inter) {
     fail(EG_ERR_INVALID_ARGUMENT,
          key + "hidden_size at most " + std::to_string(detail::kHeldRowCols) + ", got " +
              std::to_string(d) + " (the LayerNorms run inside the quantisation)" + fix);
+  if (!gelu_tanh && inter > detail::kHeldRowCols)
+    fail(EG_ERR_INVALID_ARGUMENT,
+         key + "with the exact GELU intermediate_size at most " +
+             std::to_string(detail::kHeldRowCols) + ", got " + std::to_string(inter) +
+             " (the GELU runs inside the quantisation of fc1's output)" + fix);
 }
 
 int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float eps,
@@ -48,11 +54,11 @@ int Fp8PreNormBlock::initialize(int64_t m_max, int64_t d, int64_t inter, float e
   ENCODER_KIT_REQUIRE(d <= detail::kHeldRowCols);  // the norms' rows are held in registers
   ENCODER_KIT_REQUIRE(gelu_tanh || inter <= detail::kHeldRowCols);  // as the exact GELU's
   ENCODER_KIT_REQUIRE(inter >= d);  // fc2's output goes through act (run)
-  if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias, false)) return rc;
+  if (const int rc = qkv_.initialize(m_max, 3 * d, d, Ep::Bias)) return rc;
   if (const int rc =
-          fc1_.initialize(m_max, inter, d, gelu_tanh ? Ep::BiasGeluTanh : Ep::Bias, false))
+          fc1_.initialize(m_max, inter, d, gelu_tanh ? Ep::BiasGeluTanh : Ep::Bias))
     return rc;
-  if (const int rc = fc2_.initialize(m_max, d, inter, Ep::Bias, true)) return rc;
+  if (const int rc = fc2_.initialize(m_max, d, inter, Ep::Bias)) return rc;
   d_ = d;
   inter_ = inter;
   eps_ = eps;
@@ -66,11 +72,11 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, Gemm
                          std::string& what) {
   ENCODER_KIT_REQUIRE(d_ > 0);  // initialized
   const size_t ws = GemmPlan::workspace_bytes();
-  auto product = [&](Fp8GemmPlan& plan, const Fp8Linear& l, const bf16* residual, bf16* out) {
-    return tune ? plan.tune(handle, b.q, b.q_scale, l.codes, l.scales, l.bias, residual, out, rows,
+  auto product = [&](Fp8GemmPlan& plan, const Fp8Linear& l, bf16* out) {
+    return tune ? plan.tune(handle, b.q, b.q_scale, l.codes, l.scales, l.bias, out, rows,
                             b.gemm_ws, ws, s)
-                : plan.run(handle, b.q, b.q_scale, l.codes, l.scales, l.bias, residual, out, rows,
-                           b.gemm_ws, ws, s);
+                : plan.run(handle, b.q, b.q_scale, l.codes, l.scales, l.bias, out, rows, b.gemm_ws,
+                           ws, s);
   };
   // Each step names itself in `what` before it runs.
   auto step = [&](const char* name, int rc) {
@@ -80,7 +86,7 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, Gemm
   int rc = 0;
   if ((rc = step("norm1 in FP8",
                  quantize_centred_rows_e4m3(b.x, d_, b.q, b.q_scale, rows, d_, eps_, s))) ||
-      (rc = step("qkv in FP8", product(qkv_, w.qkv, nullptr, b.qkv))))
+      (rc = step("qkv in FP8", product(qkv_, w.qkv, b.qkv))))
     return rc;
   if (!tune && (rc = step("attention", attention()))) return rc;
   if ((rc = step("proj", tune ? proj.tune(handle, b.attn, w.proj_w, w.proj_b, b.x, b.x, rows,
@@ -89,16 +95,15 @@ int Fp8PreNormBlock::run(cublasLtHandle_t handle, const Fp8BlockWeights& w, Gemm
                                          b.gemm_ws, ws, s))) ||
       (rc = step("norm2 in FP8",
                  quantize_centred_rows_e4m3(b.x, d_, b.q, b.q_scale, rows, d_, eps_, s))) ||
-      (rc = step("fc1 in FP8", product(fc1_, w.fc1, nullptr, b.act))) ||
+      (rc = step("fc1 in FP8", product(fc1_, w.fc1, b.act))) ||
       (rc = step("fc1's output in FP8",
                  gelu_tanh_
                      ? quantize_rows_e4m3(b.act, inter_, b.q, b.q_scale, rows, inter_, -1.0f, s)
                      : gelu_quantize_rows_e4m3(b.act, b.q, b.q_scale, rows, inter_, s))) ||
-      // fc2 adds to x through act (free once quantised): not in place (fp8.hpp).
-      (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.x, b.act))) ||
-      (rc = step("fc2's output into x",
-                 static_cast<int>(cudaMemcpyAsync(b.x, b.act, static_cast<size_t>(rows * d_) * 2,
-                                                  cudaMemcpyDeviceToDevice, s)))))
+      // fc2 writes into act (free once quantised), then adds to x: cuBLASLt's
+      // FP8 products have no exact residual form (fp8.hpp).
+      (rc = step("fc2 in FP8", product(fc2_, w.fc2, b.act))) ||
+      (rc = step("fc2's residual", add_bf16(b.x, b.act, b.x, rows * d_, s))))
     return rc;
   what.clear();
   return 0;

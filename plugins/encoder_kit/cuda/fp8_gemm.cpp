@@ -41,7 +41,6 @@ bool fp8_supported() {
 struct Fp8GemmPlan::Impl {
   int64_t m_max = 0, n = 0, k = 0;
   GemmPlan::Epilogue ep = GemmPlan::Epilogue::None;
-  bool residual = false;
   bool has_bias() const { return ep != GemmPlan::Epilogue::None; }
   cublasLtHandle_t query_handle = nullptr;  // heuristics only; products use the caller's
   cublasLtMatmulPreference_t pref = nullptr;
@@ -130,30 +129,27 @@ struct Fp8GemmPlan::Impl {
   }
 
   int matmul(cublasLtHandle_t handle, const Choice& choice, const e4m3* A, const float* a_scale,
-             const e4m3* W, const float* w_scale, const bf16* bias_ptr, const bf16* res, bf16* C,
-             int64_t m, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+             const e4m3* W, const float* w_scale, const bf16* bias_ptr, bf16* C, int64_t m,
+             void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
     ENCODER_KIT_REQUIRE(choice.workspace <= workspace_bytes);
     Problem p;
     if (const int rc = build(p, m, a_scale, w_scale, bias_ptr)) return rc;
-    const float alpha = 1.0f, beta = res != nullptr ? 1.0f : 0.0f;
-    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmul(handle, p.desc(), &alpha, W, p.w(), A, p.a(), &beta,
-                                          res != nullptr ? res : C, p.c(), C, p.c(), &choice.algo,
-                                          workspace, workspace_bytes, stream));
+    const float alpha = 1.0f, beta = 0.0f;
+    ENCODER_KIT_CUBLAS_TRY(cublasLtMatmul(handle, p.desc(), &alpha, W, p.w(), A, p.a(), &beta, C,
+                                          p.c(), C, p.c(), &choice.algo, workspace,
+                                          workspace_bytes, stream));
     return 0;
   }
 
   int check_args(const e4m3* A, const float* a_scale, const e4m3* W, const float* w_scale,
-                 const bf16* bias_ptr, const bf16* res, const bf16* C, int64_t m) const {
+                 const bf16* bias_ptr, const bf16* C, int64_t m) const {
     ENCODER_KIT_REQUIRE(m >= 0 && m <= m_max);
     ENCODER_KIT_REQUIRE(A != nullptr && W != nullptr && C != nullptr);
     ENCODER_KIT_REQUIRE(a_scale != nullptr && w_scale != nullptr);
     ENCODER_KIT_REQUIRE(has_bias() == (bias_ptr != nullptr));
-    ENCODER_KIT_REQUIRE(residual == (res != nullptr));
-    ENCODER_KIT_REQUIRE(res != C);  // in place, some values come out wrong (fp8.hpp)
     ENCODER_KIT_REQUIRE(detail::aligned16(A) && detail::aligned16(W) && detail::aligned16(C));
     ENCODER_KIT_REQUIRE(detail::aligned16(a_scale) && detail::aligned16(w_scale));
     ENCODER_KIT_REQUIRE(bias_ptr == nullptr || detail::aligned16(bias_ptr));
-    ENCODER_KIT_REQUIRE(res == nullptr || detail::aligned16(res));
     return 0;
   }
 };
@@ -167,12 +163,10 @@ int64_t Fp8GemmPlan::m_max() const {
   return impl_ ? impl_->m_max : 0;
 }
 
-int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep,
-                            bool add_residual) {
+int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep) {
   using Ep = GemmPlan::Epilogue;
   ENCODER_KIT_REQUIRE(m_max > 0 && n > 0 && k > 0);
   ENCODER_KIT_REQUIRE(ep == Ep::None || ep == Ep::Bias || ep == Ep::BiasGeluTanh);
-  ENCODER_KIT_REQUIRE(!(add_residual && ep == Ep::BiasGeluTanh));
   ENCODER_KIT_REQUIRE(n % 16 == 0 && k % 16 == 0);  // FP8 products' leading dimensions
   ENCODER_KIT_REQUIRE(fp8_supported());
   auto impl = std::make_unique<Impl>();
@@ -180,7 +174,6 @@ int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilo
   impl->n = n;
   impl->k = k;
   impl->ep = ep;
-  impl->residual = add_residual;
   if (const int rc = detail::create_heuristic_query(impl->query_handle, impl->pref)) return rc;
   ENCODER_KIT_CUDA_TRY(cudaMalloc(&impl->query_pointers, 256));
   Choice choice{};
@@ -190,24 +183,24 @@ int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilo
 }
 
 int Fp8GemmPlan::run(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-                     const float* w_scale, const bf16* bias, const bf16* residual, bf16* C,
+                     const float* w_scale, const bf16* bias, bf16* C,
                      int64_t m, void* workspace, size_t workspace_bytes,
                      cudaStream_t stream) const {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr);
-  if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, residual, C, m)) return rc;
+  if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, C, m)) return rc;
   if (m == 0) return 0;
   Choice choice{};
   if (const int rc = impl_->choose(m, choice)) return rc;
-  return impl_->matmul(handle, choice, A, a_scale, W, w_scale, bias, residual, C, m, workspace,
+  return impl_->matmul(handle, choice, A, a_scale, W, w_scale, bias, C, m, workspace,
                        workspace_bytes, stream);
 }
 
 int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-                      const float* w_scale, const bf16* bias, const bf16* residual, bf16* C,
+                      const float* w_scale, const bf16* bias, bf16* C,
                       int64_t m, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                       int max_candidates) {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr && max_candidates > 0);
-  if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, residual, C, m)) return rc;
+  if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, C, m)) return rc;
   if (m == 0) return 0;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   ENCODER_KIT_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
@@ -225,7 +218,7 @@ int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_sca
           found.size(),
           [&](size_t i) {
             return impl_->matmul(handle, Choice{found[i].algo, found[i].workspaceSize}, A, a_scale,
-                                 W, w_scale, bias, residual, C, m, workspace, workspace_bytes,
+                                 W, w_scale, bias, C, m, workspace, workspace_bytes,
                                  stream);
           },
           stream, kRuns, kRounds, times))

@@ -20,14 +20,7 @@ PreNormLayers::PreNormLayers(const ModelContext& ctx, const PreNormForm& form, b
     fail(EG_ERR_INVALID_ARGUMENT, ctx.who() +
                                       ": precision = \"fp8_linear\" needs LayerNorm (the RMSNorm "
                                       "form runs in bf16): set precision = \"bf16\"");
-  require_fp8_block(ctx.who(), form.d, form.inter);
-  if (!form.gelu_tanh && form.inter > detail::kHeldRowCols)
-    fail(EG_ERR_INVALID_ARGUMENT,
-         ctx.who() +
-             ": precision = \"fp8_linear\" with the exact GELU needs intermediate_size "
-             "at most " +
-             std::to_string(detail::kHeldRowCols) + ", got " + std::to_string(form.inter) +
-             ": set precision = \"bf16\"");
+  require_fp8_block(ctx.who(), form.d, form.inter, form.gelu_tanh);
 }
 
 void PreNormLayers::add(DeviceWeights& weights, const PreNormLayerWeights& l,
@@ -61,18 +54,23 @@ std::array<GemmPlan*, 4> PreNormLayers::plan(int64_t rows) {
   using Ep = GemmPlan::Epilogue;
   const int64_t d = form_.d, inter = form_.inter;
   auto check = [&](int rc, const char* what) { throw_on_kit_failure(who_.c_str(), rc, what); };
-  check(qkv_.initialize(rows, 3 * d, d, Ep::Bias, false), "planning the layers' q/k/v");
   check(proj_.initialize(rows, d, d, Ep::Bias, true), "planning the layers' attention projection");
+  if (fp8_) {  // qkv, fc1 and fc2 run in FP8: their bf16 plans stay empty
+    check(block8_.initialize(rows, d, inter, form_.eps, form_.gelu_tanh),
+          "planning the layers in FP8");
+    return {&qkv_, &proj_, &fc1_, &fc2_};
+  }
+  check(qkv_.initialize(rows, 3 * d, d, Ep::Bias, false), "planning the layers' q/k/v");
   check(fc1_.initialize(rows, inter, d, form_.gelu_tanh ? Ep::BiasGeluTanh : Ep::BiasGelu, false),
         "planning the layers' fc1");
   check(fc2_.initialize(rows, d, inter, Ep::Bias, true), "planning the layers' fc2");
-  if (fp8_)  // qkv, fc1 and fc2 as they run (their bf16 plans above stay idle)
-    check(block8_.initialize(rows, d, inter, form_.eps, form_.gelu_tanh),
-          "planning the layers in FP8");
   return {&qkv_, &proj_, &fc1_, &fc2_};
 }
 
 void PreNormLayers::prepare(int64_t rows) {
+  if (fp8_)
+    return throw_on_kit_failure(who_.c_str(), proj_.prepare(rows),
+                                "preparing the layers' products");
   for (GemmPlan* p : {&qkv_, &proj_, &fc1_, &fc2_})
     throw_on_kit_failure(who_.c_str(), p->prepare(rows), "preparing the layers' products");
 }

@@ -66,14 +66,15 @@ inline constexpr int64_t kHeldRowCols = 8192;
 }  // namespace detail
 
 // C[m, n] = act((A[m, k] W[n, k]^T) * a_scale[m] * w_scale[n] + bias[n])
-// (+ residual[m, n]) through cuBLASLt's FP8 products, A and W as e4m3 codes,
-// C, bias and residual bf16. The residual must not be C: in place, cuBLASLt's
-// FP8 products on an H100 (CUDA 13.0) wrote about 0.6% of the values off by
-// more than 1% of their size, where the same product with the residual apart
-// was exact to bf16's rounding (refused here). The epilogues are
-// GemmPlan's None, Bias and BiasGeluTanh (cuBLASLt's own GELU, the tanh
-// form); a residual goes with None or Bias. k and n multiples of 16; every
-// pointer 16-byte aligned. The algorithm is picked per m, as GemmPlan's.
+// through cuBLASLt's FP8 products, A and W as e4m3 codes, C and bias bf16.
+// There is no residual form: cuBLASLt's FP8 products that added a bf16
+// residual (beta = 1) wrote some values off by up to 5% of the output's
+// size on an H100 (CUDA 13.0): about 0.6% of them with the residual in
+// place, 2 of 131,072 with it apart, where the same products without it were
+// exact to bf16's rounding. A caller adds the residual itself (add_bf16).
+// The epilogues are GemmPlan's None, Bias and BiasGeluTanh (cuBLASLt's own
+// GELU, the tanh form). k and n multiples of 16; every pointer 16-byte
+// aligned. The algorithm is picked per m, as GemmPlan's.
 class Fp8GemmPlan {
  public:
   Fp8GemmPlan();
@@ -86,18 +87,18 @@ class Fp8GemmPlan {
   // Fixes the problem and asks cuBLASLt for an algorithm at m_max: fails
   // here when the library or the device has no FP8 product for it. Needs a
   // current CUDA device; call outside graph capture.
-  int initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep, bool add_residual);
+  int initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilogue ep);
 
   // 0 < m <= m_max (m == 0 does nothing). workspace: GemmPlan::workspace_bytes().
   int run(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-          const float* w_scale, const bf16* bias, const bf16* residual, bf16* C, int64_t m,
+          const float* w_scale, const bf16* bias, bf16* C, int64_t m,
           void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
 
   // Times up to max_candidates of cuBLASLt's proposals for m on these
   // buffers (graph replays, alternating rounds) and keeps the fastest for m.
   // Synchronises the stream: outside capture.
   int tune(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-           const float* w_scale, const bf16* bias, const bf16* residual, bf16* C, int64_t m,
+           const float* w_scale, const bf16* bias, bf16* C, int64_t m,
            void* workspace, size_t workspace_bytes, cudaStream_t stream, int max_candidates = 8);
 
   int64_t m_max() const;

@@ -66,8 +66,9 @@ struct Fp8BlockBuffers {
 // Throws encoder_kit::Error (INVALID_ARGUMENT: the user's to fix) led by
 // `who` ("siglip CUDA") when this GPU or a block's widths cannot run
 // Fp8PreNormBlock: no FP8 tensor cores, d or inter not a multiple of 16,
-// inter below d, d over detail::kHeldRowCols. The towers call it at start-up.
-void require_fp8_block(const std::string& who, int64_t d, int64_t inter);
+// inter below d, d over detail::kHeldRowCols, and with the exact GELU
+// (gelu_tanh false) inter over it too. The towers call it at start-up.
+void require_fp8_block(const std::string& who, int64_t d, int64_t inter, bool gelu_tanh = true);
 
 class Fp8PreNormBlock {
  public:

@@ -53,7 +53,8 @@ class PreNormLayers {
            const std::array<std::string, 3>& names);
 
   // Plans the products for up to `rows` rows; the bf16 plans, for
-  // ModelContext::planned.
+  // ModelContext::planned (in FP8 only proj's is planned: the other three
+  // stay empty, which ModelContext::planned passes over).
   std::array<GemmPlan*, 4> plan(int64_t rows);
   // The bf16 products' algorithm for `rows`, outside capture.
   void prepare(int64_t rows);
