@@ -227,7 +227,7 @@ class DeepstackTower final : public CudaTower {
 DeepstackTower::DeepstackTower(const Options& o, const Weights& w, int device_index, Warn warn)
     : CudaTower(o.model, device_index, padded_intermediate(o.model)),
       fp8(o.precision == Precision::Fp8Linear) {
-  if (fp8) k::require_fp8_block(who, c.hidden_size, padded_intermediate(c));
+  if (fp8) k::require_fp8_block(who, c.hidden_size, padded_intermediate(c), /*gelu_tanh=*/true);
   fp8_room = fp8;
   start(o, w, std::move(warn));
 }

@@ -148,8 +148,7 @@ class WindowTower final : public CudaTower {
     check(down.initialize(patches, d, inter, Epilogue::Bias, true), "planning down_proj");
     if (fp8) {  // the blocks' products as they run (the bf16 plans above stay idle)
       check(qkv8.initialize(patches, 3 * d, d, Epilogue::Bias), "planning attn.qkv in FP8");
-      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias),
-            "planning gate/up in FP8");
+      check(gate_up8.initialize(patches, 2 * inter, d, Epilogue::Bias), "planning gate/up in FP8");
       check(down8.initialize(patches, d, inter, Epilogue::Bias), "planning down_proj in FP8");
     }
     return {&gate_up, &down};
@@ -267,10 +266,10 @@ class WindowTower final : public CudaTower {
     fp8_product(gate_up8, a, b.gate_up_q, b.gate_up_s, b.gate_up_b, a.gate_up, p, tune, s,
                 "gate/up in FP8");
     check(k::silu_mul_quantize_e4m3(a.gate_up, a.q, a.q_scale, p, inter, s), "SiLU-mul in FP8");
-    // down_proj writes into gate_up (free once quantised), then adds to x:
-    // cuBLASLt's FP8 products have no exact residual form (encoder_kit/cuda/fp8.hpp).
-    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.gate_up, p, tune, s, "down_proj in FP8");
-    check(k::add_bf16(a.x, a.gate_up, a.x, p * d, s), "down_proj's residual");
+    // down_proj writes into attn (free once proj has read it), then adds to
+    // x: cuBLASLt's FP8 products have no exact residual form (encoder_kit/cuda/fp8.hpp).
+    fp8_product(down8, a, b.down_q, b.down_s, b.down_b, a.attn, p, tune, s, "down_proj in FP8");
+    check(k::add_bf16(a.x, a.attn, a.x, p * d, s), "down_proj's residual");
   }
 
   // The fastest of `names`' forms, run(form index) each, at this size: the
@@ -384,13 +383,6 @@ WindowTower::WindowTower(const Options& o, const Weights& w, int device_index, W
       fail(EG_ERR_INVALID_ARGUMENT,
            "mlp_kernel and qkv_kernel choose among the bf16 forms; with precision = "
            "\"fp8_linear\" drop them");
-    // down_proj's sum passes through the [gate | up] product's room (fp8_proj_mlp).
-    if (2 * padded_intermediate(c) < c.hidden_size)
-      fail(EG_ERR_INVALID_ARGUMENT,
-           "precision = \"fp8_linear\" needs intermediate_size at least half of hidden_size, "
-           "got " +
-               std::to_string(c.intermediate_size) + " and " + std::to_string(c.hidden_size) +
-               ": set precision = \"bf16\"");
   }
   gate_up_room = fp8 || needs_gate_up(mlp_kernel);
   fp8_room = fp8;

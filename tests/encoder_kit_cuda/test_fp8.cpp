@@ -404,10 +404,10 @@ GPU_TEST_CASE("fp8: Fp8GemmPlan refuses what it cannot run") {
   DeviceBuffer<bf16> c(64 * 96);
   DeviceBuffer<unsigned char> ws(k::GemmPlan::workspace_bytes());
   // The plan has a bias: none given is refused, as is m past m_max.
-  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), nullptr, c.get(), 64,
-                 ws.get(), ws.size(), nullptr) != 0);
-  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), c.get(), c.get(), 65,
-                 ws.get(), ws.size(), nullptr) != 0);
+  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), nullptr, c.get(), 64, ws.get(),
+                 ws.size(), nullptr) != 0);
+  CHECK(plan.run(lt.h, a.get(), sa.get(), w.get(), sw.get(), c.get(), c.get(), 65, ws.get(),
+                 ws.size(), nullptr) != 0);
 }
 
 GPU_TEST_CASE("fp8: a Linear in a CUDA graph, replayed on new rows, against the bf16 linear") {
@@ -433,12 +433,12 @@ GPU_TEST_CASE("fp8: a Linear in a CUDA graph, replayed on new rows, against the 
   dbias.upload(bias);
   k::Fp8GemmPlan plan;
   CHECK_OK(plan.initialize(m, n, kk, Ep::Bias));
-  CHECK_OK(plan.tune(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(),
-                     dy.get(), m, ws.get(), ws.size(), s));
+  CHECK_OK(plan.tune(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(), dy.get(), m,
+                     ws.get(), ws.size(), s));
   auto linear = [&] {
     CHECK_OK(k::quantize_rows_e4m3(dx.get(), kk, dxq.get(), dsx.get(), m, kk, -1.0f, s));
-    CHECK_OK(plan.run(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(),
-                      dy.get(), m, ws.get(), ws.size(), s));
+    CHECK_OK(plan.run(lt.h, dxq.get(), dsx.get(), dW.get(), dsw.get(), dbias.get(), dy.get(), m,
+                      ws.get(), ws.size(), s));
   };
   cudaGraph_t graph = nullptr;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));

@@ -136,8 +136,8 @@ struct Fp8GemmPlan::Impl {
     if (const int rc = build(p, m, a_scale, w_scale, bias_ptr)) return rc;
     const float alpha = 1.0f, beta = 0.0f;
     ENCODER_KIT_CUBLAS_TRY(cublasLtMatmul(handle, p.desc(), &alpha, W, p.w(), A, p.a(), &beta, C,
-                                          p.c(), C, p.c(), &choice.algo, workspace,
-                                          workspace_bytes, stream));
+                                          p.c(), C, p.c(), &choice.algo, workspace, workspace_bytes,
+                                          stream));
     return 0;
   }
 
@@ -183,9 +183,8 @@ int Fp8GemmPlan::initialize(int64_t m_max, int64_t n, int64_t k, GemmPlan::Epilo
 }
 
 int Fp8GemmPlan::run(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-                     const float* w_scale, const bf16* bias, bf16* C,
-                     int64_t m, void* workspace, size_t workspace_bytes,
-                     cudaStream_t stream) const {
+                     const float* w_scale, const bf16* bias, bf16* C, int64_t m, void* workspace,
+                     size_t workspace_bytes, cudaStream_t stream) const {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr);
   if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, C, m)) return rc;
   if (m == 0) return 0;
@@ -196,9 +195,8 @@ int Fp8GemmPlan::run(cublasLtHandle_t handle, const e4m3* A, const float* a_scal
 }
 
 int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-                      const float* w_scale, const bf16* bias, bf16* C,
-                      int64_t m, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                      int max_candidates) {
+                      const float* w_scale, const bf16* bias, bf16* C, int64_t m, void* workspace,
+                      size_t workspace_bytes, cudaStream_t stream, int max_candidates) {
   ENCODER_KIT_REQUIRE(impl_ != nullptr && handle != nullptr && max_candidates > 0);
   if (const int rc = impl_->check_args(A, a_scale, W, w_scale, bias, C, m)) return rc;
   if (m == 0) return 0;
@@ -218,8 +216,7 @@ int Fp8GemmPlan::tune(cublasLtHandle_t handle, const e4m3* A, const float* a_sca
           found.size(),
           [&](size_t i) {
             return impl_->matmul(handle, Choice{found[i].algo, found[i].workspaceSize}, A, a_scale,
-                                 W, w_scale, bias, C, m, workspace, workspace_bytes,
-                                 stream);
+                                 W, w_scale, bias, C, m, workspace, workspace_bytes, stream);
           },
           stream, kRuns, kRounds, times))
     return rc;

@@ -91,15 +91,15 @@ class Fp8GemmPlan {
 
   // 0 < m <= m_max (m == 0 does nothing). workspace: GemmPlan::workspace_bytes().
   int run(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-          const float* w_scale, const bf16* bias, bf16* C, int64_t m,
-          void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+          const float* w_scale, const bf16* bias, bf16* C, int64_t m, void* workspace,
+          size_t workspace_bytes, cudaStream_t stream) const;
 
   // Times up to max_candidates of cuBLASLt's proposals for m on these
   // buffers (graph replays, alternating rounds) and keeps the fastest for m.
   // Synchronises the stream: outside capture.
   int tune(cublasLtHandle_t handle, const e4m3* A, const float* a_scale, const e4m3* W,
-           const float* w_scale, const bf16* bias, bf16* C, int64_t m,
-           void* workspace, size_t workspace_bytes, cudaStream_t stream, int max_candidates = 8);
+           const float* w_scale, const bf16* bias, bf16* C, int64_t m, void* workspace,
+           size_t workspace_bytes, cudaStream_t stream, int max_candidates = 8);
 
   int64_t m_max() const;
 

@@ -53,9 +53,9 @@ void add_fp8_block(DeviceWeights& weights, Fp8BlockWeights& out, const PreNormBl
                    int64_t d, const std::array<std::string, 3>& names);
 
 // One forward's buffers: x the residual rows [rows, d] (updated in place),
-// qkv [rows, 3d], attn [rows, d] (attention's output), act [rows, inter]
-// (inter >= d: fc2's sum passes through it on its way into x), q [rows,
-// max(d, inter)] codes and q_scale [rows].
+// qkv [rows, 3d], attn [rows, d] (attention's output; fc2's once proj has
+// read it), act [rows, inter], q [rows, max(d, inter)] codes and q_scale
+// [rows].
 struct Fp8BlockBuffers {
   bf16 *x, *qkv, *attn, *act;
   uint8_t* q;
@@ -66,14 +66,14 @@ struct Fp8BlockBuffers {
 // Throws encoder_kit::Error (INVALID_ARGUMENT: the user's to fix) led by
 // `who` ("siglip CUDA") when this GPU or a block's widths cannot run
 // Fp8PreNormBlock: no FP8 tensor cores, d or inter not a multiple of 16,
-// inter below d, d over detail::kHeldRowCols, and with the exact GELU
-// (gelu_tanh false) inter over it too. The towers call it at start-up.
-void require_fp8_block(const std::string& who, int64_t d, int64_t inter, bool gelu_tanh = true);
+// d over detail::kHeldRowCols, and with the exact GELU (gelu_tanh false)
+// inter over it too. The towers call it at start-up.
+void require_fp8_block(const std::string& who, int64_t d, int64_t inter, bool gelu_tanh);
 
 class Fp8PreNormBlock {
  public:
   // The three FP8 products for up to m_max rows; d and inter multiples of
-  // 16, inter at least d, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
+  // 16, d at most detail::kHeldRowCols. eps: the LayerNorms'. gelu_tanh:
   // GELU's tanh form in fc1's epilogue; otherwise the exact one, inside the
   // quantisation of fc1's output (gelu_quantize_rows_e4m3: inter at most
   // detail::kHeldRowCols). Returns a kernels.hpp status (0, or what failed).
