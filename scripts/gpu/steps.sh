@@ -40,6 +40,7 @@ compare_llava_onevision 540 -
 compare_folder_media 600 folder_media_vs_transformers
 fp8                 570 -
 profile_qwen2_5_vl  400 qwen_profile
+profile_qwen3_vl    400 qwen3_profile
 profile_dsocr2      400 dsocr2_profile
 profile_attention   420 attention_profile
 power_qwen          300 qwen_power
@@ -340,6 +341,15 @@ find_ncu() {
 profile_qwen2_5_vl() {
   find_ncu && python3 "$here/ncu_profile.py" --model qwen2_5_vl --bundle "$1" --out-dir "$2" \
     --ncu "$ncu" "${@:3}"
+}
+# Qwen3-VL-8B at 1344² in bf16, then fp8_linear: where FP8's time goes.
+profile_qwen3_vl() {
+  find_ncu || return 1
+  local p
+  for p in bf16 fp8_linear; do
+    python3 "$here/ncu_profile.py" --model qwen3_vl --bundle "$1" --out-dir "$2/$p" --ncu "$ncu" \
+      --sizes 1344 --set "plugin.config.precision=\"$p\"" "${@:3}" || return 1
+  done
 }
 # DSOCR2_PROFILE_PLUGINS: plugin folders to compare (default: the bundle's).
 profile_dsocr2() {
