@@ -151,6 +151,21 @@ TEST_CASE("precision fp8_linear runs the encoder layers in FP8, within its error
   }
 }
 
+// An MLP narrower than the stream runs in FP8 too: fc2's output passes
+// through attention's buffer, [rows, hidden_size], on its way into x.
+TEST_CASE("precision fp8_linear runs an MLP narrower than hidden_size") {
+  KeyValues narrow = vit300m(2);
+  for (auto& [key, value] : narrow)
+    if (key == "intermediate_size") value = "512";
+  KeyValues fp8 = narrow;
+  fp8.emplace_back("precision", "fp8_linear");
+  if (!encgraph::test::fp8_gpu_or_refused(config(fp8, "cuda"))) return;
+  const Images im({{448, 448}, {300, 900}}, 14);
+  encgraph::test::check_fp8_items(run(config(fp8, "cuda"), im, true),
+                                  run(config(narrow, "cuda"), im, true),
+                                  run(config(narrow, "cpu"), im, false), 8e-2);
+}
+
 // The exact GELU runs inside the quantisation of fc1's output, which holds
 // rows of at most 8,192 values: a wider MLP is refused at start-up with the
 // fix (encoder_kit::cuda::require_fp8_block).

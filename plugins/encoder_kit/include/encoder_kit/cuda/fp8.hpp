@@ -70,8 +70,9 @@ inline constexpr int64_t kHeldRowCols = 8192;
 // There is no residual form: cuBLASLt's FP8 products that added a bf16
 // residual (beta = 1) wrote some values off by up to 5% of the output's
 // size on an H100 (CUDA 13.0): about 0.6% of them with the residual in
-// place, 2 of 131,072 with it apart, where the same products without it were
-// exact to bf16's rounding. A caller adds the residual itself (add_bf16).
+// place, 2 of 131,072 with it apart, where the products without it (other
+// shapes) had none outside the test's bound. A caller adds the residual
+// itself (add_bf16).
 // The epilogues are GemmPlan's None, Bias and BiasGeluTanh (cuBLASLt's own
 // GELU, the tanh form). k and n multiples of 16; every pointer 16-byte
 // aligned. The algorithm is picked per m, as GemmPlan's.
